@@ -1,0 +1,21 @@
+// Package v1alpha1 holds the v1alpha1 API of mcp-operator: the MCPServer and
+// ToolPolicy kinds, their defaults and the validation the API server enforces.
+// +kubebuilder:object:generate=true
+// +groupName=mcp-operator.dev
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/scheme"
+)
+
+var (
+	// GroupVersion is the group and version of every kind in this package.
+	GroupVersion = schema.GroupVersion{Group: "mcp-operator.dev", Version: "v1alpha1"}
+
+	// SchemeBuilder registers the kinds of this package with a runtime.Scheme.
+	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+
+	// AddToScheme adds the kinds of this package to a runtime.Scheme.
+	AddToScheme = SchemeBuilder.AddToScheme
+)

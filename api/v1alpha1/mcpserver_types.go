@@ -1,0 +1,703 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Transport is how the bridge and the probe speak to a server.
+// +kubebuilder:validation:Enum=stdio;streamable-http
+type Transport string
+
+const (
+	// TransportStdio runs the server's command under the stdio adapter in its pod,
+	// which serves it as Streamable HTTP.
+	TransportStdio Transport = "stdio"
+	// TransportStreamableHTTP is MCP's HTTP transport, served by the server itself.
+	TransportStreamableHTTP Transport = "streamable-http"
+)
+
+// EgressPolicy says where a server pod may open connections to.
+// +kubebuilder:validation:Enum=None;DNS;Cluster;Internet
+type EgressPolicy string
+
+const (
+	// EgressNone allows no outgoing connection at all.
+	EgressNone EgressPolicy = "None"
+	// EgressDNS allows DNS lookups only.
+	EgressDNS EgressPolicy = "DNS"
+	// EgressCluster allows DNS and connections to addresses inside the cluster,
+	// except other MCP server pods.
+	EgressCluster EgressPolicy = "Cluster"
+	// EgressInternet allows DNS and connections outside the cluster, except to
+	// other MCP server pods.
+	EgressInternet EgressPolicy = "Internet"
+)
+
+// CatalogPinning says whether a changed tool catalog is published.
+// +kubebuilder:validation:Enum=Auto;Locked
+type CatalogPinning string
+
+const (
+	// CatalogPinningAuto publishes every new catalog and emits CatalogChanged.
+	CatalogPinningAuto CatalogPinning = "Auto"
+	// CatalogPinningLocked publishes only the catalog whose digest is
+	// spec.tools.approvedDigest.
+	CatalogPinningLocked CatalogPinning = "Locked"
+)
+
+// RestartAnnotation on an MCPServer asks the controller to bring back a server
+// that gave up after too many crashes. Any new value counts.
+const RestartAnnotation = "mcp-operator.dev/restart"
+
+// ServerLabel is set on every object the controller creates for a server; its
+// value is the MCPServer's name.
+const ServerLabel = "mcp-operator.dev/server"
+
+// MCPServer condition types (Ready is shared, see ConditionReady).
+const (
+	// ConditionAvailable is True when the server answers the probe.
+	ConditionAvailable = "Available"
+	// ConditionCatalogReady is True when a valid catalog is published in status.
+	ConditionCatalogReady = "CatalogReady"
+	// ConditionDegraded is True when the server works but something is wrong:
+	// invalid tools left out, a truncated catalog, a refused catalog change.
+	ConditionDegraded = "Degraded"
+	// ConditionNameConflict is True when an older MCPServer in the bridge's
+	// scope has the same name; this one's tools are not served.
+	ConditionNameConflict = "NameConflict"
+)
+
+// MCPServerSpec is the desired state of an MCP server: where it runs, how it is
+// reached, how its tools are classified and what happens when it crashes.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.workload) != has(self.remote)",message="exactly one of spec.workload (run the server in the cluster) or spec.remote (connect to a server elsewhere) must be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.remote) || self.transport == 'streamable-http'",message="spec.remote servers are reached over streamable-http only; set spec.transport: streamable-http"
+// +kubebuilder:validation:XValidation:rule="self.transport != 'stdio' || (has(self.workload) && has(self.workload.command) && size(self.workload.command) > 0)",message="spec.transport stdio needs spec.workload.command: the image's entrypoint cannot be read without pulling the image"
+type MCPServerSpec struct {
+	// transport is how the server speaks MCP: stdio (the server reads and writes
+	// JSON-RPC on stdin/stdout; the operator's stdio adapter serves it over HTTP)
+	// or streamable-http (the server listens on spec.workload.port itself).
+	// +required
+	Transport Transport `json:"transport"`
+
+	// workload runs the server as a pod in this namespace. Exactly one of
+	// workload and remote is set.
+	// +optional
+	Workload *Workload `json:"workload,omitempty"`
+
+	// remote connects to a server that runs elsewhere. Exactly one of workload
+	// and remote is set.
+	// +optional
+	Remote *Remote `json:"remote,omitempty"`
+
+	// tools controls how the server's tools are classified and published.
+	// +optional
+	// +kubebuilder:default={}
+	Tools ToolsSpec `json:"tools,omitzero"`
+
+	// restartPolicy controls how a crashing server is restarted and when the
+	// controller gives up on it.
+	// +optional
+	// +kubebuilder:default={}
+	RestartPolicy RestartPolicy `json:"restartPolicy,omitzero"`
+
+	// probe controls how the server's catalog is read.
+	// +optional
+	// +kubebuilder:default={}
+	Probe ProbeSpec `json:"probe,omitzero"`
+
+	// suspend shuts the server down: its tools are withdrawn at once and its
+	// pod is deleted. Set it back to false to start the server again.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+}
+
+// Workload is a server that runs as a pod in the cluster.
+type Workload struct {
+	// image is the container image that holds the server.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Image string `json:"image"`
+
+	// command replaces the image's entrypoint. Required for stdio servers: it is
+	// what the stdio adapter starts.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=4096
+	Command []string `json:"command,omitempty"`
+
+	// args are passed to the command.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=4096
+	Args []string `json:"args,omitempty"`
+
+	// env sets environment variables in the server's container. Values read
+	// from Secrets are redacted from the server's output by the bridge.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=128
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// envFrom sets environment variables from ConfigMaps and Secrets.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	EnvFrom []corev1.EnvFromSource `json:"envFrom,omitempty"`
+
+	// port the server (or, for stdio, the adapter) listens on.
+	// +optional
+	// +kubebuilder:default=8080
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port,omitempty"`
+
+	// path of the MCP endpoint on port.
+	// +optional
+	// +kubebuilder:default="/mcp"
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^/[A-Za-z0-9/._~-]*$`
+	Path string `json:"path,omitempty"`
+
+	// resources are the container's requests and limits; the limits are
+	// enforced by the node's cgroups. Unset keys default to requests cpu 50m,
+	// memory 64Mi and limits cpu 500m, memory 256Mi.
+	// +optional
+	// +kubebuilder:default={requests: {cpu: "50m", memory: "64Mi"}, limits: {cpu: "500m", memory: "256Mi"}}
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// serviceAccountName the pod runs as. Its token is not mounted unless a
+	// volume asks for it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
+	// network says what the server may connect to.
+	// +optional
+	// +kubebuilder:default={}
+	Network NetworkSpec `json:"network,omitzero"`
+
+	// nodeSelector constrains the nodes the pod may run on.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// tolerations let the pod run on tainted nodes.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// volumes added to the pod, mounted with volumeMounts.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	Volumes []corev1.Volume `json:"volumes,omitempty"`
+
+	// volumeMounts of the server's container. The root filesystem is read-only
+	// unless securityContext says otherwise: mount an emptyDir where the server
+	// writes.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	VolumeMounts []corev1.VolumeMount `json:"volumeMounts,omitempty"`
+
+	// securityContext loosens the hardened defaults where a server needs it.
+	// The pod always runs as non-root, without privilege escalation, with all
+	// capabilities dropped and the RuntimeDefault seccomp profile.
+	// +optional
+	SecurityContext *WorkloadSecurityContext `json:"securityContext,omitempty"`
+}
+
+// NetworkSpec is the network access of a server pod.
+type NetworkSpec struct {
+	// egress says where the server may connect: None, DNS (lookups only),
+	// Cluster (in-cluster addresses) or Internet. Other MCP server pods are never
+	// reachable.
+	// +optional
+	// +kubebuilder:default=DNS
+	Egress EgressPolicy `json:"egress,omitempty"`
+}
+
+// WorkloadSecurityContext holds the few security settings a server may change.
+type WorkloadSecurityContext struct {
+	// runAsUser is the UID the server runs as; it may not be 0.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=2147483647
+	RunAsUser *int64 `json:"runAsUser,omitempty"`
+
+	// runAsGroup is the GID the server runs as.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
+	RunAsGroup *int64 `json:"runAsGroup,omitempty"`
+
+	// fsGroup owns the pod's volumes.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
+	FSGroup *int64 `json:"fsGroup,omitempty"`
+
+	// readOnlyRootFilesystem is true by default; set it to false for a server
+	// that writes next to its own files.
+	// +optional
+	ReadOnlyRootFilesystem *bool `json:"readOnlyRootFilesystem,omitempty"`
+}
+
+// Remote is a server that runs outside the cluster (or outside the operator's
+// control) and is reached over Streamable HTTP.
+type Remote struct {
+	// url of the server's MCP endpoint, http or https.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHost() != ''",message="url must be an absolute http:// or https:// URL"
+	URL string `json:"url"`
+
+	// auth holds the credentials the operator presents to the server.
+	// +optional
+	Auth *RemoteAuth `json:"auth,omitempty"`
+
+	// headersFrom adds HTTP headers whose values come from Secrets, such as API
+	// keys. The values are redacted from the server's output by the bridge.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	HeadersFrom []HeaderFromSecret `json:"headersFrom,omitempty"`
+}
+
+// RemoteAuth holds a remote server's credentials.
+type RemoteAuth struct {
+	// bearerTokenSecretRef selects a Secret key whose value is sent as
+	// "Authorization: Bearer <value>".
+	// +optional
+	BearerTokenSecretRef *SecretKeySelector `json:"bearerTokenSecretRef,omitempty"`
+
+	// tlsSecretRef names a Secret with ca.crt (the CA that signed the server's
+	// certificate) and, for mutual TLS, tls.crt and tls.key.
+	// +optional
+	TLSSecretRef *LocalSecretReference `json:"tlsSecretRef,omitempty"`
+}
+
+// HeaderFromSecret is one HTTP header whose value is read from a Secret.
+type HeaderFromSecret struct {
+	// name of the HTTP header.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9!#$%&'*+.^_|~-]+$`
+	// +kubebuilder:validation:XValidation:rule="!(self.lowerAscii() in ['host', 'content-length', 'content-type', 'mcp-session-id', 'mcp-protocol-version', 'transfer-encoding', 'connection'])",message="this header is set by the MCP transport and cannot be overridden"
+	Name string `json:"name"`
+
+	// secretKeyRef selects the header's value.
+	// +required
+	SecretKeyRef SecretKeySelector `json:"secretKeyRef"`
+}
+
+// ToolsSpec controls how a server's tools are classified and published.
+// +kubebuilder:validation:XValidation:rule="self.catalogPinning != 'Locked' || has(self.approvedDigest)",message="catalogPinning Locked needs approvedDigest: copy status.catalogDigest of the catalog you approved"
+type ToolsSpec struct {
+	// riskOverrides set the risk of tools by their upstream name. They win over
+	// the server's annotations.
+	// +optional
+	// +listType=map
+	// +listMapKey=tool
+	// +kubebuilder:validation:MaxItems=1024
+	RiskOverrides []RiskOverride `json:"riskOverrides,omitempty"`
+
+	// exclude leaves out tools whose upstream name matches one of these globs
+	// (`*` matches any run of characters, `?` one character).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=128
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=256
+	Exclude []string `json:"exclude,omitempty"`
+
+	// trustAnnotations lets the server's own hints lower a tool's risk
+	// (readOnlyHint makes a tool read). Without it, hints may only raise risk.
+	// +optional
+	TrustAnnotations bool `json:"trustAnnotations,omitempty"`
+
+	// catalogPinning is Auto (publish every catalog change, with a
+	// CatalogChanged event) or Locked (serve only the catalog whose digest is
+	// approvedDigest).
+	// +optional
+	// +kubebuilder:default=Auto
+	CatalogPinning CatalogPinning `json:"catalogPinning,omitempty"`
+
+	// approvedDigest is the catalog digest ("sha256:" and 64 hex digits) served
+	// when catalogPinning is Locked.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^sha256:[a-f0-9]{64}$`
+	// +kubebuilder:validation:MaxLength=71
+	ApprovedDigest string `json:"approvedDigest,omitempty"`
+}
+
+// RiskOverride sets the risk of one tool.
+type RiskOverride struct {
+	// tool is the upstream tool name, as the server lists it.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	Tool string `json:"tool"`
+
+	// risk the tool is given.
+	// +required
+	Risk Risk `json:"risk"`
+}
+
+// RestartPolicy says how the controller restarts a crashing server and when it
+// gives up.
+// +kubebuilder:validation:XValidation:rule="duration(self.backoffBase) <= duration(self.backoffCap)",message="backoffBase must not exceed backoffCap"
+type RestartPolicy struct {
+	// enabled restarts crashed servers; false leaves a crashed server down.
+	// +optional
+	// +kubebuilder:default=true
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// maxRestarts is how many restarts in a row the controller makes; the next
+	// crash marks the server PermanentlyFailed.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	MaxRestarts *int32 `json:"maxRestarts,omitempty"`
+
+	// backoffBase is the wait before the first restart; each further restart
+	// waits twice as long, up to backoffCap.
+	// +optional
+	// +kubebuilder:default="500ms"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="backoffBase must be positive"
+	BackoffBase metav1.Duration `json:"backoffBase,omitzero"`
+
+	// backoffCap is the longest wait between restarts.
+	// +optional
+	// +kubebuilder:default="10s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('1h')",message="backoffCap must be at most 1h"
+	BackoffCap metav1.Duration `json:"backoffCap,omitzero"`
+
+	// stableAfter is how long a server must stay up for its consecutive crash
+	// count to start over.
+	// +optional
+	// +kubebuilder:default="2m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="stableAfter must be at least 1s"
+	StableAfter metav1.Duration `json:"stableAfter,omitzero"`
+}
+
+// ProbeSpec controls how the server's catalog is read.
+type ProbeSpec struct {
+	// timeout of one probe (connect, handshake and every list call together).
+	// +optional
+	// +kubebuilder:default="10s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('100ms') && duration(self) <= duration('5m')",message="probe timeout must be between 100ms and 5m"
+	Timeout metav1.Duration `json:"timeout,omitzero"`
+
+	// interval between probes of a running server, jittered. A failed probe
+	// counts as a crash.
+	// +optional
+	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('5s') && duration(self) <= duration('24h')",message="probe interval must be between 5s and 24h"
+	Interval metav1.Duration `json:"interval,omitzero"`
+}
+
+// MCPServerStatus is what the controller observed of the server.
+type MCPServerStatus struct {
+	// conditions: Ready, Available, CatalogReady, Degraded and NameConflict.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the generation of the spec this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// endpoint is where the bridge reaches the server.
+	// +optional
+	Endpoint *Endpoint `json:"endpoint,omitempty"`
+
+	// serverInfo is what the server said about itself in the handshake.
+	// +optional
+	ServerInfo *ServerInfo `json:"serverInfo,omitempty"`
+
+	// capabilities the server advertised.
+	// +optional
+	Capabilities *ServerCapabilities `json:"capabilities,omitempty"`
+
+	// tools is the published catalog, sorted by name. At most 1000 are listed;
+	// toolCount has the full number and Degraded says when the list is cut.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=1000
+	Tools []ToolStatus `json:"tools,omitempty"`
+
+	// toolCount is the number of tools in the published catalog.
+	// +optional
+	ToolCount int32 `json:"toolCount,omitempty"`
+
+	// resourceCount is the number of resources the server listed.
+	// +optional
+	ResourceCount int32 `json:"resourceCount,omitempty"`
+
+	// prompts the server offers, sorted by name.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=1000
+	Prompts []PromptStatus `json:"prompts,omitempty"`
+
+	// catalogDigest is the sha256 of the canonical published catalog.
+	// +optional
+	// +kubebuilder:validation:MaxLength=71
+	CatalogDigest string `json:"catalogDigest,omitempty"`
+
+	// restarts counts the server's crashes and restarts.
+	// +optional
+	Restarts RestartStatus `json:"restarts,omitzero"`
+
+	// lastProbeTime is when the server was last probed successfully.
+	// +optional
+	LastProbeTime *metav1.Time `json:"lastProbeTime,omitempty"`
+}
+
+// Endpoint is where the bridge reaches a server.
+type Endpoint struct {
+	// url of the server's MCP endpoint: the pod's IP for workloads, so a
+	// restart is seen as a new endpoint; spec.remote.url for remote servers.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	URL string `json:"url,omitempty"`
+
+	// podName is the pod that serves url; empty for remote servers.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	PodName string `json:"podName,omitempty"`
+}
+
+// ServerInfo is the server's self-description.
+type ServerInfo struct {
+	// name the server reported.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Name string `json:"name,omitempty"`
+
+	// version the server reported.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Version string `json:"version,omitempty"`
+
+	// protocolVersion negotiated with the server, such as 2025-11-25.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	ProtocolVersion string `json:"protocolVersion,omitempty"`
+}
+
+// ServerCapabilities are the MCP capabilities a server advertised.
+type ServerCapabilities struct {
+	// tools: the server lists and runs tools.
+	// +optional
+	Tools bool `json:"tools,omitempty"`
+	// toolsListChanged: the server notifies when its tool list changes.
+	// +optional
+	ToolsListChanged bool `json:"toolsListChanged,omitempty"`
+	// resources: the server lists and reads resources.
+	// +optional
+	Resources bool `json:"resources,omitempty"`
+	// resourcesSubscribe: clients may subscribe to resource updates.
+	// +optional
+	ResourcesSubscribe bool `json:"resourcesSubscribe,omitempty"`
+	// prompts: the server lists and expands prompts.
+	// +optional
+	Prompts bool `json:"prompts,omitempty"`
+	// logging: the server sends log messages.
+	// +optional
+	Logging bool `json:"logging,omitempty"`
+	// completions: the server completes arguments.
+	// +optional
+	Completions bool `json:"completions,omitempty"`
+}
+
+// ToolFlag marks something the probe found suspicious about a tool.
+// +kubebuilder:validation:Enum=injectionSuspect
+type ToolFlag string
+
+const (
+	// ToolFlagInjectionSuspect: the tool's description looks like an attempt to
+	// instruct the agent (prompt injection).
+	ToolFlagInjectionSuspect ToolFlag = "injectionSuspect"
+)
+
+// ToolStatus is one published tool.
+type ToolStatus struct {
+	// name is the namespaced name agents and policies use: mcp.<server>.<tool>.
+	// +required
+	// +kubebuilder:validation:MaxLength=512
+	Name string `json:"name"`
+
+	// upstreamName is the tool's name on the server.
+	// +required
+	// +kubebuilder:validation:MaxLength=128
+	UpstreamName string `json:"upstreamName"`
+
+	// title is the tool's human-readable title.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Title string `json:"title,omitempty"`
+
+	// description, cut to 512 characters. Untrusted text from the server.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Description string `json:"description,omitempty"`
+
+	// risk is the tool's classification after overrides and annotations.
+	// +required
+	Risk Risk `json:"risk"`
+
+	// annotations are the hints the server gave.
+	// +optional
+	Annotations *ToolAnnotations `json:"annotations,omitempty"`
+
+	// schemaDigest is the sha256 of the tool's canonical definition; the
+	// bridge refuses a tool whose live definition no longer matches it.
+	// +required
+	// +kubebuilder:validation:MaxLength=71
+	SchemaDigest string `json:"schemaDigest"`
+
+	// flags are what the probe found suspicious.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=8
+	Flags []ToolFlag `json:"flags,omitempty"`
+}
+
+// ToolAnnotations are a server's hints about a tool. They are untrusted unless
+// spec.tools.trustAnnotations is set.
+type ToolAnnotations struct {
+	// readOnlyHint: the tool does not change its environment.
+	// +optional
+	ReadOnlyHint *bool `json:"readOnlyHint,omitempty"`
+	// destructiveHint: the tool may delete or overwrite data.
+	// +optional
+	DestructiveHint *bool `json:"destructiveHint,omitempty"`
+	// idempotentHint: calling the tool twice has no further effect.
+	// +optional
+	IdempotentHint *bool `json:"idempotentHint,omitempty"`
+	// openWorldHint: the tool reaches outside systems.
+	// +optional
+	OpenWorldHint *bool `json:"openWorldHint,omitempty"`
+}
+
+// PromptStatus is one prompt the server offers.
+type PromptStatus struct {
+	// name is the namespaced prompt name: mcp.<server>.<prompt>.
+	// +required
+	// +kubebuilder:validation:MaxLength=512
+	Name string `json:"name"`
+
+	// arguments the prompt takes.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Arguments []PromptArgument `json:"arguments,omitempty"`
+}
+
+// PromptArgument is one argument of a prompt.
+type PromptArgument struct {
+	// name of the argument.
+	// +required
+	// +kubebuilder:validation:MaxLength=128
+	Name string `json:"name"`
+
+	// required arguments must be given.
+	// +optional
+	Required bool `json:"required,omitempty"`
+}
+
+// RestartStatus counts a server's crashes and restarts. It lives in status so
+// it survives a controller restart.
+type RestartStatus struct {
+	// consecutive crashes since the server was last stable.
+	// +optional
+	Consecutive int32 `json:"consecutive,omitempty"`
+
+	// total crashes seen.
+	// +optional
+	Total int32 `json:"total,omitempty"`
+
+	// lastExitReason says how the last crash happened, such as OOMKilled,
+	// Error (exit code 1) or ProbeFailed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	LastExitReason string `json:"lastExitReason,omitempty"`
+
+	// lastCrashTime is when the last crash was seen.
+	// +optional
+	LastCrashTime *metav1.Time `json:"lastCrashTime,omitempty"`
+
+	// nextRestartTime is when the next pod will be started.
+	// +optional
+	NextRestartTime *metav1.Time `json:"nextRestartTime,omitempty"`
+}
+
+// MCPServer runs or connects to one MCP server and publishes its tool catalog.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=mcps,categories=mcp
+// +kubebuilder:printcolumn:name="Transport",type=string,JSONPath=`.spec.transport`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Tools",type=integer,JSONPath=`.status.toolCount`
+// +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restarts.total`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$') && size(self.metadata.name) <= 63",message="an MCPServer's name must be a DNS label (lowercase letters, digits and '-', at most 63 characters, no dots): it is the <server> segment of mcp.<server>.<tool>"
+type MCPServer struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitzero"`
+
+	// spec is the desired server.
+	// +required
+	Spec MCPServerSpec `json:"spec"`
+
+	// status is what the controller observed.
+	// +optional
+	Status MCPServerStatus `json:"status,omitzero"`
+}
+
+// MCPServerList is a list of MCPServers.
+// +kubebuilder:object:root=true
+type MCPServerList struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ListMeta `json:"metadata,omitzero"`
+	Items           []MCPServer `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&MCPServer{}, &MCPServerList{})
+}

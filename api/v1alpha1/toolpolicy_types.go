@@ -1,0 +1,281 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SubjectKind is the kind of identity a ToolPolicy applies to.
+// +kubebuilder:validation:Enum=ServiceAccount;User;Group
+type SubjectKind string
+
+const (
+	// SubjectServiceAccount is a Kubernetes ServiceAccount, named with its namespace.
+	SubjectServiceAccount SubjectKind = "ServiceAccount"
+	// SubjectUser is a user name as the API server's TokenReview reports it.
+	SubjectUser SubjectKind = "User"
+	// SubjectGroup is a group, such as system:serviceaccounts:<namespace>.
+	SubjectGroup SubjectKind = "Group"
+)
+
+// ApprovalMode is a choice the bridge offers when a rule says ask.
+// +kubebuilder:validation:Enum=AllowOnce;AllowSession
+type ApprovalMode string
+
+const (
+	// ApprovalAllowOnce approves one call.
+	ApprovalAllowOnce ApprovalMode = "AllowOnce"
+	// ApprovalAllowSession approves the tool for the rest of the session.
+	ApprovalAllowSession ApprovalMode = "AllowSession"
+)
+
+// ToolPolicy condition reasons.
+const (
+	// ReasonCompiled: every rule compiled; the policy is in force.
+	ReasonCompiled = "Compiled"
+	// ReasonInvalid: a rule did not compile; the policy is not in force, so
+	// its subjects get the default (deny) from it.
+	ReasonInvalid = "Invalid"
+)
+
+// ToolPolicySpec says which subjects may use which tools, resources and prompts
+// of the MCP servers in the policy's namespace.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.rules) || has(self.resources) || has(self.prompts)",message="a ToolPolicy needs at least one of rules, resources or prompts"
+type ToolPolicySpec struct {
+	// subjects the policy applies to. They may come from any namespace.
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=256
+	Subjects []Subject `json:"subjects"`
+
+	// rules decide tool calls. Every rule that matches a call counts and the
+	// most restrictive decision wins (deny over ask over allow); a call no rule
+	// matches is denied; a destructive tool is at most asked, never allowed.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=512
+	Rules []ToolRule `json:"rules,omitempty"`
+
+	// resources decide resources/read (risk read).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	Resources []ResourceRule `json:"resources,omitempty"`
+
+	// prompts decide prompts/get.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	Prompts []PromptRule `json:"prompts,omitempty"`
+
+	// approval configures the question asked when a rule says ask.
+	// +optional
+	// +kubebuilder:default={}
+	Approval ApprovalSpec `json:"approval,omitzero"`
+
+	// rateLimit caps the calls each subject makes.
+	// +optional
+	RateLimit *RateLimit `json:"rateLimit,omitempty"`
+}
+
+// Subject is an identity a policy applies to.
+//
+// +kubebuilder:validation:XValidation:rule="self.kind != 'ServiceAccount' || has(self.__namespace__)",message="a ServiceAccount subject needs its namespace"
+// +kubebuilder:validation:XValidation:rule="self.kind == 'ServiceAccount' || !has(self.__namespace__)",message="namespace is only for ServiceAccount subjects"
+type Subject struct {
+	// kind of the subject: ServiceAccount, User or Group.
+	// +required
+	Kind SubjectKind `json:"kind"`
+
+	// name of the ServiceAccount, user or group.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// namespace of a ServiceAccount subject.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// ToolRule decides calls of the tools it matches.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.tools) || has(self.risks)",message="a rule needs tools, risks or both to say what it matches"
+type ToolRule struct {
+	// tools are globs on namespaced tool names (mcp.<server>.<tool>): `*`
+	// matches within one name segment (no dots), `**` matches across
+	// segments, `?` matches one character. Example: mcp.github.* or mcp.**.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=128
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=512
+	Tools []string `json:"tools,omitempty"`
+
+	// risks the rule matches; with tools set, a tool must match both.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=4
+	Risks []Risk `json:"risks,omitempty"`
+
+	// decision for the calls the rule matches: allow, deny or ask.
+	// +required
+	Decision Decision `json:"decision"`
+
+	// when is a CEL condition; the rule matches only calls for which it is
+	// true. It sees args (the call's arguments), tool (name, server, risk,
+	// annotations) and subject (kind, name, namespace, groups). An error at
+	// call time denies the call.
+	// Example: args.path.startsWith('/data/')
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	When string `json:"when,omitempty"`
+
+	// reason is shown to the caller and written to the audit log when the rule
+	// decides a call.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Reason string `json:"reason,omitempty"`
+}
+
+// ResourceRule decides resources/read of the resources it matches.
+type ResourceRule struct {
+	// servers are globs on MCPServer names.
+	// +required
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=128
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	Servers []string `json:"servers"`
+
+	// uris are globs on the resources' upstream URIs; unset matches every URI.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=128
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=2048
+	URIs []string `json:"uris,omitempty"`
+
+	// decision for the reads the rule matches.
+	// +required
+	Decision Decision `json:"decision"`
+}
+
+// PromptRule decides prompts/get of the prompts it matches.
+type PromptRule struct {
+	// prompts are globs on namespaced prompt names (mcp.<server>.<prompt>).
+	// +required
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=128
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=512
+	Prompts []string `json:"prompts"`
+
+	// decision for the prompts the rule matches.
+	// +required
+	Decision Decision `json:"decision"`
+}
+
+// ApprovalSpec configures the question the bridge asks when a rule says ask.
+type ApprovalSpec struct {
+	// timeout is how long the bridge waits for an answer; no answer denies.
+	// +optional
+	// +kubebuilder:default="2m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="approval timeout must be between 1s and 1h"
+	Timeout metav1.Duration `json:"timeout,omitzero"`
+
+	// modes are the approvals offered besides deny: AllowOnce (this call) and
+	// AllowSession (this tool for the rest of the session).
+	// +optional
+	// +listType=set
+	// +kubebuilder:default={AllowOnce,AllowSession}
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=2
+	Modes []ApprovalMode `json:"modes,omitempty"`
+}
+
+// RateLimit caps how often each subject may call.
+type RateLimit struct {
+	// callsPerMinute each subject may make under this policy.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	CallsPerMinute int32 `json:"callsPerMinute"`
+
+	// burst is how many calls may come at once; defaults to callsPerMinute.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	Burst int32 `json:"burst,omitempty"`
+}
+
+// ToolPolicyStatus is what the controller made of the policy.
+type ToolPolicyStatus struct {
+	// conditions: Ready (True when compiled; False with reason Invalid and the
+	// compile error otherwise).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the generation of the spec this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// matchedServers are the MCPServers in this namespace that have at least one
+	// tool a rule matches, sorted.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=1000
+	MatchedServers []string `json:"matchedServers,omitempty"`
+
+	// toolCount is the number of published tools some rule matches.
+	// +optional
+	ToolCount int32 `json:"toolCount,omitempty"`
+}
+
+// ToolPolicy grants subjects the use of tools, resources and prompts of the MCP
+// servers in its namespace, like a Role with its binding.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=tp,categories=mcp
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Servers",type=string,JSONPath=`.status.matchedServers`,priority=1
+// +kubebuilder:printcolumn:name="Tools",type=integer,JSONPath=`.status.toolCount`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ToolPolicy struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitzero"`
+
+	// spec is the policy.
+	// +required
+	Spec ToolPolicySpec `json:"spec"`
+
+	// status is what the controller made of it.
+	// +optional
+	Status ToolPolicyStatus `json:"status,omitzero"`
+}
+
+// ToolPolicyList is a list of ToolPolicies.
+// +kubebuilder:object:root=true
+type ToolPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ListMeta `json:"metadata,omitzero"`
+	Items           []ToolPolicy `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ToolPolicy{}, &ToolPolicyList{})
+}
