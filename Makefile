@@ -55,13 +55,25 @@ build: ## Build the manager binary into bin/manager.
 ##@ Test
 
 .PHONY: test
-test: envtest-assets ## Run every test suite (installs what it needs on first run).
+test: envtest-assets peers ## Run every test suite (installs what it needs on first run).
 	go vet ./...
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test ./... -count=1
 
 .PHONY: envtest-assets
 envtest-assets: ## Build kube-apiserver and etcd for envtest into bin/k8s (once).
 	hack/k8s-binaries.sh etcd kube-apiserver
+
+.PHONY: peers
+peers: $(BIN)/everything-server test/peers/node_modules/.installed ## Install the real MCP peers the tests use (npm packages, go-sdk everything-server).
+
+# npm ci --prefer-offline reuses the npm cache after the first run.
+test/peers/node_modules/.installed: test/peers/package.json test/peers/package-lock.json
+	@command -v npm >/dev/null || { echo "npm is missing: install Node.js 20+ and npm (Debian: apt-get install nodejs npm)"; exit 1; }
+	cd test/peers && npm ci --prefer-offline --no-audit --no-fund --loglevel=error
+	touch $@
+
+$(BIN)/everything-server: test/peers/go/go.mod test/peers/go/go.sum
+	cd test/peers/go && CGO_ENABLED=0 go build -o $@ github.com/modelcontextprotocol/go-sdk/conformance/everything-server
 
 ##@ Tools
 
