@@ -694,6 +694,17 @@ type RestartStatus struct {
 	// nextRestartTime is when the next pod will be started.
 	// +optional
 	NextRestartTime *metav1.Time `json:"nextRestartTime,omitempty"`
+
+	// failedGeneration is the generation of the spec under which the server
+	// gave up (PermanentlyFailed); a spec change brings the server back.
+	// +optional
+	FailedGeneration int64 `json:"failedGeneration,omitempty"`
+
+	// restartRequest is the value the mcp-operator.dev/restart annotation had
+	// when the server gave up; setting a different value brings it back.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	RestartRequest string `json:"restartRequest,omitempty"`
 }
 
 // MCPServer runs or connects to one MCP server and publishes its tool catalog.
