@@ -82,12 +82,16 @@ func (o *Options) defaults() {
 
 // HTTPError is a response that is not MCP: an unexpected status or body.
 type HTTPError struct {
-	Method string // the JSON-RPC method being sent
-	Status int
-	Body   string // the start of the body, quoted
+	Method      string // the JSON-RPC method being sent
+	Status      int
+	ContentType string
+	Body        string // the start of the body, quoted
 }
 
 func (e *HTTPError) Error() string {
+	if e.Status/100 == 2 {
+		return fmt.Sprintf("while sending %s: HTTP status %d with content type %q is not an MCP response: %s", e.Method, e.Status, e.ContentType, e.Body)
+	}
 	return fmt.Sprintf("while sending %s: HTTP status %d: %s", e.Method, e.Status, e.Body)
 }
 
@@ -223,7 +227,7 @@ func (c *Conn) call(ctx context.Context, req *jsonrpc.Message) (*jsonrpc.Message
 
 func (c *Conn) httpError(method string, hresp *http.Response) error {
 	data, _ := io.ReadAll(io.LimitReader(hresp.Body, 512))
-	return &HTTPError{Method: method, Status: hresp.StatusCode, Body: jsonrpc.Snippet(data)}
+	return &HTTPError{Method: method, Status: hresp.StatusCode, ContentType: hresp.Header.Get("Content-Type"), Body: jsonrpc.Snippet(data)}
 }
 
 // readJSON reads a single JSON response. A JSON-RPC error on a 4xx status is
