@@ -689,11 +689,12 @@ type RestartStatus struct {
 
 	// lastCrashTime is when the last crash was seen.
 	// +optional
-	LastCrashTime *metav1.Time `json:"lastCrashTime,omitempty"`
+	LastCrashTime *metav1.MicroTime `json:"lastCrashTime,omitempty"`
 
-	// nextRestartTime is when the next pod will be started.
+	// nextRestartTime is when the next pod will be started. Microsecond
+	// precision: backoffs start at fractions of a second.
 	// +optional
-	NextRestartTime *metav1.Time `json:"nextRestartTime,omitempty"`
+	NextRestartTime *metav1.MicroTime `json:"nextRestartTime,omitempty"`
 
 	// failedGeneration is the generation of the spec under which the server
 	// gave up (PermanentlyFailed); a spec change brings the server back.

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -34,6 +37,8 @@ type controllerFlags struct {
 	leaderElect     bool
 	leaderNamespace string
 	workers         int
+	workload        controller.WorkloadOptions
+	bridgeScope     string
 	zap             zap.Options
 }
 
@@ -46,11 +51,19 @@ func parseControllerFlags(args []string, stderr io.Writer) (controllerFlags, err
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader so only one replica reconciles; turn on with more than one replica")
 	fs.StringVar(&f.leaderNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's own)")
 	fs.IntVar(&f.workers, "max-concurrent-reconciles", 4, "reconcile workers per controller")
+	fs.StringVar(&f.workload.OperatorImage, "operator-image", "localhost/mcp-operator/manager:dev", "image holding the manager binary at "+controller.ManagerPath+"; stdio server pods copy the adapter from it")
+	fs.StringVar(&f.workload.OperatorNamespace, "operator-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the bridge and controller pods, the only ones server pods accept connections from (default: $POD_NAMESPACE)")
+	fs.StringVar(&f.bridgeScope, "bridge-namespaces", "", "comma-separated namespaces the bridge serves; same-named MCPServers among them conflict (the older keeps the name)")
 	f.zap.BindFlags(fs)
 	err := fs.Parse(args)
 	if err == nil && fs.NArg() > 0 {
 		err = fmt.Errorf("unexpected arguments: %v", fs.Args())
-		fmt.Fprintln(stderr, err)
+	}
+	if err == nil && f.workload.OperatorNamespace == "" {
+		err = errors.New("--operator-namespace (or $POD_NAMESPACE) is required: server pods accept connections only from the operator's namespace")
+	}
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(stderr, "manager controller:", err)
 	}
 	return f, err
 }
@@ -71,7 +84,13 @@ func newControllerManager(cfg *rest.Config, f controllerFlags) (ctrl.Manager, er
 	if err != nil {
 		return nil, fmt.Errorf("while creating the manager: %w", err)
 	}
-	if err := controller.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: f.workers}); err != nil {
+	opts := controller.Options{MaxConcurrentReconciles: f.workers, Workload: f.workload}
+	for _, ns := range strings.Split(f.bridgeScope, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			opts.BridgeNamespaces = append(opts.BridgeNamespaces, ns)
+		}
+	}
+	if err := controller.SetupWithManager(mgr, opts); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

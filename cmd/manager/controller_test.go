@@ -44,7 +44,7 @@ func TestControllerManagerServesEndpointsAndElectsLeader(t *testing.T) {
 	f, err := parseControllerFlags([]string{
 		"--metrics-bind-address", freeAddr(t),
 		"--health-probe-bind-address", freeAddr(t),
-		"--leader-elect", "--leader-election-namespace", "default",
+		"--leader-elect", "--leader-election-namespace", "default", "--operator-namespace", "mcp-system",
 	}, io.Discard)
 	if err != nil {
 		t.Fatal(err)

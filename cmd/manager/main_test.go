@@ -18,7 +18,8 @@ func TestDispatch(t *testing.T) {
 		{name: "help lists every subcommand", args: []string{"--help"}, code: 0, stderr: "stdio-adapter"},
 		{name: "unknown subcommand", args: []string{"frobnicate"}, code: 2, stderr: `unknown subcommand "frobnicate"`},
 		{name: "version", args: []string{"version"}, code: 0, stdout: "mcp-operator "},
-		{name: "controller rejects stray arguments", args: []string{"controller", "extra"}, code: 2, stderr: "unexpected arguments"},
+		{name: "controller rejects stray arguments", args: []string{"controller", "--operator-namespace=x", "extra"}, code: 2, stderr: "unexpected arguments"},
+		{name: "controller needs the operator namespace", args: []string{"controller"}, code: 2, stderr: "--operator-namespace"},
 		{name: "controller rejects unknown flags", args: []string{"controller", "--no-such-flag"}, code: 2, stderr: "flag provided but not defined"},
 	}
 	for _, tc := range cases {

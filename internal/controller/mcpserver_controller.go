@@ -24,7 +24,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
@@ -75,6 +77,22 @@ type MCPServerReconciler struct {
 	probeFailures map[types.NamespacedName]int
 }
 
+func init() {
+	reconcilers = append(reconcilers, func(mgr ctrl.Manager, opts Options) error {
+		prober := opts.Prober
+		if prober == nil {
+			prober = NewMCPProber()
+		}
+		return (&MCPServerReconciler{
+			Client:           mgr.GetClient(),
+			Recorder:         mgr.GetEventRecorder("mcp-operator"),
+			Prober:           prober,
+			Workload:         opts.Workload,
+			BridgeNamespaces: opts.BridgeNamespaces,
+		}).SetupWithManager(mgr, opts)
+	})
+}
+
 // SetupWithManager registers the reconciler, watching the objects it owns.
 func (r *MCPServerReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	if r.Clock == nil {
@@ -86,6 +104,8 @@ func (r *MCPServerReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) e
 		Owns(&corev1.Pod{}).
 		Owns(&corev1.Service{}).
 		Owns(&networkingv1.NetworkPolicy{}).
+		// A server that lost a name conflict gets it when the older one goes.
+		Watches(&mcpv1alpha1.MCPServer{}, handler.EnqueueRequestsFromMapFunc(r.sameNameElsewhere)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.MaxConcurrentReconciles, 1)}).
 		Named("mcpserver").
 		Complete(r)
@@ -431,6 +451,18 @@ func (r *MCPServerReconciler) nameConflict(ctx context.Context, s *mcpv1alpha1.M
 		}
 	}
 	return false, ""
+}
+
+// sameNameElsewhere maps a server to the same-named servers of the other
+// namespaces in the bridge's scope.
+func (r *MCPServerReconciler) sameNameElsewhere(_ context.Context, obj client.Object) []reconcile.Request {
+	var out []reconcile.Request
+	for _, ns := range r.BridgeNamespaces {
+		if ns != obj.GetNamespace() {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: obj.GetName()}})
+		}
+	}
+	return out
 }
 
 // olderThan orders servers by creation, then namespace, so exactly one of

@@ -64,7 +64,7 @@ type crashOutcome struct {
 func recordCrash(st *mcpv1alpha1.RestartStatus, r restartSettings, reason string, now time.Time) crashOutcome {
 	st.Consecutive++
 	st.Total++
-	st.LastExitReason = reason
+	st.LastExitReason = truncate(reason, 250)
 	st.LastCrashTime = ptrTime(now)
 	if !r.enabled || st.Consecutive > r.maxRestarts {
 		st.NextRestartTime = nil
@@ -86,9 +86,9 @@ func markStable(st *mcpv1alpha1.RestartStatus, r restartSettings, upSince, now t
 	return true
 }
 
-// ptrTime keeps status times at second precision, as the API server stores
-// them, so a status written and read back compares equal.
-func ptrTime(t time.Time) *metav1.Time {
-	mt := metav1.NewTime(t.Truncate(time.Second))
+// ptrTime keeps restart times at microsecond precision, as the API server
+// stores them, so a status written and read back compares equal.
+func ptrTime(t time.Time) *metav1.MicroTime {
+	mt := metav1.NewMicroTime(t.Truncate(time.Microsecond))
 	return &mt
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -55,16 +56,24 @@ var _ = AfterSuite(func() {
 // ctx is the context of the tests' API calls.
 var ctx = context.Background()
 
-// startManager runs a manager with the given reconcilers until the spec ends.
-func startManager(setup ...func(ctrl.Manager) error) {
-	stop := startStoppableManager(setup...)
+// startManager runs a manager with the given reconcilers, watching only the
+// spec's namespaces, until the spec ends.
+func startManager(namespaces []string, setup ...func(ctrl.Manager) error) {
+	stop := startStoppableManager(namespaces, setup...)
 	DeferCleanup(stop)
 }
 
 // startStoppableManager runs a manager with the given reconcilers until the
 // returned function stops it, as a controller restart would.
-func startStoppableManager(setup ...func(ctrl.Manager) error) (stop func()) {
+func startStoppableManager(namespaces []string, setup ...func(ctrl.Manager) error) (stop func()) {
+	watched := map[string]cache.Config{}
+	for _, ns := range namespaces {
+		watched[ns] = cache.Config{}
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		// Objects of earlier specs stay in the API server (envtest runs no
+		// namespace controller); a manager sees only its spec's namespaces.
+		Cache:                  cache.Options{DefaultNamespaces: watched},
 		Scheme:                 testenv.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
