@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 )
 
@@ -38,6 +39,9 @@ type Message struct {
 	Params  json.RawMessage `json:"params,omitempty"`
 	Result  json.RawMessage `json:"result,omitempty"`
 	Error   *Error          `json:"error,omitempty"`
+	// Header holds transport headers for this one message (the 2026
+	// revision's Mcp-Param-* headers); transports without headers ignore it.
+	Header http.Header `json:"-"`
 }
 
 // IsResponse tells a response (result or error) from a request or notification.

@@ -409,6 +409,11 @@ func (c *Conn) do(ctx context.Context, method string, body []byte, m *jsonrpc.Me
 			hreq.Header.Set("Mcp-Name", name)
 		}
 	}
+	for k, vs := range m.Header {
+		for _, v := range vs {
+			hreq.Header.Add(k, v)
+		}
+	}
 	for i := 0; i+1 < len(extra); i += 2 {
 		hreq.Header.Set(extra[i], extra[i+1])
 	}
