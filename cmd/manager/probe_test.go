@@ -267,4 +267,3 @@ func writePEM(t *testing.T, path, kind string, der []byte) {
 		t.Fatal(err)
 	}
 }
-
