@@ -140,11 +140,19 @@ func Children(pid int) []int {
 }
 
 // WaitGone waits until no process of group pgid is left, or fails the test.
+// A zombie counts only while it is this process's child (ours to reap): a
+// grandchild that died after its parent belongs to init, which reaps it in
+// its own time.
 func WaitGone(t testing.TB, pgid int, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		left := GroupMembers(pgid)
+		var left []int
+		for _, pid := range GroupMembers(pgid) {
+			if Alive(pid) || parentOf(pid) == os.Getpid() {
+				left = append(left, pid)
+			}
+		}
 		if len(left) == 0 {
 			return
 		}
@@ -153,4 +161,22 @@ func WaitGone(t testing.TB, pgid int, within time.Duration) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+func parentOf(pid int) int {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	fields := strings.Fields(s[i+1:])
+	if len(fields) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(fields[1])
+	return ppid
 }
