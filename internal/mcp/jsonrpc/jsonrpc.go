@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // Version is the only JSON-RPC version MCP speaks.
@@ -105,6 +106,9 @@ func Decode(data []byte) (*Message, error) {
 	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, fmt.Errorf("malformed JSON-RPC message: %v: %s", err, Snippet(data))
 	}
+	if err := caseExact(data); err != nil {
+		return nil, fmt.Errorf("malformed JSON-RPC message: %v: %s", err, Snippet(data))
+	}
 	if m.JSONRPC != Version {
 		return nil, fmt.Errorf("malformed JSON-RPC message: jsonrpc is %q, want %q: %s", m.JSONRPC, Version, Snippet(data))
 	}
@@ -115,6 +119,28 @@ func Decode(data []byte) (*Message, error) {
 		m.ID = nil
 	}
 	return &m, nil
+}
+
+// envelopeKeys are the member names of a message.
+var envelopeKeys = []string{"jsonrpc", "id", "method", "params", "result", "error"}
+
+// caseExact refuses keys that differ from an envelope key only in case:
+// encoding/json would match them anyway, and a message whose "METHOD" means
+// something to us but nothing to the peer (or the reverse) is a way past
+// checks.
+func caseExact(data []byte) error {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return err
+	}
+	for k := range fields {
+		for _, want := range envelopeKeys {
+			if k != want && strings.EqualFold(k, want) {
+				return fmt.Errorf("key %q: JSON-RPC keys are case-sensitive (want %q)", k, want)
+			}
+		}
+	}
+	return nil
 }
 
 // Snippet shortens untrusted server output for an error message.
