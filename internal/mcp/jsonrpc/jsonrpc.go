@@ -152,6 +152,23 @@ func Snippet(data []byte) string {
 	return strconv.Quote(string(data))
 }
 
+// ReplyTo is this client's answer to a request from the server: ping
+// succeeds; everything else (sampling, elicitation, roots) is not offered.
+func ReplyTo(m *Message) *Message {
+	if m.Method == "ping" {
+		return NewResult(m.ID, json.RawMessage(`{}`))
+	}
+	return NewErrorResponse(m.ID, CodeMethodNotFound, "this client does not offer "+m.Method)
+}
+
+// What names a message for error text: its method, or "a response".
+func (m *Message) What() string {
+	if m.Method != "" {
+		return m.Method
+	}
+	return "a response"
+}
+
 // NotificationHandler receives the server's notifications (progress, log
 // messages, list changes). It must not block.
 type NotificationHandler func(*Message)
