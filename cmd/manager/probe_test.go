@@ -267,3 +267,23 @@ func writePEM(t *testing.T, path, kind string, der []byte) {
 		t.Fatal(err)
 	}
 }
+
+func TestPrintableEscapesWhatCouldFoolAReader(t *testing.T) {
+	cases := []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"plain text", 80, "plain text"},
+		{"two\nlines\there", 80, "two lines here"},
+		{"evil\u202Etxt.exe", 80, `evil\u202Etxt.exe`},
+		{"zero\u200bwidth", 80, `zero\u200Bwidth`},
+		{"bell\a", 80, `bell\u0007`},
+		{"日本語テキスト", 3, "日本語…"},
+	}
+	for _, tc := range cases {
+		if got := printable(tc.in, tc.max); got != tc.want {
+			t.Errorf("printable(%q, %d) = %q, want %q", tc.in, tc.max, got, tc.want)
+		}
+	}
+}
