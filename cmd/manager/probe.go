@@ -62,7 +62,7 @@ type probeFlags struct {
 	headers, env, exclude, risks              listFlag
 	name, output, protocol                    string
 	trust                                     bool
-	timeout                                   time.Duration
+	timeout, discoverTimeout                  time.Duration
 	limits                                    client.Limits
 	command                                   []string
 }
@@ -86,6 +86,7 @@ func parseProbeFlags(args []string, stderr io.Writer) (*probeFlags, error) {
 	fs.StringVar(&f.output, "o", "table", "output format: table, json or yaml")
 	fs.StringVar(&f.protocol, "protocol", "auto", "protocol era: auto (server/discover, then initialize), stateless or session")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "bound for the whole probe: start, handshake and every list")
+	fs.DurationVar(&f.discoverTimeout, "discover-timeout", 0, "bound for server/discover before falling back to initialize (default: a third of --timeout, at most 3s)")
 	fs.Var(&f.exclude, "exclude", "glob of upstream tool names to leave out, as spec.tools.exclude (repeatable)")
 	fs.Var(&f.risks, "risk", "risk override TOOL=read|write|network|destructive, as spec.tools.riskOverrides (repeatable)")
 	fs.BoolVar(&f.trust, "trust-annotations", false, "let readOnlyHint lower a tool's risk, as spec.tools.trustAnnotations")
@@ -158,7 +159,7 @@ func runProbe(args []string, stdout, stderr io.Writer) int {
 // probeSetup turns flags into a target and probe options.
 func (f *probeFlags) probeSetup() (probe.Target, probe.Options, error) {
 	opts := probe.Options{
-		Server: f.name, Timeout: f.timeout, Limits: f.limits, ClientVersion: version.String(),
+		Server: f.name, Timeout: f.timeout, DiscoverTimeout: f.discoverTimeout, Limits: f.limits, ClientVersion: version.String(),
 		Tools: v1alpha1.ToolsSpec{Exclude: f.exclude, TrustAnnotations: f.trust},
 	}
 	if f.protocol != "auto" {
