@@ -159,17 +159,25 @@ func kubeletSeesExit(pod *corev1.Pod, exitCode int32, reason string) {
 	ExpectWithOffset(1, k8sClient.Status().Update(ctx, pod)).To(Succeed())
 }
 
+// update changes the server as a user would, retrying when the controller's
+// status writes got in between.
+func update(s *mcpv1alpha1.MCPServer, change func(*mcpv1alpha1.MCPServer)) {
+	EventuallyWithOffset(1, func() error {
+		cur := get(s)
+		change(cur)
+		return k8sClient.Update(ctx, cur)
+	}).Should(Succeed())
+}
+
 // poke makes the controller reconcile now, as any update of the object does;
 // the tests move a fake clock, which no requeue timer follows.
 func poke(s *mcpv1alpha1.MCPServer) {
-	EventuallyWithOffset(1, func() error {
-		cur := get(s)
+	update(s, func(cur *mcpv1alpha1.MCPServer) {
 		if cur.Annotations == nil {
 			cur.Annotations = map[string]string{}
 		}
 		cur.Annotations["test.mcp-operator.dev/poke"] = strconv.FormatInt(time.Now().UnixNano(), 10)
-		return k8sClient.Update(ctx, cur)
-	}).Should(Succeed())
+	})
 }
 
 // eventsOf lists the reasons and notes of the server's Kubernetes Events.
@@ -279,9 +287,9 @@ var _ = Describe("MCPServer controller", func() {
 				eventWith("PermanentlyFailed", "mcp.server.permanently_failed"),
 			))
 
-			cur := get(s)
-			cur.Annotations = map[string]string{mcpv1alpha1.RestartAnnotation: "try-again"}
-			Expect(k8sClient.Update(ctx, cur)).To(Succeed())
+			update(s, func(cur *mcpv1alpha1.MCPServer) {
+				cur.Annotations = map[string]string{mcpv1alpha1.RestartAnnotation: "try-again"}
+			})
 			onePod(s)
 			Eventually(func() int64 { return get(s).Status.Restarts.FailedGeneration }).Should(BeZero())
 			Expect(get(s).Status.Restarts.Consecutive).To(BeZero())
@@ -303,9 +311,9 @@ var _ = Describe("MCPServer controller", func() {
 			kubeletRuns(onePod(s), clk.Now())
 			Eventually(condition(s, mcpv1alpha1.ConditionReady)).WithTimeout(30 * time.Second).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonServing))
 
-			cur := get(s)
-			cur.Spec.Suspend = true
-			Expect(k8sClient.Update(ctx, cur)).To(Succeed())
+			update(s, func(cur *mcpv1alpha1.MCPServer) {
+				cur.Spec.Suspend = true
+			})
 			Eventually(func() []corev1.Pod { return serverPods(s) }).Should(BeEmpty())
 			Eventually(condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonSuspended))
 			Expect(get(s).Status.Tools).To(BeEmpty())
@@ -318,9 +326,9 @@ var _ = Describe("MCPServer controller", func() {
 			s := httpServer(ns, "changing", freePort())
 			Expect(k8sClient.Create(ctx, s)).To(Succeed())
 			first := onePod(s)
-			cur := get(s)
-			cur.Spec.Workload.Args = []string{"--verbose"}
-			Expect(k8sClient.Update(ctx, cur)).To(Succeed())
+			update(s, func(cur *mcpv1alpha1.MCPServer) {
+				cur.Spec.Workload.Args = []string{"--verbose"}
+			})
 			Eventually(func(g Gomega) {
 				pods := serverPods(s)
 				g.Expect(pods).To(HaveLen(1))
@@ -391,9 +399,9 @@ var _ = Describe("MCPServer controller", func() {
 			full := get(s).Status
 
 			// Auto: a change is published and named in an event.
-			cur := get(s)
-			cur.Spec.Tools.Exclude = []string{"echo"}
-			Expect(k8sClient.Update(ctx, cur)).To(Succeed())
+			update(s, func(cur *mcpv1alpha1.MCPServer) {
+				cur.Spec.Tools.Exclude = []string{"echo"}
+			})
 			Eventually(func() string { return get(s).Status.CatalogDigest }).ShouldNot(Equal(full.CatalogDigest))
 			Expect(get(s).Status.ToolCount).To(Equal(full.ToolCount - 1))
 			Eventually(func() []string { return eventsOf(s) }).Should(eventWith("CatalogChanged", "removed: echo"))
@@ -401,20 +409,20 @@ var _ = Describe("MCPServer controller", func() {
 
 			// Locked to the trimmed catalog: the full one is refused, the
 			// approved one stays served.
-			cur = get(s)
-			cur.Spec.Tools.CatalogPinning = mcpv1alpha1.CatalogPinningLocked
-			cur.Spec.Tools.ApprovedDigest = trimmed
-			cur.Spec.Tools.Exclude = nil
-			Expect(k8sClient.Update(ctx, cur)).To(Succeed())
+			update(s, func(cur *mcpv1alpha1.MCPServer) {
+				cur.Spec.Tools.CatalogPinning = mcpv1alpha1.CatalogPinningLocked
+				cur.Spec.Tools.ApprovedDigest = trimmed
+				cur.Spec.Tools.Exclude = nil
+			})
 			Eventually(condition(s, mcpv1alpha1.ConditionDegraded)).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonCatalogNotApproved))
 			Expect(get(s).Status.CatalogDigest).To(Equal(trimmed))
 			Expect(condition(s, mcpv1alpha1.ConditionReady)()).To(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonServing))
 			Eventually(func() []string { return eventsOf(s) }).Should(eventWith("CatalogRefused", "approvedDigest"))
 
 			// Approving the full catalog publishes it.
-			cur = get(s)
-			cur.Spec.Tools.ApprovedDigest = full.CatalogDigest
-			Expect(k8sClient.Update(ctx, cur)).To(Succeed())
+			update(s, func(cur *mcpv1alpha1.MCPServer) {
+				cur.Spec.Tools.ApprovedDigest = full.CatalogDigest
+			})
 			Eventually(func() string { return get(s).Status.CatalogDigest }).Should(Equal(full.CatalogDigest))
 			Eventually(condition(s, mcpv1alpha1.ConditionDegraded)).Should(BeNil())
 		})
