@@ -110,9 +110,9 @@ func TestDecideToolPrecedence(t *testing.T) {
 			call:     read, want: dDeny, source: SourceDefault,
 		},
 		{
-			name: "a malformed name is denied",
+			name:     "a malformed name is denied",
 			policies: []v1alpha1.ToolPolicy{newPolicy("team", "p", forSA("team", "agent"), allow("mcp.**"))},
-			call: ToolCall{Name: "mcp.fs-v2.read_file", Server: "fs", Namespace: "team"}, want: dDeny,
+			call:     ToolCall{Name: "mcp.fs-v2.read_file", Server: "fs", Namespace: "team"}, want: dDeny,
 			source: SourceDefault, reason: "malformed request",
 		},
 	}

@@ -85,9 +85,13 @@ func withToolRule(opts ...ruleOption) policyOption {
 	return withRule(r)
 }
 
-func allow(tools ...string) policyOption { return withToolRule(toolRule(v1alpha1.DecisionAllow, tools...)) }
-func deny(tools ...string) policyOption  { return withToolRule(toolRule(v1alpha1.DecisionDeny, tools...)) }
-func ask(tools ...string) policyOption   { return withToolRule(toolRule(v1alpha1.DecisionAsk, tools...)) }
+func allow(tools ...string) policyOption {
+	return withToolRule(toolRule(v1alpha1.DecisionAllow, tools...))
+}
+func deny(tools ...string) policyOption {
+	return withToolRule(toolRule(v1alpha1.DecisionDeny, tools...))
+}
+func ask(tools ...string) policyOption { return withToolRule(toolRule(v1alpha1.DecisionAsk, tools...)) }
 
 // call is a call of mcp.<server>.<tool> in namespace "team".
 func call(server, tool string, risk v1alpha1.Risk, args map[string]any) ToolCall {
