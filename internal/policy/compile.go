@@ -88,12 +88,22 @@ type rule struct {
 	when  *Condition
 }
 
-// nameEntry is a rule's claim on tool or prompt names: globs on the part
-// after mcp.<server>. when indexed under a server, on the whole name
-// otherwise; no globs means every name (a tool rule with risks only).
+// nameEntry is a rule's claim on tool or prompt names. Under a server of the
+// index, its globs match the tail (<name> of mcp.<server>.<name>). Under any
+// server, either server and globs match the server's name and the tail (the
+// glob was mcp.<server glob>.<tail glob>), or the globs match the whole name
+// (the glob crosses dots before the tail, as mcp.** does). No globs: every
+// name (a tool rule with risks only).
 type nameEntry struct {
-	rule  *rule
-	globs []*Glob
+	rule   *rule
+	server *Glob
+	globs  []*Glob
+	full   bool
+}
+
+// name is a namespaced name cut into its parts, once per decision.
+type name struct {
+	full, server, tail string
 }
 
 // nameIndex finds the rules that may match a namespaced name without
@@ -147,31 +157,41 @@ func (p *Policy) Name() string { return p.name }
 // MatchesTool reports whether some tool rule of the policy matches the tool by
 // name and risk, whoever calls it and whatever its `when` says. The
 // controller uses it to report the tools a policy reaches.
-func (p *Policy) MatchesTool(server, name string, risk v1alpha1.Risk) bool {
-	tail, ok := nameTail(name, server)
+func (p *Policy) MatchesTool(server, fullName string, risk v1alpha1.Risk) bool {
+	n, ok := cutName(fullName, server)
 	if !ok {
 		return false
 	}
 	bit := riskBit(effectiveRisk(risk))
 	for _, e := range p.tools.byServer[server] {
-		if e.matches(tail, bit) {
+		if e.matches(n, bit) {
 			return true
 		}
 	}
 	for _, e := range p.tools.anyServer {
-		if e.matches(name, bit) {
+		if e.matches(n, bit) {
 			return true
 		}
 	}
 	return false
 }
 
-func (e *nameEntry) matches(s string, bit riskSet) bool {
+// matches reports whether the entry covers the name at the risk. Entries
+// under a server of the index are only asked about names of that server.
+func (e *nameEntry) matches(n name, bit riskSet) bool {
 	if e.rule.risks != 0 && e.rule.risks&bit == 0 {
 		return false
 	}
 	if e.globs == nil {
 		return true
+	}
+	s := n.tail
+	if e.server != nil {
+		if !e.server.Match(n.server) {
+			return false
+		}
+	} else if e.full {
+		s = n.full
 	}
 	for _, g := range e.globs {
 		if g.Match(s) {
@@ -181,16 +201,16 @@ func (e *nameEntry) matches(s string, bit riskSet) bool {
 	return false
 }
 
-// nameTail returns <name> of mcp.<server>.<name>, and whether full has that
-// form for server.
-func nameTail(full, server string) (string, bool) {
+// cutName cuts mcp.<server>.<name>, and reports whether full has that form
+// for server, whose name (a DNS label) has no dots.
+func cutName(full, server string) (name, bool) {
 	const prefix = "mcp."
-	if server == "" || len(full) <= len(prefix)+len(server)+1 ||
+	if server == "" || strings.IndexByte(server, '.') >= 0 || len(full) <= len(prefix)+len(server)+1 ||
 		full[:len(prefix)] != prefix || full[len(prefix):len(prefix)+len(server)] != server ||
 		full[len(prefix)+len(server)] != '.' {
-		return "", false
+		return name{}, false
 	}
-	return full[len(prefix)+len(server)+1:], true
+	return name{full: full, server: server, tail: full[len(prefix)+len(server)+1:]}, true
 }
 
 // compiler gathers the errors of one policy.
@@ -322,7 +342,8 @@ func (c *compiler) promptRule(i int, pr *v1alpha1.PromptRule) {
 
 // names compiles the globs of a tool or prompt rule into the index: a glob
 // with a literal server segment goes under that server, the rest under any
-// server. No globs (a tool rule with risks only) matches every name.
+// server, split into server and tail globs where they can be. No globs (a
+// tool rule with risks only) matches every name.
 func (c *compiler) names(x *nameIndex, field, what string, r *rule, globs []string) {
 	if len(globs) == 0 {
 		x.add("", nameEntry{rule: r})
@@ -341,18 +362,30 @@ func (c *compiler) names(x *nameIndex, field, what string, r *rule, globs []stri
 			c.fail(f, "%s", msg)
 			continue
 		}
-		server, tail := splitServerGlob(pattern)
-		if server != "" {
-			// The tail is part of a glob that compiled: it compiles too.
-			if g, err = CompileGlob(tail, NameGlob); err != nil {
+		serverPattern, tailPattern, ok := splitServerGlob(pattern)
+		if !ok {
+			x.add("", nameEntry{rule: r, globs: []*Glob{g}, full: true})
+			continue
+		}
+		// Both parts of a glob that compiled compile too.
+		tail, err := CompileGlob(tailPattern, NameGlob)
+		if err != nil {
+			c.fail(f, "%v", err)
+			continue
+		}
+		if hasWildcard(serverPattern) {
+			server, err := CompileGlob(serverPattern, NameGlob)
+			if err != nil {
 				c.fail(f, "%v", err)
 				continue
 			}
+			x.add("", nameEntry{rule: r, server: server, globs: []*Glob{tail}})
+			continue
 		}
-		if _, seen := byServer[server]; !seen {
-			order = append(order, server)
+		if _, seen := byServer[serverPattern]; !seen {
+			order = append(order, serverPattern)
 		}
-		byServer[server] = append(byServer[server], g)
+		byServer[serverPattern] = append(byServer[serverPattern], tail)
 	}
 	for _, server := range order {
 		x.add(server, nameEntry{rule: r, globs: byServer[server]})
@@ -377,17 +410,18 @@ func nameGlobProblem(pattern, what string) string {
 	return ""
 }
 
-// splitServerGlob splits mcp.<server>.<rest> when <server> has no wildcard.
-func splitServerGlob(pattern string) (server, rest string) {
+// splitServerGlob splits mcp.<server>.<tail> when <server> is one name
+// segment ('**' in it could cross into the tail).
+func splitServerGlob(pattern string) (server, tail string, ok bool) {
 	after, ok := strings.CutPrefix(pattern, "mcp.")
 	if !ok {
-		return "", ""
+		return "", "", false
 	}
-	server, rest, ok = strings.Cut(after, ".")
-	if !ok || server == "" || rest == "" || hasWildcard(server) {
-		return "", ""
+	server, tail, ok = strings.Cut(after, ".")
+	if !ok || server == "" || tail == "" || strings.Contains(server, "**") {
+		return "", "", false
 	}
-	return server, rest
+	return server, tail, true
 }
 
 func (c *compiler) resourceRule(i int, rr *v1alpha1.ResourceRule) {

@@ -72,7 +72,7 @@ func CompileCondition(expr string) (*Condition, error) {
 // must be denied: the condition failed (a missing key, a wrong type, a
 // result that is not a bool) or ran over ConditionCostLimit.
 func (c *Condition) Eval(subject Subject, call ToolCall) (bool, error) {
-	return c.eval(&conditionInput{subject: &subject, call: &call})
+	return c.eval(&conditionInput{subject: subject, call: call})
 }
 
 func (c *Condition) eval(in *conditionInput) (bool, error) {
@@ -95,8 +95,8 @@ func (c *Condition) eval(in *conditionInput) (bool, error) {
 // call's arguments as they are and builds tool and subject only when a
 // condition looks at them.
 type conditionInput struct {
-	subject *Subject
-	call    *ToolCall
+	subject Subject
+	call    ToolCall
 	tool    map[string]any
 	subj    map[string]any
 }

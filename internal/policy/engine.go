@@ -72,7 +72,7 @@ func (e *Engine) Policies() []*Policy { return e.policies }
 // candidates appends the policies of namespace whose subjects match s, each
 // once.
 func (e *Engine) candidates(s Subject, namespace string, out []*Policy) []*Policy {
-	var keyBuf [8]subjectKey
+	var keyBuf [16]subjectKey
 	for _, k := range s.appendKeys(keyBuf[:0]) {
 	next:
 		for _, p := range e.bySubject[policyKey{subject: k, namespace: namespace}] {
@@ -90,26 +90,27 @@ func (e *Engine) candidates(s Subject, namespace string, out []*Policy) []*Polic
 // DecideTool decides one tool call.
 func (e *Engine) DecideTool(s Subject, call ToolCall) Result {
 	risk := effectiveRisk(call.Risk)
-	tail, ok := nameTail(call.Name, call.Server)
+	n, ok := cutName(call.Name, call.Server)
 	if !ok {
 		return Result{
 			Decision: v1alpha1.DecisionDeny, RiskAtDecision: risk, SourcedFrom: SourceDefault, tool: call.Name,
 			Reason: fmt.Sprintf("malformed request: tool name %q is not mcp.<server>.<tool> of server %q", call.Name, call.Server),
 		}
 	}
-	var polBuf [8]*Policy
-	var matchBuf, condBuf [16]*rule
+	var polBuf [32]*Policy
+	var matchBuf, condBuf [64]*rule
 	matched, conditional := matchBuf[:0], condBuf[:0]
 	bit := riskBit(risk)
 	for _, p := range e.candidates(s, call.Namespace, polBuf[:0]) {
-		matched, conditional = collectNames(p.tools.byServer[call.Server], tail, bit, matched, conditional)
-		matched, conditional = collectNames(p.tools.anyServer, call.Name, bit, matched, conditional)
+		matched, conditional = collectNames(p.tools.byServer[call.Server], n, bit, matched, conditional)
+		matched, conditional = collectNames(p.tools.anyServer, n, bit, matched, conditional)
 	}
 	top := topLevel(matched)
 	if len(conditional) > 0 && top != levelDeny {
-		in := conditionInput{subject: &s, call: &call}
+		// Built only here: handing it to CEL puts it on the heap.
+		in := &conditionInput{subject: s, call: call}
 		for _, r := range conditional {
-			ok, err := r.when.eval(&in)
+			ok, err := r.when.eval(in)
 			if err != nil {
 				res := Result{
 					Decision: v1alpha1.DecisionDeny, Rules: []RuleRef{r.ref}, RiskAtDecision: risk,
@@ -138,12 +139,12 @@ func (e *Engine) DecideTool(s Subject, call ToolCall) Result {
 	return res
 }
 
-// collectNames appends the rules of entries that match s: those without a
+// collectNames appends the rules of entries that match n: those without a
 // condition to matched, those with one to conditional.
-func collectNames(entries []nameEntry, s string, bit riskSet, matched, conditional []*rule) ([]*rule, []*rule) {
+func collectNames(entries []nameEntry, n name, bit riskSet, matched, conditional []*rule) ([]*rule, []*rule) {
 	for i := range entries {
 		e := &entries[i]
-		if !e.matches(s, bit) {
+		if !e.matches(n, bit) {
 			continue
 		}
 		if e.rule.when != nil {
@@ -180,13 +181,8 @@ func conclude(matched []*rule, top level, risk v1alpha1.Risk) Result {
 	if top == levelNone {
 		return Result{Decision: v1alpha1.DecisionDeny, RiskAtDecision: risk, SourcedFrom: SourceDefault, Reason: reasonDefault}
 	}
-	n := 0
-	for _, r := range matched {
-		if r.level == top {
-			n++
-		}
-	}
-	winners := make([]*rule, 0, n)
+	var buf [64]*rule
+	winners := buf[:0]
 	for _, r := range matched {
 		if r.level == top {
 			winners = append(winners, r)
@@ -233,9 +229,17 @@ func sortRules(rules []*rule) {
 }
 
 // approvalOf combines the approval settings of the policies whose rules ask:
-// only the modes all of them offer, and the shortest timeout.
+// only the modes all of them offer, and the shortest timeout. With one policy
+// asking (the usual case) its own settings are shared, not copied.
 func approvalOf(asking []*rule) *Approval {
 	first := &asking[0].policy.approval
+	same := true
+	for _, r := range asking[1:] {
+		same = same && r.policy == asking[0].policy
+	}
+	if same {
+		return first
+	}
 	a := &Approval{Timeout: first.Timeout}
 	for _, m := range first.Modes {
 		offered := true
@@ -293,20 +297,20 @@ next:
 
 // DecidePrompt decides one prompts/get. Prompts are decided at risk read.
 func (e *Engine) DecidePrompt(s Subject, get PromptGet) Result {
-	tail, ok := nameTail(get.Name, get.Server)
+	n, ok := cutName(get.Name, get.Server)
 	if !ok {
 		return Result{
 			Decision: v1alpha1.DecisionDeny, RiskAtDecision: v1alpha1.RiskRead, SourcedFrom: SourceDefault,
 			Reason: fmt.Sprintf("malformed request: prompt name %q is not mcp.<server>.<prompt> of server %q", get.Name, get.Server),
 		}
 	}
-	var polBuf [8]*Policy
-	var matchBuf [16]*rule
+	var polBuf [32]*Policy
+	var matchBuf [64]*rule
 	matched := matchBuf[:0]
 	for _, p := range e.candidates(s, get.Namespace, polBuf[:0]) {
 		// Prompt rules have no conditions, so nothing lands in the second list.
-		matched, _ = collectNames(p.prompts.byServer[get.Server], tail, 0, matched, nil)
-		matched, _ = collectNames(p.prompts.anyServer, get.Name, 0, matched, nil)
+		matched, _ = collectNames(p.prompts.byServer[get.Server], n, 0, matched, nil)
+		matched, _ = collectNames(p.prompts.anyServer, n, 0, matched, nil)
 	}
 	return conclude(matched, topLevel(matched), v1alpha1.RiskRead)
 }
@@ -316,8 +320,8 @@ func (e *Engine) DecideResource(s Subject, read ResourceRead) Result {
 	if hasDotDotSegment(read.URI) {
 		return Result{Decision: v1alpha1.DecisionDeny, RiskAtDecision: v1alpha1.RiskRead, SourcedFrom: SourceDefault, Reason: reasonDotSegment}
 	}
-	var polBuf [8]*Policy
-	var matchBuf [16]*rule
+	var polBuf [32]*Policy
+	var matchBuf [64]*rule
 	matched := matchBuf[:0]
 	for _, p := range e.candidates(s, read.Namespace, polBuf[:0]) {
 		for _, r := range p.resources {

@@ -115,6 +115,12 @@ func TestDecideToolPrecedence(t *testing.T) {
 			call:     ToolCall{Name: "mcp.fs-v2.read_file", Server: "fs", Namespace: "team"}, want: dDeny,
 			source: SourceDefault, reason: "malformed request",
 		},
+		{
+			name:     "a server name with a dot is malformed",
+			policies: []v1alpha1.ToolPolicy{newPolicy("team", "p", forSA("team", "agent"), allow("mcp.*.b.read"))},
+			call:     ToolCall{Name: "mcp.a.b.read", Server: "a.b", Namespace: "team"}, want: dDeny,
+			source: SourceDefault, reason: "malformed request",
+		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -39,15 +39,18 @@ type token struct {
 type globShape uint8
 
 const (
-	shapeExact   globShape = iota // no wildcard
-	shapeAnyRun                   // prefix, then one '**', then suffix
-	shapeStarRun                  // prefix, then one '*', then suffix
-	shapeGeneral                  // anything else: run the automaton on the middle
+	shapeExact    globShape = iota // no wildcard
+	shapeAnyRun                    // prefix, then one '**', then suffix
+	shapeStarRun                   // prefix, then one '*', then suffix
+	shapeSegments                  // '*' and '?' only, split at '.': segment by segment
+	shapeAnyStars                  // every star crosses everything: greedy matching
+	shapeMixed                     // '*' and '**' together: run the automaton
 )
 
-// Glob is a compiled glob pattern. Matching never allocates for patterns of up
-// to 63 wildcard-delimited characters and is linear in the text's length
-// times the pattern's, so no pattern can make it slow.
+// Glob is a compiled glob pattern. Matching costs at most the text's length
+// times the pattern's, so no pattern can make it slow, and allocates only for
+// patterns that mix '*' and '**' with more than 63 characters between their
+// first and last wildcard.
 type Glob struct {
 	pattern string
 	shape   globShape
@@ -56,8 +59,19 @@ type Glob struct {
 	prefix, suffix string
 	// middle holds the tokens from the first wildcard to the last, inclusive.
 	middle []token
+	// segments are the dot-separated parts of a shapeSegments glob.
+	segments []segment
 	// sep is the character '*' and '?' do not match; 0 for none.
 	sep byte
+}
+
+// segment is one dot-free part of a name glob: a literal, a literal and a
+// trailing '*', a lone '*', or tokens with '*' and '?' (which here cannot meet
+// a '.').
+type segment struct {
+	shape   globShape // shapeExact, shapeStarRun (prefix*), shapeAnyRun (*), or shapeSegments (toks)
+	literal string
+	toks    []token
 }
 
 // String is the pattern the glob was compiled from.
@@ -124,10 +138,57 @@ func CompileGlob(pattern string, syntax GlobSyntax) (*Glob, error) {
 		g.shape = shapeAnyRun
 	case len(g.middle) == 1 && g.middle[0].kind == tokStar:
 		g.shape = shapeStarRun
+	case !hasKind(g.middle, tokStar):
+		g.shape = shapeAnyStars
+	case !hasKind(g.middle, tokAny):
+		g.shape = shapeSegments
+		g.segments = splitSegments(toks, g.sep)
 	default:
-		g.shape = shapeGeneral
+		g.shape = shapeMixed
 	}
 	return g, nil
+}
+
+func hasKind(toks []token, kind tokenKind) bool {
+	for _, t := range toks {
+		if t.kind == kind {
+			return true
+		}
+	}
+	return false
+}
+
+// splitSegments cuts the tokens at each literal separator. Neither '*' nor
+// '?' matches the separator here, so a text matches only if its separators
+// line up with these, segment by segment.
+func splitSegments(toks []token, sep byte) []segment {
+	var segs []segment
+	start := 0
+	for i := 0; i <= len(toks); i++ {
+		if i < len(toks) && !(toks[i].kind == tokLiteral && toks[i].c == sep) {
+			continue
+		}
+		part := toks[start:i]
+		wild := 0
+		for j, t := range part {
+			if t.kind != tokLiteral {
+				wild = j + 1
+				break
+			}
+		}
+		switch {
+		case wild == 0:
+			segs = append(segs, segment{shape: shapeExact, literal: literalText(part)})
+		case len(part) == 1 && part[0].kind == tokStar:
+			segs = append(segs, segment{shape: shapeAnyRun})
+		case wild == len(part) && part[wild-1].kind == tokStar:
+			segs = append(segs, segment{shape: shapeStarRun, literal: literalText(part[:wild-1])})
+		default:
+			segs = append(segs, segment{shape: shapeSegments, toks: part})
+		}
+		start = i + 1
+	}
+	return segs
 }
 
 func checkGlobChar(pattern string, c byte, syntax GlobSyntax) error {
@@ -171,8 +232,73 @@ func (g *Glob) Match(s string) bool {
 		return true
 	case shapeStarRun:
 		return strings.IndexByte(mid, g.sep) < 0
+	case shapeAnyStars:
+		return matchGreedy(g.middle, g.sep, mid)
+	case shapeSegments:
+		return g.matchSegments(s)
 	}
 	return matchTokens(g.middle, g.sep, mid)
+}
+
+func (g *Glob) matchSegments(s string) bool {
+	for i, seg := range g.segments {
+		part := s
+		if i < len(g.segments)-1 {
+			end := strings.IndexByte(s, g.sep)
+			if end < 0 {
+				return false
+			}
+			part, s = s[:end], s[end+1:]
+		} else if strings.IndexByte(s, g.sep) >= 0 {
+			return false
+		}
+		switch seg.shape {
+		case shapeExact:
+			if part != seg.literal {
+				return false
+			}
+		case shapeStarRun:
+			if !strings.HasPrefix(part, seg.literal) {
+				return false
+			}
+		case shapeSegments:
+			if !matchGreedy(seg.toks, 0, part) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// matchGreedy is the classic wildcard match for patterns whose stars all
+// match any run: on a mismatch, let the last star take one more character.
+// Linear in practice, len(s)*len(toks) at worst, and it never allocates.
+func matchGreedy(toks []token, sep byte, s string) bool {
+	ti, si := 0, 0
+	starT, starS := -1, 0
+	for si < len(s) {
+		if ti < len(toks) {
+			switch t := toks[ti]; {
+			case t.kind == tokStar || t.kind == tokAny:
+				starT, starS = ti, si
+				ti++
+				continue
+			case t.kind == tokLiteral && t.c == s[si], t.kind == tokOne && (sep == 0 || s[si] != sep):
+				ti++
+				si++
+				continue
+			}
+		}
+		if starT < 0 {
+			return false
+		}
+		starS++
+		si, ti = starS, starT+1
+	}
+	for ti < len(toks) && (toks[ti].kind == tokStar || toks[ti].kind == tokAny) {
+		ti++
+	}
+	return ti == len(toks)
 }
 
 // matchTokens runs the pattern as a nondeterministic automaton over s: state

@@ -41,6 +41,18 @@ func TestGlobMatch(t *testing.T) {
 		{"a*a", NameGlob, "a", false},
 		{"*", NameGlob, "", true},
 		{"*", NameGlob, ".", false},
+		// '*' and '**' together.
+		{"mcp.*.**", NameGlob, "mcp.fs.a.b", true},
+		{"mcp.*.**", NameGlob, "mcp.fs", false},
+		{"mcp.**.*_x", NameGlob, "mcp.a.b.c_x", true},
+		{"mcp.**.*_x", NameGlob, "mcp.a.b.c.x", false},
+		{"mcp.**.?", NameGlob, "mcp.a.b.c", true},
+		// Segment shapes: a lone '*', literal then '*', general.
+		{"mcp.*.read_*", NameGlob, "mcp.fs.read_file", true},
+		{"mcp.*.read_*", NameGlob, "mcp.fs.write_file", false},
+		{"mcp.f?.*e*", NameGlob, "mcp.fs.read", true},
+		{"mcp.f?.*e*", NameGlob, "mcp.fs.list", false},
+		{"mcp.*.*", NameGlob, "mcp.fs", false},
 		// Names are case-sensitive.
 		{"mcp.fs.Read", NameGlob, "mcp.fs.read", false},
 		// URIs: '*' crosses '/', '**' is the same.
@@ -51,6 +63,8 @@ func TestGlobMatch(t *testing.T) {
 		{"file:///data/?.txt", URIGlob, "file:///data/a.txt", true},
 		{"file:///data/?.txt", URIGlob, "file:///data/ab.txt", false},
 		{"*://example.com/*", URIGlob, "https://example.com/a", true},
+		{"file:///*/x/*.txt", URIGlob, "file:///a/b/x/c/d.txt", true},
+		{"file:///*/x/*.txt", URIGlob, "file:///a/b/y/c/d.txt", false},
 	}
 	for _, c := range cases {
 		g, err := CompileGlob(c.pattern, c.syntax)

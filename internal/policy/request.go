@@ -109,7 +109,8 @@ type Result struct {
 	SourcedFrom string
 	// Reason says why, for the caller and the audit log.
 	Reason string
-	// Approval is set when Decision is ask.
+	// Approval is set when Decision is ask. It may be shared with other
+	// results: read it, never change it.
 	Approval *Approval
 
 	// tool is the namespaced tool name the result is for, so grants apply

@@ -132,7 +132,11 @@ func (s Subject) appendKeys(keys []subjectKey) []subjectKey {
 		keys = append(keys, subjectKey{kind: keyUser, name: name})
 	}
 	for _, g := range s.Groups {
-		keys = append(keys, groupKey(g))
+		k := groupKey(g)
+		if kind == v1alpha1.SubjectServiceAccount && (k == keys[1] || k == keys[2]) {
+			continue // the implicit groups, listed by the API server too
+		}
+		keys = append(keys, k)
 	}
 	return keys
 }
