@@ -68,6 +68,38 @@ const (
 	ConditionNameConflict = "NameConflict"
 )
 
+// MCPServer condition reasons. docs/mcpserver.md says what each means and
+// what to do about it.
+const (
+	// ReasonServing: the catalog is published and the bridge serves it.
+	ReasonServing = "Serving"
+	// ReasonStarting: the pod is being created or has not answered yet.
+	ReasonStarting = "Starting"
+	// ReasonProbeFailed: the server did not answer the probe.
+	ReasonProbeFailed = "ProbeFailed"
+	// ReasonRestarting: the server crashed and waits for its backoff to end.
+	ReasonRestarting = "Restarting"
+	// ReasonPermanentlyFailed: the server crashed more often than
+	// spec.restartPolicy.maxRestarts allows; it stays down until its spec
+	// changes or the mcp-operator.dev/restart annotation is set.
+	ReasonPermanentlyFailed = "PermanentlyFailed"
+	// ReasonSuspended: spec.suspend is true.
+	ReasonSuspended = "Suspended"
+	// ReasonInvalidTools: some tools broke the naming or schema rules and were
+	// left out.
+	ReasonInvalidTools = "InvalidTools"
+	// ReasonCatalogTruncated: the catalog has more tools than status lists.
+	ReasonCatalogTruncated = "CatalogTruncated"
+	// ReasonCatalogNotApproved: catalogPinning is Locked and the server's
+	// catalog digest differs from approvedDigest.
+	ReasonCatalogNotApproved = "CatalogNotApproved"
+	// ReasonNameInUse: an older MCPServer in the bridge's scope has this name.
+	ReasonNameInUse = "NameInUse"
+	// ReasonCredentialsMissing: a Secret the server needs does not exist or
+	// lacks the key.
+	ReasonCredentialsMissing = "CredentialsMissing"
+)
+
 // MCPServerSpec is the desired state of an MCP server: where it runs, how it is
 // reached, how its tools are classified and what happens when it crashes.
 //
@@ -301,7 +333,7 @@ type HeaderFromSecret struct {
 }
 
 // ToolsSpec controls how a server's tools are classified and published.
-// +kubebuilder:validation:XValidation:rule="self.catalogPinning != 'Locked' || has(self.approvedDigest)",message="catalogPinning Locked needs approvedDigest: copy status.catalogDigest of the catalog you approved"
+// +kubebuilder:validation:XValidation:rule="!has(self.catalogPinning) || self.catalogPinning != 'Locked' || has(self.approvedDigest)",message="catalogPinning Locked needs approvedDigest: copy status.catalogDigest of the catalog you approved"
 type ToolsSpec struct {
 	// riskOverrides set the risk of tools by their upstream name. They win over
 	// the server's annotations.
@@ -355,7 +387,7 @@ type RiskOverride struct {
 
 // RestartPolicy says how the controller restarts a crashing server and when it
 // gives up.
-// +kubebuilder:validation:XValidation:rule="duration(self.backoffBase) <= duration(self.backoffCap)",message="backoffBase must not exceed backoffCap"
+// +kubebuilder:validation:XValidation:rule="!has(self.backoffBase) || !has(self.backoffCap) || duration(self.backoffBase) <= duration(self.backoffCap)",message="backoffBase must not exceed backoffCap"
 type RestartPolicy struct {
 	// enabled restarts crashed servers; false leaves a crashed server down.
 	// +optional
@@ -657,11 +689,23 @@ type RestartStatus struct {
 
 	// lastCrashTime is when the last crash was seen.
 	// +optional
-	LastCrashTime *metav1.Time `json:"lastCrashTime,omitempty"`
+	LastCrashTime *metav1.MicroTime `json:"lastCrashTime,omitempty"`
 
-	// nextRestartTime is when the next pod will be started.
+	// nextRestartTime is when the next pod will be started. Microsecond
+	// precision: backoffs start at fractions of a second.
 	// +optional
-	NextRestartTime *metav1.Time `json:"nextRestartTime,omitempty"`
+	NextRestartTime *metav1.MicroTime `json:"nextRestartTime,omitempty"`
+
+	// failedGeneration is the generation of the spec under which the server
+	// gave up (PermanentlyFailed); a spec change brings the server back.
+	// +optional
+	FailedGeneration int64 `json:"failedGeneration,omitempty"`
+
+	// restartRequest is the value the mcp-operator.dev/restart annotation had
+	// when the server gave up; setting a different value brings it back.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	RestartRequest string `json:"restartRequest,omitempty"`
 }
 
 // MCPServer runs or connects to one MCP server and publishes its tool catalog.

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -26,53 +30,94 @@ func newScheme() *runtime.Scheme {
 	return s
 }
 
-func runController(args []string, _, stderr io.Writer) int {
+// controllerFlags are the settings of `manager controller`.
+type controllerFlags struct {
+	metricsAddr     string
+	probeAddr       string
+	leaderElect     bool
+	leaderNamespace string
+	workers         int
+	workload        controller.WorkloadOptions
+	bridgeScope     string
+	zap             zap.Options
+}
+
+func parseControllerFlags(args []string, stderr io.Writer) (controllerFlags, error) {
+	var f controllerFlags
 	fs := flag.NewFlagSet("manager controller", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	metricsAddr := fs.String("metrics-bind-address", ":8080", "address the Prometheus /metrics endpoint listens on; 0 disables it")
-	probeAddr := fs.String("health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
-	leaderElect := fs.Bool("leader-elect", false, "elect a leader so only one replica reconciles; turn on with more than one replica")
-	leaderNamespace := fs.String("leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's own)")
-	workers := fs.Int("max-concurrent-reconciles", 4, "reconcile workers per controller")
-	zapOpts := zap.Options{}
-	zapOpts.BindFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "address the Prometheus /metrics endpoint listens on; 0 disables it")
+	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
+	fs.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader so only one replica reconciles; turn on with more than one replica")
+	fs.StringVar(&f.leaderNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's own)")
+	fs.IntVar(&f.workers, "max-concurrent-reconciles", 4, "reconcile workers per controller")
+	fs.StringVar(&f.workload.OperatorImage, "operator-image", "localhost/mcp-operator/manager:dev", "image holding the manager binary at "+controller.ManagerPath+"; stdio server pods copy the adapter from it")
+	fs.StringVar(&f.workload.OperatorNamespace, "operator-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the bridge and controller pods, the only ones server pods accept connections from (default: $POD_NAMESPACE)")
+	fs.StringVar(&f.bridgeScope, "bridge-namespaces", "", "comma-separated namespaces the bridge serves; same-named MCPServers among them conflict (the older keeps the name)")
+	f.zap.BindFlags(fs)
+	err := fs.Parse(args)
+	if err == nil && fs.NArg() > 0 {
+		err = fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if err == nil && f.workload.OperatorNamespace == "" {
+		err = errors.New("--operator-namespace (or $POD_NAMESPACE) is required: server pods accept connections only from the operator's namespace")
+	}
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(stderr, "manager controller:", err)
+	}
+	return f, err
+}
+
+// newControllerManager builds the manager with every reconciler, metrics,
+// health and readiness endpoints and, when asked, leader election.
+func newControllerManager(cfg *rest.Config, f controllerFlags) (ctrl.Manager, error) {
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  newScheme(),
+		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
+		HealthProbeBindAddress:  f.probeAddr,
+		LeaderElection:          f.leaderElect,
+		LeaderElectionID:        "controller.mcp-operator.dev",
+		LeaderElectionNamespace: f.leaderNamespace,
+		// Release the lease on a clean shutdown so the next leader takes over at once.
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("while creating the manager: %w", err)
+	}
+	opts := controller.Options{MaxConcurrentReconciles: f.workers, Workload: f.workload}
+	for _, ns := range strings.Split(f.bridgeScope, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			opts.BridgeNamespaces = append(opts.BridgeNamespaces, ns)
+		}
+	}
+	if err := controller.SetupWithManager(mgr, opts); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("while adding the health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("while adding the readiness check: %w", err)
+	}
+	return mgr, nil
+}
+
+func runController(args []string, _, stderr io.Writer) int {
+	f, err := parseControllerFlags(args, stderr)
+	if err != nil {
 		return 2
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts), zap.WriteTo(stderr)))
-	log := ctrl.Log.WithName("setup")
-	log.Info("starting controller", "version", version.String())
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&f.zap), zap.WriteTo(stderr)))
+	ctrl.Log.WithName("setup").Info("starting controller", "version", version.String())
 
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		fmt.Fprintf(stderr, "manager controller: while loading the Kubernetes client configuration: %v\n", err)
 		return 1
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  newScheme(),
-		Metrics:                 metricsserver.Options{BindAddress: *metricsAddr},
-		HealthProbeBindAddress:  *probeAddr,
-		LeaderElection:          *leaderElect,
-		LeaderElectionID:        "controller.mcp-operator.dev",
-		LeaderElectionNamespace: *leaderNamespace,
-		// The process exits soon after losing the lease; release it on a clean
-		// shutdown so the next leader takes over at once.
-		LeaderElectionReleaseOnCancel: true,
-	})
+	mgr, err := newControllerManager(cfg, f)
 	if err != nil {
-		fmt.Fprintf(stderr, "manager controller: while creating the manager: %v\n", err)
-		return 1
-	}
-	if err := controller.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: *workers}); err != nil {
 		fmt.Fprintf(stderr, "manager controller: %v\n", err)
-		return 1
-	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		fmt.Fprintf(stderr, "manager controller: while adding the health check: %v\n", err)
-		return 1
-	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		fmt.Fprintf(stderr, "manager controller: while adding the readiness check: %v\n", err)
 		return 1
 	}
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {

@@ -14,6 +14,13 @@ type Options struct {
 	// longer than their timeout, and several workers keep one slow server
 	// from holding up the others.
 	MaxConcurrentReconciles int
+	// Workload configures the pods of workload servers.
+	Workload WorkloadOptions
+	// BridgeNamespaces is the bridge's scope, for name conflicts between
+	// MCPServers (see MCPServerReconciler.BridgeNamespaces).
+	BridgeNamespaces []string
+	// Prober reads servers' catalogs; nil means the MCP prober.
+	Prober Prober
 }
 
 // reconcilers lists every reconciler the controller runs; each kind's file

@@ -1,0 +1,452 @@
+package controller
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/testpeers"
+)
+
+var nsSeq atomic.Int64
+
+func createNamespace() string {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("mcps-%d", nsSeq.Add(1))}}
+	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
+	return ns.Name
+}
+
+// startEverythingHTTP runs server-everything (npm, written by others) over
+// Streamable HTTP on a free loopback port until the spec ends.
+func startEverythingHTTP() int {
+	bin, err := testpeers.NPMBin("mcp-server-everything")
+	Expect(err).NotTo(HaveOccurred())
+	port := freePort()
+	cmd := exec.Command(bin, "streamableHttp")
+	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port))
+	cmd.Stdout, cmd.Stderr = GinkgoWriter, GinkgoWriter
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	Expect(cmd.Start()).To(Succeed())
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	DeferCleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		Eventually(exited).WithTimeout(10 * time.Second).Should(BeClosed())
+	})
+	Eventually(func() error {
+		c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}).WithTimeout(20 * time.Second).Should(Succeed())
+	return port
+}
+
+func freePort() int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	Expect(err).NotTo(HaveOccurred())
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// reconcilerFor is an MCPServer reconciler with a fake clock and the real
+// MCP prober.
+func reconcilerFor(clk *clocktesting.FakeClock, bridgeNamespaces ...string) func(ctrl.Manager) error {
+	return func(mgr ctrl.Manager) error {
+		return (&MCPServerReconciler{
+			Client:           mgr.GetClient(),
+			Recorder:         mgr.GetEventRecorder("mcp-operator"),
+			Prober:           NewMCPProber(),
+			Clock:            clk,
+			Workload:         WorkloadOptions{OperatorImage: "localhost/mcp-operator/manager:dev", OperatorNamespace: "mcp-system"},
+			BridgeNamespaces: bridgeNamespaces,
+		}).SetupWithManager(mgr, Options{MaxConcurrentReconciles: 2})
+	}
+}
+
+func httpServer(ns, name string, port int) *mcpv1alpha1.MCPServer {
+	return &mcpv1alpha1.MCPServer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: mcpv1alpha1.MCPServerSpec{
+			Transport: mcpv1alpha1.TransportStreamableHTTP,
+			Workload:  &mcpv1alpha1.Workload{Image: "example.com/everything:1", Port: int32(port)},
+		},
+	}
+}
+
+func get(s *mcpv1alpha1.MCPServer) *mcpv1alpha1.MCPServer {
+	var out mcpv1alpha1.MCPServer
+	ExpectWithOffset(1, k8sClient.Get(ctx, client.ObjectKeyFromObject(s), &out)).To(Succeed())
+	return &out
+}
+
+func condition(s *mcpv1alpha1.MCPServer, typ string) func() *metav1.Condition {
+	return func() *metav1.Condition {
+		return meta.FindStatusCondition(get(s).Status.Conditions, typ)
+	}
+}
+
+func haveReason(status metav1.ConditionStatus, reason string) OmegaMatcher {
+	return And(Not(BeNil()), HaveField("Status", status), HaveField("Reason", reason))
+}
+
+// serverPods are the server's pods that are not being deleted.
+func serverPods(s *mcpv1alpha1.MCPServer) []corev1.Pod {
+	var pods corev1.PodList
+	ExpectWithOffset(1, k8sClient.List(ctx, &pods, client.InNamespace(s.Namespace), client.MatchingLabels{mcpv1alpha1.ServerLabel: s.Name})).To(Succeed())
+	var live []corev1.Pod
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp.IsZero() {
+			live = append(live, p)
+		}
+	}
+	return live
+}
+
+// onePod waits for the server's single live pod.
+func onePod(s *mcpv1alpha1.MCPServer) *corev1.Pod {
+	var pod corev1.Pod
+	EventuallyWithOffset(1, func(g Gomega) {
+		pods := serverPods(s)
+		g.Expect(pods).To(HaveLen(1))
+		pod = pods[0]
+	}).WithTimeout(20 * time.Second).Should(Succeed())
+	return &pod
+}
+
+// kubeletRuns writes the status a kubelet writes for a running, ready pod.
+// The pod IP is loopback: the server the test started is the pod's process.
+func kubeletRuns(pod *corev1.Pod, startedAt time.Time) {
+	pod.Status = corev1.PodStatus{
+		Phase: corev1.PodRunning, PodIP: "127.0.0.1",
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(startedAt)}},
+		ContainerStatuses: []corev1.ContainerStatus{{
+			Name: serverContainer, Ready: true, Image: pod.Spec.Containers[0].Image, ImageID: "sha256:0",
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(startedAt)}},
+		}},
+	}
+	ExpectWithOffset(1, k8sClient.Status().Update(ctx, pod)).To(Succeed())
+}
+
+// kubeletSeesExit writes the status of a pod whose server exited.
+func kubeletSeesExit(pod *corev1.Pod, exitCode int32, reason string) {
+	pod.Status = corev1.PodStatus{
+		Phase: corev1.PodFailed,
+		ContainerStatuses: []corev1.ContainerStatus{{
+			Name: serverContainer, Image: pod.Spec.Containers[0].Image, ImageID: "sha256:0",
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exitCode, Reason: reason}},
+		}},
+	}
+	ExpectWithOffset(1, k8sClient.Status().Update(ctx, pod)).To(Succeed())
+}
+
+// poke makes the controller reconcile now, as any update of the object does;
+// the tests move a fake clock, which no requeue timer follows.
+func poke(s *mcpv1alpha1.MCPServer) {
+	EventuallyWithOffset(1, func() error {
+		cur := get(s)
+		if cur.Annotations == nil {
+			cur.Annotations = map[string]string{}
+		}
+		cur.Annotations["test.mcp-operator.dev/poke"] = strconv.FormatInt(time.Now().UnixNano(), 10)
+		return k8sClient.Update(ctx, cur)
+	}).Should(Succeed())
+}
+
+// eventsOf lists the reasons and notes of the server's Kubernetes Events.
+func eventsOf(s *mcpv1alpha1.MCPServer) []string {
+	var list eventsv1.EventList
+	ExpectWithOffset(1, k8sClient.List(ctx, &list, client.InNamespace(s.Namespace))).To(Succeed())
+	var out []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == s.Name && e.Regarding.Kind == "MCPServer" {
+			out = append(out, e.Reason+": "+e.Note)
+		}
+	}
+	return out
+}
+
+func eventWith(reason, text string) OmegaMatcher {
+	return ContainElement(And(HavePrefix(reason+": "), ContainSubstring(text)))
+}
+
+var _ = Describe("MCPServer controller", func() {
+	var (
+		ns  string
+		clk *clocktesting.FakeClock
+	)
+	BeforeEach(func() {
+		ns = createNamespace()
+		clk = clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
+	})
+
+	Context("with a workload server", func() {
+		BeforeEach(func() { startManager([]string{ns}, reconcilerFor(clk)) })
+
+		It("runs a hardened pod with a Service and NetworkPolicy, probes it and publishes the catalog", func() {
+			port := startEverythingHTTP()
+			s := httpServer(ns, "everything", port)
+			Expect(k8sClient.Create(ctx, s)).To(Succeed())
+
+			pod := onePod(s)
+			Expect(metav1.IsControlledBy(pod, get(s))).To(BeTrue())
+			Expect(pod.Spec.RestartPolicy).To(Equal(corev1.RestartPolicyNever))
+			Expect(pod.Spec.Containers[0].Resources.Limits.Memory().String()).To(Equal("256Mi"))
+			var svc corev1.Service
+			Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: s.Name}, &svc)).To(Succeed())
+			Expect(metav1.IsControlledBy(&svc, get(s))).To(BeTrue())
+			var np networkingv1.NetworkPolicy
+			Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: s.Name}, &np)).To(Succeed())
+			Expect(np.Spec.PodSelector.MatchLabels).To(HaveKeyWithValue(mcpv1alpha1.ServerLabel, s.Name))
+			Eventually(condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonStarting))
+
+			kubeletRuns(pod, clk.Now())
+			Eventually(condition(s, mcpv1alpha1.ConditionReady)).WithTimeout(30 * time.Second).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonServing))
+
+			st := get(s).Status
+			Expect(st.ObservedGeneration).To(Equal(get(s).Generation))
+			Expect(st.Endpoint).To(Equal(&mcpv1alpha1.Endpoint{URL: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), PodName: pod.Name}))
+			Expect(st.ServerInfo.ProtocolVersion).NotTo(BeEmpty())
+			Expect(st.Capabilities.Tools).To(BeTrue())
+			Expect(st.CatalogDigest).To(MatchRegexp(`^sha256:[a-f0-9]{64}$`))
+			Expect(st.ToolCount).To(BeNumerically("==", len(st.Tools)))
+			Expect(st.Tools).To(ContainElement(And(HaveField("Name", "mcp.everything.echo"), HaveField("UpstreamName", "echo"))))
+			names := make([]string, len(st.Tools))
+			for i, t := range st.Tools {
+				names[i] = t.Name
+			}
+			Expect(names).To(BeSortedAs())
+			Expect(st.Prompts).To(ContainElement(And(
+				HaveField("Name", "mcp.everything.args-prompt"),
+				HaveField("Arguments", ContainElement(mcpv1alpha1.PromptArgument{Name: "city", Required: true})))))
+			Expect(st.ResourceCount).To(BeNumerically(">", 0))
+			for _, c := range st.Conditions {
+				Expect(c.ObservedGeneration).To(Equal(get(s).Generation), c.Type)
+			}
+		})
+
+		It("restarts a crashing server with backoff, gives up after maxRestarts, and comes back on the restart annotation", func() {
+			s := httpServer(ns, "crashy", freePort())
+			Expect(k8sClient.Create(ctx, s)).To(Succeed())
+
+			backoffs := []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second}
+			for i, backoff := range backoffs {
+				pod := onePod(s)
+				kubeletSeesExit(pod, 1, "Error")
+				Eventually(func() int32 { return get(s).Status.Restarts.Consecutive }).Should(BeEquivalentTo(i + 1))
+				st := get(s).Status.Restarts
+				Expect(st.NextRestartTime.Time).To(BeTemporally("==", clk.Now().Add(backoff)))
+				Expect(st.LastExitReason).To(Equal("Error (exit code 1)"))
+				Expect(condition(s, mcpv1alpha1.ConditionReady)()).To(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonRestarting))
+				// No new pod before the backoff has passed.
+				Eventually(func() []corev1.Pod { return serverPods(s) }).Should(BeEmpty())
+				poke(s)
+				Consistently(func() []corev1.Pod { return serverPods(s) }).WithTimeout(time.Second).Should(BeEmpty())
+				clk.Step(backoff)
+				poke(s)
+			}
+
+			kubeletSeesExit(onePod(s), 137, "OOMKilled")
+			Eventually(condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonPermanentlyFailed))
+			Expect(get(s).Status.Restarts).To(And(HaveField("Consecutive", BeEquivalentTo(4)), HaveField("Total", BeEquivalentTo(4)),
+				HaveField("LastExitReason", "OOMKilled"), HaveField("NextRestartTime", BeNil())))
+			clk.Step(time.Hour)
+			poke(s)
+			Consistently(func() []corev1.Pod { return serverPods(s) }).WithTimeout(2 * time.Second).Should(BeEmpty())
+
+			Eventually(func() []string { return eventsOf(s) }).Should(And(
+				eventWith("Crashed", "mcp.server.crashed: Error (exit code 1)"),
+				eventWith("Restarting", "mcp.server.restarting: restart 3 of 3"),
+				eventWith("PermanentlyFailed", "mcp.server.permanently_failed"),
+			))
+
+			cur := get(s)
+			cur.Annotations = map[string]string{mcpv1alpha1.RestartAnnotation: "try-again"}
+			Expect(k8sClient.Update(ctx, cur)).To(Succeed())
+			onePod(s)
+			Eventually(func() int64 { return get(s).Status.Restarts.FailedGeneration }).Should(BeZero())
+			Expect(get(s).Status.Restarts.Consecutive).To(BeZero())
+		})
+
+		It("counts a server that stops answering the probe as crashed", func() {
+			s := httpServer(ns, "silent", freePort()) // nothing listens there
+			Expect(k8sClient.Create(ctx, s)).To(Succeed())
+			kubeletRuns(onePod(s), clk.Now())
+			Eventually(func() string { return get(s).Status.Restarts.LastExitReason }).WithTimeout(30 * time.Second).
+				Should(HavePrefix("ProbeFailed (3 probes in a row"))
+			Expect(get(s).Status.Restarts.Consecutive).To(BeEquivalentTo(1))
+		})
+
+		It("suspends at once: pod deleted, catalog withdrawn, no restart", func() {
+			port := startEverythingHTTP()
+			s := httpServer(ns, "pausable", port)
+			Expect(k8sClient.Create(ctx, s)).To(Succeed())
+			kubeletRuns(onePod(s), clk.Now())
+			Eventually(condition(s, mcpv1alpha1.ConditionReady)).WithTimeout(30 * time.Second).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonServing))
+
+			cur := get(s)
+			cur.Spec.Suspend = true
+			Expect(k8sClient.Update(ctx, cur)).To(Succeed())
+			Eventually(func() []corev1.Pod { return serverPods(s) }).Should(BeEmpty())
+			Eventually(condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonSuspended))
+			Expect(get(s).Status.Tools).To(BeEmpty())
+			Expect(get(s).Status.Restarts.Total).To(BeZero(), "a suspend is not a crash")
+			Eventually(func() []string { return eventsOf(s) }).Should(eventWith("Shutdown", "mcp.server.shutdown"))
+			Consistently(func() []corev1.Pod { return serverPods(s) }).WithTimeout(time.Second).Should(BeEmpty())
+		})
+
+		It("replaces the pod on a spec change without counting a crash", func() {
+			s := httpServer(ns, "changing", freePort())
+			Expect(k8sClient.Create(ctx, s)).To(Succeed())
+			first := onePod(s)
+			cur := get(s)
+			cur.Spec.Workload.Args = []string{"--verbose"}
+			Expect(k8sClient.Update(ctx, cur)).To(Succeed())
+			Eventually(func(g Gomega) {
+				pods := serverPods(s)
+				g.Expect(pods).To(HaveLen(1))
+				g.Expect(pods[0].Name).NotTo(Equal(first.Name))
+				g.Expect(pods[0].Spec.Containers[0].Args).To(Equal([]string{"--verbose"}))
+			}).WithTimeout(20 * time.Second).Should(Succeed())
+			Expect(get(s).Status.Restarts.Total).To(BeZero())
+		})
+	})
+
+	It("keeps a backoff across a controller restart", func() {
+		stop := startStoppableManager([]string{ns}, reconcilerFor(clk))
+		s := httpServer(ns, "survivor", freePort())
+		s.Spec.RestartPolicy.BackoffBase = metav1.Duration{Duration: time.Minute}
+		s.Spec.RestartPolicy.BackoffCap = metav1.Duration{Duration: 10 * time.Minute}
+		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+		kubeletSeesExit(onePod(s), 2, "Error")
+		Eventually(func() int32 { return get(s).Status.Restarts.Consecutive }).Should(BeEquivalentTo(1))
+		Eventually(func() []corev1.Pod { return serverPods(s) }).Should(BeEmpty())
+		stop()
+
+		startManager([]string{ns}, reconcilerFor(clk))
+		poke(s)
+		Consistently(func() []corev1.Pod { return serverPods(s) }).WithTimeout(2 * time.Second).Should(BeEmpty())
+		clk.Step(time.Minute)
+		poke(s)
+		onePod(s)
+		Expect(get(s).Status.Restarts).To(And(HaveField("Consecutive", BeEquivalentTo(1)), HaveField("Total", BeEquivalentTo(1))))
+	})
+
+	Context("with a remote server", func() {
+		BeforeEach(func() { startManager([]string{ns}, reconcilerFor(clk)) })
+
+		remote := func(name string, port int) *mcpv1alpha1.MCPServer {
+			return &mcpv1alpha1.MCPServer{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+				Spec: mcpv1alpha1.MCPServerSpec{
+					Transport: mcpv1alpha1.TransportStreamableHTTP,
+					Remote: &mcpv1alpha1.Remote{
+						URL:  fmt.Sprintf("http://127.0.0.1:%d/mcp", port),
+						Auth: &mcpv1alpha1.RemoteAuth{BearerTokenSecretRef: &mcpv1alpha1.SecretKeySelector{Name: "token", Key: "token"}},
+					},
+				},
+			}
+		}
+
+		It("waits for its credentials, then publishes the catalog without a pod", func() {
+			port := startEverythingHTTP()
+			s := remote("far", port)
+			Expect(k8sClient.Create(ctx, s)).To(Succeed())
+			Eventually(condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonCredentialsMissing))
+			Expect(condition(s, mcpv1alpha1.ConditionReady)().Message).To(ContainSubstring("Secret token"))
+
+			Expect(k8sClient.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "token"}, StringData: map[string]string{"token": "s3cret"}})).To(Succeed())
+			poke(s)
+			Eventually(condition(s, mcpv1alpha1.ConditionReady)).WithTimeout(30 * time.Second).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonServing))
+			Expect(get(s).Status.Endpoint.URL).To(Equal(s.Spec.Remote.URL))
+			Expect(get(s).Status.Tools).To(ContainElement(HaveField("Name", "mcp.far.echo")))
+			Expect(serverPods(s)).To(BeEmpty())
+		})
+
+		It("announces catalog changes, and with Locked pinning serves only the approved catalog", func() {
+			port := startEverythingHTTP()
+			Expect(k8sClient.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "token"}, StringData: map[string]string{"token": "t"}})).To(Succeed())
+			s := remote("pinned", port)
+			Expect(k8sClient.Create(ctx, s)).To(Succeed())
+			Eventually(condition(s, mcpv1alpha1.ConditionReady)).WithTimeout(30 * time.Second).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonServing))
+			full := get(s).Status
+
+			// Auto: a change is published and named in an event.
+			cur := get(s)
+			cur.Spec.Tools.Exclude = []string{"echo"}
+			Expect(k8sClient.Update(ctx, cur)).To(Succeed())
+			Eventually(func() string { return get(s).Status.CatalogDigest }).ShouldNot(Equal(full.CatalogDigest))
+			Expect(get(s).Status.ToolCount).To(Equal(full.ToolCount - 1))
+			Eventually(func() []string { return eventsOf(s) }).Should(eventWith("CatalogChanged", "removed: echo"))
+			trimmed := get(s).Status.CatalogDigest
+
+			// Locked to the trimmed catalog: the full one is refused, the
+			// approved one stays served.
+			cur = get(s)
+			cur.Spec.Tools.CatalogPinning = mcpv1alpha1.CatalogPinningLocked
+			cur.Spec.Tools.ApprovedDigest = trimmed
+			cur.Spec.Tools.Exclude = nil
+			Expect(k8sClient.Update(ctx, cur)).To(Succeed())
+			Eventually(condition(s, mcpv1alpha1.ConditionDegraded)).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonCatalogNotApproved))
+			Expect(get(s).Status.CatalogDigest).To(Equal(trimmed))
+			Expect(condition(s, mcpv1alpha1.ConditionReady)()).To(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonServing))
+			Eventually(func() []string { return eventsOf(s) }).Should(eventWith("CatalogRefused", "approvedDigest"))
+
+			// Approving the full catalog publishes it.
+			cur = get(s)
+			cur.Spec.Tools.ApprovedDigest = full.CatalogDigest
+			Expect(k8sClient.Update(ctx, cur)).To(Succeed())
+			Eventually(func() string { return get(s).Status.CatalogDigest }).Should(Equal(full.CatalogDigest))
+			Eventually(condition(s, mcpv1alpha1.ConditionDegraded)).Should(BeNil())
+		})
+	})
+
+	It("gives a name to the older of two same-named servers in the bridge's scope", func() {
+		other := createNamespace()
+		startManager([]string{ns, other}, reconcilerFor(clk, ns, other))
+		port := startEverythingHTTP()
+		first := httpServer(ns, "dup", port)
+		Expect(k8sClient.Create(ctx, first)).To(Succeed())
+		time.Sleep(1100 * time.Millisecond) // creation timestamps have second precision
+		second := httpServer(other, "dup", port)
+		Expect(k8sClient.Create(ctx, second)).To(Succeed())
+
+		Eventually(condition(second, mcpv1alpha1.ConditionNameConflict)).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonNameInUse))
+		Expect(condition(second, mcpv1alpha1.ConditionNameConflict)().Message).To(ContainSubstring(ns + "/dup"))
+		Expect(serverPods(second)).To(BeEmpty())
+		kubeletRuns(onePod(first), clk.Now())
+		Eventually(condition(first, mcpv1alpha1.ConditionReady)).WithTimeout(30 * time.Second).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonServing))
+		Expect(condition(first, mcpv1alpha1.ConditionNameConflict)()).To(BeNil())
+	})
+})
+
+// BeSortedAs succeeds for a sorted []string.
+func BeSortedAs() OmegaMatcher {
+	return WithTransform(func(s []string) bool {
+		for i := 1; i < len(s); i++ {
+			if strings.Compare(s[i-1], s[i]) > 0 {
+				return false
+			}
+		}
+		return true
+	}, BeTrue())
+}

@@ -1,0 +1,41 @@
+package controller
+
+import (
+	"context"
+	"sort"
+
+	"github.com/mcp-operator/mcp-operator/internal/mcp/mcpstatus"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/probe"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
+	"github.com/mcp-operator/mcp-operator/internal/version"
+)
+
+// mcpProber probes servers over Streamable HTTP with the project's MCP client
+// (internal/mcp): both protocol eras, bounded lists, the namespaced catalog.
+type mcpProber struct{}
+
+// NewMCPProber returns the Prober the controller runs with.
+func NewMCPProber() Prober { return mcpProber{} }
+
+func (mcpProber) Probe(ctx context.Context, t ProbeTarget) (*Catalog, error) {
+	res, err := probe.Run(ctx,
+		probe.Target{HTTP: &streamhttp.Options{URL: t.URL, Header: t.Header, TLS: t.TLS, DialTimeout: t.Timeout, TLSHandshakeTimeout: t.Timeout}},
+		probe.Options{Server: t.Server.Name, Tools: t.Server.Spec.Tools, Timeout: t.Timeout, ClientVersion: version.Version})
+	if err != nil {
+		return nil, err
+	}
+	invalid := make([]string, 0, len(res.Catalog.Rejected))
+	for _, r := range res.Catalog.Rejected {
+		invalid = append(invalid, r.String())
+	}
+	sort.Strings(invalid)
+	return &Catalog{
+		ServerInfo:    *mcpstatus.ServerInfo(res.ServerInfo, res.ProtocolVersion),
+		Capabilities:  *mcpstatus.Capabilities(res.Capabilities),
+		Tools:         mcpstatus.Tools(res.Catalog),
+		Invalid:       invalid,
+		Prompts:       mcpstatus.Prompts(res.Prompts),
+		ResourceCount: int32(len(res.Resources)),
+		Digest:        res.Catalog.Digest,
+	}, nil
+}

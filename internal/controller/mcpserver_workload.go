@@ -1,0 +1,297 @@
+package controller
+
+import (
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
+)
+
+// WorkloadOptions are the operator-wide settings the workload builders need.
+type WorkloadOptions struct {
+	// OperatorImage holds the manager binary at ManagerPath; stdio server pods
+	// copy it in with an init container to run the stdio adapter.
+	OperatorImage string
+	// OperatorNamespace is where the bridge and controller pods run; only they
+	// may connect to server pods.
+	OperatorNamespace string
+}
+
+const (
+	// ManagerPath is where the operator image holds the manager binary.
+	ManagerPath = "/manager"
+	// adapterDir is the emptyDir the init container copies the manager into.
+	adapterDir  = "/mcp-operator"
+	adapterPath = adapterDir + "/manager"
+
+	serverContainer  = "server"
+	adapterVolume    = "mcp-operator-bin"
+	tmpVolume        = "tmp"
+	mcpPortName      = "mcp"
+	defaultNonRootID = int64(65532)
+
+	labelName      = "app.kubernetes.io/name"
+	labelComponent = "app.kubernetes.io/component"
+	labelManagedBy = "app.kubernetes.io/managed-by"
+	labelInstance  = "app.kubernetes.io/instance"
+	operatorName   = "mcp-operator"
+)
+
+// defaultResources are the design's requests and limits for a key the user
+// left unset.
+var defaultResources = corev1.ResourceRequirements{
+	Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+	Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("256Mi")},
+}
+
+// serverLabels select everything the controller creates for one server.
+func serverLabels(s *mcpv1alpha1.MCPServer) map[string]string {
+	return map[string]string{
+		mcpv1alpha1.ServerLabel: s.Name,
+		labelManagedBy:          operatorName,
+		labelInstance:           s.Name,
+	}
+}
+
+// podName is deterministic: one name per incarnation, numbered by the crashes
+// seen so far, so a restart is a new pod that never races the old one's
+// deletion.
+func podName(s *mcpv1alpha1.MCPServer) string {
+	return fmt.Sprintf("%s-%d", s.Name, s.Status.Restarts.Total)
+}
+
+// buildPod returns the pod that runs a workload server.
+func buildPod(s *mcpv1alpha1.MCPServer, opts WorkloadOptions) *corev1.Pod {
+	w := s.Spec.Workload
+	port := w.Port
+	if port == 0 {
+		port = 8080
+	}
+	path := w.Path
+	if path == "" {
+		path = "/mcp"
+	}
+
+	readOnlyRoot := true
+	runAsUser, runAsGroup := ptr.To(defaultNonRootID), ptr.To(defaultNonRootID)
+	var fsGroup *int64
+	if sc := w.SecurityContext; sc != nil {
+		if sc.ReadOnlyRootFilesystem != nil {
+			readOnlyRoot = *sc.ReadOnlyRootFilesystem
+		}
+		if sc.RunAsUser != nil {
+			runAsUser = sc.RunAsUser
+		}
+		if sc.RunAsGroup != nil {
+			runAsGroup = sc.RunAsGroup
+		}
+		fsGroup = sc.FSGroup
+	}
+
+	server := corev1.Container{
+		Name:            serverContainer,
+		Image:           w.Image,
+		Command:         w.Command,
+		Args:            w.Args,
+		Env:             w.Env,
+		EnvFrom:         w.EnvFrom,
+		Ports:           []corev1.ContainerPort{{Name: mcpPortName, ContainerPort: port, Protocol: corev1.ProtocolTCP}},
+		Resources:       mergeResources(w.Resources),
+		SecurityContext: hardenedContainer(readOnlyRoot),
+		// Servers that write temporary files get a writable /tmp on an
+		// otherwise read-only root filesystem.
+		VolumeMounts: append([]corev1.VolumeMount{{Name: tmpVolume, MountPath: "/tmp"}}, w.VolumeMounts...),
+		ReadinessProbe: &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(port)}},
+			PeriodSeconds: 2, FailureThreshold: 3,
+		},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+	volumes := append([]corev1.Volume{{Name: tmpVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("64Mi"))}}}}, w.Volumes...)
+
+	var initContainers []corev1.Container
+	if s.Spec.Transport == mcpv1alpha1.TransportStdio {
+		// The adapter serves the stdio server over Streamable HTTP and exits
+		// with the server's exit code, so the pod fails when the server does.
+		server.Command = append([]string{adapterPath, "stdio-adapter",
+			"--listen", ":" + strconv.Itoa(int(port)), "--path", path, "--"}, w.Command...)
+		server.ReadinessProbe.ProbeHandler = corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(port)}}
+		server.VolumeMounts = append(server.VolumeMounts, corev1.VolumeMount{Name: adapterVolume, MountPath: adapterDir, ReadOnly: true})
+		volumes = append(volumes, corev1.Volume{Name: adapterVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		initContainers = []corev1.Container{{
+			Name:    "install-adapter",
+			Image:   opts.OperatorImage,
+			Command: []string{ManagerPath, "stdio-adapter", "--install", adapterPath},
+			Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+				Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+			},
+			SecurityContext:          hardenedContainer(true),
+			VolumeMounts:             []corev1.VolumeMount{{Name: adapterVolume, MountPath: adapterDir}},
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		}}
+	}
+
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      podName(s),
+			Namespace: s.Namespace,
+			Labels:    serverLabels(s),
+		},
+		Spec: corev1.PodSpec{
+			// The controller owns restarts: backoff, crash counting, giving up.
+			RestartPolicy:                corev1.RestartPolicyNever,
+			AutomountServiceAccountToken: ptr.To(false),
+			ServiceAccountName:           w.ServiceAccountName,
+			EnableServiceLinks:           ptr.To(false),
+			NodeSelector:                 w.NodeSelector,
+			Tolerations:                  w.Tolerations,
+			InitContainers:               initContainers,
+			Containers:                   []corev1.Container{server},
+			Volumes:                      volumes,
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsNonRoot:   ptr.To(true),
+				RunAsUser:      runAsUser,
+				RunAsGroup:     runAsGroup,
+				FSGroup:        fsGroup,
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+			TerminationGracePeriodSeconds: ptr.To(int64(10)),
+		},
+	}
+}
+
+// hardenedContainer is the security context of every container the
+// controller creates; only the root filesystem may be made writable.
+func hardenedContainer(readOnlyRoot bool) *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(readOnlyRoot),
+		RunAsNonRoot:             ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+// mergeResources fills the keys the user left unset with the design's
+// defaults. Where a default would contradict the user's own value (a default
+// limit below the user's request, a default request above the user's limit),
+// the default gives way.
+func mergeResources(user *corev1.ResourceRequirements) corev1.ResourceRequirements {
+	out := defaultResources.DeepCopy()
+	if user == nil {
+		return *out
+	}
+	for name, q := range user.Requests {
+		out.Requests[name] = q
+	}
+	for name, q := range user.Limits {
+		out.Limits[name] = q
+	}
+	for name, req := range out.Requests {
+		lim, ok := out.Limits[name]
+		if !ok || lim.Cmp(req) >= 0 {
+			continue
+		}
+		_, userRequest := user.Requests[name]
+		_, userLimit := user.Limits[name]
+		switch {
+		case userRequest && !userLimit:
+			out.Limits[name] = req
+		case userLimit && !userRequest:
+			out.Requests[name] = lim
+		}
+	}
+	out.Claims = user.Claims
+	return *out
+}
+
+// buildService returns the Service of a workload server, for humans and other
+// tools; the bridge dials the pod IP in status.endpoint.
+func buildService(s *mcpv1alpha1.MCPServer) *corev1.Service {
+	port := s.Spec.Workload.Port
+	if port == 0 {
+		port = 8080
+	}
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, Labels: serverLabels(s)},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{mcpv1alpha1.ServerLabel: s.Name},
+			Ports: []corev1.ServicePort{{
+				Name: mcpPortName, Port: port, TargetPort: intstr.FromString(mcpPortName), Protocol: corev1.ProtocolTCP,
+			}},
+		},
+	}
+}
+
+// privateRanges are left out of Internet egress, so "Internet" never means
+// the cluster's own networks.
+var privateRanges = []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16", "100.64.0.0/10"}
+
+// buildNetworkPolicy lets only the bridge and the controller reach the server
+// on its MCP port, and lets the server reach what spec.workload.network.egress
+// allows. Server pods never reach each other.
+func buildNetworkPolicy(s *mcpv1alpha1.MCPServer, opts WorkloadOptions) *networkingv1.NetworkPolicy {
+	port := s.Spec.Workload.Port
+	if port == 0 {
+		port = 8080
+	}
+	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
+	operatorPods := &metav1.LabelSelector{
+		MatchLabels: map[string]string{labelName: operatorName},
+		MatchExpressions: []metav1.LabelSelectorRequirement{{
+			Key: labelComponent, Operator: metav1.LabelSelectorOpIn, Values: []string{"bridge", "controller"},
+		}},
+	}
+	dns := networkingv1.NetworkPolicyEgressRule{Ports: []networkingv1.NetworkPolicyPort{
+		{Protocol: &udp, Port: ptr.To(intstr.FromInt32(53))},
+		{Protocol: &tcp, Port: ptr.To(intstr.FromInt32(53))},
+	}}
+	// Every pod in the cluster that is not an MCP server.
+	nonServerPods := networkingv1.NetworkPolicyPeer{
+		NamespaceSelector: &metav1.LabelSelector{},
+		PodSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+			Key: mcpv1alpha1.ServerLabel, Operator: metav1.LabelSelectorOpDoesNotExist,
+		}}},
+	}
+
+	egress := []networkingv1.NetworkPolicyEgressRule{}
+	mode := s.Spec.Workload.Network.Egress
+	if mode == "" {
+		mode = mcpv1alpha1.EgressDNS
+	}
+	switch mode {
+	case mcpv1alpha1.EgressDNS:
+		egress = append(egress, dns)
+	case mcpv1alpha1.EgressCluster:
+		egress = append(egress, dns, networkingv1.NetworkPolicyEgressRule{To: []networkingv1.NetworkPolicyPeer{nonServerPods}})
+	case mcpv1alpha1.EgressInternet:
+		egress = append(egress, dns, networkingv1.NetworkPolicyEgressRule{To: []networkingv1.NetworkPolicyPeer{
+			{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: privateRanges}},
+			{IPBlock: &networkingv1.IPBlock{CIDR: "::/0", Except: []string{"fc00::/7", "fe80::/10"}}},
+		}})
+	}
+
+	return &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, Labels: serverLabels(s)},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{mcpv1alpha1.ServerLabel: s.Name}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From: []networkingv1.NetworkPolicyPeer{{
+					PodSelector:       operatorPods,
+					NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": opts.OperatorNamespace}},
+				}},
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: ptr.To(intstr.FromInt32(port))}},
+			}},
+			Egress: egress,
+		},
+	}
+}

@@ -1,0 +1,49 @@
+package canonjson
+
+import "testing"
+
+func TestMarshalSortsKeysAndDropsWhitespace(t *testing.T) {
+	cases := []struct{ name, in, want string }{
+		{"nested keys", `{ "b": 1, "a": {"d": [1, 2.50, "x"], "c": null} }`, `{"a":{"c":null,"d":[1,2.50,"x"]},"b":1}`},
+		{"escapes unified", `"\u0041<\/>"`, `"A</>"`},
+		{"unicode kept", `{"é":"日本"}`, `{"é":"日本"}`},
+		{"bools", `[true,false]`, `[true,false]`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Marshal([]byte(tc.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tc.want {
+				t.Fatalf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDigestIgnoresKeyOrderAndFormatting(t *testing.T) {
+	a, err := Digest([]byte(`{"type":"object","properties":{"x":{"type":"string"},"y":{"type":"number"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Digest([]byte("{\n  \"properties\": {\"y\": {\"type\": \"number\"}, \"x\": {\"type\": \"string\"}},\n  \"type\": \"object\"\n}"))
+	if a != b {
+		t.Fatalf("digests differ: %s vs %s", a, b)
+	}
+	c, _ := Digest([]byte(`{"type":"object","properties":{"x":{"type":"string"}}}`))
+	if c == a {
+		t.Fatal("a different schema has the same digest")
+	}
+	if len(a) != len("sha256:")+64 {
+		t.Fatalf("digest %q is not sha256:<64 hex>", a)
+	}
+}
+
+func TestMarshalRejectsMalformed(t *testing.T) {
+	for _, in := range []string{``, `{`, `{"a":1} {"b":2}`, `nul`, `{"a":}`} {
+		if _, err := Marshal([]byte(in)); err == nil {
+			t.Errorf("Marshal(%q) accepted malformed JSON", in)
+		}
+	}
+}

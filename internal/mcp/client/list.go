@@ -1,0 +1,118 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+)
+
+// Limits bound a paginated list: a server must not make us loop or hoard.
+type Limits struct {
+	MaxPages int   // pages fetched (default 100)
+	MaxItems int   // items in total (default 10,000)
+	MaxBytes int64 // bytes of results in total (default 16 MiB)
+}
+
+// DefaultLimits are the bounds used when a field is zero.
+var DefaultLimits = Limits{MaxPages: 100, MaxItems: 10000, MaxBytes: 16 << 20}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxPages <= 0 {
+		l.MaxPages = DefaultLimits.MaxPages
+	}
+	if l.MaxItems <= 0 {
+		l.MaxItems = DefaultLimits.MaxItems
+	}
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = DefaultLimits.MaxBytes
+	}
+	return l
+}
+
+// LimitError says which bound a list exceeded.
+type LimitError struct {
+	Method string
+	Bound  string // maxPages, maxItems or maxBytes
+	Limit  int64
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("while listing (%s): the server's list exceeds %d (bound %s)", e.Method, e.Limit, e.Bound)
+}
+
+// ListTools lists every tool, each as the raw JSON the server sent.
+func (c *Client) ListTools(ctx context.Context, lim Limits) ([]json.RawMessage, error) {
+	if !c.caps.Tools {
+		return nil, fmt.Errorf("while listing tools: %w", ErrNotAdvertised)
+	}
+	return c.ListAll(ctx, "tools/list", "tools", lim)
+}
+
+// ListResources lists every resource, raw.
+func (c *Client) ListResources(ctx context.Context, lim Limits) ([]json.RawMessage, error) {
+	if !c.caps.Resources {
+		return nil, fmt.Errorf("while listing resources: %w", ErrNotAdvertised)
+	}
+	return c.ListAll(ctx, "resources/list", "resources", lim)
+}
+
+// ListPrompts lists every prompt, raw.
+func (c *Client) ListPrompts(ctx context.Context, lim Limits) ([]json.RawMessage, error) {
+	if !c.caps.Prompts {
+		return nil, fmt.Errorf("while listing prompts: %w", ErrNotAdvertised)
+	}
+	return c.ListAll(ctx, "prompts/list", "prompts", lim)
+}
+
+// ListAll follows nextCursor through every page of method, collecting the
+// array under key, within lim.
+func (c *Client) ListAll(ctx context.Context, method, key string, lim Limits) ([]json.RawMessage, error) {
+	lim = lim.withDefaults()
+	var items []json.RawMessage
+	var total int64
+	seen := map[string]bool{}
+	cursor := ""
+	for page := 1; ; page++ {
+		if page > lim.MaxPages {
+			return nil, &LimitError{Method: method, Bound: "maxPages", Limit: int64(lim.MaxPages)}
+		}
+		var params json.RawMessage
+		if cursor != "" {
+			params, _ = json.Marshal(map[string]string{"cursor": cursor})
+		}
+		result, err := c.Call(ctx, method, params)
+		if err != nil {
+			return nil, fmt.Errorf("while listing (%s), page %d: %w", method, page, err)
+		}
+		total += int64(len(result))
+		if total > lim.MaxBytes {
+			return nil, &LimitError{Method: method, Bound: "maxBytes", Limit: lim.MaxBytes}
+		}
+		var res map[string]json.RawMessage
+		if err := json.Unmarshal(result, &res); err != nil {
+			return nil, fmt.Errorf("while listing (%s), page %d: the result is not a JSON object: %w", method, page, err)
+		}
+		var pageItems []json.RawMessage
+		if err := json.Unmarshal(res[key], &pageItems); err != nil || res[key] == nil {
+			return nil, fmt.Errorf("while listing (%s), page %d: the result has no %q array", method, page, key)
+		}
+		if len(items)+len(pageItems) > lim.MaxItems {
+			return nil, &LimitError{Method: method, Bound: "maxItems", Limit: int64(lim.MaxItems)}
+		}
+		items = append(items, pageItems...)
+		next := ""
+		if raw, ok := res["nextCursor"]; ok && string(raw) != "null" {
+			if err := json.Unmarshal(raw, &next); err != nil {
+				return nil, fmt.Errorf("while listing (%s), page %d: nextCursor is not a string", method, page)
+			}
+		}
+		if next == "" {
+			return items, nil
+		}
+		if seen[next] {
+			return nil, fmt.Errorf("while listing (%s), page %d: the server sent cursor %q twice (a pagination loop)", method, page, next)
+		}
+		seen[next] = true
+		cursor = next
+	}
+}

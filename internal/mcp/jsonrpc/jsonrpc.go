@@ -1,0 +1,147 @@
+// Package jsonrpc holds the JSON-RPC 2.0 messages MCP is made of, and the Conn
+// interface every upstream transport (Streamable HTTP, stdio) implements.
+// Params and results stay raw JSON: nothing is re-typed on the way through.
+package jsonrpc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// Version is the only JSON-RPC version MCP speaks.
+const Version = "2.0"
+
+// Standard and MCP error codes this project looks at.
+const (
+	CodeParseError     = -32700
+	CodeInvalidRequest = -32600
+	CodeMethodNotFound = -32601
+	CodeInvalidParams  = -32602
+	CodeInternalError  = -32603
+	// CodeHeaderMismatch, CodeMissingClientCapability and
+	// CodeUnsupportedProtocolVersion are the 2026-07-28 revision's errors.
+	CodeHeaderMismatch             = -32020
+	CodeMissingClientCapability    = -32021
+	CodeUnsupportedProtocolVersion = -32022
+)
+
+// Message is any JSON-RPC message: a request (ID and Method), a notification
+// (Method, no ID) or a response (ID and Result or Error).
+type Message struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method,omitempty"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *Error          `json:"error,omitempty"`
+}
+
+// IsResponse tells a response (result or error) from a request or notification.
+func (m *Message) IsResponse() bool { return m.Method == "" && (m.Result != nil || m.Error != nil) }
+
+// IsRequest tells a request from the server (it expects an answer).
+func (m *Message) IsRequest() bool { return m.Method != "" && len(m.ID) > 0 }
+
+// IsNotification tells a notification (no answer expected).
+func (m *Message) IsNotification() bool { return m.Method != "" && len(m.ID) == 0 }
+
+// Error is a JSON-RPC error object. It is also a Go error, so a call that the
+// server refused returns it.
+type Error struct {
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+func (e *Error) Error() string {
+	if len(e.Data) > 0 && len(e.Data) < 256 {
+		return fmt.Sprintf("server error %d: %s (data: %s)", e.Code, e.Message, e.Data)
+	}
+	return fmt.Sprintf("server error %d: %s", e.Code, e.Message)
+}
+
+// IsCode says whether err is (or wraps) a JSON-RPC error with this code.
+func IsCode(err error, code int) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == code
+}
+
+// NewRequest builds a request with a numeric id.
+func NewRequest(id int64, method string, params json.RawMessage) *Message {
+	return &Message{JSONRPC: Version, ID: json.RawMessage(strconv.FormatInt(id, 10)), Method: method, Params: params}
+}
+
+// NewNotification builds a notification.
+func NewNotification(method string, params json.RawMessage) *Message {
+	return &Message{JSONRPC: Version, Method: method, Params: params}
+}
+
+// NewResult answers a server's request with a result.
+func NewResult(id json.RawMessage, result json.RawMessage) *Message {
+	return &Message{JSONRPC: Version, ID: id, Result: result}
+}
+
+// NewErrorResponse answers a server's request with an error.
+func NewErrorResponse(id json.RawMessage, code int, msg string) *Message {
+	return &Message{JSONRPC: Version, ID: id, Error: &Error{Code: code, Message: msg}}
+}
+
+// Decode parses one message and checks the envelope, so a malformed message
+// from a server becomes a clear error instead of a call that never ends.
+func Decode(data []byte) (*Message, error) {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 || data[0] != '{' {
+		return nil, fmt.Errorf("malformed JSON-RPC message: not a JSON object: %s", Snippet(data))
+	}
+	var m Message
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("malformed JSON-RPC message: %v: %s", err, Snippet(data))
+	}
+	if m.JSONRPC != Version {
+		return nil, fmt.Errorf("malformed JSON-RPC message: jsonrpc is %q, want %q: %s", m.JSONRPC, Version, Snippet(data))
+	}
+	if m.Method == "" && m.Result == nil && m.Error == nil {
+		return nil, fmt.Errorf("malformed JSON-RPC message: neither a method nor a result or error: %s", Snippet(data))
+	}
+	if bytes.Equal(m.ID, []byte("null")) {
+		m.ID = nil
+	}
+	return &m, nil
+}
+
+// Snippet shortens untrusted server output for an error message.
+func Snippet(data []byte) string {
+	const max = 120
+	if len(data) > max {
+		return strconv.Quote(string(data[:max])) + "…"
+	}
+	return strconv.Quote(string(data))
+}
+
+// NotificationHandler receives the server's notifications (progress, log
+// messages, list changes). It must not block.
+type NotificationHandler func(*Message)
+
+// Conn carries JSON-RPC calls to one MCP server. Implementations correlate
+// responses with requests, answer the server's own requests (ping) and are
+// safe for concurrent use.
+type Conn interface {
+	// Call sends a request and waits for its response. A JSON-RPC error from
+	// the server is returned as the response's Error, not as err; err is a
+	// transport failure (or the context ending).
+	Call(ctx context.Context, req *Message) (*Message, error)
+	// Notify sends a notification.
+	Notify(ctx context.Context, n *Message) error
+	// SetNotificationHandler sets who gets the server's notifications.
+	SetNotificationHandler(h NotificationHandler)
+	// SetProtocolVersion tells the transport the version negotiated, for
+	// transports that announce it (the HTTP MCP-Protocol-Version header); ""
+	// before negotiation.
+	SetProtocolVersion(v string)
+	// Close ends the connection and releases everything it holds.
+	Close() error
+}

@@ -1,0 +1,102 @@
+// Package mcpstatus converts what a probe found into the MCPServer status
+// types, so the controller publishes exactly what `manager probe` shows.
+// Every function is pure.
+package mcpstatus
+
+import (
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/catalog"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
+)
+
+// Field limits of the status types (their CRD maxLength, in characters).
+const (
+	MaxDescription = 512
+	MaxTitle       = 256
+	MaxInfoField   = 256
+	MaxPromptArgs  = 64
+)
+
+// Tools converts a catalog's tools, sorted by name. Descriptions and titles
+// are cut on a character boundary to fit the status fields.
+func Tools(c *catalog.Catalog) []v1alpha1.ToolStatus {
+	out := make([]v1alpha1.ToolStatus, 0, len(c.Tools))
+	for _, t := range c.Tools {
+		var ann *v1alpha1.ToolAnnotations
+		if t.Annotations != nil {
+			ann = t.Annotations.DeepCopy()
+		}
+		out = append(out, v1alpha1.ToolStatus{
+			Name:         t.Name,
+			UpstreamName: t.UpstreamName,
+			Title:        Cut(t.Title, MaxTitle),
+			Description:  Cut(t.Description, MaxDescription),
+			Risk:         t.Risk,
+			Annotations:  ann,
+			SchemaDigest: t.SchemaDigest,
+			Flags:        slices.Clone(t.Flags),
+		})
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.ToolStatus) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Prompts converts prompts (names and arguments), sorted by name.
+func Prompts(prompts []catalog.Prompt) []v1alpha1.PromptStatus {
+	out := make([]v1alpha1.PromptStatus, 0, len(prompts))
+	for _, p := range prompts {
+		ps := v1alpha1.PromptStatus{Name: p.Name}
+		for i, a := range p.Arguments {
+			if i == MaxPromptArgs {
+				break
+			}
+			ps.Arguments = append(ps.Arguments, v1alpha1.PromptArgument{Name: a.Name, Required: a.Required})
+		}
+		out = append(out, ps)
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.PromptStatus) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// ServerInfo converts the server's self-description and the version agreed.
+func ServerInfo(info client.Implementation, protocolVersion string) *v1alpha1.ServerInfo {
+	return &v1alpha1.ServerInfo{
+		Name:            Cut(info.Name, MaxInfoField),
+		Version:         Cut(info.Version, MaxInfoField),
+		ProtocolVersion: protocolVersion,
+	}
+}
+
+// Capabilities converts the advertised capabilities.
+func Capabilities(c client.Capabilities) *v1alpha1.ServerCapabilities {
+	return &v1alpha1.ServerCapabilities{
+		Tools:              c.Tools,
+		ToolsListChanged:   c.ToolsListChanged,
+		Resources:          c.Resources,
+		ResourcesSubscribe: c.ResourcesSubscribe,
+		Prompts:            c.Prompts,
+		Logging:            c.Logging,
+		Completions:        c.Completions,
+	}
+}
+
+// Cut shortens s to at most max characters without splitting one; invalid
+// UTF-8 is replaced so the result is always valid.
+func Cut(s string, max int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if utf8.RuneCountInString(s) <= max {
+		return s
+	}
+	n := 0
+	for i := range s {
+		if n == max {
+			return s[:i]
+		}
+		n++
+	}
+	return s
+}

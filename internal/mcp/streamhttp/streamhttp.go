@@ -1,0 +1,518 @@
+// Package streamhttp is the client side of MCP's Streamable HTTP transport,
+// for both protocol eras: the stateless 2026-07-28 revision (every request
+// stands alone, with MCP-Protocol-Version, Mcp-Method and Mcp-Name headers)
+// and the session era (Mcp-Session-Id, DELETE on close, and SSE streams that
+// are resumed with Last-Event-ID when they break off mid-response).
+//
+// It is written here rather than taken from mcp-go because mcp-go's client
+// resumes only streams the server ends cleanly (not ones that break off),
+// never sends notifications/cancelled, and hands back re-typed results.
+package streamhttp
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+)
+
+// StatelessVersion is the first protocol revision without sessions.
+const StatelessVersion = "2026-07-28"
+
+// Options says where the server is and how to reach it.
+type Options struct {
+	// URL of the MCP endpoint, http or https.
+	URL string
+	// Header holds extra headers sent with every request (API keys).
+	Header http.Header
+	// BearerToken, if set, is sent as "Authorization: Bearer <token>".
+	BearerToken string
+	// TLS configures https: the CA to trust and a client certificate for mTLS.
+	TLS *tls.Config
+	// DialTimeout and TLSHandshakeTimeout bound connecting (default 10s each).
+	DialTimeout         time.Duration
+	TLSHandshakeTimeout time.Duration
+	// RequestTimeout bounds a call whose context has no deadline (default 60s).
+	RequestTimeout time.Duration
+	// MaxMessageBytes bounds one response or event (default 32 MiB).
+	MaxMessageBytes int
+	// MaxResumes is how many times in a row a broken response stream is
+	// resumed without the server sending anything new (default 5).
+	MaxResumes int
+	// MaxRetryDelay caps the reconnection delay a server may ask for
+	// (default 5s); DefaultRetryDelay is used when it asks for none (200ms).
+	MaxRetryDelay     time.Duration
+	DefaultRetryDelay time.Duration
+}
+
+func (o *Options) defaults() {
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = 10 * time.Second
+	}
+	if o.TLSHandshakeTimeout <= 0 {
+		o.TLSHandshakeTimeout = 10 * time.Second
+	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = 60 * time.Second
+	}
+	if o.MaxMessageBytes <= 0 {
+		o.MaxMessageBytes = 32 << 20
+	}
+	if o.MaxResumes <= 0 {
+		o.MaxResumes = 5
+	}
+	if o.MaxRetryDelay <= 0 {
+		o.MaxRetryDelay = 5 * time.Second
+	}
+	if o.DefaultRetryDelay <= 0 {
+		o.DefaultRetryDelay = 200 * time.Millisecond
+	}
+}
+
+// HTTPError is a response that is not MCP: an unexpected status or body.
+type HTTPError struct {
+	Method      string // the JSON-RPC method being sent
+	Status      int
+	ContentType string
+	Body        string // the start of the body, quoted
+}
+
+func (e *HTTPError) Error() string {
+	if e.Status/100 == 2 {
+		return fmt.Sprintf("while sending %s: HTTP status %d with content type %q is not an MCP response: %s", e.Method, e.Status, e.ContentType, e.Body)
+	}
+	return fmt.Sprintf("while sending %s: HTTP status %d: %s", e.Method, e.Status, e.Body)
+}
+
+// ErrSessionExpired means the server no longer knows our session (404): the
+// caller must connect again.
+var ErrSessionExpired = errors.New("the server ended the MCP session (HTTP 404); connect again")
+
+// Conn is a Streamable HTTP connection. It implements jsonrpc.Conn.
+type Conn struct {
+	opts   Options
+	url    string
+	client *http.Client
+	ids    jsonrpc.Pending
+
+	mu              sync.Mutex
+	sessionID       string
+	protocolVersion string
+
+	handlerMu sync.RWMutex
+	handler   jsonrpc.NotificationHandler
+}
+
+// New checks the options and builds the connection; nothing is sent yet.
+func New(opts Options) (*Conn, error) {
+	opts.defaults()
+	u, err := url.Parse(opts.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("while parsing the server URL %q: want an absolute http:// or https:// URL", opts.URL)
+	}
+	tr := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:       opts.TLS,
+		TLSHandshakeTimeout:   opts.TLSHandshakeTimeout,
+		MaxIdleConnsPerHost:   8,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		ForceAttemptHTTP2:     true,
+	}
+	client := &http.Client{
+		Transport: tr,
+		// A redirect would carry our credentials elsewhere; MCP has none.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return &Conn{opts: opts, url: u.String(), client: client}, nil
+}
+
+// SessionID is the session the server assigned ("" when stateless).
+func (c *Conn) SessionID() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sessionID
+}
+
+// SetProtocolVersion sets the version announced in MCP-Protocol-Version.
+func (c *Conn) SetProtocolVersion(v string) {
+	c.mu.Lock()
+	c.protocolVersion = v
+	c.mu.Unlock()
+}
+
+func (c *Conn) state() (session, version string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sessionID, c.protocolVersion
+}
+
+// SetNotificationHandler sets who receives the server's notifications.
+func (c *Conn) SetNotificationHandler(h jsonrpc.NotificationHandler) {
+	c.handlerMu.Lock()
+	c.handler = h
+	c.handlerMu.Unlock()
+}
+
+func (c *Conn) notify(m *jsonrpc.Message) {
+	c.handlerMu.RLock()
+	h := c.handler
+	c.handlerMu.RUnlock()
+	if h != nil {
+		h(m)
+	}
+}
+
+// Call POSTs req (its id is assigned here) and reads the response, either a
+// JSON body or an SSE stream that ends with it. A stream that breaks off
+// before the response is resumed with Last-Event-ID in the session era.
+func (c *Conn) Call(ctx context.Context, req *jsonrpc.Message) (*jsonrpc.Message, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.opts.RequestTimeout)
+		defer cancel()
+	}
+	req.ID = c.ids.NextID()
+	resp, err := c.call(ctx, req)
+	if err != nil && ctx.Err() != nil {
+		c.cancelled(req)
+		return nil, fmt.Errorf("while waiting for the answer to %s: %w", req.Method, ctx.Err())
+	}
+	return resp, err
+}
+
+func (c *Conn) call(ctx context.Context, req *jsonrpc.Message) (*jsonrpc.Message, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("while encoding %s: %w", req.Method, err)
+	}
+	hresp, err := c.do(ctx, http.MethodPost, body, req)
+	if err != nil {
+		return nil, err
+	}
+	defer hresp.Body.Close()
+	if sid := hresp.Header.Get("Mcp-Session-Id"); sid != "" {
+		c.mu.Lock()
+		c.sessionID = sid
+		c.mu.Unlock()
+	}
+	session, _ := c.state()
+	if hresp.StatusCode == http.StatusNotFound && session != "" {
+		return nil, fmt.Errorf("while sending %s: %w", req.Method, ErrSessionExpired)
+	}
+	mediaType, _, _ := mime.ParseMediaType(hresp.Header.Get("Content-Type"))
+	switch {
+	case mediaType == "text/event-stream" && hresp.StatusCode == http.StatusOK:
+		return c.readStream(ctx, req, hresp.Body)
+	case mediaType == "application/json":
+		return c.readJSON(req, hresp)
+	case hresp.StatusCode == http.StatusAccepted:
+		return nil, fmt.Errorf("while sending %s: the server accepted the request (202) but sent no response", req.Method)
+	default:
+		return nil, c.httpError(req.Method, hresp)
+	}
+}
+
+func (c *Conn) httpError(method string, hresp *http.Response) error {
+	data, _ := io.ReadAll(io.LimitReader(hresp.Body, 512))
+	return &HTTPError{Method: method, Status: hresp.StatusCode, ContentType: hresp.Header.Get("Content-Type"), Body: jsonrpc.Snippet(data)}
+}
+
+// readJSON reads a single JSON response. A JSON-RPC error on a 4xx status is
+// still an answer (the era fallback looks at its code).
+func (c *Conn) readJSON(req *jsonrpc.Message, hresp *http.Response) (*jsonrpc.Message, error) {
+	data, err := io.ReadAll(io.LimitReader(hresp.Body, int64(c.opts.MaxMessageBytes)+1))
+	if err != nil {
+		return nil, fmt.Errorf("while reading the answer to %s: %w", req.Method, err)
+	}
+	if len(data) > c.opts.MaxMessageBytes {
+		return nil, fmt.Errorf("while reading the answer to %s: larger than %d bytes (bound maxMessageBytes)", req.Method, c.opts.MaxMessageBytes)
+	}
+	m, err := jsonrpc.Decode(data)
+	if err != nil {
+		if hresp.StatusCode >= 300 {
+			return nil, &HTTPError{Method: req.Method, Status: hresp.StatusCode, Body: jsonrpc.Snippet(data)}
+		}
+		return nil, fmt.Errorf("while reading the answer to %s: %w", req.Method, err)
+	}
+	if !m.IsResponse() || (len(m.ID) > 0 && !bytes.Equal(m.ID, req.ID)) {
+		return nil, fmt.Errorf("while reading the answer to %s: the server answered with something else: %s", req.Method, jsonrpc.Snippet(data))
+	}
+	if len(m.ID) == 0 && m.Error == nil {
+		return nil, fmt.Errorf("while reading the answer to %s: a result without an id", req.Method)
+	}
+	return m, nil
+}
+
+// readStream reads SSE until the response to req, resuming a broken stream
+// (session era only: the stateless revision has no resumption).
+func (c *Conn) readStream(ctx context.Context, req *jsonrpc.Message, body io.ReadCloser) (*jsonrpc.Message, error) {
+	var cur sseCursor
+	var resp *jsonrpc.Message
+	onEvent := func(ev sseEvent) (bool, error) {
+		if ev.name != "" && ev.name != "message" {
+			return false, nil
+		}
+		m, err := jsonrpc.Decode(ev.data)
+		if err != nil {
+			return false, fmt.Errorf("while reading the answer to %s: %w", req.Method, err)
+		}
+		switch {
+		case m.IsResponse() && bytes.Equal(m.ID, req.ID):
+			resp = m
+			return true, nil
+		case m.IsRequest():
+			go c.answer(m)
+		case m.IsNotification():
+			c.notify(m)
+		}
+		return false, nil
+	}
+	err := c.readBody(ctx, body, &cur, onEvent)
+	for failures := 0; resp == nil; {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if err != nil && !isStreamBreak(err) {
+			return nil, err
+		}
+		_, version := c.state()
+		if cur.lastID == "" || version >= StatelessVersion {
+			return nil, fmt.Errorf("while reading the answer to %s: the response stream ended before the response (%v) and cannot be resumed", req.Method, streamEndReason(err))
+		}
+		if failures >= c.opts.MaxResumes {
+			return nil, fmt.Errorf("while reading the answer to %s: the response stream broke off %d times without progress (bound maxResumes)", req.Method, failures)
+		}
+		before := cur.lastID
+		var rerr error
+		err, rerr = c.resume(ctx, req, &cur, onEvent)
+		if rerr != nil {
+			return nil, rerr
+		}
+		if cur.lastID == before {
+			failures++
+		} else {
+			failures = 0
+		}
+	}
+	return resp, nil
+}
+
+func (c *Conn) readBody(ctx context.Context, body io.ReadCloser, cur *sseCursor, onEvent func(sseEvent) (bool, error)) error {
+	// Closing the body is what unblocks a read when the context ends.
+	stop := context.AfterFunc(ctx, func() { body.Close() })
+	defer stop()
+	err := readSSE(body, c.opts.MaxMessageBytes, cur, onEvent)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+func isStreamBreak(err error) bool {
+	return err == nil || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isNetErr(err)
+}
+
+func isNetErr(err error) bool {
+	var ne net.Error
+	var oe *net.OpError
+	return errors.As(err, &ne) || errors.As(err, &oe) || errors.Is(err, net.ErrClosed)
+}
+
+func streamEndReason(err error) string {
+	if err == nil || errors.Is(err, io.EOF) {
+		return "the server ended it"
+	}
+	return err.Error()
+}
+
+// resume waits the delay the server asked for and reopens the stream with a
+// GET carrying Last-Event-ID. readErr is how the resumed stream ended;
+// fatal is a failure to resume at all.
+func (c *Conn) resume(ctx context.Context, req *jsonrpc.Message, cur *sseCursor, onEvent func(sseEvent) (bool, error)) (readErr, fatal error) {
+	delay := c.opts.DefaultRetryDelay
+	if cur.hasRetry {
+		delay = min(cur.retry, c.opts.MaxRetryDelay)
+	}
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	hresp, err := c.do(ctx, http.MethodGet, nil, &jsonrpc.Message{Method: req.Method}, "Last-Event-ID", cur.lastID)
+	if err != nil {
+		if isNetErr(err) && ctx.Err() == nil {
+			return err, nil // the server may be restarting: counts as no progress
+		}
+		return nil, err
+	}
+	defer hresp.Body.Close()
+	if hresp.StatusCode == http.StatusNotFound {
+		return nil, fmt.Errorf("while resuming the answer to %s: %w", req.Method, ErrSessionExpired)
+	}
+	mediaType, _, _ := mime.ParseMediaType(hresp.Header.Get("Content-Type"))
+	if hresp.StatusCode != http.StatusOK || mediaType != "text/event-stream" {
+		err := c.httpError(req.Method, hresp)
+		return nil, fmt.Errorf("while resuming the answer to %s with Last-Event-ID: %w", req.Method, err)
+	}
+	return c.readBody(ctx, hresp.Body, cur, onEvent), nil
+}
+
+// do sends one HTTP request with the MCP headers. extra is header pairs.
+func (c *Conn) do(ctx context.Context, method string, body []byte, m *jsonrpc.Message, extra ...string) (*http.Response, error) {
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, method, c.url, r)
+	if err != nil {
+		return nil, fmt.Errorf("while building the request for %s: %w", m.Method, err)
+	}
+	for k, vs := range c.opts.Header {
+		for _, v := range vs {
+			hreq.Header.Add(k, v)
+		}
+	}
+	if c.opts.BearerToken != "" {
+		hreq.Header.Set("Authorization", "Bearer "+c.opts.BearerToken)
+	}
+	if body != nil {
+		hreq.Header.Set("Content-Type", "application/json")
+		hreq.Header.Set("Accept", "application/json, text/event-stream")
+	} else {
+		hreq.Header.Set("Accept", "text/event-stream")
+	}
+	session, version := c.state()
+	if version != "" {
+		hreq.Header.Set("MCP-Protocol-Version", version)
+	}
+	if session != "" {
+		hreq.Header.Set("Mcp-Session-Id", session)
+	}
+	if version >= StatelessVersion && body != nil && m.Method != "" {
+		hreq.Header.Set("Mcp-Method", m.Method)
+		if name := nameOf(m); name != "" {
+			hreq.Header.Set("Mcp-Name", name)
+		}
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		hreq.Header.Set(extra[i], extra[i+1])
+	}
+	hresp, err := c.client.Do(hreq)
+	if err != nil {
+		return nil, fmt.Errorf("while sending %s to %s: %w", m.Method, c.url, err)
+	}
+	return hresp, nil
+}
+
+// nameOf is the Mcp-Name header of the 2026 revision: the tool or prompt
+// name, or the resource URI.
+func nameOf(m *jsonrpc.Message) string {
+	var p struct {
+		Name string `json:"name"`
+		URI  string `json:"uri"`
+	}
+	switch m.Method {
+	case "tools/call", "prompts/get":
+		_ = json.Unmarshal(m.Params, &p)
+		return p.Name
+	case "resources/read":
+		_ = json.Unmarshal(m.Params, &p)
+		return p.URI
+	}
+	return ""
+}
+
+// Notify POSTs a notification; the server answers 202.
+func (c *Conn) Notify(ctx context.Context, n *jsonrpc.Message) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.opts.RequestTimeout)
+		defer cancel()
+	}
+	return c.post(ctx, n)
+}
+
+func (c *Conn) post(ctx context.Context, m *jsonrpc.Message) error {
+	body, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("while encoding %s: %w", describe(m), err)
+	}
+	hresp, err := c.do(ctx, http.MethodPost, body, m)
+	if err != nil {
+		return err
+	}
+	defer hresp.Body.Close()
+	if hresp.StatusCode/100 != 2 {
+		return c.httpError(describe(m), hresp)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(hresp.Body, 64<<10))
+	return nil
+}
+
+func describe(m *jsonrpc.Message) string {
+	if m.Method != "" {
+		return m.Method
+	}
+	return "a response"
+}
+
+// answer replies to a request the server sent on a stream: ping succeeds;
+// sampling, elicitation and roots are not offered by this client.
+func (c *Conn) answer(m *jsonrpc.Message) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp := jsonrpc.NewErrorResponse(m.ID, jsonrpc.CodeMethodNotFound, "this client does not offer "+m.Method)
+	if m.Method == "ping" {
+		resp = jsonrpc.NewResult(m.ID, json.RawMessage(`{}`))
+	}
+	_ = c.post(ctx, resp)
+}
+
+// cancelled tells a session-era server that we gave up on req. In the
+// stateless revision closing the response stream is the cancellation.
+func (c *Conn) cancelled(req *jsonrpc.Message) {
+	_, version := c.state()
+	if version >= StatelessVersion || req.Method == "initialize" {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = c.post(ctx, jsonrpc.NewNotification("notifications/cancelled", jsonrpc.CancelledParams(req.ID, "the client stopped waiting")))
+	}()
+}
+
+// Close ends the session (DELETE, best effort and bounded) and drops idle
+// connections.
+func (c *Conn) Close() error {
+	session, _ := c.state()
+	if session != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		hresp, err := c.do(ctx, http.MethodDelete, nil, &jsonrpc.Message{Method: "session end"})
+		if err == nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(hresp.Body, 4<<10))
+			hresp.Body.Close()
+		}
+		cancel()
+		c.mu.Lock()
+		c.sessionID = ""
+		c.mu.Unlock()
+	}
+	c.client.CloseIdleConnections()
+	return nil
+}

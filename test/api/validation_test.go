@@ -1,0 +1,221 @@
+package api_test
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+var nameSeq atomic.Int64
+
+// uniqueName keeps the objects of different specs apart in one API server.
+func uniqueName(prefix string) string {
+	return fmt.Sprintf("%s-%d", prefix, nameSeq.Add(1))
+}
+
+// object builds an MCPServer or ToolPolicy in namespace default from the YAML of
+// its spec, as a user would write it.
+func object(kind, name, specYAML string) *unstructured.Unstructured {
+	var spec map[string]any
+	Expect(yaml.Unmarshal([]byte(specYAML), &spec)).To(Succeed(), "spec YAML of the test case")
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "mcp-operator.dev/v1alpha1",
+		"kind":       kind,
+		"metadata":   map[string]any{"name": name, "namespace": "default"},
+		"spec":       spec,
+	}}
+	return u
+}
+
+// create sends the object with strict field validation, as kubectl does by
+// default, so unknown fields are errors rather than silently dropped.
+func create(u *unstructured.Unstructured) error {
+	return k8sClient.Create(ctx, u, client.FieldValidation("Strict"))
+}
+
+// expectRejected checks that the API server refused the object as invalid
+// and that its message carries what the user must fix.
+func expectRejected(err error, message string) {
+	ExpectWithOffset(1, err).To(HaveOccurred(), "the API server accepted an invalid object")
+	ExpectWithOffset(1, apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)).To(BeTrue(), "want Invalid or BadRequest, got %v", err)
+	ExpectWithOffset(1, err.Error()).To(ContainSubstring(message))
+}
+
+const validWorkload = `
+transport: streamable-http
+workload: {image: example.com/server:1}
+`
+
+var _ = Describe("MCPServer validation", func() {
+	It("accepts a minimal server", func() {
+		Expect(create(object("MCPServer", uniqueName("minimal"), validWorkload))).To(Succeed())
+	})
+
+	DescribeTable("rejects invalid servers with a message that says what to fix",
+		func(specYAML, message string) {
+			expectRejected(create(object("MCPServer", uniqueName("bad"), specYAML)), message)
+		},
+		// Cross-field CEL rules.
+		Entry("both workload and remote", `
+transport: streamable-http
+workload: {image: x}
+remote: {url: "https://mcp.example.com/mcp"}`, "exactly one of spec.workload"),
+		Entry("neither workload nor remote", `transport: streamable-http`, "exactly one of spec.workload"),
+		Entry("remote over stdio", `
+transport: stdio
+remote: {url: "https://mcp.example.com/mcp"}`, "spec.remote servers are reached over streamable-http only"),
+		Entry("stdio without command", `
+transport: stdio
+workload: {image: x}`, "spec.transport stdio needs spec.workload.command"),
+		Entry("stdio with an empty command", `
+transport: stdio
+workload: {image: x, command: []}`, "spec.transport stdio needs spec.workload.command"),
+		Entry("Locked pinning without approvedDigest", validWorkload+`
+tools: {catalogPinning: Locked}`, "catalogPinning Locked needs approvedDigest"),
+		Entry("backoffBase above backoffCap", validWorkload+`
+restartPolicy: {backoffBase: 20s, backoffCap: 10s}`, "backoffBase must not exceed backoffCap"),
+		Entry("backoffBase of zero", validWorkload+`
+restartPolicy: {backoffBase: 0s}`, "backoffBase must be positive"),
+		Entry("backoffCap above an hour", validWorkload+`
+restartPolicy: {backoffCap: 2h}`, "backoffCap must be at most 1h"),
+		Entry("stableAfter under a second", validWorkload+`
+restartPolicy: {stableAfter: 10ms}`, "stableAfter must be at least 1s"),
+		Entry("probe timeout too short", validWorkload+`
+probe: {timeout: 1ms}`, "probe timeout must be between 100ms and 5m"),
+		Entry("probe interval too short", validWorkload+`
+probe: {interval: 1s}`, "probe interval must be between 5s and 24h"),
+		Entry("remote URL that is not http(s)", `
+transport: streamable-http
+remote: {url: "ftp://mcp.example.com/mcp"}`, "url must be an absolute http:// or https:// URL"),
+		Entry("remote URL without a host", `
+transport: streamable-http
+remote: {url: "not a url"}`, "url must be an absolute http:// or https:// URL"),
+		Entry("a header the transport owns", `
+transport: streamable-http
+remote:
+  url: "https://mcp.example.com/mcp"
+  headersFrom: [{name: Mcp-Session-Id, secretKeyRef: {name: s, key: k}}]`, "set by the MCP transport and cannot be overridden"),
+		// Enums.
+		Entry("unknown transport", `
+transport: websocket
+workload: {image: x}`, `Unsupported value: "websocket"`),
+		Entry("unknown egress", `
+transport: streamable-http
+workload: {image: x, network: {egress: Everywhere}}`, `Unsupported value: "Everywhere"`),
+		Entry("unknown risk override", validWorkload+`
+tools: {riskOverrides: [{tool: rm, risk: catastrophic}]}`, `Unsupported value: "catastrophic"`),
+		Entry("unknown pinning", validWorkload+`
+tools: {catalogPinning: Sometimes}`, `Unsupported value: "Sometimes"`),
+		// Bounds and formats.
+		Entry("port 0", `
+transport: streamable-http
+workload: {image: x, port: 0}`, "should be greater than or equal to 1"),
+		Entry("port above 65535", `
+transport: streamable-http
+workload: {image: x, port: 70000}`, "should be less than or equal to 65535"),
+		Entry("path without a leading slash", `
+transport: streamable-http
+workload: {image: x, path: mcp}`, "spec.workload.path"),
+		Entry("empty image", `
+transport: streamable-http
+workload: {image: ""}`, "spec.workload.image"),
+		Entry("image too long", fmt.Sprintf(`
+transport: streamable-http
+workload: {image: %q}`, strings.Repeat("a", 1025)), "Too long"),
+		Entry("too many command items", fmt.Sprintf(`
+transport: stdio
+workload: {image: x, command: [%s]}`, strings.TrimSuffix(strings.Repeat(`"a",`, 65), ",")), "Too many"),
+		Entry("runAsUser 0 (root)", `
+transport: streamable-http
+workload: {image: x, securityContext: {runAsUser: 0}}`, "should be greater than or equal to 1"),
+		Entry("approvedDigest that is not a sha256", validWorkload+`
+tools: {catalogPinning: Locked, approvedDigest: "md5:abc"}`, "spec.tools.approvedDigest"),
+		Entry("a duration in words", validWorkload+`
+probe: {interval: "five minutes"}`, "spec.probe.interval"),
+		Entry("maxRestarts above 100", validWorkload+`
+restartPolicy: {maxRestarts: 101}`, "should be less than or equal to 100"),
+		Entry("too many exclude globs", validWorkload+fmt.Sprintf(`
+tools: {exclude: [%s]}`, globs(129)), "Too many"),
+		Entry("an unknown field", validWorkload+`
+replicas: 3`, `unknown field "spec.replicas"`),
+	)
+
+	It("rejects a name with dots, which would make mcp.<server>.<tool> ambiguous", func() {
+		expectRejected(create(object("MCPServer", "fs.v2", validWorkload)), "must be a DNS label")
+	})
+})
+
+// globs returns n distinct quoted glob patterns, comma separated.
+func globs(n int) string {
+	items := make([]string, n)
+	for i := range items {
+		items[i] = fmt.Sprintf("%q", fmt.Sprintf("tool-%d-*", i))
+	}
+	return strings.Join(items, ",")
+}
+
+const validPolicy = `
+subjects: [{kind: ServiceAccount, name: agent, namespace: default}]
+`
+
+var _ = Describe("ToolPolicy validation", func() {
+	It("accepts a policy with tool, resource and prompt rules and a CEL condition", func() {
+		Expect(create(object("ToolPolicy", uniqueName("ok"), validPolicy+`
+rules:
+  - {tools: ["mcp.fs.*"], risks: [read], decision: allow}
+  - {tools: ["mcp.fs.write_file"], decision: ask, when: "args.path.startsWith('/tmp/')"}
+resources: [{servers: [fs], uris: ["file:///tmp/*"], decision: allow}]
+prompts: [{prompts: ["mcp.fs.*"], decision: deny}]`))).To(Succeed())
+	})
+
+	DescribeTable("rejects invalid policies with a message that says what to fix",
+		func(specYAML, message string) {
+			expectRejected(create(object("ToolPolicy", uniqueName("bad"), specYAML)), message)
+		},
+		Entry("no subjects", `
+subjects: []
+rules: [{tools: ["*"], decision: deny}]`, "spec.subjects"),
+		Entry("a ServiceAccount without namespace", `
+subjects: [{kind: ServiceAccount, name: agent}]
+rules: [{tools: ["*"], decision: deny}]`, "a ServiceAccount subject needs its namespace"),
+		Entry("a User with a namespace", `
+subjects: [{kind: User, name: alice, namespace: default}]
+rules: [{tools: ["*"], decision: deny}]`, "namespace is only for ServiceAccount subjects"),
+		Entry("an unknown subject kind", `
+subjects: [{kind: Robot, name: r2}]
+rules: [{tools: ["*"], decision: deny}]`, `Unsupported value: "Robot"`),
+		Entry("nothing to decide", validPolicy, "needs at least one of rules, resources or prompts"),
+		Entry("a rule matching nothing named", validPolicy+`
+rules: [{decision: allow}]`, "a rule needs tools, risks or both"),
+		Entry("an unknown decision", validPolicy+`
+rules: [{tools: ["*"], decision: maybe}]`, `Unsupported value: "maybe"`),
+		Entry("an unknown risk", validPolicy+`
+rules: [{tools: ["*"], risks: [scary], decision: deny}]`, `Unsupported value: "scary"`),
+		Entry("a when condition on a resource rule", validPolicy+`
+resources: [{servers: [fs], decision: allow, when: "true"}]`, `unknown field "spec.resources[0].when"`),
+		Entry("a when condition on a prompt rule", validPolicy+`
+prompts: [{prompts: ["*"], decision: allow, when: "true"}]`, `unknown field "spec.prompts[0].when"`),
+		Entry("a resource rule without servers", validPolicy+`
+resources: [{decision: allow}]`, "spec.resources[0].servers"),
+		Entry("a CEL condition too long", validPolicy+fmt.Sprintf(`
+rules: [{tools: ["*"], decision: allow, when: %q}]`, strings.Repeat("x", 4097)), "Too long"),
+		Entry("a rate limit of zero", validPolicy+`
+rules: [{tools: ["*"], decision: allow}]
+rateLimit: {callsPerMinute: 0}`, "should be greater than or equal to 1"),
+		Entry("an approval timeout of a day", validPolicy+`
+rules: [{tools: ["*"], decision: ask}]
+approval: {timeout: 24h}`, "approval timeout must be between 1s and 1h"),
+		Entry("an unknown approval mode", validPolicy+`
+rules: [{tools: ["*"], decision: ask}]
+approval: {modes: [AllowForever]}`, `Unsupported value: "AllowForever"`),
+		Entry("too many rules", validPolicy+fmt.Sprintf(`
+rules: [%s]`, strings.TrimSuffix(strings.Repeat(`{tools: ["*"], decision: deny},`, 513), ",")), "Too many"),
+	)
+})
