@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -33,11 +33,14 @@ type ToolPolicyReconciler struct {
 }
 
 func init() {
-	reconcilers = append(reconcilers, setupToolPolicyReconciler)
+	reconcilers = append(reconcilers, func(mgr ctrl.Manager, opts Options) error {
+		return (&ToolPolicyReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr, opts)
+	})
 }
 
-func setupToolPolicyReconciler(mgr ctrl.Manager, opts Options) error {
-	r := &ToolPolicyReconciler{Client: mgr.GetClient()}
+// SetupWithManager registers the reconciler, watching ToolPolicies and the
+// MCPServers whose catalogs they match.
+func (r *ToolPolicyReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("toolpolicy").
 		// Status writes do not change the generation, so they do not come
@@ -46,7 +49,7 @@ func setupToolPolicyReconciler(mgr ctrl.Manager, opts Options) error {
 		Watches(&mcpv1alpha1.MCPServer{},
 			handler.EnqueueRequestsFromMapFunc(r.policiesOfServerNamespace),
 			builder.WithPredicates(catalogChanged)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.MaxConcurrentReconciles, 1)}).
 		Complete(r)
 }
 

@@ -1,30 +1,36 @@
 package controller
 
 import (
-	"context"
 	"fmt"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
 )
 
 var _ = Describe("ToolPolicy controller", func() {
-	var ns string
+	// ns holds the spec's objects; otherNS a server of the same name that no
+	// policy of ns may count.
+	var ns, otherNS string
 
-	BeforeEach(func(ctx SpecContext) {
-		ns = newNamespace(ctx)
+	BeforeEach(func() {
+		ns, otherNS = createNamespace(), createNamespace()
+		startManager([]string{ns, otherNS}, func(mgr ctrl.Manager) error {
+			return (&ToolPolicyReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr, Options{MaxConcurrentReconciles: 2})
+		})
 	})
 
-	It("marks a policy that compiles Ready with reason Compiled", func(ctx SpecContext) {
+	It("marks a policy that compiles Ready with reason Compiled", func() {
 		tp := newToolPolicy(ns, "readers", mcpv1alpha1.ToolRule{Tools: []string{"mcp.fs.*"}, Risks: []mcpv1alpha1.Risk{mcpv1alpha1.RiskRead}, Decision: mcpv1alpha1.DecisionAllow})
 		Expect(k8sClient.Create(ctx, tp)).To(Succeed())
 
-		ready := eventuallyReady(ctx, tp, metav1.ConditionTrue)
+		ready := eventuallyReady(tp, metav1.ConditionTrue)
 		Expect(ready.Reason).To(Equal(mcpv1alpha1.ReasonCompiled))
 		Expect(ready.Message).To(ContainSubstring("in force"))
 		Expect(ready.ObservedGeneration).To(Equal(tp.Generation))
@@ -33,7 +39,7 @@ var _ = Describe("ToolPolicy controller", func() {
 		Expect(tp.Status.ToolCount).To(BeZero())
 	})
 
-	It("marks a policy with a CEL error or a bad glob Invalid, naming each field, and Ready once fixed", func(ctx SpecContext) {
+	It("marks a policy with a CEL error or a bad glob Invalid, naming each field, and Ready once fixed", func() {
 		tp := newToolPolicy(ns, "broken",
 			mcpv1alpha1.ToolRule{Tools: []string{"mcp.fs.*"}, Decision: mcpv1alpha1.DecisionAllow},
 			mcpv1alpha1.ToolRule{Tools: []string{"mcp.fs.*"}, Decision: mcpv1alpha1.DecisionAsk, When: "argz.path.startsWith('/data/')"},
@@ -41,7 +47,7 @@ var _ = Describe("ToolPolicy controller", func() {
 		)
 		Expect(k8sClient.Create(ctx, tp)).To(Succeed())
 
-		ready := eventuallyReady(ctx, tp, metav1.ConditionFalse)
+		ready := eventuallyReady(tp, metav1.ConditionFalse)
 		Expect(ready.Reason).To(Equal(mcpv1alpha1.ReasonInvalid))
 		Expect(ready.Message).To(And(
 			ContainSubstring("not in force"),
@@ -59,58 +65,60 @@ var _ = Describe("ToolPolicy controller", func() {
 		tp.Spec.Rules[2].Tools = []string{"mcp.fs.write_file"}
 		Expect(k8sClient.Update(ctx, tp)).To(Succeed())
 		Expect(tp.Generation).To(BeNumerically(">", invalidGeneration))
-		ready = eventuallyReady(ctx, tp, metav1.ConditionTrue)
+		ready = eventuallyReady(tp, metav1.ConditionTrue)
 		Expect(ready.Reason).To(Equal(mcpv1alpha1.ReasonCompiled))
 		Expect(ready.ObservedGeneration).To(Equal(tp.Generation))
 	})
 
-	It("follows the catalogs of the MCPServers in its namespace", func(ctx SpecContext) {
-		fs := newRemoteServer(ctx, ns, "fs")
-		fsV2 := newRemoteServer(ctx, ns, "fs-v2")
-		publishTools(ctx, fs, tool("fs", "read_file", mcpv1alpha1.RiskRead), tool("fs", "write_file", mcpv1alpha1.RiskWrite))
-		publishTools(ctx, fsV2, tool("fs-v2", "read_file", mcpv1alpha1.RiskRead))
+	It("follows the catalogs of the MCPServers in its namespace", func() {
+		fs := newRemoteServer(ns, "fs")
+		fsV2 := newRemoteServer(ns, "fs-v2")
+		publishTools(fs, tool("fs", "read_file", mcpv1alpha1.RiskRead), tool("fs", "write_file", mcpv1alpha1.RiskWrite))
+		publishTools(fsV2, tool("fs-v2", "read_file", mcpv1alpha1.RiskRead))
 		// A server of the same name elsewhere is not governed by the policy.
-		otherNS := newNamespace(ctx)
-		publishTools(ctx, newRemoteServer(ctx, otherNS, "fs"), tool("fs", "read_file", mcpv1alpha1.RiskRead))
+		publishTools(newRemoteServer(otherNS, "fs"), tool("fs", "read_file", mcpv1alpha1.RiskRead))
 
 		tp := newToolPolicy(ns, "fs-users",
 			mcpv1alpha1.ToolRule{Tools: []string{"mcp.fs.*"}, Decision: mcpv1alpha1.DecisionAllow},
 			mcpv1alpha1.ToolRule{Tools: []string{"mcp.**"}, Risks: []mcpv1alpha1.Risk{mcpv1alpha1.RiskDestructive}, Decision: mcpv1alpha1.DecisionDeny},
 		)
 		Expect(k8sClient.Create(ctx, tp)).To(Succeed())
-		Eventually(policyMatches(ctx, tp)).Should(Equal(matches{servers: []string{"fs"}, tools: 2}))
+		Eventually(policyMatches(tp)).WithTimeout(statusTimeout).Should(Equal(matches{servers: []string{"fs"}, tools: 2}))
 
 		By("adding a tool to fs")
-		publishTools(ctx, fs, tool("fs", "read_file", mcpv1alpha1.RiskRead), tool("fs", "write_file", mcpv1alpha1.RiskWrite), tool("fs", "list_dir", mcpv1alpha1.RiskRead))
-		Eventually(policyMatches(ctx, tp)).Should(Equal(matches{servers: []string{"fs"}, tools: 3}))
+		publishTools(fs, tool("fs", "read_file", mcpv1alpha1.RiskRead), tool("fs", "write_file", mcpv1alpha1.RiskWrite), tool("fs", "list_dir", mcpv1alpha1.RiskRead))
+		Eventually(policyMatches(tp)).WithTimeout(statusTimeout).Should(Equal(matches{servers: []string{"fs"}, tools: 3}))
 
 		By("publishing a destructive tool on fs-v2, which the risk rule reaches")
-		publishTools(ctx, fsV2, tool("fs-v2", "read_file", mcpv1alpha1.RiskRead), tool("fs-v2", "delete_tree", mcpv1alpha1.RiskDestructive))
-		Eventually(policyMatches(ctx, tp)).Should(Equal(matches{servers: []string{"fs", "fs-v2"}, tools: 4}))
+		publishTools(fsV2, tool("fs-v2", "read_file", mcpv1alpha1.RiskRead), tool("fs-v2", "delete_tree", mcpv1alpha1.RiskDestructive))
+		Eventually(policyMatches(tp)).WithTimeout(statusTimeout).Should(Equal(matches{servers: []string{"fs", "fs-v2"}, tools: 4}))
 
 		By("withdrawing fs's catalog")
-		publishTools(ctx, fs)
-		Eventually(policyMatches(ctx, tp)).Should(Equal(matches{servers: []string{"fs-v2"}, tools: 1}))
+		publishTools(fs)
+		Eventually(policyMatches(tp)).WithTimeout(statusTimeout).Should(Equal(matches{servers: []string{"fs-v2"}, tools: 1}))
 
 		By("deleting fs-v2")
 		Expect(k8sClient.Delete(ctx, fsV2)).To(Succeed())
-		Eventually(policyMatches(ctx, tp)).Should(Equal(matches{tools: 0}))
-		ready := eventuallyReady(ctx, tp, metav1.ConditionTrue)
+		Eventually(policyMatches(tp)).WithTimeout(statusTimeout).Should(Equal(matches{tools: 0}))
+		ready := eventuallyReady(tp, metav1.ConditionTrue)
 		Expect(ready.Message).To(ContainSubstring("match 0 published tools of 0 servers"))
 	})
 
-	It("writes the status once and then leaves it alone", func(ctx SpecContext) {
-		publishTools(ctx, newRemoteServer(ctx, ns, "fs"), tool("fs", "read_file", mcpv1alpha1.RiskRead))
+	It("writes the status once and then leaves it alone", func() {
+		publishTools(newRemoteServer(ns, "fs"), tool("fs", "read_file", mcpv1alpha1.RiskRead))
 		tp := newToolPolicy(ns, "quiet", mcpv1alpha1.ToolRule{Tools: []string{"mcp.fs.*"}, Decision: mcpv1alpha1.DecisionAllow})
 		Expect(k8sClient.Create(ctx, tp)).To(Succeed())
-		Eventually(policyMatches(ctx, tp)).Should(Equal(matches{servers: []string{"fs"}, tools: 1}))
+		Eventually(policyMatches(tp)).WithTimeout(statusTimeout).Should(Equal(matches{servers: []string{"fs"}, tools: 1}))
 		version := tp.ResourceVersion
 		Consistently(func(g Gomega) string {
 			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(tp), tp)).To(Succeed())
 			return tp.ResourceVersion
-		}).Should(Equal(version), "the status was rewritten with nothing changed")
+		}).WithTimeout(3*time.Second).Should(Equal(version), "the status was rewritten with nothing changed")
 	})
 })
+
+// statusTimeout bounds the wait for the controller to write a status.
+const statusTimeout = 30 * time.Second
 
 func newToolPolicy(ns, name string, rules ...mcpv1alpha1.ToolRule) *mcpv1alpha1.ToolPolicy {
 	return &mcpv1alpha1.ToolPolicy{
@@ -124,7 +132,7 @@ func newToolPolicy(ns, name string, rules ...mcpv1alpha1.ToolRule) *mcpv1alpha1.
 
 // eventuallyReady waits until the policy's status describes its current
 // generation with Ready at want, and returns that condition.
-func eventuallyReady(ctx context.Context, tp *mcpv1alpha1.ToolPolicy, want metav1.ConditionStatus) *metav1.Condition {
+func eventuallyReady(tp *mcpv1alpha1.ToolPolicy, want metav1.ConditionStatus) *metav1.Condition {
 	var ready *metav1.Condition
 	Eventually(func(g Gomega) {
 		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(tp), tp)).To(Succeed())
@@ -132,7 +140,7 @@ func eventuallyReady(ctx context.Context, tp *mcpv1alpha1.ToolPolicy, want metav
 		ready = meta.FindStatusCondition(tp.Status.Conditions, mcpv1alpha1.ConditionReady)
 		g.Expect(ready).NotTo(BeNil())
 		g.Expect(ready.Status).To(Equal(want), "Ready is %s: %s", ready.Status, ready.Message)
-	}).Should(Succeed())
+	}).WithTimeout(statusTimeout).Should(Succeed())
 	return ready
 }
 
@@ -141,7 +149,7 @@ type matches struct {
 	tools   int32
 }
 
-func policyMatches(ctx context.Context, tp *mcpv1alpha1.ToolPolicy) func(Gomega) matches {
+func policyMatches(tp *mcpv1alpha1.ToolPolicy) func(Gomega) matches {
 	return func(g Gomega) matches {
 		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(tp), tp)).To(Succeed())
 		return matches{servers: tp.Status.MatchedServers, tools: tp.Status.ToolCount}
@@ -150,7 +158,7 @@ func policyMatches(ctx context.Context, tp *mcpv1alpha1.ToolPolicy) func(Gomega)
 
 // newRemoteServer creates a remote MCPServer: no MCPServer controller runs
 // in this suite yet, and a remote one needs nothing else to be valid.
-func newRemoteServer(ctx context.Context, ns, name string) *mcpv1alpha1.MCPServer {
+func newRemoteServer(ns, name string) *mcpv1alpha1.MCPServer {
 	s := &mcpv1alpha1.MCPServer{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: mcpv1alpha1.MCPServerSpec{
@@ -173,11 +181,11 @@ func tool(server, upstream string, risk mcpv1alpha1.Risk) mcpv1alpha1.ToolStatus
 
 // publishTools writes a catalog into the server's status, as the MCPServer
 // controller will (through the status subresource).
-func publishTools(ctx context.Context, s *mcpv1alpha1.MCPServer, tools ...mcpv1alpha1.ToolStatus) {
+func publishTools(s *mcpv1alpha1.MCPServer, tools ...mcpv1alpha1.ToolStatus) {
 	Eventually(func(g Gomega) {
 		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
 		s.Status.Tools = tools
 		s.Status.ToolCount = int32(len(tools))
 		g.Expect(k8sClient.Status().Update(ctx, s)).To(Succeed())
-	}).Should(Succeed())
+	}).WithTimeout(statusTimeout).Should(Succeed())
 }

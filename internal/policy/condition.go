@@ -56,7 +56,7 @@ func CompileCondition(expr string) (*Condition, error) {
 	}
 	ast, issues := env.CompileSource(common.NewStringSource(expr, "when"))
 	if issues != nil && issues.Err() != nil {
-		return nil, fmt.Errorf("CEL: %s", strings.TrimPrefix(issues.Err().Error(), "ERROR: "))
+		return nil, fmt.Errorf("CEL: %s", celIssues(issues.Err().Error()))
 	}
 	if !ast.OutputType().IsExactType(cel.BoolType) && !ast.OutputType().IsExactType(cel.DynType) {
 		return nil, fmt.Errorf("CEL: the expression gives %s, but a condition must give a bool", ast.OutputType())
@@ -66,6 +66,21 @@ func CompileCondition(expr string) (*Condition, error) {
 		return nil, fmt.Errorf("CEL: while building the program: %w", err)
 	}
 	return &Condition{expr: expr, prog: prog}, nil
+}
+
+// celIssues keeps CEL's messages with their line:column and drops the
+// source excerpts under them, so a status condition reads on one line.
+func celIssues(text string) string {
+	var msgs []string
+	for _, line := range strings.Split(text, "\n") {
+		if msg, ok := strings.CutPrefix(line, "ERROR: "); ok {
+			msgs = append(msgs, strings.TrimSuffix(msg, " (in container '')"))
+		}
+	}
+	if len(msgs) == 0 {
+		return text
+	}
+	return strings.Join(msgs, "; ")
 }
 
 // Eval evaluates the condition for one tool call. An error means the call
