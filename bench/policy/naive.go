@@ -58,12 +58,12 @@ func newNaive(list []v1alpha1.ToolPolicy) (*naive, error) {
 	return n, nil
 }
 
+// levels order decisions by restriction; anything else counts as deny.
+var levels = map[v1alpha1.Decision]int{v1alpha1.DecisionAllow: 1, v1alpha1.DecisionAsk: 2, v1alpha1.DecisionDeny: 3}
+
 func levelOf(d v1alpha1.Decision) int {
-	switch d {
-	case v1alpha1.DecisionAllow:
-		return 1
-	case v1alpha1.DecisionAsk:
-		return 2
+	if l, ok := levels[d]; ok {
+		return l
 	}
 	return 3
 }

@@ -24,7 +24,8 @@
 //
 // Names. Tool and prompt globs match namespaced names mcp.<server>.<name>:
 // `*` matches any run of characters except '.', `**` matches any run,
-// `?` matches one character other than '.'; everything else matches itself.
+// `?` matches one character other than '.'; everything else matches itself
+// (names and URIs are ASCII; a glob's '?' matches one byte).
 // So mcp.fs.* never matches mcp.fs-v2.read, and mcp.fs.* does not match a
 // dotted upstream name such as mcp.fs.a.b (mcp.fs.** does). Server globs
 // (resources[].servers) follow the same rules on MCPServer names. URI globs

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -74,14 +75,10 @@ func (e *Engine) Policies() []*Policy { return e.policies }
 func (e *Engine) candidates(s Subject, namespace string, out []*Policy) []*Policy {
 	var keyBuf [16]subjectKey
 	for _, k := range s.appendKeys(keyBuf[:0]) {
-	next:
 		for _, p := range e.bySubject[policyKey{subject: k, namespace: namespace}] {
-			for _, q := range out {
-				if q == p {
-					continue next
-				}
+			if !slices.Contains(out, p) {
+				out = append(out, p)
 			}
-			out = append(out, p)
 		}
 	}
 	return out
@@ -159,10 +156,8 @@ func collectNames(entries []nameEntry, n name, bit riskSet, matched, conditional
 // appendRule appends r unless the list has it: a rule with globs on a named
 // server and on any server is found in both parts of the index.
 func appendRule(list []*rule, r *rule) []*rule {
-	for _, x := range list {
-		if x == r {
-			return list
-		}
+	if slices.Contains(list, r) {
+		return list
 	}
 	return append(list, r)
 }
@@ -279,18 +274,10 @@ func capDestructive(res *Result) {
 // rateLimitsOf lists, once each, the rate limits of the policies of rules.
 func rateLimitsOf(rules []*rule) []*rateLimitSpec {
 	var out []*rateLimitSpec
-next:
 	for _, r := range rules {
-		rl := r.policy.rateLimit
-		if rl == nil {
-			continue
+		if rl := r.policy.rateLimit; rl != nil && !slices.Contains(out, rl) {
+			out = append(out, rl)
 		}
-		for _, x := range out {
-			if x == rl {
-				continue next
-			}
-		}
-		out = append(out, rl)
 	}
 	return out
 }

@@ -1,10 +1,15 @@
 package policy
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/testenv"
 )
 
 const (
@@ -582,3 +587,35 @@ func TestMatchesTool(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// The sample policy users start from must compile and mean what its comments
+// say.
+func TestSamplePolicy(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "config", "samples", "mcp-operator_v1alpha1_toolpolicy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tp v1alpha1.ToolPolicy
+	if err := yaml.UnmarshalStrict(data, &tp); err != nil {
+		t.Fatalf("while decoding the sample: %v", err)
+	}
+	tp.Namespace = "default"
+	e := mustEngine(t, tp)
+	research := ServiceAccount("default", "research-agent")
+	everything := func(tool string, risk v1alpha1.Risk) ToolCall {
+		return ToolCall{Name: "mcp.everything." + tool, Server: "everything", Namespace: "default", Risk: risk}
+	}
+	checkResult(t, e.DecideTool(research, everything("echo", v1alpha1.RiskNetwork)), dAllow, "policy:default/research-agent#rules[1]", nil, "")
+	checkResult(t, e.DecideTool(research, everything("get-env", v1alpha1.RiskRead)), dDeny, "policy:default/research-agent#rules[3]", nil, "credentials")
+	notes := ToolCall{Name: "mcp.filesystem.write_file", Server: "filesystem", Namespace: "default", Risk: v1alpha1.RiskWrite,
+		Args: map[string]any{"path": "/data/notes/today.md"}}
+	checkResult(t, e.DecideTool(research, notes), dAsk, "policy:default/research-agent#rules[2]", nil, "")
+	notes.Args = map[string]any{"path": "/etc/passwd"}
+	checkResult(t, e.DecideTool(research, notes), dDeny, SourceDefault, nil, "")
+	checkResult(t, e.DecideTool(ServiceAccount("default", "someone-else"), everything("echo", v1alpha1.RiskNetwork)), dDeny, SourceDefault, nil, "")
+	checkResult(t, e.DecideResource(research, ResourceRead{Server: "everything", Namespace: "default", URI: "demo://resource/static/document/architecture.md"}), dAllow, "", nil, "")
+}
