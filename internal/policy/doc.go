@@ -27,11 +27,13 @@
 // `?` matches one character other than '.'; everything else matches itself
 // (names and URIs are ASCII; a glob's '?' matches one byte).
 // So mcp.fs.* never matches mcp.fs-v2.read, and mcp.fs.* does not match a
-// dotted upstream name such as mcp.fs.a.b (mcp.fs.** does). Server globs
+// dotted upstream name such as mcp.fs.a.b (mcp.fs.** does). A tool or prompt
+// glob that can never match (fs.*, mcp.fs, mcp.*) is a compile error. Server globs
 // (resources[].servers) follow the same rules on MCPServer names. URI globs
 // (resources[].uris) have one wildcard: `*` (and `**`, its synonym) matches any
-// run of characters including '/', `?` matches one character; so
-// file:///data/* covers the whole tree below /data. Because such a glob would
+// run of characters including '/', `?` matches one character, and a URI glob
+// holds no space, control or non-ASCII character (percent-encode them as the
+// URI does); so file:///data/* covers the whole tree below /data. Because such a glob would
 // also match file:///data/../etc/passwd, a resource URI that holds a '..'
 // path segment (also percent-encoded) is denied before any rule is looked at.
 package policy
