@@ -11,7 +11,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
@@ -85,6 +87,9 @@ type Client struct {
 	caps         Capabilities
 	instructions string
 	discoverNote string
+
+	paramMu      sync.Mutex
+	paramHeaders map[string][]paramBinding // by tool name, from the last ListTools
 }
 
 // Connect negotiates with the server behind conn. On failure conn is left
@@ -294,13 +299,19 @@ func (c *Client) requestMeta(version string) map[string]any {
 // Call sends any request with raw params and returns the raw result. A
 // JSON-RPC error from the server is returned as a *jsonrpc.Error (wrapped).
 func (c *Client) Call(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	return c.call(ctx, method, params, nil)
+}
+
+func (c *Client) call(ctx context.Context, method string, params json.RawMessage, header http.Header) (json.RawMessage, error) {
 	if c.era == EraStateless {
 		var err error
 		if params, err = c.withMeta(params); err != nil {
 			return nil, fmt.Errorf("while sending %s: %w", method, err)
 		}
 	}
-	resp, err := c.conn.Call(ctx, jsonrpc.NewRequest(0, method, params))
+	req := jsonrpc.NewRequest(0, method, params)
+	req.Header = header
+	resp, err := c.conn.Call(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -335,7 +346,9 @@ func (c *Client) withMeta(params json.RawMessage) (json.RawMessage, error) {
 }
 
 // CallTool calls a tool with raw JSON arguments (nil means none: sent as {},
-// which servers that reject null accept) and returns the raw result.
+// which servers that reject null accept) and returns the raw result. In the
+// stateless era, arguments the tool's schema mirrors into headers
+// (x-mcp-header, learned by ListTools) are sent as Mcp-Param-* headers.
 func (c *Client) CallTool(ctx context.Context, name string, arguments json.RawMessage) (json.RawMessage, error) {
 	if len(arguments) == 0 || string(arguments) == "null" {
 		arguments = json.RawMessage(`{}`)
@@ -347,12 +360,21 @@ func (c *Client) CallTool(ctx context.Context, name string, arguments json.RawMe
 	if err != nil {
 		return nil, fmt.Errorf("while encoding the arguments of tool %q: %w", name, err)
 	}
-	return c.Call(ctx, "tools/call", params)
+	var header http.Header
+	if c.era == EraStateless {
+		header = c.paramHeadersFor(name, arguments)
+	}
+	return c.call(ctx, "tools/call", params, header)
 }
 
-// Ping checks the server answers.
+// Ping checks the server answers: ping in the session era; the stateless
+// revision has no ping, so server/discover stands in for it.
 func (c *Client) Ping(ctx context.Context) error {
-	_, err := c.Call(ctx, "ping", nil)
+	method := "ping"
+	if c.era == EraStateless {
+		method = "server/discover"
+	}
+	_, err := c.Call(ctx, method, nil)
 	return err
 }
 

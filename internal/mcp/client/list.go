@@ -45,7 +45,11 @@ func (c *Client) ListTools(ctx context.Context, lim Limits) ([]json.RawMessage, 
 	if !c.caps.Tools {
 		return nil, fmt.Errorf("while listing tools: %w", ErrNotAdvertised)
 	}
-	return c.ListAll(ctx, "tools/list", "tools", lim)
+	items, err := c.ListAll(ctx, "tools/list", "tools", lim)
+	if err == nil {
+		c.learnParamHeaders(items)
+	}
+	return items, err
 }
 
 // ListResources lists every resource, raw.

@@ -9,7 +9,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
+	"strings"
 )
 
 // Version is the only JSON-RPC version MCP speaks.
@@ -38,6 +40,9 @@ type Message struct {
 	Params  json.RawMessage `json:"params,omitempty"`
 	Result  json.RawMessage `json:"result,omitempty"`
 	Error   *Error          `json:"error,omitempty"`
+	// Header holds transport headers for this one message (the 2026
+	// revision's Mcp-Param-* headers); transports without headers ignore it.
+	Header http.Header `json:"-"`
 }
 
 // IsResponse tells a response (result or error) from a request or notification.
@@ -101,6 +106,9 @@ func Decode(data []byte) (*Message, error) {
 	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, fmt.Errorf("malformed JSON-RPC message: %v: %s", err, Snippet(data))
 	}
+	if err := caseExact(data); err != nil {
+		return nil, fmt.Errorf("malformed JSON-RPC message: %v: %s", err, Snippet(data))
+	}
 	if m.JSONRPC != Version {
 		return nil, fmt.Errorf("malformed JSON-RPC message: jsonrpc is %q, want %q: %s", m.JSONRPC, Version, Snippet(data))
 	}
@@ -113,6 +121,28 @@ func Decode(data []byte) (*Message, error) {
 	return &m, nil
 }
 
+// envelopeKeys are the member names of a message.
+var envelopeKeys = []string{"jsonrpc", "id", "method", "params", "result", "error"}
+
+// caseExact refuses keys that differ from an envelope key only in case:
+// encoding/json would match them anyway, and a message whose "METHOD" means
+// something to us but nothing to the peer (or the reverse) is a way past
+// checks.
+func caseExact(data []byte) error {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return err
+	}
+	for k := range fields {
+		for _, want := range envelopeKeys {
+			if k != want && strings.EqualFold(k, want) {
+				return fmt.Errorf("key %q: JSON-RPC keys are case-sensitive (want %q)", k, want)
+			}
+		}
+	}
+	return nil
+}
+
 // Snippet shortens untrusted server output for an error message.
 func Snippet(data []byte) string {
 	const max = 120
@@ -120,6 +150,23 @@ func Snippet(data []byte) string {
 		return strconv.Quote(string(data[:max])) + "…"
 	}
 	return strconv.Quote(string(data))
+}
+
+// ReplyTo is this client's answer to a request from the server: ping
+// succeeds; everything else (sampling, elicitation, roots) is not offered.
+func ReplyTo(m *Message) *Message {
+	if m.Method == "ping" {
+		return NewResult(m.ID, json.RawMessage(`{}`))
+	}
+	return NewErrorResponse(m.ID, CodeMethodNotFound, "this client does not offer "+m.Method)
+}
+
+// What names a message for error text: its method, or "a response".
+func (m *Message) What() string {
+	if m.Method != "" {
+		return m.Method
+	}
+	return "a response"
 }
 
 // NotificationHandler receives the server's notifications (progress, log

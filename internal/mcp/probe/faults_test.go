@@ -221,7 +221,7 @@ func TestFaultIgnoresDiscover(t *testing.T) {
 		if !strings.Contains(res.DiscoverNote, "no answer to server/discover") {
 			t.Errorf("discover note %q", res.DiscoverNote)
 		}
-		if took < time.Second || took > 2*time.Second {
+		if took < time.Second || took > 3*time.Second {
 			t.Errorf("took %s: want the 1s discover sub-timeout, then a quick fallback", took)
 		}
 	})

@@ -262,24 +262,17 @@ func (c *Conn) write(ctx context.Context, m *jsonrpc.Message) error {
 	_ = c.stdin.SetWriteDeadline(deadline)
 	if _, err := c.stdin.Write(data); err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return fmt.Errorf("while writing %s to the server's stdin: the server stopped reading: %w", describe(m), err)
+			return fmt.Errorf("while writing %s to the server's stdin: the server stopped reading: %w", m.What(), err)
 		}
 		// A broken pipe usually means the child died: say how, if we know.
 		select {
 		case <-c.exited:
-			return fmt.Errorf("while writing %s to the server's stdin: %w", describe(m), c.exitErr)
+			return fmt.Errorf("while writing %s to the server's stdin: %w", m.What(), c.exitErr)
 		case <-time.After(50 * time.Millisecond):
 		}
-		return fmt.Errorf("while writing %s to the server's stdin: %w", describe(m), err)
+		return fmt.Errorf("while writing %s to the server's stdin: %w", m.What(), err)
 	}
 	return nil
-}
-
-func describe(m *jsonrpc.Message) string {
-	if m.Method != "" {
-		return m.Method
-	}
-	return "a response"
 }
 
 // fail marks the connection dead: pending and future calls get err.
@@ -365,16 +358,11 @@ func (c *Conn) dispatch(line []byte) error {
 	return nil
 }
 
-// answer replies to the server's own requests: ping succeeds, everything
-// else (sampling, elicitation, roots) is not offered by this client.
+// answer replies to a request from the server.
 func (c *Conn) answer(m *jsonrpc.Message) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	resp := jsonrpc.NewErrorResponse(m.ID, jsonrpc.CodeMethodNotFound, "this client does not offer "+m.Method)
-	if m.Method == "ping" {
-		resp = jsonrpc.NewResult(m.ID, json.RawMessage(`{}`))
-	}
-	_ = c.write(ctx, resp)
+	_ = c.write(ctx, jsonrpc.ReplyTo(m))
 }
 
 func (c *Conn) readStderr() {

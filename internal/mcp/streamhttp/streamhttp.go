@@ -409,6 +409,11 @@ func (c *Conn) do(ctx context.Context, method string, body []byte, m *jsonrpc.Me
 			hreq.Header.Set("Mcp-Name", name)
 		}
 	}
+	for k, vs := range m.Header {
+		for _, v := range vs {
+			hreq.Header.Add(k, v)
+		}
+	}
 	for i := 0; i+1 < len(extra); i += 2 {
 		hreq.Header.Set(extra[i], extra[i+1])
 	}
@@ -450,7 +455,7 @@ func (c *Conn) Notify(ctx context.Context, n *jsonrpc.Message) error {
 func (c *Conn) post(ctx context.Context, m *jsonrpc.Message) error {
 	body, err := json.Marshal(m)
 	if err != nil {
-		return fmt.Errorf("while encoding %s: %w", describe(m), err)
+		return fmt.Errorf("while encoding %s: %w", m.What(), err)
 	}
 	hresp, err := c.do(ctx, http.MethodPost, body, m)
 	if err != nil {
@@ -458,29 +463,17 @@ func (c *Conn) post(ctx context.Context, m *jsonrpc.Message) error {
 	}
 	defer hresp.Body.Close()
 	if hresp.StatusCode/100 != 2 {
-		return c.httpError(describe(m), hresp)
+		return c.httpError(m.What(), hresp)
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(hresp.Body, 64<<10))
 	return nil
 }
 
-func describe(m *jsonrpc.Message) string {
-	if m.Method != "" {
-		return m.Method
-	}
-	return "a response"
-}
-
-// answer replies to a request the server sent on a stream: ping succeeds;
-// sampling, elicitation and roots are not offered by this client.
+// answer replies to a request the server sent on a stream.
 func (c *Conn) answer(m *jsonrpc.Message) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	resp := jsonrpc.NewErrorResponse(m.ID, jsonrpc.CodeMethodNotFound, "this client does not offer "+m.Method)
-	if m.Method == "ping" {
-		resp = jsonrpc.NewResult(m.ID, json.RawMessage(`{}`))
-	}
-	_ = c.post(ctx, resp)
+	_ = c.post(ctx, jsonrpc.ReplyTo(m))
 }
 
 // cancelled tells a session-era server that we gave up on req. In the

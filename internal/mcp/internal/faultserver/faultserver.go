@@ -48,6 +48,12 @@ const (
 	// CutStreamNoID (HTTP) breaks the stream off before any event id, so it
 	// cannot be resumed.
 	CutStreamNoID Mode = "cut-stream-no-id"
+	// SessionExpired (HTTP) forgets the session right after initialize:
+	// every later request gets 404.
+	SessionExpired Mode = "session-expired"
+	// SlowTool answers tools/call only when the client gives up, and
+	// records the notifications it receives (HTTP).
+	SlowTool Mode = "slow-tool"
 )
 
 // ManyToolsCount and PageSize shape the ManyTools catalog.
@@ -91,6 +97,10 @@ func handle(mode Mode, m *jsonrpc.Message) (*jsonrpc.Message, action) {
 		}), reply
 	case "ping":
 		return result(m, map[string]any{}), reply
+	case "tools/call":
+		if mode == SlowTool {
+			return nil, ignore
+		}
 	case "tools/list":
 		if mode == ExitMidProbe {
 			return nil, die

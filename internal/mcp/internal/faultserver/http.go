@@ -17,13 +17,21 @@ const SessionID = "fault-session-1"
 type Handler struct {
 	mode Mode
 
-	mu           sync.Mutex
-	lastEventIDs []string        // Last-Event-ID of every GET, in order
-	cutRequest   json.RawMessage // id of the tools/list whose stream was cut
+	mu            sync.Mutex
+	notifications []string        // methods of the notifications received
+	lastEventIDs  []string        // Last-Event-ID of every GET, in order
+	cutRequest    json.RawMessage // id of the tools/list whose stream was cut
 }
 
 // NewHandler serves mode over Streamable HTTP.
 func NewHandler(mode Mode) *Handler { return &Handler{mode: mode} }
+
+// Notifications are the methods of the notifications received, in order.
+func (h *Handler) Notifications() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.notifications...)
+}
 
 // LastEventIDs are the Last-Event-ID headers of the resumption GETs seen.
 func (h *Handler) LastEventIDs() []string {
@@ -56,7 +64,14 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	if h.mode == SessionExpired && r.Header.Get("Mcp-Session-Id") != "" {
+		http.Error(w, "session not found", http.StatusNotFound)
+		return
+	}
 	if !m.IsRequest() {
+		h.mu.Lock()
+		h.notifications = append(h.notifications, m.Method)
+		h.mu.Unlock()
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}

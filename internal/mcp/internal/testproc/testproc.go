@@ -73,21 +73,37 @@ func StartHTTP(t testing.TB, port int, env []string, name string, args ...string
 	t.Fatalf("%s did not listen on %s within 15s", name, addr)
 }
 
-// Alive says whether a process with this pid exists and is not a zombie.
-func Alive(pid int) bool {
+// procStat reads a process's state, parent and process group from /proc.
+func procStat(pid int) (state string, ppid, pgrp int, ok bool) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return false
+		return "", 0, 0, false
 	}
-	// The state follows the command name in parentheses.
+	// The fields after the command name (in parentheses, which may itself
+	// hold spaces): state ppid pgrp ...
 	s := string(data)
 	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+	if i < 0 {
+		return "", 0, 0, false
+	}
+	fields := strings.Fields(s[i+1:])
+	if len(fields) < 3 {
+		return "", 0, 0, false
+	}
+	ppid, _ = strconv.Atoi(fields[1])
+	pgrp, _ = strconv.Atoi(fields[2])
+	return fields[0], ppid, pgrp, true
 }
 
-// GroupMembers lists the pids whose process group is pgid, zombies included
-// (a zombie is a process nobody reaped: a leak too).
-func GroupMembers(pgid int) []int {
+// Alive says whether a process with this pid exists and is not a zombie.
+func Alive(pid int) bool {
+	state, _, _, ok := procStat(pid)
+	return ok && state != "Z"
+}
+
+// pidsWhere lists the processes (zombies included) whose parent and
+// process group pass keep.
+func pidsWhere(keep func(ppid, pgrp int) bool) []int {
 	entries, _ := os.ReadDir("/proc")
 	var out []int
 	for _, e := range entries {
@@ -95,56 +111,38 @@ func GroupMembers(pgid int) []int {
 		if err != nil {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(data)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		fields := strings.Fields(s[i+1:])
-		// fields: state ppid pgrp ...
-		if len(fields) > 2 && fields[2] == strconv.Itoa(pgid) {
+		if _, ppid, pgrp, ok := procStat(pid); ok && keep(ppid, pgrp) {
 			out = append(out, pid)
 		}
 	}
 	return out
 }
 
+// GroupMembers lists the pids whose process group is pgid, zombies included
+// (a zombie is a process nobody reaped: a leak too).
+func GroupMembers(pgid int) []int {
+	return pidsWhere(func(_, pgrp int) bool { return pgrp == pgid })
+}
+
 // Children lists the direct children of pid (zombies included).
 func Children(pid int) []int {
-	entries, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range entries {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(data)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		fields := strings.Fields(s[i+1:])
-		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
-			out = append(out, child)
-		}
-	}
-	return out
+	return pidsWhere(func(ppid, _ int) bool { return ppid == pid })
 }
 
 // WaitGone waits until no process of group pgid is left, or fails the test.
+// A zombie counts only while it is this process's child (ours to reap): a
+// grandchild that died after its parent belongs to init, which reaps it in
+// its own time.
 func WaitGone(t testing.TB, pgid int, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		left := GroupMembers(pgid)
+		var left []int
+		for _, pid := range GroupMembers(pgid) {
+			if Alive(pid) || parentOf(pid) == os.Getpid() {
+				left = append(left, pid)
+			}
+		}
 		if len(left) == 0 {
 			return
 		}
@@ -153,4 +151,9 @@ func WaitGone(t testing.TB, pgid int, within time.Duration) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+func parentOf(pid int) int {
+	_, ppid, _, _ := procStat(pid)
+	return ppid
 }

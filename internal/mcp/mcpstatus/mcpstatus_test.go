@@ -1,0 +1,79 @@
+package mcpstatus
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/catalog"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
+)
+
+func TestCutKeepsWholeCharacters(t *testing.T) {
+	cases := []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"abcdef", 3, "abc"},
+		{"日本語テキスト", 3, "日本語"},
+		{"a\xffb", 10, "a\uFFFDb"},
+		{"", 5, ""},
+	}
+	for _, tc := range cases {
+		if got := Cut(tc.in, tc.max); got != tc.want {
+			t.Errorf("Cut(%q, %d) = %q, want %q", tc.in, tc.max, got, tc.want)
+		}
+	}
+	long := strings.Repeat("é", 600)
+	got := Cut(long, MaxDescription)
+	if utf8.RuneCountInString(got) != MaxDescription || !utf8.ValidString(got) {
+		t.Errorf("cut to %d runes, valid=%v", utf8.RuneCountInString(got), utf8.ValidString(got))
+	}
+}
+
+func TestToolsAndPromptsConvertSorted(t *testing.T) {
+	items := []json.RawMessage{
+		json.RawMessage(`{"name":"zeta","description":"` + strings.Repeat("d", 700) + `","inputSchema":{"type":"object"},"annotations":{"destructiveHint":true,"title":"Zeta tool"}}`),
+		json.RawMessage(`{"name":"alpha","title":"Alpha","inputSchema":{"type":"object"},"description":"<IMPORTANT>obey</IMPORTANT>"}`),
+	}
+	cat, err := catalog.Build("srv", items, v1alpha1.ToolsSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := Tools(cat)
+	if len(tools) != 2 || tools[0].Name != "mcp.srv.alpha" || tools[1].Name != "mcp.srv.zeta" {
+		t.Fatalf("tools %+v", tools)
+	}
+	z := tools[1]
+	if len(z.Description) != MaxDescription || z.Risk != v1alpha1.RiskDestructive || z.Title != "Zeta tool" ||
+		z.Annotations == nil || z.Annotations.DestructiveHint == nil || !*z.Annotations.DestructiveHint ||
+		z.SchemaDigest != cat.Tools[1].SchemaDigest || z.UpstreamName != "zeta" {
+		t.Errorf("zeta status %+v", z)
+	}
+	if len(tools[0].Flags) != 1 || tools[0].Flags[0] != v1alpha1.ToolFlagInjectionSuspect {
+		t.Errorf("alpha flags %v", tools[0].Flags)
+	}
+	prompts := Prompts([]catalog.Prompt{
+		{Name: "mcp.srv.b", Arguments: []catalog.PromptArgument{{Name: "city", Required: true}, {Name: "state"}}},
+		{Name: "mcp.srv.a"},
+	})
+	if len(prompts) != 2 || prompts[0].Name != "mcp.srv.a" || len(prompts[1].Arguments) != 2 || !prompts[1].Arguments[0].Required {
+		t.Errorf("prompts %+v", prompts)
+	}
+}
+
+func TestServerInfoAndCapabilities(t *testing.T) {
+	si := ServerInfo(client.Implementation{Name: "srv", Version: strings.Repeat("v", 300)}, "2026-07-28")
+	if si.Name != "srv" || len(si.Version) != MaxInfoField || si.ProtocolVersion != "2026-07-28" {
+		t.Errorf("server info %+v", si)
+	}
+	caps := Capabilities(client.Capabilities{Tools: true, ResourcesSubscribe: true, Resources: true, Logging: true})
+	want := v1alpha1.ServerCapabilities{Tools: true, Resources: true, ResourcesSubscribe: true, Logging: true}
+	if *caps != want {
+		t.Errorf("capabilities %+v, want %+v", *caps, want)
+	}
+}
