@@ -75,6 +75,15 @@ test/peers/node_modules/.installed: test/peers/package.json test/peers/package-l
 $(BIN)/everything-server: test/peers/go/go.mod test/peers/go/go.sum
 	cd test/peers/go && CGO_ENABLED=0 go build -o $@ github.com/modelcontextprotocol/go-sdk/conformance/everything-server
 
+##@ Benchmarks
+
+.PHONY: bench
+bench: bench-policy ## Run every benchmark under bench/ (each prints its ratio against a baseline).
+
+.PHONY: bench-policy
+bench-policy: ## One permission decision: the compiled engine against a linear scan (1,000 rules, 5,000 tools).
+	go run ./bench/policy
+
 ##@ Tools
 
 $(CONTROLLER_GEN): hack/tools/go.mod hack/tools/go.sum

@@ -1,0 +1,191 @@
+package controller
+
+import (
+	"fmt"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
+)
+
+var _ = Describe("ToolPolicy controller", func() {
+	// ns holds the spec's objects; otherNS a server of the same name that no
+	// policy of ns may count.
+	var ns, otherNS string
+
+	BeforeEach(func() {
+		ns, otherNS = createNamespace(), createNamespace()
+		startManager([]string{ns, otherNS}, func(mgr ctrl.Manager) error {
+			return (&ToolPolicyReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr, Options{MaxConcurrentReconciles: 2})
+		})
+	})
+
+	It("marks a policy that compiles Ready with reason Compiled", func() {
+		tp := newToolPolicy(ns, "readers", mcpv1alpha1.ToolRule{Tools: []string{"mcp.fs.*"}, Risks: []mcpv1alpha1.Risk{mcpv1alpha1.RiskRead}, Decision: mcpv1alpha1.DecisionAllow})
+		Expect(k8sClient.Create(ctx, tp)).To(Succeed())
+
+		ready := eventuallyReady(tp, metav1.ConditionTrue)
+		Expect(ready.Reason).To(Equal(mcpv1alpha1.ReasonCompiled))
+		Expect(ready.Message).To(ContainSubstring("in force"))
+		Expect(ready.ObservedGeneration).To(Equal(tp.Generation))
+		Expect(tp.Status.ObservedGeneration).To(Equal(tp.Generation))
+		Expect(tp.Status.MatchedServers).To(BeEmpty())
+		Expect(tp.Status.ToolCount).To(BeZero())
+	})
+
+	It("marks a policy with a CEL error or a bad glob Invalid, naming each field, and Ready once fixed", func() {
+		tp := newToolPolicy(ns, "broken",
+			mcpv1alpha1.ToolRule{Tools: []string{"mcp.fs.*"}, Decision: mcpv1alpha1.DecisionAllow},
+			mcpv1alpha1.ToolRule{Tools: []string{"mcp.fs.*"}, Decision: mcpv1alpha1.DecisionAsk, When: "argz.path.startsWith('/data/')"},
+			mcpv1alpha1.ToolRule{Tools: []string{"fs.write_file"}, Decision: mcpv1alpha1.DecisionDeny},
+		)
+		Expect(k8sClient.Create(ctx, tp)).To(Succeed())
+
+		ready := eventuallyReady(tp, metav1.ConditionFalse)
+		Expect(ready.Reason).To(Equal(mcpv1alpha1.ReasonInvalid))
+		Expect(ready.Message).To(And(
+			ContainSubstring("not in force"),
+			ContainSubstring("2 errors"),
+			ContainSubstring("spec.rules[1].when"),
+			ContainSubstring("undeclared reference to 'argz'"),
+			ContainSubstring("spec.rules[2].tools[0]"),
+			ContainSubstring(`did you mean "mcp.fs.write_file"`),
+		))
+		Expect(tp.Status.ObservedGeneration).To(Equal(tp.Generation))
+		invalidGeneration := tp.Generation
+
+		By("fixing both rules")
+		tp.Spec.Rules[1].When = "args.path.startsWith('/data/')"
+		tp.Spec.Rules[2].Tools = []string{"mcp.fs.write_file"}
+		Expect(k8sClient.Update(ctx, tp)).To(Succeed())
+		Expect(tp.Generation).To(BeNumerically(">", invalidGeneration))
+		ready = eventuallyReady(tp, metav1.ConditionTrue)
+		Expect(ready.Reason).To(Equal(mcpv1alpha1.ReasonCompiled))
+		Expect(ready.ObservedGeneration).To(Equal(tp.Generation))
+	})
+
+	It("follows the catalogs of the MCPServers in its namespace", func() {
+		fs := newRemoteServer(ns, "fs")
+		fsV2 := newRemoteServer(ns, "fs-v2")
+		publishTools(fs, tool("fs", "read_file", mcpv1alpha1.RiskRead), tool("fs", "write_file", mcpv1alpha1.RiskWrite))
+		publishTools(fsV2, tool("fs-v2", "read_file", mcpv1alpha1.RiskRead))
+		// A server of the same name elsewhere is not governed by the policy.
+		publishTools(newRemoteServer(otherNS, "fs"), tool("fs", "read_file", mcpv1alpha1.RiskRead))
+
+		tp := newToolPolicy(ns, "fs-users",
+			mcpv1alpha1.ToolRule{Tools: []string{"mcp.fs.*"}, Decision: mcpv1alpha1.DecisionAllow},
+			mcpv1alpha1.ToolRule{Tools: []string{"mcp.**"}, Risks: []mcpv1alpha1.Risk{mcpv1alpha1.RiskDestructive}, Decision: mcpv1alpha1.DecisionDeny},
+		)
+		Expect(k8sClient.Create(ctx, tp)).To(Succeed())
+		Eventually(policyMatches(tp)).WithTimeout(statusTimeout).Should(Equal(matches{servers: []string{"fs"}, tools: 2}))
+
+		By("adding a tool to fs")
+		publishTools(fs, tool("fs", "read_file", mcpv1alpha1.RiskRead), tool("fs", "write_file", mcpv1alpha1.RiskWrite), tool("fs", "list_dir", mcpv1alpha1.RiskRead))
+		Eventually(policyMatches(tp)).WithTimeout(statusTimeout).Should(Equal(matches{servers: []string{"fs"}, tools: 3}))
+
+		By("publishing a destructive tool on fs-v2, which the risk rule reaches")
+		publishTools(fsV2, tool("fs-v2", "read_file", mcpv1alpha1.RiskRead), tool("fs-v2", "delete_tree", mcpv1alpha1.RiskDestructive))
+		Eventually(policyMatches(tp)).WithTimeout(statusTimeout).Should(Equal(matches{servers: []string{"fs", "fs-v2"}, tools: 4}))
+
+		By("withdrawing fs's catalog")
+		publishTools(fs)
+		Eventually(policyMatches(tp)).WithTimeout(statusTimeout).Should(Equal(matches{servers: []string{"fs-v2"}, tools: 1}))
+
+		By("deleting fs-v2")
+		Expect(k8sClient.Delete(ctx, fsV2)).To(Succeed())
+		Eventually(policyMatches(tp)).WithTimeout(statusTimeout).Should(Equal(matches{tools: 0}))
+		ready := eventuallyReady(tp, metav1.ConditionTrue)
+		Expect(ready.Message).To(ContainSubstring("match 0 published tools of 0 servers"))
+	})
+
+	It("writes the status once and then leaves it alone", func() {
+		publishTools(newRemoteServer(ns, "fs"), tool("fs", "read_file", mcpv1alpha1.RiskRead))
+		tp := newToolPolicy(ns, "quiet", mcpv1alpha1.ToolRule{Tools: []string{"mcp.fs.*"}, Decision: mcpv1alpha1.DecisionAllow})
+		Expect(k8sClient.Create(ctx, tp)).To(Succeed())
+		Eventually(policyMatches(tp)).WithTimeout(statusTimeout).Should(Equal(matches{servers: []string{"fs"}, tools: 1}))
+		version := tp.ResourceVersion
+		Consistently(func(g Gomega) string {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(tp), tp)).To(Succeed())
+			return tp.ResourceVersion
+		}).WithTimeout(3*time.Second).Should(Equal(version), "the status was rewritten with nothing changed")
+	})
+})
+
+// statusTimeout bounds the wait for the controller to write a status.
+const statusTimeout = 30 * time.Second
+
+func newToolPolicy(ns, name string, rules ...mcpv1alpha1.ToolRule) *mcpv1alpha1.ToolPolicy {
+	return &mcpv1alpha1.ToolPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: mcpv1alpha1.ToolPolicySpec{
+			Subjects: []mcpv1alpha1.Subject{{Kind: mcpv1alpha1.SubjectServiceAccount, Namespace: "agents", Name: "agent"}},
+			Rules:    rules,
+		},
+	}
+}
+
+// eventuallyReady waits until the policy's status describes its current
+// generation with Ready at want, and returns that condition.
+func eventuallyReady(tp *mcpv1alpha1.ToolPolicy, want metav1.ConditionStatus) *metav1.Condition {
+	var ready *metav1.Condition
+	Eventually(func(g Gomega) {
+		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(tp), tp)).To(Succeed())
+		g.Expect(tp.Status.ObservedGeneration).To(Equal(tp.Generation))
+		ready = meta.FindStatusCondition(tp.Status.Conditions, mcpv1alpha1.ConditionReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Status).To(Equal(want), "Ready is %s: %s", ready.Status, ready.Message)
+	}).WithTimeout(statusTimeout).Should(Succeed())
+	return ready
+}
+
+type matches struct {
+	servers []string
+	tools   int32
+}
+
+func policyMatches(tp *mcpv1alpha1.ToolPolicy) func(Gomega) matches {
+	return func(g Gomega) matches {
+		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(tp), tp)).To(Succeed())
+		return matches{servers: tp.Status.MatchedServers, tools: tp.Status.ToolCount}
+	}
+}
+
+// newRemoteServer creates a remote MCPServer: no MCPServer controller runs
+// in this suite yet, and a remote one needs nothing else to be valid.
+func newRemoteServer(ns, name string) *mcpv1alpha1.MCPServer {
+	s := &mcpv1alpha1.MCPServer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: mcpv1alpha1.MCPServerSpec{
+			Transport: mcpv1alpha1.TransportStreamableHTTP,
+			Remote:    &mcpv1alpha1.Remote{URL: "https://mcp.example.com/" + name},
+		},
+	}
+	Expect(k8sClient.Create(ctx, s)).To(Succeed())
+	return s
+}
+
+func tool(server, upstream string, risk mcpv1alpha1.Risk) mcpv1alpha1.ToolStatus {
+	return mcpv1alpha1.ToolStatus{
+		Name:         fmt.Sprintf("mcp.%s.%s", server, upstream),
+		UpstreamName: upstream,
+		Risk:         risk,
+		SchemaDigest: "sha256:0000000000000000000000000000000000000000000000000000000000000000",
+	}
+}
+
+// publishTools writes a catalog into the server's status, as the MCPServer
+// controller will (through the status subresource).
+func publishTools(s *mcpv1alpha1.MCPServer, tools ...mcpv1alpha1.ToolStatus) {
+	Eventually(func(g Gomega) {
+		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
+		s.Status.Tools = tools
+		s.Status.ToolCount = int32(len(tools))
+		g.Expect(k8sClient.Status().Update(ctx, s)).To(Succeed())
+	}).WithTimeout(statusTimeout).Should(Succeed())
+}

@@ -1,0 +1,156 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+)
+
+func TestSessionGrants(t *testing.T) {
+	e := mustEngine(t,
+		newPolicy("team", "p", forSA("team", "agent"), ask("mcp.fs.*"), deny("mcp.fs.secret"), allow("mcp.git.*")),
+		newPolicy("team", "once-only", forSA("team", "agent"), ask("mcp.web.*"), withModes(v1alpha1.ApprovalAllowOnce)),
+	)
+	write := call("fs", "write", v1alpha1.RiskWrite, nil)
+	g := NewSessionGrants()
+
+	if got := g.Apply(e.DecideTool(agent, write)); got.Decision != dAsk {
+		t.Fatalf("without a grant: %s, want ask", got.Decision)
+	}
+
+	g.AllowOnce(write.Name)
+	got := g.Apply(e.DecideTool(agent, write))
+	checkResult(t, got, dAllow, SourceSessionAllowOnce, nil, "allowed once")
+	if got.Approval != nil {
+		t.Errorf("an allowed result carries approval %+v", got.Approval)
+	}
+	if got := g.Apply(e.DecideTool(agent, write)); got.Decision != dAsk {
+		t.Errorf("an allow-once grant was used twice: %s", got.Decision)
+	}
+
+	// Another tool is not covered by a grant for write.
+	g.AllowSession(write.Name)
+	if got := g.Apply(e.DecideTool(agent, call("fs", "move", v1alpha1.RiskWrite, nil))); got.Decision != dAsk {
+		t.Errorf("a grant for %s covered mcp.fs.move: %s", write.Name, got.Decision)
+	}
+	for range 3 {
+		checkResult(t, g.Apply(e.DecideTool(agent, write)), dAllow, SourceSessionAllow, nil, "for this session")
+	}
+
+	// A grant never turns deny into allow, nor touches an allow.
+	secret := call("fs", "secret", v1alpha1.RiskRead, nil)
+	g.AllowSession(secret.Name)
+	g.AllowOnce(secret.Name)
+	checkResult(t, g.Apply(e.DecideTool(agent, secret)), dDeny, "policy:team/p#rules[1]", nil, "")
+	gitRead := call("git", "log", v1alpha1.RiskRead, nil)
+	checkResult(t, g.Apply(e.DecideTool(agent, gitRead)), dAllow, "policy:team/p#rules[2]", nil, "")
+	checkResult(t, g.Apply(e.DecideTool(agent, ToolCall{Name: "mcp.fs.write", Server: "fs", Namespace: "other"})), dDeny, SourceDefault, nil, "")
+
+	// The policy's modes bound the grants: only allow-once here.
+	fetch := call("web", "fetch", v1alpha1.RiskNetwork, nil)
+	g.AllowSession(fetch.Name)
+	checkResult(t, g.Apply(e.DecideTool(agent, fetch)), dAsk, "", nil, "")
+	g.AllowOnce(fetch.Name)
+	checkResult(t, g.Apply(e.DecideTool(agent, fetch)), dAllow, SourceSessionAllowOnce, nil, "")
+
+	// The session ends: every grant goes, and none can be added.
+	g.Close()
+	checkResult(t, g.Apply(e.DecideTool(agent, write)), dAsk, "", nil, "")
+	g.AllowSession(write.Name)
+	checkResult(t, g.Apply(e.DecideTool(agent, write)), dAsk, "", nil, "")
+
+	// A session that never had grants (nil) changes nothing.
+	var none *SessionGrants
+	checkResult(t, none.Apply(e.DecideTool(agent, write)), dAsk, "", nil, "")
+}
+
+func TestSessionGrantsDestructive(t *testing.T) {
+	e := mustEngine(t, newPolicy("team", "p", forSA("team", "agent"), allow("mcp.fs.*")))
+	rm := call("fs", "rm", v1alpha1.RiskDestructive, nil)
+	g := NewSessionGrants()
+	g.AllowSession(rm.Name)
+	if got := g.Apply(e.DecideTool(agent, rm)); got.Decision != dAsk {
+		t.Fatalf("a session grant allowed a destructive tool: %+v", got)
+	}
+	g.AllowOnce(rm.Name)
+	checkResult(t, g.Apply(e.DecideTool(agent, rm)), dAllow, SourceSessionAllowOnce, nil, "")
+	checkResult(t, g.Apply(e.DecideTool(agent, rm)), dAsk, "", nil, "")
+}
+
+// fakeClock is a clock the test moves by hand.
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time          { return c.t }
+func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
+
+func TestRateLimiter(t *testing.T) {
+	e := mustEngine(t,
+		newPolicy("team", "limited", forGroup("system:serviceaccounts"), allow("mcp.fs.*"), deny("mcp.fs.secret"), withRateLimit(60, 3)),
+		newPolicy("team", "free", forGroup("system:serviceaccounts"), allow("mcp.git.*")),
+	)
+	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	l := NewRateLimiter(clock.now)
+	read := call("fs", "read", v1alpha1.RiskRead, nil)
+	decide := func(s Subject, c ToolCall) Result { return l.Apply(s, e.DecideTool(s, c)) }
+
+	for i := range 3 {
+		if got := decide(agent, read); got.Decision != dAllow {
+			t.Fatalf("call %d within the burst: %s (%s)", i+1, got.Decision, got.Reason)
+		}
+	}
+	got := decide(agent, read)
+	checkResult(t, got, dDeny, "policy:team/limited#rateLimit", []string{"policy:team/limited#rateLimit"},
+		"rate limit exceeded: policy team/limited allows 60 calls per minute (burst 3)")
+
+	// Each subject has its own bucket.
+	if got := decide(ServiceAccount("team", "other"), read); got.Decision != dAllow {
+		t.Errorf("another subject was limited: %s", got.Reason)
+	}
+	// A policy without a limit is not limited.
+	for range 10 {
+		if got := decide(agent, call("git", "log", v1alpha1.RiskRead, nil)); got.Decision != dAllow {
+			t.Fatalf("a call under a policy without rateLimit was limited: %s", got.Reason)
+		}
+	}
+	// Denied calls cost nothing and stay denied for their own reason.
+	checkResult(t, decide(agent, call("fs", "secret", v1alpha1.RiskRead, nil)), dDeny, "policy:team/limited#rules[1]", nil, "")
+
+	// 60 per minute: one token a second.
+	clock.advance(999 * time.Millisecond)
+	if got := decide(agent, read); got.Decision != dDeny {
+		t.Errorf("a token came back early")
+	}
+	clock.advance(time.Millisecond)
+	if got := decide(agent, read); got.Decision != dAllow {
+		t.Errorf("no token after a second: %s", got.Reason)
+	}
+	// A long pause refills up to the burst, not beyond.
+	clock.advance(time.Hour)
+	allowed := 0
+	for range 10 {
+		if decide(agent, read).Decision == dAllow {
+			allowed++
+		}
+	}
+	if allowed != 3 {
+		t.Errorf("after an hour %d calls passed, want the burst of 3", allowed)
+	}
+}
+
+func TestRateLimiterBurstDefaultsAndAskingCalls(t *testing.T) {
+	e := mustEngine(t, newPolicy("team", "p", forSA("team", "agent"), ask("mcp.fs.*"), withRateLimit(2, 0)))
+	clock := &fakeClock{t: time.Unix(0, 0)}
+	l := NewRateLimiter(clock.now)
+	write := call("fs", "write", v1alpha1.RiskWrite, nil)
+	for i := range 2 {
+		if got := l.Apply(agent, e.DecideTool(agent, write)); got.Decision != dAsk {
+			t.Fatalf("call %d: %s, want ask (asking calls count against the limit but pass)", i+1, got.Decision)
+		}
+	}
+	got := l.Apply(agent, e.DecideTool(agent, write))
+	if got.Decision != dDeny || !strings.Contains(got.Reason, "burst 2") || got.Approval != nil {
+		t.Errorf("third call: %+v, want deny by the limit with the default burst of 2", got)
+	}
+}

@@ -1,0 +1,122 @@
+package policy
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+)
+
+// ToolCall is one tools/call as the engine sees it.
+type ToolCall struct {
+	// Name is the namespaced name mcp.<server>.<tool>.
+	Name string
+	// Server is the MCPServer's name, Namespace its namespace.
+	Server, Namespace string
+	// Risk is the tool's published risk; empty is network (the default of
+	// every MCP tool) and an unknown value counts as destructive.
+	Risk v1alpha1.Risk
+	// Annotations are the tool's published hints, if any.
+	Annotations *v1alpha1.ToolAnnotations
+	// Args are the call's arguments as decoded from JSON (map[string]any,
+	// []any, string, float64, bool, nil).
+	Args map[string]any
+}
+
+// ResourceRead is one resources/read.
+type ResourceRead struct {
+	// Server is the MCPServer's name, Namespace its namespace.
+	Server, Namespace string
+	// URI is the resource's upstream URI.
+	URI string
+}
+
+// PromptGet is one prompts/get.
+type PromptGet struct {
+	// Name is the namespaced name mcp.<server>.<prompt>.
+	Name string
+	// Server is the MCPServer's name, Namespace its namespace.
+	Server, Namespace string
+}
+
+// Sources of a decision besides a policy rule (design §5, sourcedFrom).
+const (
+	SourceDefault          = "default"
+	SourceSessionAllowOnce = "session_allow_once"
+	SourceSessionAllow     = "session_allow"
+)
+
+// RuleRef names one rule of one policy.
+type RuleRef struct {
+	// Namespace and Name of the ToolPolicy.
+	Namespace, Name string
+	// Section is the list in the spec: rules, resources, prompts, or
+	// rateLimit (then Index is 0).
+	Section string
+	// Index in that list.
+	Index int
+}
+
+// String is the rule in sourcedFrom form: policy:<namespace>/<name>#rules[2].
+func (r RuleRef) String() string {
+	if r.Section == sectionRateLimit {
+		return fmt.Sprintf("policy:%s/%s#%s", r.Namespace, r.Name, r.Section)
+	}
+	return fmt.Sprintf("policy:%s/%s#%s[%d]", r.Namespace, r.Name, r.Section, r.Index)
+}
+
+const (
+	sectionRules     = "rules"
+	sectionResources = "resources"
+	sectionPrompts   = "prompts"
+	sectionRateLimit = "rateLimit"
+)
+
+// Approval is what the bridge may offer when the decision is ask.
+type Approval struct {
+	// Modes besides deny: AllowOnce, AllowSession. AllowSession is never
+	// offered for a destructive tool: each of its calls is asked.
+	Modes []v1alpha1.ApprovalMode
+	// Timeout after which an unanswered question denies.
+	Timeout time.Duration
+}
+
+// Allows reports whether m is among the modes.
+func (a *Approval) Allows(m v1alpha1.ApprovalMode) bool {
+	if a == nil {
+		return false
+	}
+	for _, x := range a.Modes {
+		if x == m {
+			return true
+		}
+	}
+	return false
+}
+
+// Result is a decision and why it was made.
+type Result struct {
+	// Decision is allow, deny or ask.
+	Decision v1alpha1.Decision
+	// Rules are the rules that gave the decision, in policy and rule order;
+	// empty for the default.
+	Rules []RuleRef
+	// RiskAtDecision is the risk the request was decided at (read for
+	// resources and prompts).
+	RiskAtDecision v1alpha1.Risk
+	// SourcedFrom is policy:<namespace>/<name>#rules[i] (the first of Rules),
+	// default, session_allow_once or session_allow.
+	SourcedFrom string
+	// Reason says why, for the caller and the audit log.
+	Reason string
+	// Approval is set when Decision is ask. It may be shared with other
+	// results: read it, never change it.
+	Approval *Approval
+
+	// tool is the namespaced tool name the result is for, so grants apply
+	// only to the tool they were given for.
+	tool string
+	// rateLimits are the limits of the policies that had a rule matching
+	// the request.
+	rateLimits []*rateLimitSpec
+}
