@@ -77,7 +77,7 @@ var Patterns = []Pattern{
 				words: [][]string{{"important", "system", "instruction", "hidden", "secret", "admin"}, {"<"}, {">"}},
 			},
 			{re: regexp.MustCompile(`(?i)\[/?INST\]`), words: [][]string{{"inst]"}}},
-			{re: regexp.MustCompile(`(?i)<\|im_(start|end)\|>|<\|system\|>`), words: [][]string{{"<|"}}},
+			{re: regexp.MustCompile(`(?i)<\|im_(start|end)\|>|<\|system\|>`), words: [][]string{{"<|im_", "<|sys"}}},
 		},
 	},
 	{
@@ -158,17 +158,20 @@ var leadWords = func() (t [256][]leadWord) {
 	return t
 }()
 
-// leadBigrams has a bit set for the first two bytes of every leading word:
-// most text positions are passed over after testing one bit.
-var leadBigrams = func() (set [1 << 16 / 64]uint64) {
+// leadTrigrams has a bit set for a hash of the first three bytes of every
+// leading word (all have three or more): most text positions are passed
+// over after testing one bit.
+var leadTrigrams = func() (set [1 << 16 / 64]uint64) {
 	for _, ws := range leadWords {
 		for _, lw := range ws {
-			b := uint16(lw.word[0])<<8 | uint16(lw.word[1])
-			set[b/64] |= 1 << (b % 64)
+			h := trigram(lw.word[0], lw.word[1], lw.word[2])
+			set[h/64] |= 1 << (h % 64)
 		}
 	}
 	return set
 }()
+
+func trigram(a, b, c byte) uint16 { return uint16(a)<<10 ^ uint16(b)<<5 ^ uint16(c) }
 
 type leadWord struct {
 	word   string
@@ -227,8 +230,8 @@ func Scan(where, text string) []Finding {
 // occur in lower.
 func findLeads(lower string) []hit {
 	var hits []hit
-	for i := 0; i+1 < len(lower); i++ {
-		if b := uint16(lower[i])<<8 | uint16(lower[i+1]); leadBigrams[b/64]&(1<<(b%64)) == 0 {
+	for i := 0; i+2 < len(lower); i++ {
+		if h := trigram(lower[i], lower[i+1], lower[i+2]); leadTrigrams[h/64]&(1<<(h%64)) == 0 {
 			continue
 		}
 		for _, lw := range leadWords[lower[i]] {

@@ -108,3 +108,16 @@ func BenchmarkScan(b *testing.B) {
 		})
 	}
 }
+
+// The one-pass search tests three bytes before it looks for a word.
+func TestLeadingWordsHaveThreeBytes(t *testing.T) {
+	for _, p := range Patterns {
+		for _, c := range p.clauses {
+			for _, w := range c.words[0] {
+				if len(w) < 3 || w != strings.ToLower(w) {
+					t.Errorf("%s: leading word %q must be lower case and 3 bytes or more", p.ID, w)
+				}
+			}
+		}
+	}
+}

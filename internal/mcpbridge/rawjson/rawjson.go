@@ -7,9 +7,10 @@
 package rawjson
 
 import (
-	"encoding/json"
+	"bytes"
 	"errors"
 	"fmt"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -320,31 +321,105 @@ func isDelimiter(b byte) bool {
 // skipString returns the end (one past the closing quote) of the string
 // starting at doc[i] == '"'.
 func skipString(doc []byte, i int) (int, error) {
-	for j := i + 1; j < len(doc); j++ {
-		switch doc[j] {
-		case '\\':
-			j++
-		case '"':
+	j := i + 1
+	for {
+		k := bytes.IndexByte(doc[j:], '"')
+		if k < 0 {
+			return 0, errTruncated
+		}
+		j += k
+		// The quote ends the string unless an odd number of backslashes
+		// escapes it.
+		n := 0
+		for p := j - 1; p > i && doc[p] == '\\'; p-- {
+			n++
+		}
+		if n%2 == 0 {
 			return j + 1, nil
 		}
+		j++
 	}
-	return 0, errTruncated
 }
 
-// decodeString decodes a quoted JSON string. Strings without escapes, the
-// common case, are a plain copy.
+// decodeString decodes a quoted JSON string as encoding/json does (a lone
+// UTF-16 surrogate becomes U+FFFD), except that invalid UTF-8 bytes are
+// kept: they are re-encoded as U+FFFD only if the string is rewritten.
 func decodeString(q []byte) (string, error) {
 	inner := q[1 : len(q)-1]
-	for _, b := range inner {
-		if b == '\\' {
-			var s string
-			if err := json.Unmarshal(q, &s); err != nil {
-				return "", fmt.Errorf("while decoding a JSON string: %w", err)
-			}
-			return s, nil
-		}
+	i := bytes.IndexByte(inner, '\\')
+	if i < 0 {
+		return string(inner), nil
 	}
-	return string(inner), nil
+	buf := make([]byte, 0, len(inner))
+	for i >= 0 {
+		buf = append(buf, inner[:i]...)
+		inner = inner[i:]
+		if len(inner) < 2 {
+			return "", errors.New("while decoding a JSON string: a lone backslash at its end")
+		}
+		switch c := inner[1]; c {
+		case '"', '\\', '/':
+			buf = append(buf, c)
+		case 'b':
+			buf = append(buf, '\b')
+		case 'f':
+			buf = append(buf, '\f')
+		case 'n':
+			buf = append(buf, '\n')
+		case 'r':
+			buf = append(buf, '\r')
+		case 't':
+			buf = append(buf, '\t')
+		case 'u':
+			r, ok := hex4(inner[2:])
+			if !ok {
+				return "", errors.New("while decoding a JSON string: a malformed \\u escape")
+			}
+			inner = inner[6:]
+			if utf16.IsSurrogate(r) {
+				r2, ok := rune(0), false
+				if len(inner) >= 6 && inner[0] == '\\' && inner[1] == 'u' {
+					r2, ok = hex4(inner[2:])
+				}
+				if dec := utf16.DecodeRune(r, r2); ok && dec != utf8.RuneError {
+					r = dec
+					inner = inner[6:]
+				} else {
+					r = utf8.RuneError
+				}
+			}
+			buf = utf8.AppendRune(buf, r)
+			i = bytes.IndexByte(inner, '\\')
+			continue
+		default:
+			return "", fmt.Errorf("while decoding a JSON string: the escape \\%c", c)
+		}
+		inner = inner[2:]
+		i = bytes.IndexByte(inner, '\\')
+	}
+	buf = append(buf, inner...)
+	return string(buf), nil
+}
+
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
 }
 
 func skipSpace(doc []byte, i int) int {

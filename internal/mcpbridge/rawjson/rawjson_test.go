@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestMembersAndElements(t *testing.T) {
@@ -102,6 +103,43 @@ func FuzzRewriteStrings(f *testing.F) {
 		out, err := RewriteStrings([]byte(doc), func(s, _ string, _ bool) (string, bool) { return "<" + s + ">", true })
 		if err != nil || !json.Valid(out) {
 			t.Fatalf("RewriteStrings(%q) = %q, %v", doc, out, err)
+		}
+	})
+}
+
+func TestDecodeStringMatchesEncodingJSON(t *testing.T) {
+	for _, q := range []string{`""`, `"plain"`, `"a\"b\\c\/d"`, `"\b\f\n\r\t"`, `"\u00e9\u65E5"`, `"\ud83d\ude00"`,
+		`"\ud83d"`, `"\ud83dx"`, `"\ud83d\u0041"`, `"\ude00\ud83d"`, `"x\\"`, `"\\\\"`, `"\u0000"`} {
+		got, err := decodeString([]byte(q))
+		var want string
+		if jerr := json.Unmarshal([]byte(q), &want); jerr != nil {
+			t.Fatalf("test input %s: %v", q, jerr)
+		}
+		if err != nil || got != want {
+			t.Errorf("decodeString(%s) = %q, %v; encoding/json: %q", q, got, err, want)
+		}
+	}
+	for _, bad := range []string{`"\x"`, `"\u12"`, `"\u12zz"`, `"\"`} {
+		if _, err := decodeString([]byte(bad)); err == nil {
+			t.Errorf("decodeString(%s): no error", bad)
+		}
+	}
+}
+
+func FuzzDecodeString(f *testing.F) {
+	f.Add(`"a\u00e9\ud83d\ude00\n"`)
+	f.Fuzz(func(t *testing.T, q string) {
+		var want string
+		if json.Unmarshal([]byte(q), &want) != nil || !utf8.ValidString(q) {
+			return
+		}
+		end, err := skipString([]byte(q), strings.IndexByte(q, '"'))
+		if err != nil {
+			t.Fatalf("skipString(%q): %v", q, err)
+		}
+		got, err := decodeString([]byte(q)[strings.IndexByte(q, '"'):end])
+		if err != nil || got != want {
+			t.Fatalf("decodeString(%q) = %q, %v; encoding/json: %q", q, got, err, want)
 		}
 	})
 }
