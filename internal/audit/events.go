@@ -7,12 +7,16 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/injection"
 )
 
-// Payload is the part of an event that depends on its type. Its fields are
-// written after the common ones, in the order the struct declares them: the
-// payload fields of the design first, in its order, then additions.
+// Payload is the part of an event that depends on its type: one of the
+// types below. Its fields are written after the common ones, in the order
+// the struct declares them: the payload fields of the design first, in its
+// order, then additions. The json tags say how a reader decodes them; a
+// test checks that the Writer's encoding agrees with them.
 type Payload interface {
 	// EventType is the event's "type", such as "permission.requested".
 	EventType() string
+	// fields appends the payload's fields, each redacted.
+	fields(e *fieldWriter)
 }
 
 // Ms converts a duration to the milliseconds of durationMs fields, to the
@@ -227,19 +231,128 @@ func (ServerPermanentlyFailed) EventType() string { return "mcp.server.permanent
 func (ServerShutdown) EventType() string          { return "mcp.server.shutdown" }
 func (Dropped) EventType() string                 { return "audit.dropped" }
 
-// withArgs returns the payload with its Args replaced, for the payloads that
-// have arguments.
-func withArgs(p Payload, f func(json.RawMessage) json.RawMessage) Payload {
-	switch v := p.(type) {
-	case PermissionRequested:
-		v.Args = f(v.Args)
-		return v
-	case MCPCallStarted:
-		v.Args = f(v.Args)
-		return v
-	case PromptInvoked:
-		v.Args = f(v.Args)
-		return v
-	}
-	return p
+func (p PermissionRequested) fields(e *fieldWriter) {
+	e.str("tool", p.Tool)
+	e.args(p.Args)
+	e.str("riskAtDecision", p.RiskAtDecision)
+	e.str("sourcedFrom", p.SourcedFrom)
+	e.str("toolCallId", p.ToolCallID)
 }
+
+func (p PermissionResolved) fields(e *fieldWriter) {
+	e.str("decision", p.Decision)
+	e.str("actor", p.Actor)
+	e.str("sourcedFrom", p.SourcedFrom)
+	e.str("toolCallId", p.ToolCallID)
+	e.str("tool", p.Tool)
+	e.strOmitEmpty("reason", p.Reason)
+}
+
+func (p MCPCallStarted) fields(e *fieldWriter) {
+	e.str("server", p.Server)
+	e.str("toolCallId", p.ToolCallID)
+	e.str("method", p.Method)
+	e.args(p.Args)
+}
+
+func (p MCPCallCompleted) fields(e *fieldWriter) {
+	e.str("server", p.Server)
+	e.str("toolCallId", p.ToolCallID)
+	e.float("durationMs", p.DurationMs)
+}
+
+func (p MCPCallFailed) fields(e *fieldWriter) {
+	e.str("server", p.Server)
+	e.str("toolCallId", p.ToolCallID)
+	e.float("durationMs", p.DurationMs)
+	e.str("error", p.Error)
+	if p.Code != 0 {
+		e.int("code", int64(p.Code))
+	}
+}
+
+func (p ToolStarted) fields(e *fieldWriter) {
+	e.str("tool", p.Tool)
+	e.str("toolCallId", p.ToolCallID)
+	e.str("server", p.Server)
+}
+
+func (p ToolCompleted) fields(e *fieldWriter) {
+	e.str("resultPreview", p.ResultPreview)
+	e.int("resultSize", int64(p.ResultSize))
+	e.str("toolCallId", p.ToolCallID)
+	e.str("tool", p.Tool)
+	e.boolOmitFalse("isError", p.IsError)
+	e.counts("redactions", p.Redactions)
+	e.findings("injection", p.Injection)
+	e.boolOmitFalse("blocked", p.Blocked)
+	e.strOmitEmpty("artifact", p.Artifact)
+}
+
+func (p ToolFailed) fields(e *fieldWriter) {
+	e.str("reason", p.Reason)
+	e.str("toolCallId", p.ToolCallID)
+	e.str("tool", p.Tool)
+	e.strOmitEmpty("message", p.Message)
+}
+
+func (p ToolAmbiguousCall) fields(e *fieldWriter) {
+	e.str("tool", p.Tool)
+	e.strs("candidates", p.Candidates)
+}
+
+func (p ResourceRequested) fields(e *fieldWriter) {
+	e.str("server", p.Server)
+	e.str("uri", p.URI)
+}
+
+func (p ResourceFetched) fields(e *fieldWriter) {
+	e.str("server", p.Server)
+	e.str("uri", p.URI)
+	e.int("sizeBytes", int64(p.SizeBytes))
+	e.str("contentHash", p.ContentHash)
+}
+
+func (p PromptInvoked) fields(e *fieldWriter) {
+	e.str("server", p.Server)
+	e.str("prompt", p.Prompt)
+	e.args(p.Args)
+}
+
+func (p PromptExpanded) fields(e *fieldWriter) {
+	e.str("server", p.Server)
+	e.str("prompt", p.Prompt)
+	e.int("messages", int64(p.Messages))
+	e.int("sizeBytes", int64(p.SizeBytes))
+	e.findings("injection", p.Injection)
+	e.boolOmitFalse("blocked", p.Blocked)
+}
+
+func (p ServerCrashed) fields(e *fieldWriter) {
+	e.str("server", p.Server)
+	e.strOmitEmpty("namespace", p.Namespace)
+	e.str("reason", p.Reason)
+	e.int("crashes", int64(p.Crashes))
+}
+
+func (p ServerRestarting) fields(e *fieldWriter) {
+	e.str("server", p.Server)
+	e.strOmitEmpty("namespace", p.Namespace)
+	e.int("attempt", int64(p.Attempt))
+	e.float("backoffMs", p.BackoffMs)
+}
+
+func (p ServerPermanentlyFailed) fields(e *fieldWriter) {
+	e.str("server", p.Server)
+	e.strOmitEmpty("namespace", p.Namespace)
+	e.int("restarts", int64(p.Restarts))
+	e.str("lastExitReason", p.LastExitReason)
+}
+
+func (p ServerShutdown) fields(e *fieldWriter) {
+	e.str("server", p.Server)
+	e.strOmitEmpty("namespace", p.Namespace)
+	e.str("reason", p.Reason)
+}
+
+func (p Dropped) fields(e *fieldWriter) { e.uint("count", p.Count) }

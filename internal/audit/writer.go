@@ -20,15 +20,14 @@ package audit
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/redact"
@@ -65,6 +64,7 @@ const (
 	DefaultArgsPreviewBytes = 256
 	DefaultBufferBytes      = 1 << 20
 	DefaultBlockTimeout     = 50 * time.Millisecond
+	DefaultLinger           = 2 * time.Millisecond
 )
 
 var (
@@ -89,6 +89,11 @@ type Options struct {
 	BufferBytes int
 	// BlockTimeout is how long Write waits for space in a full queue.
 	BlockTimeout time.Duration
+	// Linger is how long the sink goroutine lets events gather before it
+	// writes them, so that a busy bridge makes one write (and one wake-up)
+	// per batch, not per event. Flush, Close and a half-full queue cut it
+	// short.
+	Linger time.Duration
 	// Clock gives event times; time.Now when nil. Tests fix it.
 	Clock func() time.Time
 	// Log, when set, is told when dropping starts and ends and when the sink
@@ -119,12 +124,16 @@ type Writer struct {
 	queue      []byte        // encoded events not yet handed to the sink
 	changed    chan struct{} // closed (and replaced) when the sink took the queue
 	wake       chan struct{} // tells the sink goroutine there is work
+	urgent     chan struct{} // tells it not to linger
+	flushing   int           // Flush calls waiting
 	dropping   bool          // events are being dropped until space returns
 	lostCount  uint64        // dropped events not yet reported in the stream
 	queuedUpTo uint64        // seq of the last event queued
 	writtenTo  uint64        // seq of the last event the sink took
 	closed     bool
 	stats      Stats
+	timeSec    int64  // the second timePrefix shows
+	timePrefix []byte // "2006-01-02T15:04:05."
 	done       chan struct{} // closed when the sink goroutine ends
 }
 
@@ -147,10 +156,13 @@ func New(o Options) *Writer {
 	if o.BlockTimeout <= 0 {
 		o.BlockTimeout = DefaultBlockTimeout
 	}
+	if o.Linger <= 0 {
+		o.Linger = DefaultLinger
+	}
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
-	w := &Writer{opts: o, changed: make(chan struct{}), wake: make(chan struct{}, 1), done: make(chan struct{})}
+	w := &Writer{opts: o, changed: make(chan struct{}), wake: make(chan struct{}, 1), urgent: make(chan struct{}, 1), done: make(chan struct{})}
 	w.SetRedactor(o.Redactor)
 	go w.drain()
 	return w
@@ -273,78 +285,65 @@ func (w *Writer) enqueue(body []byte) uint64 {
 	w.queue = append(w.queue, `{"seq":`...)
 	w.queue = strconv.AppendUint(w.queue, w.seq, 10)
 	w.queue = append(w.queue, `,"time":"`...)
-	w.queue = w.opts.Clock().UTC().AppendFormat(w.queue, "2006-01-02T15:04:05.000000Z07:00")
+	w.queue = w.appendTime(w.queue, w.opts.Clock())
 	w.queue = append(w.queue, `",`...)
 	w.queue = append(w.queue, body...)
 	w.queuedUpTo = w.seq
 	w.stats.Accepted++
-	select {
-	case w.wake <- struct{}{}:
-	default:
+	signal(w.wake)
+	if len(w.queue) >= w.opts.BufferBytes/2 {
+		signal(w.urgent)
 	}
 	return w.seq
+}
+
+// signal sends on a channel of capacity 1 unless a signal is pending.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// appendTime writes t in UTC as 2006-01-02T15:04:05.000000Z, formatting
+// the part up to the second once a second. w.mu is held.
+func (w *Writer) appendTime(b []byte, t time.Time) []byte {
+	t = t.UTC()
+	if sec := t.Unix(); sec != w.timeSec || w.timePrefix == nil {
+		w.timeSec = sec
+		w.timePrefix = t.Truncate(time.Second).AppendFormat(w.timePrefix[:0], "2006-01-02T15:04:05.")
+	}
+	b = append(b, w.timePrefix...)
+	us := t.Nanosecond() / 1000
+	for div := 100000; div > 0; div /= 10 {
+		b = append(b, byte('0'+us/div%10))
+	}
+	return append(b, 'Z')
 }
 
 // encodeBody writes everything after "time": the type, session, subject and
 // the payload's fields, redacted, and the closing brace and newline.
 func (w *Writer) encodeBody(session, subject string, p Payload) ([]byte, error) {
-	r := w.currentRedactor()
-	p = withArgs(p, func(args json.RawMessage) json.RawMessage { return w.args(r, args) })
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(p); err != nil {
-		return nil, fmt.Errorf("while encoding audit event %s: %w", p.EventType(), err)
-	}
-	payload, err := r.JSON(bytes.TrimSpace(buf.Bytes()), nil)
-	if err != nil {
-		return nil, fmt.Errorf("while redacting audit event %s: %w", p.EventType(), err)
-	}
-	out := make([]byte, 0, len(payload)+len(session)+len(subject)+64)
-	out = append(out, `"type":`...)
-	out = rawjson.AppendString(out, p.EventType())
-	out = append(out, `,"session":`...)
-	out = rawjson.AppendString(out, r.String(session, nil))
-	out = append(out, `,"subject":`...)
-	out = rawjson.AppendString(out, r.String(subject, nil))
-	if fields := payload[1 : len(payload)-1]; len(fields) > 0 { // within the payload's braces
-		out = append(out, ',')
-		out = append(out, fields...)
-	}
-	return append(out, "}\n"...), nil
+	e := fieldWriters.Get().(*fieldWriter)
+	defer fieldWriters.Put(e)
+	e.b, e.r, e.argsMode, e.argsPreview = e.b[:0], w.currentRedactor(), w.opts.ArgsMode, w.opts.ArgsPreviewBytes
+	e.b = append(e.b, `"type":`...)
+	e.b = rawjson.AppendString(e.b, p.EventType())
+	e.str("session", session)
+	e.str("subject", subject)
+	p.fields(e)
+	e.b = append(e.b, "}\n"...)
+	return slices.Clone(e.b), nil
 }
 
-// args renders arguments as ArgsMode says, redacted first so that a preview
-// never shows part of a secret.
-func (w *Writer) args(r *redact.Redactor, args json.RawMessage) json.RawMessage {
-	if len(args) == 0 || w.opts.ArgsMode == ArgsNone {
-		return nil
-	}
-	var compact bytes.Buffer
-	if err := json.Compact(&compact, args); err != nil {
-		return rawjson.AppendString(nil, fmt.Sprintf("(arguments of %d bytes are not valid JSON)", len(args)))
-	}
-	red, err := r.JSON(compact.Bytes(), nil)
-	if err != nil {
-		return rawjson.AppendString(nil, fmt.Sprintf("(arguments of %d bytes could not be redacted)", len(args)))
-	}
-	if w.opts.ArgsMode == ArgsFull {
-		return red
-	}
-	text := string(red)
-	if n := w.opts.ArgsPreviewBytes; len(text) > n {
-		for n > 0 && !utf8.RuneStart(text[n]) {
-			n--
-		}
-		text = text[:n] + "… (" + strconv.Itoa(len(red)) + " bytes)"
-	}
-	return rawjson.AppendString(nil, text)
-}
+var fieldWriters = sync.Pool{New: func() any { return &fieldWriter{} }}
 
 // drain hands the queue to the sink in batches until Close.
 func (w *Writer) drain() {
 	defer close(w.done)
 	var spare []byte
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
 	for {
 		w.mu.Lock()
 		for len(w.queue) == 0 && !w.closed {
@@ -356,6 +355,17 @@ func (w *Writer) drain() {
 			w.mu.Unlock()
 			return
 		}
+		hurry := w.closed || w.flushing > 0 || len(w.queue) >= w.opts.BufferBytes/2
+		w.mu.Unlock()
+		if !hurry {
+			linger.Reset(w.opts.Linger)
+			select {
+			case <-linger.C:
+			case <-w.urgent:
+				linger.Stop()
+			}
+		}
+		w.mu.Lock()
 		batch, upTo := w.queue, w.queuedUpTo
 		w.queue = spare[:0]
 		w.mu.Unlock()
@@ -386,17 +396,20 @@ func (w *Writer) Flush(ctx context.Context) error {
 		w.reportLost()
 	}
 	target := w.queuedUpTo
+	w.flushing++
+	defer func() { w.flushing--; w.mu.Unlock() }()
+	signal(w.urgent)
 	for w.writtenTo < target {
 		changed := w.changed
 		w.mu.Unlock()
 		select {
 		case <-changed:
 		case <-ctx.Done():
+			w.mu.Lock()
 			return fmt.Errorf("while flushing audit events: %w", ctx.Err())
 		}
 		w.mu.Lock()
 	}
-	w.mu.Unlock()
 	return nil
 }
 
@@ -407,10 +420,8 @@ func (w *Writer) Close(ctx context.Context) error {
 	w.mu.Lock()
 	w.closed = true
 	w.mu.Unlock()
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
+	signal(w.wake)
+	signal(w.urgent)
 	select {
 	case <-w.done:
 	case <-ctx.Done():

@@ -463,3 +463,19 @@ func TestFileSinkFlushAndClose(t *testing.T) {
 		t.Fatalf("mode %v", info.Mode())
 	}
 }
+
+func TestTimeFormat(t *testing.T) {
+	w := &Writer{}
+	for _, tc := range []time.Time{
+		time.Date(2026, 7, 28, 10, 0, 0, 0, time.UTC),
+		time.Date(2026, 7, 28, 10, 0, 0, 999999999, time.UTC),
+		time.Date(2026, 7, 28, 10, 0, 1, 1000, time.UTC),
+		time.Date(2026, 12, 31, 23, 59, 59, 123456789, time.FixedZone("x", 3600)),
+		time.Date(1999, 1, 1, 0, 0, 0, 5000, time.UTC),
+	} {
+		got := string(w.appendTime(nil, tc))
+		if want := tc.UTC().Format("2006-01-02T15:04:05.000000Z07:00"); got != want {
+			t.Errorf("appendTime(%v) = %s, want %s", tc, got, want)
+		}
+	}
+}

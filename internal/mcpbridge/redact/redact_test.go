@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
 )
 
 // Fake credentials of the real shapes. The AWS pair is the one AWS's own
@@ -156,6 +158,37 @@ func TestJSON(t *testing.T) {
 	}
 }
 
+// clean, the one-pass shortcut of JSON, never passes a document the walk
+// over each string would change.
+func TestCleanAgreesWithTheWalk(t *testing.T) {
+	r := New("my-db-password-1")
+	for _, doc := range []string{
+		`{"a":"plain"}`, `{"k":"` + ghp + `"}`, `["my-db-password-1"]`,
+		"{\"aws_secret_access_key\":\n    \"" + awsKey + "\"}", `{"SECRETACCESSKEY": "` + awsKey + `"}`,
+		`{"x":"Authorization"}`, `{"authorization":"Bearer abc"}`, `["bearer", "9f8e7d6c5b4a3f2e1d0c"]`,
+	} {
+		walked, err := rawjsonWalk(r, []byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.clean([]byte(doc)) && walked != doc {
+			t.Errorf("clean passed %s, which the walk redacts to %s", doc, walked)
+		}
+	}
+}
+
+// rawjsonWalk is JSON without the shortcut.
+func rawjsonWalk(r *Redactor, doc []byte) (string, error) {
+	out, err := rawjson.RewriteStrings(doc, func(s, key string, isKey bool) (string, bool) {
+		if !isKey && isAWSSecretField(key) && len(s) >= 16 && run(s, 0, isAWSSecretByte) == len(s) {
+			return AWSSecretAccessKey.Replacement(), true
+		}
+		red := r.String(s, nil)
+		return red, red != s
+	})
+	return string(out), err
+}
+
 func FuzzJSONNeverLeaksSecret(f *testing.F) {
 	const secret = "Zq8!xP2#secret-value"
 	for _, s := range []string{`{"a":"b"}`, `["` + secret + `"]`, `{"` + secret + `":1}`, `"x` + secret + `y"`} {
@@ -165,6 +198,9 @@ func FuzzJSONNeverLeaksSecret(f *testing.F) {
 	f.Fuzz(func(t *testing.T, doc string) {
 		if !json.Valid([]byte(doc)) {
 			return
+		}
+		if walked, err := rawjsonWalk(r, []byte(doc)); err == nil && r.clean([]byte(doc)) && walked != doc {
+			t.Fatalf("clean passed %s, which the walk redacts to %s", doc, walked)
 		}
 		out, err := r.JSON([]byte(doc), nil)
 		if err != nil {
