@@ -132,8 +132,8 @@ type Writer struct {
 	writtenTo  uint64        // seq of the last event the sink took
 	closed     bool
 	stats      Stats
-	timeSec    int64  // the second timePrefix shows
-	timePrefix []byte // "2006-01-02T15:04:05."
+	timeSec    int64         // the second timePrefix shows
+	timePrefix []byte        // "2006-01-02T15:04:05."
 	done       chan struct{} // closed when the sink goroutine ends
 }
 
