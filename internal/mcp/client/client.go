@@ -367,6 +367,25 @@ func (c *Client) CallTool(ctx context.Context, name string, arguments json.RawMe
 	return c.call(ctx, "tools/call", params, header)
 }
 
+// CallToolParams calls a tool with the whole params object as given (name,
+// arguments and _meta such as a progressToken), byte for byte: the bridge
+// forwards an agent's call this way. Mcp-Param-* headers are derived from
+// its arguments as CallTool does.
+func (c *Client) CallToolParams(ctx context.Context, params json.RawMessage) (json.RawMessage, error) {
+	var header http.Header
+	if c.era == EraStateless {
+		var p struct {
+			Name      string          `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+		}
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, fmt.Errorf("while sending tools/call: params are not a JSON object: %w", err)
+		}
+		header = c.paramHeadersFor(p.Name, p.Arguments)
+	}
+	return c.call(ctx, "tools/call", params, header)
+}
+
 // Ping checks the server answers: ping in the session era; the stateless
 // revision has no ping, so server/discover stands in for it.
 func (c *Client) Ping(ctx context.Context) error {

@@ -1,0 +1,183 @@
+// Package authn tells the bridge who is calling: a bearer token checked by
+// the Kubernetes API server (TokenReview, audience mcp-operator), with
+// results cached for at most a minute and never past the token's own
+// expiry. Anonymous stands in for local development only.
+package authn
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	authv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mcp-operator/mcp-operator/internal/policy"
+)
+
+// Audience is the audience agents' tokens must be issued for.
+const Audience = "mcp-operator"
+
+// Identity is an authenticated caller.
+type Identity struct {
+	Subject policy.Subject
+	// Username is the name the API server gave the caller.
+	Username string
+}
+
+// ErrUnauthenticated means the token was missing or not accepted.
+var ErrUnauthenticated = errors.New("unauthenticated")
+
+// Authenticator checks a bearer token ("" when none was sent).
+type Authenticator interface {
+	Authenticate(ctx context.Context, token string) (Identity, error)
+}
+
+// Anonymous accepts every request as system:anonymous. Only for local use:
+// every caller gets the policies of that one user.
+type Anonymous struct{}
+
+// Authenticate returns the anonymous identity.
+func (Anonymous) Authenticate(context.Context, string) (Identity, error) {
+	s := policy.User("system:anonymous", "system:unauthenticated")
+	return Identity{Subject: s, Username: s.Username()}, nil
+}
+
+// TokenReviewCreator is the part of the Kubernetes client TokenReview needs
+// (kubernetes.Interface.AuthenticationV1().TokenReviews()).
+type TokenReviewCreator interface {
+	Create(ctx context.Context, tr *authv1.TokenReview, opts metav1.CreateOptions) (*authv1.TokenReview, error)
+}
+
+// Defaults of TokenReview.
+const (
+	DefaultCacheTTL     = time.Minute
+	DefaultCacheEntries = 10000
+	maxTokenBytes       = 16 << 10
+)
+
+// TokenReview authenticates with the API server. Safe for concurrent use.
+type TokenReview struct {
+	Reviews TokenReviewCreator
+	// CacheTTL bounds how long an accepted token is trusted without asking
+	// again (at most DefaultCacheTTL).
+	CacheTTL time.Duration
+	// Now reads the clock (time.Now when nil).
+	Now func() time.Time
+
+	mu    sync.Mutex
+	cache map[[32]byte]cached
+}
+
+type cached struct {
+	id      Identity
+	expires time.Time
+}
+
+// Authenticate returns the token's identity, from the cache or a review.
+func (t *TokenReview) Authenticate(ctx context.Context, token string) (Identity, error) {
+	if token == "" || len(token) > maxTokenBytes {
+		return Identity{}, ErrUnauthenticated
+	}
+	now := t.now()
+	key := sha256.Sum256([]byte(token))
+	t.mu.Lock()
+	if c, ok := t.cache[key]; ok && now.Before(c.expires) {
+		t.mu.Unlock()
+		return c.id, nil
+	}
+	t.mu.Unlock()
+
+	res, err := t.Reviews.Create(ctx, &authv1.TokenReview{
+		Spec: authv1.TokenReviewSpec{Token: token, Audiences: []string{Audience}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return Identity{}, fmt.Errorf("while reviewing the bearer token with the API server: %w", err)
+	}
+	st := res.Status
+	if !st.Authenticated || !slices.Contains(st.Audiences, Audience) {
+		return Identity{}, ErrUnauthenticated
+	}
+	s := policy.SubjectFromUserInfo(st.User.Username, st.User.Groups)
+	id := Identity{Subject: s, Username: st.User.Username}
+
+	ttl := t.CacheTTL
+	if ttl <= 0 || ttl > DefaultCacheTTL {
+		ttl = DefaultCacheTTL
+	}
+	expires := now.Add(ttl)
+	if exp, ok := jwtExpiry(token); ok && exp.Before(expires) {
+		expires = exp
+	}
+	t.mu.Lock()
+	if t.cache == nil {
+		t.cache = map[[32]byte]cached{}
+	}
+	if len(t.cache) >= DefaultCacheEntries {
+		t.pruneLocked(now)
+	}
+	t.cache[key] = cached{id: id, expires: expires}
+	t.mu.Unlock()
+	return id, nil
+}
+
+func (t *TokenReview) now() time.Time {
+	if t.Now != nil {
+		return t.Now()
+	}
+	return time.Now()
+}
+
+// pruneLocked drops expired entries, and everything if that is not enough:
+// the cache is an optimization, a review is always correct.
+func (t *TokenReview) pruneLocked(now time.Time) {
+	for k, c := range t.cache {
+		if !now.Before(c.expires) {
+			delete(t.cache, k)
+		}
+	}
+	if len(t.cache) >= DefaultCacheEntries {
+		clear(t.cache)
+	}
+}
+
+// jwtExpiry reads exp from a JWT's payload. It is not verified — the API
+// server did that — and is used only to cache for less time, never more.
+func jwtExpiry(token string) (time.Time, bool) {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return time.Time{}, false
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return time.Time{}, false
+	}
+	var claims struct {
+		Exp *json.Number `json:"exp"`
+	}
+	if json.Unmarshal(payload, &claims) != nil || claims.Exp == nil {
+		return time.Time{}, false
+	}
+	secs, err := claims.Exp.Float64()
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.Unix(int64(secs), 0), true
+}
+
+// BearerToken returns the token of an "Authorization: Bearer <token>" header
+// value, "" when there is none.
+func BearerToken(header string) string {
+	scheme, token, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(token)
+}

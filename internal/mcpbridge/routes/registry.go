@@ -1,0 +1,285 @@
+package routes
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/go-logr/logr"
+
+	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/catalog"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
+)
+
+// Tool is one tool the bridge serves: published in status and listed live
+// with the same schema digest.
+type Tool struct {
+	Server *Server
+	// Name is the canonical namespaced name mcp.<server>.<tool>;
+	// Underscore its rendering for clients that reject dots.
+	Name, Underscore, Upstream string
+	Risk                       v1alpha1.Risk
+	Annotations                *v1alpha1.ToolAnnotations
+	// Definition is the tool as the server lists it.
+	Definition json.RawMessage
+
+	renderOnce sync.Once
+	dotted     json.RawMessage
+	underscore json.RawMessage
+}
+
+// Rendered is the definition with its name as the agent sees it: dotted or
+// underscore-style namespaced, or (upstream) as the server has it.
+func (t *Tool) Rendered(style string) json.RawMessage {
+	t.renderOnce.Do(func() {
+		t.dotted = renameMember(t.Definition, t.Name)
+		t.underscore = renameMember(t.Definition, t.Underscore)
+	})
+	switch style {
+	case "upstream":
+		return t.Definition
+	case "underscore":
+		return t.underscore
+	}
+	return t.dotted
+}
+
+// renameMember replaces the "name" member of an object, keeping the rest
+// byte for byte.
+func renameMember(obj json.RawMessage, name string) json.RawMessage {
+	ms, err := rawjson.Members(obj)
+	if err != nil {
+		return obj
+	}
+	for i := range ms {
+		if ms[i].Key == "name" {
+			ms[i].Value = rawjson.AppendString(nil, name)
+		}
+	}
+	return rawjson.AppendObject(nil, ms)
+}
+
+// Catalog is what a server serves now.
+type Catalog struct {
+	// Tools by upstream name and sorted by name.
+	Tools    []*Tool
+	ByName   map[string]*Tool
+	Refused  []string
+	fetchErr error
+}
+
+// Registry keeps the served servers, a connection to each, and their live
+// catalogs. Safe for concurrent use.
+type Registry struct {
+	// Options are given to every upstream connection.
+	Options upstream.Options
+	// Log gets refusals and connection changes.
+	Log logr.Logger
+
+	mu      sync.RWMutex
+	table   *Table
+	entries map[string]*entry
+}
+
+type entry struct {
+	server *Server
+	conn   *upstream.Conn
+
+	mu       sync.Mutex
+	catalog  *Catalog
+	fetching chan struct{}
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry(opts upstream.Options, log logr.Logger) *Registry {
+	return &Registry{Options: opts, Log: log, table: &Table{Servers: map[string]*Server{}}, entries: map[string]*entry{}}
+}
+
+// Update installs a new table. target resolves how to reach a server
+// (credentials of remote servers). A server whose endpoint changed gets a
+// new connection and the old one is retired: its calls in flight fail with
+// mcp_server_restarted, or mcp_server_unstable once the server has crashed
+// twice in a row. A server that left the table is closed the same way.
+func (r *Registry) Update(t *Table, target func(*Server) upstream.Target) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	next := map[string]*entry{}
+	for name, s := range t.Servers {
+		old := r.entries[name]
+		switch {
+		case old == nil:
+		case old.server.Namespace != s.Namespace || old.server.URL != s.URL || old.server.Pod != s.Pod ||
+			s.Restarts.Total > old.server.Restarts.Total:
+			reason := retireReason(s.Restarts)
+			r.Log.Info("server changed: calls in flight end", "server", s.Key(), "pod", s.Pod, "reason", reason)
+			old.conn.Retire(reason)
+			old = nil
+		default:
+			old.mu.Lock()
+			if old.server.CatalogDigest != s.CatalogDigest || !equalTools(old.server.Tools, s.Tools) {
+				old.catalog = nil
+			}
+			old.server = s
+			old.mu.Unlock()
+			next[name] = old
+			continue
+		}
+		e := &entry{server: s}
+		e.conn = upstream.New(target(s), r.optionsFor(e))
+		next[name] = e
+	}
+	for name, old := range r.entries {
+		if _, kept := next[name]; !kept {
+			reason := upstream.ReasonUnavailable
+			if s := t.Servers[name]; s == nil && old.server.Restarts.Consecutive > 0 {
+				reason = retireReason(old.server.Restarts)
+			}
+			old.conn.Retire(reason)
+		}
+	}
+	r.table, r.entries = t, next
+}
+
+// retireReason: in-flight calls at a restart fail mcp_server_restarted; from
+// the second crash in a row on, mcp_server_unstable (design §4).
+func retireReason(rs v1alpha1.RestartStatus) string {
+	if rs.Consecutive >= 2 {
+		return upstream.ReasonUnstable
+	}
+	return upstream.ReasonRestarted
+}
+
+func equalTools(a, b map[string]v1alpha1.ToolStatus) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, t := range a {
+		if u, ok := b[k]; !ok || u.SchemaDigest != t.SchemaDigest || u.Risk != t.Risk {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *Registry) optionsFor(e *entry) upstream.Options {
+	o := r.Options
+	o.OnListChanged = func(method string) {
+		if method == "notifications/tools/list_changed" {
+			e.mu.Lock()
+			e.catalog = nil
+			e.mu.Unlock()
+		}
+	}
+	return o
+}
+
+// Names are the served server names, sorted.
+func (r *Registry) Names() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.table.Names
+}
+
+// Server returns a served server and its connection.
+func (r *Registry) Server(name string) (*Server, *upstream.Conn, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	e := r.entries[name]
+	if e == nil {
+		return nil, nil, false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.server, e.conn, true
+}
+
+// Catalog returns the tools a server serves now, listing them live when
+// the cached list is stale. A tool whose live definition differs from the
+// published digest, or that status does not publish, is refused (and
+// logged) until the controller publishes it.
+func (r *Registry) Catalog(ctx context.Context, name string) (*Catalog, error) {
+	r.mu.RLock()
+	e := r.entries[name]
+	r.mu.RUnlock()
+	if e == nil {
+		return nil, fmt.Errorf("server %q is not served", name)
+	}
+	for {
+		e.mu.Lock()
+		if c := e.catalog; c != nil && c.fetchErr == nil {
+			e.mu.Unlock()
+			return c, nil
+		}
+		if wait := e.fetching; wait != nil {
+			e.mu.Unlock()
+			select {
+			case <-wait:
+				e.mu.Lock()
+				c := e.catalog
+				e.mu.Unlock()
+				if c != nil && c.fetchErr != nil {
+					return nil, c.fetchErr
+				}
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		done := make(chan struct{})
+		e.fetching = done
+		server, conn := e.server, e.conn
+		e.mu.Unlock()
+
+		c := r.fetch(ctx, server, conn)
+		e.mu.Lock()
+		e.fetching = nil
+		if e.server == server && e.conn == conn {
+			e.catalog = c
+		}
+		e.mu.Unlock()
+		close(done)
+		if c.fetchErr != nil {
+			return nil, c.fetchErr
+		}
+		return c, nil
+	}
+}
+
+func (r *Registry) fetch(ctx context.Context, s *Server, conn *upstream.Conn) *Catalog {
+	items, err := conn.ListAll(ctx, "tools/list", "tools")
+	if err != nil {
+		return &Catalog{fetchErr: fmt.Errorf("while listing the tools of server %s: %w", s.Key(), err)}
+	}
+	built, err := catalog.Build(s.Name, items, s.ToolsSpec)
+	if err != nil {
+		return &Catalog{fetchErr: err}
+	}
+	c := &Catalog{ByName: map[string]*Tool{}}
+	for _, t := range built.Tools {
+		published, ok := s.Tools[t.UpstreamName]
+		switch {
+		case !ok:
+			c.Refused = append(c.Refused, fmt.Sprintf("%s: not in the published catalog", t.Name))
+			continue
+		case published.SchemaDigest != t.SchemaDigest:
+			c.Refused = append(c.Refused, fmt.Sprintf("%s: live schema digest %s differs from the published %s", t.Name, t.SchemaDigest, published.SchemaDigest))
+			continue
+		}
+		tool := &Tool{
+			Server: s, Name: t.Name, Underscore: t.UnderscoreName, Upstream: t.UpstreamName,
+			Risk: published.Risk, Annotations: published.Annotations, Definition: t.Definition,
+		}
+		c.Tools = append(c.Tools, tool)
+		c.ByName[t.UpstreamName] = tool
+	}
+	slices.SortFunc(c.Tools, func(a, b *Tool) int { return strings.Compare(a.Name, b.Name) })
+	if len(c.Refused) > 0 {
+		r.Log.Info("tools refused until the controller publishes them again (catalog pinning)", "server", s.Key(), "refused", c.Refused)
+	}
+	return c
+}

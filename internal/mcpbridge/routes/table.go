@@ -1,0 +1,91 @@
+// Package routes decides which MCP servers the bridge serves and how to
+// reach them. Build turns MCPServer objects into a Table (a pure function:
+// Ready servers with an endpoint, one per name); the Registry keeps one
+// upstream connection per served server and the live catalog of each,
+// serving only tools whose live definition still has the schema digest the
+// controller published; Watch feeds the Registry from an informer cache.
+package routes
+
+import (
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+)
+
+// Server is one served MCPServer, as its status describes it.
+type Server struct {
+	Namespace, Name string
+	// URL and Pod are status.endpoint: a new pod means a restart.
+	URL, Pod string
+	// Tools are the published tools by upstream name.
+	Tools map[string]v1alpha1.ToolStatus
+	// ToolsSpec is spec.tools, needed to rebuild the catalog from a live
+	// list exactly as the controller did.
+	ToolsSpec     v1alpha1.ToolsSpec
+	CatalogDigest string
+	Capabilities  v1alpha1.ServerCapabilities
+	Restarts      v1alpha1.RestartStatus
+	// Remote is spec.remote (credentials are resolved by the watcher).
+	Remote *v1alpha1.Remote
+}
+
+// Key is namespace/name.
+func (s *Server) Key() string { return s.Namespace + "/" + s.Name }
+
+// Table is the set of served servers by name (names are unique in a
+// bridge's scope).
+type Table struct {
+	Servers map[string]*Server
+	// Names are the served server names, sorted.
+	Names []string
+}
+
+// Build makes the table from MCPServers: only Ready ones with an endpoint
+// and no NameConflict; when two still share a name, the older keeps it (as
+// the controller decides), ties broken by namespace.
+func Build(list []v1alpha1.MCPServer) *Table {
+	sorted := make([]*v1alpha1.MCPServer, 0, len(list))
+	for i := range list {
+		s := &list[i]
+		if s.DeletionTimestamp != nil || s.Spec.Suspend || s.Status.Endpoint == nil || s.Status.Endpoint.URL == "" ||
+			!meta.IsStatusConditionTrue(s.Status.Conditions, v1alpha1.ConditionReady) ||
+			meta.IsStatusConditionTrue(s.Status.Conditions, v1alpha1.ConditionNameConflict) {
+			continue
+		}
+		sorted = append(sorted, s)
+	}
+	slices.SortFunc(sorted, func(a, b *v1alpha1.MCPServer) int {
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Namespace, b.Namespace)
+	})
+	t := &Table{Servers: map[string]*Server{}}
+	for _, s := range sorted {
+		if _, taken := t.Servers[s.Name]; taken {
+			continue
+		}
+		srv := &Server{
+			Namespace: s.Namespace, Name: s.Name,
+			URL: s.Status.Endpoint.URL, Pod: s.Status.Endpoint.PodName,
+			Tools:         map[string]v1alpha1.ToolStatus{},
+			ToolsSpec:     s.Spec.Tools,
+			CatalogDigest: s.Status.CatalogDigest,
+			Restarts:      s.Status.Restarts,
+			Remote:        s.Spec.Remote,
+		}
+		if s.Status.Capabilities != nil {
+			srv.Capabilities = *s.Status.Capabilities
+		}
+		for _, tool := range s.Status.Tools {
+			srv.Tools[tool.UpstreamName] = tool
+		}
+		t.Servers[s.Name] = srv
+		t.Names = append(t.Names, s.Name)
+	}
+	slices.Sort(t.Names)
+	return t
+}

@@ -1,0 +1,299 @@
+// Package session holds the bridge's legacy-era (2025-11-25 and older) MCP
+// sessions. A session id is a sealed token (package signed) carrying who
+// opened it, on which endpoint, the protocol version and whether the client
+// can answer elicitations: any replica that holds the shared key can verify
+// it and carry the session on, so a session survives the loss of the replica
+// that opened it. What a replica keeps in memory is only what is local by
+// nature — the approvals given in the session, the calls in flight, the
+// questions waiting for an answer, the last time it was used — and is
+// rebuilt empty when another replica adopts the session (a lost "allow for
+// this session" is asked again: the safe direction).
+//
+// Ending a session (DELETE) and idle expiry are recorded by the replica that
+// sees them; every replica refuses a session older than MaxAge. So a session
+// ended on one replica can still be used on another until MaxAge: the price
+// of needing no shared store, documented in docs/bridge.md.
+package session
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"
+	"github.com/mcp-operator/mcp-operator/internal/policy"
+)
+
+// purpose separates session tokens from other sealed values.
+const purpose = "mcp-session"
+
+// Defaults of Options.
+const (
+	DefaultIdleTimeout   = 30 * time.Minute
+	DefaultMaxAge        = 24 * time.Hour
+	DefaultMaxConcurrent = 32
+)
+
+// ErrNotFound means the session id is unknown here: not sealed with our key,
+// opened by another identity or on another endpoint, ended, idle too long or
+// too old. The transport answers 404, which tells a client to start over.
+var ErrNotFound = errors.New("session not found")
+
+// Claims are what a session id carries.
+type Claims struct {
+	// ID is random, so two sessions of one caller differ.
+	ID string `json:"id"`
+	// Subject is the user name of the identity that opened the session.
+	Subject string `json:"sub"`
+	// Endpoint is "" for /mcp, the server name for /servers/<name>/mcp.
+	Endpoint string `json:"ep,omitempty"`
+	// Version is the negotiated protocol version.
+	Version string `json:"v"`
+	// Elicitation says the client declared it can answer elicitation/create
+	// (form mode).
+	Elicitation bool `json:"el,omitempty"`
+	// IssuedAt is when the session was opened, in Unix seconds.
+	IssuedAt int64 `json:"iat"`
+}
+
+// Options tune a Manager.
+type Options struct {
+	// IdleTimeout ends a session not used for this long.
+	IdleTimeout time.Duration
+	// MaxAge is the longest any replica accepts a session id.
+	MaxAge time.Duration
+	// MaxConcurrent bounds the requests of one session in flight at once.
+	MaxConcurrent int
+	// Now reads the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// Manager issues, verifies and expires sessions. It is safe for concurrent use.
+type Manager struct {
+	sealer *signed.Sealer
+	opts   Options
+
+	mu    sync.Mutex
+	live  map[string]*Session
+	ended map[string]time.Time // session id → when the tombstone may go
+}
+
+// NewManager returns a Manager that seals with sealer.
+func NewManager(sealer *signed.Sealer, opts Options) *Manager {
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
+	}
+	if opts.MaxAge <= 0 {
+		opts.MaxAge = DefaultMaxAge
+	}
+	if opts.MaxConcurrent <= 0 {
+		opts.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Manager{sealer: sealer, opts: opts, live: map[string]*Session{}, ended: map[string]time.Time{}}
+}
+
+// Session is one session as this replica knows it.
+type Session struct {
+	Claims
+	// Token is the session id the client sends (Mcp-Session-Id).
+	Token string
+	// Grants are the approvals given in this session.
+	Grants *policy.SessionGrants
+
+	sem chan struct{}
+
+	mu       sync.Mutex
+	lastSeen time.Time
+	inflight map[string]context.CancelFunc
+	waiting  map[string]chan *jsonrpc.Message
+}
+
+// Open starts a session for c (ID and IssuedAt are filled in).
+func (m *Manager) Open(c Claims) (*Session, error) {
+	var id [16]byte
+	_, _ = rand.Read(id[:])
+	c.ID = hex.EncodeToString(id[:])
+	now := m.opts.Now()
+	c.IssuedAt = now.Unix()
+	token, err := m.sealer.Seal(purpose, c)
+	if err != nil {
+		return nil, err
+	}
+	s := m.newSession(c, token, now)
+	m.mu.Lock()
+	m.live[c.ID] = s
+	m.mu.Unlock()
+	return s, nil
+}
+
+func (m *Manager) newSession(c Claims, token string, now time.Time) *Session {
+	return &Session{Claims: c, Token: token, Grants: policy.NewSessionGrants(), sem: make(chan struct{}, m.opts.MaxConcurrent), lastSeen: now}
+}
+
+// Resume finds the session of token for subject on endpoint, adopting it
+// when another replica opened it. Any mismatch is ErrNotFound, so a caller
+// cannot tell a foreign session from a missing one.
+func (m *Manager) Resume(token, subject, endpoint string) (*Session, error) {
+	var c Claims
+	if err := m.sealer.Open(purpose, token, &c); err != nil {
+		return nil, ErrNotFound
+	}
+	now := m.opts.Now()
+	if c.Subject != subject || c.Endpoint != endpoint || c.ID == "" ||
+		now.Sub(time.Unix(c.IssuedAt, 0)) > m.opts.MaxAge {
+		return nil, ErrNotFound
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, gone := m.ended[c.ID]; gone {
+		return nil, ErrNotFound
+	}
+	s := m.live[c.ID]
+	if s == nil {
+		s = m.newSession(c, token, now)
+		m.live[c.ID] = s
+	}
+	s.mu.Lock()
+	s.lastSeen = now
+	s.mu.Unlock()
+	return s, nil
+}
+
+// End ends a session on this replica (DELETE).
+func (m *Manager) End(s *Session) {
+	m.mu.Lock()
+	m.endLocked(s)
+	m.mu.Unlock()
+}
+
+func (m *Manager) endLocked(s *Session) {
+	delete(m.live, s.ID)
+	m.ended[s.ID] = time.Unix(s.IssuedAt, 0).Add(m.opts.MaxAge)
+	s.Grants.Close()
+	s.mu.Lock()
+	for _, cancel := range s.inflight {
+		cancel()
+	}
+	s.mu.Unlock()
+}
+
+// Sweep ends sessions idle longer than IdleTimeout (and not busy) and forgets
+// tombstones of sessions past MaxAge. The bridge calls it periodically.
+func (m *Manager) Sweep() {
+	now := m.opts.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, s := range m.live {
+		s.mu.Lock()
+		idle := now.Sub(s.lastSeen) > m.opts.IdleTimeout && len(s.inflight) == 0
+		s.mu.Unlock()
+		if idle {
+			m.endLocked(s)
+		}
+	}
+	for id, forget := range m.ended {
+		if now.After(forget) {
+			delete(m.ended, id)
+		}
+	}
+}
+
+// Run sweeps every interval until ctx ends.
+func (m *Manager) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			m.Sweep()
+		}
+	}
+}
+
+// Len is the number of live sessions on this replica.
+func (m *Manager) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.live)
+}
+
+// Acquire takes one of the session's concurrency slots; false when all are
+// taken.
+func (s *Session) Acquire() bool {
+	select {
+	case s.sem <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// Release returns a slot taken by Acquire.
+func (s *Session) Release() { <-s.sem }
+
+// Track records a request in flight so that notifications/cancelled can stop
+// it; the returned func forgets it.
+func (s *Session) Track(requestID string, cancel context.CancelFunc) func() {
+	s.mu.Lock()
+	if s.inflight == nil {
+		s.inflight = map[string]context.CancelFunc{}
+	}
+	s.inflight[requestID] = cancel
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		delete(s.inflight, requestID)
+		s.lastSeen = time.Now()
+		s.mu.Unlock()
+	}
+}
+
+// Cancel stops the request in flight with this id, if any.
+func (s *Session) Cancel(requestID string) bool {
+	s.mu.Lock()
+	cancel := s.inflight[requestID]
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	return cancel != nil
+}
+
+// Await registers a request the bridge sends to the client (elicitation)
+// and returns where its answer arrives; done forgets it.
+func (s *Session) Await(id string) (answer <-chan *jsonrpc.Message, done func()) {
+	ch := make(chan *jsonrpc.Message, 1)
+	s.mu.Lock()
+	if s.waiting == nil {
+		s.waiting = map[string]chan *jsonrpc.Message{}
+	}
+	s.waiting[id] = ch
+	s.mu.Unlock()
+	return ch, func() {
+		s.mu.Lock()
+		delete(s.waiting, id)
+		s.mu.Unlock()
+	}
+}
+
+// Deliver hands the client's answer to the request waiting for it; false
+// when none is (answered already, timed out, or asked by another replica).
+func (s *Session) Deliver(m *jsonrpc.Message) bool {
+	s.mu.Lock()
+	ch := s.waiting[string(m.ID)]
+	delete(s.waiting, string(m.ID))
+	s.mu.Unlock()
+	if ch != nil {
+		ch <- m
+	}
+	return ch != nil
+}

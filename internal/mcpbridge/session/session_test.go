@@ -1,0 +1,124 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"
+)
+
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+func newManager(t *testing.T, key string, c *clock) *Manager {
+	t.Helper()
+	s, err := signed.New([]byte(strings.Repeat(key, signed.MinKeyBytes)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewManager(s, Options{IdleTimeout: time.Minute, MaxAge: time.Hour, MaxConcurrent: 2, Now: c.now})
+}
+
+func TestSessionsSurviveAReplicaAndStayBound(t *testing.T) {
+	c := &clock{time.Unix(1_800_000_000, 0)}
+	a, b := newManager(t, "k", c), newManager(t, "k", c)
+	s, err := a.Open(Claims{Subject: "alice", Version: "2025-11-25", Elicitation: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Replica b never saw the session: it adopts it from the token alone.
+	got, err := b.Resume(s.Token, "alice", "")
+	if err != nil || got.Version != "2025-11-25" || !got.Elicitation || got.ID != s.ID {
+		t.Fatalf("Resume on another replica = %+v, %v", got, err)
+	}
+	for name, tc := range map[string]struct {
+		m                        *Manager
+		token, subject, endpoint string
+	}{
+		"another identity":   {b, s.Token, "mallory", ""},
+		"another endpoint":   {b, s.Token, "alice", "fs"},
+		"another key":        {newManager(t, "x", c), s.Token, "alice", ""},
+		"tampered token":     {b, s.Token[:len(s.Token)-2] + "AA", "alice", ""},
+		"not a token at all": {b, "3f1c9a7e-5b2d-4e8a", "alice", ""},
+	} {
+		if _, err := tc.m.Resume(tc.token, tc.subject, tc.endpoint); !errors.Is(err, ErrNotFound) {
+			t.Errorf("%s: Resume = %v, want ErrNotFound", name, err)
+		}
+	}
+	// Ended on a: refused there.
+	a.End(s)
+	if _, err := a.Resume(s.Token, "alice", ""); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("an ended session must be refused, got %v", err)
+	}
+	// Past MaxAge: refused everywhere.
+	c.t = c.t.Add(2 * time.Hour)
+	if _, err := b.Resume(s.Token, "alice", ""); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a session past MaxAge must be refused, got %v", err)
+	}
+}
+
+func TestIdleExpiry(t *testing.T) {
+	c := &clock{time.Unix(1_800_000_000, 0)}
+	m := newManager(t, "k", c)
+	idle, _ := m.Open(Claims{Subject: "alice", Version: "2025-11-25"})
+	busy, _ := m.Open(Claims{Subject: "bob", Version: "2025-11-25"})
+	untrack := busy.Track("7", func() {})
+	c.t = c.t.Add(2 * time.Minute)
+	m.Sweep()
+	if _, err := m.Resume(idle.Token, "alice", ""); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("an idle session must expire, got %v", err)
+	}
+	if _, err := m.Resume(busy.Token, "bob", ""); err != nil {
+		t.Fatalf("a session with a call in flight must not expire: %v", err)
+	}
+	untrack()
+	if m.Len() != 1 {
+		t.Fatalf("Len = %d, want 1", m.Len())
+	}
+}
+
+func TestConcurrencyCancelAndAnswers(t *testing.T) {
+	c := &clock{time.Unix(1_800_000_000, 0)}
+	m := newManager(t, "k", c)
+	s, _ := m.Open(Claims{Subject: "alice"})
+	if !s.Acquire() || !s.Acquire() || s.Acquire() {
+		t.Fatal("MaxConcurrent 2 must allow exactly two slots")
+	}
+	s.Release()
+	if !s.Acquire() {
+		t.Fatal("a released slot must be reusable")
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := s.Track("42", cancel)
+	if s.Cancel("41") {
+		t.Fatal("cancelling an unknown request must report false")
+	}
+	if !s.Cancel("42") || ctx.Err() == nil {
+		t.Fatal("Cancel must stop the tracked request")
+	}
+	done()
+
+	answer, forget := s.Await(`"e-1"`)
+	defer forget()
+	if !s.Deliver(&jsonrpc.Message{ID: []byte(`"e-1"`), Result: []byte(`{}`)}) {
+		t.Fatal("Deliver to a waiting request must succeed")
+	}
+	if (<-answer) == nil || s.Deliver(&jsonrpc.Message{ID: []byte(`"e-1"`)}) {
+		t.Fatal("an answer is delivered once")
+	}
+
+	// Ending cancels what is in flight and closes the grants.
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	s.Track("43", cancel2)
+	s.Grants.AllowSession("mcp.fs.read")
+	m.End(s)
+	if ctx2.Err() == nil {
+		t.Fatal("End must cancel calls in flight")
+	}
+}

@@ -1,0 +1,85 @@
+// Package signed seals small values into strings that any bridge replica
+// holding the same key can verify, and no one without it can forge: the
+// bridge's session ids and the requestState of 2026-07-28 approvals are
+// such strings, so a session or a pending question survives the loss of the
+// replica that made it without any state shared between replicas.
+//
+// A sealed string is "<purpose-free base64url payload>.<base64url HMAC-SHA256>";
+// the MAC covers the purpose too, so a value sealed for one use (a session)
+// is refused for another (a requestState). Payloads are signed, not
+// encrypted: they hold nothing secret (a user name, a protocol version).
+package signed
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// MinKeyBytes is the shortest key accepted.
+const MinKeyBytes = 32
+
+// ErrInvalid is returned for a string that was not sealed with this key for
+// this purpose, or is malformed.
+var ErrInvalid = errors.New("not a valid sealed value")
+
+// Sealer seals and opens values with one key. It is safe for concurrent use.
+type Sealer struct{ key []byte }
+
+// New returns a Sealer with key (at least MinKeyBytes).
+func New(key []byte) (*Sealer, error) {
+	if len(key) < MinKeyBytes {
+		return nil, fmt.Errorf("while setting up signing: the key has %d bytes, at least %d are needed", len(key), MinKeyBytes)
+	}
+	return &Sealer{key: append([]byte(nil), key...)}, nil
+}
+
+// RandomKey returns a fresh key, for a single replica that shares it with
+// no one.
+func RandomKey() []byte {
+	k := make([]byte, MinKeyBytes)
+	_, _ = rand.Read(k)
+	return k
+}
+
+var enc = base64.RawURLEncoding
+
+// Seal encodes v as JSON and signs it for purpose.
+func (s *Sealer) Seal(purpose string, v any) (string, error) {
+	payload, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("while sealing a %s: %w", purpose, err)
+	}
+	p := enc.EncodeToString(payload)
+	return p + "." + enc.EncodeToString(s.mac(purpose, p)), nil
+}
+
+// Open verifies sealed for purpose and decodes its payload into v.
+func (s *Sealer) Open(purpose, sealed string, v any) error {
+	p, sig, ok := strings.Cut(sealed, ".")
+	if !ok || len(sealed) > 8192 {
+		return ErrInvalid
+	}
+	got, err := enc.DecodeString(sig)
+	if err != nil || !hmac.Equal(got, s.mac(purpose, p)) {
+		return ErrInvalid
+	}
+	payload, err := enc.DecodeString(p)
+	if err != nil || json.Unmarshal(payload, v) != nil {
+		return ErrInvalid
+	}
+	return nil
+}
+
+func (s *Sealer) mac(purpose, payload string) []byte {
+	m := hmac.New(sha256.New, s.key)
+	m.Write([]byte(purpose))
+	m.Write([]byte{0})
+	m.Write([]byte(payload))
+	return m.Sum(nil)
+}

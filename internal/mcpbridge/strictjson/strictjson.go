@@ -1,0 +1,190 @@
+// Package strictjson refuses JSON that different readers could read
+// differently: an object with a key repeated, or with two keys that differ
+// only in case. encoding/json (and the MCP libraries built on it) takes the
+// last of repeated keys and matches struct fields case-insensitively, so
+// {"name":"echo","NAME":"whoami"} can mean echo to the bridge's policy and
+// whoami to the upstream server. The bridge checks every request from an
+// agent with Check before it looks at it, so what it decides on is what the
+// upstream runs.
+package strictjson
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// MaxDepth is how deeply arrays and objects may nest.
+const MaxDepth = 64
+
+// ErrSyntax is wrapped by the error of a document that is not valid JSON.
+var ErrSyntax = errors.New("not valid JSON")
+
+// Check reports whether data is one valid JSON value with no repeated keys
+// and no keys that differ only in case (Unicode simple case folding, the
+// folding encoding/json's field matching uses), nested at most MaxDepth.
+func Check(data []byte) error {
+	if !json.Valid(data) {
+		return ErrSyntax
+	}
+	w := walker{data: data}
+	_, err := w.value(skipSpace(data, 0), 0)
+	return err
+}
+
+type walker struct {
+	data []byte
+	keys []string // scratch: the keys of the objects being walked, stacked
+}
+
+// value walks the value at i (valid JSON) and returns where it ends.
+func (w *walker) value(i, depth int) (int, error) {
+	switch w.data[i] {
+	case '{':
+		return w.object(i, depth+1)
+	case '[':
+		return w.array(i, depth+1)
+	case '"':
+		return skipString(w.data, i), nil
+	}
+	for i < len(w.data) && !isDelimiter(w.data[i]) {
+		i++
+	}
+	return i, nil
+}
+
+func (w *walker) array(i, depth int) (int, error) {
+	if depth > MaxDepth {
+		return 0, fmt.Errorf("nested deeper than %d", MaxDepth)
+	}
+	i = skipSpace(w.data, i+1)
+	if w.data[i] == ']' {
+		return i + 1, nil
+	}
+	for {
+		end, err := w.value(i, depth)
+		if err != nil {
+			return 0, err
+		}
+		i = skipSpace(w.data, end)
+		if w.data[i] == ']' {
+			return i + 1, nil
+		}
+		i = skipSpace(w.data, i+1) // ','
+	}
+}
+
+func (w *walker) object(i, depth int) (int, error) {
+	if depth > MaxDepth {
+		return 0, fmt.Errorf("nested deeper than %d", MaxDepth)
+	}
+	base := len(w.keys)
+	defer func() { w.keys = w.keys[:base] }()
+	var folded map[string]string // built only for large objects
+	i = skipSpace(w.data, i+1)
+	if w.data[i] == '}' {
+		return i + 1, nil
+	}
+	for {
+		end := skipString(w.data, i)
+		key := decodeKey(w.data[i:end])
+		if folded != nil {
+			f := foldKey(key)
+			if prev, dup := folded[f]; dup {
+				return 0, keyError(prev, key)
+			}
+			folded[f] = key
+		} else {
+			for _, prev := range w.keys[base:] {
+				if strings.EqualFold(prev, key) {
+					return 0, keyError(prev, key)
+				}
+			}
+			w.keys = append(w.keys, key)
+			if len(w.keys)-base > 16 {
+				folded = make(map[string]string, 32)
+				for _, k := range w.keys[base:] {
+					folded[foldKey(k)] = k
+				}
+			}
+		}
+		i = skipSpace(w.data, end)
+		i = skipSpace(w.data, i+1) // ':'
+		end, err := w.value(i, depth)
+		if err != nil {
+			return 0, err
+		}
+		i = skipSpace(w.data, end)
+		if w.data[i] == '}' {
+			return i + 1, nil
+		}
+		i = skipSpace(w.data, i+1) // ','
+	}
+}
+
+func keyError(prev, key string) error {
+	if prev == key {
+		return fmt.Errorf("key %q appears twice in one object", key)
+	}
+	return fmt.Errorf("keys %q and %q differ only in case: JSON keys are case-sensitive here", prev, key)
+}
+
+// decodeKey decodes a quoted key; keys without escapes need no decoding.
+func decodeKey(q []byte) string {
+	inner := q[1 : len(q)-1]
+	for _, b := range inner {
+		if b == '\\' {
+			var s string
+			_ = json.Unmarshal(q, &s) // valid JSON, so this succeeds
+			return s
+		}
+	}
+	return string(inner)
+}
+
+// foldKey maps every rune to the smallest rune of its simple case-folding
+// orbit, so two keys fold to the same string exactly when EqualFold says
+// they are equal.
+func foldKey(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		if r == utf8.RuneError {
+			b.WriteRune(r)
+			continue
+		}
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		b.WriteRune(least)
+	}
+	return b.String()
+}
+
+// skipString returns the index after the string starting at i.
+func skipString(data []byte, i int) int {
+	for j := i + 1; j < len(data); j++ {
+		switch data[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(data)
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+func isDelimiter(b byte) bool {
+	return b == ',' || b == '}' || b == ']' || b == ' ' || b == '\t' || b == '\n' || b == '\r'
+}

@@ -1,0 +1,341 @@
+// Package upstream is the bridge's connection to one MCP server: one
+// connection per server per replica, shared by every agent's calls
+// (multiplexed by the transport), dialled on first use and again after it
+// breaks. Calls are never retried: a call that was sent may have run, so a
+// failure is reported, with a reason, and nothing is replayed.
+//
+// When the controller reports a new pod for the server (or a crash), the
+// bridge retires the connection: calls in flight end at once with
+// mcp_server_restarted or mcp_server_unstable, and a new Conn serves what
+// comes next.
+package upstream
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
+)
+
+// Reasons a call failed without an answer from the server: the reason of
+// tool.failed.
+const (
+	ReasonRestarted   = "mcp_server_restarted"
+	ReasonUnstable    = "mcp_server_unstable"
+	ReasonUnavailable = "mcp_server_unavailable"
+	ReasonTimeout     = "timeout"
+	ReasonCancelled   = "cancelled"
+	ReasonInvalid     = "invalid_result"
+)
+
+// Error is a call that got no answer from the server.
+type Error struct {
+	Reason string
+	Err    error
+}
+
+func (e *Error) Error() string { return e.Reason + ": " + e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// Target is where a server is and how to reach it.
+type Target struct {
+	// Namespace and Name of the MCPServer.
+	Namespace, Name string
+	// URL of its MCP endpoint and the pod behind it (status.endpoint).
+	URL, Pod string
+	// Header, BearerToken and TLS carry a remote server's credentials.
+	Header      http.Header
+	BearerToken string
+	TLS         *tls.Config
+}
+
+// Options tune a Conn.
+type Options struct {
+	// DialTimeout bounds connecting and the MCP handshake (default 10s).
+	DialTimeout time.Duration
+	// MaxMessageBytes bounds one answer (default 64 MiB: larger than the
+	// output pipeline's cap, so big results reach the artifact store).
+	MaxMessageBytes int
+	// OnListChanged is called when the server says its tools, resources or
+	// prompts changed.
+	OnListChanged func(method string)
+}
+
+// Conn is the connection to one server. Safe for concurrent use.
+type Conn struct {
+	target Target
+	opts   Options
+
+	life   context.Context // ends when the Conn is retired
+	retire context.CancelCauseFunc
+
+	mu      sync.Mutex
+	cli     *client.Client
+	dialing chan struct{}
+
+	progress sync.Map // upstream progress token → func(params json.RawMessage)
+	tokens   atomic.Int64
+}
+
+// New returns a Conn for t; nothing is dialled yet.
+func New(t Target, o Options) *Conn {
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = 10 * time.Second
+	}
+	if o.MaxMessageBytes <= 0 {
+		o.MaxMessageBytes = 64 << 20
+	}
+	life, retire := context.WithCancelCause(context.Background())
+	return &Conn{target: t, opts: o, life: life, retire: retire}
+}
+
+// Target is what the Conn dials.
+func (c *Conn) Target() Target { return c.target }
+
+// Retire ends the Conn: calls in flight fail with reason, later calls too.
+func (c *Conn) Retire(reason string) {
+	c.retire(&Error{Reason: reason, Err: fmt.Errorf("server %s/%s changed under the call (pod %q)", c.target.Namespace, c.target.Name, c.target.Pod)})
+	c.mu.Lock()
+	cli := c.cli
+	c.cli = nil
+	c.mu.Unlock()
+	if cli != nil {
+		go cli.Close()
+	}
+}
+
+// Client returns the connected client, dialling when there is none.
+func (c *Conn) Client(ctx context.Context) (*client.Client, error) {
+	for {
+		c.mu.Lock()
+		if err := context.Cause(c.life); err != nil {
+			c.mu.Unlock()
+			return nil, err
+		}
+		if c.cli != nil {
+			cli := c.cli
+			c.mu.Unlock()
+			return cli, nil
+		}
+		if wait := c.dialing; wait != nil {
+			c.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		done := make(chan struct{})
+		c.dialing = done
+		c.mu.Unlock()
+		cli, err := c.dial(ctx)
+		c.mu.Lock()
+		c.dialing = nil
+		if err == nil && c.life.Err() == nil {
+			c.cli = cli
+		} else if err == nil {
+			go cli.Close()
+			err = context.Cause(c.life)
+		}
+		c.mu.Unlock()
+		close(done)
+		if err != nil {
+			return nil, err
+		}
+		return cli, nil
+	}
+}
+
+func (c *Conn) dial(ctx context.Context) (*client.Client, error) {
+	conn, err := streamhttp.New(streamhttp.Options{
+		URL: c.target.URL, Header: c.target.Header, BearerToken: c.target.BearerToken, TLS: c.target.TLS,
+		MaxMessageBytes: c.opts.MaxMessageBytes,
+	})
+	if err != nil {
+		return nil, &Error{Reason: ReasonUnavailable, Err: err}
+	}
+	dctx, cancel := context.WithTimeout(ctx, c.opts.DialTimeout)
+	defer cancel()
+	stop := context.AfterFunc(c.life, cancel)
+	defer stop()
+	cli, err := client.Connect(dctx, conn, client.Options{ClientName: "mcp-operator-bridge"})
+	if err != nil {
+		conn.Close()
+		if cause := context.Cause(c.life); cause != nil {
+			return nil, cause
+		}
+		return nil, &Error{Reason: ReasonUnavailable, Err: fmt.Errorf("while connecting to server %s/%s at %s: %w", c.target.Namespace, c.target.Name, c.target.URL, err)}
+	}
+	cli.SetNotificationHandler(c.onNotification)
+	return cli, nil
+}
+
+func (c *Conn) onNotification(m *jsonrpc.Message) {
+	switch m.Method {
+	case "notifications/progress":
+		tok := rawjson.Get(m.Params, "progressToken")
+		if f, ok := c.progress.Load(string(tok)); ok {
+			f.(func(json.RawMessage))(m.Params)
+		}
+	case "notifications/tools/list_changed", "notifications/resources/list_changed", "notifications/prompts/list_changed":
+		if c.opts.OnListChanged != nil {
+			c.opts.OnListChanged(m.Method)
+		}
+	}
+}
+
+// Call sends one request (not tools/call) and returns its raw result. A
+// JSON-RPC error from the server comes back as a *jsonrpc.Error; a call
+// without an answer as an *Error.
+func (c *Conn) Call(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	return c.do(ctx, func(ctx context.Context, cli *client.Client) (json.RawMessage, error) {
+		return cli.Call(ctx, method, params)
+	})
+}
+
+// ListAll lists every item of a paginated list method.
+func (c *Conn) ListAll(ctx context.Context, method, key string) ([]json.RawMessage, error) {
+	var items []json.RawMessage
+	_, err := c.do(ctx, func(ctx context.Context, cli *client.Client) (json.RawMessage, error) {
+		var err error
+		items, err = cli.ListAll(ctx, method, key, client.Limits{})
+		return nil, err
+	})
+	return items, err
+}
+
+// CallTool forwards tools/call params (name already the upstream's). With
+// onProgress, the call carries a progress token of this Conn's own (agents'
+// tokens could collide on the shared connection) and the server's progress
+// notifications for it are handed to onProgress.
+func (c *Conn) CallTool(ctx context.Context, params json.RawMessage, onProgress func(json.RawMessage)) (json.RawMessage, error) {
+	if onProgress != nil {
+		tok := strconv.Quote("bridge-" + strconv.FormatInt(c.tokens.Add(1), 10))
+		var err error
+		if params, err = withProgressToken(params, tok); err != nil {
+			return nil, err
+		}
+		c.progress.Store(tok, onProgress)
+		defer c.progress.Delete(tok)
+	}
+	return c.do(ctx, func(ctx context.Context, cli *client.Client) (json.RawMessage, error) {
+		return cli.CallToolParams(ctx, params)
+	})
+}
+
+// withProgressToken sets params._meta.progressToken to tok (a JSON value).
+func withProgressToken(params json.RawMessage, tok string) (json.RawMessage, error) {
+	ms, err := rawjson.Members(params)
+	if err != nil {
+		return nil, fmt.Errorf("while forwarding tools/call: params: %w", err)
+	}
+	var meta []rawjson.Member
+	out := ms[:0:0]
+	for _, m := range ms {
+		if m.Key == "_meta" {
+			if meta, err = rawjson.Members(m.Value); err != nil {
+				return nil, fmt.Errorf("while forwarding tools/call: params._meta: %w", err)
+			}
+			continue
+		}
+		out = append(out, m)
+	}
+	kept := meta[:0:0]
+	for _, m := range meta {
+		if m.Key != "progressToken" {
+			kept = append(kept, m)
+		}
+	}
+	kept = append(kept, rawjson.Member{Key: "progressToken", Value: []byte(tok)})
+	out = append(out, rawjson.Member{Key: "_meta", Value: rawjson.AppendObject(nil, kept)})
+	return rawjson.AppendObject(nil, out), nil
+}
+
+// do runs f with the client, bounded by the Conn's life, and turns failures
+// into reasons. A transport failure drops the client so that the next call
+// dials again; the failed call itself is not retried.
+func (c *Conn) do(ctx context.Context, f func(context.Context, *client.Client) (json.RawMessage, error)) (json.RawMessage, error) {
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(c.life, func() { cancel(context.Cause(c.life)) })
+	defer stop()
+	cli, err := c.Client(cctx)
+	if err != nil {
+		return nil, c.classify(ctx, cctx, err)
+	}
+	res, err := f(cctx, cli)
+	if err == nil {
+		return res, nil
+	}
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) {
+		return nil, rpcErr
+	}
+	var limit *client.LimitError
+	if !errors.As(err, &limit) {
+		c.drop(cli)
+	}
+	return nil, c.classify(ctx, cctx, err)
+}
+
+func (c *Conn) classify(ctx, cctx context.Context, err error) error {
+	var e *Error
+	switch cause := context.Cause(cctx); {
+	case errors.As(cause, &e):
+		return e
+	case errors.As(err, &e):
+		return e
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return &Error{Reason: ReasonTimeout, Err: err}
+	case ctx.Err() != nil:
+		return &Error{Reason: ReasonCancelled, Err: err}
+	}
+	var httpErr *streamhttp.HTTPError
+	if errors.As(err, &httpErr) && httpErr.Status/100 == 2 || isMalformed(err) {
+		return &Error{Reason: ReasonInvalid, Err: err}
+	}
+	return &Error{Reason: ReasonUnstable, Err: err}
+}
+
+func isMalformed(err error) bool {
+	var se *json.SyntaxError
+	return errors.As(err, &se) || containsAny(err.Error(), "malformed JSON-RPC message", "bound maxMessageBytes", "answered with something else")
+}
+
+func containsAny(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Conn) drop(cli *client.Client) {
+	c.mu.Lock()
+	if c.cli == cli {
+		c.cli = nil
+	} else {
+		cli = nil
+	}
+	c.mu.Unlock()
+	if cli != nil {
+		go cli.Close()
+	}
+}
+
+// Close ends the Conn for good (the server left the bridge's scope).
+func (c *Conn) Close() { c.Retire(ReasonUnavailable) }
