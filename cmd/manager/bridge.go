@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/mcp-operator/mcp-operator/internal/audit"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
+	"github.com/mcp-operator/mcp-operator/internal/version"
+)
+
+// bridgeFlags are the settings of `manager bridge`.
+type bridgeFlags struct {
+	listen            string
+	namespaces        string
+	toolNameStyle     string
+	insecureAnonymous bool
+	sessionKeyFile    string
+	auditLog          string
+	auditArgs         string
+	artifactDir       string
+	maxResultBytes    int
+	maxBodyBytes      int64
+	maxConcurrent     int
+	sessionConcurrent int
+	callTimeout       time.Duration
+	idleTimeout       time.Duration
+	allowedHosts      string
+	allowedOrigins    string
+	blockInjection    bool
+	zap               zap.Options
+}
+
+func parseBridgeFlags(args []string, stderr io.Writer) (bridgeFlags, error) {
+	var f bridgeFlags
+	fs := flag.NewFlagSet("manager bridge", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.listen, "listen", ":8443", "address agents connect to (/mcp, /servers/<name>/mcp, /healthz, /readyz, /metrics)")
+	fs.StringVar(&f.namespaces, "namespaces", os.Getenv("POD_NAMESPACE"), "comma-separated namespaces whose MCPServers and ToolPolicies the bridge serves (default: $POD_NAMESPACE)")
+	fs.StringVar(&f.toolNameStyle, "tool-name-style", mcpbridge.StyleDotted, "how /mcp names tools: dotted (mcp.<server>.<tool>) or underscore (mcp__<server>__<tool>, for clients that reject dots)")
+	fs.BoolVar(&f.insecureAnonymous, "insecure-anonymous", false, "accept requests without a token as system:anonymous; local development only")
+	fs.StringVar(&f.sessionKeyFile, "session-key-file", "", "file with the key (at least 32 bytes) that seals session ids, shared by all replicas (a mounted Secret); without it sessions do not survive this replica")
+	fs.StringVar(&f.auditLog, "audit-log", "stdout", "where audit events go: stdout or a file path")
+	fs.StringVar(&f.auditArgs, "audit-args", "preview", "how much of call arguments audit events show: full, preview or none")
+	fs.StringVar(&f.artifactDir, "artifact-dir", "/var/lib/mcp-bridge/artifacts", "directory (or PVC mount) for results over --max-result-bytes")
+	fs.IntVar(&f.maxResultBytes, "max-result-bytes", output.DefaultMaxResultBytes, "largest result passed to an agent whole; larger ones go to the artifact store")
+	fs.Int64Var(&f.maxBodyBytes, "max-body-bytes", mcpbridge.DefaultMaxBodyBytes, "largest request body accepted")
+	fs.IntVar(&f.maxConcurrent, "max-concurrent-requests", mcpbridge.DefaultMaxConcurrent, "requests served at once by this replica")
+	fs.IntVar(&f.sessionConcurrent, "max-session-requests", session.DefaultMaxConcurrent, "requests in flight at once in one session")
+	fs.DurationVar(&f.callTimeout, "call-timeout", mcpbridge.DefaultCallTimeout, "deadline of a call forwarded to an MCP server")
+	fs.DurationVar(&f.idleTimeout, "session-idle-timeout", session.DefaultIdleTimeout, "a session not used this long ends")
+	fs.StringVar(&f.allowedHosts, "allowed-hosts", "", "comma-separated Host values accepted (DNS rebinding protection); empty accepts any, or only loopback names when listening on loopback")
+	fs.StringVar(&f.allowedOrigins, "allowed-origins", "", "comma-separated Origin values accepted from browsers; requests without Origin always pass")
+	fs.BoolVar(&f.blockInjection, "block-injection", false, "withhold results in which the injection scan finds instructions to the model (they are always flagged in the audit event)")
+	f.zap.BindFlags(fs)
+	err := fs.Parse(args)
+	switch {
+	case err != nil:
+	case fs.NArg() > 0:
+		err = fmt.Errorf("unexpected arguments: %v", fs.Args())
+	case len(splitList(f.namespaces)) == 0:
+		err = errors.New("--namespaces (or $POD_NAMESPACE) is required")
+	case f.toolNameStyle != mcpbridge.StyleDotted && f.toolNameStyle != mcpbridge.StyleUnderscore:
+		err = fmt.Errorf("--tool-name-style must be dotted or underscore, not %q", f.toolNameStyle)
+	}
+	if err == nil {
+		_, err = audit.ParseArgsMode(f.auditArgs)
+	}
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(stderr, "manager bridge:", err)
+	}
+	return f, err
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, x := range strings.Split(s, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// isLoopback reports whether a listen address binds loopback only.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func runBridge(args []string, _, stderr io.Writer) int {
+	f, err := parseBridgeFlags(args, stderr)
+	if err != nil {
+		return 2
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&f.zap), zap.WriteTo(stderr)))
+	log := ctrl.Log.WithName("bridge")
+	log.Info("starting bridge", "version", version.String(), "namespaces", f.namespaces, "listen", f.listen)
+
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		fmt.Fprintf(stderr, "manager bridge: while loading the Kubernetes client configuration: %v\n", err)
+		return 1
+	}
+	opts, closeSink, err := bridgeOptions(f, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "manager bridge: %v\n", err)
+		return 1
+	}
+	defer closeSink()
+	opts.Rest, opts.Scheme = cfg, newScheme()
+	ctx := ctrl.SetupSignalHandler()
+	rt, err := mcpbridge.Start(ctx, opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "manager bridge: %v\n", err)
+		return 1
+	}
+	srv := mcpbridge.NewServer(f.listen, rt.Handler)
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		_ = rt.Audit.Close(sctx)
+	}()
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintf(stderr, "manager bridge: while serving %s: %v\n", f.listen, err)
+		return 1
+	}
+	return 0
+}
+
+// bridgeOptions turns flags into the bridge's options (everything but the
+// API server connection).
+func bridgeOptions(f bridgeFlags, log interface {
+	Info(string, ...any)
+}) (mcpbridge.Options, func(), error) {
+	closeSink := func() {}
+	o := mcpbridge.Options{Namespaces: splitList(f.namespaces), ArtifactDir: f.artifactDir, MaxResultBytes: f.maxResultBytes}
+	o.ArgsMode, _ = audit.ParseArgsMode(f.auditArgs)
+	if f.auditLog != "stdout" && f.auditLog != "" {
+		file, err := audit.OpenFile(f.auditLog)
+		if err != nil {
+			return o, closeSink, err
+		}
+		o.AuditSink = file
+	}
+	if f.sessionKeyFile != "" {
+		key, err := os.ReadFile(f.sessionKeyFile)
+		if err != nil {
+			return o, closeSink, fmt.Errorf("while reading --session-key-file: %w", err)
+		}
+		o.SessionKey = []byte(strings.TrimSpace(string(key)))
+	} else {
+		log.Info("WARNING: no --session-key-file: session ids are sealed with a random key of this replica, so legacy-era sessions do not survive its loss and other replicas refuse them")
+	}
+	if f.insecureAnonymous {
+		log.Info("WARNING: --insecure-anonymous: every request is accepted WITHOUT AUTHENTICATION as system:anonymous. For local development only; never expose this bridge.")
+		o.Auth = authn.Anonymous{}
+	}
+	o.Session = session.Options{IdleTimeout: f.idleTimeout, MaxConcurrent: f.sessionConcurrent}
+	o.Bridge = mcpbridge.Config{
+		ToolNameStyle: f.toolNameStyle, MaxBodyBytes: f.maxBodyBytes, MaxConcurrent: f.maxConcurrent,
+		CallTimeout: f.callTimeout, AllowedHosts: splitList(f.allowedHosts), AllowedOrigins: splitList(f.allowedOrigins),
+		LoopbackOnly: isLoopback(f.listen) || f.insecureAnonymous && len(splitList(f.allowedHosts)) == 0,
+		BlockInjection: f.blockInjection, Version: version.String(),
+	}
+	return o, closeSink, nil
+}

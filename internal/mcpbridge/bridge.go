@@ -1,0 +1,244 @@
+// Package mcpbridge is the bridge: one authenticated MCP endpoint for
+// agents in front of the MCP servers the controller runs. Per request:
+// authenticate → route → permission → execute → output pipeline → audit
+// (design §5 and §6).
+//
+// The agent side is a Streamable HTTP server of our own on net/http rather
+// than mcp-go's: mcp-go's server has no body limit, matches JSON keys
+// case-insensitively (a policy bypass), answers 200 for unknown sessions,
+// keeps sessions in one process's memory (a replica's loss ends them),
+// drops notifications silently and re-types results. Here requests are
+// checked by strictjson before anything reads them, sessions are sealed
+// tokens any replica verifies (package session), results pass through as
+// raw JSON, and both protocol eras are spoken: 2026-07-28 (stateless,
+// server/discover, input_required) and 2025-11-25 and older (initialize,
+// Mcp-Session-Id, server-initiated elicitation on the response stream).
+package mcpbridge
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/mcp-operator/mcp-operator/internal/audit"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/artifact"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/metrics"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/redact"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"
+	"github.com/mcp-operator/mcp-operator/internal/policy"
+)
+
+// Tool name styles (--tool-name-style).
+const (
+	StyleDotted     = "dotted"
+	StyleUnderscore = "underscore"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxBodyBytes  = 4 << 20
+	DefaultMaxConcurrent = 1024
+	DefaultCallTimeout   = 60 * time.Second
+)
+
+// Config is everything the bridge needs. Required: Registry, Auth,
+// Sessions, Sealer, Audit, Pipeline.
+type Config struct {
+	Registry *routes.Registry
+	Auth     authn.Authenticator
+	Sessions *session.Manager
+	// Sealer signs the requestState of 2026-07-28 approvals.
+	Sealer   *signed.Sealer
+	Audit    *audit.Writer
+	Pipeline *output.Pipeline
+	// Artifacts serves artifact:// URIs back to the subject that made them
+	// (nil: none are served).
+	Artifacts *artifact.Store
+	// Redactor returns the redactor of a server (its Secret values); nil
+	// redacts the credential shapes only.
+	Redactor func(namespace, server string) *redact.Redactor
+	// Limiter enforces the policies' rate limits (nil: none).
+	Limiter *policy.RateLimiter
+	Metrics *metrics.Metrics
+	Log     logr.Logger
+
+	// ToolNameStyle is dotted (mcp.<server>.<tool>) or underscore.
+	ToolNameStyle string
+	// MaxBodyBytes bounds a request body.
+	MaxBodyBytes int64
+	// MaxConcurrent bounds the requests served at once on this replica.
+	MaxConcurrent int
+	// CallTimeout is the deadline of a forwarded call.
+	CallTimeout time.Duration
+	// AllowedHosts, when set, are the only Host values accepted (host, or
+	// host:port). Empty: any Host, except that a bridge listening on a
+	// loopback address accepts only loopback names (DNS rebinding).
+	AllowedHosts []string
+	// AllowedOrigins are the Origin values accepted; a request with any
+	// other Origin is refused (403). Requests without Origin (not from a
+	// browser) pass.
+	AllowedOrigins []string
+	// LoopbackOnly makes Host checking accept only localhost names.
+	LoopbackOnly bool
+	// BlockInjection withholds results with injection findings.
+	BlockInjection bool
+	// Version is the bridge's version in serverInfo.
+	Version string
+	// Clock and NewCallID are fixed in tests (time.Now and random ids by default).
+	Clock     func() time.Time
+	NewCallID func() string
+}
+
+// Bridge serves agents. Build it with New.
+type Bridge struct {
+	cfg    Config
+	engine atomic.Pointer[policy.Engine]
+	sem    chan struct{}
+	ready  atomic.Bool
+	seq    atomic.Int64
+}
+
+// New returns a bridge; it denies everything until SetEngine is called.
+func New(cfg Config) *Bridge {
+	if cfg.ToolNameStyle == "" {
+		cfg.ToolNameStyle = StyleDotted
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.MaxConcurrent <= 0 {
+		cfg.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = DefaultCallTimeout
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.NewCallID == nil {
+		cfg.NewCallID = randomID
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	b := &Bridge{cfg: cfg, sem: make(chan struct{}, cfg.MaxConcurrent)}
+	b.engine.Store(policy.NewEngine())
+	return b
+}
+
+func randomID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "call-" + hex.EncodeToString(b[:])
+}
+
+// SetEngine installs the compiled policies (on every ToolPolicy change).
+func (b *Bridge) SetEngine(e *policy.Engine) { b.engine.Store(e) }
+
+// SetReady marks the bridge ready (caches synced) for /readyz.
+func (b *Bridge) SetReady(ready bool) { b.ready.Store(ready) }
+
+// Handler serves /mcp, /servers/<name>/mcp, /healthz and /readyz; metrics
+// is mounted at /metrics when not nil.
+func (b *Bridge) Handler(metricsHandler http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) { b.serveMCP(w, r, "") })
+	mux.HandleFunc("/servers/{name}/mcp", func(w http.ResponseWriter, r *http.Request) { b.serveMCP(w, r, r.PathValue("name")) })
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !b.ready.Load() {
+			http.Error(w, "not ready: the MCPServer and ToolPolicy caches have not synced", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	if metricsHandler != nil {
+		mux.Handle("/metrics", metricsHandler)
+	}
+	return mux
+}
+
+// NewServer wraps the handler in an http.Server with the timeouts a server
+// facing many clients needs. Write has no timeout: response streams last as
+// long as their call, which has its own deadline.
+func NewServer(addr string, h http.Handler) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
+
+// hostAllowed implements the Host check (DNS rebinding protection).
+func (b *Bridge) hostAllowed(host string) bool {
+	if len(b.cfg.AllowedHosts) > 0 {
+		name := hostName(host)
+		for _, h := range b.cfg.AllowedHosts {
+			if strings.EqualFold(h, host) || strings.EqualFold(h, name) {
+				return true
+			}
+		}
+		return false
+	}
+	if b.cfg.LoopbackOnly {
+		switch hostName(host) {
+		case "localhost", "127.0.0.1", "::1":
+			return true
+		}
+		return false
+	}
+	return true
+}
+
+func (b *Bridge) originAllowed(origin string) bool {
+	if origin == "" {
+		return true
+	}
+	for _, o := range b.cfg.AllowedOrigins {
+		if strings.EqualFold(o, origin) {
+			return true
+		}
+	}
+	if b.cfg.LoopbackOnly && len(b.cfg.AllowedOrigins) == 0 {
+		// A loopback bridge accepts pages served from loopback, as the MCP
+		// SDKs' localhost protection does.
+		for _, p := range []string{"http://localhost", "http://127.0.0.1", "http://[::1]", "https://localhost", "https://127.0.0.1", "https://[::1]"} {
+			if origin == p || strings.HasPrefix(origin, p+":") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func hostName(host string) string {
+	if strings.HasPrefix(host, "[") {
+		if i := strings.Index(host, "]"); i > 0 {
+			return host[1:i]
+		}
+	}
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && strings.Count(host, ":") == 1 {
+		return host[:i]
+	}
+	return host
+}
+
+func (b *Bridge) now() time.Time { return b.cfg.Clock() }
+
+// contextWithCallTimeout bounds a forwarded call.
+func (b *Bridge) contextWithCallTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, b.cfg.CallTimeout)
+}

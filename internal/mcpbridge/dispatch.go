@@ -1,0 +1,139 @@
+package mcpbridge
+
+import (
+	"encoding/json"
+	"slices"
+
+	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
+)
+
+// serverName is the bridge's name in serverInfo.
+const serverName = "mcp-operator-bridge"
+
+// instructions tell a model how names work here.
+const instructions = "Tools of several MCP servers, named mcp.<server>.<tool>. Call tools by these full names: bare names are never guessed. Only the tools your identity may use are listed."
+
+// dispatch answers one request.
+func (b *Bridge) dispatch(rq *request) *jsonrpc.Message {
+	switch rq.msg.Method {
+	case "initialize":
+		return b.initialize(rq)
+	case "server/discover":
+		return b.discover(rq)
+	case "ping":
+		return rpcResult(rq, json.RawMessage(`{}`))
+	case "tools/list":
+		return b.listTools(rq)
+	case "tools/call":
+		return b.callTool(rq)
+	case "resources/list":
+		return b.listResources(rq, "resources/list", "resources", "uri")
+	case "resources/templates/list":
+		return b.listResources(rq, "resources/templates/list", "resourceTemplates", "uriTemplate")
+	case "resources/read":
+		return b.readResource(rq)
+	case "prompts/list":
+		return b.listPrompts(rq)
+	case "prompts/get":
+		return b.getPrompt(rq)
+	case "completion/complete":
+		if rq.endpoint != "" {
+			return b.forwardPlain(rq)
+		}
+	}
+	return rpcError(rq, jsonrpc.CodeMethodNotFound, "method not found: "+rq.msg.Method, nil)
+}
+
+func (b *Bridge) serverInfo() map[string]string {
+	return map[string]string{"name": serverName, "version": b.cfg.Version}
+}
+
+// capabilities are what the bridge offers on an endpoint: on /mcp, tools,
+// resources and prompts; on /servers/<name>/mcp, what that server offers.
+func (b *Bridge) capabilities(endpoint string) map[string]any {
+	caps := map[string]any{"tools": map[string]any{}, "resources": map[string]any{}, "prompts": map[string]any{}}
+	if endpoint == "" {
+		return caps
+	}
+	s, _, ok := b.cfg.Registry.Server(endpoint)
+	if !ok {
+		return caps
+	}
+	caps = map[string]any{"tools": map[string]any{}}
+	if s.Capabilities.Resources {
+		caps["resources"] = map[string]any{}
+	}
+	if s.Capabilities.Prompts {
+		caps["prompts"] = map[string]any{}
+	}
+	if s.Capabilities.Completions {
+		caps["completions"] = map[string]any{}
+	}
+	return caps
+}
+
+// initialize opens a legacy-era session.
+func (b *Bridge) initialize(rq *request) *jsonrpc.Message {
+	if rq.sess != nil {
+		return rpcError(rq, jsonrpc.CodeInvalidRequest, "the session is initialized already", nil)
+	}
+	var p struct {
+		ProtocolVersion string          `json:"protocolVersion"`
+		Capabilities    json.RawMessage `json:"capabilities"`
+	}
+	if err := json.Unmarshal(rq.msg.Params, &p); err != nil {
+		return rpcError(rq, jsonrpc.CodeInvalidParams, "malformed initialize params: "+err.Error(), nil)
+	}
+	if rq.endpoint != "" {
+		if _, _, ok := b.cfg.Registry.Server(rq.endpoint); !ok {
+			return rpcError(rq, jsonrpc.CodeInvalidParams, "server "+rq.endpoint+" is not served here (unknown, not Ready, or not in the bridge's namespaces)", nil)
+		}
+	}
+	version := client.LatestLegacy
+	if slices.Contains(client.LegacyVersions, p.ProtocolVersion) {
+		version = p.ProtocolVersion
+	}
+	sess, err := b.cfg.Sessions.Open(session.Claims{
+		Subject: rq.id.Username, Endpoint: rq.endpoint, Version: version,
+		Elicitation: hasFormElicitation(rawjson.Get(p.Capabilities, "elicitation")),
+	})
+	if err != nil {
+		return rpcError(rq, jsonrpc.CodeInternalError, "while opening the session: "+err.Error(), nil)
+	}
+	rq.sess = sess
+	return rpcResult(rq, map[string]any{
+		"protocolVersion": version,
+		"capabilities":    b.capabilities(rq.endpoint),
+		"serverInfo":      b.serverInfo(),
+		"instructions":    instructions,
+	})
+}
+
+// discover answers server/discover (2026-07-28).
+func (b *Bridge) discover(rq *request) *jsonrpc.Message {
+	return rpcResult(rq, map[string]any{
+		"supportedVersions": append([]string{client.StatelessVersion}, client.LegacyVersions...),
+		"capabilities":      b.capabilities(rq.endpoint),
+		"instructions":      instructions,
+		"_meta":             map[string]any{metaServerInfo: b.serverInfo()},
+	})
+}
+
+// forwardPlain passes a request with no policy meaning (completion) to the
+// one server of a /servers/<name>/mcp endpoint.
+func (b *Bridge) forwardPlain(rq *request) *jsonrpc.Message {
+	_, conn, ok := b.cfg.Registry.Server(rq.endpoint)
+	if !ok {
+		return rpcError(rq, CodeUpstream, "server "+rq.endpoint+" is not served", nil)
+	}
+	ctx, cancel := b.contextWithCallTimeout(rq.ctx)
+	defer cancel()
+	res, err := conn.Call(ctx, rq.msg.Method, stripBridgeMeta(rq.msg.Params))
+	if err != nil {
+		return upstreamError(rq, err, "")
+	}
+	return rpcResult(rq, res)
+}

@@ -1,0 +1,59 @@
+// Package metrics defines the bridge's Prometheus metrics: calls by server,
+// tool, decision and outcome; latency histograms; sessions; requests in
+// flight; upstream health; audit drops.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the bridge's collectors.
+type Metrics struct {
+	// Calls counts tools/call by server, tool (namespaced), decision
+	// (allow, deny) and outcome (ok, tool_error, or a failure reason).
+	Calls *prometheus.CounterVec
+	// CallDuration is the time from request to answer of forwarded calls,
+	// by server and method.
+	CallDuration *prometheus.HistogramVec
+	// Requests counts agent requests by method and HTTP status class.
+	Requests *prometheus.CounterVec
+	// InFlight is the number of agent requests being served.
+	InFlight prometheus.Gauge
+	// Sessions is the number of legacy-era sessions live on this replica.
+	Sessions prometheus.GaugeFunc
+	// UpstreamUp is 1 for a served server whose last call got an answer.
+	UpstreamUp *prometheus.GaugeVec
+	// AuditDropped is the number of audit events dropped.
+	AuditDropped prometheus.CounterFunc
+}
+
+// New makes the collectors and registers them with reg. sessions and
+// auditDropped are read at scrape time.
+func New(reg prometheus.Registerer, sessions func() float64, auditDropped func() float64) *Metrics {
+	m := &Metrics{
+		Calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcp_bridge_tool_calls_total", Help: "tools/call requests by server, tool, decision and outcome.",
+		}, []string{"server", "tool", "decision", "outcome"}),
+		CallDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "mcp_bridge_upstream_call_duration_seconds", Help: "Duration of calls forwarded to MCP servers.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"server", "method"}),
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcp_bridge_requests_total", Help: "Agent requests by MCP method and HTTP status code.",
+		}, []string{"method", "code"}),
+		InFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mcp_bridge_requests_in_flight", Help: "Agent requests being served.",
+		}),
+		Sessions: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "mcp_bridge_sessions", Help: "Legacy-era MCP sessions live on this replica.",
+		}, sessions),
+		UpstreamUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mcp_bridge_upstream_up", Help: "1 when the last call to the server got an answer, 0 when it failed without one.",
+		}, []string{"server"}),
+		AuditDropped: prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "mcp_bridge_audit_events_dropped_total", Help: "Audit events dropped because the sink did not keep up.",
+		}, auditDropped),
+	}
+	reg.MustRegister(m.Calls, m.CallDuration, m.Requests, m.InFlight, m.Sessions, m.UpstreamUp, m.AuditDropped)
+	return m
+}

@@ -1,0 +1,199 @@
+package mcpbridge
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/audit"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/catalog"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/toolname"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
+	"github.com/mcp-operator/mcp-operator/internal/policy"
+)
+
+// livePrompts lists a server's prompts now, raw and parsed.
+func (b *Bridge) livePrompts(rq *request, s *routes.Server, conn *upstream.Conn) ([]json.RawMessage, []catalog.Prompt, error) {
+	ctx, cancel := b.contextWithCallTimeout(rq.ctx)
+	defer cancel()
+	items, err := conn.ListAll(ctx, "prompts/list", "prompts")
+	if err != nil {
+		return nil, nil, err
+	}
+	parsed, _ := catalog.Prompts(s.Name, items)
+	return items, parsed, nil
+}
+
+func (b *Bridge) promptName(rq *request, namespaced string) string {
+	if rq.endpoint != "" {
+		return ""
+	}
+	if b.cfg.ToolNameStyle == StyleUnderscore {
+		return toolname.Underscore(namespaced)
+	}
+	return namespaced
+}
+
+func (b *Bridge) listPrompts(rq *request) *jsonrpc.Message {
+	eng := b.engine.Load()
+	var items [][]byte
+	for _, name := range b.servers(rq) {
+		s, conn, ok := b.cfg.Registry.Server(name)
+		if !ok || !s.Capabilities.Prompts {
+			continue
+		}
+		raw, _, err := b.livePrompts(rq, s, conn)
+		if err != nil {
+			b.cfg.Log.Info("a server's prompts are left out of the list", "server", name, "error", err.Error())
+			continue
+		}
+		for _, item := range raw {
+			upstreamName, _ := rawjson.String(rawjson.Get(item, "name"))
+			if upstreamName == "" {
+				continue
+			}
+			full := toolname.Namespaced(s.Name, upstreamName)
+			get := policy.PromptGet{Name: full, Server: s.Name, Namespace: s.Namespace}
+			if eng.DecidePrompt(rq.id.Subject, get).Decision == v1alpha1.DecisionDeny {
+				continue
+			}
+			if shown := b.promptName(rq, full); shown != "" {
+				item = replaceMember(item, "name", rawjson.AppendString(nil, shown))
+			}
+			items = append(items, item)
+		}
+	}
+	out := append([]byte(`{"prompts":`), rawjson.AppendArray(nil, items)...)
+	return rpcResult(rq, json.RawMessage(append(out, '}')))
+}
+
+// resolvePrompt finds a prompt's server and upstream name, strictly.
+func (b *Bridge) resolvePrompt(rq *request, name string) (server, upstreamName string, ok bool) {
+	if rq.endpoint != "" {
+		return rq.endpoint, name, true
+	}
+	if s, p, ok := toolname.SplitNamespaced(name); ok {
+		return s, p, true
+	}
+	if b.cfg.ToolNameStyle != StyleUnderscore {
+		return "", "", false
+	}
+	for _, sname := range b.cfg.Registry.Names() {
+		s, conn, found := b.cfg.Registry.Server(sname)
+		if !found || !s.Capabilities.Prompts {
+			continue
+		}
+		_, parsed, err := b.livePrompts(rq, s, conn)
+		if err != nil {
+			continue
+		}
+		for _, p := range parsed {
+			if toolname.Underscore(p.Name) == name {
+				return sname, p.UpstreamName, true
+			}
+		}
+	}
+	return "", "", false
+}
+
+func (b *Bridge) getPrompt(rq *request) *jsonrpc.Message {
+	var p struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	if err := json.Unmarshal(rq.msg.Params, &p); err != nil || p.Name == "" {
+		return rpcError(rq, jsonrpc.CodeInvalidParams, "prompts/get needs params with a prompt name", nil)
+	}
+	args := map[string]string{}
+	if len(p.Arguments) > 0 && string(p.Arguments) != "null" {
+		if err := json.Unmarshal(p.Arguments, &args); err != nil {
+			return rpcError(rq, jsonrpc.CodeInvalidParams, "prompt arguments must be an object of strings", nil)
+		}
+	}
+	serverName, upstreamName, ok := b.resolvePrompt(rq, p.Name)
+	s, conn, served := b.cfg.Registry.Server(serverName)
+	if !ok || !served || !s.Capabilities.Prompts {
+		return rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("unknown prompt %q", p.Name), nil)
+	}
+	full := toolname.Namespaced(s.Name, upstreamName)
+	res := b.engine.Load().DecidePrompt(rq.id.Subject, policy.PromptGet{Name: full, Server: s.Name, Namespace: s.Namespace})
+	if res.Decision != v1alpha1.DecisionAllow {
+		reason := res.Reason
+		if res.Decision == v1alpha1.DecisionAsk {
+			reason = reasonApprovalUnavailable + ": the policy asks, and prompts are not asked about; allow or deny them"
+		}
+		return rpcError(rq, CodeDenied, "prompt "+full+" denied: "+reason, map[string]any{"sourcedFrom": res.SourcedFrom})
+	}
+	_, parsed, err := b.livePrompts(rq, s, conn)
+	if err != nil {
+		return upstreamError(rq, err, "")
+	}
+	i := slices.IndexFunc(parsed, func(x catalog.Prompt) bool { return x.UpstreamName == upstreamName })
+	if i < 0 {
+		return rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("unknown prompt %q", p.Name), nil)
+	}
+	if err := checkPromptArgs(parsed[i], args); err != nil {
+		return rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("prompt %s: %v", full, err), nil)
+	}
+	if _, err := b.audit(rq, audit.PromptInvoked{Server: s.Name, Prompt: upstreamName, Args: p.Arguments}); err != nil {
+		return rpcError(rq, jsonrpc.CodeInternalError, "the prompt was not expanded: its audit record could not be written", nil)
+	}
+	params := replaceMember(stripBridgeMeta(rq.msg.Params), "name", rawjson.AppendString(nil, upstreamName))
+	ctx, cancel := b.contextWithCallTimeout(rq.ctx)
+	defer cancel()
+	start := b.now()
+	raw, err := conn.Call(ctx, "prompts/get", params)
+	b.observe(s.Name, "prompts/get", b.now().Sub(start), err)
+	if err != nil {
+		return upstreamError(rq, err, "")
+	}
+	out, sum, err := b.cfg.Pipeline.PromptResult(output.Call{
+		Server: s.Name, Name: upstreamName, Subject: rq.id.Username, Redactor: b.redactor(s), Block: b.cfg.BlockInjection,
+	}, raw)
+	expanded := audit.PromptExpanded{Server: s.Name, Prompt: upstreamName, SizeBytes: len(raw), Injection: sum.Findings, Blocked: sum.Blocked}
+	if msgs, e := rawjson.Elements(rawjson.Get(raw, "messages")); e == nil {
+		expanded.Messages = len(msgs)
+	}
+	_, _ = b.audit(rq, expanded)
+	if err != nil {
+		if errors.Is(err, output.ErrBlocked) {
+			return rpcError(rq, CodeDenied, "the prompt was withheld: "+err.Error(), nil)
+		}
+		return rpcError(rq, CodeUpstream, err.Error(), map[string]any{"reason": "invalid_result"})
+	}
+	return rpcResult(rq, json.RawMessage(out))
+}
+
+// checkPromptArgs holds arguments to the prompt's declaration: none unknown,
+// none required missing.
+func checkPromptArgs(p catalog.Prompt, args map[string]string) error {
+	declared := map[string]bool{}
+	var missing []string
+	for _, a := range p.Arguments {
+		declared[a.Name] = true
+		if _, given := args[a.Name]; a.Required && !given {
+			missing = append(missing, a.Name)
+		}
+	}
+	var unknown []string
+	for k := range args {
+		if !declared[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	slices.Sort(unknown)
+	switch {
+	case len(unknown) > 0:
+		return fmt.Errorf("unknown argument(s) %s", strings.Join(unknown, ", "))
+	case len(missing) > 0:
+		return fmt.Errorf("missing required argument(s) %s", strings.Join(missing, ", "))
+	}
+	return nil
+}

@@ -1,0 +1,161 @@
+package mcpbridge
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/audit"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/artifact"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
+	"github.com/mcp-operator/mcp-operator/internal/policy"
+)
+
+// uriPrefix starts the URIs /mcp shows for servers' resources:
+// mcp://<server>/<the server's own URI>. Server names hold no '/', so the
+// rewriting reverses exactly.
+const uriPrefix = "mcp://"
+
+// CodeResourceNotFound is MCP's error for an unknown resource.
+const CodeResourceNotFound = -32002
+
+// BridgeURI is the URI /mcp shows for a server's resource.
+func BridgeURI(server, uri string) string { return uriPrefix + server + "/" + uri }
+
+// ParseBridgeURI reverses BridgeURI.
+func ParseBridgeURI(u string) (server, uri string, ok bool) {
+	rest, ok := strings.CutPrefix(u, uriPrefix)
+	if !ok {
+		return "", "", false
+	}
+	server, uri, ok = strings.Cut(rest, "/")
+	return server, uri, ok && server != "" && uri != ""
+}
+
+func (b *Bridge) listResources(rq *request, method, key, uriKey string) *jsonrpc.Message {
+	eng := b.engine.Load()
+	var items [][]byte
+	for _, name := range b.servers(rq) {
+		s, conn, ok := b.cfg.Registry.Server(name)
+		if !ok || !s.Capabilities.Resources {
+			continue
+		}
+		ctx, cancel := b.contextWithCallTimeout(rq.ctx)
+		list, err := conn.ListAll(ctx, method, key)
+		cancel()
+		if err != nil {
+			b.cfg.Log.Info("a server's resources are left out of the list", "server", name, "error", err.Error())
+			continue
+		}
+		for _, item := range list {
+			uri, _ := rawjson.String(rawjson.Get(item, uriKey))
+			if uri == "" {
+				continue
+			}
+			read := policy.ResourceRead{Server: s.Name, Namespace: s.Namespace, URI: uri}
+			if eng.DecideResource(rq.id.Subject, read).Decision == v1alpha1.DecisionDeny {
+				continue
+			}
+			if rq.endpoint == "" {
+				item = replaceMember(item, uriKey, rawjson.AppendString(nil, BridgeURI(s.Name, uri)))
+			}
+			items = append(items, item)
+		}
+	}
+	out := append([]byte(`{"`+key+`":`), rawjson.AppendArray(nil, items)...)
+	return rpcResult(rq, json.RawMessage(append(out, '}')))
+}
+
+func (b *Bridge) readResource(rq *request) *jsonrpc.Message {
+	var p struct {
+		URI string `json:"uri"`
+	}
+	if err := json.Unmarshal(rq.msg.Params, &p); err != nil || p.URI == "" {
+		return rpcError(rq, jsonrpc.CodeInvalidParams, "resources/read needs params with a uri", nil)
+	}
+	if sha, ok := artifact.ParseURI(p.URI); ok {
+		return b.readArtifact(rq, p.URI, sha)
+	}
+	server, uri := rq.endpoint, p.URI
+	if server == "" {
+		var ok bool
+		if server, uri, ok = ParseBridgeURI(p.URI); !ok {
+			return rpcError(rq, CodeResourceNotFound, fmt.Sprintf("unknown resource %q: resources here are named %s<server>/<uri>", p.URI, uriPrefix), nil)
+		}
+	}
+	s, conn, ok := b.cfg.Registry.Server(server)
+	if !ok || !s.Capabilities.Resources {
+		return rpcError(rq, CodeResourceNotFound, fmt.Sprintf("unknown resource %q: server %q serves no resources here", p.URI, server), nil)
+	}
+	res := b.engine.Load().DecideResource(rq.id.Subject, policy.ResourceRead{Server: s.Name, Namespace: s.Namespace, URI: uri})
+	if res.Decision != v1alpha1.DecisionAllow {
+		reason := res.Reason
+		if res.Decision == v1alpha1.DecisionAsk {
+			reason = reasonApprovalUnavailable + ": the policy asks, and reads are not asked about; allow or deny them"
+		}
+		return rpcError(rq, CodeDenied, "read of "+p.URI+" denied: "+reason, map[string]any{"sourcedFrom": res.SourcedFrom})
+	}
+	if _, err := b.audit(rq, audit.ResourceRequested{Server: s.Name, URI: uri}); err != nil {
+		return rpcError(rq, jsonrpc.CodeInternalError, "the read was not run: its audit record could not be written", nil)
+	}
+	ctx, cancel := b.contextWithCallTimeout(rq.ctx)
+	defer cancel()
+	start := b.now()
+	raw, err := conn.Call(ctx, "resources/read", replaceMember(stripBridgeMeta(rq.msg.Params), "uri", rawjson.AppendString(nil, uri)))
+	b.observe(s.Name, "resources/read", b.now().Sub(start), err)
+	if err != nil {
+		return upstreamError(rq, err, "")
+	}
+	sum := sha256.Sum256(raw)
+	out, _, err := b.cfg.Pipeline.ResourceResult(output.Call{
+		Server: s.Name, Name: uri, Subject: rq.id.Username, Redactor: b.redactor(s), Block: b.cfg.BlockInjection,
+	}, raw)
+	_, _ = b.audit(rq, audit.ResourceFetched{Server: s.Name, URI: uri, SizeBytes: len(raw), ContentHash: "sha256:" + hex.EncodeToString(sum[:])})
+	if err != nil {
+		if errors.Is(err, output.ErrBlocked) {
+			return rpcError(rq, CodeDenied, "the resource was withheld: "+err.Error(), nil)
+		}
+		return rpcError(rq, CodeUpstream, err.Error(), map[string]any{"reason": "invalid_result"})
+	}
+	if rq.endpoint == "" {
+		out = rewriteContentURIs(out, s.Name)
+	}
+	return rpcResult(rq, json.RawMessage(out))
+}
+
+// rewriteContentURIs names the server in each contents[].uri.
+func rewriteContentURIs(res []byte, server string) []byte {
+	contents := rawjson.Get(res, "contents")
+	items, err := rawjson.Elements(contents)
+	if err != nil {
+		return res
+	}
+	for i, item := range items {
+		if uri, ok := rawjson.String(rawjson.Get(item, "uri")); ok && uri != "" {
+			items[i] = replaceMember(item, "uri", rawjson.AppendString(nil, BridgeURI(server, uri)))
+		}
+	}
+	return replaceMember(res, "contents", rawjson.AppendArray(nil, items))
+}
+
+// readArtifact returns a capped result to the subject that produced it.
+func (b *Bridge) readArtifact(rq *request, uri, sha string) *jsonrpc.Message {
+	if b.cfg.Artifacts == nil {
+		return rpcError(rq, CodeResourceNotFound, "unknown resource "+uri, nil)
+	}
+	data, err := b.cfg.Artifacts.Get(rq.id.Username, sha)
+	if err != nil {
+		return rpcError(rq, CodeResourceNotFound, "unknown resource "+uri, nil)
+	}
+	out := []byte(`{"contents":[{"uri":`)
+	out = rawjson.AppendString(out, uri)
+	out = append(out, `,"mimeType":"application/json","text":`...)
+	out = rawjson.AppendString(out, string(data))
+	return rpcResult(rq, json.RawMessage(append(out, `}]}`...)))
+}

@@ -1,0 +1,208 @@
+package routes
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/redact"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
+)
+
+// Watcher keeps the Registry and the policies in step with the MCPServers
+// and ToolPolicies of the bridge's namespaces, through an informer cache. It
+// only reads: the bridge never writes status, and needs no leader election.
+type Watcher struct {
+	// Cache watches MCPServers and ToolPolicies (restricted to the
+	// bridge's namespaces by its options).
+	Cache cache.Cache
+	// Secrets reads the Secrets servers were given (uncached: only the few
+	// referenced ones are read, not every Secret watched).
+	Secrets  client.Reader
+	Registry *Registry
+	// Policies receives every ToolPolicy of the namespaces on each change.
+	Policies func([]v1alpha1.ToolPolicy)
+	Log      logr.Logger
+
+	redactors atomic.Pointer[map[string]*redact.Redactor]
+	synced    atomic.Bool
+}
+
+// Synced reports whether the caches have synced and a table is installed.
+func (w *Watcher) Synced() bool { return w.synced.Load() }
+
+// Redactor returns the redactor of a server: the credential shapes and the
+// values of the Secrets its spec references.
+func (w *Watcher) Redactor(namespace, name string) *redact.Redactor {
+	if m := w.redactors.Load(); m != nil {
+		if r := (*m)[namespace+"/"+name]; r != nil {
+			return r
+		}
+	}
+	return nil
+}
+
+// Run watches until ctx ends. Changes are batched: a burst of updates costs
+// one rebuild.
+func (w *Watcher) Run(ctx context.Context) error {
+	changed := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
+	handler := toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { poke() },
+		UpdateFunc: func(any, any) { poke() },
+		DeleteFunc: func(any) { poke() },
+	}
+	for _, obj := range []client.Object{&v1alpha1.MCPServer{}, &v1alpha1.ToolPolicy{}} {
+		inf, err := w.Cache.GetInformer(ctx, obj)
+		if err != nil {
+			return fmt.Errorf("while watching %T: %w", obj, err)
+		}
+		if _, err := inf.AddEventHandler(handler); err != nil {
+			return fmt.Errorf("while watching %T: %w", obj, err)
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = w.Cache.Start(ctx)
+	}()
+	defer wg.Wait()
+	if !w.Cache.WaitForCacheSync(ctx) {
+		return fmt.Errorf("while waiting for the MCPServer and ToolPolicy caches to sync: %w", ctx.Err())
+	}
+	w.rebuild(ctx)
+	w.synced.Store(true)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+			// Let a burst settle.
+			select {
+			case <-time.After(20 * time.Millisecond):
+			case <-ctx.Done():
+				return nil
+			}
+			w.rebuild(ctx)
+		}
+	}
+}
+
+func (w *Watcher) rebuild(ctx context.Context) {
+	var policies v1alpha1.ToolPolicyList
+	if err := w.Cache.List(ctx, &policies); err != nil {
+		w.Log.Error(err, "while listing ToolPolicies")
+	} else if w.Policies != nil {
+		w.Policies(policies.Items)
+	}
+	var servers v1alpha1.MCPServerList
+	if err := w.Cache.List(ctx, &servers); err != nil {
+		w.Log.Error(err, "while listing MCPServers")
+		return
+	}
+	t := Build(servers.Items)
+	specs := map[string]*v1alpha1.MCPServer{}
+	for i := range servers.Items {
+		s := &servers.Items[i]
+		specs[s.Namespace+"/"+s.Name] = s
+	}
+	redactors := map[string]*redact.Redactor{}
+	for _, s := range t.Servers {
+		if values := w.secretValues(ctx, specs[s.Key()]); len(values) > 0 {
+			redactors[s.Key()] = redact.New(values...)
+		}
+	}
+	w.redactors.Store(&redactors)
+	w.Registry.Update(t, func(s *Server) upstream.Target { return w.target(ctx, s) })
+}
+
+// target resolves a remote server's credentials.
+func (w *Watcher) target(ctx context.Context, s *Server) upstream.Target {
+	t := upstream.Target{Namespace: s.Namespace, Name: s.Name, URL: s.URL, Pod: s.Pod}
+	if s.Remote == nil {
+		return t
+	}
+	if a := s.Remote.Auth; a != nil && a.BearerTokenSecretRef != nil {
+		t.BearerToken, _ = w.secretKey(ctx, s.Namespace, *a.BearerTokenSecretRef)
+	}
+	for _, h := range s.Remote.HeadersFrom {
+		if v, ok := w.secretKey(ctx, s.Namespace, h.SecretKeyRef); ok {
+			if t.Header == nil {
+				t.Header = http.Header{}
+			}
+			t.Header.Set(h.Name, v)
+		}
+	}
+	return t
+}
+
+func (w *Watcher) secretKey(ctx context.Context, namespace string, sel v1alpha1.SecretKeySelector) (string, bool) {
+	if w.Secrets == nil {
+		return "", false
+	}
+	var sec corev1.Secret
+	if err := w.Secrets.Get(ctx, types.NamespacedName{Namespace: namespace, Name: sel.Name}, &sec); err != nil {
+		w.Log.Info("a Secret a server needs could not be read", "namespace", namespace, "secret", sel.Name, "error", err.Error())
+		return "", false
+	}
+	v, ok := sec.Data[sel.Key]
+	return string(v), ok
+}
+
+// secretValues are the values of every Secret key the server's spec
+// references: env, envFrom and the remote credentials.
+func (w *Watcher) secretValues(ctx context.Context, s *v1alpha1.MCPServer) []string {
+	if s == nil || w.Secrets == nil {
+		return nil
+	}
+	var values []string
+	add := func(sel v1alpha1.SecretKeySelector) {
+		if v, ok := w.secretKey(ctx, s.Namespace, sel); ok {
+			values = append(values, v)
+		}
+	}
+	if wl := s.Spec.Workload; wl != nil {
+		for _, e := range wl.Env {
+			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+				add(v1alpha1.SecretKeySelector{Name: e.ValueFrom.SecretKeyRef.Name, Key: e.ValueFrom.SecretKeyRef.Key})
+			}
+		}
+		for _, ef := range wl.EnvFrom {
+			if ef.SecretRef == nil {
+				continue
+			}
+			var sec corev1.Secret
+			if err := w.Secrets.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: ef.SecretRef.Name}, &sec); err == nil {
+				for _, v := range sec.Data {
+					values = append(values, string(v))
+				}
+			}
+		}
+	}
+	if r := s.Spec.Remote; r != nil {
+		if r.Auth != nil && r.Auth.BearerTokenSecretRef != nil {
+			add(*r.Auth.BearerTokenSecretRef)
+		}
+		for _, h := range r.HeadersFrom {
+			add(h.SecretKeyRef)
+		}
+	}
+	return values
+}

@@ -1,0 +1,164 @@
+package mcpbridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/audit"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/artifact"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/metrics"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
+	"github.com/mcp-operator/mcp-operator/internal/policy"
+)
+
+// Options assemble a running bridge (Start). Zero values are defaults.
+type Options struct {
+	// Rest reaches the API server; Scheme must know the project's kinds.
+	Rest   *rest.Config
+	Scheme *runtime.Scheme
+	// Namespaces the bridge serves (at least one).
+	Namespaces []string
+	// Auth checks tokens; nil uses TokenReview through Rest.
+	Auth authn.Authenticator
+	// SessionKey is shared by the replicas (nil: a random key, so sessions
+	// do not survive this replica).
+	SessionKey []byte
+	// AuditSink receives the audit events (stdout when nil).
+	AuditSink io.Writer
+	ArgsMode  audit.ArgsMode
+	// ArtifactDir holds results over MaxResultBytes (a temporary directory
+	// when empty).
+	ArtifactDir    string
+	MaxResultBytes int
+	// Registry gets the metrics (a fresh registry when nil).
+	Registry *prometheus.Registry
+	// Bridge holds the remaining settings (Registry, Auth, Sessions, Sealer,
+	// Audit, Pipeline, Artifacts, Redactor, Limiter, Metrics are filled in).
+	Bridge Config
+	// Session tunes sessions.
+	Session session.Options
+	Log     logr.Logger
+}
+
+// Runtime is a started bridge.
+type Runtime struct {
+	Bridge   *Bridge
+	Watcher  *routes.Watcher
+	Registry *routes.Registry
+	Audit    *audit.Writer
+	Sessions *session.Manager
+	// Handler serves every endpoint, /metrics included.
+	Handler http.Handler
+	done    chan error
+}
+
+// Wait returns when the watcher stops (ctx ended, or it failed).
+func (r *Runtime) Wait() error { return <-r.done }
+
+// Start builds the bridge, starts watching MCPServers and ToolPolicies and
+// returns once the caches have synced (or ctx ends).
+func Start(ctx context.Context, o Options) (*Runtime, error) {
+	if len(o.Namespaces) == 0 {
+		return nil, errors.New("while starting the bridge: no namespaces to serve")
+	}
+	nsMap := map[string]cache.Config{}
+	for _, ns := range o.Namespaces {
+		nsMap[ns] = cache.Config{}
+	}
+	c, err := cache.New(o.Rest, cache.Options{Scheme: o.Scheme, DefaultNamespaces: nsMap})
+	if err != nil {
+		return nil, fmt.Errorf("while creating the MCPServer cache: %w", err)
+	}
+	reader, err := client.New(o.Rest, client.Options{Scheme: o.Scheme})
+	if err != nil {
+		return nil, fmt.Errorf("while creating the Kubernetes client: %w", err)
+	}
+	auth := o.Auth
+	if auth == nil {
+		cs, err := kubernetes.NewForConfig(o.Rest)
+		if err != nil {
+			return nil, fmt.Errorf("while creating the TokenReview client: %w", err)
+		}
+		auth = &authn.TokenReview{Reviews: cs.AuthenticationV1().TokenReviews()}
+	}
+	key := o.SessionKey
+	if key == nil {
+		key = signed.RandomKey()
+	}
+	sealer, err := signed.New(key)
+	if err != nil {
+		return nil, err
+	}
+	dir := o.ArtifactDir
+	if dir == "" {
+		return nil, errors.New("while starting the bridge: no artifact directory")
+	}
+	store, err := artifact.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	aw := audit.New(audit.Options{Sink: o.AuditSink, ArgsMode: o.ArgsMode, Clock: o.Bridge.Clock})
+	reg := o.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	sessions := session.NewManager(sealer, o.Session)
+	m := metrics.New(reg, func() float64 { return float64(sessions.Len()) }, func() float64 { return float64(aw.Stats().Dropped) })
+	registry := routes.NewRegistry(upstream.Options{}, o.Log.WithName("routes"))
+
+	cfg := o.Bridge
+	cfg.Registry, cfg.Auth, cfg.Sessions, cfg.Sealer, cfg.Audit = registry, auth, sessions, sealer, aw
+	cfg.Pipeline = &output.Pipeline{Store: store, MaxResultBytes: o.MaxResultBytes}
+	cfg.Artifacts, cfg.Metrics, cfg.Log = store, m, o.Log
+	if cfg.Limiter == nil {
+		cfg.Limiter = policy.NewRateLimiter(nil)
+	}
+	b := New(cfg)
+	w := &routes.Watcher{
+		Cache: c, Secrets: reader, Registry: registry, Log: o.Log.WithName("watch"),
+		Policies: func(list []v1alpha1.ToolPolicy) {
+			e, errs := policy.Compile(list)
+			for _, err := range errs {
+				o.Log.Info("a ToolPolicy is not in force", "policy", err.Policy, "field", err.Field, "error", err.Message)
+			}
+			b.SetEngine(e)
+		},
+	}
+	b.cfg.Redactor = w.Redactor
+	rt := &Runtime{Bridge: b, Watcher: w, Registry: registry, Audit: aw, Sessions: sessions, done: make(chan error, 1)}
+	rt.Handler = b.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	go sessions.Run(ctx, time.Minute)
+	go func() { rt.done <- w.Run(ctx) }()
+	for !w.Synced() {
+		select {
+		case err := <-rt.done:
+			return nil, err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	b.SetReady(true)
+	return rt, nil
+}

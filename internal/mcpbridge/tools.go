@@ -1,0 +1,450 @@
+package mcpbridge
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mcp-operator/mcp-operator/internal/audit"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/toolname"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/artifact"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/redact"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
+	"github.com/mcp-operator/mcp-operator/internal/policy"
+)
+
+// Reasons of tool.failed the bridge gives itself (upstream reasons are in
+// package upstream).
+const (
+	reasonDenied              = "denied"
+	reasonApprovalUnavailable = "approval_unavailable"
+	reasonApprovalTimeout     = "approval_timeout"
+	reasonRateLimited         = "rate_limited"
+	reasonUpstreamError       = "upstream_error"
+	reasonAudit               = "audit_unavailable"
+)
+
+// style is how tool names are rendered on the request's endpoint.
+func (b *Bridge) style(rq *request) string {
+	if rq.endpoint != "" {
+		return "upstream"
+	}
+	return b.cfg.ToolNameStyle
+}
+
+// servers are the servers an endpoint covers.
+func (b *Bridge) servers(rq *request) []string {
+	if rq.endpoint != "" {
+		if _, _, ok := b.cfg.Registry.Server(rq.endpoint); ok {
+			return []string{rq.endpoint}
+		}
+		return nil
+	}
+	return b.cfg.Registry.Names()
+}
+
+func toolCall(t *routes.Tool, args map[string]any) policy.ToolCall {
+	return policy.ToolCall{Name: t.Name, Server: t.Server.Name, Namespace: t.Server.Namespace, Risk: t.Risk, Annotations: t.Annotations, Args: args}
+}
+
+// visibleTools are the tools of the endpoint the caller may call, with the
+// servers whose catalog could not be listed left out (and logged).
+func (b *Bridge) visibleTools(rq *request) []*routes.Tool {
+	eng := b.engine.Load()
+	var out []*routes.Tool
+	for _, name := range b.servers(rq) {
+		c, err := b.cfg.Registry.Catalog(rq.ctx, name)
+		if err != nil {
+			b.cfg.Log.Info("a server's tools are left out of the list", "server", name, "error", err.Error())
+			continue
+		}
+		for _, t := range c.Tools {
+			if eng.ToolVisible(rq.id.Subject, toolCall(t, nil)) {
+				out = append(out, t)
+			}
+		}
+	}
+	return out
+}
+
+func (b *Bridge) listTools(rq *request) *jsonrpc.Message {
+	style := b.style(rq)
+	tools := b.visibleTools(rq)
+	items := make([][]byte, len(tools))
+	for i, t := range tools {
+		items[i] = t.Rendered(style)
+	}
+	out := append([]byte(`{"tools":`), rawjson.AppendArray(nil, items)...)
+	return rpcResult(rq, json.RawMessage(append(out, '}')))
+}
+
+// resolveTool finds the tool a name means, strictly: the full namespaced
+// name (either style on /mcp), or the upstream name on a server's own
+// endpoint. A bare name on /mcp is never guessed.
+func (b *Bridge) resolveTool(rq *request, name string) (*routes.Tool, *jsonrpc.Message) {
+	if rq.endpoint != "" {
+		c, err := b.cfg.Registry.Catalog(rq.ctx, rq.endpoint)
+		if err != nil {
+			return nil, upstreamError(rq, err, "")
+		}
+		if t := c.ByName[name]; t != nil {
+			return t, nil
+		}
+		return nil, rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("unknown tool %q", name), nil)
+	}
+	if server, tool, ok := toolname.SplitNamespaced(name); ok {
+		if c, err := b.cfg.Registry.Catalog(rq.ctx, server); err == nil {
+			if t := c.ByName[tool]; t != nil && t.Name == name {
+				return t, nil
+			}
+		} else if _, _, served := b.cfg.Registry.Server(server); served {
+			return nil, upstreamError(rq, err, "")
+		}
+	}
+	var candidates []string
+	for _, t := range b.visibleTools(rq) {
+		switch {
+		case b.cfg.ToolNameStyle == StyleUnderscore && t.Underscore == name:
+			return t, nil
+		case t.Upstream == name:
+			candidates = append(candidates, t.Name)
+		}
+	}
+	slices.Sort(candidates)
+	switch len(candidates) {
+	case 0:
+		return nil, rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("unknown tool %q", name), nil)
+	case 1:
+		return nil, rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("unknown tool %q: names are never guessed; call it by its full name %s", name, candidates[0]), map[string]any{"candidates": candidates})
+	}
+	_, _ = b.audit(rq, audit.ToolAmbiguousCall{Tool: name, Candidates: candidates})
+	return nil, rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("ambiguous tool name %q: several servers have it; call one of %s", name, strings.Join(candidates, ", ")), map[string]any{"candidates": candidates})
+}
+
+func (b *Bridge) audit(rq *request, p audit.Payload) (uint64, error) {
+	return b.cfg.Audit.Write(rq.sessionID(), rq.id.Username, p)
+}
+
+// callParams are the tools/call params the bridge reads.
+type callParams struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+	Meta      struct {
+		ProgressToken json.RawMessage `json:"progressToken"`
+	} `json:"_meta"`
+	InputResponses map[string]json.RawMessage `json:"inputResponses"`
+	RequestState   string                     `json:"requestState"`
+}
+
+// call is one tools/call as it goes through the bridge.
+type call struct {
+	rq     *request
+	tool   *routes.Tool
+	id     string // toolCallId
+	params callParams
+	args   map[string]any
+}
+
+func (b *Bridge) callTool(rq *request) *jsonrpc.Message {
+	var p callParams
+	if err := json.Unmarshal(rq.msg.Params, &p); err != nil || p.Name == "" {
+		return rpcError(rq, jsonrpc.CodeInvalidParams, "tools/call needs params with a tool name", nil)
+	}
+	var args map[string]any
+	if len(p.Arguments) > 0 && string(p.Arguments) != "null" {
+		if err := json.Unmarshal(p.Arguments, &args); err != nil {
+			return rpcError(rq, jsonrpc.CodeInvalidParams, "tools/call arguments must be a JSON object", nil)
+		}
+	}
+	tool, errResp := b.resolveTool(rq, p.Name)
+	if errResp != nil {
+		b.count(tool, "deny", "unknown_tool")
+		return errResp
+	}
+	c := &call{rq: rq, tool: tool, params: p, args: args}
+
+	eng := b.engine.Load()
+	res := eng.DecideTool(rq.id.Subject, toolCall(tool, args))
+	var st *approvalState
+	if p.RequestState != "" {
+		// The retry of a 2026-07-28 call that asked: same toolCallId,
+		// permission.requested is written already.
+		var err error
+		if st, err = b.openApprovalState(c); err != nil {
+			return rpcError(rq, jsonrpc.CodeInvalidParams, err.Error(), nil)
+		}
+		c.id = st.ToolCallID
+	} else {
+		c.id = b.cfg.NewCallID()
+		if _, err := b.audit(rq, audit.PermissionRequested{
+			Tool: tool.Name, Args: p.Arguments, RiskAtDecision: string(res.RiskAtDecision),
+			SourcedFrom: b.source(rq), ToolCallID: c.id,
+		}); err != nil {
+			return b.auditFailure(c, err)
+		}
+	}
+	if rq.sess != nil {
+		res = rq.sess.Grants.Apply(res)
+	}
+	if b.cfg.Limiter != nil {
+		res = b.cfg.Limiter.Apply(rq.id.Subject, res)
+	}
+	outcome := b.resolve(c, res, st)
+	if outcome.pending != nil {
+		return outcome.pending
+	}
+	if _, err := b.audit(rq, audit.PermissionResolved{
+		Decision: outcome.decision, Actor: outcome.actor, SourcedFrom: outcome.sourcedFrom,
+		ToolCallID: c.id, Tool: tool.Name, Reason: outcome.reason,
+	}); err != nil {
+		return b.auditFailure(c, err)
+	}
+	if outcome.decision != "allow" {
+		_, _ = b.audit(rq, audit.ToolFailed{Reason: outcome.failReason, ToolCallID: c.id, Tool: tool.Name, Message: outcome.reason})
+		b.count(tool, "deny", outcome.failReason)
+		return rpcError(rq, CodeDenied, fmt.Sprintf("call of %s denied: %s", tool.Name, outcome.reason), map[string]any{
+			"reason": outcome.failReason, "sourcedFrom": outcome.sourcedFrom, "toolCallId": c.id,
+		})
+	}
+	return b.execute(c)
+}
+
+// source names the endpoint a request came in on, for permission.requested.
+func (b *Bridge) source(rq *request) string {
+	if rq.endpoint != "" {
+		return "server:" + rq.endpoint
+	}
+	return "mcp"
+}
+
+func (b *Bridge) auditFailure(c *call, err error) *jsonrpc.Message {
+	b.cfg.Log.Error(err, "audit event not recorded: the call is refused", "tool", c.tool.Name)
+	b.count(c.tool, "deny", reasonAudit)
+	return rpcError(c.rq, jsonrpc.CodeInternalError, "the call was not run: its audit record could not be written", map[string]any{"reason": reasonAudit})
+}
+
+func (b *Bridge) count(t *routes.Tool, decision, outcome string) {
+	if b.cfg.Metrics == nil {
+		return
+	}
+	server, name := "", "unknown"
+	if t != nil {
+		server, name = t.Server.Name, t.Name
+	}
+	b.cfg.Metrics.Calls.WithLabelValues(server, name, decision, outcome).Inc()
+}
+
+// execute forwards an allowed call and runs its result through the output
+// pipeline, writing the event chain.
+func (b *Bridge) execute(c *call) *jsonrpc.Message {
+	rq, tool := c.rq, c.tool
+	server := tool.Server.Name
+	if _, err := b.audit(rq, audit.MCPCallStarted{Server: server, ToolCallID: c.id, Method: "tools/call", Args: c.params.Arguments}); err != nil {
+		return b.auditFailure(c, err)
+	}
+	_, _ = b.audit(rq, audit.ToolStarted{Tool: tool.Name, ToolCallID: c.id, Server: server})
+
+	_, conn, ok := b.cfg.Registry.Server(server)
+	if !ok {
+		return b.callFailed(c, 0, &upstream.Error{Reason: upstream.ReasonUnavailable, Err: errors.New("the server left the bridge's scope")})
+	}
+	params := forwardParams(tool.Upstream, c.params.Arguments, rq.msg.Params)
+	var onProgress func(json.RawMessage)
+	if tok := c.params.Meta.ProgressToken; tok != nil && rq.out.canStream {
+		onProgress = func(p json.RawMessage) {
+			rq.out.send(jsonrpc.NewNotification("notifications/progress", replaceMember(p, "progressToken", tok)))
+		}
+	}
+	ctx, cancel := b.contextWithCallTimeout(rq.ctx)
+	defer cancel()
+	start := b.now()
+	res, err := conn.CallTool(ctx, params, onProgress)
+	took := b.now().Sub(start)
+	b.observe(server, "tools/call", took, err)
+	if err != nil {
+		return b.callFailed(c, took, err)
+	}
+	_, _ = b.audit(rq, audit.MCPCallCompleted{Server: server, ToolCallID: c.id, DurationMs: audit.Ms(took)})
+	out, sum, err := b.cfg.Pipeline.ToolResult(output.Call{
+		Server: server, Name: tool.Upstream, Subject: rq.id.Username,
+		Redactor: b.redactor(tool.Server), Block: b.cfg.BlockInjection,
+	}, res)
+	if err != nil {
+		_, _ = b.audit(rq, audit.ToolFailed{Reason: upstream.ReasonInvalid, ToolCallID: c.id, Tool: tool.Name, Message: err.Error()})
+		b.count(tool, "allow", upstream.ReasonInvalid)
+		return rpcError(rq, CodeUpstream, "the server's result could not be passed on: "+err.Error(), map[string]any{"reason": upstream.ReasonInvalid, "toolCallId": c.id})
+	}
+	isError := string(rawjson.Get(res, "isError")) == "true"
+	done := audit.ToolCompleted{
+		ResultPreview: sum.Preview, ResultSize: sum.SizeIn, ToolCallID: c.id, Tool: tool.Name,
+		IsError: isError, Redactions: sum.Redactions.Map(), Injection: sum.Findings, Blocked: sum.Blocked,
+	}
+	if sum.Capped {
+		done.Artifact = artifact.URI(sum.Artifact)
+	}
+	_, _ = b.audit(rq, done)
+	outcome := "ok"
+	if isError {
+		outcome = "tool_error"
+	}
+	b.count(tool, "allow", outcome)
+	return rpcResult(rq, json.RawMessage(out))
+}
+
+func (b *Bridge) observe(server, method string, took time.Duration, err error) {
+	m := b.cfg.Metrics
+	if m == nil {
+		return
+	}
+	m.CallDuration.WithLabelValues(server, method).Observe(took.Seconds())
+	var ue *upstream.Error
+	if errors.As(err, &ue) && ue.Reason != upstream.ReasonCancelled {
+		m.UpstreamUp.WithLabelValues(server).Set(0)
+	} else {
+		m.UpstreamUp.WithLabelValues(server).Set(1)
+	}
+}
+
+// callFailed writes mcp.call.failed and tool.failed and answers the agent.
+func (b *Bridge) callFailed(c *call, took time.Duration, err error) *jsonrpc.Message {
+	rq, tool := c.rq, c.tool
+	failed := audit.MCPCallFailed{Server: tool.Server.Name, ToolCallID: c.id, Error: err.Error(), DurationMs: audit.Ms(took)}
+	reason := reasonUpstreamError
+	var rpcErr *jsonrpc.Error
+	var ue *upstream.Error
+	switch {
+	case errors.As(err, &rpcErr):
+		failed.Code = rpcErr.Code
+		failed.Error = rpcErr.Message
+	case errors.As(err, &ue):
+		reason = ue.Reason
+	}
+	_, _ = b.audit(rq, failed)
+	_, _ = b.audit(rq, audit.ToolFailed{Reason: reason, ToolCallID: c.id, Tool: tool.Name, Message: failed.Error})
+	b.count(tool, "allow", reason)
+	return upstreamError(rq, err, c.id)
+}
+
+// upstreamError answers the agent for a call that failed upstream: the
+// server's own JSON-RPC error passes through (redacted), anything else is
+// CodeUpstream with the reason.
+func upstreamError(rq *request, err error, toolCallID string) *jsonrpc.Message {
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) {
+		resp := jsonrpc.NewErrorResponse(rq.msg.ID, rpcErr.Code, redact.Shapes.String(rpcErr.Message, nil))
+		if len(rpcErr.Data) > 0 && json.Valid(rpcErr.Data) {
+			resp.Error.Data, _ = redact.Shapes.JSON(rpcErr.Data, nil)
+		}
+		return resp
+	}
+	reason := upstream.ReasonUnavailable
+	var ue *upstream.Error
+	if errors.As(err, &ue) {
+		reason = ue.Reason
+	}
+	data := map[string]any{"reason": reason}
+	if toolCallID != "" {
+		data["toolCallId"] = toolCallID
+	}
+	return rpcError(rq, CodeUpstream, "the MCP server gave no answer: "+redact.Shapes.String(err.Error(), nil), data)
+}
+
+func (b *Bridge) redactor(s *routes.Server) *redact.Redactor {
+	if b.cfg.Redactor == nil {
+		return nil
+	}
+	return b.cfg.Redactor(s.Namespace, s.Name)
+}
+
+// forwardParams are the params sent upstream: the upstream tool name, the
+// arguments ({} when none: some servers refuse null), and the agent's _meta
+// without the keys that describe the agent's connection to the bridge
+// (protocol version, client capabilities: the bridge's own client states
+// its own) and without progressToken (the upstream connection sets its own).
+func forwardParams(upstreamName string, args, params json.RawMessage) json.RawMessage {
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage(`{}`)
+	}
+	out := []byte(`{"name":`)
+	out = rawjson.AppendString(out, upstreamName)
+	out = append(out, `,"arguments":`...)
+	out = append(out, args...)
+	if meta := forwardMeta(rawjson.Get(params, "_meta")); meta != nil {
+		out = append(out, `,"_meta":`...)
+		out = append(out, meta...)
+	}
+	return append(out, '}')
+}
+
+func forwardMeta(meta []byte) []byte {
+	if meta == nil {
+		return nil
+	}
+	ms, err := rawjson.Members(meta)
+	if err != nil {
+		return nil
+	}
+	kept := ms[:0]
+	for _, m := range ms {
+		if m.Key == "progressToken" || strings.HasPrefix(m.Key, "io.modelcontextprotocol/") {
+			continue
+		}
+		kept = append(kept, m)
+	}
+	if len(kept) == 0 {
+		return nil
+	}
+	return rawjson.AppendObject(nil, kept)
+}
+
+// stripBridgeMeta removes the agent's connection _meta from params that go
+// upstream unchanged otherwise.
+func stripBridgeMeta(params json.RawMessage) json.RawMessage {
+	if rawjson.Get(params, "_meta") == nil {
+		return params
+	}
+	meta := forwardMeta(rawjson.Get(params, "_meta"))
+	if meta == nil {
+		return removeMember(params, "_meta")
+	}
+	return replaceMember(params, "_meta", meta)
+}
+
+func replaceMember(obj json.RawMessage, key string, value []byte) json.RawMessage {
+	ms, err := rawjson.Members(obj)
+	if err != nil {
+		return obj
+	}
+	found := false
+	for i := range ms {
+		if ms[i].Key == key {
+			ms[i].Value, found = value, true
+		}
+	}
+	if !found {
+		ms = append(ms, rawjson.Member{Key: key, Value: value})
+	}
+	return rawjson.AppendObject(nil, ms)
+}
+
+func removeMember(obj json.RawMessage, key string) json.RawMessage {
+	ms, err := rawjson.Members(obj)
+	if err != nil {
+		return obj
+	}
+	kept := ms[:0]
+	for _, m := range ms {
+		if m.Key != key {
+			kept = append(kept, m)
+		}
+	}
+	return rawjson.AppendObject(nil, kept)
+}
+

@@ -1,0 +1,442 @@
+package mcpbridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/toolname"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/strictjson"
+)
+
+// Bridge-specific JSON-RPC error codes (docs/bridge.md).
+const (
+	// CodeDenied: the permission engine (or the user) refused the request.
+	CodeDenied = -32010
+	// CodeUpstream: the server gave no answer (restarted, unstable,
+	// unavailable, timeout, malformed answer).
+	CodeUpstream = -32011
+)
+
+// Meta keys of the stateless revision's per-request _meta.
+const (
+	metaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
+	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+	metaServerInfo         = "io.modelcontextprotocol/serverInfo"
+)
+
+// request is one agent request being served.
+type request struct {
+	ctx      context.Context
+	id       authn.Identity
+	endpoint string // "" for /mcp, else the server name
+	sess     *session.Session
+	// stateless is the 2026-07-28 era (no session).
+	stateless bool
+	version   string
+	// elicitation: the client can answer elicitation/create (form).
+	elicitation bool
+	msg         *jsonrpc.Message
+	out         *responder
+}
+
+// sessionID is what audit events name the session by.
+func (rq *request) sessionID() string {
+	if rq.sess != nil {
+		return rq.sess.ID
+	}
+	return ""
+}
+
+func (b *Bridge) serveMCP(w http.ResponseWriter, r *http.Request, endpoint string) {
+	if endpoint != "" && toolname.ValidateServer(endpoint) != nil {
+		http.NotFound(w, r)
+		return
+	}
+	if !b.hostAllowed(r.Host) {
+		writeError(w, http.StatusForbidden, nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("Host %q is not allowed (DNS rebinding protection)", r.Host))
+		return
+	}
+	if !b.originAllowed(r.Header.Get("Origin")) {
+		writeError(w, http.StatusForbidden, nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("Origin %q is not allowed", r.Header.Get("Origin")))
+		return
+	}
+	switch r.Method {
+	case http.MethodPost:
+		b.post(w, r, endpoint)
+	case http.MethodDelete:
+		b.delete(w, r, endpoint)
+	default:
+		// No standalone GET stream: the bridge pushes nothing unasked.
+		w.Header().Set("Allow", "POST, DELETE")
+		http.Error(w, "Method Not Allowed: this endpoint takes POST (and DELETE to end a session)", http.StatusMethodNotAllowed)
+	}
+}
+
+func (b *Bridge) authenticate(w http.ResponseWriter, r *http.Request) (authn.Identity, bool) {
+	id, err := b.cfg.Auth.Authenticate(r.Context(), authn.BearerToken(r.Header.Get("Authorization")))
+	if err == nil {
+		return id, true
+	}
+	if errors.Is(err, authn.ErrUnauthenticated) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-operator"`)
+		writeError(w, http.StatusUnauthorized, nil, jsonrpc.CodeInvalidRequest, "a valid bearer token with audience "+authn.Audience+" is required")
+		return id, false
+	}
+	b.cfg.Log.Error(err, "authentication failed")
+	writeError(w, http.StatusServiceUnavailable, nil, jsonrpc.CodeInternalError, "the bridge could not check the token: the API server did not answer")
+	return id, false
+}
+
+func (b *Bridge) delete(w http.ResponseWriter, r *http.Request, endpoint string) {
+	id, ok := b.authenticate(w, r)
+	if !ok {
+		return
+	}
+	sess, err := b.cfg.Sessions.Resume(r.Header.Get("Mcp-Session-Id"), id.Username, endpoint)
+	if err != nil {
+		writeError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest, "session not found")
+		return
+	}
+	b.cfg.Sessions.End(sess)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (b *Bridge) post(w http.ResponseWriter, r *http.Request, endpoint string) {
+	select {
+	case b.sem <- struct{}{}:
+		defer func() { <-b.sem }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, nil, jsonrpc.CodeInternalError, fmt.Sprintf("the bridge is serving its limit of %d requests; retry", b.cfg.MaxConcurrent))
+		return
+	}
+	if m := b.cfg.Metrics; m != nil {
+		m.InFlight.Inc()
+		defer m.InFlight.Dec()
+	}
+	id, ok := b.authenticate(w, r)
+	if !ok {
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, b.cfg.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("the request body is larger than %d bytes", b.cfg.MaxBodyBytes))
+			return
+		}
+		writeError(w, http.StatusBadRequest, nil, jsonrpc.CodeParseError, "while reading the request body: "+err.Error())
+		return
+	}
+	if err := strictjson.Check(body); err != nil {
+		code := jsonrpc.CodeInvalidRequest
+		if errors.Is(err, strictjson.ErrSyntax) {
+			code = jsonrpc.CodeParseError
+		}
+		writeError(w, http.StatusBadRequest, nil, code, "malformed request: "+err.Error())
+		return
+	}
+	if trimmed := strings.TrimLeft(string(body[:min(len(body), 64)]), " \t\r\n"); strings.HasPrefix(trimmed, "[") {
+		writeError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, "JSON-RPC batches are not supported")
+		return
+	}
+	msg, err := jsonrpc.Decode(body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, err.Error())
+		return
+	}
+	rq := &request{id: id, endpoint: endpoint, msg: msg}
+	if !b.establish(w, r, rq) {
+		return
+	}
+	if rq.sess != nil {
+		if !rq.sess.Acquire() {
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusTooManyRequests, msg.ID, jsonrpc.CodeInternalError, "this session has too many requests in flight")
+			return
+		}
+		defer rq.sess.Release()
+	}
+	switch {
+	case msg.IsResponse():
+		if rq.sess != nil {
+			rq.sess.Deliver(msg)
+		}
+		w.WriteHeader(http.StatusAccepted)
+		return
+	case msg.IsNotification():
+		b.notification(rq)
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	if rq.sess != nil {
+		defer rq.sess.Track(string(msg.ID), cancel)()
+	}
+	rq.ctx = ctx
+	rq.out = &responder{w: w, canStream: acceptsEventStream(r)}
+	resp := b.dispatch(rq)
+	if rq.msg.Method == "initialize" && rq.sess != nil {
+		w.Header().Set("Mcp-Session-Id", rq.sess.Token)
+	}
+	status := rq.out.finish(resp)
+	if m := b.cfg.Metrics; m != nil {
+		m.Requests.WithLabelValues(metricMethod(msg.Method), strconv.Itoa(status)).Inc()
+	}
+}
+
+// establish finds the request's era and session. It writes the error and
+// returns false when the request cannot go on.
+func (b *Bridge) establish(w http.ResponseWriter, r *http.Request, rq *request) bool {
+	msg := rq.msg
+	headerVersion := r.Header.Get("MCP-Protocol-Version")
+	if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
+		sess, err := b.cfg.Sessions.Resume(sid, rq.id.Username, rq.endpoint)
+		if err != nil {
+			writeError(w, http.StatusNotFound, msg.ID, jsonrpc.CodeInvalidRequest, "session not found: start a new one with initialize")
+			return false
+		}
+		if headerVersion != "" && headerVersion != sess.Version {
+			writeError(w, http.StatusBadRequest, msg.ID, jsonrpc.CodeInvalidRequest, fmt.Sprintf("MCP-Protocol-Version %q differs from the session's %q", headerVersion, sess.Version))
+			return false
+		}
+		rq.sess, rq.version, rq.elicitation = sess, sess.Version, sess.Elicitation
+		return true
+	}
+	if msg.Method == "initialize" {
+		return true
+	}
+	metaVersion, caps := requestMeta(msg.Params)
+	if headerVersion < client.StatelessVersion && metaVersion == "" && msg.Method != "server/discover" {
+		writeError(w, http.StatusBadRequest, msg.ID, jsonrpc.CodeInvalidRequest, "no Mcp-Session-Id: send initialize first, or speak protocol version "+client.StatelessVersion)
+		return false
+	}
+	if headerVersion != "" && headerVersion != client.StatelessVersion && headerVersion >= client.StatelessVersion {
+		data, _ := json.Marshal(map[string]any{"supported": []string{client.StatelessVersion}, "requested": headerVersion})
+		writeErrorData(w, http.StatusBadRequest, msg.ID, jsonrpc.CodeUnsupportedProtocolVersion, "unsupported protocol version "+strconv.Quote(headerVersion), data)
+		return false
+	}
+	if msg.IsRequest() && msg.Method != "server/discover" {
+		switch {
+		case headerVersion == "":
+			writeError(w, http.StatusBadRequest, msg.ID, jsonrpc.CodeHeaderMismatch, "MCP-Protocol-Version header is required for requests carrying "+metaProtocolVersion)
+			return false
+		case metaVersion == "":
+			writeError(w, http.StatusBadRequest, msg.ID, jsonrpc.CodeInvalidParams, "missing or invalid _meta field "+metaProtocolVersion)
+			return false
+		case metaVersion != headerVersion:
+			writeError(w, http.StatusBadRequest, msg.ID, jsonrpc.CodeHeaderMismatch, fmt.Sprintf("MCP-Protocol-Version header %q does not match %s %q", headerVersion, metaProtocolVersion, metaVersion))
+			return false
+		}
+	}
+	if h := r.Header.Get("Mcp-Method"); h != "" && h != msg.Method {
+		writeError(w, http.StatusBadRequest, msg.ID, jsonrpc.CodeHeaderMismatch, fmt.Sprintf("Mcp-Method header %q does not match the method %q", h, msg.Method))
+		return false
+	}
+	if h := r.Header.Get("Mcp-Name"); h != "" && h != requestName(msg) {
+		writeError(w, http.StatusBadRequest, msg.ID, jsonrpc.CodeHeaderMismatch, fmt.Sprintf("Mcp-Name header %q does not match the request", h))
+		return false
+	}
+	rq.stateless, rq.version = true, client.StatelessVersion
+	rq.elicitation = hasFormElicitation(rawjson.Get(caps, "elicitation"))
+	return true
+}
+
+// requestMeta reads the stateless revision's _meta: the protocol version
+// and the client capabilities.
+func requestMeta(params json.RawMessage) (version string, caps json.RawMessage) {
+	if len(params) == 0 {
+		return "", nil
+	}
+	meta := rawjson.Get(params, "_meta")
+	if meta == nil {
+		return "", nil
+	}
+	if v := rawjson.Get(meta, metaProtocolVersion); v != nil {
+		version, _ = rawjson.String(v)
+	}
+	return version, rawjson.Get(meta, metaClientCapabilities)
+}
+
+// requestName is what the Mcp-Name header names: the tool or prompt name,
+// or the resource URI.
+func requestName(m *jsonrpc.Message) string {
+	var key string
+	switch m.Method {
+	case "tools/call", "prompts/get":
+		key = "name"
+	case "resources/read":
+		key = "uri"
+	default:
+		return ""
+	}
+	s, _ := rawjson.String(rawjson.Get(m.Params, key))
+	return s
+}
+
+// hasFormElicitation reads capabilities.elicitation: an empty object means
+// form mode (as before modes existed); otherwise "form" must be listed.
+func hasFormElicitation(raw json.RawMessage) bool {
+	if len(raw) == 0 || string(raw) == "null" {
+		return false
+	}
+	ms, err := rawjson.Members(raw)
+	if err != nil {
+		return false
+	}
+	if len(ms) == 0 {
+		return true
+	}
+	for _, m := range ms {
+		if m.Key == "form" {
+			return true
+		}
+	}
+	return false
+}
+
+func acceptsEventStream(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept") {
+		if strings.Contains(v, "text/event-stream") {
+			return true
+		}
+	}
+	return false
+}
+
+// notification handles a notification from the agent.
+func (b *Bridge) notification(rq *request) {
+	if rq.msg.Method == "notifications/cancelled" && rq.sess != nil {
+		if id := rawjson.Get(rq.msg.Params, "requestId"); id != nil {
+			rq.sess.Cancel(string(id))
+		}
+	}
+}
+
+// metricMethod keeps the method label's values bounded.
+func metricMethod(m string) string {
+	switch m {
+	case "initialize", "server/discover", "ping", "tools/list", "tools/call", "resources/list",
+		"resources/templates/list", "resources/read", "prompts/list", "prompts/get", "completion/complete":
+		return m
+	}
+	return "other"
+}
+
+// responder writes the answer to one request: a JSON body, or an SSE
+// stream when something must go to the client before the answer (progress,
+// an elicitation request). The choice is made at the first such message.
+type responder struct {
+	w         http.ResponseWriter
+	canStream bool
+
+	mu        sync.Mutex
+	streaming bool
+	broken    bool
+}
+
+// send writes a message before the answer; false when the client cannot
+// take one (no SSE) or the stream broke.
+func (o *responder) send(m *jsonrpc.Message) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.canStream || o.broken {
+		return false
+	}
+	if !o.streaming {
+		h := o.w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		o.w.WriteHeader(http.StatusOK)
+		o.streaming = true
+	}
+	if err := writeEvent(o.w, m); err != nil {
+		o.broken = true
+		return false
+	}
+	return true
+}
+
+func writeEvent(w http.ResponseWriter, m *jsonrpc.Message) error {
+	data, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 0, len(data)+24)
+	buf = append(buf, "event: message\ndata: "...)
+	buf = append(buf, data...)
+	buf = append(buf, "\n\n"...)
+	if _, err := w.Write(buf); err != nil {
+		return err
+	}
+	return http.NewResponseController(w).Flush()
+}
+
+// finish writes the answer and returns the HTTP status.
+func (o *responder) finish(resp *jsonrpc.Message) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.streaming {
+		if !o.broken {
+			_ = writeEvent(o.w, resp)
+		}
+		return http.StatusOK
+	}
+	data, err := json.Marshal(resp)
+	if err != nil {
+		data, _ = json.Marshal(jsonrpc.NewErrorResponse(resp.ID, jsonrpc.CodeInternalError, "the bridge could not encode its answer"))
+	}
+	o.w.Header().Set("Content-Type", "application/json")
+	o.w.WriteHeader(http.StatusOK)
+	_, _ = o.w.Write(data)
+	return http.StatusOK
+}
+
+func writeError(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string) {
+	writeErrorData(w, status, id, code, msg, nil)
+}
+
+func writeErrorData(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string, data json.RawMessage) {
+	resp := &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: id, Error: &jsonrpc.Error{Code: code, Message: msg, Data: data}}
+	if id == nil {
+		resp.ID = json.RawMessage("null")
+	}
+	body, _ := json.Marshal(resp)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// rpcError is an error answer to rq.
+func rpcError(rq *request, code int, msg string, data any) *jsonrpc.Message {
+	resp := jsonrpc.NewErrorResponse(rq.msg.ID, code, msg)
+	if data != nil {
+		resp.Error.Data, _ = json.Marshal(data)
+	}
+	return resp
+}
+
+// rpcResult is a result answer to rq.
+func rpcResult(rq *request, v any) *jsonrpc.Message {
+	if raw, ok := v.(json.RawMessage); ok {
+		return jsonrpc.NewResult(rq.msg.ID, raw)
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return rpcError(rq, jsonrpc.CodeInternalError, "the bridge could not encode its answer", nil)
+	}
+	return jsonrpc.NewResult(rq.msg.ID, data)
+}
