@@ -1,0 +1,200 @@
+package mcpbridge
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"
+)
+
+// post sends one raw request to the bridge and returns the status and the
+// JSON-RPC error code of the body (0 when none).
+func post(t *testing.T, url, token, sessionID, body string, header map[string]string) (int, int, http.Header) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if sessionID != "" {
+		req.Header.Set("Mcp-Session-Id", sessionID)
+	}
+	for k, v := range header {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	var m jsonrpc.Message
+	code := 0
+	if json.Unmarshal(data, &m) == nil && m.Error != nil {
+		code = m.Error.Code
+	}
+	return resp.StatusCode, code, resp.Header
+}
+
+const initBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+
+func openSession(t *testing.T, url, token string) string {
+	t.Helper()
+	status, code, h := post(t, url, token, "", initBody, nil)
+	if status != 200 || code != 0 || h.Get("Mcp-Session-Id") == "" {
+		t.Fatalf("initialize: status %d, code %d, session %q", status, code, h.Get("Mcp-Session-Id"))
+	}
+	return h.Get("Mcp-Session-Id")
+}
+
+func TestHardening(t *testing.T) {
+	up := bridgetest.GoEverything(t, false)
+	server := bridgetest.Published(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{})
+	pol := toolPolicy("tools", "alice", []v1alpha1.Subject{sa("agents", "alice"), sa("agents", "bob")}, rule("allow", "mcp.everything.*"))
+	h := newHarness(t, []v1alpha1.MCPServer{server}, []v1alpha1.ToolPolicy{pol}, func(c *Config) {
+		c.MaxBodyBytes = 64 << 10
+		c.AllowedOrigins = []string{"https://console.example"}
+	})
+	mcp := h.url + "/mcp"
+	sid := openSession(t, mcp, "alice-token")
+	call := func(name string) string {
+		return `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"` + name + `","arguments":{}}}`
+	}
+
+	for _, tc := range []struct {
+		name             string
+		token, sid, body string
+		header           map[string]string
+		status, code     int
+	}{
+		{"no token", "", sid, call("mcp.everything.test_simple_text"), nil, 401, jsonrpc.CodeInvalidRequest},
+		{"unknown token", "mallory-token", sid, call("mcp.everything.test_simple_text"), nil, 401, jsonrpc.CodeInvalidRequest},
+		{"valid call", "alice-token", sid, call("mcp.everything.test_simple_text"), nil, 200, 0},
+		{"another identity's session", "bob-token", sid, call("mcp.everything.test_simple_text"), nil, 404, jsonrpc.CodeInvalidRequest},
+		{"unknown session", "alice-token", "not-a-session", call("mcp.everything.test_simple_text"), nil, 404, jsonrpc.CodeInvalidRequest},
+		{"tampered session", "alice-token", sid[:len(sid)-3] + "abc", call("mcp.everything.test_simple_text"), nil, 404, jsonrpc.CodeInvalidRequest},
+		{"no session, not initialize", "alice-token", "", call("mcp.everything.test_simple_text"), nil, 400, jsonrpc.CodeInvalidRequest},
+		{"body over the limit", "alice-token", sid, `{"jsonrpc":"2.0","id":2,"method":"ping","params":{"x":"` + strings.Repeat("a", 70<<10) + `"}}`, nil, 413, jsonrpc.CodeInvalidRequest},
+		{"keys differing in case", "alice-token", sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp.everything.test_simple_text","NAME":"mcp.everything.test_sampling"}}`, nil, 400, jsonrpc.CodeInvalidRequest},
+		{"repeated key in arguments", "alice-token", sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp.everything.test_simple_text","arguments":{"a":1,"a":2}}}`, nil, 400, jsonrpc.CodeInvalidRequest},
+		{"envelope key in another case", "alice-token", sid, `{"jsonrpc":"2.0","id":2,"Method":"tools/list","method":"ping"}`, nil, 400, jsonrpc.CodeInvalidRequest},
+		{"not JSON", "alice-token", sid, `{"jsonrpc":`, nil, 400, jsonrpc.CodeParseError},
+		{"batch", "alice-token", sid, `[{"jsonrpc":"2.0","id":2,"method":"ping"}]`, nil, 400, jsonrpc.CodeInvalidRequest},
+		{"foreign origin", "alice-token", sid, call("mcp.everything.test_simple_text"), map[string]string{"Origin": "https://evil.example"}, 403, jsonrpc.CodeInvalidRequest},
+		{"allowed origin", "alice-token", sid, call("mcp.everything.test_simple_text"), map[string]string{"Origin": "https://console.example"}, 200, 0},
+		{"protocol version differs from the session's", "alice-token", sid, call("mcp.everything.test_simple_text"), map[string]string{"MCP-Protocol-Version": "2025-03-26"}, 400, jsonrpc.CodeInvalidRequest},
+		{"stateless without the version header", "alice-token", "", `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, nil, 400, jsonrpc.CodeHeaderMismatch},
+		{"stateless with a mismatched method header", "alice-token", "", `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call"}, 400, jsonrpc.CodeHeaderMismatch},
+		{"unsupported future version", "alice-token", "", `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2027-01-01"}}}`, map[string]string{"MCP-Protocol-Version": "2027-01-01"}, 400, jsonrpc.CodeUnsupportedProtocolVersion},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, code, _ := post(t, mcp, tc.token, tc.sid, tc.body, tc.header)
+			if status != tc.status || code != tc.code {
+				t.Fatalf("status %d code %d, want %d and %d", status, code, tc.status, tc.code)
+			}
+		})
+	}
+
+	t.Run("GET has no stream", func(t *testing.T) {
+		req, _ := http.NewRequest(http.MethodGet, mcp, nil)
+		req.Header.Set("Authorization", "Bearer alice-token")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Fatalf("GET: %d, want 405", resp.StatusCode)
+		}
+	})
+	t.Run("DELETE ends the session", func(t *testing.T) {
+		sid := openSession(t, mcp, "alice-token")
+		req, _ := http.NewRequest(http.MethodDelete, mcp, nil)
+		req.Header.Set("Authorization", "Bearer alice-token")
+		req.Header.Set("Mcp-Session-Id", sid)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("DELETE: %d", resp.StatusCode)
+		}
+		if status, _, _ := post(t, mcp, "alice-token", sid, `{"jsonrpc":"2.0","id":3,"method":"ping"}`, nil); status != 404 {
+			t.Fatalf("an ended session answered %d, want 404", status)
+		}
+	})
+	t.Run("a session survives the replica that opened it", func(t *testing.T) {
+		// A second replica: same key, its own memory, its own registry.
+		reg := routes.NewRegistry(h.reg.Options, h.b.cfg.Log)
+		reg.Update(routes.Build([]v1alpha1.MCPServer{server}), target)
+		sealer, _ := signed.New(testKey)
+		cfg := h.b.cfg
+		cfg.Registry, cfg.Sessions = reg, session.NewManager(sealer, session.Options{})
+		other := New(cfg)
+		other.SetEngine(h.b.engine.Load())
+		srv := httptest.NewServer(other.Handler(nil))
+		defer srv.Close()
+		sid := openSession(t, mcp, "alice-token")
+		if status, code, _ := post(t, srv.URL+"/mcp", "alice-token", sid, call("mcp.everything.test_simple_text"), nil); status != 200 || code != 0 {
+			t.Fatalf("the other replica answered %d (code %d) for a live session", status, code)
+		}
+		if status, _, _ := post(t, srv.URL+"/mcp", "bob-token", sid, call("mcp.everything.test_simple_text"), nil); status != 404 {
+			t.Fatalf("the other replica must refuse the session to another identity, got %d", status)
+		}
+		if status, _, _ := post(t, srv.URL+"/servers/everything/mcp", "alice-token", sid, call("test_simple_text"), nil); status != 404 {
+			t.Fatalf("a session of /mcp must not be used on another endpoint, got %d", status)
+		}
+	})
+	t.Run("Host of another site on a loopback bridge", func(t *testing.T) {
+		h.b.cfg.LoopbackOnly = true
+		defer func() { h.b.cfg.LoopbackOnly = false }()
+		status, _, _ := post(t, mcp, "alice-token", sid, call("mcp.everything.test_simple_text"), map[string]string{"Host": "attacker.example"})
+		if status != 403 {
+			t.Fatalf("a foreign Host must be refused on a loopback bridge, got %d", status)
+		}
+	})
+	t.Run("our client speaks to the hardened bridge", func(t *testing.T) {
+		c := h.connect(t, "alice-token", "/mcp", client.EraSession)
+		if _, err := c.CallTool(ctxT(t), "mcp.everything.test_simple_text", nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestConcurrencyLimits: a full bridge answers 503, a full session 429,
+// and neither waits.
+func TestConcurrencyLimits(t *testing.T) {
+	h := newHarness(t, nil, nil, func(c *Config) { c.MaxConcurrent = 1 })
+	h.b.sem <- struct{}{} // one request in flight: the bridge is full
+	status, _, hdr := post(t, h.url+"/mcp", "alice-token", "", initBody, nil)
+	if status != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" {
+		t.Fatalf("a full bridge answered %d (Retry-After %q), want 503", status, hdr.Get("Retry-After"))
+	}
+	<-h.b.sem
+	sid := openSession(t, h.url+"/mcp", "alice-token")
+	s, err := h.b.cfg.Sessions.Resume(sid, "system:serviceaccount:agents:alice", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s.Acquire() {
+	}
+	if status, _, _ := post(t, h.url+"/mcp", "alice-token", sid, `{"jsonrpc":"2.0","id":2,"method":"ping"}`, nil); status != http.StatusTooManyRequests {
+		t.Fatalf("a full session answered %d, want 429", status)
+	}
+}
