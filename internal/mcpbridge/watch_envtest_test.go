@@ -1,0 +1,193 @@
+package mcpbridge
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	mcpclient "github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/testenv"
+)
+
+// startRuntime runs the whole bridge (Start) against envtest, serving ns.
+func startRuntime(t *testing.T, namespaces ...string) (*Runtime, string, client.Client, *bridgetest.Sink) {
+	t.Helper()
+	cfg, cs := startAPIServer(t)
+	for _, ns := range namespaces {
+		ensureNamespace(t, cs, ns)
+	}
+	k, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	sink := &bridgetest.Sink{}
+	rt, err := Start(ctx, Options{
+		Rest: cfg, Scheme: testenv.Scheme(), Namespaces: namespaces, Auth: testCallers,
+		SessionKey: testKey, AuditSink: sink, ArtifactDir: t.TempDir(), Log: testr.New(t),
+		Bridge: Config{CallTimeout: 30 * time.Second},
+	})
+	if err != nil {
+		cancel()
+		t.Fatalf("while starting the bridge: %v", err)
+	}
+	srv := httptest.NewServer(rt.Handler)
+	t.Cleanup(func() {
+		srv.Close()
+		cancel()
+		if err := rt.Wait(); err != nil {
+			t.Errorf("the watcher ended with %v", err)
+		}
+		c, stop := context.WithTimeout(context.Background(), 5*time.Second)
+		defer stop()
+		_ = rt.Audit.Close(c)
+	})
+	return rt, srv.URL, k, sink
+}
+
+// apply creates the MCPServer and writes its status, as the controller would.
+func apply(t *testing.T, k client.Client, s v1alpha1.MCPServer) *v1alpha1.MCPServer {
+	t.Helper()
+	ctx := context.Background()
+	obj := s.DeepCopy()
+	obj.ResourceVersion, obj.CreationTimestamp = "", metav1.Time{}
+	st := obj.Status
+	if err := k.Create(ctx, obj); err != nil {
+		t.Fatalf("while creating MCPServer %s: %v", s.Name, err)
+	}
+	obj.Status = st
+	if err := k.Status().Update(ctx, obj); err != nil {
+		t.Fatalf("while writing the status of %s: %v", s.Name, err)
+	}
+	return obj
+}
+
+// updateStatus changes an MCPServer's status as the controller would.
+func updateStatus(t *testing.T, k client.Client, obj *v1alpha1.MCPServer, change func(*v1alpha1.MCPServerStatus)) {
+	t.Helper()
+	ctx := context.Background()
+	for {
+		var cur v1alpha1.MCPServer
+		if err := k.Get(ctx, client.ObjectKeyFromObject(obj), &cur); err != nil {
+			t.Fatal(err)
+		}
+		change(&cur.Status)
+		err := k.Status().Update(ctx, &cur)
+		if err == nil {
+			return
+		}
+		if !strings.Contains(err.Error(), "modified") {
+			t.Fatal(err)
+		}
+	}
+}
+
+func createPolicy(t *testing.T, k client.Client, p v1alpha1.ToolPolicy) {
+	t.Helper()
+	if err := k.Create(context.Background(), p.DeepCopy()); err != nil {
+		t.Fatalf("while creating ToolPolicy %s: %v", p.Name, err)
+	}
+}
+
+// eventually polls cond for up to ten seconds.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting until %s", what)
+}
+
+func connectTo(t *testing.T, url, token string, era mcpclient.Era) *mcpclient.Client {
+	h := &harness{url: url}
+	return h.connect(t, token, "/mcp", era)
+}
+
+// TestRoutingFromMCPServerStatus: the bridge serves what MCPServer status
+// says, follows it through a restart (calls in flight fail with the reason,
+// never replayed) and drops a server that is no longer Ready.
+func TestRoutingFromMCPServerStatus(t *testing.T) {
+	rt, url, k, sink := startRuntime(t, "routing")
+	up := bridgetest.NodeEverything(t)
+	obj := apply(t, k, bridgetest.Published(t, "routing", "everything", up.URL, v1alpha1.ToolsSpec{}))
+	createPolicy(t, k, toolPolicy("routing", "agents", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.everything.*")))
+
+	c := connectTo(t, url, "alice-token", mcpclient.EraSession)
+	eventually(t, "the bridge lists the server's tools", func() bool {
+		items, err := c.ListTools(ctxT(t), mcpclient.Limits{})
+		return err == nil && len(items) > 5
+	})
+	if _, err := c.CallTool(ctxT(t), "mcp.everything.echo", json.RawMessage(`{"message":"hi"}`)); err != nil {
+		t.Fatal(err)
+	}
+
+	// A call in flight when the controller reports a new pod fails with
+	// mcp_server_restarted.
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.CallTool(ctxT(t), "mcp.everything.trigger-long-running-operation", json.RawMessage(`{"duration":20,"steps":20}`))
+		errc <- err
+	}()
+	time.Sleep(500 * time.Millisecond)
+	updateStatus(t, k, obj, func(s *v1alpha1.MCPServerStatus) {
+		s.Endpoint.PodName = "pod-2"
+		s.Restarts.Total, s.Restarts.Consecutive = 1, 1
+	})
+	select {
+	case err := <-errc:
+		if rpcCode(err) != CodeUpstream || !strings.Contains(err.Error(), "mcp_server_restarted") {
+			t.Fatalf("the call in flight ended with %v, want mcp_server_restarted", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call in flight did not end when the server restarted")
+	}
+	fctx, fcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer fcancel()
+	if err := rt.Audit.Flush(fctx); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(sink.String(), `"reason":"mcp_server_restarted"`) {
+		t.Fatal("no tool.failed with mcp_server_restarted in the audit stream")
+	}
+	// The next call goes to the new connection.
+	if _, err := c.CallTool(ctxT(t), "mcp.everything.echo", json.RawMessage(`{"message":"again"}`)); err != nil {
+		t.Fatalf("a call after the restart: %v", err)
+	}
+
+	// Crashing again: calls in flight now fail mcp_server_unstable.
+	go func() {
+		_, err := c.CallTool(ctxT(t), "mcp.everything.trigger-long-running-operation", json.RawMessage(`{"duration":20,"steps":20}`))
+		errc <- err
+	}()
+	time.Sleep(500 * time.Millisecond)
+	updateStatus(t, k, obj, func(s *v1alpha1.MCPServerStatus) {
+		s.Endpoint.PodName = "pod-3"
+		s.Restarts.Total, s.Restarts.Consecutive = 2, 2
+	})
+	if err := <-errc; !strings.Contains(err.Error(), "mcp_server_unstable") {
+		t.Fatalf("the second crash ended the call with %v, want mcp_server_unstable", err)
+	}
+
+	// Not Ready: the server's tools are gone.
+	updateStatus(t, k, obj, func(s *v1alpha1.MCPServerStatus) {
+		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonRestarting, Message: "backoff"})
+	})
+	eventually(t, "the tools of a server that is not Ready are withdrawn", func() bool {
+		return len(rt.Registry.Names()) == 0
+	})
+	if names := listNames(t, c); len(names) != 0 {
+		t.Fatalf("tools of a server that is not Ready are listed: %v", names)
+	}
+}
