@@ -447,4 +447,3 @@ func removeMember(obj json.RawMessage, key string) json.RawMessage {
 	}
 	return rawjson.AppendObject(nil, kept)
 }
-

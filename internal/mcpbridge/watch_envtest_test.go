@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +23,23 @@ import (
 // startRuntime runs the whole bridge (Start) against envtest, serving ns.
 func startRuntime(t *testing.T, namespaces ...string) (*Runtime, string, client.Client, *bridgetest.Sink) {
 	t.Helper()
+	rt, url, k, sink := startRuntimeWith(t, nil, namespaces...)
+	return rt, url, k, sink
+}
+
+// runtimeSinks remembers each runtime's audit sink, for eventsFrom.
+var runtimeSinks sync.Map
+
+// eventsFrom are the audit events a runtime wrote so far.
+func (h *harness) eventsFrom(t *testing.T, rt *Runtime) []map[string]any {
+	t.Helper()
+	sink, _ := runtimeSinks.Load(rt)
+	return (&harness{audit: rt.Audit, sink: sink.(*bridgetest.Sink)}).events(t)
+}
+
+// startRuntimeWith is startRuntime with the bridge's config changed by mod.
+func startRuntimeWith(t *testing.T, mod func(*Options), namespaces ...string) (*Runtime, string, client.Client, *bridgetest.Sink) {
+	t.Helper()
 	cfg, cs := startAPIServer(t)
 	for _, ns := range namespaces {
 		ensureNamespace(t, cs, ns)
@@ -32,15 +50,20 @@ func startRuntime(t *testing.T, namespaces ...string) (*Runtime, string, client.
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	sink := &bridgetest.Sink{}
-	rt, err := Start(ctx, Options{
+	opts := Options{
 		Rest: cfg, Scheme: testenv.Scheme(), Namespaces: namespaces, Auth: testCallers,
 		SessionKey: testKey, AuditSink: sink, ArtifactDir: t.TempDir(), Log: testr.New(t),
 		Bridge: Config{CallTimeout: 30 * time.Second},
-	})
+	}
+	if mod != nil {
+		mod(&opts)
+	}
+	rt, err := Start(ctx, opts)
 	if err != nil {
 		cancel()
 		t.Fatalf("while starting the bridge: %v", err)
 	}
+	runtimeSinks.Store(rt, sink)
 	srv := httptest.NewServer(rt.Handler)
 	t.Cleanup(func() {
 		srv.Close()
