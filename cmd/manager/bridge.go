@@ -183,7 +183,7 @@ func bridgeOptions(f bridgeFlags, log interface {
 	o.Bridge = mcpbridge.Config{
 		ToolNameStyle: f.toolNameStyle, MaxBodyBytes: f.maxBodyBytes, MaxConcurrent: f.maxConcurrent,
 		CallTimeout: f.callTimeout, AllowedHosts: splitList(f.allowedHosts), AllowedOrigins: splitList(f.allowedOrigins),
-		LoopbackOnly: isLoopback(f.listen) || f.insecureAnonymous && len(splitList(f.allowedHosts)) == 0,
+		LoopbackOnly:   isLoopback(f.listen) || f.insecureAnonymous && len(splitList(f.allowedHosts)) == 0,
 		BlockInjection: f.blockInjection, Version: version.String(),
 	}
 	return o, closeSink, nil
