@@ -70,6 +70,8 @@ type Options struct {
 	MaxConcurrent int
 	// Now reads the clock (time.Now when nil).
 	Now func() time.Time
+	// NewID makes session ids (random when nil; tests fix them).
+	NewID func() string
 }
 
 // Manager issues, verifies and expires sessions. It is safe for concurrent use.
@@ -117,9 +119,13 @@ type Session struct {
 
 // Open starts a session for c (ID and IssuedAt are filled in).
 func (m *Manager) Open(c Claims) (*Session, error) {
-	var id [16]byte
-	_, _ = rand.Read(id[:])
-	c.ID = hex.EncodeToString(id[:])
+	if m.opts.NewID != nil {
+		c.ID = m.opts.NewID()
+	} else {
+		var id [16]byte
+		_, _ = rand.Read(id[:])
+		c.ID = hex.EncodeToString(id[:])
+	}
 	now := m.opts.Now()
 	c.IssuedAt = now.Unix()
 	token, err := m.sealer.Seal(purpose, c)
