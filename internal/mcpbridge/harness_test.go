@@ -101,7 +101,7 @@ func newHarness(t *testing.T, servers []v1alpha1.MCPServer, policies []v1alpha1.
 // connect is an agent speaking era through the bridge with our own client.
 func (h *harness) connect(t *testing.T, token, path string, era client.Era) *client.Client {
 	t.Helper()
-	conn, err := streamhttp.New(streamhttp.Options{URL: h.url + path, BearerToken: token})
+	conn, err := streamhttp.New(streamhttp.Options{URL: h.url + path, BearerToken: token, MaxMessageBytes: 128 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

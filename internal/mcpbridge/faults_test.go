@@ -1,0 +1,154 @@
+package mcpbridge
+
+import (
+	"encoding/json"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
+)
+
+// TestFaults: an upstream crash mid-call, a crash storm beside a healthy
+// server, a 50 MB answer, malformed JSON and an upstream slower than the
+// deadline — each ends the call with a reason, never a hang, never a replay.
+func TestFaults(t *testing.T) {
+	faults := bridgetest.Published(t, "tools", "faults", bridgetest.FaultServer(t), v1alpha1.ToolsSpec{})
+	steadyUp := bridgetest.GoEverything(t, false)
+	steady := bridgetest.Published(t, "tools", "steady", steadyUp.URL, v1alpha1.ToolsSpec{})
+	flakyUp := bridgetest.NodeEverything(t)
+	fwd := bridgetest.Forward(t, strings.TrimSuffix(strings.TrimPrefix(flakyUp.URL, "http://"), "/mcp"), "/mcp")
+	flaky := bridgetest.Published(t, "tools", "flaky", fwd.URL, v1alpha1.ToolsSpec{})
+	pol := toolPolicy("tools", "alice", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.faults.*", "mcp.steady.*", "mcp.flaky.*"))
+	h := newHarness(t, []v1alpha1.MCPServer{faults, steady, flaky}, []v1alpha1.ToolPolicy{pol}, func(c *Config) { c.CallTimeout = 3 * time.Second })
+	c := h.connect(t, "alice-token", "/mcp", client.EraSession)
+	long := json.RawMessage(`{"duration":20,"steps":20}`)
+
+	t.Run("crash mid-call", func(t *testing.T) {
+		errc := make(chan error, 1)
+		go func() {
+			_, err := c.CallTool(ctxT(t), "mcp.flaky.trigger-long-running-operation", long)
+			errc <- err
+		}()
+		eventually(t, "the call reaches the server", func() bool { return fwd.Calls() == 1 })
+		time.Sleep(300 * time.Millisecond)
+		flakyUp.Kill()
+		select {
+		case err := <-errc:
+			if rpcCode(err) != CodeUpstream || !strings.Contains(err.Error(), "mcp_server_unstable") {
+				t.Fatalf("the crashed call ended with %v, want mcp_server_unstable", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the call did not end when its server crashed")
+		}
+		time.Sleep(500 * time.Millisecond)
+		if n := fwd.Calls(); n != 1 {
+			t.Fatalf("the server was sent the call %d times, want exactly once", n)
+		}
+		ev := h.events(t)
+		id := lastCallID(ev, "mcp.flaky.trigger-long-running-operation")
+		if got := strings.Join(typesOf(ev, id), " "); got != "permission.requested permission.resolved mcp.call.started tool.started mcp.call.failed tool.failed" {
+			t.Fatalf("the crashed call's chain is %q", got)
+		}
+	})
+
+	t.Run("a crash storm leaves another server alone", func(t *testing.T) {
+		var stop atomic.Bool
+		var steadyCalls, steadyFailures atomic.Int32
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				if _, err := c.CallTool(ctxT(t), "mcp.steady.test_simple_text", nil); err != nil {
+					steadyFailures.Add(1)
+					t.Logf("steady call failed: %v", err)
+				}
+				steadyCalls.Add(1)
+				time.Sleep(10 * time.Millisecond)
+			}
+		}()
+		for i := 1; i <= 3; i++ {
+			up := bridgetest.NodeEverything(t)
+			s := bridgetest.Published(t, "tools", "flaky", up.URL, v1alpha1.ToolsSpec{})
+			s.Status.Endpoint.PodName = "pod-storm-" + string(rune('0'+i))
+			s.Status.Restarts.Total, s.Status.Restarts.Consecutive = int32(i), int32(i)
+			h.reg.Update(routes.Build([]v1alpha1.MCPServer{faults, steady, s}), target)
+			errc := make(chan error, 1)
+			go func() {
+				_, err := c.CallTool(ctxT(t), "mcp.flaky.trigger-long-running-operation", long)
+				errc <- err
+			}()
+			time.Sleep(400 * time.Millisecond)
+			up.Kill()
+			if err := <-errc; rpcCode(err) != CodeUpstream {
+				t.Fatalf("storm crash %d: the call ended with %v", i, err)
+			}
+		}
+		stop.Store(true)
+		wg.Wait()
+		if steadyFailures.Load() != 0 || steadyCalls.Load() < 10 {
+			t.Fatalf("the steady server had %d failures in %d calls during the storm", steadyFailures.Load(), steadyCalls.Load())
+		}
+	})
+
+	t.Run("a 50 MB answer goes to the artifact store", func(t *testing.T) {
+		res, err := c.CallTool(ctxT(t), "mcp.faults.huge", nil)
+		if err != nil {
+			t.Fatalf("the huge call failed: %v", err)
+		}
+		if len(res) > 1<<20 {
+			t.Fatalf("the agent got %d bytes, not a preview", len(res))
+		}
+		var r struct {
+			Content []struct {
+				Type string `json:"type"`
+				URI  string `json:"uri"`
+			} `json:"content"`
+		}
+		_ = json.Unmarshal(res, &r)
+		uri := ""
+		for _, it := range r.Content {
+			if it.Type == "resource_link" {
+				uri = it.URI
+			}
+		}
+		if !strings.HasPrefix(uri, "artifact://") {
+			t.Fatalf("no resource_link to the artifact in %s", res[:min(len(res), 600)])
+		}
+		whole, err := c.Call(ctxT(t), "resources/read", json.RawMessage(`{"uri":"`+uri+`"}`))
+		if err != nil || len(whole) < bridgetest.HugeBytes {
+			t.Fatalf("reading the artifact back: %d bytes, %v", len(whole), err)
+		}
+		bob := h.connect(t, "bob-token", "/mcp", client.EraSession)
+		if _, err := bob.Call(ctxT(t), "resources/read", json.RawMessage(`{"uri":"`+uri+`"}`)); rpcCode(err) != CodeResourceNotFound {
+			t.Fatalf("another subject read the artifact: %v", err)
+		}
+	})
+
+	t.Run("malformed JSON from the server", func(t *testing.T) {
+		_, err := c.CallTool(ctxT(t), "mcp.faults.garbage", nil)
+		if rpcCode(err) != CodeUpstream || !strings.Contains(err.Error(), "invalid_result") {
+			t.Fatalf("garbage ended with %v, want invalid_result", err)
+		}
+		if _, err := c.CallTool(ctxT(t), "mcp.faults.ok", nil); err != nil {
+			t.Fatalf("the next call to the same server failed: %v", err)
+		}
+	})
+
+	t.Run("slower than the deadline", func(t *testing.T) {
+		start := time.Now()
+		_, err := c.CallTool(ctxT(t), "mcp.faults.silent", nil)
+		if rpcCode(err) != CodeUpstream || !strings.Contains(err.Error(), "timeout") {
+			t.Fatalf("a silent server ended the call with %v, want timeout", err)
+		}
+		if took := time.Since(start); took > 6*time.Second {
+			t.Fatalf("the deadline of 3s ended the call after %s", took)
+		}
+	})
+}

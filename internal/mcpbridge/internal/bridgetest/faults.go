@@ -1,0 +1,152 @@
+package bridgetest
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+)
+
+// FaultServer is an MCP server (session era) whose tools misbehave in the
+// ways no real server does on demand: "huge" answers with a result of
+// HugeBytes, "garbage" with truncated JSON, "silent" never answers. It
+// stands in only for those faults; every other test uses real servers.
+func FaultServer(t testing.TB) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(serveFault))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/mcp"
+}
+
+// HugeBytes is the size of the "huge" tool's text.
+const HugeBytes = 50 << 20
+
+func serveFault(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	m, err := jsonrpc.Decode(body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if !m.IsRequest() {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	reply := func(result string) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Mcp-Session-Id", "fault")
+		_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":`+result+`}`)
+	}
+	switch m.Method {
+	case "initialize":
+		reply(`{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"faults","version":"1"}}`)
+	case "tools/list":
+		reply(`{"tools":[` + faultTool("huge") + `,` + faultTool("garbage") + `,` + faultTool("silent") + `,` + faultTool("ok") + `]}`)
+	case "tools/call":
+		var p struct {
+			Name string `json:"name"`
+		}
+		_ = json.Unmarshal(m.Params, &p)
+		switch p.Name {
+		case "huge":
+			w.Header().Set("Content-Type", "application/json")
+			var b bytes.Buffer
+			b.Grow(HugeBytes + 200)
+			b.WriteString(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"content":[{"type":"text","text":"`)
+			b.WriteString(strings.Repeat("0123456789abcdef", HugeBytes/16))
+			b.WriteString(`"}]}}`)
+			_, _ = w.Write(b.Bytes())
+		case "garbage":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{"content":[{"type":"te`)
+		case "silent":
+			<-r.Context().Done()
+		default:
+			reply(`{"content":[{"type":"text","text":"ok"}]}`)
+		}
+	default:
+		reply(`{}`)
+	}
+}
+
+func faultTool(name string) string {
+	return `{"name":"` + name + `","description":"a tool that misbehaves: ` + name + `","inputSchema":{"type":"object"}}`
+}
+
+// Forwarder is a TCP forwarder in front of a server that counts the
+// tools/call requests passing through: what the server was sent, even when
+// it dies before it could tell.
+type Forwarder struct {
+	URL   string
+	calls atomic.Int32
+}
+
+// Calls is how many tools/call requests went through.
+func (f *Forwarder) Calls() int { return int(f.calls.Load()) }
+
+// Forward listens on a loopback port and forwards to the host:port of
+// upstreamURL; the returned URL has the same path.
+func Forward(t testing.TB, upstreamAddr, path string) *Forwarder {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &Forwarder{URL: "http://" + l.Addr().String() + path}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { l.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			in, err := l.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer in.Close()
+				out, err := net.Dial("tcp", upstreamAddr)
+				if err != nil {
+					return
+				}
+				defer out.Close()
+				done := make(chan struct{})
+				go func() {
+					_, _ = io.Copy(in, out)
+					in.Close()
+					close(done)
+				}()
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := in.Read(buf)
+					if n > 0 {
+						f.calls.Add(int32(bytes.Count(buf[:n], []byte(`"method":"tools/call"`))))
+						if _, werr := out.Write(buf[:n]); werr != nil {
+							break
+						}
+					}
+					if err != nil {
+						break
+					}
+				}
+				out.Close()
+				<-done
+			}()
+		}
+	}()
+	return f
+}
