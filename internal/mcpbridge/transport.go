@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -209,8 +210,10 @@ func (b *Bridge) establish(w http.ResponseWriter, r *http.Request, rq *request) 
 			writeError(w, http.StatusNotFound, msg.ID, jsonrpc.CodeInvalidRequest, "session not found: start a new one with initialize")
 			return false
 		}
-		if headerVersion != "" && headerVersion != sess.Version {
-			writeError(w, http.StatusBadRequest, msg.ID, jsonrpc.CodeInvalidRequest, fmt.Sprintf("MCP-Protocol-Version %q differs from the session's %q", headerVersion, sess.Version))
+		// Clients send the negotiated version; some send an older one they
+		// also speak (as the conformance suite does), which is harmless.
+		if headerVersion != "" && !slices.Contains(client.LegacyVersions, headerVersion) {
+			writeError(w, http.StatusBadRequest, msg.ID, jsonrpc.CodeInvalidRequest, fmt.Sprintf("MCP-Protocol-Version %q is not a version of this session's era (the session speaks %q)", headerVersion, sess.Version))
 			return false
 		}
 		rq.sess, rq.version, rq.elicitation = sess, sess.Version, sess.Elicitation
