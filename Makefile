@@ -78,7 +78,11 @@ $(BIN)/everything-server: test/peers/go/go.mod test/peers/go/go.sum
 ##@ Benchmarks
 
 .PHONY: bench
-bench: bench-policy ## Run every benchmark under bench/ (each prints its ratio against a baseline).
+bench: bench-policy bench-bridge ## Run every benchmark under bench/ (each prints its ratio against a baseline).
+
+.PHONY: bench-bridge
+bench-bridge: peers ## The bridge against a direct connection and a bare reverse proxy: latency, throughput, CPU, memory.
+	go run ./bench/bridge
 
 .PHONY: bench-policy
 bench-policy: ## One permission decision: the compiled engine against a linear scan (1,000 rules, 5,000 tools).
