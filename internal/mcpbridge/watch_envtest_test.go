@@ -3,6 +3,8 @@ package mcpbridge
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -187,6 +189,23 @@ func TestRoutingFromMCPServerStatus(t *testing.T) {
 	// The next call goes to the new connection.
 	if _, err := c.CallTool(ctxT(t), "mcp.everything.echo", json.RawMessage(`{"message":"again"}`)); err != nil {
 		t.Fatalf("a call after the restart: %v", err)
+	}
+
+	// Metrics and readiness.
+	for path, want := range map[string]string{
+		"/metrics": `mcp_bridge_tool_calls_total{decision="allow",outcome="ok",server="everything",tool="mcp.everything.echo"} 2`,
+		"/readyz":  "ok",
+		"/healthz": "ok",
+	} {
+		resp, err := http.Get(url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), want) {
+			t.Fatalf("%s: %d, want it to hold %q:\n%s", path, resp.StatusCode, want, body)
+		}
 	}
 
 	// Crashing again: calls in flight now fail mcp_server_unstable.

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/go-logr/logr/funcr"
+
+	"github.com/mcp-operator/mcp-operator/internal/audit"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
+)
+
+func TestBridgeFlags(t *testing.T) {
+	t.Setenv("POD_NAMESPACE", "")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"needs namespaces", nil, "--namespaces"},
+		{"bad name style", []string{"--namespaces=a", "--tool-name-style=camel"}, "dotted or underscore"},
+		{"bad audit args", []string{"--namespaces=a", "--audit-args=some"}, "full, preview or none"},
+		{"stray arguments", []string{"--namespaces=a", "extra"}, "unexpected arguments"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			if code := dispatch(append([]string{"bridge"}, tc.args...), &bytes.Buffer{}, &stderr); code != 2 {
+				t.Fatalf("exit code %d, want 2", code)
+			}
+			if !strings.Contains(stderr.String(), tc.want) {
+				t.Fatalf("stderr %q does not say %q", stderr.String(), tc.want)
+			}
+		})
+	}
+}
+
+func TestBridgeOptions(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(keyFile, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logged []string
+	log := funcr.New(func(_, args string) { logged = append(logged, args) }, funcr.Options{})
+
+	f, err := parseBridgeFlags([]string{"--namespaces=a, b", "--listen=127.0.0.1:9000", "--session-key-file=" + keyFile,
+		"--audit-args=none", "--tool-name-style=underscore", "--allowed-origins=https://x"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, closeSink, err := bridgeOptions(f, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeSink()
+	if strings.Join(o.Namespaces, ",") != "a,b" || string(o.SessionKey) != "0123456789abcdef0123456789abcdef" ||
+		o.ArgsMode != audit.ArgsNone || o.Bridge.ToolNameStyle != "underscore" || !o.Bridge.LoopbackOnly ||
+		len(o.Bridge.AllowedOrigins) != 1 || o.Auth != nil {
+		t.Fatalf("options %+v", o)
+	}
+	if len(logged) != 0 {
+		t.Fatalf("no warning expected, got %q", logged)
+	}
+
+	f, _ = parseBridgeFlags([]string{"--namespaces=a", "--insecure-anonymous"}, &bytes.Buffer{})
+	o, _, err = bridgeOptions(f, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := o.Auth.(authn.Anonymous); !ok || !o.Bridge.LoopbackOnly {
+		t.Fatalf("--insecure-anonymous must use anonymous auth and loopback Host checks: %+v", o.Bridge)
+	}
+	joined := strings.Join(logged, "\n")
+	if !strings.Contains(joined, "WITHOUT AUTHENTICATION") || !strings.Contains(joined, "no --session-key-file") {
+		t.Fatalf("the warnings were not logged: %q", joined)
+	}
+}

@@ -1,0 +1,97 @@
+package authn
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	authv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// reviews answers like an API server that accepts every token of the right
+// audience and counts the reviews. The real API server is exercised in
+// internal/mcpbridge (TestTokenReviewOnARealAPIServer); this one lets a fake
+// clock test the cache bounds without waiting a minute.
+type reviews struct {
+	n        int
+	audience string
+	err      error
+}
+
+func (r *reviews) Create(_ context.Context, tr *authv1.TokenReview, _ metav1.CreateOptions) (*authv1.TokenReview, error) {
+	r.n++
+	if r.err != nil {
+		return nil, r.err
+	}
+	out := tr.DeepCopy()
+	aud := r.audience
+	if aud == "" {
+		aud = Audience
+	}
+	out.Status = authv1.TokenReviewStatus{Authenticated: true, Audiences: []string{aud}, User: authv1.UserInfo{Username: "system:serviceaccount:agents:alice"}}
+	return out, nil
+}
+
+func jwtWithExp(exp time.Time) string {
+	payload := base64.RawURLEncoding.EncodeToString([]byte(fmt.Sprintf(`{"exp":%d}`, exp.Unix())))
+	return "eyJhbGciOiJFUzI1NiJ9." + payload + ".sig"
+}
+
+func TestTokenReviewCache(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { return now }
+	ctx := context.Background()
+
+	r := &reviews{}
+	tr := &TokenReview{Reviews: r, Now: clock, CacheTTL: time.Hour}
+	id, err := tr.Authenticate(ctx, "opaque-token")
+	if err != nil || id.Subject.Name != "alice" || id.Subject.Namespace != "agents" {
+		t.Fatalf("Authenticate = %+v, %v", id, err)
+	}
+	now = now.Add(59 * time.Second)
+	if _, _ = tr.Authenticate(ctx, "opaque-token"); r.n != 1 {
+		t.Fatalf("within a minute the cache must answer (%d reviews)", r.n)
+	}
+	now = now.Add(2 * time.Second)
+	if _, _ = tr.Authenticate(ctx, "opaque-token"); r.n != 2 {
+		t.Fatalf("a CacheTTL over a minute must still expire after one (%d reviews)", r.n)
+	}
+
+	short := jwtWithExp(now.Add(10 * time.Second))
+	_, _ = tr.Authenticate(ctx, short)
+	now = now.Add(11 * time.Second)
+	before := r.n
+	_, _ = tr.Authenticate(ctx, short)
+	if r.n != before+1 {
+		t.Fatal("a token past its exp must be reviewed again, not served from the cache")
+	}
+
+	for name, tc := range map[string]struct {
+		r     *reviews
+		token string
+		want  error
+	}{
+		"no token":       {&reviews{}, "", ErrUnauthenticated},
+		"wrong audience": {&reviews{audience: "other"}, "t", ErrUnauthenticated},
+	} {
+		if _, err := (&TokenReview{Reviews: tc.r, Now: clock}).Authenticate(ctx, tc.token); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", name, err, tc.want)
+		}
+	}
+	down := &reviews{err: errors.New("connection refused")}
+	if _, err := (&TokenReview{Reviews: down, Now: clock}).Authenticate(ctx, "t"); err == nil || errors.Is(err, ErrUnauthenticated) {
+		t.Errorf("an unreachable API server must be an error other than unauthenticated: %v", err)
+	}
+}
+
+func TestBearerToken(t *testing.T) {
+	for in, want := range map[string]string{"Bearer abc": "abc", "bearer  abc ": "abc", "Basic abc": "", "": "", "Bearer": ""} {
+		if got := BearerToken(in); got != want {
+			t.Errorf("BearerToken(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
