@@ -349,5 +349,3 @@ func rssOf(pid int) int64 {
 	}
 	return 0
 }
-
-

@@ -4,7 +4,7 @@ import "testing"
 
 func TestWithProgressToken(t *testing.T) {
 	for in, want := range map[string]string{
-		`{"name":"x","arguments":{}}`:                                          `{"name":"x","arguments":{},"_meta":{"progressToken":"bridge-1"}}`,
+		`{"name":"x","arguments":{}}`:                                         `{"name":"x","arguments":{},"_meta":{"progressToken":"bridge-1"}}`,
 		`{"name":"x","_meta":{"progressToken":7,"trace":"a"},"arguments":{}}`: `{"name":"x","arguments":{},"_meta":{"trace":"a","progressToken":"bridge-1"}}`,
 	} {
 		got, err := withProgressToken([]byte(in), `"bridge-1"`)
