@@ -135,6 +135,29 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	t.Fatalf("timed out waiting until %s", what)
 }
 
+// callDuringRestart starts a long call, then reports a new pod after the
+// given number of consecutive crashes, and returns how the call ended.
+func callDuringRestart(t *testing.T, c *mcpclient.Client, k client.Client, obj *v1alpha1.MCPServer, pod string, crashes int32) error {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.CallTool(ctxT(t), "mcp.everything.trigger-long-running-operation", json.RawMessage(`{"duration":20,"steps":20}`))
+		errc <- err
+	}()
+	time.Sleep(500 * time.Millisecond)
+	updateStatus(t, k, obj, func(s *v1alpha1.MCPServerStatus) {
+		s.Endpoint.PodName = pod
+		s.Restarts.Total, s.Restarts.Consecutive = crashes, crashes
+	})
+	select {
+	case err := <-errc:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call in flight did not end when the server restarted")
+		return nil
+	}
+}
+
 func connectTo(t *testing.T, url, token string, era mcpclient.Era) *mcpclient.Client {
 	h := &harness{url: url}
 	return h.connect(t, token, "/mcp", era)
@@ -160,23 +183,8 @@ func TestRoutingFromMCPServerStatus(t *testing.T) {
 
 	// A call in flight when the controller reports a new pod fails with
 	// mcp_server_restarted.
-	errc := make(chan error, 1)
-	go func() {
-		_, err := c.CallTool(ctxT(t), "mcp.everything.trigger-long-running-operation", json.RawMessage(`{"duration":20,"steps":20}`))
-		errc <- err
-	}()
-	time.Sleep(500 * time.Millisecond)
-	updateStatus(t, k, obj, func(s *v1alpha1.MCPServerStatus) {
-		s.Endpoint.PodName = "pod-2"
-		s.Restarts.Total, s.Restarts.Consecutive = 1, 1
-	})
-	select {
-	case err := <-errc:
-		if rpcCode(err) != CodeUpstream || !strings.Contains(err.Error(), "mcp_server_restarted") {
-			t.Fatalf("the call in flight ended with %v, want mcp_server_restarted", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the call in flight did not end when the server restarted")
+	if err := callDuringRestart(t, c, k, obj, "pod-2", 1); rpcCode(err) != CodeUpstream || !strings.Contains(err.Error(), "mcp_server_restarted") {
+		t.Fatalf("the call in flight ended with %v, want mcp_server_restarted", err)
 	}
 	fctx, fcancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer fcancel()
@@ -209,16 +217,7 @@ func TestRoutingFromMCPServerStatus(t *testing.T) {
 	}
 
 	// Crashing again: calls in flight now fail mcp_server_unstable.
-	go func() {
-		_, err := c.CallTool(ctxT(t), "mcp.everything.trigger-long-running-operation", json.RawMessage(`{"duration":20,"steps":20}`))
-		errc <- err
-	}()
-	time.Sleep(500 * time.Millisecond)
-	updateStatus(t, k, obj, func(s *v1alpha1.MCPServerStatus) {
-		s.Endpoint.PodName = "pod-3"
-		s.Restarts.Total, s.Restarts.Consecutive = 2, 2
-	})
-	if err := <-errc; !strings.Contains(err.Error(), "mcp_server_unstable") {
+	if err := callDuringRestart(t, c, k, obj, "pod-3", 2); !strings.Contains(err.Error(), "mcp_server_unstable") {
 		t.Fatalf("the second crash ended the call with %v, want mcp_server_unstable", err)
 	}
 

@@ -94,14 +94,8 @@ func (e *Engine) DecideTool(s Subject, call ToolCall) Result {
 			Reason: fmt.Sprintf("malformed request: tool name %q is not mcp.<server>.<tool> of server %q", call.Name, call.Server),
 		}
 	}
-	var polBuf [32]*Policy
 	var matchBuf, condBuf [64]*rule
-	matched, conditional := matchBuf[:0], condBuf[:0]
-	bit := riskBit(risk)
-	for _, p := range e.candidates(s, call.Namespace, polBuf[:0]) {
-		matched, conditional = collectNames(p.tools.byServer[call.Server], n, bit, matched, conditional)
-		matched, conditional = collectNames(p.tools.anyServer, n, bit, matched, conditional)
-	}
+	matched, conditional := e.matchTool(s, call, n, riskBit(risk), matchBuf[:0], condBuf[:0])
 	top := topLevel(matched)
 	if len(conditional) > 0 && top != levelDeny {
 		// Built only here: handing it to CEL puts it on the heap.
@@ -134,6 +128,18 @@ func (e *Engine) DecideTool(s Subject, call ToolCall) Result {
 		capDestructive(&res)
 	}
 	return res
+}
+
+// matchTool appends the tool rules of the caller's policies that match the
+// call by name and risk: without a condition to matched, with one to
+// conditional.
+func (e *Engine) matchTool(s Subject, call ToolCall, n name, bit riskSet, matched, conditional []*rule) ([]*rule, []*rule) {
+	var polBuf [32]*Policy
+	for _, p := range e.candidates(s, call.Namespace, polBuf[:0]) {
+		matched, conditional = collectNames(p.tools.byServer[call.Server], n, bit, matched, conditional)
+		matched, conditional = collectNames(p.tools.anyServer, n, bit, matched, conditional)
+	}
+	return matched, conditional
 }
 
 // collectNames appends the rules of entries that match n: those without a

@@ -13,14 +13,8 @@ func (e *Engine) ToolVisible(s Subject, call ToolCall) bool {
 	if !ok {
 		return false
 	}
-	var polBuf [32]*Policy
 	var matchBuf, condBuf [64]*rule
-	matched, conditional := matchBuf[:0], condBuf[:0]
-	bit := riskBit(risk)
-	for _, p := range e.candidates(s, call.Namespace, polBuf[:0]) {
-		matched, conditional = collectNames(p.tools.byServer[call.Server], n, bit, matched, conditional)
-		matched, conditional = collectNames(p.tools.anyServer, n, bit, matched, conditional)
-	}
+	matched, conditional := e.matchTool(s, call, n, riskBit(risk), matchBuf[:0], condBuf[:0])
 	if topLevel(matched) == levelDeny {
 		return false
 	}
