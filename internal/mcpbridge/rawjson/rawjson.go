@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -42,7 +43,7 @@ func Members(obj []byte) ([]Member, error) {
 		if err != nil {
 			return nil, err
 		}
-		key, err := decodeString(obj[i:end])
+		key, err := decodeKey(obj[i:end])
 		if err != nil {
 			return nil, err
 		}
@@ -214,6 +215,9 @@ type StringFunc func(s, key string, isKey bool) (string, bool)
 // and returns the document with the changed strings re-encoded. All other
 // bytes are copied as they are. When nothing changes, it returns doc itself.
 func RewriteStrings(doc []byte, f StringFunc) ([]byte, error) {
+	// One copy of the whole text makes every string without escapes a
+	// substring of it, instead of one allocation each.
+	text := string(doc)
 	var out []byte // nil until the first change
 	copied := 0    // doc[:copied] is in out already
 	// keys[d] is the last key read at object depth d.
@@ -238,9 +242,11 @@ func RewriteStrings(doc []byte, f StringFunc) ([]byte, error) {
 			if err != nil {
 				return nil, err
 			}
-			s, err := decodeString(doc[i:end])
-			if err != nil {
-				return nil, err
+			s := text[i+1 : end-1]
+			if strings.IndexByte(s, '\\') >= 0 {
+				if s, err = decodeString(doc[i:end]); err != nil {
+					return nil, err
+				}
 			}
 			j := skipSpace(doc, end)
 			isKey := j < len(doc) && doc[j] == ':' && len(inObject) > 0 && inObject[len(inObject)-1]
@@ -339,6 +345,40 @@ func skipString(doc []byte, i int) (int, error) {
 		}
 		j++
 	}
+}
+
+// decodeKey is decodeString for object keys: the keys of MCP results come
+// back as constants, without an allocation each.
+func decodeKey(q []byte) (string, error) {
+	switch string(q) {
+	case `"type"`:
+		return "type", nil
+	case `"text"`:
+		return "text", nil
+	case `"content"`:
+		return "content", nil
+	case `"contents"`:
+		return "contents", nil
+	case `"messages"`:
+		return "messages", nil
+	case `"resource"`:
+		return "resource", nil
+	case `"uri"`:
+		return "uri", nil
+	case `"mimeType"`:
+		return "mimeType", nil
+	case `"isError"`:
+		return "isError", nil
+	case `"structuredContent"`:
+		return "structuredContent", nil
+	case `"_meta"`:
+		return "_meta", nil
+	case `"annotations"`:
+		return "annotations", nil
+	case `"role"`:
+		return "role", nil
+	}
+	return decodeString(q)
 }
 
 // decodeString decodes a quoted JSON string as encoding/json does (a lone
