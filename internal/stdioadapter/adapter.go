@@ -173,7 +173,7 @@ func Run(ctx context.Context, cfg Config) int {
 // supervise waits for the server to exit while forwarding signals, and
 // returns its exit code.
 func supervise(ctx context.Context, cfg Config, log *slog.Logger, ch *child, r *relay, stdoutDone <-chan struct{}, serveErr <-chan error) int {
-	var grace <-chan time.Time
+	var grace, mute <-chan time.Time
 	terminate := func(sig syscall.Signal, why string) {
 		log.Info("stopping the stdio server", "signal", sig.String(), "reason", why, "gracePeriod", cfg.GracePeriod.String())
 		ch.signal(sig)
@@ -203,7 +203,11 @@ func supervise(ctx context.Context, cfg Config, log *slog.Logger, ch *child, r *
 			done = nil
 			terminate(syscall.SIGTERM, "the adapter was cancelled")
 		case <-stdoutDone:
+			// Usually the server is exiting; if it is still there a moment
+			// later, it can no longer answer anyone and is stopped.
 			stdoutDone = nil
+			mute = time.After(time.Second)
+		case <-mute:
 			r.childGone("the stdio server closed its stdout")
 			terminate(syscall.SIGTERM, "it closed its stdout")
 		case err := <-serveErr:

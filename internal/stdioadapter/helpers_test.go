@@ -33,8 +33,16 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(fakeChildEnv); mode != "" {
 		os.Exit(fakeChild(mode))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	for _, f := range cleanups {
+		f()
+	}
+	os.Exit(code)
 }
+
+// cleanups run after all tests (for what tests share, such as the built
+// manager binary).
+var cleanups []func()
 
 // vendorResult is a tools/call result as an unusual server might write it:
 // members in odd order, vendor keys, numbers no Go or JS type round-trips
