@@ -154,12 +154,7 @@ func Run(ctx context.Context, cfg Config) int {
 		killAdopted(ch.pid(), 2*time.Second)
 	}
 	// Deliver what the server wrote before it exited, then fail the rest.
-	select {
-	case <-stdoutDone:
-	case <-time.After(2 * time.Second):
-		ch.stdout.Close() // a process that escaped the group holds stdout open
-		<-stdoutDone
-	}
+	ch.drain(stdoutDone, 2*time.Second)
 	r.childGone(fmt.Sprintf("the stdio server exited with code %d", code))
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

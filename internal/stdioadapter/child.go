@@ -24,6 +24,9 @@ type child struct {
 	cmd    *exec.Cmd
 	stdin  *os.File // the adapter's end of the child's stdin
 	stdout *os.File // the adapter's end of the child's stdout
+	stderr *os.File // the adapter's end of the child's stderr; nil when the child writes to a file directly
+
+	stderrDone chan struct{} // closed when the child's stderr has been copied to its end
 
 	in     chan []byte   // messages for the writer goroutine
 	broken chan struct{} // closed when writing to the child's stdin failed
@@ -47,26 +50,54 @@ func startChild(argv []string, stderr io.Writer) (*child, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin = inR
 	cmd.Stdout = outW
-	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// When stderr is not a file, os/exec copies it in a goroutine that Wait
-	// joins; a grandchild holding stderr open must not stall Wait for long.
-	cmd.WaitDelay = 2 * time.Second
+	// stderr: a file (the adapter's own stderr, in a pod) is handed to the
+	// child as is. Anything else is fed from a pipe of ours, not by os/exec,
+	// whose Wait would wait for every process holding that pipe open and so
+	// see the exit late.
+	var errR *os.File
+	if f, ok := stderr.(*os.File); ok {
+		cmd.Stderr = f
+	} else {
+		var errW *os.File
+		if errR, errW, err = os.Pipe(); err != nil {
+			inR.Close()
+			inW.Close()
+			outR.Close()
+			outW.Close()
+			return nil, fmt.Errorf("while creating the stderr pipe: %w", err)
+		}
+		cmd.Stderr = errW
+		defer errW.Close()
+	}
 	err = cmd.Start()
 	inR.Close() // the child holds its own copies now
 	outW.Close()
 	if err != nil {
 		inW.Close()
 		outR.Close()
+		if errR != nil {
+			errR.Close()
+		}
 		return nil, err
 	}
 	c := &child{
-		cmd:    cmd,
-		stdin:  inW,
-		stdout: outR,
-		in:     make(chan []byte, 64),
-		broken: make(chan struct{}),
-		exited: make(chan struct{}),
+		cmd:        cmd,
+		stdin:      inW,
+		stdout:     outR,
+		stderr:     errR,
+		stderrDone: make(chan struct{}),
+		in:         make(chan []byte, 64),
+		broken:     make(chan struct{}),
+		exited:     make(chan struct{}),
+	}
+	if errR != nil {
+		go func() {
+			defer close(c.stderrDone)
+			_, _ = io.Copy(stderr, errR)
+		}()
+	} else {
+		close(c.stderrDone)
 	}
 	go c.writeLoop()
 	go c.wait()
@@ -175,4 +206,23 @@ func (c *child) readLoop(maxBytes int, handle func([]byte), onDrop func(size int
 // signal sends sig to the child's whole process group.
 func (c *child) signal(sig syscall.Signal) {
 	_ = syscall.Kill(-c.pid(), sig) // ESRCH: the group is already gone
+}
+
+// drain waits up to timeout for the output the child wrote before it exited,
+// then stops reading: a process that escaped the group may hold the pipes
+// open for ever.
+func (c *child) drain(stdoutDone <-chan struct{}, timeout time.Duration) {
+	deadline := time.After(timeout)
+	for _, done := range []<-chan struct{}{stdoutDone, c.stderrDone} {
+		select {
+		case <-done:
+		case <-deadline:
+		}
+	}
+	c.stdout.Close()
+	if c.stderr != nil {
+		c.stderr.Close()
+	}
+	<-stdoutDone
+	<-c.stderrDone
 }

@@ -120,7 +120,11 @@ func TestGracePeriodEndsInKill(t *testing.T) {
 func TestCrashLeavesNoOrphan(t *testing.T) {
 	cmd := []string{"sh", "-c", `sleep 300 & exec "$0"`, peer(t, "mcp-server-everything")}
 	a := startAdapter(t, cmd, nil)
+	(&rawClient{url: a.url}).initialize(t)
 	pid := childPID(t, a.stderr.String())
+	if n := len(groupMembers(pid)); n != 2 {
+		t.Fatalf("the server's group has %d processes, want 2 (server and sleep): %v", n, groupMembers(pid))
+	}
 	syscall.Kill(pid, syscall.SIGSEGV)
 	if code := a.wait(t, 10*time.Second); code != 128+int(syscall.SIGSEGV) {
 		t.Errorf("exit code %d, want %d", code, 128+int(syscall.SIGSEGV))
