@@ -20,7 +20,7 @@ func TestParseMessage(t *testing.T) {
 		{in: `{"jsonrpc":"2.0","id":-7,"result":null}`, kind: kindResponse, id: `-7`},
 		{in: `{"jsonrpc":"2.0","id":"x","error":{"code":1,"message":"m"}}`, kind: kindResponse, id: `"x"`},
 		{in: `{"jsonrpc":"2.0","\u0069d":2,"method":"ping"}`, kind: kindRequest, method: "ping", id: `2`}, // an escaped name is the same name
-		{in: `{"jsonrpc":"2.0","ID":2,"method":"ping"}`, kind: kindNotification, method: "ping"},      // names are case-exact
+		{in: `{"jsonrpc":"2.0","ID":2,"method":"ping"}`, kind: kindNotification, method: "ping"},          // names are case-exact
 		{in: `{"jsonrpc":"2.0","id":1,"method":"ping"} x`, bad: true},
 		{in: `{"jsonrpc":"2.0","id":1,"method":"ping","method":"other"}`, bad: true},
 		{in: `{"jsonrpc":"2.0","id":true,"method":"ping"}`, bad: true},
