@@ -84,7 +84,7 @@ func fakeChildCommand(mode string) []string {
 	return []string{"env", fakeChildEnv + "=" + mode, os.Args[0]}
 }
 
-func peer(t *testing.T, name string) string {
+func peer(t testing.TB, name string) string {
 	t.Helper()
 	p, err := testpeers.NPMBin(name)
 	if err != nil {
@@ -123,7 +123,7 @@ type running struct {
 
 // startAdapter runs the adapter in-process on a loopback port and waits
 // until it is healthy. Cleanup kills whatever is left.
-func startAdapter(t *testing.T, command []string, tweak func(*Config)) *running {
+func startAdapter(t testing.TB, command []string, tweak func(*Config)) *running {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -173,7 +173,7 @@ func startAdapter(t *testing.T, command []string, tweak func(*Config)) *running 
 }
 
 // wait returns the adapter's exit code.
-func (r *running) wait(t *testing.T, timeout time.Duration) int {
+func (r *running) wait(t testing.TB, timeout time.Duration) int {
 	t.Helper()
 	if r.exited != nil {
 		return *r.exited
@@ -191,7 +191,7 @@ func (r *running) wait(t *testing.T, timeout time.Duration) int {
 var pidInLog = regexp.MustCompile(`msg=serving .* pid=(\d+)`)
 
 // childPID reads the server's pid from the adapter's log.
-func childPID(t *testing.T, log string) int {
+func childPID(t testing.TB, log string) int {
 	t.Helper()
 	m := pidInLog.FindStringSubmatch(log)
 	if m == nil {
@@ -285,7 +285,7 @@ var httpClient = &http.Client{Timeout: 30 * time.Second}
 
 // post sends body and returns the response with its whole body read (an SSE
 // response ends once every request in it is answered).
-func (c *rawClient) post(t *testing.T, body string) (*http.Response, []byte) {
+func (c *rawClient) post(t testing.TB, body string) (*http.Response, []byte) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, c.url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -309,7 +309,7 @@ func (c *rawClient) post(t *testing.T, body string) (*http.Response, []byte) {
 }
 
 // initialize opens a session.
-func (c *rawClient) initialize(t *testing.T) []byte {
+func (c *rawClient) initialize(t testing.TB) []byte {
 	t.Helper()
 	resp, body := c.post(t, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
 	if resp.StatusCode != http.StatusOK {
