@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
 // Two sessions send requests with the same id and the same progress token
@@ -353,5 +355,59 @@ func TestSessionsAndGETStreams(t *testing.T) {
 	}
 	if _, body := subscriber.post(t, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); !strings.Contains(string(body), `"tools"`) {
 		t.Errorf("the other session broke: %s", body)
+	}
+}
+
+// A server that speaks both protocol eras (the go-sdk everything-server over
+// stdio): a stateless 2026-07-28 client and a session client use it side by
+// side. Stateless requests get no session, their progress notifications
+// come on their own response stream, and a multi round-trip result
+// (input_required) passes through as the server wrote it.
+func TestBothProtocolEras(t *testing.T) {
+	server, err := testpeers.EverythingServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := startAdapter(t, []string{server}, nil)
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}`
+	stateless := &rawClient{url: a.url, proto: "2026-07-28"}
+
+	resp, body := stateless.post(t, `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{`+meta+`}}}`)
+	events := sseData(body)
+	if resp.StatusCode != http.StatusOK || len(events) != 1 || !strings.Contains(fmt.Sprint(jsonField(t, events[0], "result", "supportedVersions")), "2026-07-28") {
+		t.Fatalf("server/discover: %s %s", resp.Status, body)
+	}
+	if resp.Header.Get(headerSessionID) != "" {
+		t.Error("a stateless request got a session")
+	}
+
+	// The server refuses an initialize after server/discover; the adapter
+	// answers it from the discover result.
+	session := &rawClient{url: a.url}
+	init := session.initialize(t)
+	if jsonField(t, init, "result", "protocolVersion") != "2025-11-25" || jsonField(t, init, "result", "serverInfo", "name") != "mcp-conformance-test-server" {
+		t.Errorf("initialize after server/discover: %s", init)
+	}
+	if _, body := session.post(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test_simple_text","arguments":{}}}`); !strings.Contains(string(body), "simple text response") {
+		t.Errorf("session-era tools/call: %s", body)
+	}
+
+	_, body = stateless.post(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"test_tool_with_progress","arguments":{},`+meta+`,"progressToken":"p-1"}}}`)
+	events = sseData(body)
+	if len(events) < 2 {
+		t.Fatalf("stateless call with progress: %s", body)
+	}
+	for _, ev := range events[:len(events)-1] {
+		if jsonField(t, ev, "method") != "notifications/progress" || jsonField(t, ev, "params", "progressToken") != "p-1" {
+			t.Errorf("not this call's progress: %s", ev)
+		}
+	}
+	if jsonField(t, events[len(events)-1], "id") != float64(2) || jsonField(t, events[len(events)-1], "result", "resultType") != "complete" {
+		t.Errorf("stateless result: %s", events[len(events)-1])
+	}
+
+	_, body = stateless.post(t, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"test_input_required_result_elicitation","arguments":{},`+meta+`}}}`)
+	if events = sseData(body); len(events) != 1 || jsonField(t, events[0], "result", "resultType") != "input_required" {
+		t.Errorf("multi round-trip result: %s", body)
 	}
 }

@@ -69,7 +69,8 @@ type session struct {
 type initState struct {
 	result   []byte        // the child's InitializeResult, once it succeeded
 	waiting  chan struct{} // non-nil while an initialize is at the child
-	notified bool          // notifications/initialized reached the child
+	notified bool          // notifications/initialized reached the child (or must not)
+	discover []byte        // the child's DiscoverResult, once it answered one
 }
 
 func newRelay(log *slog.Logger, toChild func(context.Context, []byte) error, discoverTimeout time.Duration) *relay {
@@ -217,6 +218,19 @@ func (r *relay) initialize(ctx context.Context, s *session, st *stream, m *messa
 				r.endSession(s, "the client went away during initialize")
 				return
 			}
+		case r.init.discover != nil:
+			// See discover.go: the child's session has begun already.
+			res, err := initializeFromDiscover(r.init.discover, requestedVersion(m))
+			if err != nil {
+				r.mu.Unlock()
+				st.send(errorResponse(m.id, codeInternalError, "while answering initialize from the server's server/discover result: "+err.Error()), true)
+				r.endSession(s, "initialize failed")
+				return
+			}
+			r.init.result, r.init.notified = res, true
+			r.mu.Unlock()
+			st.send(resultResponse(m.id, res), true)
+			return
 		default:
 			r.init.waiting = make(chan struct{})
 			r.mu.Unlock()
@@ -359,10 +373,13 @@ func (r *relay) childResponse(m *message) {
 	if !ok || c == nil {
 		return // cancelled or abandoned: nobody waits for it any more
 	}
-	if c.initialize {
+	if result, ok := m.field("result"); ok && (c.initialize || c.method == "server/discover") {
 		r.mu.Lock()
-		if result, ok := m.field("result"); ok {
+		switch {
+		case c.initialize:
 			r.init.result = result
+		case r.init.result == nil && r.init.waiting == nil && r.init.discover == nil:
+			r.init.discover = result
 		}
 		r.mu.Unlock()
 	}
