@@ -278,7 +278,8 @@ func tsClientRun(url, scenario, arg string) (map[string]any, error) {
 type rawClient struct {
 	url   string
 	sid   string
-	proto string // Mcp-Protocol-Version to send, if any
+	proto  string // Mcp-Protocol-Version to send, if any
+	accept string // Accept to send instead of JSON and SSE
 }
 
 var httpClient = &http.Client{Timeout: 30 * time.Second}
@@ -290,6 +291,9 @@ func (c *rawClient) post(t testing.TB, body string) (*http.Response, []byte) {
 	req, _ := http.NewRequest(http.MethodPost, c.url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
+	if c.accept != "" {
+		req.Header.Set("Accept", c.accept)
+	}
 	if c.sid != "" {
 		req.Header.Set(headerSessionID, c.sid)
 	}

@@ -3,6 +3,7 @@ package stdioadapter
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -409,5 +410,60 @@ func TestBothProtocolEras(t *testing.T) {
 	_, body = stateless.post(t, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"test_input_required_result_elicitation","arguments":{},`+meta+`}}}`)
 	if events = sseData(body); len(events) != 1 || jsonField(t, events[0], "result", "resultType") != "input_required" {
 		t.Errorf("multi round-trip result: %s", body)
+	}
+}
+
+// A client that accepts only JSON gets one JSON body per POST: an object for
+// one request, an array for a batch (protocol 2025-03-26 and older).
+func TestJSONOnlyClient(t *testing.T) {
+	a := startAdapter(t, []string{peer(t, "mcp-server-everything")}, nil)
+	c := &rawClient{url: a.url, accept: "application/json"}
+	c.initialize(t)
+	resp, body := c.post(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get-sum","arguments":{"a":1,"b":2}}}`)
+	if resp.Header.Get("Content-Type") != "application/json" || !strings.Contains(fmt.Sprint(jsonField(t, body, "result", "content")), "is 3") {
+		t.Errorf("one request: %s %s", resp.Header.Get("Content-Type"), body)
+	}
+	resp, body = c.post(t, `[{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"get-sum","arguments":{"a":1,"b":1}}},{"jsonrpc":"2.0","method":"notifications/roots/list_changed"},{"jsonrpc":"2.0","id":"b","method":"tools/call","params":{"name":"get-sum","arguments":{"a":2,"b":2}}}]`)
+	var batch []map[string]any
+	if err := json.Unmarshal(body, &batch); err != nil || len(batch) != 2 {
+		t.Fatalf("batch: %s %s (%v)", resp.Header.Get("Content-Type"), body, err)
+	}
+	for _, r := range batch {
+		want := map[any]string{"a": "is 2", "b": "is 4"}[r["id"]]
+		if want == "" || !strings.Contains(fmt.Sprint(r["result"]), want) {
+			t.Errorf("batch answer %v", r)
+		}
+	}
+}
+
+// A server that prints something that is not JSON-RPC on stdout: the line
+// is logged and skipped, and the server keeps working.
+func TestStrayOutputIsSkipped(t *testing.T) {
+	cmd := []string{"sh", "-c", `echo "starting up, not JSON"; exec "$0"`, peer(t, "mcp-server-everything")}
+	a := startAdapter(t, cmd, nil)
+	c := &rawClient{url: a.url}
+	c.initialize(t)
+	if _, body := c.post(t, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); !strings.Contains(string(body), `"tools"`) {
+		t.Errorf("tools/list: %s", body)
+	}
+	if !strings.Contains(a.stderr.String(), "starting up, not JSON") {
+		t.Errorf("the stray line was not logged:\n%s", a.stderr)
+	}
+}
+
+// A session nobody uses ends after the idle timeout; one with an open GET
+// stream does not.
+func TestIdleSessionsEnd(t *testing.T) {
+	a := startAdapter(t, []string{peer(t, "mcp-server-everything")}, func(c *Config) { c.SessionIdleTimeout = 200 * time.Millisecond })
+	idle, listening := &rawClient{url: a.url}, &rawClient{url: a.url}
+	idle.initialize(t)
+	listening.initialize(t)
+	openGET(t, listening)
+	time.Sleep(time.Second)
+	if resp, _ := idle.post(t, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("an idle session still answers: %s", resp.Status)
+	}
+	if resp, _ := listening.post(t, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); resp.StatusCode != http.StatusOK {
+		t.Errorf("a session with an open stream was ended: %s", resp.Status)
 	}
 }
