@@ -148,8 +148,8 @@ func Run(ctx context.Context, cfg Config) int {
 
 	code := supervise(ctx, cfg, log, ch, r, stdoutDone, serveErr)
 
-	// Whatever the server started and left behind goes with it.
-	ch.signal(syscall.SIGKILL)
+	// The group was killed when the server exited (child.wait); what left
+	// the group is killed here when it is the adapter's to reap.
 	if cfg.ReapOrphans {
 		killAdopted(ch.pid(), 2*time.Second)
 	}

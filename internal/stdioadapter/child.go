@@ -118,7 +118,11 @@ func startExitCode(err error) int {
 
 func (c *child) pid() int { return c.cmd.Process.Pid }
 
+// wait reaps the child. Whatever it started and left behind in its group
+// goes with it, killed while the child's pid still names the group.
 func (c *child) wait() {
+	waitExited(c.pid())
+	c.signal(syscall.SIGKILL)
 	_ = c.cmd.Wait() // the status is in ProcessState; err only repeats it
 	c.code = exitCode(c.cmd.ProcessState)
 	close(c.exited)

@@ -276,8 +276,8 @@ func tsClientRun(url, scenario, arg string) (map[string]any, error) {
 // rawClient is a hand-driven Streamable HTTP client, for what a library
 // client would hide: exact bytes, chosen ids, malformed input.
 type rawClient struct {
-	url   string
-	sid   string
+	url    string
+	sid    string
 	proto  string // Mcp-Protocol-Version to send, if any
 	accept string // Accept to send instead of JSON and SSE
 }

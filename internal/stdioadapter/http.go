@@ -223,15 +223,12 @@ func (h *handler) writeResponses(w http.ResponseWriter, req *http.Request, st *s
 				}
 			}
 			start()
-			if writeEvent(w, m.data) != nil || rc.Flush() != nil {
+			if writeEvent(w, rc, m.data) != nil {
 				return
 			}
 		case <-keepAlive.C:
-			if started && st.sse {
-				// An SSE comment keeps idle proxies from closing a long call.
-				if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {
-					return
-				}
+			if started && st.sse && writeKeepAlive(w, rc) != nil {
+				return
 			}
 		case <-st.cut:
 			return
@@ -305,11 +302,11 @@ func (h *handler) serveGET(w http.ResponseWriter, req *http.Request) {
 	for {
 		select {
 		case m := <-st.out:
-			if m.data != nil && (writeEvent(w, m.data) != nil || rc.Flush() != nil) {
+			if m.data != nil && writeEvent(w, rc, m.data) != nil {
 				return
 			}
 		case <-keepAlive.C:
-			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {
+			if writeKeepAlive(w, rc) != nil {
 				return
 			}
 		case <-st.cut:
@@ -365,11 +362,22 @@ func accepts(values []string) (jsonOK, sseOK bool) {
 	return jsonOK, sseOK
 }
 
-// writeEvent writes one message as an SSE event. Messages are single lines
-// (see oneLine), so one data field holds each.
-func writeEvent(w io.Writer, data []byte) error {
-	_, err := fmt.Fprintf(w, "event: message\ndata: %s\n\n", data)
-	return err
+// writeEvent writes and flushes one message as an SSE event. Messages are
+// single lines (see oneLine), so one data field holds each.
+func writeEvent(w io.Writer, rc *http.ResponseController, data []byte) error {
+	if _, err := fmt.Fprintf(w, "event: message\ndata: %s\n\n", data); err != nil {
+		return err
+	}
+	return rc.Flush()
+}
+
+// writeKeepAlive writes an SSE comment, which keeps idle proxies from
+// closing a stream that waits for a long call.
+func writeKeepAlive(w io.Writer, rc *http.ResponseController) error {
+	if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
+		return err
+	}
+	return rc.Flush()
 }
 
 // writeError answers with a JSON-RPC error and an HTTP status.
