@@ -75,8 +75,3 @@ func killAdopted(except int, timeout time.Duration) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
-
-// groupAlive reports whether any process of process group pgid still exists.
-func groupAlive(pgid int) bool {
-	return syscall.Kill(-pgid, 0) == nil
-}

@@ -73,10 +73,3 @@ func (st *stream) end() {
 		close(st.cut)
 	}
 }
-
-// open reports whether messages sent now can still reach the client.
-func (st *stream) open() bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return !st.closed
-}
