@@ -1,0 +1,358 @@
+package audit
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/mcp-operator/mcp-operator/internal/mcp/injection"
+)
+
+// Payload is the part of an event that depends on its type: one of the
+// types below. Its fields are written after the common ones, in the order
+// the struct declares them: the payload fields of the design first, in its
+// order, then additions. The json tags say how a reader decodes them; a
+// test checks that the Writer's encoding agrees with them.
+type Payload interface {
+	// EventType is the event's "type", such as "permission.requested".
+	EventType() string
+	// fields appends the payload's fields, each redacted.
+	fields(e *fieldWriter)
+}
+
+// Ms converts a duration to the milliseconds of durationMs fields, to the
+// microsecond.
+func Ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// PermissionRequested: a tools/call reached the permission engine.
+type PermissionRequested struct {
+	// Tool is the canonical (dotted) namespaced name, mcp.<server>.<tool>.
+	Tool string `json:"tool"`
+	// Args are the call's arguments, redacted and shown as the Writer's
+	// ArgsMode says.
+	Args json.RawMessage `json:"args,omitempty"`
+	// RiskAtDecision is the tool's risk when the decision was taken: read,
+	// write, network or destructive.
+	RiskAtDecision string `json:"riskAtDecision"`
+	// SourcedFrom is where the request came from: the bridge endpoint,
+	// "mcp" (/mcp) or "server:<name>" (/servers/<name>/mcp).
+	SourcedFrom string `json:"sourcedFrom"`
+	ToolCallID  string `json:"toolCallId"`
+}
+
+// PermissionResolved: the decision on a call. The bridge writes it, and
+// checks that Write accepted it, before it forwards the call.
+type PermissionResolved struct {
+	// Decision is allow or deny (an ask resolves to one of them).
+	Decision string `json:"decision"`
+	// Actor is who decided: "policy" (the rules), "user" (an answer to an
+	// elicitation) or "bridge" (no one could be asked, a timeout).
+	Actor string `json:"actor"`
+	// SourcedFrom names what decided: "policy:<ns>/<name>#rules[<i>]",
+	// "default" (no rule matched), "approval:once", "approval:session",
+	// "approval:deny", "session-grant" (allowed earlier in the session).
+	SourcedFrom string `json:"sourcedFrom"`
+	ToolCallID  string `json:"toolCallId"`
+	Tool        string `json:"tool"`
+	// Reason says why a call was denied (a rule's reason, or
+	// approval_unavailable, approval_timeout, cel_error).
+	Reason string `json:"reason,omitempty"`
+}
+
+// MCPCallStarted: the bridge sent a request upstream.
+type MCPCallStarted struct {
+	Server     string `json:"server"`
+	ToolCallID string `json:"toolCallId"`
+	// Method is the JSON-RPC method: tools/call, resources/read, prompts/get.
+	Method string          `json:"method"`
+	Args   json.RawMessage `json:"args,omitempty"`
+}
+
+// MCPCallCompleted: the upstream answered with a result.
+type MCPCallCompleted struct {
+	Server     string  `json:"server"`
+	ToolCallID string  `json:"toolCallId"`
+	DurationMs float64 `json:"durationMs"`
+}
+
+// MCPCallFailed: the upstream answered with a JSON-RPC error, or no answer
+// came (connection lost, deadline, server restarted).
+type MCPCallFailed struct {
+	Server     string  `json:"server"`
+	ToolCallID string  `json:"toolCallId"`
+	DurationMs float64 `json:"durationMs"`
+	// Error is the error message (the upstream's, or the bridge's).
+	Error string `json:"error"`
+	// Code is the JSON-RPC error code when the upstream sent one.
+	Code int `json:"code,omitempty"`
+}
+
+// ToolStarted: the bridge runs a tool call the policy allowed.
+type ToolStarted struct {
+	Tool       string `json:"tool"`
+	ToolCallID string `json:"toolCallId"`
+	Server     string `json:"server"`
+}
+
+// ToolCompleted: the agent got the tool's result (after the output
+// pipeline, whose summary the extra fields carry).
+type ToolCompleted struct {
+	// ResultPreview is the start of the result's (redacted) text.
+	ResultPreview string `json:"resultPreview"`
+	// ResultSize is the size in bytes of the result the upstream returned.
+	ResultSize int    `json:"resultSize"`
+	ToolCallID string `json:"toolCallId"`
+	Tool       string `json:"tool"`
+	// IsError is the result's own isError (a tool-level failure).
+	IsError bool `json:"isError,omitempty"`
+	// Redactions counts the secrets the output pipeline redacted, by kind.
+	Redactions map[string]int `json:"redactions,omitempty"`
+	// Injection lists the injection findings in the result.
+	Injection []injection.Finding `json:"injection,omitempty"`
+	// Blocked says the result was withheld because of Injection.
+	Blocked bool `json:"blocked,omitempty"`
+	// Artifact is artifact://<sha256> when the result was over the size cap.
+	Artifact string `json:"artifact,omitempty"`
+}
+
+// ToolFailed: the call ended without a result for the agent.
+type ToolFailed struct {
+	// Reason is a stable code: denied, approval_unavailable,
+	// approval_timeout, mcp_server_restarted, mcp_server_unstable,
+	// upstream_error, timeout, cancelled, unknown_tool, schema_mismatch,
+	// invalid_result, rate_limited.
+	Reason     string `json:"reason"`
+	ToolCallID string `json:"toolCallId"`
+	Tool       string `json:"tool"`
+	// Message is a human-readable detail.
+	Message string `json:"message,omitempty"`
+}
+
+// ToolAmbiguousCall: a bare tool name matched tools of several servers, so
+// the call was refused (names are never guessed).
+type ToolAmbiguousCall struct {
+	// Tool is the name the agent sent.
+	Tool string `json:"tool"`
+	// Candidates are the namespaced names it could mean, sorted.
+	Candidates []string `json:"candidates"`
+}
+
+// ResourceRequested: an agent asked to read a resource.
+type ResourceRequested struct {
+	Server string `json:"server"`
+	// URI is the upstream URI (not the rewritten one the agent used).
+	URI string `json:"uri"`
+}
+
+// ResourceFetched: a resource was read and handed to the agent.
+type ResourceFetched struct {
+	Server string `json:"server"`
+	URI    string `json:"uri"`
+	// SizeBytes is the size of the upstream's resources/read result.
+	SizeBytes int `json:"sizeBytes"`
+	// ContentHash is "sha256:<hex>" of that result.
+	ContentHash string `json:"contentHash"`
+}
+
+// PromptInvoked: an agent asked for a prompt (prompts/get).
+type PromptInvoked struct {
+	Server string          `json:"server"`
+	Prompt string          `json:"prompt"`
+	Args   json.RawMessage `json:"args,omitempty"`
+}
+
+// PromptExpanded: the server expanded the prompt and the agent got it.
+type PromptExpanded struct {
+	Server string `json:"server"`
+	Prompt string `json:"prompt"`
+	// Messages is how many messages the expansion has.
+	Messages  int                 `json:"messages"`
+	SizeBytes int                 `json:"sizeBytes"`
+	Injection []injection.Finding `json:"injection,omitempty"`
+	Blocked   bool                `json:"blocked,omitempty"`
+}
+
+// ServerCrashed: an MCP server's container exited or stopped answering.
+type ServerCrashed struct {
+	Server    string `json:"server"`
+	Namespace string `json:"namespace,omitempty"`
+	// Reason is why: the container's exit reason (Error, OOMKilled) or
+	// ProbeFailed.
+	Reason string `json:"reason"`
+	// Crashes counts consecutive crashes, this one included.
+	Crashes int `json:"crashes"`
+}
+
+// ServerRestarting: the controller will start a new pod after a backoff.
+type ServerRestarting struct {
+	Server    string  `json:"server"`
+	Namespace string  `json:"namespace,omitempty"`
+	Attempt   int     `json:"attempt"`
+	BackoffMs float64 `json:"backoffMs"`
+}
+
+// ServerPermanentlyFailed: restarts are exhausted; the catalog is withdrawn.
+type ServerPermanentlyFailed struct {
+	Server         string `json:"server"`
+	Namespace      string `json:"namespace,omitempty"`
+	Restarts       int    `json:"restarts"`
+	LastExitReason string `json:"lastExitReason"`
+}
+
+// ServerShutdown: a server was suspended or deleted and unregistered.
+type ServerShutdown struct {
+	Server    string `json:"server"`
+	Namespace string `json:"namespace,omitempty"`
+	// Reason is suspend or delete.
+	Reason string `json:"reason"`
+}
+
+// Dropped is written by the Writer itself, when buffer space returns after
+// it had to drop events: how many it dropped.
+type Dropped struct {
+	Count uint64 `json:"count"`
+}
+
+func (PermissionRequested) EventType() string     { return "permission.requested" }
+func (PermissionResolved) EventType() string      { return "permission.resolved" }
+func (MCPCallStarted) EventType() string          { return "mcp.call.started" }
+func (MCPCallCompleted) EventType() string        { return "mcp.call.completed" }
+func (MCPCallFailed) EventType() string           { return "mcp.call.failed" }
+func (ToolStarted) EventType() string             { return "tool.started" }
+func (ToolCompleted) EventType() string           { return "tool.completed" }
+func (ToolFailed) EventType() string              { return "tool.failed" }
+func (ToolAmbiguousCall) EventType() string       { return "tool.ambiguous_call" }
+func (ResourceRequested) EventType() string       { return "mcp.resource.requested" }
+func (ResourceFetched) EventType() string         { return "mcp.resource.fetched" }
+func (PromptInvoked) EventType() string           { return "mcp.prompt.invoked" }
+func (PromptExpanded) EventType() string          { return "mcp.prompt.expanded" }
+func (ServerCrashed) EventType() string           { return "mcp.server.crashed" }
+func (ServerRestarting) EventType() string        { return "mcp.server.restarting" }
+func (ServerPermanentlyFailed) EventType() string { return "mcp.server.permanently_failed" }
+func (ServerShutdown) EventType() string          { return "mcp.server.shutdown" }
+func (Dropped) EventType() string                 { return "audit.dropped" }
+
+func (p PermissionRequested) fields(e *fieldWriter) {
+	e.str("tool", p.Tool)
+	e.args(p.Args)
+	e.str("riskAtDecision", p.RiskAtDecision)
+	e.str("sourcedFrom", p.SourcedFrom)
+	e.str("toolCallId", p.ToolCallID)
+}
+
+func (p PermissionResolved) fields(e *fieldWriter) {
+	e.str("decision", p.Decision)
+	e.str("actor", p.Actor)
+	e.str("sourcedFrom", p.SourcedFrom)
+	e.str("toolCallId", p.ToolCallID)
+	e.str("tool", p.Tool)
+	e.strOmitEmpty("reason", p.Reason)
+}
+
+func (p MCPCallStarted) fields(e *fieldWriter) {
+	e.str("server", p.Server)
+	e.str("toolCallId", p.ToolCallID)
+	e.str("method", p.Method)
+	e.args(p.Args)
+}
+
+func (p MCPCallCompleted) fields(e *fieldWriter) {
+	e.str("server", p.Server)
+	e.str("toolCallId", p.ToolCallID)
+	e.float("durationMs", p.DurationMs)
+}
+
+func (p MCPCallFailed) fields(e *fieldWriter) {
+	e.str("server", p.Server)
+	e.str("toolCallId", p.ToolCallID)
+	e.float("durationMs", p.DurationMs)
+	e.str("error", p.Error)
+	if p.Code != 0 {
+		e.int("code", int64(p.Code))
+	}
+}
+
+func (p ToolStarted) fields(e *fieldWriter) {
+	e.str("tool", p.Tool)
+	e.str("toolCallId", p.ToolCallID)
+	e.str("server", p.Server)
+}
+
+func (p ToolCompleted) fields(e *fieldWriter) {
+	e.str("resultPreview", p.ResultPreview)
+	e.int("resultSize", int64(p.ResultSize))
+	e.str("toolCallId", p.ToolCallID)
+	e.str("tool", p.Tool)
+	e.boolOmitFalse("isError", p.IsError)
+	e.counts("redactions", p.Redactions)
+	e.findings("injection", p.Injection)
+	e.boolOmitFalse("blocked", p.Blocked)
+	e.strOmitEmpty("artifact", p.Artifact)
+}
+
+func (p ToolFailed) fields(e *fieldWriter) {
+	e.str("reason", p.Reason)
+	e.str("toolCallId", p.ToolCallID)
+	e.str("tool", p.Tool)
+	e.strOmitEmpty("message", p.Message)
+}
+
+func (p ToolAmbiguousCall) fields(e *fieldWriter) {
+	e.str("tool", p.Tool)
+	e.strs("candidates", p.Candidates)
+}
+
+func (p ResourceRequested) fields(e *fieldWriter) {
+	e.str("server", p.Server)
+	e.str("uri", p.URI)
+}
+
+func (p ResourceFetched) fields(e *fieldWriter) {
+	e.str("server", p.Server)
+	e.str("uri", p.URI)
+	e.int("sizeBytes", int64(p.SizeBytes))
+	e.str("contentHash", p.ContentHash)
+}
+
+func (p PromptInvoked) fields(e *fieldWriter) {
+	e.str("server", p.Server)
+	e.str("prompt", p.Prompt)
+	e.args(p.Args)
+}
+
+func (p PromptExpanded) fields(e *fieldWriter) {
+	e.str("server", p.Server)
+	e.str("prompt", p.Prompt)
+	e.int("messages", int64(p.Messages))
+	e.int("sizeBytes", int64(p.SizeBytes))
+	e.findings("injection", p.Injection)
+	e.boolOmitFalse("blocked", p.Blocked)
+}
+
+func (p ServerCrashed) fields(e *fieldWriter) {
+	e.str("server", p.Server)
+	e.strOmitEmpty("namespace", p.Namespace)
+	e.str("reason", p.Reason)
+	e.int("crashes", int64(p.Crashes))
+}
+
+func (p ServerRestarting) fields(e *fieldWriter) {
+	e.str("server", p.Server)
+	e.strOmitEmpty("namespace", p.Namespace)
+	e.int("attempt", int64(p.Attempt))
+	e.float("backoffMs", p.BackoffMs)
+}
+
+func (p ServerPermanentlyFailed) fields(e *fieldWriter) {
+	e.str("server", p.Server)
+	e.strOmitEmpty("namespace", p.Namespace)
+	e.int("restarts", int64(p.Restarts))
+	e.str("lastExitReason", p.LastExitReason)
+}
+
+func (p ServerShutdown) fields(e *fieldWriter) {
+	e.str("server", p.Server)
+	e.strOmitEmpty("namespace", p.Namespace)
+	e.str("reason", p.Reason)
+}
+
+func (p Dropped) fields(e *fieldWriter) { e.uint("count", p.Count) }

@@ -1,0 +1,97 @@
+package artifact
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+func TestPutGetOwnership(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "artifacts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := []byte("a large result")
+	sha, err := s.Put("system:serviceaccount:team-a:agent", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	if sha != hex.EncodeToString(sum[:]) {
+		t.Fatalf("sha %s is not the sha256 of the data", sha)
+	}
+	got, err := s.Get("system:serviceaccount:team-a:agent", sha)
+	if err != nil || string(got) != string(data) {
+		t.Fatalf("Get by the owner = %q, %v", got, err)
+	}
+	if _, err := s.Get("system:serviceaccount:team-b:agent", sha); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get by another subject: %v, want ErrNotFound", err)
+	}
+	// The other subject storing the same bytes becomes an owner too.
+	if sha2, err := s.Put("system:serviceaccount:team-b:agent", data); err != nil || sha2 != sha {
+		t.Fatalf("second Put = %s, %v", sha2, err)
+	}
+	if _, err := s.Get("system:serviceaccount:team-b:agent", sha); err != nil {
+		t.Fatalf("Get after the second Put: %v", err)
+	}
+	for _, bad := range []string{"", "../../etc/passwd", sha[:63], sha + "0", "ZZ" + sha[2:]} {
+		if _, err := s.Get("system:serviceaccount:team-a:agent", bad); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Get(%q) = %v, want ErrNotFound", bad, err)
+		}
+	}
+	missing := hex.EncodeToString(make([]byte, 32))
+	if _, err := s.Get("x", missing); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Get of a missing artifact: %v", err)
+	}
+}
+
+func TestConcurrentPutsLeaveOneCompleteFile(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 1<<20)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			if _, err := s.Put(string(rune('a'+i)), data); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	sum := sha256.Sum256(data)
+	sha := hex.EncodeToString(sum[:])
+	entries, err := os.ReadDir(filepath.Join(dir, sha[:2], sha))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 9 { // data and 8 owners, no temporary files left
+		t.Fatalf("entries %v", entries)
+	}
+	for i := range 8 {
+		if got, err := s.Get(string(rune('a'+i)), sha); err != nil || len(got) != len(data) {
+			t.Fatalf("Get: %d bytes, %v", len(got), err)
+		}
+	}
+}
+
+func TestURI(t *testing.T) {
+	sha := hex.EncodeToString(make([]byte, 32))
+	if got, ok := ParseURI(URI(sha)); !ok || got != sha {
+		t.Fatalf("ParseURI(URI) = %q, %v", got, ok)
+	}
+	for _, bad := range []string{"artifact://x", "file://" + sha, sha} {
+		if _, ok := ParseURI(bad); ok {
+			t.Errorf("ParseURI(%q) accepted", bad)
+		}
+	}
+}

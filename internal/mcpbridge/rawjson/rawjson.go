@@ -1,0 +1,477 @@
+// Package rawjson reads and rewrites JSON text in place, without decoding it
+// into Go values: the bridge passes results through with their unknown fields,
+// key order and number formatting intact and touches only what it must (a
+// string here and there, a member added). Callers check the whole document
+// once with json.Valid; the functions here still return errors, never panic,
+// on text that is not valid JSON.
+package rawjson
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// Member is one member of an object: its decoded key and its raw value.
+type Member struct {
+	Key   string
+	Value []byte
+}
+
+var errTruncated = errors.New("the JSON text ends too early")
+
+// Members splits an object into its members, in order. Values are
+// sub-slices of obj.
+func Members(obj []byte) ([]Member, error) {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return nil, fmt.Errorf("while reading a JSON object: found %s", what(obj, i))
+	}
+	var out []Member
+	i = skipSpace(obj, i+1)
+	if i < len(obj) && obj[i] == '}' {
+		return out, nil
+	}
+	for {
+		if i >= len(obj) || obj[i] != '"' {
+			return nil, fmt.Errorf("while reading a JSON object: want a key, found %s", what(obj, i))
+		}
+		end, err := skipString(obj, i)
+		if err != nil {
+			return nil, err
+		}
+		key, err := decodeKey(obj[i:end])
+		if err != nil {
+			return nil, err
+		}
+		i = skipSpace(obj, end)
+		if i >= len(obj) || obj[i] != ':' {
+			return nil, fmt.Errorf("while reading a JSON object: want ':' after key %q, found %s", key, what(obj, i))
+		}
+		start := skipSpace(obj, i+1)
+		end, err = SkipValue(obj, start)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Member{Key: key, Value: obj[start:end]})
+		i = skipSpace(obj, end)
+		if i < len(obj) && obj[i] == ',' {
+			i = skipSpace(obj, i+1)
+			continue
+		}
+		if i < len(obj) && obj[i] == '}' {
+			return out, nil
+		}
+		return nil, fmt.Errorf("while reading a JSON object: want ',' or '}', found %s", what(obj, i))
+	}
+}
+
+// Elements splits an array into its raw elements, in order.
+func Elements(arr []byte) ([][]byte, error) {
+	i := skipSpace(arr, 0)
+	if i >= len(arr) || arr[i] != '[' {
+		return nil, fmt.Errorf("while reading a JSON array: found %s", what(arr, i))
+	}
+	var out [][]byte
+	i = skipSpace(arr, i+1)
+	if i < len(arr) && arr[i] == ']' {
+		return out, nil
+	}
+	for {
+		end, err := SkipValue(arr, i)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, arr[i:end])
+		i = skipSpace(arr, end)
+		if i < len(arr) && arr[i] == ',' {
+			i = skipSpace(arr, i+1)
+			continue
+		}
+		if i < len(arr) && arr[i] == ']' {
+			return out, nil
+		}
+		return nil, fmt.Errorf("while reading a JSON array: want ',' or ']', found %s", what(arr, i))
+	}
+}
+
+// Get returns the raw value of key in obj, or nil when obj has no such key
+// (or is not an object).
+func Get(obj []byte, key string) []byte {
+	ms, err := Members(obj)
+	if err != nil {
+		return nil
+	}
+	for _, m := range ms {
+		if m.Key == key {
+			return m.Value
+		}
+	}
+	return nil
+}
+
+// String decodes v when it is a JSON string.
+func String(v []byte) (string, bool) {
+	i := skipSpace(v, 0)
+	if i >= len(v) || v[i] != '"' {
+		return "", false
+	}
+	end, err := skipString(v, i)
+	if err != nil {
+		return "", false
+	}
+	s, err := decodeString(v[i:end])
+	return s, err == nil
+}
+
+// AppendObject writes an object of the members, in order.
+func AppendObject(dst []byte, ms []Member) []byte {
+	dst = append(dst, '{')
+	for i, m := range ms {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = AppendString(dst, m.Key)
+		dst = append(dst, ':')
+		dst = append(dst, m.Value...)
+	}
+	return append(dst, '}')
+}
+
+// AppendArray writes an array of the raw elements, in order.
+func AppendArray(dst []byte, elems [][]byte) []byte {
+	dst = append(dst, '[')
+	for i, e := range elems {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, e...)
+	}
+	return append(dst, ']')
+}
+
+// AppendString writes s as a JSON string, escaped as encoding/json does
+// except that <, > and & stay as they are. Invalid UTF-8 becomes U+FFFD.
+func AppendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '"', '\\':
+				dst = append(dst, '\\', b)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			switch r {
+			case utf8.RuneError:
+				dst = append(dst, `\ufffd`...)
+			case '\u2028':
+				dst = append(dst, `\u2028`...)
+			default:
+				dst = append(dst, `\u2029`...)
+			}
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+const hex = "0123456789abcdef"
+
+// StringFunc rewrites one string of a document: s is the decoded string; key
+// is the key it belongs to (the member's key for a value, "" inside arrays
+// and at the top) and isKey says whether s is itself a key. It returns the
+// replacement and whether it changed anything.
+type StringFunc func(s, key string, isKey bool) (string, bool)
+
+// RewriteStrings calls f on every string of the document (keys included)
+// and returns the document with the changed strings re-encoded. All other
+// bytes are copied as they are. When nothing changes, it returns doc itself.
+func RewriteStrings(doc []byte, f StringFunc) ([]byte, error) {
+	// One copy of the whole text makes every string without escapes a
+	// substring of it, instead of one allocation each.
+	text := string(doc)
+	var out []byte // nil until the first change
+	copied := 0    // doc[:copied] is in out already
+	// keys[d] is the last key read at object depth d.
+	var keyStack [16]string
+	keys := keyStack[:0]
+	inObject := make([]bool, 0, 16)
+	for i := 0; i < len(doc); {
+		switch b := doc[i]; b {
+		case '{', '[':
+			inObject = append(inObject, b == '{')
+			keys = append(keys, "")
+			i++
+		case '}', ']':
+			if len(inObject) == 0 {
+				return nil, fmt.Errorf("while rewriting JSON strings: unbalanced %q at byte %d", b, i)
+			}
+			inObject = inObject[:len(inObject)-1]
+			keys = keys[:len(keys)-1]
+			i++
+		case '"':
+			end, err := skipString(doc, i)
+			if err != nil {
+				return nil, err
+			}
+			s := text[i+1 : end-1]
+			if strings.IndexByte(s, '\\') >= 0 {
+				if s, err = decodeString(doc[i:end]); err != nil {
+					return nil, err
+				}
+			}
+			j := skipSpace(doc, end)
+			isKey := j < len(doc) && doc[j] == ':' && len(inObject) > 0 && inObject[len(inObject)-1]
+			key := ""
+			if len(keys) > 0 {
+				key = keys[len(keys)-1]
+			}
+			if isKey {
+				key = ""
+			}
+			if repl, changed := f(s, key, isKey); changed {
+				if out == nil {
+					out = make([]byte, 0, len(doc)+64)
+				}
+				out = append(out, doc[copied:i]...)
+				out = AppendString(out, repl)
+				copied = end
+				s = repl
+			}
+			if isKey {
+				keys[len(keys)-1] = s
+			}
+			i = end
+		default:
+			i++
+		}
+	}
+	if out == nil {
+		return doc, nil
+	}
+	return append(out, doc[copied:]...), nil
+}
+
+// SkipValue returns where the value starting at doc[i] ends.
+func SkipValue(doc []byte, i int) (int, error) {
+	if i >= len(doc) {
+		return 0, errTruncated
+	}
+	switch doc[i] {
+	case '"':
+		return skipString(doc, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(doc); j++ {
+			switch doc[j] {
+			case '"':
+				end, err := skipString(doc, j)
+				if err != nil {
+					return 0, err
+				}
+				j = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1, nil
+				}
+			}
+		}
+		return 0, errTruncated
+	default: // number, true, false, null
+		j := i
+		for j < len(doc) && !isDelimiter(doc[j]) {
+			j++
+		}
+		if j == i {
+			return 0, fmt.Errorf("while reading JSON: want a value, found %s", what(doc, i))
+		}
+		return j, nil
+	}
+}
+
+func isDelimiter(b byte) bool {
+	return b == ',' || b == '}' || b == ']' || b == ':' || b == ' ' || b == '\t' || b == '\n' || b == '\r'
+}
+
+// skipString returns the end (one past the closing quote) of the string
+// starting at doc[i] == '"'.
+func skipString(doc []byte, i int) (int, error) {
+	j := i + 1
+	for {
+		k := bytes.IndexByte(doc[j:], '"')
+		if k < 0 {
+			return 0, errTruncated
+		}
+		j += k
+		// The quote ends the string unless an odd number of backslashes
+		// escapes it.
+		n := 0
+		for p := j - 1; p > i && doc[p] == '\\'; p-- {
+			n++
+		}
+		if n%2 == 0 {
+			return j + 1, nil
+		}
+		j++
+	}
+}
+
+// decodeKey is decodeString for object keys: the keys of MCP results come
+// back as constants, without an allocation each.
+func decodeKey(q []byte) (string, error) {
+	switch string(q) {
+	case `"type"`:
+		return "type", nil
+	case `"text"`:
+		return "text", nil
+	case `"content"`:
+		return "content", nil
+	case `"contents"`:
+		return "contents", nil
+	case `"messages"`:
+		return "messages", nil
+	case `"resource"`:
+		return "resource", nil
+	case `"uri"`:
+		return "uri", nil
+	case `"mimeType"`:
+		return "mimeType", nil
+	case `"isError"`:
+		return "isError", nil
+	case `"structuredContent"`:
+		return "structuredContent", nil
+	case `"_meta"`:
+		return "_meta", nil
+	case `"annotations"`:
+		return "annotations", nil
+	case `"role"`:
+		return "role", nil
+	}
+	return decodeString(q)
+}
+
+// decodeString decodes a quoted JSON string as encoding/json does (a lone
+// UTF-16 surrogate becomes U+FFFD), except that invalid UTF-8 bytes are
+// kept: they are re-encoded as U+FFFD only if the string is rewritten.
+func decodeString(q []byte) (string, error) {
+	inner := q[1 : len(q)-1]
+	i := bytes.IndexByte(inner, '\\')
+	if i < 0 {
+		return string(inner), nil
+	}
+	buf := make([]byte, 0, len(inner))
+	for i >= 0 {
+		buf = append(buf, inner[:i]...)
+		inner = inner[i:]
+		if len(inner) < 2 {
+			return "", errors.New("while decoding a JSON string: a lone backslash at its end")
+		}
+		switch c := inner[1]; c {
+		case '"', '\\', '/':
+			buf = append(buf, c)
+		case 'b':
+			buf = append(buf, '\b')
+		case 'f':
+			buf = append(buf, '\f')
+		case 'n':
+			buf = append(buf, '\n')
+		case 'r':
+			buf = append(buf, '\r')
+		case 't':
+			buf = append(buf, '\t')
+		case 'u':
+			r, ok := hex4(inner[2:])
+			if !ok {
+				return "", errors.New("while decoding a JSON string: a malformed \\u escape")
+			}
+			inner = inner[6:]
+			if utf16.IsSurrogate(r) {
+				r2, ok := rune(0), false
+				if len(inner) >= 6 && inner[0] == '\\' && inner[1] == 'u' {
+					r2, ok = hex4(inner[2:])
+				}
+				if dec := utf16.DecodeRune(r, r2); ok && dec != utf8.RuneError {
+					r = dec
+					inner = inner[6:]
+				} else {
+					r = utf8.RuneError
+				}
+			}
+			buf = utf8.AppendRune(buf, r)
+			i = bytes.IndexByte(inner, '\\')
+			continue
+		default:
+			return "", fmt.Errorf("while decoding a JSON string: the escape \\%c", c)
+		}
+		inner = inner[2:]
+		i = bytes.IndexByte(inner, '\\')
+	}
+	buf = append(buf, inner...)
+	return string(buf), nil
+}
+
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
+
+func skipSpace(doc []byte, i int) int {
+	for i < len(doc) && (doc[i] == ' ' || doc[i] == '\t' || doc[i] == '\n' || doc[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+func what(doc []byte, i int) string {
+	if i >= len(doc) {
+		return "the end of the text"
+	}
+	return fmt.Sprintf("%q at byte %d", doc[i], i)
+}
