@@ -41,11 +41,13 @@ docs: manifests ## Generate the API reference (docs/api-reference.md) from the C
 	go run ./hack/apidocs config/crd/bases > docs/api-reference.md
 
 .PHONY: verify
-verify: generate manifests docs ## Fail when a generated file is stale or go.mod is untidy.
+verify: generate manifests docs chart ## Fail when a generated file is stale or go.mod is untidy.
 	go mod tidy -diff
-	@if [ -n "$$(git status --porcelain -- api config docs go.mod go.sum)" ]; then \
-		echo "generated files are stale; run 'make generate manifests docs' and commit:"; \
-		git status --porcelain -- api config docs go.mod go.sum; git diff --stat -- api config docs; exit 1; fi
+	cd hack/mkimage && go mod tidy -diff
+	cd hack/deploytools && go mod tidy -diff
+	@if [ -n "$$(git status --porcelain -- api config docs charts go.mod go.sum)" ]; then \
+		echo "generated files are stale; run 'make generate manifests docs chart' and commit:"; \
+		git status --porcelain -- api config docs charts go.mod go.sum; git diff --stat -- api config docs charts; exit 1; fi
 	@echo "generated files are up to date"
 
 .PHONY: fmt
@@ -95,9 +97,10 @@ undeploy: $(KUSTOMIZE) ## Remove what `make deploy` installed (CRDs and custom r
 ##@ Test
 
 .PHONY: test
-test: envtest-assets peers ## Run every test suite (installs what it needs on first run).
+test: envtest-assets peers $(HELM) $(KUSTOMIZE) helm-lint ## Run every test suite (installs what it needs on first run).
 	go vet ./...
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test ./... -count=1
+	cd hack/mkimage && go vet ./... && go test ./... -count=1
 
 .PHONY: envtest-assets
 envtest-assets: ## Build kube-apiserver and etcd for envtest into bin/k8s (once).
