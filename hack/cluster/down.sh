@@ -23,6 +23,7 @@ stop() {
   done
   kill -9 "${pids[@]}" 2>/dev/null || true
   for _ in $(seq 1 10); do any_alive "${pids[@]}" && sleep 0.2; done
+  return 0
 }
 any_alive() {
   local p
@@ -47,16 +48,14 @@ if [ -n "$(pid_of kubelet)" ] && kc get --raw /readyz >/dev/null 2>&1; then
   for _ in $(seq 1 60); do running_tasks || break; sleep 0.5; done
 fi
 
-# 2. Stop the node's processes, newest first; containerd last, after its
-#    leftover containers are gone.
+# 2. Stop the node's processes; containerd last, after its leftover
+#    containers are gone.
 [ -n "$(our_pids)" ] && step "stopping the node's processes"
-stop kube-proxy kubelet kube-scheduler kube-controller-manager
-stop kube-apiserver
-stop etcd
+stop kube-proxy kubelet kube-scheduler kube-controller-manager kube-apiserver etcd
 if [ -n "$(pid_of containerd)" ]; then
   # Network namespaces of leftover sandboxes, removed after containerd stops.
   netns=$(for c in $(ctrk containers ls -q 2>/dev/null); do
-    ctrk containers info "$c" 2>/dev/null | grep -o '"/var/run/netns/cni-[^"]*"' | tr -d '"'
+    ctrk containers info "$c" 2>/dev/null | grep -o '"/var/run/netns/cni-[^"]*"' | tr -d '"' || true
   done | sort -u)
   for t in $(ctrk tasks ls -q 2>/dev/null); do ctrk tasks kill -s SIGKILL "$t" >/dev/null 2>&1 || true; done
   sleep 0.5
@@ -89,7 +88,7 @@ fi
 #    with our network's name), kube-proxy (its own --cleanup) and the kubelet.
 ip link delete "$CNI_BRIDGE" 2>/dev/null || true
 if command -v iptables >/dev/null; then
-  for ch in $(iptables -w -t nat -S POSTROUTING 2>/dev/null | grep -F "name: \\\"$CNI_NETWORK\\\"" | grep -o -- '-j CNI-[0-9a-f]*' | awk '{print $2}'); do
+  for ch in $(iptables -w -t nat -S POSTROUTING 2>/dev/null | grep -F "name: \\\"$CNI_NETWORK\\\"" | grep -o -- '-j CNI-[0-9a-f]*' | awk '{print $2}' || true); do
     iptables -w -t nat -S POSTROUTING | grep -F -- "-j $ch" | sed 's/^-A /-D /' | while read -r rule; do
       eval "iptables -w -t nat $rule" 2>/dev/null || true
     done || true

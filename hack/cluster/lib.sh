@@ -5,6 +5,10 @@
 # (network namespaces, iptables chains, cgroups, the CNI result cache, shim
 # sockets under /run/containerd); down.sh removes those by name.
 
+# A failing command says where it failed instead of ending the script silently.
+set -E
+trap 'echo "error: ${BASH_SOURCE[0]##*/}:$LINENO: \"$BASH_COMMAND\" failed" >&2' ERR
+
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 STATE=${MCP_DEV_STATE:-$ROOT/.dev}
 K8SBIN=$ROOT/bin/k8s
@@ -78,7 +82,8 @@ ctrk() { ctr --address "$CONTAINERD_SOCK" -n k8s.io "$@"; }
 # still the one we started (its command line names $STATE), else nothing.
 pid_of() {
   local pid
-  pid=$(awk -v n="$1" '$1 == n {print $2}' "$STATE/pids" 2>/dev/null | tail -1)
+  [ -f "$STATE/pids" ] || return 0
+  pid=$(awk -v n="$1" '$1 == n {pid = $2} END {print pid}' "$STATE/pids")
   [ -n "$pid" ] || return 0
   local args
   mapfile -d '' args 2>/dev/null < "/proc/$pid/cmdline" || return 0

@@ -30,7 +30,7 @@ if [ -f "$STATE/pids" ]; then
 fi
 
 "$ROOT/hack/cluster/deps.sh"
-step "building the Kubernetes binaries into bin/k8s (first run only: several minutes)"
+step "Kubernetes binaries in bin/k8s (built from Go modules on the first run only: several minutes)"
 "$ROOT/hack/k8s-binaries.sh" etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl
 [ -f "$IMAGES/pause.tar" ] || die "bin/images/pause.tar is missing: run 'make images' first"
 
