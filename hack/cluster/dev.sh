@@ -77,7 +77,7 @@ local_servers=$(kc -n default get mcpservers -o jsonpath='{range .items[?(@.spec
 notes=()
 [ -n "$bridge_note" ] && notes+=("bridge: $bridge_note (MCP_DEV_BRIDGE=true forces it).")
 if [ -n "$local_servers" ]; then
-  step "waiting for the sample servers built here to be Ready: $(echo $local_servers)"
+  step "waiting for the sample servers built here to be Ready: $(echo "$local_servers" | tr "\n" " ")"
   has_status() { kc -n default get mcpservers -o jsonpath='{.items[*].status.conditions}' | grep -q .; }
   if wait_for 15 "" has_status 2>/dev/null; then
     for s in $local_servers; do

@@ -32,7 +32,7 @@ any_alive() {
 }
 
 if [ -n "$(our_pids)" ] || [ -d "$STATE" ]; then
-  step "tearing down the dev cluster (state in ${STATE#$ROOT/})"
+  step "tearing down the dev cluster (state in ${STATE#"$ROOT"/})"
 else
   step "no dev cluster running; checking that nothing is left behind"
 fi

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034
 # lib.sh: settings and helpers shared by the dev cluster's scripts (sourced).
 #
 # Everything the cluster writes lives under $STATE (default .dev/ in the repo),

@@ -15,7 +15,7 @@ ip=$(node_ip)
 if [ -f "$PKI/done" ] && [ "$(cat "$PKI/done")" = "$ip" ] && [ -f "$KUBECONFIG_FILE" ]; then
   exit 0
 fi
-step "generating certificates and keys (ECDSA P-256) in ${PKI#$ROOT/}"
+step "generating certificates and keys (ECDSA P-256) in ${PKI#"$ROOT"/}"
 rm -rf "$PKI"
 mkdir -p "$PKI"
 cd "$PKI"

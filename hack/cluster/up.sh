@@ -21,7 +21,7 @@ running() {
 
 if [ -f "$STATE/pids" ]; then
   if running; then
-    step "cluster already up (state in ${STATE#$ROOT/})"
+    step "cluster already up (state in ${STATE#"$ROOT"/})"
     "$ROOT/hack/cluster/images.sh"
     exit 0
   fi
@@ -72,7 +72,7 @@ start() {
 # alive NAME: fails with the component's log tail when it has exited.
 alive() {
   [ -n "$(pid_of "$1")" ] && return 0
-  echo "error: $1 exited; the end of ${LOGS#$ROOT/}/$1.log:" >&2
+  echo "error: $1 exited; the end of ${LOGS#"$ROOT"/}/$1.log:" >&2
   tail -20 "$LOGS/$1.log" >&2
   exit 1
 }

@@ -348,7 +348,9 @@ func TestKustomizeMatchesChart(t *testing.T) {
 	}
 	kust := parse(t, out)
 	chart := helmTemplate(t)
-	key := func(u *unstructured.Unstructured) string { return u.GetKind() + "/" + u.GetNamespace() + "/" + u.GetName() }
+	key := func(u *unstructured.Unstructured) string {
+		return u.GetKind() + "/" + u.GetNamespace() + "/" + u.GetName()
+	}
 	var kustKeys, chartKeys []string
 	for _, u := range kust {
 		if u.GetKind() != "Namespace" { // helm install --create-namespace makes it
