@@ -126,6 +126,7 @@ $(CONTROLLER_GEN): hack/tools/go.mod hack/tools/go.sum
 # Helm and kustomize from Go modules (hack/deploytools); the version ldflag
 # makes `helm version` report the pinned release.
 $(HELM): hack/deploytools/go.mod hack/deploytools/go.sum
+	@echo ">> building helm from Go modules into bin/ (first run only; a few minutes)"
 	cd hack/deploytools && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=v3.22.0" -o $(HELM) helm.sh/helm/v3/cmd/helm
 
 $(KUSTOMIZE): hack/deploytools/go.mod hack/deploytools/go.sum

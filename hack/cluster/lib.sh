@@ -72,8 +72,10 @@ need_root() {
 # node_ip prints the machine's primary IPv4 address: the node's InternalIP,
 # which the apiserver advertises and pods reach it on.
 node_ip() {
-  ip -4 -o route get 1.1.1.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p' | head -1 |
-    grep . || ip -4 -o addr show scope global | awk '{print $4}' | cut -d/ -f1 | head -1
+  local dev
+  dev=$(ip -4 route show default | awk '{for (i = 1; i < NF; i++) if ($i == "dev" && d == "") d = $(i + 1)} END {print d}')
+  { [ -n "$dev" ] && ip -4 -o addr show dev "$dev" scope global; ip -4 -o addr show scope global; } |
+    awk 'NR == 1 {split($4, a, "/"); print a[1]}'
 }
 
 kc() { "$K8SBIN/kubectl" --kubeconfig "$KUBECONFIG_FILE" "$@"; }
