@@ -69,9 +69,15 @@ start() {
   setsid "$@" > "$LOGS/$name.log" 2>&1 < /dev/null &
   echo "$name $!" >> "$STATE/pids"
 }
-# alive NAME: fails with the component's log tail when it has exited.
+# alive NAME: fails with the component's log tail when it has exited. It
+# looks three times: a process caught in the middle of exec has no command
+# line for a moment.
 alive() {
-  [ -n "$(pid_of "$1")" ] && return 0
+  local i
+  for i in 1 2 3; do
+    [ -n "$(pid_of "$1")" ] && return 0
+    sleep 0.1
+  done
   echo "error: $1 exited; the end of ${LOGS#"$ROOT"/}/$1.log:" >&2
   tail -20 "$LOGS/$1.log" >&2
   exit 1
