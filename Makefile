@@ -63,6 +63,8 @@ build: ## Build the manager binary into bin/manager.
 
 .PHONY: images
 images: build $(BIN)/everything-server $(MKIMAGE) $(BIN)/pause ## Build the container images without Docker into bin/images (docker-archive tarballs).
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/memhog ./test/e2e/memhog
+	$(MKIMAGE) -tag localhost/mcp-operator/memhog:dev -out $(BIN)/images/memhog.tar $(BIN)/memhog=/memhog
 	$(MKIMAGE) -tag $(IMG) -out $(BIN)/images/manager.tar $(BIN)/manager=/manager
 	$(MKIMAGE) -tag localhost/mcp-operator/everything-server:dev -out $(BIN)/images/everything-server.tar $(BIN)/everything-server=/everything-server
 	$(MKIMAGE) -tag localhost/mcp-operator/pause:dev -user 65535 -out $(BIN)/images/pause.tar $(BIN)/pause=/pause
@@ -81,6 +83,11 @@ helm-lint: $(HELM) ## Lint the Helm chart (strict), with the bridge on and off.
 .PHONY: dev
 dev: images $(HELM) ## Run the operator on a local single-node cluster (root, no Docker): cluster, images, chart, samples.
 	hack/cluster/dev.sh
+
+.PHONY: e2e
+e2e: ## End-to-end tests on the local cluster: brings it up (make dev), runs test/e2e, tears it down.
+	@status=0; $(MAKE) dev && go test -tags e2e ./test/e2e -count=1 -timeout 20m -v -ginkgo.v || status=$$?; \
+		$(MAKE) dev-down; exit $$status
 
 .PHONY: dev-down
 dev-down: ## Tear the local cluster down, leaving nothing behind.
@@ -101,6 +108,7 @@ test: envtest-assets peers $(HELM) $(KUSTOMIZE) helm-lint ## Run every test suit
 	go vet ./...
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test ./... -count=1
 	cd hack/mkimage && go vet ./... && go test ./... -count=1
+	$(MAKE) e2e
 
 .PHONY: envtest-assets
 envtest-assets: ## Build kube-apiserver and etcd for envtest into bin/k8s (once).
