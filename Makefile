@@ -65,6 +65,8 @@ build: ## Build the manager binary into bin/manager.
 images: build $(BIN)/everything-server $(MKIMAGE) $(BIN)/pause ## Build the container images without Docker into bin/images (docker-archive tarballs).
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/memhog ./test/e2e/memhog
 	$(MKIMAGE) -tag localhost/mcp-operator/memhog:dev -out $(BIN)/images/memhog.tar $(BIN)/memhog=/memhog
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/e2e-agent ./test/e2e/agent
+	$(MKIMAGE) -tag localhost/mcp-operator/e2e-agent:dev -out $(BIN)/images/e2e-agent.tar $(BIN)/e2e-agent=/agent
 	$(MKIMAGE) -tag $(IMG) -out $(BIN)/images/manager.tar $(BIN)/manager=/manager
 	$(MKIMAGE) -tag localhost/mcp-operator/everything-server:dev -out $(BIN)/images/everything-server.tar $(BIN)/everything-server=/everything-server
 	$(MKIMAGE) -tag localhost/mcp-operator/pause:dev -user 65535 -out $(BIN)/images/pause.tar $(BIN)/pause=/pause
