@@ -9,6 +9,13 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/mcp-operator/mcp-operator/internal/version.Version=$(VERSION)
 
 CONTROLLER_GEN := $(BIN)/controller-gen
+HELM := $(BIN)/helm
+KUSTOMIZE := $(BIN)/kustomize
+MKIMAGE := $(BIN)/mkimage
+# The operator's image; `make images` builds it (and the dev cluster's other
+# images) without Docker into bin/images.
+IMG ?= localhost/mcp-operator/manager:dev
+KUBECTL ?= $(shell command -v kubectl 2>/dev/null || echo $(BIN)/k8s/kubectl)
 # kube-apiserver and etcd for envtest, built from Go modules by hack/k8s-binaries.sh.
 KUBEBUILDER_ASSETS := $(BIN)/k8s
 
@@ -34,11 +41,13 @@ docs: manifests ## Generate the API reference (docs/api-reference.md) from the C
 	go run ./hack/apidocs config/crd/bases > docs/api-reference.md
 
 .PHONY: verify
-verify: generate manifests docs ## Fail when a generated file is stale or go.mod is untidy.
+verify: generate manifests docs chart ## Fail when a generated file is stale or go.mod is untidy.
 	go mod tidy -diff
-	@if [ -n "$$(git status --porcelain -- api config docs go.mod go.sum)" ]; then \
-		echo "generated files are stale; run 'make generate manifests docs' and commit:"; \
-		git status --porcelain -- api config docs go.mod go.sum; git diff --stat -- api config docs; exit 1; fi
+	cd hack/mkimage && go mod tidy -diff
+	cd hack/deploytools && go mod tidy -diff
+	@if [ -n "$$(git status --porcelain -- api config docs charts go.mod go.sum)" ]; then \
+		echo "generated files are stale; run 'make generate manifests docs chart' and commit:"; \
+		git status --porcelain -- api config docs charts go.mod go.sum; git diff --stat -- api config docs charts; exit 1; fi
 	@echo "generated files are up to date"
 
 .PHONY: fmt
@@ -52,12 +61,56 @@ fmt: ## go fmt and go vet.
 build: ## Build the manager binary into bin/manager.
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/manager ./cmd/manager
 
+.PHONY: images
+images: build $(BIN)/everything-server $(MKIMAGE) $(BIN)/pause ## Build the container images without Docker into bin/images (docker-archive tarballs).
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/memhog ./test/e2e/memhog
+	$(MKIMAGE) -tag localhost/mcp-operator/memhog:dev -out $(BIN)/images/memhog.tar $(BIN)/memhog=/memhog
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/e2e-agent ./test/e2e/agent
+	$(MKIMAGE) -tag localhost/mcp-operator/e2e-agent:dev -out $(BIN)/images/e2e-agent.tar $(BIN)/e2e-agent=/agent
+	$(MKIMAGE) -tag $(IMG) -out $(BIN)/images/manager.tar $(BIN)/manager=/manager
+	$(MKIMAGE) -tag localhost/mcp-operator/everything-server:dev -out $(BIN)/images/everything-server.tar $(BIN)/everything-server=/everything-server
+	$(MKIMAGE) -tag localhost/mcp-operator/pause:dev -user 65535 -out $(BIN)/images/pause.tar $(BIN)/pause=/pause
+
+.PHONY: chart
+chart: manifests ## Generate the Helm chart's CRD and RBAC templates from config/crd/bases and config/rbac.
+	go run ./hack/chartgen -crds config/crd/bases -rbac config/rbac -out charts/mcp-operator/templates/generated
+
+.PHONY: helm-lint
+helm-lint: $(HELM) ## Lint the Helm chart (strict), with the bridge on and off.
+	$(HELM) lint --strict charts/mcp-operator
+	$(HELM) lint --strict charts/mcp-operator --set bridge.enabled=false --set crds.enabled=false
+
+##@ Local cluster and deployment
+
+.PHONY: dev
+dev: images $(HELM) ## Run the operator on a local single-node cluster (root, no Docker): cluster, images, chart, samples.
+	hack/cluster/dev.sh
+
+.PHONY: e2e
+e2e: ## End-to-end tests on the local cluster: brings it up (make dev), runs test/e2e, tears it down.
+	@status=0; $(MAKE) dev && go test -tags e2e ./test/e2e -count=1 -timeout 20m -v -ginkgo.v || status=$$?; \
+		$(MAKE) dev-down; exit $$status
+
+.PHONY: dev-down
+dev-down: ## Tear the local cluster down, leaving nothing behind.
+	hack/cluster/down.sh
+
+.PHONY: deploy
+deploy: $(KUSTOMIZE) ## Install the operator (config/default, image IMG) into the cluster of the current kubeconfig.
+	$(KUSTOMIZE) build config/default | sed 's|localhost/mcp-operator/manager:dev|$(IMG)|' | $(KUBECTL) apply --server-side -f -
+
+.PHONY: undeploy
+undeploy: $(KUSTOMIZE) ## Remove what `make deploy` installed (CRDs and custom resources included).
+	$(KUSTOMIZE) build config/default | $(KUBECTL) delete --ignore-not-found -f -
+
 ##@ Test
 
 .PHONY: test
-test: envtest-assets peers ## Run every test suite (installs what it needs on first run).
+test: envtest-assets peers $(HELM) $(KUSTOMIZE) helm-lint ## Run every test suite (installs what it needs on first run).
 	go vet ./...
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test ./... -count=1
+	cd hack/mkimage && go vet ./... && go test ./... -count=1
+	$(MAKE) e2e
 
 .PHONY: envtest-assets
 envtest-assets: ## Build kube-apiserver and etcd for envtest into bin/k8s (once).
@@ -92,3 +145,18 @@ bench-policy: ## One permission decision: the compiled engine against a linear s
 
 $(CONTROLLER_GEN): hack/tools/go.mod hack/tools/go.sum
 	cd hack/tools && go build -o $(CONTROLLER_GEN) sigs.k8s.io/controller-tools/cmd/controller-gen
+
+# Helm and kustomize from Go modules (hack/deploytools); the version ldflag
+# makes `helm version` report the pinned release.
+$(HELM): hack/deploytools/go.mod hack/deploytools/go.sum
+	@echo ">> building helm from Go modules into bin/ (first run only; a few minutes)"
+	cd hack/deploytools && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=v3.22.0" -o $(HELM) helm.sh/helm/v3/cmd/helm
+
+$(KUSTOMIZE): hack/deploytools/go.mod hack/deploytools/go.sum
+	cd hack/deploytools && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(KUSTOMIZE) sigs.k8s.io/kustomize/kustomize/v5
+
+$(MKIMAGE): hack/mkimage/go.mod hack/mkimage/go.sum $(wildcard hack/mkimage/*.go)
+	cd hack/mkimage && CGO_ENABLED=0 go build -trimpath -o $(MKIMAGE) .
+
+$(BIN)/pause: hack/mkimage/pause/main.go
+	cd hack/mkimage && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(BIN)/pause ./pause

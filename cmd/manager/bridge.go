@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -50,13 +51,14 @@ func parseBridgeFlags(args []string, stderr io.Writer) (bridgeFlags, error) {
 	fs := flag.NewFlagSet("manager bridge", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.listen, "listen", ":8443", "address agents connect to (/mcp, /servers/<name>/mcp, /healthz, /readyz, /metrics)")
+	fs.StringVar(&f.listen, "bind-address", ":8443", "the same as --listen (the name the chart uses)")
 	fs.StringVar(&f.namespaces, "namespaces", os.Getenv("POD_NAMESPACE"), "comma-separated namespaces whose MCPServers and ToolPolicies the bridge serves (default: $POD_NAMESPACE)")
 	fs.StringVar(&f.toolNameStyle, "tool-name-style", mcpbridge.StyleDotted, "how /mcp names tools: dotted (mcp.<server>.<tool>) or underscore (mcp__<server>__<tool>, for clients that reject dots)")
 	fs.BoolVar(&f.insecureAnonymous, "insecure-anonymous", false, "accept requests without a token as system:anonymous; local development only")
 	fs.StringVar(&f.sessionKeyFile, "session-key-file", "", "file with the key (at least 32 bytes) that seals session ids, shared by all replicas (a mounted Secret); without it sessions do not survive this replica")
 	fs.StringVar(&f.auditLog, "audit-log", "stdout", "where audit events go: stdout or a file path")
 	fs.StringVar(&f.auditArgs, "audit-args", "preview", "how much of call arguments audit events show: full, preview or none")
-	fs.StringVar(&f.artifactDir, "artifact-dir", "/var/lib/mcp-bridge/artifacts", "directory (or PVC mount) for results over --max-result-bytes")
+	fs.StringVar(&f.artifactDir, "artifact-dir", "", "directory (or PVC mount) for results over --max-result-bytes (default: a directory under $TMPDIR)")
 	fs.IntVar(&f.maxResultBytes, "max-result-bytes", output.DefaultMaxResultBytes, "largest result passed to an agent whole; larger ones go to the artifact store")
 	fs.Int64Var(&f.maxBodyBytes, "max-body-bytes", mcpbridge.DefaultMaxBodyBytes, "largest request body accepted")
 	fs.IntVar(&f.maxConcurrent, "max-concurrent-requests", mcpbridge.DefaultMaxConcurrent, "requests served at once by this replica")
@@ -158,6 +160,9 @@ func bridgeOptions(f bridgeFlags, log interface {
 }) (mcpbridge.Options, func(), error) {
 	closeSink := func() {}
 	o := mcpbridge.Options{Namespaces: splitList(f.namespaces), ArtifactDir: f.artifactDir, MaxResultBytes: f.maxResultBytes}
+	if o.ArtifactDir == "" {
+		o.ArtifactDir = filepath.Join(os.TempDir(), "mcp-bridge-artifacts")
+	}
 	o.ArgsMode, _ = audit.ParseArgsMode(f.auditArgs)
 	if f.auditLog != "stdout" && f.auditLog != "" {
 		file, err := audit.OpenFile(f.auditLog)

@@ -51,7 +51,7 @@ func parseControllerFlags(args []string, stderr io.Writer) (controllerFlags, err
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader so only one replica reconciles; turn on with more than one replica")
 	fs.StringVar(&f.leaderNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's own)")
 	fs.IntVar(&f.workers, "max-concurrent-reconciles", 4, "reconcile workers per controller")
-	fs.StringVar(&f.workload.OperatorImage, "operator-image", "localhost/mcp-operator/manager:dev", "image holding the manager binary at "+controller.ManagerPath+"; stdio server pods copy the adapter from it")
+	fs.StringVar(&f.workload.OperatorImage, "operator-image", envOr("MANAGER_IMAGE", "localhost/mcp-operator/manager:dev"), "image holding the manager binary at "+controller.ManagerPath+"; stdio server pods copy the adapter from it (default: $MANAGER_IMAGE)")
 	fs.StringVar(&f.workload.OperatorNamespace, "operator-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the bridge and controller pods, the only ones server pods accept connections from (default: $POD_NAMESPACE)")
 	fs.StringVar(&f.bridgeScope, "bridge-namespaces", "", "comma-separated namespaces the bridge serves; same-named MCPServers among them conflict (the older keeps the name)")
 	f.zap.BindFlags(fs)
@@ -125,4 +125,12 @@ func runController(args []string, _, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// envOr is the value of the environment variable name, or def when unset.
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }

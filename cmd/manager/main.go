@@ -19,7 +19,7 @@ type subcommand struct {
 var subcommands = map[string]subcommand{
 	"controller":    {"run the MCPServer and ToolPolicy controllers", runController},
 	"bridge":        {"serve the policy-enforcing MCP endpoint for agents", runBridge},
-	"stdio-adapter": {"serve a stdio MCP server over Streamable HTTP (runs inside server pods)", notImplemented("stdio-adapter")},
+	"stdio-adapter": {"serve a stdio MCP server over Streamable HTTP (runs inside server pods)", runStdioAdapter},
 	"probe":         {"show what an MCP server offers: tools, risks, resources, prompts", runProbe},
 	"version":       {"print the build's version", runVersion},
 }
@@ -56,12 +56,4 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-14s %s\n", name, subcommands[name].summary)
 	}
 	fmt.Fprintln(w, "\n'manager <subcommand> -h' lists a subcommand's flags.")
-}
-
-// notImplemented stands in for a role whose issue has not landed yet.
-func notImplemented(name string) func([]string, io.Writer, io.Writer) int {
-	return func(_ []string, _, stderr io.Writer) int {
-		fmt.Fprintf(stderr, "manager %s: not implemented yet\n", name)
-		return 1
-	}
 }

@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -35,5 +38,30 @@ func TestDispatch(t *testing.T) {
 				t.Errorf("stderr %q does not contain %q", stderr.String(), tc.stderr)
 			}
 		})
+	}
+}
+
+// TestStdioAdapterInstallsItself is what the init container of a stdio server
+// pod runs: the binary copies itself where the server container finds it.
+func TestStdioAdapterInstallsItself(t *testing.T) {
+	dst := filepath.Join(t.TempDir(), "manager")
+	var stderr bytes.Buffer
+	if code := dispatch([]string{"stdio-adapter", "--install", dst}, io.Discard, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := os.ReadFile(self)
+	got, err := os.ReadFile(dst)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("installed binary differs from this one (err %v)", err)
+	}
+	if info, _ := os.Stat(dst); info.Mode().Perm()&0o111 == 0 {
+		t.Errorf("installed binary is not executable: %v", info.Mode())
+	}
+	if code := dispatch([]string{"stdio-adapter", "--install", filepath.Join(dst, "no", "such", "dir")}, io.Discard, &stderr); code != 1 {
+		t.Errorf("install into a missing directory: exit %d, want 1", code)
 	}
 }

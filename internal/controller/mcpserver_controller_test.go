@@ -5,8 +5,10 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -23,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/testenv"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -457,4 +460,94 @@ func BeSortedAs() OmegaMatcher {
 		}
 		return true
 	}, BeTrue())
+}
+
+var _ = Describe("MCPServer controller with a stdio server", func() {
+	It("runs the server's command under the stdio adapter and publishes its catalog; the server's exit is a crash", func() {
+		ns := createNamespace()
+		clk := clocktesting.NewFakeClock(time.Now())
+		startManager([]string{ns}, reconcilerFor(clk))
+		everything, err := testpeers.NPMBin("mcp-server-everything")
+		Expect(err).NotTo(HaveOccurred())
+		port := freePort()
+		s := &mcpv1alpha1.MCPServer{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stdio"},
+			Spec: mcpv1alpha1.MCPServerSpec{
+				Transport: mcpv1alpha1.TransportStdio,
+				Workload:  &mcpv1alpha1.Workload{Image: "node:22", Command: []string{everything}, Port: int32(port), Path: "/mcp"},
+			},
+		}
+		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+		pod := onePod(s)
+		Expect(pod.Spec.InitContainers).To(HaveLen(1))
+		Expect(pod.Spec.InitContainers[0].Command).To(Equal([]string{ManagerPath, "stdio-adapter", "--install", adapterPath}))
+
+		// Play the container runtime: run the pod's command with the manager
+		// built from this tree standing in for the installed adapter.
+		command := pod.Spec.Containers[0].Command
+		Expect(command[0]).To(Equal(adapterPath))
+		args := append([]string{}, command[1:]...)
+		for i := range args {
+			if args[i] == fmt.Sprintf(":%d", port) {
+				args[i] = fmt.Sprintf("127.0.0.1:%d", port)
+			}
+		}
+		adapter := exec.Command(managerBinary(), args...)
+		adapter.Stdout, adapter.Stderr = GinkgoWriter, GinkgoWriter
+		adapter.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		Expect(adapter.Start()).To(Succeed())
+		exited := make(chan int, 1)
+		go func() { _ = adapter.Wait(); exited <- adapter.ProcessState.ExitCode() }()
+		DeferCleanup(func() { _ = syscall.Kill(-adapter.Process.Pid, syscall.SIGKILL) })
+
+		kubeletRuns(pod, clk.Now())
+		Eventually(condition(s, mcpv1alpha1.ConditionReady)).WithTimeout(60 * time.Second).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonServing))
+		Expect(get(s).Status.Tools).To(ContainElement(HaveField("Name", "mcp.stdio.echo")))
+
+		// The server dies; the adapter exits with its code, as the pod's
+		// container would, and the controller counts a crash.
+		server := childOf(adapter.Process.Pid)
+		Expect(syscall.Kill(server, syscall.SIGKILL)).To(Succeed())
+		var code int
+		Eventually(exited).WithTimeout(10 * time.Second).Should(Receive(&code))
+		Expect(code).To(Equal(128 + int(syscall.SIGKILL)))
+		kubeletSeesExit(pod, int32(code), "Error")
+		Eventually(func() string { return get(s).Status.Restarts.LastExitReason }).Should(Equal("Error (exit code 137)"))
+		Eventually(condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonRestarting))
+	})
+})
+
+var (
+	managerOnce sync.Once
+	managerPath string
+)
+
+// managerBinary builds cmd/manager from this tree once per test run.
+func managerBinary() string {
+	managerOnce.Do(func() {
+		root, err := testenv.RepoRoot()
+		Expect(err).NotTo(HaveOccurred())
+		managerPath = filepath.Join(GinkgoT().TempDir(), "manager")
+		build := exec.Command("go", "build", "-o", managerPath, "./cmd/manager")
+		build.Dir = root
+		out, err := build.CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+	})
+	return managerPath
+}
+
+// childOf finds the one child process of pid (any of its threads may have
+// started it).
+func childOf(pid int) int {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	Expect(err).NotTo(HaveOccurred())
+	var children []string
+	for _, t := range tasks {
+		data, _ := os.ReadFile(t)
+		children = append(children, strings.Fields(string(data))...)
+	}
+	Expect(children).To(HaveLen(1), "children of the adapter")
+	child, err := strconv.Atoi(children[0])
+	Expect(err).NotTo(HaveOccurred())
+	return child
 }

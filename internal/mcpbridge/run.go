@@ -46,8 +46,8 @@ type Options struct {
 	// AuditSink receives the audit events (stdout when nil).
 	AuditSink io.Writer
 	ArgsMode  audit.ArgsMode
-	// ArtifactDir holds results over MaxResultBytes (a temporary directory
-	// when empty).
+	// ArtifactDir holds results over MaxResultBytes (none when empty or not
+	// writable: such results then fail).
 	ArtifactDir    string
 	MaxResultBytes int
 	// Registry gets the metrics (a fresh registry when nil).
@@ -109,13 +109,14 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := o.ArtifactDir
-	if dir == "" {
-		return nil, errors.New("while starting the bridge: no artifact directory")
-	}
-	store, err := artifact.Open(dir)
-	if err != nil {
-		return nil, err
+	// Without a writable artifact directory the bridge still serves;
+	// only results over the cap fail (and say why).
+	var store *artifact.Store
+	if o.ArtifactDir != "" {
+		if store, err = artifact.Open(o.ArtifactDir); err != nil {
+			o.Log.Error(err, "no artifact store: results over the size cap will fail", "dir", o.ArtifactDir)
+			store = nil
+		}
 	}
 	aw := audit.New(audit.Options{Sink: o.AuditSink, ArgsMode: o.ArgsMode, Clock: o.Bridge.Clock})
 	reg := o.Registry
@@ -129,8 +130,11 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 
 	cfg := o.Bridge
 	cfg.Registry, cfg.Auth, cfg.Sessions, cfg.Sealer, cfg.Audit = registry, auth, sessions, sealer, aw
-	cfg.Pipeline = &output.Pipeline{Store: store, MaxResultBytes: o.MaxResultBytes}
-	cfg.Artifacts, cfg.Metrics, cfg.Log = store, m, o.Log
+	cfg.Pipeline = &output.Pipeline{MaxResultBytes: o.MaxResultBytes}
+	if store != nil {
+		cfg.Pipeline.Store, cfg.Artifacts = store, store
+	}
+	cfg.Metrics, cfg.Log = m, o.Log
 	if cfg.Limiter == nil {
 		cfg.Limiter = policy.NewRateLimiter(nil)
 	}

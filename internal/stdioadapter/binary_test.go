@@ -1,0 +1,176 @@
+package stdioadapter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcp-operator/mcp-operator/internal/testenv"
+)
+
+var manager struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// buildManager builds the real manager binary, once per test run.
+func buildManager(t *testing.T) string {
+	t.Helper()
+	manager.once.Do(func() {
+		root, err := testenv.RepoRoot()
+		if err != nil {
+			manager.err = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "stdioadapter-test-")
+		if err != nil {
+			manager.err = err
+			return
+		}
+		cleanups = append(cleanups, func() { os.RemoveAll(dir) })
+		manager.path = filepath.Join(dir, "manager")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		build := exec.CommandContext(ctx, "go", "build", "-o", manager.path, "./cmd/manager")
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
+			manager.err = fmt.Errorf("go build ./cmd/manager: %w\n%s", err, out)
+		}
+	})
+	if manager.err != nil {
+		t.Fatal(manager.err)
+	}
+	return manager.path
+}
+
+var addressInLog = regexp.MustCompile(`msg=serving .*address=(\S+)`)
+
+// The real binary, end to end: `manager stdio-adapter` serves a real client,
+// passes the server's stderr through, forwards SIGTERM, exits with the
+// server's code, and leaves no process behind — not even one that left the
+// server's process group (the binary makes itself a child subreaper and
+// kills what it adopted).
+func TestManagerBinary(t *testing.T) {
+	manager := buildManager(t)
+	pidFile := filepath.Join(t.TempDir(), "escaped.pid")
+	// A process that escapes the group with setsid, records its pid, and
+	// would sleep for five minutes.
+	script := `(setsid sh -c 'echo $$ > "$1"; exec sleep 300' _ "$0" &) ; exec "$1"`
+	cmd := exec.Command(manager, "stdio-adapter", "--listen", "127.0.0.1:0", "--grace-period", "3s", "--",
+		"sh", "-c", script, pidFile, peer(t, "mcp-server-everything"))
+	// A file, not a pipe: the test must not wait for every holder of the
+	// manager's stderr to close it (that is the kubelet's business).
+	stderr := &fileLog{path: filepath.Join(t.TempDir(), "stderr")}
+	f, err := os.Create(stderr.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd.Stderr = f
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("manager stderr:\n%s", stderr)
+		}
+	})
+
+	var addr string
+	for deadline := time.Now().Add(15 * time.Second); addr == ""; time.Sleep(20 * time.Millisecond) {
+		if m := addressInLog.FindStringSubmatch(stderr.String()); m != nil {
+			addr = m[1]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the manager did not report its address:\n%s", stderr)
+		}
+	}
+	out := tsClient(t, "http://"+addr+"/mcp", "sum", "1")
+	if out["wrong"].(float64) != 0 {
+		t.Errorf("wrong answers: %v", out)
+	}
+	if !strings.Contains(stderr.String(), "Starting default (STDIO) server...") {
+		t.Errorf("the server's stderr did not pass through:\n%s", stderr)
+	}
+	serverPID := childPID(t, stderr.String())
+	escaped := readPID(t, pidFile)
+	t.Cleanup(func() {
+		if data, err := os.ReadFile("/proc/" + strconv.Itoa(escaped) + "/cmdline"); err == nil && strings.HasPrefix(string(data), "sleep") {
+			syscall.Kill(escaped, syscall.SIGKILL) // the test failed; don't leave it behind
+		}
+	})
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		var exitErr *exec.ExitError
+		if !errors.As(err, &exitErr) || exitErr.ExitCode() != 128+int(syscall.SIGTERM) {
+			t.Errorf("the manager exited with %v, want code %d", err, 128+int(syscall.SIGTERM))
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the manager did not exit after SIGTERM")
+	}
+	waitGroupGone(t, serverPID, 5*time.Second)
+	if _, err := os.Stat("/proc/" + strconv.Itoa(escaped)); err == nil {
+		t.Errorf("the process that left the server's group (pid %d) outlived the manager", escaped)
+	}
+}
+
+// The real binary exits with the code of a server that fails at start.
+func TestManagerBinaryExitCode(t *testing.T) {
+	manager := buildManager(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, manager, "stdio-adapter", "--listen", "127.0.0.1:0", "--",
+		"sh", "-c", "echo about to fail >&2; exit 3")
+	out, err := cmd.CombinedOutput()
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) || exitErr.ExitCode() != 3 {
+		t.Errorf("exit: %v, want code 3\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "about to fail") {
+		t.Errorf("the server's stderr is missing:\n%s", out)
+	}
+
+	usage := exec.CommandContext(ctx, manager, "stdio-adapter", "--listen", "127.0.0.1:0")
+	if err := usage.Run(); !errors.As(err, &exitErr) || exitErr.ExitCode() != 2 {
+		t.Errorf("without a command: %v, want code 2", err)
+	}
+}
+
+// fileLog reads a log file as it grows.
+type fileLog struct{ path string }
+
+func (l *fileLog) String() string {
+	data, _ := os.ReadFile(l.path)
+	return string(data)
+}
+
+func readPID(t *testing.T, path string) int {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		data, _ := os.ReadFile(path)
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil {
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no pid in %s", path)
+		}
+	}
+}

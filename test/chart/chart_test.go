@@ -1,0 +1,392 @@
+package chart_test
+
+import (
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+const keepAnnotation = "helm.sh/resource-policy"
+
+// TestCRDsEqualGeneratedSources: the chart's CRDs are controller-gen's, spec
+// for spec, and kept on uninstall by default.
+func TestCRDsEqualGeneratedSources(t *testing.T) {
+	rendered := helmTemplate(t)
+	sources := sourceObjects(t, "config/crd/bases/*.yaml")
+	if got, want := len(rendered.ofKind("CustomResourceDefinition")), len(sources); got != want {
+		t.Fatalf("chart has %d CRDs, config/crd/bases %d", got, want)
+	}
+	for _, src := range sources {
+		crd := rendered.find("CustomResourceDefinition", src.GetName())
+		if crd == nil {
+			t.Errorf("CRD %s missing from the chart", src.GetName())
+			continue
+		}
+		if !reflect.DeepEqual(crd.Object["spec"], src.Object["spec"]) {
+			t.Errorf("CRD %s: the chart's spec differs from config/crd/bases: run 'make chart'", src.GetName())
+		}
+		if crd.GetAnnotations()[keepAnnotation] != "keep" {
+			t.Errorf("CRD %s: annotations %v, want %s: keep", src.GetName(), crd.GetAnnotations(), keepAnnotation)
+		}
+		if crd.GetLabels()["app.kubernetes.io/name"] != "mcp-operator" {
+			t.Errorf("CRD %s: labels %v", src.GetName(), crd.GetLabels())
+		}
+	}
+}
+
+// TestCRDValues: crds.enabled and crds.keep.
+func TestCRDValues(t *testing.T) {
+	if crds := helmTemplate(t, "--set", "crds.enabled=false").ofKind("CustomResourceDefinition"); len(crds) != 0 {
+		t.Errorf("crds.enabled=false rendered %d CRDs", len(crds))
+	}
+	crds := helmTemplate(t, "--set", "crds.keep=false").ofKind("CustomResourceDefinition")
+	if len(crds) == 0 {
+		t.Fatal("crds.keep=false rendered no CRDs")
+	}
+	for _, crd := range crds {
+		if _, ok := crd.GetAnnotations()[keepAnnotation]; ok {
+			t.Errorf("crds.keep=false: CRD %s still has %s", crd.GetName(), keepAnnotation)
+		}
+	}
+}
+
+// TestRolesEqualConfigRBAC: every Role and ClusterRole of config/rbac is in
+// the chart, under the release's name, with the same rules.
+func TestRolesEqualConfigRBAC(t *testing.T) {
+	for _, release := range []string{"mcp-operator", "prod"} {
+		t.Run(release, func(t *testing.T) {
+			rendered := helmTemplate(t, release)
+			prefix := release
+			if release == "prod" {
+				prefix = "prod-mcp-operator"
+			}
+			n := 0
+			for _, src := range sourceObjects(t, "config/rbac/*.yaml") {
+				if src.GetKind() != "Role" && src.GetKind() != "ClusterRole" {
+					continue
+				}
+				n++
+				name := prefix + strings.TrimPrefix(src.GetName(), "mcp-operator")
+				got := rendered.find(src.GetKind(), name)
+				if got == nil {
+					t.Errorf("%s %s (from %s) missing from the chart", src.GetKind(), name, src.GetName())
+					continue
+				}
+				if want := typed[rbacv1.ClusterRole](t, src).Rules; !reflect.DeepEqual(typed[rbacv1.ClusterRole](t, got).Rules, want) {
+					t.Errorf("%s %s: rules differ from config/rbac: run 'make chart'", src.GetKind(), name)
+				}
+				if src.GetKind() == "Role" && got.GetNamespace() != releaseNS {
+					t.Errorf("Role %s in namespace %q, want %s", name, got.GetNamespace(), releaseNS)
+				}
+			}
+			if n == 0 {
+				t.Fatal("config/rbac holds no roles")
+			}
+		})
+	}
+}
+
+// TestBindingsResolve: every binding names a role and ServiceAccounts that
+// the chart renders, so no permission silently goes missing.
+func TestBindingsResolve(t *testing.T) {
+	for name, args := range map[string][]string{
+		"defaults":          nil,
+		"bridge namespaces": {"--set", "bridge.namespaces={team-a,team-b}"},
+		"no bridge":         {"--set", "bridge.enabled=false"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rendered := helmTemplate(t, args...)
+			bindings := append(rendered.ofKind("RoleBinding"), rendered.ofKind("ClusterRoleBinding")...)
+			if len(bindings) == 0 {
+				t.Fatal("no bindings rendered")
+			}
+			for _, b := range bindings {
+				rb := typed[rbacv1.RoleBinding](t, b)
+				if rendered.find(rb.RoleRef.Kind, rb.RoleRef.Name) == nil {
+					t.Errorf("%s %s binds %s %s, which the chart does not render", b.GetKind(), b.GetName(), rb.RoleRef.Kind, rb.RoleRef.Name)
+				}
+				for _, s := range rb.Subjects {
+					sa := rendered.find("ServiceAccount", s.Name)
+					if s.Kind != "ServiceAccount" || sa == nil || sa.GetNamespace() != s.Namespace {
+						t.Errorf("%s %s: subject %+v is not a rendered ServiceAccount", b.GetKind(), b.GetName(), s)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestDeployments: the controller and the bridge run the one image with
+// their subcommand, carry the labels the design relies on, and are hardened.
+func TestDeployments(t *testing.T) {
+	rendered := helmTemplate(t)
+	for _, tc := range []struct {
+		name, component, subcommand string
+		args                        []string
+	}{
+		{"mcp-operator-controller", "controller", "controller", []string{"--leader-elect=true"}},
+		{"mcp-operator-bridge", "bridge", "bridge", []string{"--namespaces=" + releaseNS}},
+	} {
+		t.Run(tc.component, func(t *testing.T) {
+			u := rendered.find("Deployment", tc.name)
+			if u == nil {
+				t.Fatalf("Deployment %s not rendered", tc.name)
+			}
+			d := typed[appsv1.Deployment](t, u)
+			if d.Namespace != releaseNS {
+				t.Errorf("namespace %q", d.Namespace)
+			}
+			podLabels := d.Spec.Template.Labels
+			if podLabels["app.kubernetes.io/name"] != "mcp-operator" || podLabels["app.kubernetes.io/component"] != tc.component {
+				t.Errorf("pod labels %v lack name=mcp-operator, component=%s", podLabels, tc.component)
+			}
+			if !labels.SelectorFromSet(d.Spec.Selector.MatchLabels).Matches(labels.Set(podLabels)) {
+				t.Errorf("selector %v does not match the pod labels %v", d.Spec.Selector.MatchLabels, podLabels)
+			}
+			if rendered.find("ServiceAccount", d.Spec.Template.Spec.ServiceAccountName) == nil {
+				t.Errorf("ServiceAccount %q not rendered", d.Spec.Template.Spec.ServiceAccountName)
+			}
+			checkHardened(t, d)
+			c := d.Spec.Template.Spec.Containers[0]
+			if c.Image != "localhost/mcp-operator/manager:0.1.0" {
+				t.Errorf("image %q, want the chart's appVersion tag", c.Image)
+			}
+			if len(c.Args) == 0 || c.Args[0] != tc.subcommand {
+				t.Errorf("args %q do not start with the subcommand %s", c.Args, tc.subcommand)
+			}
+			for _, a := range tc.args {
+				if !slices.Contains(c.Args, a) {
+					t.Errorf("args %q lack %s", c.Args, a)
+				}
+			}
+		})
+	}
+}
+
+func checkHardened(t *testing.T, d *appsv1.Deployment) {
+	t.Helper()
+	pod := d.Spec.Template.Spec.SecurityContext
+	if pod == nil || pod.RunAsNonRoot == nil || !*pod.RunAsNonRoot {
+		t.Errorf("%s: pod runAsNonRoot is not true", d.Name)
+	}
+	if pod == nil || pod.SeccompProfile == nil || pod.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("%s: pod seccomp profile is not RuntimeDefault", d.Name)
+	}
+	for _, c := range d.Spec.Template.Spec.Containers {
+		sc := c.SecurityContext
+		switch {
+		case sc == nil:
+			t.Errorf("%s/%s: no securityContext", d.Name, c.Name)
+		case sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation:
+			t.Errorf("%s/%s: allowPrivilegeEscalation is not false", d.Name, c.Name)
+		case sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem:
+			t.Errorf("%s/%s: readOnlyRootFilesystem is not true", d.Name, c.Name)
+		case sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}):
+			t.Errorf("%s/%s: capabilities do not drop ALL", d.Name, c.Name)
+		}
+		if c.Resources.Limits.Memory().IsZero() {
+			t.Errorf("%s/%s: no memory limit", d.Name, c.Name)
+		}
+	}
+}
+
+// TestServicesSelectTheirPods: the bridge Service reaches bridge pods only,
+// the metrics Service controller pods only, on ports the containers name.
+func TestServicesSelectTheirPods(t *testing.T) {
+	rendered := helmTemplate(t)
+	pods := map[string]corev1.PodTemplateSpec{}
+	for _, u := range rendered.ofKind("Deployment") {
+		pods[u.GetName()] = typed[appsv1.Deployment](t, u).Spec.Template
+	}
+	for svcName, target := range map[string]string{
+		"mcp-operator-bridge":             "mcp-operator-bridge",
+		"mcp-operator-controller-metrics": "mcp-operator-controller",
+	} {
+		u := rendered.find("Service", svcName)
+		if u == nil {
+			t.Errorf("Service %s not rendered", svcName)
+			continue
+		}
+		svc := typed[corev1.Service](t, u)
+		sel := labels.SelectorFromSet(svc.Spec.Selector)
+		for name, pod := range pods {
+			if got := sel.Matches(labels.Set(pod.Labels)); got != (name == target) {
+				t.Errorf("Service %s selects pods of %s: %v", svcName, name, got)
+			}
+		}
+		for _, p := range svc.Spec.Ports {
+			found := false
+			for _, cp := range pods[target].Spec.Containers[0].Ports {
+				found = found || cp.Name == p.TargetPort.StrVal
+			}
+			if !found {
+				t.Errorf("Service %s: targetPort %q is no port of %s", svcName, p.TargetPort.String(), target)
+			}
+		}
+	}
+}
+
+// TestValues: settings that switch parts and names.
+func TestValues(t *testing.T) {
+	t.Run("bridge disabled", func(t *testing.T) {
+		for _, u := range helmTemplate(t, "--set", "bridge.enabled=false") {
+			if u.GetLabels()["app.kubernetes.io/component"] == "bridge" || strings.Contains(u.GetName(), "bridge") {
+				t.Errorf("bridge.enabled=false still renders %s %s", u.GetKind(), u.GetName())
+			}
+		}
+	})
+	t.Run("rbac off", func(t *testing.T) {
+		rendered := helmTemplate(t, "--set", "rbac.create=false")
+		for _, kind := range []string{"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"} {
+			if n := len(rendered.ofKind(kind)); n != 0 {
+				t.Errorf("rbac.create=false renders %d %s", n, kind)
+			}
+		}
+	})
+	t.Run("image", func(t *testing.T) {
+		rendered := helmTemplate(t, "--set", "image.repository=registry.example/mcp/manager", "--set", "image.tag=dev", "--set", "image.pullPolicy=Never")
+		for _, u := range rendered.ofKind("Deployment") {
+			c := typed[appsv1.Deployment](t, u).Spec.Template.Spec.Containers[0]
+			if c.Image != "registry.example/mcp/manager:dev" || c.ImagePullPolicy != corev1.PullNever {
+				t.Errorf("%s: image %q pull %q", u.GetName(), c.Image, c.ImagePullPolicy)
+			}
+		}
+		digest := "sha256:" + strings.Repeat("ab", 32)
+		c := typed[appsv1.Deployment](t, helmTemplate(t, "--set", "image.digest="+digest).find("Deployment", "mcp-operator-controller")).Spec.Template.Spec.Containers[0]
+		if c.Image != "localhost/mcp-operator/manager@"+digest {
+			t.Errorf("digest: image %q", c.Image)
+		}
+		if env := envValue(c, "MANAGER_IMAGE"); env != c.Image {
+			t.Errorf("MANAGER_IMAGE %q, want the pod's image %q", env, c.Image)
+		}
+	})
+	t.Run("bridge namespaces", func(t *testing.T) {
+		rendered := helmTemplate(t, "--set", "bridge.namespaces={team-a,team-b}")
+		var bound []string
+		for _, u := range rendered.ofKind("RoleBinding") {
+			if u.GetName() == "mcp-operator-bridge" {
+				bound = append(bound, u.GetNamespace())
+			}
+		}
+		if !slices.Equal(bound, []string{"team-a", "team-b"}) {
+			t.Errorf("bridge RoleBindings in %v, want [team-a team-b]", bound)
+		}
+		c := typed[appsv1.Deployment](t, rendered.find("Deployment", "mcp-operator-bridge")).Spec.Template.Spec.Containers[0]
+		if !slices.Contains(c.Args, "--namespaces=team-a,team-b") {
+			t.Errorf("bridge args %q", c.Args)
+		}
+	})
+	t.Run("release name", func(t *testing.T) {
+		rendered := helmTemplate(t, "prod")
+		for _, u := range rendered {
+			if u.GetKind() == "CustomResourceDefinition" {
+				continue
+			}
+			if !strings.HasPrefix(u.GetName(), "prod-mcp-operator-") {
+				t.Errorf("%s %s is not prefixed by the release's full name", u.GetKind(), u.GetName())
+			}
+			if u.GetLabels()["app.kubernetes.io/name"] != "mcp-operator" || u.GetLabels()["app.kubernetes.io/instance"] != "prod" {
+				t.Errorf("%s %s labels %v", u.GetKind(), u.GetName(), u.GetLabels())
+			}
+		}
+	})
+	t.Run("pod annotations", func(t *testing.T) {
+		d := typed[appsv1.Deployment](t, helmTemplate(t, "--set-string", "controller.podAnnotations.rev=7").find("Deployment", "mcp-operator-controller"))
+		if d.Spec.Template.Annotations["rev"] != "7" {
+			t.Errorf("pod annotations %v", d.Spec.Template.Annotations)
+		}
+	})
+}
+
+func envValue(c corev1.Container, name string) string {
+	for _, e := range c.Env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
+}
+
+// TestSchemaRejectsMistakes: values.schema.json turns typos and wrong types
+// into errors naming the key, instead of a chart that silently ignores them.
+func TestSchemaRejectsMistakes(t *testing.T) {
+	for name, tc := range map[string]struct{ set, mention string }{
+		"unknown top-level key": {"crd.enabled=false", "crd"},
+		"unknown nested key":    {"bridge.enable=false", "enable"},
+		"wrong type":            {"crds.enabled=yes", "crds"},
+		"port out of range":     {"bridge.port=0", "port"},
+		"pull policy":           {"image.pullPolicy=Sometimes", "pullPolicy"},
+		"bad namespace":         {"bridge.namespaces={Team_A}", "namespaces"},
+		"bad digest":            {"image.digest=latest", "digest"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			out, err := helmTemplateErr(t, "--set", tc.set)
+			if err == nil {
+				t.Fatalf("--set %s rendered without error:\n%.300s", tc.set, out)
+			}
+			if !strings.Contains(err.Error(), tc.mention) {
+				t.Errorf("error does not mention %q: %v", tc.mention, err)
+			}
+		})
+	}
+}
+
+// TestKustomizeMatchesChart: config/default (kustomize) installs the same
+// objects as the chart's defaults, with the same RBAC rules, and is hardened
+// and labelled the same way.
+func TestKustomizeMatchesChart(t *testing.T) {
+	out, err := run(t, tool(t, "kustomize"), "build", "config/default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kust := parse(t, out)
+	chart := helmTemplate(t)
+	key := func(u *unstructured.Unstructured) string {
+		return u.GetKind() + "/" + u.GetNamespace() + "/" + u.GetName()
+	}
+	var kustKeys, chartKeys []string
+	for _, u := range kust {
+		if u.GetKind() != "Namespace" { // helm install --create-namespace makes it
+			kustKeys = append(kustKeys, key(u))
+		}
+	}
+	for _, u := range chart {
+		chartKeys = append(chartKeys, key(u))
+	}
+	slices.Sort(kustKeys)
+	slices.Sort(chartKeys)
+	if !slices.Equal(kustKeys, chartKeys) {
+		t.Errorf("config/default and the chart install different objects:\nkustomize %v\nchart     %v", kustKeys, chartKeys)
+	}
+	for _, u := range kust {
+		switch u.GetKind() {
+		case "Role", "ClusterRole":
+			c := chart.find(u.GetKind(), u.GetName())
+			if c != nil && !reflect.DeepEqual(typed[rbacv1.ClusterRole](t, u).Rules, typed[rbacv1.ClusterRole](t, c).Rules) {
+				t.Errorf("%s %s: rules differ between config/ and the chart", u.GetKind(), u.GetName())
+			}
+		case "Deployment":
+			d := typed[appsv1.Deployment](t, u)
+			checkHardened(t, d)
+			c := typed[appsv1.Deployment](t, chart.find("Deployment", u.GetName()))
+			if d.Spec.Template.Labels["app.kubernetes.io/component"] != c.Spec.Template.Labels["app.kubernetes.io/component"] ||
+				d.Spec.Template.Labels["app.kubernetes.io/name"] != "mcp-operator" {
+				t.Errorf("Deployment %s: pod labels %v", u.GetName(), d.Spec.Template.Labels)
+			}
+		case "CustomResourceDefinition":
+			if src := sourceObjects(t, "config/crd/bases/*.yaml").find(u.GetKind(), u.GetName()); src == nil || !reflect.DeepEqual(src.Object["spec"], u.Object["spec"]) {
+				t.Errorf("CRD %s differs from config/crd/bases", u.GetName())
+			}
+		}
+		if u.GetKind() != "Namespace" && u.GetKind() != "CustomResourceDefinition" && !strings.HasPrefix(u.GetKind(), "Cluster") && u.GetNamespace() != releaseNS {
+			t.Errorf("%s %s in namespace %q, want %s", u.GetKind(), u.GetName(), u.GetNamespace(), releaseNS)
+		}
+	}
+}
