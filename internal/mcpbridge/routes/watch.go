@@ -35,6 +35,10 @@ type Watcher struct {
 	Policies func([]v1alpha1.ToolPolicy)
 	Log      logr.Logger
 
+	// Resync is how often the Secrets servers were given are read again
+	// (default a minute).
+	Resync time.Duration
+
 	redactors atomic.Pointer[map[string]*redact.Redactor]
 	synced    atomic.Bool
 }
@@ -51,6 +55,13 @@ func (w *Watcher) Redactor(namespace, name string) *redact.Redactor {
 		}
 	}
 	return nil
+}
+
+func (w *Watcher) resyncEvery() time.Duration {
+	if w.Resync > 0 {
+		return w.Resync
+	}
+	return time.Minute
 }
 
 // Run watches until ctx ends. Changes are batched: a burst of updates costs
@@ -89,10 +100,16 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 	w.rebuild(ctx)
 	w.synced.Store(true)
+	// Secrets are read, not watched (a bridge need not hold every Secret of
+	// its namespaces): a periodic rebuild picks up rotated values.
+	resync := time.NewTicker(w.resyncEvery())
+	defer resync.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-resync.C:
+			poke()
 		case <-changed:
 			// Let a burst settle.
 			select {
