@@ -1,6 +1,7 @@
 // Command bridge measures what the bridge costs an agent (issue 7), side by
 // side in one run with the same client and the same upstream (the go-sdk
-// everything-server, session era), in alternating rounds:
+// everything-server, session era), in alternating rounds (plus mcp-go's
+// server as a bare forwarder, the server side the design first suggested):
 //
 //	direct  the client talks to the upstream itself;
 //	proxy   through a bare httputil.ReverseProxy: the unavoidable cost of one
@@ -55,6 +56,8 @@ func main() {
 		err = serveProxy(*listen, *upstreamURL)
 	case "bridge":
 		err = serveBridge(*listen, *upstreamURL)
+	case "mcpgo":
+		err = serveMCPGo(*listen, *upstreamURL)
 	default:
 		err = run(*rounds, *calls, *loadFor, *sessions, *idle)
 	}
@@ -121,7 +124,7 @@ func run(rounds, calls int, loadFor time.Duration, sessions, idle int) error {
 	defer stop(up)
 	upURL := "http://" + upAddr + "/mcp"
 	self, _ := os.Executable()
-	proxyAddr, bridgeAddr := freeAddr(), freeAddr()
+	proxyAddr, bridgeAddr, mcpgoAddr := freeAddr(), freeAddr(), freeAddr()
 	proxy, err := start(proxyAddr, self, "-role=proxy", "-listen="+proxyAddr, "-upstream="+upURL)
 	if err != nil {
 		return err
@@ -132,13 +135,19 @@ func run(rounds, calls int, loadFor time.Duration, sessions, idle int) error {
 		return err
 	}
 	defer stop(bridge)
+	mcpgo, err := start(mcpgoAddr, self, "-role=mcpgo", "-listen="+mcpgoAddr, "-upstream="+upURL)
+	if err != nil {
+		return err
+	}
+	defer stop(mcpgo)
 
 	targets := []*target{
 		{name: "direct", url: upURL},
 		{name: "proxy", url: "http://" + proxyAddr + "/mcp", pid: proxy.Process.Pid},
 		{name: "bridge", url: "http://" + bridgeAddr + "/mcp", pid: bridge.Process.Pid},
+		{name: "mcp-go", url: "http://" + mcpgoAddr + "/mcp", pid: mcpgo.Process.Pid},
 	}
-	tool := map[string]string{"direct": "test_simple_text", "proxy": "test_simple_text", "bridge": "mcp.everything.test_simple_text"}
+	tool := map[string]string{"direct": "test_simple_text", "proxy": "test_simple_text", "bridge": "mcp.everything.test_simple_text", "mcp-go": "test_simple_text"}
 	fmt.Printf("bridge benchmark: %d rounds x (%d sequential calls + %s at %d sessions) per target, GOMAXPROCS=%d\n", rounds, calls, loadFor, sessions, runtime.GOMAXPROCS(0))
 
 	// Warm up every path (connections, caches, the bridge's catalog).
@@ -180,11 +189,13 @@ func run(rounds, calls int, loadFor time.Duration, sessions, idle int) error {
 		}
 		fmt.Printf("%-7s %10s %10s %12.0f %14s %10s\n", t.name, pct(t.lat, 50), pct(t.lat, 99), median(t.rate), cpu, rss)
 	}
-	d, p, b := targets[0], targets[1], targets[2]
+	d, p, b, g := targets[0], targets[1], targets[2], targets[3]
 	p50ratio := float64(pct(b.lat, 50)) / float64(pct(p.lat, 50))
 	tputRatio := median(b.rate) / median(p.rate)
 	fmt.Printf("\nproxy vs direct: p50 %.2fx, throughput %.2fx\n", float64(pct(p.lat, 50))/float64(pct(d.lat, 50)), median(p.rate)/median(d.rate))
 	fmt.Printf("bridge vs proxy: p50 %.2fx (target <= 1.1x), throughput %.2fx (target >= 0.9x)\n", p50ratio, tputRatio)
+	fmt.Printf("mcp-go forwarder (no auth, policy, pipeline or audit) vs proxy: p50 %.2fx, throughput %.2fx, CPU per call %.2fx the bridge's\n",
+		float64(pct(g.lat, 50))/float64(pct(p.lat, 50)), median(g.rate)/median(p.rate), perCall(g)/perCall(b))
 	fmt.Printf("bridge vs direct: p50 %.2fx, throughput %.2fx\n", float64(pct(b.lat, 50))/float64(pct(d.lat, 50)), median(b.rate)/median(d.rate))
 	fmt.Printf("bridge RSS: idle %.1f MB (target <= 40 MB), loaded %.1f MB\n", float64(idleRSS)/1e6, float64(b.rss)/1e6)
 	fmt.Printf("bridge heap per idle session at %d sessions: %.1f KB (target <= 30 KB)\n", idle, heapPer/1e3)
@@ -198,6 +209,8 @@ func run(rounds, calls int, loadFor time.Duration, sessions, idle int) error {
 		verdict(p50ratio <= 1.1), verdict(tputRatio >= 0.9), verdict(idleRSS <= 40e6), verdict(heapPer <= 30e3))
 	return nil
 }
+
+func perCall(t *target) float64 { return float64(t.cpu) / float64(max(t.done, 1)) }
 
 // rotate changes which target goes first in each round.
 func rotate(ts []*target, r int) []*target {
