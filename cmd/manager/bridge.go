@@ -38,6 +38,7 @@ type bridgeFlags struct {
 	maxBodyBytes      int64
 	maxConcurrent     int
 	sessionConcurrent int
+	callerConcurrent  int
 	callTimeout       time.Duration
 	idleTimeout       time.Duration
 	allowedHosts      string
@@ -63,6 +64,7 @@ func parseBridgeFlags(args []string, stderr io.Writer) (bridgeFlags, error) {
 	fs.Int64Var(&f.maxBodyBytes, "max-body-bytes", mcpbridge.DefaultMaxBodyBytes, "largest request body accepted")
 	fs.IntVar(&f.maxConcurrent, "max-concurrent-requests", mcpbridge.DefaultMaxConcurrent, "requests served at once by this replica")
 	fs.IntVar(&f.sessionConcurrent, "max-session-requests", session.DefaultMaxConcurrent, "requests in flight at once in one session")
+	fs.IntVar(&f.callerConcurrent, "max-caller-requests", 4*session.DefaultMaxConcurrent, "stateless-era (2026-07-28) requests in flight at once from one caller")
 	fs.DurationVar(&f.callTimeout, "call-timeout", mcpbridge.DefaultCallTimeout, "deadline of a call forwarded to an MCP server")
 	fs.DurationVar(&f.idleTimeout, "session-idle-timeout", session.DefaultIdleTimeout, "a session not used this long ends")
 	fs.StringVar(&f.allowedHosts, "allowed-hosts", "", "comma-separated Host values accepted (DNS rebinding protection); empty accepts any, or only loopback names when listening on loopback")
@@ -187,7 +189,7 @@ func bridgeOptions(f bridgeFlags, log interface {
 	o.Session = session.Options{IdleTimeout: f.idleTimeout, MaxConcurrent: f.sessionConcurrent}
 	o.Bridge = mcpbridge.Config{
 		ToolNameStyle: f.toolNameStyle, MaxBodyBytes: f.maxBodyBytes, MaxConcurrent: f.maxConcurrent,
-		CallTimeout: f.callTimeout, AllowedHosts: splitList(f.allowedHosts), AllowedOrigins: splitList(f.allowedOrigins),
+		MaxSubjectConcurrent: f.callerConcurrent, CallTimeout: f.callTimeout, AllowedHosts: splitList(f.allowedHosts), AllowedOrigins: splitList(f.allowedOrigins),
 		LoopbackOnly:   isLoopback(f.listen) || f.insecureAnonymous && len(splitList(f.allowedHosts)) == 0,
 		BlockInjection: f.blockInjection, Version: version.String(),
 	}

@@ -21,6 +21,7 @@ import (
 	"encoding/hex"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -78,6 +79,9 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxConcurrent bounds the requests served at once on this replica.
 	MaxConcurrent int
+	// MaxSubjectConcurrent bounds the stateless-era requests of one caller
+	// in flight at once (sessions have their own bound).
+	MaxSubjectConcurrent int
 	// CallTimeout is the deadline of a forwarded call.
 	CallTimeout time.Duration
 	// AllowedHosts, when set, are the only Host values accepted (host, or
@@ -105,7 +109,9 @@ type Bridge struct {
 	engine atomic.Pointer[policy.Engine]
 	sem    chan struct{}
 	ready  atomic.Bool
-	seq    atomic.Int64
+
+	subjectMu       sync.Mutex
+	subjectInFlight map[string]int
 }
 
 // New returns a bridge; it denies everything until SetEngine is called.
@@ -119,6 +125,9 @@ func New(cfg Config) *Bridge {
 	if cfg.MaxConcurrent <= 0 {
 		cfg.MaxConcurrent = DefaultMaxConcurrent
 	}
+	if cfg.MaxSubjectConcurrent <= 0 {
+		cfg.MaxSubjectConcurrent = 4 * session.DefaultMaxConcurrent
+	}
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = DefaultCallTimeout
 	}
@@ -131,7 +140,7 @@ func New(cfg Config) *Bridge {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
-	b := &Bridge{cfg: cfg, sem: make(chan struct{}, cfg.MaxConcurrent)}
+	b := &Bridge{cfg: cfg, sem: make(chan struct{}, cfg.MaxConcurrent), subjectInFlight: map[string]int{}}
 	b.engine.Store(policy.NewEngine())
 	return b
 }
@@ -140,6 +149,24 @@ func randomID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return "call-" + hex.EncodeToString(b[:])
+}
+
+func (b *Bridge) acquireSubject(user string) bool {
+	b.subjectMu.Lock()
+	defer b.subjectMu.Unlock()
+	if b.subjectInFlight[user] >= b.cfg.MaxSubjectConcurrent {
+		return false
+	}
+	b.subjectInFlight[user]++
+	return true
+}
+
+func (b *Bridge) releaseSubject(user string) {
+	b.subjectMu.Lock()
+	defer b.subjectMu.Unlock()
+	if b.subjectInFlight[user]--; b.subjectInFlight[user] <= 0 {
+		delete(b.subjectInFlight, user)
+	}
 }
 
 // SetEngine installs the compiled policies (on every ToolPolicy change).

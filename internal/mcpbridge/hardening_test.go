@@ -198,4 +198,15 @@ func TestConcurrencyLimits(t *testing.T) {
 	if status, _, _ := post(t, h.url+"/mcp", "alice-token", sid, `{"jsonrpc":"2.0","id":2,"method":"ping"}`, nil); status != http.StatusTooManyRequests {
 		t.Fatalf("a full session answered %d, want 429", status)
 	}
+	// Stateless callers are bounded per caller.
+	for h.b.acquireSubject("system:serviceaccount:agents:alice") {
+	}
+	stateless := map[string]string{"MCP-Protocol-Version": "2026-07-28"}
+	ping := `{"jsonrpc":"2.0","id":3,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`
+	if status, _, _ := post(t, h.url+"/mcp", "alice-token", "", ping, stateless); status != http.StatusTooManyRequests {
+		t.Fatalf("a stateless caller at its limit answered %d, want 429", status)
+	}
+	if status, _, _ := post(t, h.url+"/mcp", "bob-token", "", ping, stateless); status != http.StatusOK {
+		t.Fatalf("another caller must not be limited by alice's requests: %d", status)
+	}
 }

@@ -162,13 +162,22 @@ func (b *Bridge) post(w http.ResponseWriter, r *http.Request, endpoint string) {
 	if !b.establish(w, r, rq) {
 		return
 	}
-	if rq.sess != nil {
+	switch {
+	case rq.sess != nil:
 		if !rq.sess.Acquire() {
 			w.Header().Set("Retry-After", "1")
 			writeError(w, http.StatusTooManyRequests, msg.ID, jsonrpc.CodeInternalError, "this session has too many requests in flight")
 			return
 		}
 		defer rq.sess.Release()
+	case rq.stateless:
+		// No session to bound: the caller's requests in flight are.
+		if !b.acquireSubject(id.Username) {
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusTooManyRequests, msg.ID, jsonrpc.CodeInternalError, "this caller has too many requests in flight")
+			return
+		}
+		defer b.releaseSubject(id.Username)
 	}
 	switch {
 	case msg.IsResponse():
