@@ -94,9 +94,21 @@ const upstreamAsks = "the server's own elicitation and sampling requests are not
 
 // TestConformanceThroughTheBridge runs the conformance suite against the
 // go-sdk everything-server directly and through /servers/everything/mcp,
-// and compares the per-check results.
+// and compares the per-check results — with the server in the session era
+// and in the stateless era (the bridge's own client then speaks 2026-07-28
+// upstream while the suite speaks 2025-11-25 to the bridge).
 func TestConformanceThroughTheBridge(t *testing.T) {
-	up := bridgetest.GoEverything(t, false)
+	for _, stateless := range []bool{false, true} {
+		name := "session upstream"
+		if stateless {
+			name = "stateless upstream"
+		}
+		t.Run(name, func(t *testing.T) { compareConformance(t, stateless) })
+	}
+}
+
+func compareConformance(t *testing.T, stateless bool) {
+	up := bridgetest.GoEverything(t, stateless)
 	direct := conformance(t, strings.Replace(up.URL, "127.0.0.1", "localhost", 1))
 
 	server := bridgetest.Published(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{})
