@@ -102,7 +102,8 @@ func TestTypeScriptAgent(t *testing.T) {
 	ev.Spec.Remote.HeadersFrom = []v1alpha1.HeaderFromSecret{{Name: "X-Api-Key", SecretKeyRef: v1alpha1.SecretKeySelector{Name: "everything-creds", Key: "key"}}}
 	apply(t, k, ev)
 
-	// Two filesystem servers with the same tools over different roots.
+	// Two filesystem servers with the same tools over different roots, each
+	// behind the stdio adapter as in its pod.
 	fsBin, err := testpeers.NPMBin("mcp-server-filesystem")
 	if err != nil {
 		t.Fatal(err)

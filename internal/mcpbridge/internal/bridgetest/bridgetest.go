@@ -7,12 +7,8 @@ package bridgetest
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,11 +21,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
-	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/mcpstatus"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/probe"
-	"github.com/mcp-operator/mcp-operator/internal/mcp/stdio"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
+	"github.com/mcp-operator/mcp-operator/internal/stdioadapter"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -179,78 +174,29 @@ func (s *Sink) String() string {
 	return s.buf.String()
 }
 
-// StdioFront serves a stdio MCP server (a real one, such as
-// server-filesystem) over a minimal session-era Streamable HTTP endpoint, so
-// the bridge can dial it: the stand-in, in tests, for the in-pod stdio
-// adapter. Requests are forwarded one by one; the child's initialize answer
-// is kept and repeated to later initializes (a stdio server is initialized
-// once).
-type StdioFront struct {
-	conn jsonrpc.Conn
-
-	mu   sync.Mutex
-	init *jsonrpc.Message
-}
-
-// ServeStdio starts command and serves it on a loopback port; it returns
-// the URL. Both end with the test.
-func ServeStdio(t testing.TB, command string, args ...string) string {
+// ServeStdio runs a stdio MCP server (a real one, such as
+// server-filesystem) behind the project's stdio adapter, in this process,
+// as it runs in a server's pod; it returns the adapter's URL. Both stop when
+// the test ends.
+func ServeStdio(t testing.TB, command ...string) string {
 	t.Helper()
-	conn, err := stdio.Start(stdio.Options{Command: command, Args: args})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("while starting %s: %v", command, err)
+		t.Fatal(err)
 	}
-	f := &StdioFront{conn: conn}
-	srv := httptest.NewServer(f)
-	t.Cleanup(func() { srv.Close(); conn.Close() })
-	return srv.URL + "/mcp"
-}
-
-func (f *StdioFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.WriteHeader(http.StatusOK)
-		return
-	}
-	body, _ := io.ReadAll(io.LimitReader(r.Body, 8<<20))
-	m, err := jsonrpc.Decode(body)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	if !m.IsRequest() {
-		if m.Method != "notifications/initialized" || f.initialized() {
-			_ = f.conn.Notify(r.Context(), m)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	var stderr Sink
+	go func() {
+		done <- stdioadapter.Run(ctx, stdioadapter.Config{Command: command, Listener: ln, Stderr: &stderr, GracePeriod: 2 * time.Second})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Errorf("the stdio adapter did not stop: %s", stderr.String())
 		}
-		w.WriteHeader(http.StatusAccepted)
-		return
-	}
-	id := m.ID
-	var resp *jsonrpc.Message
-	if m.Method == "initialize" && f.initialized() {
-		f.mu.Lock()
-		resp = f.init
-		f.mu.Unlock()
-	} else {
-		if resp, err = f.conn.Call(r.Context(), m); err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		if m.Method == "initialize" && resp.Error == nil {
-			f.mu.Lock()
-			f.init = resp
-			f.mu.Unlock()
-		}
-	}
-	out := *resp
-	out.ID = id
-	data, _ := json.Marshal(&out)
-	w.Header().Set("Mcp-Session-Id", "stdio-front")
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(data)
-}
-
-func (f *StdioFront) initialized() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.init != nil
+	})
+	return "http://" + ln.Addr().String() + "/mcp"
 }
