@@ -150,6 +150,11 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		},
 	}
 	b.cfg.Redactor = w.Redactor
+	w.Events = func(p audit.Payload) {
+		if _, err := aw.Write("", "", p); err != nil {
+			o.Log.Error(err, "a server event was not recorded", "type", p.EventType())
+		}
+	}
 	rt := &Runtime{Bridge: b, Watcher: w, Registry: registry, Audit: aw, Sessions: sessions, done: make(chan error, 1)}
 	rt.Handler = b.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	go sessions.Run(ctx, time.Minute)

@@ -194,6 +194,9 @@ func TestRoutingFromMCPServerStatus(t *testing.T) {
 	if !strings.Contains(sink.String(), `"reason":"mcp_server_restarted"`) {
 		t.Fatal("no tool.failed with mcp_server_restarted in the audit stream")
 	}
+	if !strings.Contains(sink.String(), `"type":"mcp.server.crashed","session":"","subject":"","server":"everything","namespace":"routing"`) {
+		t.Fatalf("no mcp.server.crashed in the audit stream:\n%s", sink.String())
+	}
 	// The next call goes to the new connection.
 	if _, err := c.CallTool(ctxT(t), "mcp.everything.echo", json.RawMessage(`{"message":"again"}`)); err != nil {
 		t.Fatalf("a call after the restart: %v", err)

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/redact"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 )
@@ -35,12 +36,16 @@ type Watcher struct {
 	Policies func([]v1alpha1.ToolPolicy)
 	Log      logr.Logger
 
+	// Events receives the server lifecycle events (Lifecycle) seen between
+	// two readings.
+	Events func(audit.Payload)
 	// Resync is how often the Secrets servers were given are read again
 	// (default a minute).
 	Resync time.Duration
 
 	redactors atomic.Pointer[map[string]*redact.Redactor]
 	synced    atomic.Bool
+	last      map[string]*v1alpha1.MCPServer // the previous reading; nil before the first
 }
 
 // Synced reports whether the caches have synced and a table is installed.
@@ -140,6 +145,12 @@ func (w *Watcher) rebuild(ctx context.Context) {
 		s := &servers.Items[i]
 		specs[s.Namespace+"/"+s.Name] = s
 	}
+	if w.last != nil && w.Events != nil {
+		for _, p := range Lifecycle(w.last, specs) {
+			w.Events(p)
+		}
+	}
+	w.last = specs
 	redactors := map[string]*redact.Redactor{}
 	for _, s := range t.Servers {
 		if values := w.secretValues(ctx, specs[s.Key()]); len(values) > 0 {
