@@ -81,8 +81,6 @@ var knownGaps = map[string]string{
 	"elicitation-sep1330-enums/elicitation-sep1330-titled-single":      upstreamAsks,
 	"elicitation-sep1330-enums/elicitation-sep1330-untitled-multi":     upstreamAsks,
 	"elicitation-sep1330-enums/elicitation-sep1330-untitled-single":    upstreamAsks,
-	"tools-call-with-logging/tools-call-with-logging":                  "log notifications a server sends during a call are not passed to the agent: the shared upstream connection does not say which call a notification belongs to",
-	"logging-set-level/logging-set-level":                              "logging/setLevel is not offered: one agent must not set the log level of a connection all agents share",
 	"resources-subscribe/resources-subscribe":                          "resource subscriptions are not offered: the bridge pushes nothing unasked (design §5)",
 	"resources-unsubscribe/resources-unsubscribe":                      "resource subscriptions are not offered: the bridge pushes nothing unasked (design §5)",
 }

@@ -3,6 +3,7 @@ package mcpbridge
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
@@ -39,6 +40,8 @@ func (b *Bridge) dispatch(rq *request) *jsonrpc.Message {
 		return b.listPrompts(rq)
 	case "prompts/get":
 		return b.getPrompt(rq)
+	case "logging/setLevel":
+		return b.setLogLevel(rq)
 	case "completion/complete":
 		if rq.endpoint != "" {
 			return b.forwardPlain(rq)
@@ -54,7 +57,7 @@ func (b *Bridge) serverInfo() map[string]string {
 // capabilities are what the bridge offers on an endpoint: on /mcp, tools,
 // resources and prompts; on /servers/<name>/mcp, what that server offers.
 func (b *Bridge) capabilities(endpoint string) map[string]any {
-	caps := map[string]any{"tools": map[string]any{}, "resources": map[string]any{}, "prompts": map[string]any{}}
+	caps := map[string]any{"tools": map[string]any{}, "resources": map[string]any{}, "prompts": map[string]any{}, "logging": map[string]any{}}
 	if endpoint == "" {
 		return caps
 	}
@@ -68,6 +71,9 @@ func (b *Bridge) capabilities(endpoint string) map[string]any {
 	}
 	if s.Capabilities.Prompts {
 		caps["prompts"] = map[string]any{}
+	}
+	if s.Capabilities.Logging {
+		caps["logging"] = map[string]any{}
 	}
 	if s.Capabilities.Completions {
 		caps["completions"] = map[string]any{}
@@ -136,4 +142,41 @@ func (b *Bridge) forwardPlain(rq *request) *jsonrpc.Message {
 		return upstreamError(rq, err, "")
 	}
 	return rpcResult(rq, res)
+}
+
+// logLevels are the syslog levels of MCP logging, least severe first.
+var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+// setLogLevel records the level of the log messages the agent wants from
+// the calls of its session. The upstream connection is shared and takes
+// every level; the bridge filters per agent.
+func (b *Bridge) setLogLevel(rq *request) *jsonrpc.Message {
+	level, _ := rawjson.String(rawjson.Get(rq.msg.Params, "level"))
+	if !slices.Contains(logLevels, level) {
+		return rpcError(rq, jsonrpc.CodeInvalidParams, "logging/setLevel needs a level, one of "+strings.Join(logLevels, ", "), nil)
+	}
+	if rq.sess != nil {
+		rq.sess.SetLogLevel(level)
+	}
+	return rpcResult(rq, json.RawMessage(`{}`))
+}
+
+// logLevel is the level of log messages the request's agent wants: its
+// session's, or in the stateless era the request's _meta logLevel; "" for
+// none.
+func (rq *request) logLevel() string {
+	if rq.sess != nil {
+		return rq.sess.LogLevel()
+	}
+	if meta := rawjson.Get(rq.msg.Params, "_meta"); meta != nil {
+		level, _ := rawjson.String(rawjson.Get(meta, metaLogLevel))
+		return level
+	}
+	return ""
+}
+
+// wantsLog says whether a message at level passes the agent's level.
+func wantsLog(agentLevel, level string) bool {
+	min, at := slices.Index(logLevels, agentLevel), slices.Index(logLevels, level)
+	return min >= 0 && at >= min
 }

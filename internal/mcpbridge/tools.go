@@ -262,10 +262,29 @@ func (b *Bridge) execute(c *call) *jsonrpc.Message {
 			rq.out.send(jsonrpc.NewNotification("notifications/progress", replaceMember(p, "progressToken", tok)))
 		}
 	}
+	var onLog func(json.RawMessage)
+	if agentLevel := rq.logLevel(); rq.out.canStream && agentLevel != "" {
+		// A stateless server reads the level from the request; a session
+		// server was set to debug when the connection was made.
+		params = setMeta(params, metaLogLevel, rawjson.AppendString(nil, "debug"))
+		redactor := b.redactor(tool.Server)
+		if redactor == nil {
+			redactor = redact.Shapes
+		}
+		onLog = func(p json.RawMessage) {
+			level, _ := rawjson.String(rawjson.Get(p, "level"))
+			if !wantsLog(agentLevel, level) {
+				return
+			}
+			if clean, err := redactor.JSON(p, nil); err == nil {
+				rq.out.send(jsonrpc.NewNotification("notifications/message", clean))
+			}
+		}
+	}
 	ctx, cancel := b.contextWithCallTimeout(rq.ctx)
 	defer cancel()
 	start := b.now()
-	res, err := conn.CallTool(ctx, params, onProgress)
+	res, err := conn.CallTool(ctx, params, onProgress, onLog)
 	took := b.now().Sub(start)
 	b.observe(server, "tools/call", took, err)
 	if err != nil {
@@ -415,6 +434,15 @@ func stripBridgeMeta(params json.RawMessage) json.RawMessage {
 		return removeMember(params, "_meta")
 	}
 	return replaceMember(params, "_meta", meta)
+}
+
+// setMeta sets one key of params._meta.
+func setMeta(params json.RawMessage, key string, value []byte) json.RawMessage {
+	meta := rawjson.Get(params, "_meta")
+	if meta == nil {
+		meta = []byte(`{}`)
+	}
+	return replaceMember(params, "_meta", replaceMember(meta, key, value))
 }
 
 func replaceMember(obj json.RawMessage, key string, value []byte) json.RawMessage {

@@ -35,6 +35,7 @@ const (
 	metaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
 	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
 	metaServerInfo         = "io.modelcontextprotocol/serverInfo"
+	metaLogLevel           = "io.modelcontextprotocol/logLevel"
 )
 
 // request is one agent request being served.

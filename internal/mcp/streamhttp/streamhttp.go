@@ -166,6 +166,21 @@ func (c *Conn) SetNotificationHandler(h jsonrpc.NotificationHandler) {
 	c.handlerMu.Unlock()
 }
 
+type callNotificationsKey struct{}
+
+// WithCallNotifications makes the notifications that arrive on the response
+// stream of the call made with ctx go to h instead of the connection's
+// handler: on a connection shared by many callers (the bridge's), a log
+// message sent during a call belongs to that call's caller.
+func WithCallNotifications(ctx context.Context, h jsonrpc.NotificationHandler) context.Context {
+	return context.WithValue(ctx, callNotificationsKey{}, h)
+}
+
+func callNotifications(ctx context.Context) jsonrpc.NotificationHandler {
+	h, _ := ctx.Value(callNotificationsKey{}).(jsonrpc.NotificationHandler)
+	return h
+}
+
 func (c *Conn) notify(m *jsonrpc.Message) {
 	c.handlerMu.RLock()
 	h := c.handler
@@ -276,7 +291,11 @@ func (c *Conn) readStream(ctx context.Context, req *jsonrpc.Message, body io.Rea
 		case m.IsRequest():
 			go c.answer(m)
 		case m.IsNotification():
-			c.notify(m)
+			if h := callNotifications(ctx); h != nil {
+				h(m)
+			} else {
+				c.notify(m)
+			}
 		}
 		return false, nil
 	}

@@ -112,6 +112,7 @@ type Session struct {
 	sem chan struct{}
 
 	mu       sync.Mutex
+	logLevel string
 	lastSeen time.Time
 	inflight map[string]context.CancelFunc
 	waiting  map[string]chan *jsonrpc.Message
@@ -302,4 +303,19 @@ func (s *Session) Deliver(m *jsonrpc.Message) bool {
 		ch <- m
 	}
 	return ch != nil
+}
+
+// SetLogLevel records the level of log messages the client asked for
+// (logging/setLevel); "" means none were asked for.
+func (s *Session) SetLogLevel(level string) {
+	s.mu.Lock()
+	s.logLevel = level
+	s.mu.Unlock()
+}
+
+// LogLevel is the level the client asked for, "" when it did not.
+func (s *Session) LogLevel() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.logLevel
 }

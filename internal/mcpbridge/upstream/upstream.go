@@ -180,6 +180,11 @@ func (c *Conn) dial(ctx context.Context) (*client.Client, error) {
 		return nil, &Error{Reason: ReasonUnavailable, Err: fmt.Errorf("while connecting to server %s/%s at %s: %w", c.target.Namespace, c.target.Name, c.target.URL, err)}
 	}
 	cli.SetNotificationHandler(c.onNotification)
+	if cli.Capabilities().Logging && cli.Era() == client.EraSession {
+		// The connection is shared: take every message and let the bridge
+		// pass on what each agent asked for.
+		_, _ = cli.Call(dctx, "logging/setLevel", json.RawMessage(`{"level":"debug"}`))
+	}
 	return cli, nil
 }
 
@@ -220,8 +225,19 @@ func (c *Conn) ListAll(ctx context.Context, method, key string) ([]json.RawMessa
 // CallTool forwards tools/call params (name already the upstream's). With
 // onProgress, the call carries a progress token of this Conn's own (agents'
 // tokens could collide on the shared connection) and the server's progress
-// notifications for it are handed to onProgress.
-func (c *Conn) CallTool(ctx context.Context, params json.RawMessage, onProgress func(json.RawMessage)) (json.RawMessage, error) {
+// notifications for it are handed to onProgress. With onLog, the log
+// messages (notifications/message) the server sends on the call's response
+// stream are handed to it.
+func (c *Conn) CallTool(ctx context.Context, params json.RawMessage, onProgress, onLog func(json.RawMessage)) (json.RawMessage, error) {
+	if onLog != nil {
+		ctx = streamhttp.WithCallNotifications(ctx, func(m *jsonrpc.Message) {
+			if m.Method == "notifications/message" {
+				onLog(m.Params)
+				return
+			}
+			c.onNotification(m)
+		})
+	}
 	if onProgress != nil {
 		tok := strconv.Quote("bridge-" + strconv.FormatInt(c.tokens.Add(1), 10))
 		var err error
