@@ -358,6 +358,11 @@ func TestKustomizeMatchesChart(t *testing.T) {
 		}
 	}
 	for _, u := range chart {
+		// The chart makes the bridge's session key with a random value once;
+		// kustomize can't, so config/ leaves that Secret to the user.
+		if u.GetKind() == "Secret" && strings.HasSuffix(u.GetName(), "-bridge-session") {
+			continue
+		}
 		chartKeys = append(chartKeys, key(u))
 	}
 	slices.Sort(kustKeys)
@@ -388,5 +393,43 @@ func TestKustomizeMatchesChart(t *testing.T) {
 		if u.GetKind() != "Namespace" && u.GetKind() != "CustomResourceDefinition" && !strings.HasPrefix(u.GetKind(), "Cluster") && u.GetNamespace() != releaseNS {
 			t.Errorf("%s %s in namespace %q, want %s", u.GetKind(), u.GetName(), u.GetNamespace(), releaseNS)
 		}
+	}
+}
+
+// TestBridgeSessionKeyAndArtifacts: the replicas share a session key the
+// chart makes (or the user names), and capped results have a volume.
+func TestBridgeSessionKeyAndArtifacts(t *testing.T) {
+	volumesOf := func(o objects) map[string]corev1.VolumeSource {
+		d := typed[appsv1.Deployment](t, o.find("Deployment", "mcp-operator-bridge"))
+		out := map[string]corev1.VolumeSource{}
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			out[v.Name] = v.VolumeSource
+		}
+		args := strings.Join(d.Spec.Template.Spec.Containers[0].Args, " ")
+		for _, flag := range []string{"--session-key-file=/etc/mcp-bridge/session/key", "--artifact-dir=/var/lib/mcp-bridge/artifacts"} {
+			if !strings.Contains(args, flag) {
+				t.Errorf("bridge args %q lack %s", args, flag)
+			}
+		}
+		return out
+	}
+
+	def := helmTemplate(t)
+	secret := typed[corev1.Secret](t, def.find("Secret", "mcp-operator-bridge-session"))
+	if len(secret.Data["key"]) < 32 {
+		t.Errorf("session key of %d bytes, want at least 32", len(secret.Data["key"]))
+	}
+	vols := volumesOf(def)
+	if vols["session-key"].Secret == nil || vols["session-key"].Secret.SecretName != "mcp-operator-bridge-session" || vols["artifacts"].EmptyDir == nil {
+		t.Errorf("default volumes %+v", vols)
+	}
+
+	own := helmTemplate(t, "--set", "bridge.sessionKey.existingSecret=my-key", "--set", "bridge.artifacts.existingClaim=shared")
+	if own.find("Secret", "mcp-operator-bridge-session") != nil {
+		t.Error("the chart made a session key although one was named")
+	}
+	vols = volumesOf(own)
+	if vols["session-key"].Secret.SecretName != "my-key" || vols["artifacts"].PersistentVolumeClaim == nil || vols["artifacts"].PersistentVolumeClaim.ClaimName != "shared" {
+		t.Errorf("volumes with existing secret and claim %+v", vols)
 	}
 }

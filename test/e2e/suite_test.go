@@ -13,6 +13,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -21,6 +22,7 @@ import (
 
 var (
 	k8sClient client.Client
+	clientset *kubernetes.Clientset
 	ctx       = context.Background()
 )
 
@@ -39,5 +41,7 @@ var _ = BeforeSuite(func() {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	Expect(err).NotTo(HaveOccurred(), "no dev cluster: run 'make e2e', which starts one")
 	k8sClient, err = client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+	Expect(err).NotTo(HaveOccurred())
+	clientset, err = kubernetes.NewForConfig(cfg)
 	Expect(err).NotTo(HaveOccurred())
 })
