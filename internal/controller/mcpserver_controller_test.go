@@ -2,7 +2,6 @@ package controller
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,36 +39,11 @@ func createNamespace() string {
 // startEverythingHTTP runs server-everything (npm, written by others) over
 // Streamable HTTP on a free loopback port until the spec ends.
 func startEverythingHTTP() int {
-	bin, err := testpeers.NPMBin("mcp-server-everything")
-	Expect(err).NotTo(HaveOccurred())
-	port := freePort()
-	cmd := exec.Command(bin, "streamableHttp")
-	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port))
-	cmd.Stdout, cmd.Stderr = GinkgoWriter, GinkgoWriter
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	Expect(cmd.Start()).To(Succeed())
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	DeferCleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		Eventually(exited).WithTimeout(10 * time.Second).Should(BeClosed())
-	})
-	Eventually(func() error {
-		c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err == nil {
-			c.Close()
-		}
-		return err
-	}).WithTimeout(20 * time.Second).Should(Succeed())
-	return port
+	return testpeers.NodeEverything(GinkgoT()).Port
 }
 
-func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	Expect(err).NotTo(HaveOccurred())
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+// freePort is a loopback port nobody listens on.
+func freePort() int { return testpeers.FreePort(GinkgoT()) }
 
 // reconcilerFor is an MCPServer reconciler with a fake clock and the real
 // MCP prober.

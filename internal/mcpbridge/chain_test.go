@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 	"os"
 	"path/filepath"
 	"sync"
@@ -39,7 +40,7 @@ func (c *steppingClock) now() time.Time {
 // bridge, and of one call the server answers with a JSON-RPC error, are
 // exactly the golden streams (fixed clock, session and call ids).
 func TestEventChainsByteForByte(t *testing.T) {
-	up := bridgetest.GoEverything(t, false)
+	up := testpeers.GoEverything(t, false)
 	server := bridgetest.Published(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{})
 	pol := toolPolicy("tools", "researchers", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.everything.*"))
 	for _, tc := range []struct {

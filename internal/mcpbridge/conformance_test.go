@@ -106,7 +106,7 @@ func TestConformanceThroughTheBridge(t *testing.T) {
 }
 
 func compareConformance(t *testing.T, stateless bool) {
-	up := bridgetest.GoEverything(t, stateless)
+	up := testpeers.GoEverything(t, stateless)
 	direct := conformance(t, strings.Replace(up.URL, "127.0.0.1", "localhost", 1))
 
 	server := bridgetest.Published(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{})

@@ -12,6 +12,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
+	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
 // TestFaults: an upstream crash mid-call, a crash storm beside a healthy
@@ -19,9 +20,9 @@ import (
 // deadline — each ends the call with a reason, never a hang, never a replay.
 func TestFaults(t *testing.T) {
 	faults := bridgetest.Published(t, "tools", "faults", bridgetest.FaultServer(t), v1alpha1.ToolsSpec{})
-	steadyUp := bridgetest.GoEverything(t, false)
+	steadyUp := testpeers.GoEverything(t, false)
 	steady := bridgetest.Published(t, "tools", "steady", steadyUp.URL, v1alpha1.ToolsSpec{})
-	flakyUp := bridgetest.NodeEverything(t)
+	flakyUp := testpeers.NodeEverything(t)
 	fwd := bridgetest.Forward(t, strings.TrimSuffix(strings.TrimPrefix(flakyUp.URL, "http://"), "/mcp"), "/mcp")
 	flaky := bridgetest.Published(t, "tools", "flaky", fwd.URL, v1alpha1.ToolsSpec{})
 	pol := toolPolicy("tools", "alice", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.faults.*", "mcp.steady.*", "mcp.flaky.*"))
@@ -74,7 +75,7 @@ func TestFaults(t *testing.T) {
 			}
 		}()
 		for i := 1; i <= 3; i++ {
-			up := bridgetest.NodeEverything(t)
+			up := testpeers.NodeEverything(t)
 			s := bridgetest.Published(t, "tools", "flaky", up.URL, v1alpha1.ToolsSpec{})
 			s.Status.Endpoint.PodName = "pod-storm-" + string(rune('0'+i))
 			s.Status.Restarts.Total, s.Status.Restarts.Consecutive = int32(i), int32(i)

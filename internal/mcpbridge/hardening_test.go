@@ -15,6 +15,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"
+	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
 // post sends one raw request to the bridge and returns the status and the
@@ -63,7 +64,7 @@ func openSession(t *testing.T, url, token string) string {
 }
 
 func TestHardening(t *testing.T) {
-	up := bridgetest.GoEverything(t, false)
+	up := testpeers.GoEverything(t, false)
 	server := bridgetest.Published(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{})
 	pol := toolPolicy("tools", "alice", []v1alpha1.Subject{sa("agents", "alice"), sa("agents", "bob")}, rule("allow", "mcp.everything.*"))
 	h := newHarness(t, []v1alpha1.MCPServer{server}, []v1alpha1.ToolPolicy{pol}, func(c *Config) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
 // bearer adds a bearer token to every request.
@@ -60,7 +61,7 @@ func goSDKAgent(t *testing.T, url, token, version string, answers *[]string, ask
 // retrying (2026-07-28), or an elicitation/create request on the response
 // stream (2025-11-25) — and the answer decides.
 func TestGoSDKAgentAsksInBothEras(t *testing.T) {
-	up := bridgetest.GoEverything(t, false)
+	up := testpeers.GoEverything(t, false)
 	server := bridgetest.Published(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{})
 	pol := toolPolicy("tools", "alice", []v1alpha1.Subject{sa("agents", "alice")},
 		rule("allow", "mcp.everything.*"), rule("ask", "mcp.everything.test_simple_text"))

@@ -94,7 +94,7 @@ func TestTypeScriptAgent(t *testing.T) {
 
 	// server-everything, given a Secret (via a header) whose value its
 	// environment also holds: get-env prints it, the bridge redacts it.
-	up := bridgetest.NodeEverything(t, "MY_SECRET="+secretValue, "OPENAI_API_KEY=sk-proj-"+strings.Repeat("Ab3", 16))
+	up := testpeers.NodeEverything(t, "MY_SECRET="+secretValue, "OPENAI_API_KEY=sk-proj-"+strings.Repeat("Ab3", 16))
 	if err := k.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "interop", Name: "everything-creds"}, StringData: map[string]string{"key": secretValue}}); err != nil {
 		t.Fatal(err)
 	}

@@ -8,13 +8,14 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
 // TestPinnedCatalog: a tool whose live definition no longer has the digest
 // the controller published, or that status does not publish at all, is
 // neither listed nor callable.
 func TestPinnedCatalog(t *testing.T) {
-	up := bridgetest.GoEverything(t, false)
+	up := testpeers.GoEverything(t, false)
 	server := bridgetest.Published(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{})
 	var kept []v1alpha1.ToolStatus
 	for _, tool := range server.Status.Tools {
@@ -44,7 +45,7 @@ func TestPinnedCatalog(t *testing.T) {
 // TestUnderscoreNames: --tool-name-style=underscore lists mcp__<server>__<tool>
 // and accepts those names (and the dotted ones); events keep the dotted name.
 func TestUnderscoreNames(t *testing.T) {
-	up := bridgetest.GoEverything(t, false)
+	up := testpeers.GoEverything(t, false)
 	server := bridgetest.Published(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{})
 	pol := toolPolicy("tools", "alice", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.everything.test_simple_text"))
 	h := newHarness(t, []v1alpha1.MCPServer{server}, []v1alpha1.ToolPolicy{pol}, func(c *Config) { c.ToolNameStyle = StyleUnderscore })

@@ -9,6 +9,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
 // TestToolsThroughTheBridge runs an agent in both protocol eras, against a
@@ -17,7 +18,7 @@ import (
 // deny and an ask that cannot be asked are refused, and each call leaves its
 // event chain.
 func TestToolsThroughTheBridge(t *testing.T) {
-	up := bridgetest.GoEverything(t, false)
+	up := testpeers.GoEverything(t, false)
 	server := bridgetest.Published(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{})
 	pol := toolPolicy("tools", "alice", []v1alpha1.Subject{sa("agents", "alice")},
 		rule("allow", "mcp.everything.test_simple_text", "mcp.everything.test_error_handling", "mcp.everything.test_audio_content"),

@@ -20,6 +20,7 @@ import (
 	mcpclient "github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/testenv"
+	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
 // startRuntime runs the whole bridge (Start) against envtest, serving ns.
@@ -168,7 +169,7 @@ func connectTo(t *testing.T, url, token string, era mcpclient.Era) *mcpclient.Cl
 // never replayed) and drops a server that is no longer Ready.
 func TestRoutingFromMCPServerStatus(t *testing.T) {
 	rt, url, k, sink := startRuntime(t, "routing")
-	up := bridgetest.NodeEverything(t)
+	up := testpeers.NodeEverything(t)
 	obj := apply(t, k, bridgetest.Published(t, "routing", "everything", up.URL, v1alpha1.ToolsSpec{}))
 	createPolicy(t, k, toolPolicy("routing", "agents", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.everything.*")))
 

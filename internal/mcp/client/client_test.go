@@ -13,7 +13,6 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/internal/faultserver"
-	"github.com/mcp-operator/mcp-operator/internal/mcp/internal/testproc"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/stdio"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
@@ -42,8 +41,8 @@ func everything(t *testing.T, stateless bool) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := testproc.FreePort(t)
-	testproc.StartHTTP(t, port, nil, bin, "-http=127.0.0.1:"+strconv.Itoa(port), "-stateless="+strconv.FormatBool(stateless))
+	port := testpeers.FreePort(t)
+	testpeers.Start(t, port, nil, bin, "-http=127.0.0.1:"+strconv.Itoa(port), "-stateless="+strconv.FormatBool(stateless))
 	return "http://127.0.0.1:" + strconv.Itoa(port) + "/mcp"
 }
 

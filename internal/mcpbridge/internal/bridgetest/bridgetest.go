@@ -7,14 +7,8 @@ package bridgetest
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,100 +19,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/probe"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
 	"github.com/mcp-operator/mcp-operator/internal/stdioadapter"
-	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
-
-// Process is an upstream server process in its own process group.
-type Process struct {
-	URL  string
-	Port int
-	cmd  *exec.Cmd
-	done chan struct{}
-	log  string
-}
-
-// Port returns a loopback port that is free right now.
-func Port(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("while finding a free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// Start runs a server listening on port (path /mcp), waits until it accepts
-// connections, and kills its process group when the test ends.
-func Start(t testing.TB, port int, env []string, name string, args ...string) *Process {
-	t.Helper()
-	p := &Process{URL: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), Port: port, done: make(chan struct{})}
-	p.cmd = exec.Command(name, args...)
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	p.log = filepath.Join(t.TempDir(), "server.log")
-	logf, err := os.Create(p.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("while starting %s: %v", name, err)
-	}
-	go func() { _ = p.cmd.Wait(); logf.Close(); close(p.done) }()
-	t.Cleanup(p.Kill)
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		select {
-		case <-p.done:
-			data, _ := os.ReadFile(p.log)
-			t.Fatalf("%s exited before listening on %s: %s", name, addr, data)
-		default:
-		}
-		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
-			c.Close()
-			return p
-		}
-	}
-	t.Fatalf("%s did not listen on %s within 20s", name, addr)
-	return nil
-}
-
-// Kill stops the whole process group at once (a crash) and waits for it.
-func (p *Process) Kill() {
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	<-p.done
-}
-
-// Log is what the process printed.
-func (p *Process) Log() string {
-	data, _ := os.ReadFile(p.log)
-	return string(data)
-}
-
-// GoEverything starts the go-sdk conformance everything-server over HTTP
-// (the session era unless stateless).
-func GoEverything(t testing.TB, stateless bool) *Process {
-	t.Helper()
-	bin, err := testpeers.EverythingServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := Port(t)
-	return Start(t, port, nil, bin, "-http=127.0.0.1:"+strconv.Itoa(port), "-stateless="+strconv.FormatBool(stateless))
-}
-
-// NodeEverything starts @modelcontextprotocol/server-everything over
-// Streamable HTTP with extra environment.
-func NodeEverything(t testing.TB, env ...string) *Process {
-	t.Helper()
-	bin, err := testpeers.NPMBin("mcp-server-everything")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := Port(t)
-	return Start(t, port, append([]string{"PORT=" + strconv.Itoa(port)}, env...), bin, "streamableHttp")
-}
 
 // Published is the MCPServer the controller would publish for a server at
 // url: probed with the controller's probe, Ready, endpoint set.
