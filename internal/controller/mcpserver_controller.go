@@ -21,11 +21,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
@@ -35,6 +37,9 @@ import (
 // fieldOwner is the server-side apply field manager of everything the
 // controller writes.
 const fieldOwner = "mcp-operator"
+
+// requeueSoon brings a reconcile back right after its status is written.
+const requeueSoon = 100 * time.Millisecond
 
 // probeFailuresToCrash is how many probes in a row a running pod may fail
 // before it counts as crashed: one slow answer is not a crash.
@@ -74,7 +79,14 @@ type MCPServerReconciler struct {
 
 	mu            sync.Mutex
 	probeFailures map[types.NamespacedName]int
+	// pending holds each reconcile's events until its status is written: a
+	// reconcile that worked from a stale object (and whose write conflicts)
+	// must not announce a crash twice. controller-runtime never reconciles
+	// one key on two workers at once.
+	pending map[types.NamespacedName][]pendingEvent
 }
+
+type pendingEvent struct{ typ, reason, message string }
 
 func init() {
 	reconcilers = append(reconcilers, func(mgr ctrl.Manager, opts Options) error {
@@ -98,8 +110,12 @@ func (r *MCPServerReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) e
 		r.Clock = clock.RealClock{}
 	}
 	r.probeFailures = map[types.NamespacedName]int{}
+	r.pending = map[types.NamespacedName][]pendingEvent{}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&mcpv1alpha1.MCPServer{}).
+		// Spec and annotation changes only: the reconciler's own status writes
+		// must not start another probe (a probe slower than a second would
+		// otherwise write lastProbeTime forever).
+		For(&mcpv1alpha1.MCPServer{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Owns(&corev1.Pod{}).
 		Owns(&corev1.Service{}).
 		Owns(&networkingv1.NetworkPolicy{}).
@@ -125,12 +141,13 @@ func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	}
 	orig := s.DeepCopy()
 	defer func() {
-		if err != nil {
-			return
+		if err == nil {
+			err = r.patchStatus(ctx, orig, &s)
 		}
-		if err = r.patchStatus(ctx, orig, &s); apierrors.IsConflict(err) {
+		r.flushEvents(&s, err == nil)
+		if apierrors.IsConflict(err) {
 			// Worked from a stale object: nothing was written; run again.
-			result, err = ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
+			result, err = ctrl.Result{RequeueAfter: requeueSoon}, nil
 		}
 	}()
 
@@ -263,8 +280,8 @@ func (r *MCPServerReconciler) reconcileWorkload(ctx context.Context, s *mcpv1alp
 }
 
 // crash counts a crash in status and decides: restart after backoff, or give
-// up. The crashed pod is deleted by the next reconcile, once the count is
-// written: the status write is optimistically locked, so a reconcile working
+// up. The crashed pod is deleted by the next reconcile, right after the count
+// is written: the status write is optimistically locked, so a reconcile working
 // from a stale cache can't count the same crash twice.
 func (r *MCPServerReconciler) crash(s *mcpv1alpha1.MCPServer, restart restartSettings, reason string, now time.Time) (ctrl.Result, error) {
 	out := recordCrash(&s.Status.Restarts, restart, reason, now)
@@ -274,12 +291,14 @@ func (r *MCPServerReconciler) crash(s *mcpv1alpha1.MCPServer, restart restartSet
 		s.Status.Restarts.RestartRequest = s.Annotations[mcpv1alpha1.RestartAnnotation]
 		markDown(s, mcpv1alpha1.ReasonPermanentlyFailed, permanentlyFailedMessage(s))
 		r.event(s, corev1.EventTypeWarning, eventPermanentlyFailed, "mcp.server.permanently_failed: "+permanentlyFailedMessage(s))
-		return ctrl.Result{}, nil
+		return ctrl.Result{RequeueAfter: requeueSoon}, nil
 	}
 	wait := out.restartAt.Sub(now)
 	markDown(s, mcpv1alpha1.ReasonRestarting, fmt.Sprintf("crashed (%s); restart %d of %d after backoff", reason, s.Status.Restarts.Consecutive, restart.maxRestarts))
 	r.event(s, corev1.EventTypeNormal, eventRestarting, fmt.Sprintf("mcp.server.restarting: restart %d of %d in %s", s.Status.Restarts.Consecutive, restart.maxRestarts, wait))
-	return ctrl.Result{RequeueAfter: wait}, nil
+	// Come back as soon as the count is written: that reconcile deletes the
+	// crashed pod and waits out the rest of the backoff.
+	return ctrl.Result{RequeueAfter: requeueSoon}, nil
 }
 
 func permanentlyFailedMessage(s *mcpv1alpha1.MCPServer) string {
@@ -473,9 +492,28 @@ func olderThan(a, b *mcpv1alpha1.MCPServer) bool {
 	return a.Namespace < b.Namespace
 }
 
+// event queues a Kubernetes Event; it goes out once the reconcile's status is
+// written (flushEvents).
 func (r *MCPServerReconciler) event(s *mcpv1alpha1.MCPServer, typ, reason, message string) {
-	if r.Recorder != nil {
-		r.Recorder.Eventf(s, nil, typ, reason, reason, "%s", message)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	key := client.ObjectKeyFromObject(s)
+	r.pending[key] = append(r.pending[key], pendingEvent{typ, reason, message})
+}
+
+// flushEvents sends the reconcile's events when its status was written, and
+// drops them when it was not.
+func (r *MCPServerReconciler) flushEvents(s *mcpv1alpha1.MCPServer, written bool) {
+	r.mu.Lock()
+	key := client.ObjectKeyFromObject(s)
+	events := r.pending[key]
+	delete(r.pending, key)
+	r.mu.Unlock()
+	if !written || r.Recorder == nil {
+		return
+	}
+	for _, e := range events {
+		r.Recorder.Eventf(s, nil, e.typ, e.reason, e.reason, "%s", e.message)
 	}
 }
 

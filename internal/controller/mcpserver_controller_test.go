@@ -254,9 +254,11 @@ var _ = Describe("MCPServer controller", func() {
 			Eventually(condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonPermanentlyFailed))
 			Expect(get(s).Status.Restarts).To(And(HaveField("Consecutive", BeEquivalentTo(4)), HaveField("Total", BeEquivalentTo(4)),
 				HaveField("LastExitReason", "OOMKilled"), HaveField("NextRestartTime", BeNil())))
+			Eventually(func() []corev1.Pod { return serverPods(s) }).Should(BeEmpty())
 			clk.Step(time.Hour)
 			poke(s)
 			Consistently(func() []corev1.Pod { return serverPods(s) }).WithTimeout(2 * time.Second).Should(BeEmpty())
+			Expect(eventsOf(s)).To(HaveEach(Not(HaveSuffix("(crash 5 in a row)"))))
 
 			Eventually(func() []string { return eventsOf(s) }).Should(And(
 				eventWith("Crashed", "mcp.server.crashed: Error (exit code 1)"),
