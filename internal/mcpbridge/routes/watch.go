@@ -3,13 +3,13 @@ package routes
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/credentials"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/redact"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 )
@@ -161,23 +162,21 @@ func (w *Watcher) rebuild(ctx context.Context) {
 	w.Registry.Update(t, func(s *Server) upstream.Target { return w.target(ctx, s) })
 }
 
-// target resolves a remote server's credentials.
+// target resolves a remote server's credentials (bearer token, headers,
+// TLS) the way the controller's probe does. A Secret that can't be read is
+// logged; the server is then dialled without it and answers for itself.
 func (w *Watcher) target(ctx context.Context, s *Server) upstream.Target {
 	t := upstream.Target{Namespace: s.Namespace, Name: s.Name, URL: s.URL, Pod: s.Pod}
-	if s.Remote == nil {
+	if s.Remote == nil || w.Secrets == nil {
 		return t
 	}
-	if a := s.Remote.Auth; a != nil && a.BearerTokenSecretRef != nil {
-		t.BearerToken, _ = w.secretKey(ctx, s.Namespace, *a.BearerTokenSecretRef)
+	spec := &v1alpha1.MCPServer{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name}}
+	spec.Spec.Remote = s.Remote
+	creds, err := credentials.Read(ctx, w.Secrets, spec)
+	if err != nil {
+		w.Log.Info("the credentials of a remote server could not be read", "server", s.Key(), "error", err.Error())
 	}
-	for _, h := range s.Remote.HeadersFrom {
-		if v, ok := w.secretKey(ctx, s.Namespace, h.SecretKeyRef); ok {
-			if t.Header == nil {
-				t.Header = http.Header{}
-			}
-			t.Header.Set(h.Name, v)
-		}
-	}
+	t.BearerToken, t.Header, t.TLS = creds.BearerToken, creds.Header, creds.TLS
 	return t
 }
 
@@ -185,13 +184,12 @@ func (w *Watcher) secretKey(ctx context.Context, namespace string, sel v1alpha1.
 	if w.Secrets == nil {
 		return "", false
 	}
-	var sec corev1.Secret
-	if err := w.Secrets.Get(ctx, types.NamespacedName{Namespace: namespace, Name: sel.Name}, &sec); err != nil {
+	v, err := credentials.Value(ctx, w.Secrets, namespace, sel)
+	if err != nil {
 		w.Log.Info("a Secret a server needs could not be read", "namespace", namespace, "secret", sel.Name, "error", err.Error())
 		return "", false
 	}
-	v, ok := sec.Data[sel.Key]
-	return string(v), ok
+	return v, true
 }
 
 // secretValues are the values of every Secret key the server's spec

@@ -1,0 +1,112 @@
+// Package credentials reads the Secrets a remote MCPServer names — a bearer
+// token, extra headers, a CA and client certificate — into what a Streamable
+// HTTP connection presents. The controller's probe and the bridge's upstream
+// connections use the same code, so they reach a server the same way.
+package credentials
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+)
+
+// Credentials are what a connection to a remote server presents.
+type Credentials struct {
+	BearerToken string
+	Header      http.Header
+	// TLS is nil for the default TLS settings.
+	TLS *tls.Config
+}
+
+// MissingError says which Secret or key is missing or unusable: the server
+// can't be reached until the user fixes it.
+type MissingError struct{ Msg string }
+
+func (e *MissingError) Error() string { return e.Msg }
+
+// Read resolves the credentials of a remote server's spec from Secrets in its
+// namespace. Servers without spec.remote have none.
+func Read(ctx context.Context, c client.Reader, s *v1alpha1.MCPServer) (Credentials, error) {
+	var out Credentials
+	r := s.Spec.Remote
+	if r == nil {
+		return out, nil
+	}
+	if r.Auth != nil && r.Auth.BearerTokenSecretRef != nil {
+		token, err := Value(ctx, c, s.Namespace, *r.Auth.BearerTokenSecretRef)
+		if err != nil {
+			return out, err
+		}
+		out.BearerToken = strings.TrimSpace(token)
+	}
+	for _, h := range r.HeadersFrom {
+		v, err := Value(ctx, c, s.Namespace, h.SecretKeyRef)
+		if err != nil {
+			return out, err
+		}
+		if out.Header == nil {
+			out.Header = http.Header{}
+		}
+		out.Header.Set(h.Name, v)
+	}
+	if r.Auth != nil && r.Auth.TLSSecretRef != nil {
+		cfg, err := tlsConfig(ctx, c, s.Namespace, r.Auth.TLSSecretRef.Name)
+		if err != nil {
+			return out, err
+		}
+		out.TLS = cfg
+	}
+	return out, nil
+}
+
+// Value is one key of a Secret in namespace.
+func Value(ctx context.Context, c client.Reader, namespace string, ref v1alpha1.SecretKeySelector) (string, error) {
+	var secret corev1.Secret
+	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, &secret); err != nil {
+		return "", &MissingError{fmt.Sprintf("Secret %s: %v", ref.Name, err)}
+	}
+	v, ok := secret.Data[ref.Key]
+	if !ok {
+		return "", &MissingError{fmt.Sprintf("Secret %s has no key %q", ref.Name, ref.Key)}
+	}
+	return string(v), nil
+}
+
+// tlsConfig builds client TLS settings from a Secret holding ca.crt and, for
+// mutual TLS, tls.crt and tls.key.
+func tlsConfig(ctx context.Context, c client.Reader, namespace, name string) (*tls.Config, error) {
+	var secret corev1.Secret
+	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &secret); err != nil {
+		return nil, &MissingError{fmt.Sprintf("Secret %s: %v", name, err)}
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if ca, ok := secret.Data["ca.crt"]; ok {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(ca) {
+			return nil, &MissingError{fmt.Sprintf("Secret %s: ca.crt holds no PEM certificate", name)}
+		}
+		cfg.RootCAs = pool
+	}
+	crt, hasCrt := secret.Data["tls.crt"]
+	key, hasKey := secret.Data["tls.key"]
+	if hasCrt != hasKey {
+		return nil, &MissingError{fmt.Sprintf("Secret %s: tls.crt and tls.key go together", name)}
+	}
+	if hasCrt {
+		pair, err := tls.X509KeyPair(crt, key)
+		if err != nil {
+			return nil, &MissingError{fmt.Sprintf("Secret %s: tls.crt/tls.key: %v", name, err)}
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}

@@ -1,0 +1,103 @@
+package credentials
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/testenv"
+)
+
+// selfSigned returns a PEM certificate and key.
+func selfSigned(t *testing.T) (crt, key []byte) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test"}, NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+}
+
+func remote(auth *v1alpha1.RemoteAuth, headers ...v1alpha1.HeaderFromSecret) *v1alpha1.MCPServer {
+	s := &v1alpha1.MCPServer{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "far"}}
+	s.Spec.Remote = &v1alpha1.Remote{URL: "https://mcp.example.com/mcp", Auth: auth, HeadersFrom: headers}
+	return s
+}
+
+func secret(name string, data map[string][]byte) *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Data: data}
+}
+
+// The Secrets are served by controller-runtime's fake client: what is tested
+// is how their contents become credentials; reading Secrets from a real API
+// server is covered by the controller's and the bridge's envtest suites.
+func TestRead(t *testing.T) {
+	crt, key := selfSigned(t)
+	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(
+		secret("token", map[string][]byte{"token": []byte("s3cret\n")}),
+		secret("api", map[string][]byte{"key": []byte("k-123")}),
+		secret("mtls", map[string][]byte{"ca.crt": crt, "tls.crt": crt, "tls.key": key}),
+		secret("half", map[string][]byte{"tls.crt": crt}),
+		secret("badca", map[string][]byte{"ca.crt": []byte("not pem")}),
+	).Build()
+	ctx := context.Background()
+
+	creds, err := Read(ctx, c, remote(
+		&v1alpha1.RemoteAuth{BearerTokenSecretRef: &v1alpha1.SecretKeySelector{Name: "token", Key: "token"}, TLSSecretRef: &v1alpha1.LocalSecretReference{Name: "mtls"}},
+		v1alpha1.HeaderFromSecret{Name: "X-Api-Key", SecretKeyRef: v1alpha1.SecretKeySelector{Name: "api", Key: "key"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if creds.BearerToken != "s3cret" || creds.Header.Get("X-Api-Key") != "k-123" {
+		t.Errorf("token %q, headers %v", creds.BearerToken, creds.Header)
+	}
+	if creds.TLS == nil || creds.TLS.RootCAs == nil || len(creds.TLS.Certificates) != 1 {
+		t.Errorf("TLS %+v, want the CA and one client certificate", creds.TLS)
+	}
+
+	for _, tc := range []struct {
+		name string
+		auth *v1alpha1.RemoteAuth
+		want string
+	}{
+		{"missing Secret", &v1alpha1.RemoteAuth{BearerTokenSecretRef: &v1alpha1.SecretKeySelector{Name: "nope", Key: "token"}}, "Secret nope"},
+		{"missing key", &v1alpha1.RemoteAuth{BearerTokenSecretRef: &v1alpha1.SecretKeySelector{Name: "token", Key: "other"}}, `has no key "other"`},
+		{"certificate without key", &v1alpha1.RemoteAuth{TLSSecretRef: &v1alpha1.LocalSecretReference{Name: "half"}}, "tls.crt and tls.key go together"},
+		{"CA that is not PEM", &v1alpha1.RemoteAuth{TLSSecretRef: &v1alpha1.LocalSecretReference{Name: "badca"}}, "ca.crt holds no PEM certificate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Read(ctx, c, remote(tc.auth))
+			var missing *MissingError
+			if !errors.As(err, &missing) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want a MissingError containing %q", err, tc.want)
+			}
+		})
+	}
+
+	if creds, err := Read(ctx, c, &v1alpha1.MCPServer{}); err != nil || creds.TLS != nil || creds.BearerToken != "" {
+		t.Errorf("a workload server has credentials %+v, %v", creds, err)
+	}
+}
