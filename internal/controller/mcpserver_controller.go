@@ -155,7 +155,7 @@ func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		markDown(&s, mcpv1alpha1.ReasonNameInUse, fmt.Sprintf("an older MCPServer %s in the bridge's scope has this name; rename one of them", older))
 		setCondition(&s, mcpv1alpha1.ConditionNameConflict, metav1.ConditionTrue, mcpv1alpha1.ReasonNameInUse,
 			fmt.Sprintf("MCPServer %s is older and keeps the name %s", older, s.Name))
-		return ctrl.Result{}, r.deletePods(ctx, &s, "")
+		return ctrl.Result{}, r.deletePods(ctx, &s)
 	}
 	meta.RemoveStatusCondition(&s.Status.Conditions, mcpv1alpha1.ConditionNameConflict)
 
@@ -176,7 +176,7 @@ func (r *MCPServerReconciler) suspend(ctx context.Context, s *mcpv1alpha1.MCPSer
 	}
 	markDown(s, mcpv1alpha1.ReasonSuspended, "spec.suspend is true")
 	s.Status.Restarts.NextRestartTime = nil
-	return r.deletePods(ctx, s, "")
+	return r.deletePods(ctx, s)
 }
 
 func (r *MCPServerReconciler) reconcileRemote(ctx context.Context, s *mcpv1alpha1.MCPServer) (ctrl.Result, error) {
@@ -207,7 +207,7 @@ func (r *MCPServerReconciler) reconcileWorkload(ctx context.Context, s *mcpv1alp
 	if s.Status.Restarts.FailedGeneration != 0 {
 		if !r.recoveryRequested(s) {
 			markDown(s, mcpv1alpha1.ReasonPermanentlyFailed, permanentlyFailedMessage(s))
-			return ctrl.Result{}, r.deletePods(ctx, s, "")
+			return ctrl.Result{}, r.deletePods(ctx, s)
 		}
 		s.Status.Restarts.FailedGeneration = 0
 		s.Status.Restarts.RestartRequest = ""
@@ -218,18 +218,9 @@ func (r *MCPServerReconciler) reconcileWorkload(ctx context.Context, s *mcpv1alp
 
 	desired := buildPod(s, r.Workload)
 	desired.Name = podNameFor(s, desired)
-	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(s.Namespace), client.MatchingLabels{mcpv1alpha1.ServerLabel: s.Name}); err != nil {
-		return ctrl.Result{}, fmt.Errorf("while listing pods: %w", err)
-	}
-	var current *corev1.Pod
-	for i := range pods.Items {
-		if pods.Items[i].Name == desired.Name && metav1.IsControlledBy(&pods.Items[i], s) {
-			current = &pods.Items[i]
-		}
-	}
 	// Older incarnations and pods of an older spec go.
-	if err := r.deletePods(ctx, s, desired.Name); err != nil {
+	current, err := r.prunePods(ctx, s, desired.Name)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 
@@ -393,22 +384,37 @@ func exitReason(t *corev1.ContainerStateTerminated) string {
 	return fmt.Sprintf("%s (exit code %d)", reason, t.ExitCode)
 }
 
-// deletePods deletes the server's pods except keep.
-func (r *MCPServerReconciler) deletePods(ctx context.Context, s *mcpv1alpha1.MCPServer, keep string) error {
+// deletePods deletes all of the server's pods.
+func (r *MCPServerReconciler) deletePods(ctx context.Context, s *mcpv1alpha1.MCPServer) error {
+	_, err := r.prunePods(ctx, s, "")
+	return err
+}
+
+// prunePods deletes the server's pods except the one named keep, and returns
+// that one when it exists.
+func (r *MCPServerReconciler) prunePods(ctx context.Context, s *mcpv1alpha1.MCPServer, keep string) (*corev1.Pod, error) {
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods, client.InNamespace(s.Namespace), client.MatchingLabels{mcpv1alpha1.ServerLabel: s.Name}); err != nil {
-		return fmt.Errorf("while listing pods: %w", err)
+		return nil, fmt.Errorf("while listing pods: %w", err)
 	}
+	var kept *corev1.Pod
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if p.Name == keep || !p.DeletionTimestamp.IsZero() || !metav1.IsControlledBy(p, s) {
+		if !metav1.IsControlledBy(p, s) {
+			continue
+		}
+		if p.Name == keep {
+			kept = p
+			continue
+		}
+		if !p.DeletionTimestamp.IsZero() {
 			continue
 		}
 		if err := r.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("while deleting an old pod of the server: %w", err)
+			return nil, fmt.Errorf("while deleting an old pod of the server: %w", err)
 		}
 	}
-	return nil
+	return kept, nil
 }
 
 // applyOwned server-side applies an object the server owns.
