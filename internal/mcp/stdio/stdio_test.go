@@ -39,7 +39,10 @@ func call(t *testing.T, c *stdio.Conn, timeout time.Duration, params string) (*j
 }
 
 func TestServerPingIsAnsweredAndNotificationsDelivered(t *testing.T) {
-	c := start(t, `echo '{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"hi"}}'
+	// The server speaks only after the test's first message, so the
+	// notification can't arrive before the handler is set.
+	c := start(t, `read go
+echo '{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"hi"}}'
 echo '{"jsonrpc":"2.0","id":"p1","method":"ping"}'
 echo '{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage"}'
 read a; read b; echo "$a" >&2; echo "$b" >&2; sleep 5`, stdio.Options{StopGrace: 200 * time.Millisecond})
@@ -50,6 +53,9 @@ read a; read b; echo "$a" >&2; echo "$b" >&2; sleep 5`, stdio.Options{StopGrace:
 		got = append(got, m.Method)
 		mu.Unlock()
 	})
+	if err := c.Notify(context.Background(), jsonrpc.NewNotification("notifications/initialized", nil)); err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(3 * time.Second)
 	for !strings.Contains(c.StderrTail(), `"s1"`) || !strings.Contains(c.StderrTail(), `"p1"`) {
 		if time.Now().After(deadline) {
