@@ -28,6 +28,22 @@ const (
 	ApprovalAllowSession ApprovalMode = "AllowSession"
 )
 
+// InjectionAction is what the bridge does with a tool result or prompt
+// expansion whose text its injection scan flags (text that looks like
+// instructions to the model).
+// +kubebuilder:validation:Enum=Flag;Block
+type InjectionAction string
+
+const (
+	// InjectionFlag records the findings in the audit event and passes the
+	// result on.
+	InjectionFlag InjectionAction = "Flag"
+	// InjectionBlock records the findings and withholds the result: the agent
+	// gets an error result (a tool) or an error (a prompt) naming the patterns
+	// found instead.
+	InjectionBlock InjectionAction = "Block"
+)
+
 // ToolPolicy condition reasons.
 const (
 	// ReasonCompiled: every rule compiled; the policy is in force.
@@ -139,6 +155,18 @@ type ToolRule struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
 	Reason string `json:"reason,omitempty"`
+
+	// injection is what happens to a result of the calls the rule matches
+	// when the bridge's injection scan flags its text: Flag (the default)
+	// records the findings in the tool.completed event and passes the result
+	// on; Block records them and withholds the result, so the agent gets an
+	// error result naming the patterns found. The most protective setting
+	// wins: if any rule that matches the call (of any policy for the caller)
+	// says Block, the result is withheld, whichever rule gave the decision.
+	// The bridge's --block-injection flag blocks on every call regardless.
+	// +optional
+	// +kubebuilder:default=Flag
+	Injection InjectionAction `json:"injection,omitempty"`
 }
 
 // ResourceRule decides resources/read of the resources it matches.
@@ -179,6 +207,16 @@ type PromptRule struct {
 	// decision for the prompts the rule matches.
 	// +required
 	Decision Decision `json:"decision"`
+
+	// injection is what happens to an expansion of the prompts the rule
+	// matches when the bridge's injection scan flags its messages: Flag (the
+	// default) records the findings in the mcp.prompt.expanded event and
+	// passes the messages on; Block records them and withholds the
+	// expansion, so the agent gets an error naming the patterns found. As
+	// for tool rules, any matching rule that says Block blocks.
+	// +optional
+	// +kubebuilder:default=Flag
+	Injection InjectionAction `json:"injection,omitempty"`
 }
 
 // ApprovalSpec configures the question the bridge asks when a rule says ask.

@@ -86,6 +86,9 @@ type rule struct {
 	// risks and when are set on tool rules only.
 	risks riskSet
 	when  *Condition
+	// blockInjection: a result of a request the rule matches is withheld
+	// when the injection scan flags it (tool and prompt rules only).
+	blockInjection bool
 }
 
 // nameEntry is a rule's claim on tool or prompt names. Under a server of the
@@ -327,12 +330,27 @@ func (c *compiler) toolRule(i int, tr *v1alpha1.ToolRule) {
 		}
 		r.when = cond
 	}
+	r.blockInjection = c.injection(field+".injection", tr.Injection)
 	c.names(&c.p.tools, field+".tools", "tool", r, tr.Tools)
+}
+
+// injection compiles a rule's injection action; empty is Flag, the CRD's
+// default.
+func (c *compiler) injection(field string, a v1alpha1.InjectionAction) bool {
+	switch a {
+	case "", v1alpha1.InjectionFlag:
+		return false
+	case v1alpha1.InjectionBlock:
+		return true
+	}
+	c.fail(field, "unknown injection action %q: use Flag or Block", a)
+	return false
 }
 
 func (c *compiler) promptRule(i int, pr *v1alpha1.PromptRule) {
 	field := fmt.Sprintf("spec.prompts[%d]", i)
 	r := c.newRule(field, sectionPrompts, i, pr.Decision, "")
+	r.blockInjection = c.injection(field+".injection", pr.Injection)
 	if len(pr.Prompts) == 0 {
 		c.fail(field+".prompts", "a prompt rule needs at least one prompt glob")
 		return

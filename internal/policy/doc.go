@@ -10,7 +10,10 @@
 //   - no matching rule denies (SourcedFrom "default");
 //   - a destructive tool is never allowed, at most asked;
 //   - a `when` condition that fails at call time (an error, or more than its
-//     cost budget) denies, with the reason.
+//     cost budget) denies, with the reason;
+//   - a tool call or prompt a matching rule marks injection: Block gets
+//     Result.BlockInjection, whichever rule decided it: the bridge then
+//     withholds a result its injection scan flags (design §5).
 //
 // The Engine is immutable once built and safe for concurrent use; the bridge
 // builds a new one whenever a ToolPolicy changes. Two small stateful pieces sit

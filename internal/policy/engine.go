@@ -184,10 +184,14 @@ func conclude(matched []*rule, top level, risk v1alpha1.Risk) Result {
 	}
 	var buf [64]*rule
 	winners := buf[:0]
+	block := false
 	for _, r := range matched {
 		if r.level == top {
 			winners = append(winners, r)
 		}
+		// The most protective wins, as for decisions: any matching rule
+		// that blocks blocks.
+		block = block || r.blockInjection
 	}
 	sortRules(winners)
 	res := Result{
@@ -196,6 +200,7 @@ func conclude(matched []*rule, top level, risk v1alpha1.Risk) Result {
 		RiskAtDecision: risk,
 		SourcedFrom:    winners[0].source,
 		Reason:         winners[0].reason,
+		BlockInjection: block,
 		rateLimits:     rateLimitsOf(matched),
 	}
 	for i, r := range winners {

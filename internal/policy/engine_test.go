@@ -525,6 +525,10 @@ func TestCompileErrors(t *testing.T) {
 			"spec.rateLimit.callsPerMinute", "at least 1"},
 		{"unknown approval mode", newPolicy("team", "p", sa, allow("mcp.**"), withModes("AllowForever")),
 			"spec.approval.modes[0]", "unknown approval mode"},
+		{"unknown injection action on a tool rule", newPolicy("team", "p", sa, withToolRule(toolRule(dAllow, "mcp.**"), onInjection("Warn"))),
+			"spec.rules[0].injection", `unknown injection action "Warn": use Flag or Block`},
+		{"unknown injection action on a prompt rule", newPolicy("team", "p", sa, withPrompt(v1alpha1.PromptRule{Prompts: []string{"mcp.**"}, Decision: dAllow, Injection: "block"})),
+			"spec.prompts[0].injection", `unknown injection action "block"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

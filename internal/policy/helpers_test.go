@@ -77,6 +77,10 @@ func reason(s string) ruleOption {
 	return func(r *v1alpha1.ToolRule) { r.Reason = s }
 }
 
+func onInjection(a v1alpha1.InjectionAction) ruleOption {
+	return func(r *v1alpha1.ToolRule) { r.Injection = a }
+}
+
 func withToolRule(opts ...ruleOption) policyOption {
 	var r v1alpha1.ToolRule
 	for _, o := range opts {

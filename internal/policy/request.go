@@ -112,6 +112,11 @@ type Result struct {
 	// Approval is set when Decision is ask. It may be shared with other
 	// results: read it, never change it.
 	Approval *Approval
+	// BlockInjection says a result the injection scan flags must be
+	// withheld: some rule that matched the request (not only a deciding
+	// one) says injection: Block. Session grants and rate limits leave it
+	// as it is.
+	BlockInjection bool
 
 	// tool is the namespaced tool name the result is for, so grants apply
 	// only to the tool they were given for.
