@@ -101,6 +101,17 @@ rules: [{tools: ["mcp.**"], decision: ask}]`))).To(Succeed())
 		Expect(p.Spec.Approval.Timeout.Duration).To(Equal(2 * time.Minute))
 		Expect(p.Spec.Approval.Modes).To(ConsistOf(mcpv1alpha1.ApprovalAllowOnce, mcpv1alpha1.ApprovalAllowSession))
 	})
+
+	It("flag injection, not block it, on tool and prompt rules that do not say", func() {
+		name := uniqueName("defaults")
+		Expect(create(object("ToolPolicy", name, validPolicy+`
+rules: [{tools: ["mcp.**"], decision: allow}]
+prompts: [{prompts: ["mcp.**"], decision: allow}]`))).To(Succeed())
+		var p mcpv1alpha1.ToolPolicy
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, &p)).To(Succeed())
+		Expect(p.Spec.Rules[0].Injection).To(Equal(mcpv1alpha1.InjectionFlag))
+		Expect(p.Spec.Prompts[0].Injection).To(Equal(mcpv1alpha1.InjectionFlag))
+	})
 })
 
 var _ = Describe("the status subresource", func() {

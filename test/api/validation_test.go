@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
 )
 
 var nameSeq atomic.Int64
@@ -175,6 +177,23 @@ resources: [{servers: [fs], uris: ["file:///tmp/*"], decision: allow}]
 prompts: [{prompts: ["mcp.fs.*"], decision: deny}]`))).To(Succeed())
 	})
 
+	It("accepts injection Flag and Block on tool and prompt rules and keeps them", func() {
+		name := uniqueName("injection")
+		Expect(create(object("ToolPolicy", name, validPolicy+`
+rules:
+  - {tools: ["mcp.fs.*"], decision: allow, injection: Block}
+  - {tools: ["mcp.web.*"], decision: allow, injection: Flag}
+prompts:
+  - {prompts: ["mcp.fs.*"], decision: allow, injection: Block}
+  - {prompts: ["mcp.web.*"], decision: allow, injection: Flag}`))).To(Succeed())
+		var p mcpv1alpha1.ToolPolicy
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, &p)).To(Succeed())
+		Expect(p.Spec.Rules[0].Injection).To(Equal(mcpv1alpha1.InjectionBlock))
+		Expect(p.Spec.Rules[1].Injection).To(Equal(mcpv1alpha1.InjectionFlag))
+		Expect(p.Spec.Prompts[0].Injection).To(Equal(mcpv1alpha1.InjectionBlock))
+		Expect(p.Spec.Prompts[1].Injection).To(Equal(mcpv1alpha1.InjectionFlag))
+	})
+
 	DescribeTable("rejects invalid policies with a message that says what to fix",
 		func(specYAML, message string) {
 			expectRejected(create(object("ToolPolicy", uniqueName("bad"), specYAML)), message)
@@ -215,6 +234,12 @@ approval: {timeout: 24h}`, "approval timeout must be between 1s and 1h"),
 		Entry("an unknown approval mode", validPolicy+`
 rules: [{tools: ["*"], decision: ask}]
 approval: {modes: [AllowForever]}`, `Unsupported value: "AllowForever"`),
+		Entry("an unknown injection action on a tool rule", validPolicy+`
+rules: [{tools: ["*"], decision: allow, injection: Warn}]`, `spec.rules[0].injection: Unsupported value: "Warn": supported values: "Flag", "Block"`),
+		Entry("an injection action in the wrong case on a prompt rule", validPolicy+`
+prompts: [{prompts: ["*"], decision: allow, injection: block}]`, `spec.prompts[0].injection: Unsupported value: "block": supported values: "Flag", "Block"`),
+		Entry("injection on a resource rule", validPolicy+`
+resources: [{servers: [fs], decision: allow, injection: Block}]`, `unknown field "spec.resources[0].injection"`),
 		Entry("too many rules", validPolicy+fmt.Sprintf(`
 rules: [%s]`, strings.TrimSuffix(strings.Repeat(`{tools: ["*"], decision: deny},`, 513), ",")), "Too many"),
 	)
