@@ -94,7 +94,10 @@ type Config struct {
 	AllowedOrigins []string
 	// LoopbackOnly makes Host checking accept only localhost names.
 	LoopbackOnly bool
-	// BlockInjection withholds results with injection findings.
+	// BlockInjection withholds every tool result, prompt expansion and
+	// resource with injection findings: a floor under the policies, whose
+	// rules can ask for blocking per tool and prompt (injection: Block) but
+	// never turn it off.
 	BlockInjection bool
 	// Version is the bridge's version in serverInfo.
 	Version string

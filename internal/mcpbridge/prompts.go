@@ -155,7 +155,8 @@ func (b *Bridge) getPrompt(rq *request) *jsonrpc.Message {
 		return upstreamError(rq, err, "")
 	}
 	out, sum, err := b.cfg.Pipeline.PromptResult(output.Call{
-		Server: s.Name, Name: upstreamName, Subject: rq.id.Username, Redactor: b.redactor(s), Block: b.cfg.BlockInjection,
+		Server: s.Name, Name: upstreamName, Subject: rq.id.Username, Redactor: b.redactor(s),
+		Block: b.cfg.BlockInjection || res.BlockInjection,
 	}, raw)
 	expanded := audit.PromptExpanded{Server: s.Name, Prompt: upstreamName, SizeBytes: len(raw), Injection: sum.Findings, Blocked: sum.Blocked}
 	if msgs, e := rawjson.Elements(rawjson.Get(raw, "messages")); e == nil {
@@ -164,7 +165,7 @@ func (b *Bridge) getPrompt(rq *request) *jsonrpc.Message {
 	_, _ = b.audit(rq, expanded)
 	if err != nil {
 		if errors.Is(err, output.ErrBlocked) {
-			return rpcError(rq, CodeDenied, "the prompt was withheld: "+err.Error(), nil)
+			return rpcError(rq, CodeDenied, "prompt "+full+": "+err.Error(), map[string]any{"reason": reasonInjection})
 		}
 		return rpcError(rq, CodeUpstream, err.Error(), map[string]any{"reason": "invalid_result"})
 	}

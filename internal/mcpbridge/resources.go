@@ -119,7 +119,7 @@ func (b *Bridge) readResource(rq *request) *jsonrpc.Message {
 	_, _ = b.audit(rq, audit.ResourceFetched{Server: s.Name, URI: uri, SizeBytes: len(raw), ContentHash: "sha256:" + hex.EncodeToString(sum[:])})
 	if err != nil {
 		if errors.Is(err, output.ErrBlocked) {
-			return rpcError(rq, CodeDenied, "the resource was withheld: "+err.Error(), nil)
+			return rpcError(rq, CodeDenied, "resource "+p.URI+": "+err.Error(), map[string]any{"reason": reasonInjection})
 		}
 		return rpcError(rq, CodeUpstream, err.Error(), map[string]any{"reason": "invalid_result"})
 	}

@@ -29,6 +29,10 @@ const (
 	reasonRateLimited         = "rate_limited"
 	reasonUpstreamError       = "upstream_error"
 	reasonAudit               = "audit_unavailable"
+	// reasonInjection: a prompt or resource was withheld because its text
+	// looks like instructions to the model (a tool result is replaced by an
+	// error result instead, which says so).
+	reasonInjection = "injection_blocked"
 )
 
 // style is how tool names are rendered on the request's endpoint.
@@ -150,6 +154,9 @@ type call struct {
 	id     string // toolCallId
 	params callParams
 	args   map[string]any
+	// blockInjection: withhold a result the injection scan flags, because
+	// a rule that matched the call says so or the bridge's flag does.
+	blockInjection bool
 }
 
 func (b *Bridge) callTool(rq *request) *jsonrpc.Message {
@@ -206,6 +213,7 @@ func (b *Bridge) callTool(rq *request) *jsonrpc.Message {
 	}); err != nil {
 		return b.auditFailure(c, err)
 	}
+	c.blockInjection = b.cfg.BlockInjection || res.BlockInjection
 	if outcome.decision != "allow" {
 		_, _ = b.audit(rq, audit.ToolFailed{Reason: outcome.failReason, ToolCallID: c.id, Tool: tool.Name, Message: outcome.reason})
 		b.count(tool, "deny", outcome.failReason)
@@ -293,7 +301,7 @@ func (b *Bridge) execute(c *call) *jsonrpc.Message {
 	_, _ = b.audit(rq, audit.MCPCallCompleted{Server: server, ToolCallID: c.id, DurationMs: audit.Ms(took)})
 	out, sum, err := b.cfg.Pipeline.ToolResult(output.Call{
 		Server: server, Name: tool.Upstream, Subject: rq.id.Username,
-		Redactor: b.redactor(tool.Server), Block: b.cfg.BlockInjection,
+		Redactor: b.redactor(tool.Server), Block: c.blockInjection,
 	}, res)
 	if err != nil {
 		_, _ = b.audit(rq, audit.ToolFailed{Reason: upstream.ReasonInvalid, ToolCallID: c.id, Tool: tool.Name, Message: err.Error()})

@@ -338,6 +338,12 @@ func blockedToolResult(prefix string, fs []injection.Finding) []byte {
 	return append(out, `}],"isError":true}`...)
 }
 
+// blockedError is ErrBlocked naming the patterns found, so the agent is told
+// why.
+func blockedError(fs []injection.Finding) error {
+	return fmt.Errorf("%w (%s)", ErrBlocked, patternList(fs))
+}
+
 func patternList(fs []injection.Finding) string {
 	var ids []string
 	for _, f := range fs {

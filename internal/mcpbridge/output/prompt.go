@@ -61,7 +61,7 @@ func (p *Pipeline) PromptResult(c Call, raw json.RawMessage) (json.RawMessage, S
 	sum.Preview = cut(preview.String(), p.auditPreview())
 	if c.Block && len(sum.Findings) > 0 {
 		sum.Blocked = true
-		return nil, sum, ErrBlocked
+		return nil, sum, blockedError(sum.Findings)
 	}
 	out := res.replace("messages", rawjson.AppendArray(nil, items))
 	sum.SizeOut = len(out)

@@ -62,7 +62,7 @@ func (p *Pipeline) ResourceResult(c Call, raw json.RawMessage) (json.RawMessage,
 	}
 	if c.Block && len(sum.Findings) > 0 {
 		sum.Blocked = true
-		return nil, sum, ErrBlocked
+		return nil, sum, blockedError(sum.Findings)
 	}
 	sum.SizeOut = len(res.json)
 	return res.json, sum, nil
