@@ -613,7 +613,11 @@ func TestSamplePolicy(t *testing.T) {
 	everything := func(tool string, risk v1alpha1.Risk) ToolCall {
 		return ToolCall{Name: "mcp.everything." + tool, Server: "everything", Namespace: "default", Risk: risk}
 	}
-	checkResult(t, e.DecideTool(research, everything("echo", v1alpha1.RiskNetwork)), dAllow, "policy:default/research-agent#rules[1]", nil, "")
+	echo := e.DecideTool(research, everything("echo", v1alpha1.RiskNetwork))
+	checkResult(t, echo, dAllow, "policy:default/research-agent#rules[1]", nil, "")
+	if read := e.DecideTool(research, everything("get-resource", v1alpha1.RiskRead)); !read.BlockInjection || echo.BlockInjection {
+		t.Errorf("read tools block injection (%v), others flag it (%v blocks)", read.BlockInjection, echo.BlockInjection)
+	}
 	checkResult(t, e.DecideTool(research, everything("get-env", v1alpha1.RiskRead)), dDeny, "policy:default/research-agent#rules[3]", nil, "credentials")
 	notes := ToolCall{Name: "mcp.filesystem.write_file", Server: "filesystem", Namespace: "default", Risk: v1alpha1.RiskWrite,
 		Args: map[string]any{"path": "/data/notes/today.md"}}
