@@ -125,6 +125,12 @@ func TestRemoteServerOverMutualTLS(t *testing.T) {
 		subjects := front.Subjects()
 		return err == nil && len(subjects) > 0 && !slices.Contains(subjects, "bridge-client-1")
 	})
+	// The old connection stays open while its call runs, and is closed
+	// (its session ended) once the call is over.
+	endOfFirst := mtlstest.Request{Method: http.MethodDelete, Subject: "bridge-client-1"}
+	if slices.Contains(front.Requests(), endOfFirst) {
+		t.Fatal("the connection made with the first certificate was closed under its call in flight")
+	}
 	hold.Release()
 	select {
 	case err := <-held:
@@ -137,6 +143,9 @@ func TestRemoteServerOverMutualTLS(t *testing.T) {
 	if subjects := front.Subjects(); !slices.Contains(subjects, "bridge-client-2") {
 		t.Fatalf("the proxy saw %v after the rotation, want bridge-client-2", subjects)
 	}
+	eventually(t, "the connection made with the first certificate is closed after its last call", func() bool {
+		return slices.Contains(front.Requests(), endOfFirst)
+	})
 
 	// Credentials the server or the bridge refuse: each call fails with
 	// mcp_server_unavailable and says why; the bridge serves on. Each case's

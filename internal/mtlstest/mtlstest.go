@@ -149,11 +149,18 @@ type Front struct {
 	URL string
 
 	mu       sync.Mutex
-	subjects []string
+	requests []Request
 	refused  bytes.Buffer
 
 	hold    atomic.Pointer[Hold]
 	backend *httputil.ReverseProxy
+}
+
+// Request is a request the proxy let through.
+type Request struct {
+	Method string
+	// Subject is the common name of the client's verified certificate.
+	Subject string
 }
 
 // Hold stops one request at the proxy until Release.
@@ -213,7 +220,7 @@ func (f *Front) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.mu.Lock()
-	f.subjects = append(f.subjects, r.TLS.VerifiedChains[0][0].Subject.CommonName)
+	f.requests = append(f.requests, Request{Method: r.Method, Subject: r.TLS.VerifiedChains[0][0].Subject.CommonName})
 	f.mu.Unlock()
 	if h := f.hold.Load(); h != nil && r.Body != nil {
 		body, err := io.ReadAll(r.Body)
@@ -241,19 +248,29 @@ func (f *Front) HoldNext(match string) *Hold {
 	return h
 }
 
-// Subjects are the common names of the verified client certificates of the
-// requests served so far, in order; Reset forgets them.
-func (f *Front) Subjects() []string {
+// Requests are the requests let through so far, in order; Reset forgets
+// them.
+func (f *Front) Requests() []Request {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]string(nil), f.subjects...)
+	return append([]Request(nil), f.requests...)
 }
 
-// Reset forgets the subjects and refusals seen so far.
+// Subjects are the common names of the verified client certificates of the
+// requests let through so far, in order.
+func (f *Front) Subjects() []string {
+	var out []string
+	for _, r := range f.Requests() {
+		out = append(out, r.Subject)
+	}
+	return out
+}
+
+// Reset forgets the requests and refusals seen so far.
 func (f *Front) Reset() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.subjects = nil
+	f.requests = nil
 	f.refused.Reset()
 }
 
