@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/mtlstest"
 	"github.com/mcp-operator/mcp-operator/internal/testenv"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
@@ -404,6 +405,60 @@ var _ = Describe("MCPServer controller", func() {
 			})
 			Eventually(func() string { return get(s).Status.CatalogDigest }).Should(Equal(full.CatalogDigest))
 			Eventually(condition(s, mcpv1alpha1.ConditionDegraded)).Should(BeNil())
+		})
+		It("probes over mutual TLS with the Secret's CA and client certificate, and says what is wrong with the Secret", func() {
+			// The go-sdk everything-server behind the test's TLS-terminating
+			// proxy, which requires a client certificate its CA signed: the
+			// probe's TLS handshake is what is tested.
+			ca := mtlstest.NewCA(GinkgoT(), "mcp test CA")
+			up := testpeers.GoEverything(GinkgoT(), false)
+			front := mtlstest.NewFront(GinkgoT(), ca, fmt.Sprintf("http://127.0.0.1:%d", up.Port))
+			cert := ca.Client(GinkgoT(), "probe-client")
+
+			secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "upstream-tls"}, Data: map[string][]byte{"ca.pem": ca.PEM}}
+			Expect(k8sClient.Create(ctx, secret)).To(Succeed())
+			s := &mcpv1alpha1.MCPServer{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "secure"},
+				Spec: mcpv1alpha1.MCPServerSpec{
+					Transport: mcpv1alpha1.TransportStreamableHTTP,
+					Remote: &mcpv1alpha1.Remote{
+						URL:  front.URL + "/mcp",
+						Auth: &mcpv1alpha1.RemoteAuth{TLSSecretRef: &mcpv1alpha1.LocalSecretReference{Name: secret.Name}},
+					},
+				},
+			}
+			Expect(k8sClient.Create(ctx, s)).To(Succeed())
+			// The controller reads Secrets through its cache and reconciles
+			// on changes of the server only: poke until it has seen the
+			// Secret's new contents.
+			setSecret := func(data map[string][]byte) {
+				secret.Data = data
+				Expect(k8sClient.Update(ctx, secret)).To(Succeed())
+			}
+			readyIs := func(status metav1.ConditionStatus, reason, message string) {
+				EventuallyWithOffset(1, func(g Gomega) {
+					poke(s)
+					c := condition(s, mcpv1alpha1.ConditionReady)()
+					g.Expect(c).To(haveReason(status, reason))
+					g.Expect(c.Message).To(ContainSubstring(message))
+				}).WithTimeout(30 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
+			}
+
+			// None of the keys (ca.pem is not ca.crt): said so, not tried.
+			readyIs(metav1.ConditionFalse, mcpv1alpha1.ReasonCredentialsMissing, "Secret upstream-tls has none of the keys ca.crt, tls.crt, tls.key")
+			// A certificate without its key.
+			setSecret(map[string][]byte{"ca.crt": ca.PEM, "tls.crt": cert.Cert})
+			readyIs(metav1.ConditionFalse, mcpv1alpha1.ReasonCredentialsMissing, "tls.crt and tls.key go together")
+			// The CA alone: the server wants a client certificate.
+			setSecret(map[string][]byte{"ca.crt": ca.PEM})
+			readyIs(metav1.ConditionFalse, mcpv1alpha1.ReasonProbeFailed, "tls: certificate required")
+			Expect(front.Subjects()).To(BeEmpty())
+
+			setSecret(map[string][]byte{"ca.crt": ca.PEM, "tls.crt": cert.Cert, "tls.key": cert.Key})
+			readyIs(metav1.ConditionTrue, mcpv1alpha1.ReasonServing, "")
+			Expect(get(s).Status.Tools).To(ContainElement(HaveField("Name", "mcp.secure.test_simple_text")))
+			Expect(front.Subjects()).NotTo(BeEmpty())
+			Expect(front.Subjects()).To(HaveEach("probe-client"))
 		})
 	})
 

@@ -56,8 +56,8 @@ type harness struct {
 	audit *audit.Writer
 }
 
-func target(s *routes.Server) upstream.Target {
-	return upstream.Target{Namespace: s.Namespace, Name: s.Name, URL: s.URL, Pod: s.Pod}
+func target(s *routes.Server) (upstream.Target, error) {
+	return upstream.Target{Namespace: s.Namespace, Name: s.Name, URL: s.URL, Pod: s.Pod}, nil
 }
 
 func newHarness(t *testing.T, servers []v1alpha1.MCPServer, policies []v1alpha1.ToolPolicy, mod func(*Config)) *harness {

@@ -57,7 +57,10 @@ type Options struct {
 	Bridge Config
 	// Session tunes sessions.
 	Session session.Options
-	Log     logr.Logger
+	// SecretsResync is how often the Secrets of remote servers are read
+	// again, so that rotated credentials are used (default a minute).
+	SecretsResync time.Duration
+	Log           logr.Logger
 }
 
 // Runtime is a started bridge.
@@ -140,7 +143,7 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 	}
 	b := New(cfg)
 	w := &routes.Watcher{
-		Cache: c, Secrets: reader, Registry: registry, Log: o.Log.WithName("watch"),
+		Cache: c, Secrets: reader, Registry: registry, Log: o.Log.WithName("watch"), Resync: o.SecretsResync,
 		Policies: func(list []v1alpha1.ToolPolicy) {
 			e, errs := policy.Compile(list)
 			for _, err := range errs {

@@ -6,9 +6,12 @@ package credentials
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"fmt"
+	"hash"
 	"net/http"
 	"strings"
 
@@ -25,6 +28,10 @@ type Credentials struct {
 	Header      http.Header
 	// TLS is nil for the default TLS settings.
 	TLS *tls.Config
+	// Digest identifies the Secret values read (sha256, hex; empty when
+	// none were): it changes when a Secret is rotated, so that the bridge
+	// knows to make new connections with the new values.
+	Digest string
 }
 
 // MissingError says which Secret or key is missing or unusable: the server
@@ -41,12 +48,14 @@ func Read(ctx context.Context, c client.Reader, s *v1alpha1.MCPServer) (Credenti
 	if r == nil {
 		return out, nil
 	}
+	d := sha256.New()
 	if r.Auth != nil && r.Auth.BearerTokenSecretRef != nil {
 		token, err := Value(ctx, c, s.Namespace, *r.Auth.BearerTokenSecretRef)
 		if err != nil {
 			return out, err
 		}
 		out.BearerToken = strings.TrimSpace(token)
+		digestPart(d, "bearer", out.BearerToken)
 	}
 	for _, h := range r.HeadersFrom {
 		v, err := Value(ctx, c, s.Namespace, h.SecretKeyRef)
@@ -57,15 +66,27 @@ func Read(ctx context.Context, c client.Reader, s *v1alpha1.MCPServer) (Credenti
 			out.Header = http.Header{}
 		}
 		out.Header.Set(h.Name, v)
+		digestPart(d, "header", h.Name, v)
 	}
 	if r.Auth != nil && r.Auth.TLSSecretRef != nil {
-		cfg, err := tlsConfig(ctx, c, s.Namespace, r.Auth.TLSSecretRef.Name)
+		cfg, err := tlsConfig(ctx, c, s.Namespace, r.Auth.TLSSecretRef.Name, d)
 		if err != nil {
 			return out, err
 		}
 		out.TLS = cfg
 	}
+	if out.BearerToken != "" || out.Header != nil || out.TLS != nil {
+		out.Digest = hex.EncodeToString(d.Sum(nil))
+	}
 	return out, nil
+}
+
+// digestPart adds length-prefixed parts to d, so that no two different
+// sequences of values hash alike.
+func digestPart(d hash.Hash, parts ...string) {
+	for _, p := range parts {
+		fmt.Fprintf(d, "%d:%s;", len(p), p)
+	}
 }
 
 // Value is one key of a Secret in namespace.
@@ -82,11 +103,23 @@ func Value(ctx context.Context, c client.Reader, namespace string, ref v1alpha1.
 }
 
 // tlsConfig builds client TLS settings from a Secret holding ca.crt and, for
-// mutual TLS, tls.crt and tls.key.
-func tlsConfig(ctx context.Context, c client.Reader, namespace, name string) (*tls.Config, error) {
+// mutual TLS, tls.crt and tls.key; what it reads is added to d.
+func tlsConfig(ctx context.Context, c client.Reader, namespace, name string, d hash.Hash) (*tls.Config, error) {
 	var secret corev1.Secret
 	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &secret); err != nil {
 		return nil, &MissingError{fmt.Sprintf("Secret %s: %v", name, err)}
+	}
+	// A Secret named for TLS that holds none of the keys is a mistake (a
+	// wrong name, keys spelt otherwise), not a wish for the system's CAs and
+	// no client certificate: say so rather than fail the handshake later.
+	_, hasCA := secret.Data["ca.crt"]
+	_, hasCrt := secret.Data["tls.crt"]
+	_, hasKey := secret.Data["tls.key"]
+	if !hasCA && !hasCrt && !hasKey {
+		return nil, &MissingError{fmt.Sprintf("Secret %s has none of the keys ca.crt, tls.crt, tls.key", name)}
+	}
+	for _, k := range []string{"ca.crt", "tls.crt", "tls.key"} {
+		digestPart(d, k, string(secret.Data[k]))
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if ca, ok := secret.Data["ca.crt"]; ok {
@@ -96,8 +129,7 @@ func tlsConfig(ctx context.Context, c client.Reader, namespace, name string) (*t
 		}
 		cfg.RootCAs = pool
 	}
-	crt, hasCrt := secret.Data["tls.crt"]
-	key, hasKey := secret.Data["tls.key"]
+	crt, key := secret.Data["tls.crt"], secret.Data["tls.key"]
 	if hasCrt != hasKey {
 		return nil, &MissingError{fmt.Sprintf("Secret %s: tls.crt and tls.key go together", name)}
 	}

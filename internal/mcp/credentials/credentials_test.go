@@ -62,6 +62,7 @@ func TestRead(t *testing.T) {
 		secret("mtls", map[string][]byte{"ca.crt": crt, "tls.crt": crt, "tls.key": key}),
 		secret("half", map[string][]byte{"tls.crt": crt}),
 		secret("badca", map[string][]byte{"ca.crt": []byte("not pem")}),
+		secret("empty", map[string][]byte{"ca.pem": crt}),
 	).Build()
 	ctx := context.Background()
 
@@ -87,6 +88,7 @@ func TestRead(t *testing.T) {
 		{"missing key", &v1alpha1.RemoteAuth{BearerTokenSecretRef: &v1alpha1.SecretKeySelector{Name: "token", Key: "other"}}, `has no key "other"`},
 		{"certificate without key", &v1alpha1.RemoteAuth{TLSSecretRef: &v1alpha1.LocalSecretReference{Name: "half"}}, "tls.crt and tls.key go together"},
 		{"CA that is not PEM", &v1alpha1.RemoteAuth{TLSSecretRef: &v1alpha1.LocalSecretReference{Name: "badca"}}, "ca.crt holds no PEM certificate"},
+		{"TLS Secret without any of its keys", &v1alpha1.RemoteAuth{TLSSecretRef: &v1alpha1.LocalSecretReference{Name: "empty"}}, "has none of the keys ca.crt, tls.crt, tls.key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Read(ctx, c, remote(tc.auth))
@@ -99,5 +101,48 @@ func TestRead(t *testing.T) {
 
 	if creds, err := Read(ctx, c, &v1alpha1.MCPServer{}); err != nil || creds.TLS != nil || creds.BearerToken != "" {
 		t.Errorf("a workload server has credentials %+v, %v", creds, err)
+	}
+}
+
+// The digest tells a rotation: it is stable while the Secrets are, and
+// changes when any value the credentials hold does.
+func TestDigestFollowsRotation(t *testing.T) {
+	crt, key := selfSigned(t)
+	crt2, key2 := selfSigned(t)
+	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(
+		secret("token", map[string][]byte{"token": []byte("t1")}),
+		secret("mtls", map[string][]byte{"ca.crt": crt, "tls.crt": crt, "tls.key": key}),
+	).Build()
+	ctx := context.Background()
+	s := remote(&v1alpha1.RemoteAuth{BearerTokenSecretRef: &v1alpha1.SecretKeySelector{Name: "token", Key: "token"}, TLSSecretRef: &v1alpha1.LocalSecretReference{Name: "mtls"}})
+	digest := func() string {
+		t.Helper()
+		creds, err := Read(ctx, c, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return creds.Digest
+	}
+	first := digest()
+	if first == "" || digest() != first {
+		t.Fatalf("digest %q, then %q: want one, stable", first, digest())
+	}
+	rotate := func(name string, data map[string][]byte) {
+		t.Helper()
+		if err := c.Update(ctx, secret(name, data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rotate("mtls", map[string][]byte{"ca.crt": crt, "tls.crt": crt2, "tls.key": key2})
+	second := digest()
+	if second == first {
+		t.Error("a new client certificate left the digest unchanged")
+	}
+	rotate("token", map[string][]byte{"token": []byte("t2")})
+	if digest() == second {
+		t.Error("a new bearer token left the digest unchanged")
+	}
+	if creds, _ := Read(ctx, c, remote(nil)); creds.Digest != "" {
+		t.Errorf("a server without credentials has digest %q", creds.Digest)
 	}
 }

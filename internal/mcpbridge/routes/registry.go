@@ -101,16 +101,30 @@ func NewRegistry(opts upstream.Options, log logr.Logger) *Registry {
 }
 
 // Update installs a new table. target resolves how to reach a server
-// (credentials of remote servers). A server whose endpoint changed gets a
-// new connection and the old one is retired: its calls in flight fail with
-// mcp_server_restarted, or mcp_server_unstable once the server has crashed
-// twice in a row. A server that left the table is closed the same way.
-func (r *Registry) Update(t *Table, target func(*Server) upstream.Target) {
+// (credentials of remote servers); it is called for every server, outside
+// the registry's lock, as it may read Secrets. A server whose endpoint
+// changed gets a new connection and the old one is retired: its calls in
+// flight fail with mcp_server_restarted, or mcp_server_unstable once the
+// server has crashed twice in a row. A server that left the table is closed
+// the same way. A server whose credentials changed (a rotated Secret) gets a
+// new connection and the old one is drained: its calls in flight finish.
+// When target fails for a served server, its connection is kept as it is.
+func (r *Registry) Update(t *Table, target func(*Server) (upstream.Target, error)) {
+	type resolved struct {
+		target upstream.Target
+		err    error
+	}
+	targets := make(map[string]resolved, len(t.Servers))
+	for name, s := range t.Servers {
+		tg, err := target(s)
+		targets[name] = resolved{tg, err}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	next := map[string]*entry{}
 	for name, s := range t.Servers {
 		old := r.entries[name]
+		tg := targets[name]
 		switch {
 		case old == nil:
 		case old.server.Namespace != s.Namespace || old.server.URL != s.URL || old.server.Pod != s.Pod ||
@@ -125,12 +139,18 @@ func (r *Registry) Update(t *Table, target func(*Server) upstream.Target) {
 				old.catalog = nil
 			}
 			old.server = s
+			if tg.err == nil && tg.target.Credentials != old.conn.Target().Credentials {
+				// The tools are the same server's: the catalog stays.
+				r.Log.Info("credentials changed: new connections use them, calls in flight finish", "server", s.Key())
+				old.conn.Drain()
+				old.conn = upstream.New(tg.target, r.optionsFor(old))
+			}
 			old.mu.Unlock()
 			next[name] = old
 			continue
 		}
 		e := &entry{server: s}
-		e.conn = upstream.New(target(s), r.optionsFor(e))
+		e.conn = upstream.New(tg.target, r.optionsFor(e))
 		next[name] = e
 	}
 	for name, old := range r.entries {

@@ -159,16 +159,18 @@ func (w *Watcher) rebuild(ctx context.Context) {
 		}
 	}
 	w.redactors.Store(&redactors)
-	w.Registry.Update(t, func(s *Server) upstream.Target { return w.target(ctx, s) })
+	w.Registry.Update(t, func(s *Server) (upstream.Target, error) { return w.target(ctx, s) })
 }
 
 // target resolves a remote server's credentials (bearer token, headers,
-// TLS) the way the controller's probe does. A Secret that can't be read is
-// logged; the server is then dialled without it and answers for itself.
-func (w *Watcher) target(ctx context.Context, s *Server) upstream.Target {
+// TLS) the way the controller's probe does; it runs at every rebuild, so a
+// rotated Secret is seen within Resync. A Secret that can't be read is
+// logged; a new server is then dialled without it and answers for itself,
+// and a served one keeps the connection it has.
+func (w *Watcher) target(ctx context.Context, s *Server) (upstream.Target, error) {
 	t := upstream.Target{Namespace: s.Namespace, Name: s.Name, URL: s.URL, Pod: s.Pod}
 	if s.Remote == nil || w.Secrets == nil {
-		return t
+		return t, nil
 	}
 	spec := &v1alpha1.MCPServer{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name}}
 	spec.Spec.Remote = s.Remote
@@ -176,8 +178,8 @@ func (w *Watcher) target(ctx context.Context, s *Server) upstream.Target {
 	if err != nil {
 		w.Log.Info("the credentials of a remote server could not be read", "server", s.Key(), "error", err.Error())
 	}
-	t.BearerToken, t.Header, t.TLS = creds.BearerToken, creds.Header, creds.TLS
-	return t
+	t.BearerToken, t.Header, t.TLS, t.Credentials = creds.BearerToken, creds.Header, creds.TLS, creds.Digest
+	return t, err
 }
 
 func (w *Watcher) secretKey(ctx context.Context, namespace string, sel v1alpha1.SecretKeySelector) (string, bool) {

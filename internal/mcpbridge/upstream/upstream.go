@@ -7,7 +7,9 @@
 // When the controller reports a new pod for the server (or a crash), the
 // bridge retires the connection: calls in flight end at once with
 // mcp_server_restarted or mcp_server_unstable, and a new Conn serves what
-// comes next.
+// comes next. When only a remote server's credentials change (a rotated
+// Secret), the old Conn is drained instead: its calls in flight finish, and
+// a new Conn, dialled with the new credentials, serves what comes next.
 package upstream
 
 import (
@@ -59,6 +61,9 @@ type Target struct {
 	Header      http.Header
 	BearerToken string
 	TLS         *tls.Config
+	// Credentials identifies the Secret values of Header, BearerToken and
+	// TLS (credentials.Credentials.Digest): a change means a rotation.
+	Credentials string
 }
 
 // Options tune a Conn.
@@ -84,6 +89,10 @@ type Conn struct {
 	mu      sync.Mutex
 	cli     *client.Client
 	dialing chan struct{}
+	// inFlight counts the calls running; once draining, the last one to
+	// end closes the connection.
+	inFlight int
+	draining bool
 
 	progress sync.Map // upstream progress token → func(params json.RawMessage)
 	tokens   atomic.Int64
@@ -110,6 +119,47 @@ func (c *Conn) Retire(reason string) {
 	c.mu.Lock()
 	cli := c.cli
 	c.cli = nil
+	c.mu.Unlock()
+	if cli != nil {
+		go cli.Close()
+	}
+}
+
+// Drain ends the Conn gently, for a Conn replaced by one with new
+// credentials: its calls in flight run to their end, then the connection
+// closes. A call that still reaches it (it was looked up just before) is
+// served and closes the connection again when it ends.
+func (c *Conn) Drain() {
+	c.mu.Lock()
+	c.draining = true
+	cli := c.idleClient()
+	c.mu.Unlock()
+	if cli != nil {
+		go cli.Close()
+	}
+}
+
+// idleClient takes the client away when a draining Conn has no call in
+// flight; c.mu is held.
+func (c *Conn) idleClient() *client.Client {
+	if !c.draining || c.inFlight > 0 {
+		return nil
+	}
+	cli := c.cli
+	c.cli = nil
+	return cli
+}
+
+func (c *Conn) begin() {
+	c.mu.Lock()
+	c.inFlight++
+	c.mu.Unlock()
+}
+
+func (c *Conn) end() {
+	c.mu.Lock()
+	c.inFlight--
+	cli := c.idleClient()
 	c.mu.Unlock()
 	if cli != nil {
 		go cli.Close()
@@ -284,6 +334,8 @@ func withProgressToken(params json.RawMessage, tok string) (json.RawMessage, err
 // into reasons. A transport failure drops the client so that the next call
 // dials again; the failed call itself is not retried.
 func (c *Conn) do(ctx context.Context, f func(context.Context, *client.Client) (json.RawMessage, error)) (json.RawMessage, error) {
+	c.begin()
+	defer c.end()
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := context.AfterFunc(c.life, func() { cancel(context.Cause(c.life)) })

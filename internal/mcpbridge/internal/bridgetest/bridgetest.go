@@ -25,19 +25,26 @@ import (
 // url: probed with the controller's probe, Ready, endpoint set.
 func Published(t testing.TB, namespace, name, url string, spec v1alpha1.ToolsSpec) v1alpha1.MCPServer {
 	t.Helper()
+	return PublishedOver(t, namespace, name, streamhttp.Options{URL: url}, spec)
+}
+
+// PublishedOver is Published for a server reached with the given options
+// (a remote server's credentials, as the controller reads them).
+func PublishedOver(t testing.TB, namespace, name string, opts streamhttp.Options, spec v1alpha1.ToolsSpec) v1alpha1.MCPServer {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	res, err := probe.Run(ctx, probe.Target{HTTP: &streamhttp.Options{URL: url}}, probe.Options{Server: name, Tools: spec})
+	res, err := probe.Run(ctx, probe.Target{HTTP: &opts}, probe.Options{Server: name, Tools: spec})
 	if err != nil {
-		t.Fatalf("while probing %s: %v", url, err)
+		t.Fatalf("while probing %s: %v", opts.URL, err)
 	}
 	s := v1alpha1.MCPServer{}
 	s.Namespace, s.Name = namespace, name
 	s.CreationTimestamp = metav1.Now()
 	s.Spec.Transport = v1alpha1.TransportStreamableHTTP
-	s.Spec.Remote = &v1alpha1.Remote{URL: url}
+	s.Spec.Remote = &v1alpha1.Remote{URL: opts.URL}
 	s.Spec.Tools = spec
-	s.Status = StatusOf(res, url, "pod-1")
+	s.Status = StatusOf(res, opts.URL, "pod-1")
 	return s
 }
 
