@@ -26,6 +26,7 @@ type tsStep struct {
 	Args        map[string]any `json:"args,omitempty"`
 	Progress    bool           `json:"progress,omitempty"`
 	CancelAfter int            `json:"cancelAfterMs,omitempty"`
+	WaitMs      int            `json:"waitMs,omitempty"`
 }
 
 type tsPlan struct {
@@ -44,7 +45,8 @@ type tsResult struct {
 			Code    int    `json:"code"`
 			Message string `json:"message"`
 		} `json:"error"`
-		Progress int `json:"progress"`
+		Progress int      `json:"progress"`
+		Updates  []string `json:"updates"`
 	} `json:"steps"`
 	Asked []string `json:"asked"`
 	Fatal string   `json:"fatal"`

@@ -84,6 +84,29 @@ type Registry struct {
 	mu      sync.RWMutex
 	table   *Table
 	entries map[string]*entry
+	subs    Subscriptions
+}
+
+// Subscriptions is who wants servers' resource updates (the bridge's
+// subscription hub): the URIs agents are subscribed to on a server, and
+// where the server's updates go.
+type Subscriptions interface {
+	URIs(server string) []string
+	Updated(server string, params json.RawMessage)
+}
+
+// SetSubscriptions installs the subscription hub. Connections made before
+// and after both use it.
+func (r *Registry) SetSubscriptions(s Subscriptions) {
+	r.mu.Lock()
+	r.subs = s
+	r.mu.Unlock()
+}
+
+func (r *Registry) subscriptions() Subscriptions {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.subs
 }
 
 type entry struct {
@@ -131,6 +154,11 @@ func (r *Registry) Update(t *Table, target func(*Server) upstream.Target) {
 		}
 		e := &entry{server: s}
 		e.conn = upstream.New(target(s), r.optionsFor(e))
+		if r.subs != nil && len(r.subs.URIs(name)) > 0 {
+			// Agents' subscriptions outlive the pod: the new connection
+			// establishes them at once rather than at the next call.
+			e.conn.Resubscribe()
+		}
 		next[name] = e
 	}
 	for name, old := range r.entries {
@@ -168,6 +196,19 @@ func equalTools(a, b map[string]v1alpha1.ToolStatus) bool {
 
 func (r *Registry) optionsFor(e *entry) upstream.Options {
 	o := r.Options
+	name := e.server.Name
+	o.Log = r.Log.WithName("upstream")
+	o.Subscribed = func() []string {
+		if s := r.subscriptions(); s != nil {
+			return s.URIs(name)
+		}
+		return nil
+	}
+	o.OnResourceUpdated = func(params json.RawMessage) {
+		if s := r.subscriptions(); s != nil {
+			s.Updated(name, params)
+		}
+	}
 	o.OnListChanged = func(method string) {
 		if method == "notifications/tools/list_changed" {
 			e.mu.Lock()
