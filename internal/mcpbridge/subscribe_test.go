@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -232,5 +234,145 @@ func TestResourceSubscriptions(t *testing.T) {
 	}
 	if subscribed != 3 {
 		t.Errorf("audit: %d subscriptions recorded as mcp.resource.requested, want 3 (a, b, d)", subscribed)
+	}
+}
+
+// TestTypeScriptAgentSubscribes: the official TypeScript SDK client, as the
+// agent, subscribes through the bridge; its SDK opens the session's GET
+// stream itself. Another agent's session, and a caller whose policy denies
+// the resource, get nothing.
+func TestTypeScriptAgentSubscribes(t *testing.T) {
+	up := testpeers.GoEverything(t, false)
+	tapURL, tp := newTap(t, up.URL)
+	server := bridgetest.Published(t, "tools", "everything", tapURL, v1alpha1.ToolsSpec{})
+	h := newHarness(t, []v1alpha1.MCPServer{server}, subscribePolicies(), nil)
+	agentURI := BridgeURI("everything", watched)
+
+	other := startTSAgent(t, h.url+"/mcp", "alice-token", tsPlan{Steps: []tsStep{{Op: "wait", WaitMs: 9000}}})
+	denied := startTSAgent(t, h.url+"/mcp", "bob-token", tsPlan{Steps: []tsStep{{Op: "subscribe", Name: agentURI}, {Op: "wait", WaitMs: 7000}}})
+	res := runTSAgent(t, h.url+"/mcp", "alice-token", tsPlan{Steps: []tsStep{
+		{Op: "subscribe", Name: agentURI},
+		{Op: "wait", WaitMs: 7000},
+		{Op: "unsubscribe", Name: agentURI},
+		{Op: "wait", WaitMs: 500},
+		{Op: "wait", WaitMs: 4000},
+	}})
+	if s := res.Steps[0]; !s.OK {
+		t.Fatalf("subscribe: %s", s.Error.Message)
+	}
+	if u := res.Steps[1].Updates; len(u) < 1 || u[0] != agentURI {
+		t.Errorf("the subscribed agent must get updates naming %q, got %q", agentURI, u)
+	}
+	if s := res.Steps[2]; !s.OK {
+		t.Fatalf("unsubscribe: %s", s.Error.Message)
+	}
+	if u := res.Steps[4].Updates; len(u) != 0 {
+		t.Errorf("updates after unsubscribe: %q", u)
+	}
+	if u := other().Steps[0].Updates; len(u) != 0 {
+		t.Errorf("an agent that did not subscribe got updates: %q", u)
+	}
+	d := denied()
+	if s := d.Steps[0]; s.OK || s.Error.Code != CodeDenied {
+		t.Errorf("a subscription the policy denies must be refused with %d, got %+v", CodeDenied, s)
+	}
+	if u := d.Steps[1].Updates; len(u) != 0 {
+		t.Errorf("the refused agent got updates: %q", u)
+	}
+	eventually(t, "the agent's unsubscribe reaches the server", func() bool {
+		return tp.count("resources/subscribe "+watched) == 1 && tp.count("resources/unsubscribe "+watched) == 1
+	})
+}
+
+// TestStatelessSubscriptions: the 2026-07-28 revision has no
+// resources/subscribe and no GET stream. Agents send subscriptions/listen
+// and get the acknowledgement and the updates on its response stream; a
+// stateless server is subscribed to the same way. Both directions here: a
+// stateless agent, and a session agent whose server is stateless.
+func TestStatelessSubscriptions(t *testing.T) {
+	up := testpeers.GoEverything(t, true)
+	tapURL, tp := newTap(t, up.URL)
+	server := bridgetest.Published(t, "tools", "everything", tapURL, v1alpha1.ToolsSpec{})
+	h := newHarness(t, []v1alpha1.MCPServer{server}, subscribePolicies(), nil)
+	agentURI := BridgeURI("everything", watched)
+
+	// A session-era agent; the bridge holds the subscription upstream with
+	// a subscriptions/listen stream.
+	a := h.connect(t, "alice-token", "/mcp", client.EraSession)
+	ua := updates(t, a)
+	if _, err := a.Call(ctxT(t), "resources/subscribe", json.RawMessage(`{"uri":"`+agentURI+`"}`)); err != nil {
+		t.Fatalf("resources/subscribe with a stateless server: %v", err)
+	}
+	if got := next(t, ua, "session a"); got != agentURI {
+		t.Fatalf("got an update for %q, want %q", got, agentURI)
+	}
+	if n := tp.count("subscriptions/listen "); n != 1 {
+		t.Fatalf("the server got %d subscriptions/listen requests, want 1", n)
+	}
+
+	// A stateless agent listens for the watched resource and for one its
+	// policy does not allow (it is left out of the acknowledgement).
+	s := h.connect(t, "alice-token", "/mcp", client.EraStateless)
+	if _, err := s.Call(ctxT(t), "resources/subscribe", json.RawMessage(`{"uri":"`+agentURI+`"}`)); rpcCode(err) != jsonrpc.CodeMethodNotFound {
+		t.Fatalf("resources/subscribe does not exist in 2026-07-28: got %v", err)
+	}
+	bob := h.connect(t, "bob-token", "/mcp", client.EraStateless)
+	type note struct{ method, params string }
+	listen := func(c *client.Client, uris ...string) (<-chan note, context.CancelFunc) {
+		ch := make(chan note, 100)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx = streamhttp.WithCallNotifications(ctx, func(m *jsonrpc.Message) { ch <- note{m.Method, string(m.Params)} })
+		params, _ := json.Marshal(map[string]any{"notifications": map[string]any{"resourceSubscriptions": uris, "toolsListChanged": true}})
+		go func() { _, _ = c.Call(ctx, "subscriptions/listen", params) }()
+		t.Cleanup(cancel)
+		return ch, cancel
+	}
+	wait := func(ch <-chan note, who string) note {
+		t.Helper()
+		select {
+		case n := <-ch:
+			return n
+		case <-time.After(8 * time.Second):
+			t.Fatalf("%s got nothing", who)
+			return note{}
+		}
+	}
+	ls, stop := listen(s, agentURI, BridgeURI("elsewhere", "x://y"))
+	ack := wait(ls, "the stateless agent")
+	subID := regexp.MustCompile(`"_meta":\{"io.modelcontextprotocol/subscriptionId":(\d+)\}`).FindStringSubmatch(ack.params)
+	if ack.method != "notifications/subscriptions/acknowledged" || subID == nil ||
+		ack.params != `{"notifications":{"resourceSubscriptions":["`+agentURI+`"]},`+subID[0]+`}` {
+		t.Fatalf("the first message must acknowledge what was accepted (the watched resource only; no list changes) with the subscription id, got %s %s", ack.method, ack.params)
+	}
+	if u := wait(ls, "the stateless agent"); u.method != "notifications/resources/updated" || u.params != `{"uri":"`+agentURI+`",`+subID[0]+`}` {
+		t.Fatalf("updates carry the agent's URI and the subscription id, got %s %s", u.method, u.params)
+	}
+	lb, _ := listen(bob, agentURI)
+	if ack := wait(lb, "bob"); !strings.HasPrefix(ack.params, `{"notifications":{"resourceSubscriptions":[]},`) {
+		t.Fatalf("a URI the policy denies is not acknowledged, got %s", ack.params)
+	}
+	// Two agents, one upstream listen; closing the stream ends the
+	// stateless agent's subscription.
+	if n := tp.count("subscriptions/listen "); n != 1 {
+		t.Fatalf("the server got %d subscriptions/listen requests for one URI, want 1", n)
+	}
+	stop()
+	next(t, ua, "session a")
+	select {
+	case n := <-lb:
+		t.Fatalf("bob got %s %s", n.method, n.params)
+	default:
+	}
+	// The last subscriber leaves: the upstream listen stream is closed
+	// (a new one would name no URI, so none is opened).
+	if _, err := a.Call(ctxT(t), "resources/unsubscribe", json.RawMessage(`{"uri":"`+agentURI+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the bridge holds no subscription upstream", func() bool { return len(h.b.subs.URIs("everything")) == 0 })
+	drain(ua)
+	select {
+	case u := <-ua:
+		t.Fatalf("an update after the last unsubscribe: %s", u)
+	case <-time.After(4 * time.Second):
 	}
 }
