@@ -214,12 +214,13 @@ func (h *hub) remove(l *listener, keys ...topicKey) {
 func (h *hub) session(s *session.Session, subject policy.Subject) *listener {
 	h.mu.Lock()
 	l := h.sessions[s.ID]
-	if l == nil {
+	made := l == nil
+	if made {
 		l = &listener{name: "session " + s.ID, subject: subject, queue: make(chan *jsonrpc.Message, h.b.cfg.UpdateQueue)}
 		h.sessions[s.ID] = l
 	}
 	h.mu.Unlock()
-	if !s.AtEnd(func() { h.endSession(s.ID) }) {
+	if made && !s.AtEnd(func() { h.endSession(s.ID) }) {
 		h.endSession(s.ID)
 		return nil
 	}
@@ -270,7 +271,7 @@ func (b *Bridge) resolveResource(rq *request, agentURI, what string) (*routes.Se
 	return s, conn, uri, nil
 }
 
-// subscribeParams reads {uri}.
+// subscribeURI reads {uri}.
 func subscribeURI(rq *request) (string, *jsonrpc.Message) {
 	uri, _ := rawjson.String(rawjson.Get(rq.msg.Params, "uri"))
 	if uri == "" {
