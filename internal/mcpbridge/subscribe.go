@@ -371,6 +371,9 @@ func (b *Bridge) listen(rq *request) *jsonrpc.Message {
 	if !rq.out.canStream {
 		return rpcError(rq, jsonrpc.CodeInvalidRequest, "subscriptions/listen answers with an event stream: send Accept: text/event-stream", nil)
 	}
+	// The server's read timeout is for requests, not for a stream that
+	// stays open as long as the client wants.
+	_ = http.NewResponseController(rq.out.w).SetReadDeadline(time.Time{})
 	meta := []byte(`{"io.modelcontextprotocol/subscriptionId":`)
 	meta = append(append(meta, rq.msg.ID...), '}')
 	l := &listener{name: "listen " + string(rq.msg.ID), subject: rq.id.Subject, queue: make(chan *jsonrpc.Message, b.cfg.UpdateQueue), meta: meta}
