@@ -109,8 +109,8 @@ func serveBridge(listen, upstreamURL string) error {
 		Conditions:    []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Serving"}},
 	}
 	reg := routes.NewRegistry(upstream.Options{}, logr.Discard())
-	reg.Update(routes.Build([]v1alpha1.MCPServer{s}), func(s *routes.Server) upstream.Target {
-		return upstream.Target{Namespace: s.Namespace, Name: s.Name, URL: s.URL, Pod: s.Pod}
+	reg.Update(routes.Build([]v1alpha1.MCPServer{s}), func(s *routes.Server) (upstream.Target, error) {
+		return upstream.Target{Namespace: s.Namespace, Name: s.Name, URL: s.URL, Pod: s.Pod}, nil
 	})
 	dir, err := os.MkdirTemp("", "bench-bridge-")
 	if err != nil {

@@ -141,6 +141,9 @@ type ResourceRequested struct {
 	Server string `json:"server"`
 	// URI is the upstream URI (not the rewritten one the agent used).
 	URI string `json:"uri"`
+	// Method is "resources/subscribe" (or subscriptions/listen) for a
+	// subscription, empty for a read.
+	Method string `json:"method,omitempty"`
 }
 
 // ResourceFetched: a resource was read and handed to the agent.
@@ -304,6 +307,7 @@ func (p ToolAmbiguousCall) fields(e *fieldWriter) {
 func (p ResourceRequested) fields(e *fieldWriter) {
 	e.str("server", p.Server)
 	e.str("uri", p.URI)
+	e.strOmitEmpty("method", p.Method)
 }
 
 func (p ResourceFetched) fields(e *fieldWriter) {

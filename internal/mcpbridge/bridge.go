@@ -94,6 +94,9 @@ type Config struct {
 	AllowedOrigins []string
 	// LoopbackOnly makes Host checking accept only localhost names.
 	LoopbackOnly bool
+	// UpdateQueue bounds the resource updates waiting for one agent's
+	// stream (DefaultUpdateQueue when zero); past it they are dropped.
+	UpdateQueue int
 	// BlockInjection withholds every tool result, prompt expansion and
 	// resource with injection findings: a floor under the policies, whose
 	// rules can ask for blocking per tool and prompt (injection: Block) but
@@ -112,6 +115,7 @@ type Bridge struct {
 	engine atomic.Pointer[policy.Engine]
 	sem    chan struct{}
 	ready  atomic.Bool
+	subs   *hub
 
 	subjectMu       sync.Mutex
 	subjectInFlight map[string]int
@@ -143,8 +147,17 @@ func New(cfg Config) *Bridge {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
+	if cfg.UpdateQueue <= 0 {
+		cfg.UpdateQueue = DefaultUpdateQueue
+	}
 	b := &Bridge{cfg: cfg, sem: make(chan struct{}, cfg.MaxConcurrent), subjectInFlight: map[string]int{}}
 	b.engine.Store(policy.NewEngine())
+	b.subs = newHub(b)
+	if cfg.Registry != nil {
+		// The servers' connections learn from the hub which resources to
+		// hold, and hand it their updates.
+		cfg.Registry.SetSubscriptions(b.subs)
+	}
 	return b
 }
 

@@ -81,8 +81,6 @@ var knownGaps = map[string]string{
 	"elicitation-sep1330-enums/elicitation-sep1330-titled-single":      upstreamAsks,
 	"elicitation-sep1330-enums/elicitation-sep1330-untitled-multi":     upstreamAsks,
 	"elicitation-sep1330-enums/elicitation-sep1330-untitled-single":    upstreamAsks,
-	"resources-subscribe/resources-subscribe":                          "resource subscriptions are not offered: the bridge pushes nothing unasked (design §5)",
-	"resources-unsubscribe/resources-unsubscribe":                      "resource subscriptions are not offered: the bridge pushes nothing unasked (design §5)",
 }
 
 // upstreamAsks: a server's own requests to the client (elicitation,

@@ -36,6 +36,14 @@ func (b *Bridge) dispatch(rq *request) *jsonrpc.Message {
 		return b.listResources(rq, "resources/templates/list", "resourceTemplates", "uriTemplate")
 	case "resources/read":
 		return b.readResource(rq)
+	case "resources/subscribe":
+		return b.subscribe(rq)
+	case "resources/unsubscribe":
+		return b.unsubscribe(rq)
+	case "subscriptions/listen":
+		if rq.stateless {
+			return b.listen(rq)
+		}
 	case "prompts/list":
 		return b.listPrompts(rq)
 	case "prompts/get":
@@ -57,7 +65,10 @@ func (b *Bridge) serverInfo() map[string]string {
 // capabilities are what the bridge offers on an endpoint: on /mcp, tools,
 // resources and prompts; on /servers/<name>/mcp, what that server offers.
 func (b *Bridge) capabilities(endpoint string) map[string]any {
-	caps := map[string]any{"tools": map[string]any{}, "resources": map[string]any{}, "prompts": map[string]any{}, "logging": map[string]any{}}
+	// resources.subscribe: resources/subscribe in a session,
+	// notifications.resourceSubscriptions of subscriptions/listen in the
+	// stateless era.
+	caps := map[string]any{"tools": map[string]any{}, "resources": map[string]any{"subscribe": true}, "prompts": map[string]any{}, "logging": map[string]any{}}
 	if endpoint == "" {
 		return caps
 	}
@@ -67,7 +78,7 @@ func (b *Bridge) capabilities(endpoint string) map[string]any {
 	}
 	caps = map[string]any{"tools": map[string]any{}}
 	if s.Capabilities.Resources {
-		caps["resources"] = map[string]any{}
+		caps["resources"] = map[string]any{"subscribe": s.Capabilities.ResourcesSubscribe}
 	}
 	if s.Capabilities.Prompts {
 		caps["prompts"] = map[string]any{}

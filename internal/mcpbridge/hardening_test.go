@@ -112,7 +112,7 @@ func TestHardening(t *testing.T) {
 		})
 	}
 
-	t.Run("GET has no stream", func(t *testing.T) {
+	t.Run("GET without a session has no stream", func(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodGet, mcp, nil)
 		req.Header.Set("Authorization", "Bearer alice-token")
 		resp, err := http.DefaultClient.Do(req)

@@ -91,6 +91,9 @@ func newHarness(t *testing.T, servers []v1alpha1.MCPServer, policies []v1alpha1.
 	srv := httptest.NewServer(b.Handler(nil))
 	t.Cleanup(func() {
 		srv.Close()
+		// Retire the servers' connections (they keep subscriptions alive
+		// on their own) before the servers go away.
+		reg.Update(routes.Build(nil), target)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = aw.Close(ctx)

@@ -26,6 +26,7 @@ type tsStep struct {
 	Args        map[string]any `json:"args,omitempty"`
 	Progress    bool           `json:"progress,omitempty"`
 	CancelAfter int            `json:"cancelAfterMs,omitempty"`
+	WaitMs      int            `json:"waitMs,omitempty"`
 }
 
 type tsPlan struct {
@@ -44,7 +45,8 @@ type tsResult struct {
 			Code    int    `json:"code"`
 			Message string `json:"message"`
 		} `json:"error"`
-		Progress int `json:"progress"`
+		Progress int      `json:"progress"`
+		Updates  []string `json:"updates"`
 	} `json:"steps"`
 	Asked []string `json:"asked"`
 	Fatal string   `json:"fatal"`
@@ -53,6 +55,13 @@ type tsResult struct {
 // runTSAgent runs test/bridge/agent.mjs (the official TypeScript SDK client)
 // with plan against the bridge endpoint url.
 func runTSAgent(t *testing.T, url, token string, plan tsPlan) tsResult {
+	t.Helper()
+	return startTSAgent(t, url, token, plan)()
+}
+
+// startTSAgent starts the agent and returns what waits for its results
+// (call it from the test's goroutine).
+func startTSAgent(t *testing.T, url, token string, plan tsPlan) func() tsResult {
 	t.Helper()
 	root, err := testenv.RepoRoot()
 	if err != nil {
@@ -64,23 +73,29 @@ func runTSAgent(t *testing.T, url, token string, plan tsPlan) tsResult {
 	}
 	data, _ := json.Marshal(plan)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", filepath.Join(root, "test", "bridge", "agent.mjs"), string(data))
 	cmd.Env = append(os.Environ(), "MCP_SDK_DIR="+sdk, "BRIDGE_URL="+url, "BRIDGE_TOKEN="+token)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("the TypeScript agent failed: %v\n%s", err, stderr.String())
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatalf("the TypeScript agent did not start: %v", err)
 	}
-	var res tsResult
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("the TypeScript agent printed %q: %v\n%s", out, err, stderr.String())
+	return func() tsResult {
+		t.Helper()
+		defer cancel()
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("the TypeScript agent failed: %v\n%s", err, stderr.String())
+		}
+		var res tsResult
+		if err := json.Unmarshal([]byte(stdout.String()), &res); err != nil {
+			t.Fatalf("the TypeScript agent printed %q: %v\n%s", stdout.String(), err, stderr.String())
+		}
+		if res.Fatal != "" {
+			t.Fatalf("the TypeScript agent could not run: %s", res.Fatal)
+		}
+		return res
 	}
-	if res.Fatal != "" {
-		t.Fatalf("the TypeScript agent could not run: %s", res.Fatal)
-	}
-	return res
 }
 
 const secretValue = "hunter2-correct-horse-battery-staple"

@@ -79,10 +79,11 @@ func (b *Bridge) serveMCP(w http.ResponseWriter, r *http.Request, endpoint strin
 		b.post(w, r, endpoint)
 	case http.MethodDelete:
 		b.delete(w, r, endpoint)
+	case http.MethodGet:
+		b.serveGET(w, r, endpoint)
 	default:
-		// No standalone GET stream: the bridge pushes nothing unasked.
-		w.Header().Set("Allow", "POST, DELETE")
-		http.Error(w, "Method Not Allowed: this endpoint takes POST (and DELETE to end a session)", http.StatusMethodNotAllowed)
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		http.Error(w, "Method Not Allowed: this endpoint takes POST, GET (a session's stream) and DELETE (to end a session)", http.StatusMethodNotAllowed)
 	}
 }
 
@@ -343,7 +344,8 @@ func (b *Bridge) notification(rq *request) {
 func metricMethod(m string) string {
 	switch m {
 	case "initialize", "server/discover", "ping", "tools/list", "tools/call", "resources/list",
-		"resources/templates/list", "resources/read", "prompts/list", "prompts/get", "completion/complete":
+		"resources/templates/list", "resources/read", "prompts/list", "prompts/get", "completion/complete",
+		"resources/subscribe", "resources/unsubscribe", "subscriptions/listen":
 		return m
 	}
 	return "other"

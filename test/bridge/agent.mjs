@@ -9,7 +9,7 @@ import { pathToFileURL } from 'node:url';
 const sdk = (p) => import(pathToFileURL(`${process.env.MCP_SDK_DIR}/dist/esm/${p}`).href);
 const { Client } = await sdk('client/index.js');
 const { StreamableHTTPClientTransport } = await sdk('client/streamableHttp.js');
-const { ElicitRequestSchema } = await sdk('types.js');
+const { ElicitRequestSchema, ResourceUpdatedNotificationSchema } = await sdk('types.js');
 
 const plan = JSON.parse(process.argv[2]);
 const answers = [...(plan.elicit ?? [])];
@@ -28,6 +28,11 @@ if (!plan.noElicitation) {
   });
 }
 
+// Resource updates arrive on the session's GET stream, which the SDK opens
+// after initialization; each step reports the ones that came during it.
+let updates = [];
+client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => { updates.push(n.params.uri); });
+
 const out = { steps: [], asked };
 try {
   await client.connect(transport);
@@ -39,6 +44,7 @@ try {
     if (step.cancelAfterMs) setTimeout(() => controller.abort('the agent gave up'), step.cancelAfterMs);
     const opts = { signal: controller.signal, timeout: step.timeoutMs ?? 30000 };
     if (step.progress) opts.onprogress = () => { progress++; };
+    updates = [];
     try {
       switch (step.op) {
         case 'listTools': r.result = await client.listTools(); break;
@@ -47,6 +53,9 @@ try {
         case 'read': r.result = await client.readResource({ uri: step.name }, opts); break;
         case 'listPrompts': r.result = await client.listPrompts(); break;
         case 'getPrompt': r.result = await client.getPrompt({ name: step.name, arguments: step.args ?? {} }, opts); break;
+        case 'subscribe': r.result = await client.subscribeResource({ uri: step.name }, opts); break;
+        case 'unsubscribe': r.result = await client.unsubscribeResource({ uri: step.name }, opts); break;
+        case 'wait': await new Promise((resolve) => setTimeout(resolve, step.waitMs)); break;
         default: throw new Error(`unknown op ${step.op}`);
       }
       r.ok = true;
@@ -55,6 +64,8 @@ try {
       r.error = { code: e.code ?? null, message: String(e.message ?? e) };
     }
     r.progress = progress;
+    r.updates = updates;
+    updates = [];
     out.steps.push(r);
   }
   await transport.terminateSession().catch(() => {});

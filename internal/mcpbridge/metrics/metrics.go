@@ -25,6 +25,10 @@ type Metrics struct {
 	UpstreamUp *prometheus.GaugeVec
 	// AuditDropped is the number of audit events dropped.
 	AuditDropped prometheus.CounterFunc
+	// ResourceUpdates counts resource updates for agents by server and
+	// outcome: queued for the agent's stream, or dropped because the
+	// agent's queue was full.
+	ResourceUpdates *prometheus.CounterVec
 }
 
 // New makes the collectors and registers them with reg. sessions and
@@ -53,7 +57,10 @@ func New(reg prometheus.Registerer, sessions func() float64, auditDropped func()
 		AuditDropped: prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "mcp_bridge_audit_events_dropped_total", Help: "Audit events dropped because the sink did not keep up.",
 		}, auditDropped),
+		ResourceUpdates: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcp_bridge_resource_updates_total", Help: "Resource updates for agents by server and outcome (queued, dropped: the agent's queue was full).",
+		}, []string{"server", "outcome"}),
 	}
-	reg.MustRegister(m.Calls, m.CallDuration, m.Requests, m.InFlight, m.Sessions, m.UpstreamUp, m.AuditDropped)
+	reg.MustRegister(m.Calls, m.CallDuration, m.Requests, m.InFlight, m.Sessions, m.UpstreamUp, m.AuditDropped, m.ResourceUpdates)
 	return m
 }

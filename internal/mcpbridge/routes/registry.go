@@ -84,6 +84,29 @@ type Registry struct {
 	mu      sync.RWMutex
 	table   *Table
 	entries map[string]*entry
+	subs    Subscriptions
+}
+
+// Subscriptions is who wants servers' resource updates (the bridge's
+// subscription hub): the URIs agents are subscribed to on a server, and
+// where the server's updates go.
+type Subscriptions interface {
+	URIs(server string) []string
+	Updated(server string, params json.RawMessage)
+}
+
+// SetSubscriptions installs the subscription hub. Connections made before
+// and after both use it.
+func (r *Registry) SetSubscriptions(s Subscriptions) {
+	r.mu.Lock()
+	r.subs = s
+	r.mu.Unlock()
+}
+
+func (r *Registry) subscriptions() Subscriptions {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.subs
 }
 
 type entry struct {
@@ -144,6 +167,7 @@ func (r *Registry) Update(t *Table, target func(*Server) (upstream.Target, error
 				r.Log.Info("credentials changed: new connections use them, calls in flight finish", "server", s.Key())
 				old.conn.Drain()
 				old.conn = upstream.New(tg.target, r.optionsFor(old))
+				r.resubscribe(name, old.conn)
 			}
 			old.mu.Unlock()
 			next[name] = old
@@ -151,6 +175,7 @@ func (r *Registry) Update(t *Table, target func(*Server) (upstream.Target, error
 		}
 		e := &entry{server: s}
 		e.conn = upstream.New(tg.target, r.optionsFor(e))
+		r.resubscribe(name, e.conn)
 		next[name] = e
 	}
 	for name, old := range r.entries {
@@ -163,6 +188,15 @@ func (r *Registry) Update(t *Table, target func(*Server) (upstream.Target, error
 		}
 	}
 	r.table, r.entries = t, next
+}
+
+// resubscribe has a new connection establish the agents' subscriptions to
+// its server at once rather than at the next call: they outlive pods and
+// connections. Called with r.mu held.
+func (r *Registry) resubscribe(name string, conn *upstream.Conn) {
+	if r.subs != nil && len(r.subs.URIs(name)) > 0 {
+		conn.Resubscribe()
+	}
 }
 
 // retireReason: in-flight calls at a restart fail mcp_server_restarted; from
@@ -188,6 +222,19 @@ func equalTools(a, b map[string]v1alpha1.ToolStatus) bool {
 
 func (r *Registry) optionsFor(e *entry) upstream.Options {
 	o := r.Options
+	name := e.server.Name
+	o.Log = r.Log.WithName("upstream")
+	o.Subscribed = func() []string {
+		if s := r.subscriptions(); s != nil {
+			return s.URIs(name)
+		}
+		return nil
+	}
+	o.OnResourceUpdated = func(params json.RawMessage) {
+		if s := r.subscriptions(); s != nil {
+			s.Updated(name, params)
+		}
+	}
 	o.OnListChanged = func(method string) {
 		if method == "notifications/tools/list_changed" {
 			e.mu.Lock()

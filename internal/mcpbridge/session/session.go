@@ -116,6 +116,8 @@ type Session struct {
 	lastSeen time.Time
 	inflight map[string]context.CancelFunc
 	waiting  map[string]chan *jsonrpc.Message
+	ended    bool
+	atEnd    []func()
 }
 
 // Open starts a session for c (ID and IssuedAt are filled in).
@@ -188,7 +190,26 @@ func (m *Manager) endLocked(s *Session) {
 	for _, cancel := range s.inflight {
 		cancel()
 	}
+	atEnd := s.atEnd
+	s.ended, s.atEnd = true, nil
 	s.mu.Unlock()
+	for _, f := range atEnd {
+		// Clean-ups may talk to servers (unsubscribe): never under m.mu.
+		go f()
+	}
+}
+
+// AtEnd registers f to run when the session ends on this replica (DELETE,
+// idle expiry). It returns false, and does not keep f, when the session has
+// ended already.
+func (s *Session) AtEnd(f func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return false
+	}
+	s.atEnd = append(s.atEnd, f)
+	return true
 }
 
 // Sweep ends sessions idle longer than IdleTimeout (and not busy) and forgets

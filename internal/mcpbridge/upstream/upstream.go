@@ -25,6 +25,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
+
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
@@ -76,6 +78,14 @@ type Options struct {
 	// OnListChanged is called when the server says its tools, resources or
 	// prompts changed.
 	OnListChanged func(method string)
+	// Subscribed lists the resource URIs agents are subscribed to on this
+	// server now; the Conn makes the server hold them (subscribe.go).
+	Subscribed func() []string
+	// OnResourceUpdated gets the params of the server's
+	// notifications/resources/updated.
+	OnResourceUpdated func(params json.RawMessage)
+	// Log gets what happens to subscriptions (discarded when zero).
+	Log logr.Logger
 }
 
 // Conn is the connection to one server. Safe for concurrent use.
@@ -96,6 +106,8 @@ type Conn struct {
 
 	progress sync.Map // upstream progress token → func(params json.RawMessage)
 	tokens   atomic.Int64
+
+	subs subs
 }
 
 // New returns a Conn for t; nothing is dialled yet.
@@ -248,6 +260,10 @@ func (c *Conn) onNotification(m *jsonrpc.Message) {
 	case "notifications/tools/list_changed", "notifications/resources/list_changed", "notifications/prompts/list_changed":
 		if c.opts.OnListChanged != nil {
 			c.opts.OnListChanged(m.Method)
+		}
+	case "notifications/resources/updated":
+		if c.opts.OnResourceUpdated != nil {
+			c.opts.OnResourceUpdated(m.Params)
 		}
 	}
 }

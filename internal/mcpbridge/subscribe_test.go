@@ -1,0 +1,378 @@
+package mcpbridge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
+	"github.com/mcp-operator/mcp-operator/internal/testpeers"
+)
+
+const watched = "test://watched-resource"
+
+// tap sits in front of a real server and records the requests the bridge
+// sends it ("method uri"). It only observes: the server behind it answers.
+type tap struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func newTap(t *testing.T, upstreamURL string) (string, *tap) {
+	t.Helper()
+	u, err := url.Parse(upstreamURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := &tap{}
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: u.Scheme, Host: u.Host})
+	proxy.FlushInterval = -1
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var m struct {
+				Method string `json:"method"`
+				Params struct {
+					URI string `json:"uri"`
+				} `json:"params"`
+			}
+			if json.Unmarshal(body, &m) == nil && m.Method != "" {
+				tp.mu.Lock()
+				tp.calls = append(tp.calls, m.Method+" "+m.Params.URI)
+				tp.mu.Unlock()
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + u.Path, tp
+}
+
+func (tp *tap) count(call string) int {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	n := 0
+	for _, c := range tp.calls {
+		if c == call {
+			n++
+		}
+	}
+	return n
+}
+
+// updates opens the session's GET stream with our own client and returns
+// the URIs of the resource updates that arrive on it.
+func updates(t *testing.T, c *client.Client) <-chan string {
+	t.Helper()
+	ch := make(chan string, 100)
+	c.SetNotificationHandler(func(m *jsonrpc.Message) {
+		if m.Method == "notifications/resources/updated" {
+			uri, _ := rawjson.String(rawjson.Get(m.Params, "uri"))
+			ch <- uri
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	opened := make(chan struct{})
+	var once sync.Once
+	go func() { _ = c.Conn().(*streamhttp.Conn).Listen(ctx, func() { once.Do(func() { close(opened) }) }) }()
+	select {
+	case <-opened:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the GET stream did not open")
+	}
+	return ch
+}
+
+// next waits for the next update (the go-sdk everything-server sends one
+// every 3s per subscribed session).
+func next(t *testing.T, ch <-chan string, who string) string {
+	t.Helper()
+	select {
+	case u := <-ch:
+		return u
+	case <-time.After(8 * time.Second):
+		t.Fatalf("%s got no resource update", who)
+		return ""
+	}
+}
+
+func drain(ch <-chan string) (n int) {
+	for {
+		select {
+		case <-ch:
+			n++
+		default:
+			return n
+		}
+	}
+}
+
+func subscribePolicies() []v1alpha1.ToolPolicy {
+	alice := toolPolicy("tools", "alice", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.everything.*"))
+	alice.Spec.Resources = []v1alpha1.ResourceRule{{Servers: []string{"everything"}, Decision: "allow"}}
+	bob := toolPolicy("tools", "bob", []v1alpha1.Subject{sa("agents", "bob")}, rule("allow", "mcp.everything.*"))
+	bob.Spec.Resources = []v1alpha1.ResourceRule{{Servers: []string{"everything"}, URIs: []string{"test://static*"}, Decision: "allow"}}
+	return []v1alpha1.ToolPolicy{alice, bob}
+}
+
+// TestResourceSubscriptions: agents in sessions subscribe through the
+// bridge to the go-sdk everything-server's watched resource, which it
+// updates every 3 s for subscribed sessions.
+func TestResourceSubscriptions(t *testing.T) {
+	up := testpeers.GoEverything(t, false)
+	tapURL, tp := newTap(t, up.URL)
+	server := bridgetest.Published(t, "tools", "everything", tapURL, v1alpha1.ToolsSpec{})
+	h := newHarness(t, []v1alpha1.MCPServer{server}, subscribePolicies(), nil)
+	agentURI := BridgeURI("everything", watched)
+	sub := json.RawMessage(`{"uri":"` + agentURI + `"}`)
+
+	a, b, idle := h.connect(t, "alice-token", "/mcp", client.EraSession), h.connect(t, "alice-token", "/mcp", client.EraSession), h.connect(t, "alice-token", "/mcp", client.EraSession)
+	var init struct {
+		Resources struct {
+			Subscribe bool `json:"subscribe"`
+		} `json:"resources"`
+	}
+	if err := json.Unmarshal(a.Capabilities().Raw, &init); err != nil || !init.Resources.Subscribe {
+		t.Fatalf("initialize must offer resources.subscribe: %s", a.Capabilities().Raw)
+	}
+	ua, ub, uidle := updates(t, a), updates(t, b), updates(t, idle)
+	for _, c := range []*client.Client{a, b} {
+		if _, err := c.Call(ctxT(t), "resources/subscribe", sub); err != nil {
+			t.Fatalf("resources/subscribe: %v", err)
+		}
+	}
+	if n := tp.count("resources/subscribe " + watched); n != 1 {
+		t.Fatalf("the server got %d subscriptions for two agent sessions, want 1", n)
+	}
+	if got := next(t, ua, "session a"); got != agentURI {
+		t.Fatalf("session a got an update for %q, want the URI in its view %q", got, agentURI)
+	}
+	if got := next(t, ub, "session b"); got != agentURI {
+		t.Fatalf("session b got an update for %q, want %q", got, agentURI)
+	}
+	if n := drain(uidle); n != 0 {
+		t.Fatalf("a session that did not subscribe got %d updates", n)
+	}
+
+	// Policy: bob may read only test://static*, so he may not subscribe to
+	// the watched resource, on either endpoint.
+	bobMCP := h.connect(t, "bob-token", "/mcp", client.EraSession)
+	if _, err := bobMCP.Call(ctxT(t), "resources/subscribe", sub); rpcCode(err) != CodeDenied {
+		t.Fatalf("a subscription the policy denies must be refused with %d, got %v", CodeDenied, err)
+	}
+	bobServer := h.connect(t, "bob-token", "/servers/everything/mcp", client.EraSession)
+	if _, err := bobServer.Call(ctxT(t), "resources/subscribe", json.RawMessage(`{"uri":"`+watched+`"}`)); rpcCode(err) != CodeDenied {
+		t.Fatalf("a subscription the policy denies must be refused on the server's endpoint too, got %v", err)
+	}
+
+	// a leaves: b still holds the upstream subscription.
+	if _, err := a.Call(ctxT(t), "resources/unsubscribe", sub); err != nil {
+		t.Fatalf("resources/unsubscribe: %v", err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	drain(ua)
+	next(t, ub, "session b after a left")
+	next(t, ub, "session b after a left")
+	if n := drain(ua); n != 0 {
+		t.Fatalf("session a got %d updates after it unsubscribed", n)
+	}
+	if n := tp.count("resources/unsubscribe " + watched); n != 0 {
+		t.Fatalf("the server was unsubscribed while session b still wants updates")
+	}
+	// b ends its session (DELETE): nobody is left, the server is told.
+	b.Close()
+	eventually(t, "the server is unsubscribed when the last session ends", func() bool {
+		return tp.count("resources/unsubscribe "+watched) == 1
+	})
+
+	// The server's own endpoint shows upstream URIs.
+	d := h.connect(t, "alice-token", "/servers/everything/mcp", client.EraSession)
+	ud := updates(t, d)
+	if _, err := d.Call(ctxT(t), "resources/subscribe", json.RawMessage(`{"uri":"`+watched+`"}`)); err != nil {
+		t.Fatalf("resources/subscribe on the server's endpoint: %v", err)
+	}
+	if got := next(t, ud, "session d"); got != watched {
+		t.Fatalf("on /servers/everything/mcp the update must name the upstream URI, got %q", got)
+	}
+
+	// A new pod: the connection is retired, and the subscription is made
+	// again on the next one without any agent asking.
+	moved := server.DeepCopy()
+	moved.Status.Endpoint.PodName = "pod-2"
+	h.reg.Update(routes.Build([]v1alpha1.MCPServer{*moved}), target)
+	eventually(t, "the subscription is made again on the new connection", func() bool {
+		return tp.count("resources/subscribe "+watched) == 3
+	})
+	drain(ud)
+	if got := next(t, ud, "session d after the new pod"); got != watched {
+		t.Fatalf("after the new pod, got %q", got)
+	}
+
+	var subscribed int
+	for _, ev := range h.events(t) {
+		if ev["type"] == "mcp.resource.requested" && ev["method"] == "resources/subscribe" && ev["uri"] == watched {
+			subscribed++
+		}
+	}
+	if subscribed != 3 {
+		t.Errorf("audit: %d subscriptions recorded as mcp.resource.requested, want 3 (a, b, d)", subscribed)
+	}
+}
+
+// TestTypeScriptAgentSubscribes: the official TypeScript SDK client, as the
+// agent, subscribes through the bridge; its SDK opens the session's GET
+// stream itself. Another agent's session, and a caller whose policy denies
+// the resource, get nothing.
+func TestTypeScriptAgentSubscribes(t *testing.T) {
+	up := testpeers.GoEverything(t, false)
+	tapURL, tp := newTap(t, up.URL)
+	server := bridgetest.Published(t, "tools", "everything", tapURL, v1alpha1.ToolsSpec{})
+	h := newHarness(t, []v1alpha1.MCPServer{server}, subscribePolicies(), nil)
+	agentURI := BridgeURI("everything", watched)
+
+	other := startTSAgent(t, h.url+"/mcp", "alice-token", tsPlan{Steps: []tsStep{{Op: "wait", WaitMs: 9000}}})
+	denied := startTSAgent(t, h.url+"/mcp", "bob-token", tsPlan{Steps: []tsStep{{Op: "subscribe", Name: agentURI}, {Op: "wait", WaitMs: 7000}}})
+	res := runTSAgent(t, h.url+"/mcp", "alice-token", tsPlan{Steps: []tsStep{
+		{Op: "subscribe", Name: agentURI},
+		{Op: "wait", WaitMs: 7000},
+		{Op: "unsubscribe", Name: agentURI},
+		{Op: "wait", WaitMs: 500},
+		{Op: "wait", WaitMs: 4000},
+	}})
+	if s := res.Steps[0]; !s.OK {
+		t.Fatalf("subscribe: %s", s.Error.Message)
+	}
+	if u := res.Steps[1].Updates; len(u) < 1 || u[0] != agentURI {
+		t.Errorf("the subscribed agent must get updates naming %q, got %q", agentURI, u)
+	}
+	if s := res.Steps[2]; !s.OK {
+		t.Fatalf("unsubscribe: %s", s.Error.Message)
+	}
+	if u := res.Steps[4].Updates; len(u) != 0 {
+		t.Errorf("updates after unsubscribe: %q", u)
+	}
+	if u := other().Steps[0].Updates; len(u) != 0 {
+		t.Errorf("an agent that did not subscribe got updates: %q", u)
+	}
+	d := denied()
+	if s := d.Steps[0]; s.OK || s.Error.Code != CodeDenied {
+		t.Errorf("a subscription the policy denies must be refused with %d, got %+v", CodeDenied, s)
+	}
+	if u := d.Steps[1].Updates; len(u) != 0 {
+		t.Errorf("the refused agent got updates: %q", u)
+	}
+	eventually(t, "the agent's unsubscribe reaches the server", func() bool {
+		return tp.count("resources/subscribe "+watched) == 1 && tp.count("resources/unsubscribe "+watched) == 1
+	})
+}
+
+// TestStatelessSubscriptions: the 2026-07-28 revision has no
+// resources/subscribe and no GET stream. Agents send subscriptions/listen
+// and get the acknowledgement and the updates on its response stream; a
+// stateless server is subscribed to the same way. Both directions here: a
+// stateless agent, and a session agent whose server is stateless.
+func TestStatelessSubscriptions(t *testing.T) {
+	up := testpeers.GoEverything(t, true)
+	tapURL, tp := newTap(t, up.URL)
+	server := bridgetest.Published(t, "tools", "everything", tapURL, v1alpha1.ToolsSpec{})
+	h := newHarness(t, []v1alpha1.MCPServer{server}, subscribePolicies(), nil)
+	agentURI := BridgeURI("everything", watched)
+
+	// A session-era agent; the bridge holds the subscription upstream with
+	// a subscriptions/listen stream.
+	a := h.connect(t, "alice-token", "/mcp", client.EraSession)
+	ua := updates(t, a)
+	if _, err := a.Call(ctxT(t), "resources/subscribe", json.RawMessage(`{"uri":"`+agentURI+`"}`)); err != nil {
+		t.Fatalf("resources/subscribe with a stateless server: %v", err)
+	}
+	if got := next(t, ua, "session a"); got != agentURI {
+		t.Fatalf("got an update for %q, want %q", got, agentURI)
+	}
+	if n := tp.count("subscriptions/listen "); n != 1 {
+		t.Fatalf("the server got %d subscriptions/listen requests, want 1", n)
+	}
+
+	// A stateless agent listens for the watched resource and for one its
+	// policy does not allow (it is left out of the acknowledgement).
+	s := h.connect(t, "alice-token", "/mcp", client.EraStateless)
+	if _, err := s.Call(ctxT(t), "resources/subscribe", json.RawMessage(`{"uri":"`+agentURI+`"}`)); rpcCode(err) != jsonrpc.CodeMethodNotFound {
+		t.Fatalf("resources/subscribe does not exist in 2026-07-28: got %v", err)
+	}
+	bob := h.connect(t, "bob-token", "/mcp", client.EraStateless)
+	type note struct{ method, params string }
+	listen := func(c *client.Client, uris ...string) (<-chan note, context.CancelFunc) {
+		ch := make(chan note, 100)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx = streamhttp.WithCallNotifications(ctx, func(m *jsonrpc.Message) { ch <- note{m.Method, string(m.Params)} })
+		params, _ := json.Marshal(map[string]any{"notifications": map[string]any{"resourceSubscriptions": uris, "toolsListChanged": true}})
+		go func() { _, _ = c.Call(ctx, "subscriptions/listen", params) }()
+		t.Cleanup(cancel)
+		return ch, cancel
+	}
+	wait := func(ch <-chan note, who string) note {
+		t.Helper()
+		select {
+		case n := <-ch:
+			return n
+		case <-time.After(8 * time.Second):
+			t.Fatalf("%s got nothing", who)
+			return note{}
+		}
+	}
+	ls, stop := listen(s, agentURI, BridgeURI("elsewhere", "x://y"))
+	ack := wait(ls, "the stateless agent")
+	subID := regexp.MustCompile(`"_meta":\{"io.modelcontextprotocol/subscriptionId":(\d+)\}`).FindStringSubmatch(ack.params)
+	if ack.method != "notifications/subscriptions/acknowledged" || subID == nil ||
+		ack.params != `{"notifications":{"resourceSubscriptions":["`+agentURI+`"]},`+subID[0]+`}` {
+		t.Fatalf("the first message must acknowledge what was accepted (the watched resource only; no list changes) with the subscription id, got %s %s", ack.method, ack.params)
+	}
+	if u := wait(ls, "the stateless agent"); u.method != "notifications/resources/updated" || u.params != `{"uri":"`+agentURI+`",`+subID[0]+`}` {
+		t.Fatalf("updates carry the agent's URI and the subscription id, got %s %s", u.method, u.params)
+	}
+	lb, _ := listen(bob, agentURI)
+	if ack := wait(lb, "bob"); !strings.HasPrefix(ack.params, `{"notifications":{"resourceSubscriptions":[]},`) {
+		t.Fatalf("a URI the policy denies is not acknowledged, got %s", ack.params)
+	}
+	// Two agents, one upstream listen; closing the stream ends the
+	// stateless agent's subscription.
+	if n := tp.count("subscriptions/listen "); n != 1 {
+		t.Fatalf("the server got %d subscriptions/listen requests for one URI, want 1", n)
+	}
+	stop()
+	next(t, ua, "session a")
+	select {
+	case n := <-lb:
+		t.Fatalf("bob got %s %s", n.method, n.params)
+	default:
+	}
+	// The last subscriber leaves: the upstream listen stream is closed
+	// (a new one would name no URI, so none is opened).
+	if _, err := a.Call(ctxT(t), "resources/unsubscribe", json.RawMessage(`{"uri":"`+agentURI+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the bridge holds no subscription upstream", func() bool { return len(h.b.subs.URIs("everything")) == 0 })
+	drain(ua)
+	select {
+	case u := <-ua:
+		t.Fatalf("an update after the last unsubscribe: %s", u)
+	case <-time.After(4 * time.Second):
+	}
+}
