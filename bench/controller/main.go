@@ -555,7 +555,7 @@ func report(cfg config, bases []baseRound, ctls []ctlRound) {
 	for _, m := range methods {
 		parts = append(parts, fmt.Sprintf("%s %.2f", m, median(reqs[m])))
 	}
-	fmt.Printf("%-44s %14s %14s\n", "API requests per server until Ready (not the create)", "PUT 1.00", strings.Join(parts, ", "))
+	fmt.Printf("%-44s %14s %14s\n", "API requests per server (not the create)", "PUT 1.00", strings.Join(parts, ", "))
 	fmt.Printf("%-44s %14s %11.1f MB\n", "controller heap after settle (N Ready)", "-", median(heapReady)/1e6)
 	fmt.Printf("%-44s %14s %11.1f KB\n", "controller heap per Ready server", "-", median(heapPer)/1e3)
 	fmt.Printf("\nsteady state, %s idle with %d servers Ready (probe interval %s):\n", cfg.idle, cfg.servers, cfg.interval)
