@@ -7,7 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
-		"sync"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
