@@ -131,11 +131,15 @@ $(BIN)/everything-server: test/peers/go/go.mod test/peers/go/go.sum
 ##@ Benchmarks
 
 .PHONY: bench
-bench: bench-policy bench-bridge ## Run every benchmark under bench/ (each prints its ratio against a baseline).
+bench: bench-policy bench-bridge bench-controller ## Run every benchmark under bench/ (each prints its ratio against a baseline).
 
 .PHONY: bench-bridge
 bench-bridge: peers ## The bridge against a direct connection and a bare reverse proxy: latency, throughput, CPU, memory.
 	go run ./bench/bridge
+
+.PHONY: bench-controller
+bench-controller: envtest-assets peers ## The MCPServer controller bringing up 200 remote servers against the bare API work: time to Ready, reconciles, CPU, heap, idle probes.
+	go run ./bench/controller
 
 .PHONY: bench-policy
 bench-policy: ## One permission decision: the compiled engine against a linear scan (1,000 rules, 5,000 tools).

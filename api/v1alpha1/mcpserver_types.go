@@ -443,8 +443,9 @@ type ProbeSpec struct {
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('100ms') && duration(self) <= duration('5m')",message="probe timeout must be between 100ms and 5m"
 	Timeout metav1.Duration `json:"timeout,omitzero"`
 
-	// interval between probes of a running server, jittered. A failed probe
-	// counts as a crash.
+	// interval between probes of a running server. Each server is probed at
+	// its own point of the interval, so servers created together are not
+	// probed together. A failed probe counts as a crash.
 	// +optional
 	// +kubebuilder:default="5m"
 	// +kubebuilder:validation:Type=string

@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
+	"hash/fnv"
 	"sync"
 	"time"
 
@@ -191,7 +191,7 @@ func (r *MCPServerReconciler) reconcileRemote(ctx context.Context, s *mcpv1alpha
 		return ctrl.Result{RequeueAfter: restartSettingsOf(s.Spec.RestartPolicy).cap}, nil
 	}
 	r.publish(ctx, s, cat, &mcpv1alpha1.Endpoint{URL: s.Spec.Remote.URL})
-	return ctrl.Result{RequeueAfter: jitter(s.Spec.Probe.Interval.Duration)}, nil
+	return ctrl.Result{RequeueAfter: nextProbe(s.Spec.Probe.Interval.Duration, s.UID, r.Clock.Now())}, nil
 }
 
 func (r *MCPServerReconciler) reconcileWorkload(ctx context.Context, s *mcpv1alpha1.MCPServer) (ctrl.Result, error) {
@@ -262,7 +262,7 @@ func (r *MCPServerReconciler) reconcileWorkload(ctx context.Context, s *mcpv1alp
 	r.forgetProbeFailures(client.ObjectKeyFromObject(s))
 	r.publish(ctx, s, cat, &mcpv1alpha1.Endpoint{URL: target.URL, PodName: current.Name})
 
-	next := jitter(s.Spec.Probe.Interval.Duration)
+	next := nextProbe(s.Spec.Probe.Interval.Duration, s.UID, now)
 	if !markStable(&s.Status.Restarts, restart, upSince, now) && s.Status.Restarts.Consecutive > 0 {
 		// Come back when the server has been up long enough to be stable.
 		next = min(next, upSince.Add(restart.stableAfter).Sub(now)+time.Second)
@@ -536,10 +536,21 @@ func (r *MCPServerReconciler) forgetProbeFailures(key types.NamespacedName) {
 	delete(r.probeFailures, key)
 }
 
-// jitter spreads periodic probes of many servers over ±10% of the interval.
-func jitter(d time.Duration) time.Duration {
+// nextProbe is how long until a server's next periodic probe: every
+// interval, at a phase of the interval fixed by the server's UID, and at least
+// half an interval from now. Servers that were probed together (created in a
+// burst, or all reconciled at a controller start) would otherwise stay
+// together: a random jitter per probe spreads them only as a random walk,
+// hours at the default interval, while a fixed phase spreads them evenly from
+// the second probe on.
+func nextProbe(d time.Duration, uid types.UID, now time.Time) time.Duration {
 	if d <= 0 {
 		d = 5 * time.Minute
 	}
-	return d - d/10 + time.Duration(rand.Int64N(int64(d/5)+1))
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(uid))
+	phase := int64(h.Sum64() % uint64(d))
+	earliest := now.Add(d / 2).UnixNano()
+	wait := ((phase-earliest%int64(d))%int64(d) + int64(d)) % int64(d)
+	return d/2 + time.Duration(wait)
 }
