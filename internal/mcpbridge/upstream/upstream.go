@@ -71,6 +71,9 @@ type Options struct {
 	// OnListChanged is called when the server says its tools, resources or
 	// prompts changed.
 	OnListChanged func(method string)
+	// ClientCapabilities are declared to the server: what the bridge will
+	// relay of the server's own requests (see CallHooks.Request).
+	ClientCapabilities map[string]any
 }
 
 // Conn is the connection to one server. Safe for concurrent use.
@@ -87,6 +90,8 @@ type Conn struct {
 
 	progress sync.Map // upstream progress token → func(params json.RawMessage)
 	tokens   atomic.Int64
+
+	inflight atomic.Int64 // calls under way, for Drain
 }
 
 // New returns a Conn for t; nothing is dialled yet.
@@ -171,7 +176,7 @@ func (c *Conn) dial(ctx context.Context) (*client.Client, error) {
 	defer cancel()
 	stop := context.AfterFunc(c.life, cancel)
 	defer stop()
-	cli, err := client.Connect(dctx, conn, client.Options{ClientName: "mcp-operator-bridge"})
+	cli, err := client.Connect(dctx, conn, client.Options{ClientName: "mcp-operator-bridge", Capabilities: c.opts.ClientCapabilities})
 	if err != nil {
 		conn.Close()
 		if cause := context.Cause(c.life); cause != nil {
@@ -222,29 +227,42 @@ func (c *Conn) ListAll(ctx context.Context, method, key string) ([]json.RawMessa
 	return items, err
 }
 
-// CallTool forwards tools/call params (name already the upstream's). With
-// onProgress, the call carries a progress token of this Conn's own (agents'
-// tokens could collide on the shared connection) and the server's progress
-// notifications for it are handed to onProgress. With onLog, the log
-// messages (notifications/message) the server sends on the call's response
-// stream are handed to it.
-func (c *Conn) CallTool(ctx context.Context, params json.RawMessage, onProgress, onLog func(json.RawMessage)) (json.RawMessage, error) {
-	if onLog != nil {
+// CallHooks receive what the server sends on a call's response stream
+// before its result. Each may be nil.
+type CallHooks struct {
+	// Progress gets the server's progress notifications for the call. The
+	// call then carries a progress token of this Conn's own: agents' tokens
+	// could collide on the shared connection.
+	Progress func(params json.RawMessage)
+	// Log gets the log messages (notifications/message).
+	Log func(params json.RawMessage)
+	// Request answers the server's own requests (elicitation, sampling);
+	// without it they are refused.
+	Request streamhttp.RequestHandler
+}
+
+// CallTool forwards tools/call params (name already the upstream's), with
+// what the server sends during the call handed to hooks.
+func (c *Conn) CallTool(ctx context.Context, params json.RawMessage, hooks CallHooks) (json.RawMessage, error) {
+	if hooks.Log != nil {
 		ctx = streamhttp.WithCallNotifications(ctx, func(m *jsonrpc.Message) {
 			if m.Method == "notifications/message" {
-				onLog(m.Params)
+				hooks.Log(m.Params)
 				return
 			}
 			c.onNotification(m)
 		})
 	}
-	if onProgress != nil {
+	if hooks.Request != nil {
+		ctx = streamhttp.WithCallRequests(ctx, hooks.Request)
+	}
+	if hooks.Progress != nil {
 		tok := strconv.Quote("bridge-" + strconv.FormatInt(c.tokens.Add(1), 10))
 		var err error
 		if params, err = withProgressToken(params, tok); err != nil {
 			return nil, err
 		}
-		c.progress.Store(tok, onProgress)
+		c.progress.Store(tok, hooks.Progress)
 		defer c.progress.Delete(tok)
 	}
 	return c.do(ctx, func(ctx context.Context, cli *client.Client) (json.RawMessage, error) {
@@ -284,6 +302,8 @@ func withProgressToken(params json.RawMessage, tok string) (json.RawMessage, err
 // into reasons. A transport failure drops the client so that the next call
 // dials again; the failed call itself is not retried.
 func (c *Conn) do(ctx context.Context, f func(context.Context, *client.Client) (json.RawMessage, error)) (json.RawMessage, error) {
+	c.inflight.Add(1)
+	defer c.inflight.Add(-1)
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := context.AfterFunc(c.life, func() { cancel(context.Cause(c.life)) })
@@ -351,6 +371,20 @@ func (c *Conn) drop(cli *client.Client) {
 	if cli != nil {
 		go cli.Close()
 	}
+}
+
+// Drain ends the Conn once the calls under way have ended, instead of
+// failing them: for a change that needs a new connection but is no restart
+// of the server (what the bridge declares to it). New calls go to the Conn
+// that replaces this one.
+func (c *Conn) Drain() {
+	go func() {
+		// Polled: a call may still pick this Conn up just after Drain.
+		for c.inflight.Load() > 0 && c.life.Err() == nil {
+			time.Sleep(100 * time.Millisecond)
+		}
+		c.Retire(ReasonUnavailable)
+	}()
 }
 
 // Close ends the Conn for good (the server left the bridge's scope).
