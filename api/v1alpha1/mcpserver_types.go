@@ -427,6 +427,21 @@ func (r ServerRequests) Relays(method string) bool {
 	return false
 }
 
+// ClientCapabilities are the client capabilities that the bridge declares to
+// the server, and the controller's probe too (a server may offer tools only
+// to clients that declare them, and the probe must see the catalog the
+// bridge will see).
+func (r ServerRequests) ClientCapabilities() map[string]any {
+	caps := map[string]any{}
+	if r.Relays("elicitation/create") {
+		caps["elicitation"] = map[string]any{"form": map[string]any{}, "url": map[string]any{}}
+	}
+	if r.Relays("sampling/createMessage") {
+		caps["sampling"] = map[string]any{}
+	}
+	return caps
+}
+
 // RiskOverride sets the risk of one tool.
 type RiskOverride struct {
 	// tool is the upstream tool name, as the server lists it.

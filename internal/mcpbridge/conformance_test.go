@@ -92,10 +92,7 @@ func compareConformance(t *testing.T, stateless bool) {
 	up := testpeers.GoEverything(t, stateless)
 	direct := conformance(t, strings.Replace(up.URL, "127.0.0.1", "localhost", 1))
 
-	server := bridgetest.Published(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{})
-	// The suite's elicitation and sampling scenarios need the server's own
-	// requests relayed to it (sampling is refused unless allowed).
-	server.Spec.ServerRequests = v1alpha1.ServerRequests{Elicitation: v1alpha1.RelayAllowed, Sampling: v1alpha1.RelayAllowed}
+	server := bridgetest.PublishedRelaying(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{}, v1alpha1.ServerRequests{Elicitation: v1alpha1.RelayAllowed, Sampling: v1alpha1.RelayAllowed})
 	anon := v1alpha1.Subject{Kind: v1alpha1.SubjectUser, Name: "system:anonymous"}
 	pol := toolPolicy("tools", "conformance", []v1alpha1.Subject{anon}, rule("allow", "mcp.everything.*"))
 	pol.Spec.Resources = []v1alpha1.ResourceRule{{Servers: []string{"everything"}, Decision: "allow"}}

@@ -53,8 +53,8 @@ type request struct {
 	// mode and sampling/createMessage (a server's requests are relayed only
 	// to a client that can answer them).
 	elicitationURL, sampling bool
-	msg         *jsonrpc.Message
-	out         *responder
+	msg                      *jsonrpc.Message
+	out                      *responder
 }
 
 // sessionID is what audit events name the session by.

@@ -181,22 +181,9 @@ func sameRelays(a, b v1alpha1.ServerRequests) bool {
 	return true
 }
 
-// relayed are the client capabilities the bridge declares to a server: the
-// kinds of its requests it relays.
-func relayed(sr v1alpha1.ServerRequests) map[string]any {
-	caps := map[string]any{}
-	if sr.Relays("elicitation/create") {
-		caps["elicitation"] = map[string]any{"form": map[string]any{}, "url": map[string]any{}}
-	}
-	if sr.Relays("sampling/createMessage") {
-		caps["sampling"] = map[string]any{}
-	}
-	return caps
-}
-
 func (r *Registry) optionsFor(e *entry) upstream.Options {
 	o := r.Options
-	o.ClientCapabilities = relayed(e.server.ServerRequests)
+	o.ClientCapabilities = e.server.ServerRequests.ClientCapabilities()
 	o.OnListChanged = func(method string) {
 		if method == "notifications/tools/list_changed" {
 			e.mu.Lock()

@@ -25,9 +25,16 @@ import (
 // url: probed with the controller's probe, Ready, endpoint set.
 func Published(t testing.TB, namespace, name, url string, spec v1alpha1.ToolsSpec) v1alpha1.MCPServer {
 	t.Helper()
+	return PublishedRelaying(t, namespace, name, url, spec, v1alpha1.ServerRequests{})
+}
+
+// PublishedRelaying is Published for a server with spec.serverRequests set
+// to requests (the probe declares what the bridge will relay).
+func PublishedRelaying(t testing.TB, namespace, name, url string, spec v1alpha1.ToolsSpec, requests v1alpha1.ServerRequests) v1alpha1.MCPServer {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	res, err := probe.Run(ctx, probe.Target{HTTP: &streamhttp.Options{URL: url}}, probe.Options{Server: name, Tools: spec})
+	res, err := probe.Run(ctx, probe.Target{HTTP: &streamhttp.Options{URL: url}}, probe.Options{Server: name, Tools: spec, ClientCapabilities: requests.ClientCapabilities()})
 	if err != nil {
 		t.Fatalf("while probing %s: %v", url, err)
 	}
@@ -37,6 +44,7 @@ func Published(t testing.TB, namespace, name, url string, spec v1alpha1.ToolsSpe
 	s.Spec.Transport = v1alpha1.TransportStreamableHTTP
 	s.Spec.Remote = &v1alpha1.Remote{URL: url}
 	s.Spec.Tools = spec
+	s.Spec.ServerRequests = requests
 	s.Status = StatusOf(res, url, "pod-1")
 	return s
 }
