@@ -320,8 +320,11 @@ func (c *Conn) do(ctx context.Context, f func(context.Context, *client.Client) (
 	if errors.As(err, &rpcErr) {
 		return nil, rpcErr
 	}
+	// Only a broken connection is dropped: the caller giving up (cancel,
+	// deadline) says nothing about it, and dropping ends the upstream
+	// session under every other agent's requests in flight.
 	var limit *client.LimitError
-	if !errors.As(err, &limit) {
+	if !errors.As(err, &limit) && ctx.Err() == nil {
 		c.drop(cli)
 	}
 	return nil, c.classify(ctx, cctx, err)
