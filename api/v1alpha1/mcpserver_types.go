@@ -139,6 +139,13 @@ type MCPServerSpec struct {
 	// +kubebuilder:default={}
 	Probe ProbeSpec `json:"probe,omitzero"`
 
+	// serverRequests says which requests of its own the server may send,
+	// during a tool call, to the client of the agent that made the call: the
+	// bridge relays them or answers the server with an error.
+	// +optional
+	// +kubebuilder:default={}
+	ServerRequests ServerRequests `json:"serverRequests,omitzero"`
+
 	// suspend shuts the server down: its tools are withdrawn at once and its
 	// pod is deleted. Set it back to false to start the server again.
 	// +optional
@@ -370,6 +377,69 @@ type ToolsSpec struct {
 	// +kubebuilder:validation:Pattern=`^sha256:[a-f0-9]{64}$`
 	// +kubebuilder:validation:MaxLength=71
 	ApprovedDigest string `json:"approvedDigest,omitempty"`
+}
+
+// Relay is whether the bridge passes one kind of server request on to the
+// agent's client.
+// +kubebuilder:validation:Enum=Relay;Refuse
+type Relay string
+
+const (
+	// RelayAllowed passes the request to the agent's client, marked with the
+	// server and tool it comes from, and its answer back to the server.
+	RelayAllowed Relay = "Relay"
+	// RelayRefused answers the server with an error; the agent never sees
+	// the request.
+	RelayRefused Relay = "Refuse"
+)
+
+// ServerRequests are the server's requests to the agent's client. The bridge
+// relays one only while it serves a call of that agent (never to anyone
+// else), only when the agent's client declared the capability, and records
+// each in the audit stream (mcp.server_request).
+type ServerRequests struct {
+	// elicitation: the server asks the agent's user for input
+	// (elicitation/create, form or URL mode). The user sees which server
+	// asks and may decline. Relay (the default) or Refuse.
+	// +optional
+	// +kubebuilder:default=Relay
+	Elicitation Relay `json:"elicitation,omitempty"`
+
+	// sampling: the server asks the agent's model for a completion
+	// (sampling/createMessage). It spends the agent's model budget and puts
+	// the server's text before the model, so it is refused unless set to
+	// Relay.
+	// +optional
+	// +kubebuilder:default=Refuse
+	Sampling Relay `json:"sampling,omitempty"`
+}
+
+// Relays says whether requests of method are relayed. Unset fields mean
+// their defaults, for objects that did not pass through the API server's
+// defaulting.
+func (r ServerRequests) Relays(method string) bool {
+	switch method {
+	case "elicitation/create":
+		return r.Elicitation != RelayRefused
+	case "sampling/createMessage":
+		return r.Sampling == RelayAllowed
+	}
+	return false
+}
+
+// ClientCapabilities are the client capabilities that the bridge declares to
+// the server, and the controller's probe too (a server may offer tools only
+// to clients that declare them, and the probe must see the catalog the
+// bridge will see).
+func (r ServerRequests) ClientCapabilities() map[string]any {
+	caps := map[string]any{}
+	if r.Relays("elicitation/create") {
+		caps["elicitation"] = map[string]any{"form": map[string]any{}, "url": map[string]any{}}
+	}
+	if r.Relays("sampling/createMessage") {
+		caps["sampling"] = map[string]any{}
+	}
+	return caps
 }
 
 // RiskOverride sets the risk of one tool.

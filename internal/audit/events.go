@@ -209,6 +209,22 @@ type ServerShutdown struct {
 	Reason string `json:"reason"`
 }
 
+// ServerRequest: during a call, the server sent a request of its own to the
+// client of the agent that made the call (elicitation, sampling); the bridge
+// relayed it or refused it. One event per request, when it is settled.
+type ServerRequest struct {
+	Server     string `json:"server"`
+	ToolCallID string `json:"toolCallId"`
+	Method     string `json:"method"`
+	// Outcome is the client's answer (accept, decline or cancel for an
+	// elicitation, answered for sampling), or error, refused, timeout.
+	Outcome string `json:"outcome"`
+	// Reason says why a request was refused or got no answer.
+	Reason string `json:"reason,omitempty"`
+	// Injection are the scan's findings in the request's text.
+	Injection []injection.Finding `json:"injection,omitempty"`
+}
+
 // Dropped is written by the Writer itself, when buffer space returns after
 // it had to drop events: how many it dropped.
 type Dropped struct {
@@ -232,6 +248,7 @@ func (ServerCrashed) EventType() string           { return "mcp.server.crashed" 
 func (ServerRestarting) EventType() string        { return "mcp.server.restarting" }
 func (ServerPermanentlyFailed) EventType() string { return "mcp.server.permanently_failed" }
 func (ServerShutdown) EventType() string          { return "mcp.server.shutdown" }
+func (ServerRequest) EventType() string           { return "mcp.server_request" }
 func (Dropped) EventType() string                 { return "audit.dropped" }
 
 func (p PermissionRequested) fields(e *fieldWriter) {
@@ -308,6 +325,15 @@ func (p ResourceRequested) fields(e *fieldWriter) {
 	e.str("server", p.Server)
 	e.str("uri", p.URI)
 	e.strOmitEmpty("method", p.Method)
+}
+
+func (p ServerRequest) fields(e *fieldWriter) {
+	e.str("server", p.Server)
+	e.str("toolCallId", p.ToolCallID)
+	e.str("method", p.Method)
+	e.str("outcome", p.Outcome)
+	e.strOmitEmpty("reason", p.Reason)
+	e.findings("injection", p.Injection)
 }
 
 func (p ResourceFetched) fields(e *fieldWriter) {

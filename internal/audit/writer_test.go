@@ -155,6 +155,7 @@ func TestEveryEventsFields(t *testing.T) {
 		{ServerRestarting{Namespace: "n"}, "server namespace attempt backoffMs"},
 		{ServerPermanentlyFailed{Namespace: "n"}, "server namespace restarts lastExitReason"},
 		{ServerShutdown{Namespace: "n"}, "server namespace reason"},
+		{ServerRequest{Reason: "r", Injection: finding}, "server toolCallId method outcome reason injection"},
 		{Dropped{}, "count"},
 	}
 	var out bytes.Buffer

@@ -20,7 +20,10 @@ func NewMCPProber() Prober { return mcpProber{} }
 func (mcpProber) Probe(ctx context.Context, t ProbeTarget) (*Catalog, error) {
 	res, err := probe.Run(ctx,
 		probe.Target{HTTP: &streamhttp.Options{URL: t.URL, Header: t.Header, TLS: t.TLS, DialTimeout: t.Timeout, TLSHandshakeTimeout: t.Timeout}},
-		probe.Options{Server: t.Server.Name, Tools: t.Server.Spec.Tools, Timeout: t.Timeout, ClientVersion: version.Version})
+		probe.Options{
+			Server: t.Server.Name, Tools: t.Server.Spec.Tools, Timeout: t.Timeout, ClientVersion: version.Version,
+			ClientCapabilities: t.Server.Spec.ServerRequests.ClientCapabilities(),
+		})
 	if err != nil {
 		return nil, err
 	}

@@ -69,24 +69,7 @@ var timestamp = regexp.MustCompile(`-\d{4}-\d{2}-\d{2}T[\d-]+Z$`)
 // directly that the bridge does not pass, each with why. The test fails on
 // any other difference, and when a gap closes (so the list stays true).
 var knownGaps = map[string]string{
-	"tools-call-elicitation/tools-call-elicitation":                    upstreamAsks,
-	"tools-call-sampling/tools-call-sampling":                          upstreamAsks,
-	"elicitation-sep1034-defaults/elicitation-sep1034-boolean-default": upstreamAsks,
-	"elicitation-sep1034-defaults/elicitation-sep1034-enum-default":    upstreamAsks,
-	"elicitation-sep1034-defaults/elicitation-sep1034-integer-default": upstreamAsks,
-	"elicitation-sep1034-defaults/elicitation-sep1034-number-default":  upstreamAsks,
-	"elicitation-sep1034-defaults/elicitation-sep1034-string-default":  upstreamAsks,
-	"elicitation-sep1330-enums/elicitation-sep1330-legacy-enumnames":   upstreamAsks,
-	"elicitation-sep1330-enums/elicitation-sep1330-titled-multi":       upstreamAsks,
-	"elicitation-sep1330-enums/elicitation-sep1330-titled-single":      upstreamAsks,
-	"elicitation-sep1330-enums/elicitation-sep1330-untitled-multi":     upstreamAsks,
-	"elicitation-sep1330-enums/elicitation-sep1330-untitled-single":    upstreamAsks,
 }
-
-// upstreamAsks: a server's own requests to the client (elicitation,
-// sampling) are not passed through to the agent: the bridge's connection to
-// the server is shared by every agent and offers neither.
-const upstreamAsks = "the server's own elicitation and sampling requests are not relayed to the agent: the shared upstream connection offers neither capability"
 
 // TestConformanceThroughTheBridge runs the conformance suite against the
 // go-sdk everything-server directly and through /servers/everything/mcp,
@@ -107,7 +90,7 @@ func compareConformance(t *testing.T, stateless bool) {
 	up := testpeers.GoEverything(t, stateless)
 	direct := conformance(t, strings.Replace(up.URL, "127.0.0.1", "localhost", 1))
 
-	server := bridgetest.Published(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{})
+	server := bridgetest.PublishedRelaying(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{}, v1alpha1.ServerRequests{Elicitation: v1alpha1.RelayAllowed, Sampling: v1alpha1.RelayAllowed})
 	anon := v1alpha1.Subject{Kind: v1alpha1.SubjectUser, Name: "system:anonymous"}
 	pol := toolPolicy("tools", "conformance", []v1alpha1.Subject{anon}, rule("allow", "mcp.everything.*"))
 	pol.Spec.Resources = []v1alpha1.ResourceRule{{Servers: []string{"everything"}, Decision: "allow"}}

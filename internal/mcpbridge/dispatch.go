@@ -115,7 +115,9 @@ func (b *Bridge) initialize(rq *request) *jsonrpc.Message {
 	}
 	sess, err := b.cfg.Sessions.Open(session.Claims{
 		Subject: rq.id.Username, Endpoint: rq.endpoint, Version: version,
-		Elicitation: hasFormElicitation(rawjson.Get(p.Capabilities, "elicitation")),
+		Elicitation:    hasFormElicitation(rawjson.Get(p.Capabilities, "elicitation")),
+		ElicitationURL: hasURLElicitation(rawjson.Get(p.Capabilities, "elicitation")),
+		Sampling:       declared(rawjson.Get(p.Capabilities, "sampling")),
 	})
 	if err != nil {
 		return rpcError(rq, jsonrpc.CodeInternalError, "while opening the session: "+err.Error(), nil)

@@ -1,6 +1,7 @@
 package mcpbridge
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"sync"
@@ -30,13 +31,36 @@ func TestFaults(t *testing.T) {
 	c := h.connect(t, "alice-token", "/mcp", client.EraSession)
 	long := json.RawMessage(`{"duration":20,"steps":20}`)
 
+	t.Run("an agent giving up leaves the shared connection alone", func(t *testing.T) {
+		_, conn, _ := h.reg.Server("flaky")
+		before, err := conn.Client(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(ctxT(t), 500*time.Millisecond)
+		defer cancel()
+		if _, err := c.CallTool(ctx, "mcp.flaky.trigger-long-running-operation", long); err == nil {
+			t.Fatal("the abandoned call succeeded")
+		}
+		// Another agent's request right after: dropping the connection on
+		// the first agent's cancel ended the upstream session under it.
+		bob := h.connect(t, "bob-token", "/mcp", client.EraSession)
+		if _, err := bob.Call(ctxT(t), "resources/list", nil); err != nil {
+			t.Fatalf("another agent's request failed after a cancel: %v", err)
+		}
+		if after, err := conn.Client(ctxT(t)); err != nil || after != before {
+			t.Fatalf("the cancel replaced the upstream connection (%v)", err)
+		}
+	})
+
 	t.Run("crash mid-call", func(t *testing.T) {
+		before := fwd.Calls()
 		errc := make(chan error, 1)
 		go func() {
 			_, err := c.CallTool(ctxT(t), "mcp.flaky.trigger-long-running-operation", long)
 			errc <- err
 		}()
-		eventually(t, "the call reaches the server", func() bool { return fwd.Calls() == 1 })
+		eventually(t, "the call reaches the server", func() bool { return fwd.Calls() == before+1 })
 		time.Sleep(300 * time.Millisecond)
 		flakyUp.Kill()
 		select {
@@ -48,7 +72,7 @@ func TestFaults(t *testing.T) {
 			t.Fatal("the call did not end when its server crashed")
 		}
 		time.Sleep(500 * time.Millisecond)
-		if n := fwd.Calls(); n != 1 {
+		if n := fwd.Calls() - before; n != 1 {
 			t.Fatalf("the server was sent the call %d times, want exactly once", n)
 		}
 		ev := h.events(t)

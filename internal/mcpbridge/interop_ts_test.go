@@ -33,6 +33,11 @@ type tsPlan struct {
 	Steps         []tsStep `json:"steps"`
 	Elicit        []string `json:"elicit,omitempty"`
 	NoElicitation bool     `json:"noElicitation,omitempty"`
+	// RelayAnswer is the answer to a server's own elicitation (decline
+	// when nil); Sampling, the text the agent's "model" answers a server's
+	// sampling request with (no sampling capability when empty).
+	RelayAnswer map[string]any `json:"relayAnswer,omitempty"`
+	Sampling    string         `json:"sampling,omitempty"`
 }
 
 type tsResult struct {
@@ -48,8 +53,12 @@ type tsResult struct {
 		Progress int      `json:"progress"`
 		Updates  []string `json:"updates"`
 	} `json:"steps"`
-	Asked []string `json:"asked"`
-	Fatal string   `json:"fatal"`
+	Asked   []string `json:"asked"`
+	Relayed []struct {
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	} `json:"relayed"`
+	Fatal string `json:"fatal"`
 }
 
 // runTSAgent runs test/bridge/agent.mjs (the official TypeScript SDK client)

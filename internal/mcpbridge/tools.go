@@ -264,13 +264,12 @@ func (b *Bridge) execute(c *call) *jsonrpc.Message {
 		return b.callFailed(c, 0, &upstream.Error{Reason: upstream.ReasonUnavailable, Err: errors.New("the server left the bridge's scope")})
 	}
 	params := forwardParams(tool.Upstream, c.params.Arguments, rq.msg.Params)
-	var onProgress func(json.RawMessage)
+	hooks := upstream.CallHooks{Request: b.relayRequests(c)}
 	if tok := c.params.Meta.ProgressToken; tok != nil && rq.out.canStream {
-		onProgress = func(p json.RawMessage) {
+		hooks.Progress = func(p json.RawMessage) {
 			rq.out.send(jsonrpc.NewNotification("notifications/progress", replaceMember(p, "progressToken", tok)))
 		}
 	}
-	var onLog func(json.RawMessage)
 	if agentLevel := rq.logLevel(); rq.out.canStream && agentLevel != "" {
 		// A stateless server reads the level from the request; a session
 		// server was set to debug when the connection was made.
@@ -279,7 +278,7 @@ func (b *Bridge) execute(c *call) *jsonrpc.Message {
 		if redactor == nil {
 			redactor = redact.Shapes
 		}
-		onLog = func(p json.RawMessage) {
+		hooks.Log = func(p json.RawMessage) {
 			level, _ := rawjson.String(rawjson.Get(p, "level"))
 			if !wantsLog(agentLevel, level) {
 				return
@@ -292,7 +291,7 @@ func (b *Bridge) execute(c *call) *jsonrpc.Message {
 	ctx, cancel := b.contextWithCallTimeout(rq.ctx)
 	defer cancel()
 	start := b.now()
-	res, err := conn.CallTool(ctx, params, onProgress, onLog)
+	res, err := conn.CallTool(ctx, params, hooks)
 	took := b.now().Sub(start)
 	b.observe(server, "tools/call", took, err)
 	if err != nil {

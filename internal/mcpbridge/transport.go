@@ -49,8 +49,12 @@ type request struct {
 	version   string
 	// elicitation: the client can answer elicitation/create (form).
 	elicitation bool
-	msg         *jsonrpc.Message
-	out         *responder
+	// elicitationURL and sampling: it can answer elicitation/create in URL
+	// mode and sampling/createMessage (a server's requests are relayed only
+	// to a client that can answer them).
+	elicitationURL, sampling bool
+	msg                      *jsonrpc.Message
+	out                      *responder
 }
 
 // sessionID is what audit events name the session by.
@@ -228,6 +232,7 @@ func (b *Bridge) establish(w http.ResponseWriter, r *http.Request, rq *request) 
 			return false
 		}
 		rq.sess, rq.version, rq.elicitation = sess, sess.Version, sess.Elicitation
+		rq.elicitationURL, rq.sampling = sess.ElicitationURL, sess.Sampling
 		return true
 	}
 	if msg.Method == "initialize" {
@@ -266,6 +271,8 @@ func (b *Bridge) establish(w http.ResponseWriter, r *http.Request, rq *request) 
 	}
 	rq.stateless, rq.version = true, client.StatelessVersion
 	rq.elicitation = hasFormElicitation(rawjson.Get(caps, "elicitation"))
+	rq.elicitationURL = hasURLElicitation(rawjson.Get(caps, "elicitation"))
+	rq.sampling = declared(rawjson.Get(caps, "sampling"))
 	return true
 }
 
@@ -299,6 +306,16 @@ func requestName(m *jsonrpc.Message) string {
 	}
 	s, _ := rawjson.String(rawjson.Get(m.Params, key))
 	return s
+}
+
+// hasURLElicitation reads capabilities.elicitation: URL mode must be listed.
+func hasURLElicitation(raw json.RawMessage) bool {
+	return declared(rawjson.Get(raw, "url"))
+}
+
+// declared: a capability is declared by an object, even an empty one.
+func declared(raw json.RawMessage) bool {
+	return len(raw) > 0 && raw[0] == '{'
 }
 
 // hasFormElicitation reads capabilities.elicitation: an empty object means

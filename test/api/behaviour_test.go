@@ -90,6 +90,9 @@ var _ = Describe("defaults", func() {
 		Expect(s.Spec.Probe.Timeout.Duration).To(Equal(10 * time.Second))
 		Expect(s.Spec.Probe.Interval.Duration).To(Equal(5 * time.Minute))
 		Expect(s.Spec.Suspend).To(BeFalse())
+		Expect(s.Spec.ServerRequests).To(Equal(mcpv1alpha1.ServerRequests{
+			Elicitation: mcpv1alpha1.RelayAllowed, Sampling: mcpv1alpha1.RelayRefused,
+		}))
 	})
 
 	It("fill in the ToolPolicy's approval settings", func() {

@@ -70,6 +70,8 @@ transport: streamable-http
 workload: {image: x}
 remote: {url: "https://mcp.example.com/mcp"}`, "exactly one of spec.workload"),
 		Entry("neither workload nor remote", `transport: streamable-http`, "exactly one of spec.workload"),
+		Entry("an unknown server request setting", validWorkload+`
+serverRequests: {sampling: Always}`, `supported values: "Relay", "Refuse"`),
 		Entry("remote over stdio", `
 transport: stdio
 remote: {url: "https://mcp.example.com/mcp"}`, "spec.remote servers are reached over streamable-http only"),

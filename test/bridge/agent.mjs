@@ -9,22 +9,38 @@ import { pathToFileURL } from 'node:url';
 const sdk = (p) => import(pathToFileURL(`${process.env.MCP_SDK_DIR}/dist/esm/${p}`).href);
 const { Client } = await sdk('client/index.js');
 const { StreamableHTTPClientTransport } = await sdk('client/streamableHttp.js');
-const { ElicitRequestSchema, ResourceUpdatedNotificationSchema } = await sdk('types.js');
+const { ElicitRequestSchema, CreateMessageRequestSchema, ResourceUpdatedNotificationSchema } = await sdk('types.js');
 
 const plan = JSON.parse(process.argv[2]);
 const answers = [...(plan.elicit ?? [])];
 const asked = [];
+// relayed are the servers' own requests the bridge passed on (an
+// elicitation it relays names its server: "[mcp:<server>:<tool>] …").
+const relayed = [];
 
 const transport = new StreamableHTTPClientTransport(new URL(process.env.BRIDGE_URL), {
   requestInit: { headers: { Authorization: `Bearer ${process.env.BRIDGE_TOKEN}` } },
 });
-const client = new Client({ name: 'ts-agent', version: '1.0.0' }, { capabilities: plan.noElicitation ? {} : { elicitation: {} } });
+const capabilities = plan.noElicitation ? {} : { elicitation: {} };
+if (plan.sampling) capabilities.sampling = {};
+const client = new Client({ name: 'ts-agent', version: '1.0.0' }, { capabilities });
 if (!plan.noElicitation) {
   client.setRequestHandler(ElicitRequestSchema, async (req) => {
+    if (req.params.message.startsWith('[mcp:')) {
+      relayed.push({ method: req.method, params: req.params });
+      return plan.relayAnswer ?? { action: 'decline' };
+    }
     asked.push(req.params.message);
     const answer = answers.shift() ?? 'deny';
     if (answer === 'decline') return { action: 'decline' };
     return { action: 'accept', content: { decision: answer } };
+  });
+}
+
+if (plan.sampling) {
+  client.setRequestHandler(CreateMessageRequestSchema, async (req) => {
+    relayed.push({ method: req.method, params: req.params });
+    return { model: 'ts-agent-model', role: 'assistant', content: { type: 'text', text: plan.sampling } };
   });
 }
 
@@ -33,7 +49,7 @@ if (!plan.noElicitation) {
 let updates = [];
 client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => { updates.push(n.params.uri); });
 
-const out = { steps: [], asked };
+const out = { steps: [], asked, relayed };
 try {
   await client.connect(transport);
   out.sessionId = transport.sessionId;

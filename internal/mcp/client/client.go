@@ -56,6 +56,9 @@ type Options struct {
 	DiscoverTimeout time.Duration
 	// Era forces one era ("" tries stateless first, then falls back).
 	Era Era
+	// Capabilities are the client capabilities declared to the server (in
+	// initialize, or in each request's _meta); nil declares none.
+	Capabilities map[string]any
 }
 
 // Implementation is a server's self-description.
@@ -199,7 +202,7 @@ func bestLegacy(offered []string) string {
 func (c *Client) initialize(ctx context.Context, requested string) error {
 	params, _ := json.Marshal(map[string]any{
 		"protocolVersion": requested,
-		"capabilities":    map[string]any{},
+		"capabilities":    c.capabilities(),
 		"clientInfo":      Implementation{Name: c.opts.ClientName, Version: c.opts.ClientVersion},
 	})
 	resp, err := c.conn.Call(ctx, jsonrpc.NewRequest(0, "initialize", params))
@@ -292,8 +295,15 @@ func (c *Client) requestMeta(version string) map[string]any {
 	return map[string]any{
 		metaProtocolVersion:    version,
 		metaClientInfo:         Implementation{Name: c.opts.ClientName, Version: c.opts.ClientVersion},
-		metaClientCapabilities: map[string]any{},
+		metaClientCapabilities: c.capabilities(),
 	}
+}
+
+func (c *Client) capabilities() map[string]any {
+	if c.opts.Capabilities == nil {
+		return map[string]any{}
+	}
+	return c.opts.Capabilities
 }
 
 // Call sends any request with raw params and returns the raw result. A

@@ -62,6 +62,10 @@ type Options struct {
 	Era client.Era
 	// ClientVersion is sent in clientInfo.
 	ClientVersion string
+	// ClientCapabilities are declared to the server, as the bridge will
+	// declare them (spec.serverRequests): some servers offer tools only to
+	// clients that can answer their requests.
+	ClientCapabilities map[string]any
 }
 
 func (o *Options) defaults() {
@@ -149,7 +153,7 @@ func explain(conn jsonrpc.Conn, err error) error {
 func probe(ctx context.Context, conn jsonrpc.Conn, opts Options) (*Result, error) {
 	c, err := client.Connect(ctx, conn, client.Options{
 		ClientName: "mcp-operator-probe", ClientVersion: opts.ClientVersion,
-		DiscoverTimeout: opts.DiscoverTimeout, Era: opts.Era,
+		DiscoverTimeout: opts.DiscoverTimeout, Era: opts.Era, Capabilities: opts.ClientCapabilities,
 	})
 	if err != nil {
 		return nil, err

@@ -176,6 +176,20 @@ func WithCallNotifications(ctx context.Context, h jsonrpc.NotificationHandler) c
 	return context.WithValue(ctx, callNotificationsKey{}, h)
 }
 
+// RequestHandler answers a request the server sent on a call's response
+// stream; a nil answer means the method is not offered.
+type RequestHandler func(ctx context.Context, req *jsonrpc.Message) *jsonrpc.Message
+
+// WithCallRequests makes the requests the server sends on the response
+// stream of the call made with ctx (elicitation, sampling) go to h, which
+// runs with the call's context: on the bridge's shared connection such a
+// request belongs to that call's agent. Without h they are refused.
+func WithCallRequests(ctx context.Context, h RequestHandler) context.Context {
+	return context.WithValue(ctx, callRequestsKey{}, h)
+}
+
+type callRequestsKey struct{}
+
 func callNotifications(ctx context.Context) jsonrpc.NotificationHandler {
 	h, _ := ctx.Value(callNotificationsKey{}).(jsonrpc.NotificationHandler)
 	return h
@@ -289,7 +303,11 @@ func (c *Conn) readStream(ctx context.Context, req *jsonrpc.Message, body io.Rea
 			resp = m
 			return true, nil
 		case m.IsRequest():
-			go c.answer(m)
+			if h, _ := ctx.Value(callRequestsKey{}).(RequestHandler); h != nil {
+				go c.relay(ctx, m, h)
+			} else {
+				go c.answer(m)
+			}
 		case m.IsNotification():
 			if h := callNotifications(ctx); h != nil {
 				h(m)
@@ -493,6 +511,20 @@ func (c *Conn) answer(m *jsonrpc.Message) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = c.post(ctx, jsonrpc.ReplyTo(m))
+}
+
+// relay answers a request the server sent during a call with what h says.
+// The answer is posted even when the call ended meanwhile (the server is
+// waiting for it), within a bound of its own.
+func (c *Conn) relay(ctx context.Context, m *jsonrpc.Message, h RequestHandler) {
+	reply := h(ctx, m)
+	if reply == nil {
+		reply = jsonrpc.ReplyTo(m)
+	}
+	reply.ID = m.ID
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = c.post(pctx, reply)
 }
 
 // cancelled tells a session-era server that we gave up on req. In the

@@ -156,6 +156,12 @@ func (r *Registry) Update(t *Table, target func(*Server) (upstream.Target, error
 			r.Log.Info("server changed: calls in flight end", "server", s.Key(), "pod", s.Pod, "reason", reason)
 			old.conn.Retire(reason)
 			old = nil
+		case !sameRelays(old.server.ServerRequests, s.ServerRequests):
+			// What the connection declared to the server changed: calls
+			// under way finish on the old connection, new ones use a new one.
+			r.Log.Info("server requests relayed changed: reconnecting", "server", s.Key())
+			old.conn.Drain()
+			old = nil
 		default:
 			old.mu.Lock()
 			if old.server.CatalogDigest != s.CatalogDigest || !equalTools(old.server.Tools, s.Tools) {
@@ -220,6 +226,15 @@ func equalTools(a, b map[string]v1alpha1.ToolStatus) bool {
 	return true
 }
 
+func sameRelays(a, b v1alpha1.ServerRequests) bool {
+	for _, m := range []string{"elicitation/create", "sampling/createMessage"} {
+		if a.Relays(m) != b.Relays(m) {
+			return false
+		}
+	}
+	return true
+}
+
 func (r *Registry) optionsFor(e *entry) upstream.Options {
 	o := r.Options
 	name := e.server.Name
@@ -235,6 +250,7 @@ func (r *Registry) optionsFor(e *entry) upstream.Options {
 			s.Updated(name, params)
 		}
 	}
+	o.ClientCapabilities = e.server.ServerRequests.ClientCapabilities()
 	o.OnListChanged = func(method string) {
 		if method == "notifications/tools/list_changed" {
 			e.mu.Lock()

@@ -30,6 +30,9 @@ type Server struct {
 	Restarts      v1alpha1.RestartStatus
 	// Remote is spec.remote (credentials are resolved by the watcher).
 	Remote *v1alpha1.Remote
+	// ServerRequests is spec.serverRequests: which of the server's own
+	// requests the bridge relays to agents.
+	ServerRequests v1alpha1.ServerRequests
 }
 
 // Key is namespace/name.
@@ -71,11 +74,12 @@ func Build(list []v1alpha1.MCPServer) *Table {
 		srv := &Server{
 			Namespace: s.Namespace, Name: s.Name,
 			URL: s.Status.Endpoint.URL, Pod: s.Status.Endpoint.PodName,
-			Tools:         map[string]v1alpha1.ToolStatus{},
-			ToolsSpec:     s.Spec.Tools,
-			CatalogDigest: s.Status.CatalogDigest,
-			Restarts:      s.Status.Restarts,
-			Remote:        s.Spec.Remote,
+			Tools:          map[string]v1alpha1.ToolStatus{},
+			ToolsSpec:      s.Spec.Tools,
+			CatalogDigest:  s.Status.CatalogDigest,
+			Restarts:       s.Status.Restarts,
+			Remote:         s.Spec.Remote,
+			ServerRequests: s.Spec.ServerRequests,
 		}
 		if s.Status.Capabilities != nil {
 			srv.Capabilities = *s.Status.Capabilities

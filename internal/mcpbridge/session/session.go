@@ -56,6 +56,10 @@ type Claims struct {
 	// Elicitation says the client declared it can answer elicitation/create
 	// (form mode).
 	Elicitation bool `json:"el,omitempty"`
+	// ElicitationURL says it can answer elicitation/create in URL mode.
+	ElicitationURL bool `json:"eu,omitempty"`
+	// Sampling says it can answer sampling/createMessage.
+	Sampling bool `json:"sa,omitempty"`
 	// IssuedAt is when the session was opened, in Unix seconds.
 	IssuedAt int64 `json:"iat"`
 }

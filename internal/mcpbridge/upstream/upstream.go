@@ -86,6 +86,9 @@ type Options struct {
 	OnResourceUpdated func(params json.RawMessage)
 	// Log gets what happens to subscriptions (discarded when zero).
 	Log logr.Logger
+	// ClientCapabilities are declared to the server: what the bridge will
+	// relay of the server's own requests (see CallHooks.Request).
+	ClientCapabilities map[string]any
 }
 
 // Conn is the connection to one server. Safe for concurrent use.
@@ -233,7 +236,7 @@ func (c *Conn) dial(ctx context.Context) (*client.Client, error) {
 	defer cancel()
 	stop := context.AfterFunc(c.life, cancel)
 	defer stop()
-	cli, err := client.Connect(dctx, conn, client.Options{ClientName: "mcp-operator-bridge"})
+	cli, err := client.Connect(dctx, conn, client.Options{ClientName: "mcp-operator-bridge", Capabilities: c.opts.ClientCapabilities})
 	if err != nil {
 		conn.Close()
 		if cause := context.Cause(c.life); cause != nil {
@@ -288,29 +291,42 @@ func (c *Conn) ListAll(ctx context.Context, method, key string) ([]json.RawMessa
 	return items, err
 }
 
-// CallTool forwards tools/call params (name already the upstream's). With
-// onProgress, the call carries a progress token of this Conn's own (agents'
-// tokens could collide on the shared connection) and the server's progress
-// notifications for it are handed to onProgress. With onLog, the log
-// messages (notifications/message) the server sends on the call's response
-// stream are handed to it.
-func (c *Conn) CallTool(ctx context.Context, params json.RawMessage, onProgress, onLog func(json.RawMessage)) (json.RawMessage, error) {
-	if onLog != nil {
+// CallHooks receive what the server sends on a call's response stream
+// before its result. Each may be nil.
+type CallHooks struct {
+	// Progress gets the server's progress notifications for the call. The
+	// call then carries a progress token of this Conn's own: agents' tokens
+	// could collide on the shared connection.
+	Progress func(params json.RawMessage)
+	// Log gets the log messages (notifications/message).
+	Log func(params json.RawMessage)
+	// Request answers the server's own requests (elicitation, sampling);
+	// without it they are refused.
+	Request streamhttp.RequestHandler
+}
+
+// CallTool forwards tools/call params (name already the upstream's), with
+// what the server sends during the call handed to hooks.
+func (c *Conn) CallTool(ctx context.Context, params json.RawMessage, hooks CallHooks) (json.RawMessage, error) {
+	if hooks.Log != nil {
 		ctx = streamhttp.WithCallNotifications(ctx, func(m *jsonrpc.Message) {
 			if m.Method == "notifications/message" {
-				onLog(m.Params)
+				hooks.Log(m.Params)
 				return
 			}
 			c.onNotification(m)
 		})
 	}
-	if onProgress != nil {
+	if hooks.Request != nil {
+		ctx = streamhttp.WithCallRequests(ctx, hooks.Request)
+	}
+	if hooks.Progress != nil {
 		tok := strconv.Quote("bridge-" + strconv.FormatInt(c.tokens.Add(1), 10))
 		var err error
 		if params, err = withProgressToken(params, tok); err != nil {
 			return nil, err
 		}
-		c.progress.Store(tok, onProgress)
+		c.progress.Store(tok, hooks.Progress)
 		defer c.progress.Delete(tok)
 	}
 	return c.do(ctx, func(ctx context.Context, cli *client.Client) (json.RawMessage, error) {
@@ -368,8 +384,11 @@ func (c *Conn) do(ctx context.Context, f func(context.Context, *client.Client) (
 	if errors.As(err, &rpcErr) {
 		return nil, rpcErr
 	}
+	// Only a broken connection is dropped: the caller giving up (cancel,
+	// deadline) says nothing about it, and dropping ends the upstream
+	// session under every other agent's requests in flight.
 	var limit *client.LimitError
-	if !errors.As(err, &limit) {
+	if !errors.As(err, &limit) && ctx.Err() == nil {
 		c.drop(cli)
 	}
 	return nil, c.classify(ctx, cctx, err)

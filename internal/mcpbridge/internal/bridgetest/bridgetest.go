@@ -25,16 +25,28 @@ import (
 // url: probed with the controller's probe, Ready, endpoint set.
 func Published(t testing.TB, namespace, name, url string, spec v1alpha1.ToolsSpec) v1alpha1.MCPServer {
 	t.Helper()
-	return PublishedOver(t, namespace, name, streamhttp.Options{URL: url}, spec)
+	return publish(t, namespace, name, streamhttp.Options{URL: url}, spec, v1alpha1.ServerRequests{})
 }
 
 // PublishedOver is Published for a server reached with the given options
 // (a remote server's credentials, as the controller reads them).
 func PublishedOver(t testing.TB, namespace, name string, opts streamhttp.Options, spec v1alpha1.ToolsSpec) v1alpha1.MCPServer {
 	t.Helper()
+	return publish(t, namespace, name, opts, spec, v1alpha1.ServerRequests{})
+}
+
+// PublishedRelaying is Published for a server with spec.serverRequests set
+// to requests (the probe declares what the bridge will relay).
+func PublishedRelaying(t testing.TB, namespace, name, url string, spec v1alpha1.ToolsSpec, requests v1alpha1.ServerRequests) v1alpha1.MCPServer {
+	t.Helper()
+	return publish(t, namespace, name, streamhttp.Options{URL: url}, spec, requests)
+}
+
+func publish(t testing.TB, namespace, name string, opts streamhttp.Options, spec v1alpha1.ToolsSpec, requests v1alpha1.ServerRequests) v1alpha1.MCPServer {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	res, err := probe.Run(ctx, probe.Target{HTTP: &opts}, probe.Options{Server: name, Tools: spec})
+	res, err := probe.Run(ctx, probe.Target{HTTP: &opts}, probe.Options{Server: name, Tools: spec, ClientCapabilities: requests.ClientCapabilities()})
 	if err != nil {
 		t.Fatalf("while probing %s: %v", opts.URL, err)
 	}
@@ -44,6 +56,7 @@ func PublishedOver(t testing.TB, namespace, name string, opts streamhttp.Options
 	s.Spec.Transport = v1alpha1.TransportStreamableHTTP
 	s.Spec.Remote = &v1alpha1.Remote{URL: opts.URL}
 	s.Spec.Tools = spec
+	s.Spec.ServerRequests = requests
 	s.Status = StatusOf(res, opts.URL, "pod-1")
 	return s
 }

@@ -1,0 +1,150 @@
+package mcpbridge
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/mcp-operator/mcp-operator/internal/audit"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/injection"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/redact"
+)
+
+// Outcomes of a server's request (mcp.server_request) besides the client's
+// own answer.
+const (
+	relayAnswered = "answered"
+	relayError    = "error"
+	relayRefused  = "refused"
+	relayTimeout  = "timeout"
+)
+
+// relayRequests answers the requests a server sends during call c
+// (elicitation/create, sampling/createMessage) by asking c's agent: the
+// request goes on the call's response stream, marked with the server and
+// tool it comes from and with the server's secrets redacted, and the
+// agent's answer goes back to the server. Nothing else is relayed, and
+// nothing to anyone but the caller.
+func (b *Bridge) relayRequests(c *call) streamhttp.RequestHandler {
+	var n atomic.Int64
+	return func(ctx context.Context, req *jsonrpc.Message) *jsonrpc.Message {
+		if req.Method == "ping" {
+			return jsonrpc.NewResult(req.ID, json.RawMessage(`{}`))
+		}
+		ev := audit.ServerRequest{Server: c.tool.Server.Name, ToolCallID: c.id, Method: req.Method}
+		reply := b.relay(ctx, c, req, n.Add(1), &ev)
+		_, _ = b.audit(c.rq, ev)
+		return reply
+	}
+}
+
+func (b *Bridge) relay(ctx context.Context, c *call, req *jsonrpc.Message, n int64, ev *audit.ServerRequest) *jsonrpc.Message {
+	refuse := func(code int, why string) *jsonrpc.Message {
+		ev.Outcome, ev.Reason = relayRefused, why
+		return jsonrpc.NewErrorResponse(req.ID, code, "the bridge did not pass this request to the agent: "+why)
+	}
+	rq, server := c.rq, c.tool.Server
+	switch req.Method {
+	case "elicitation/create", "sampling/createMessage":
+	default:
+		return refuse(jsonrpc.CodeMethodNotFound, req.Method+" is not relayed")
+	}
+	if !server.ServerRequests.Relays(req.Method) {
+		return refuse(jsonrpc.CodeMethodNotFound, fmt.Sprintf("MCPServer %s/%s does not allow it (spec.serverRequests)", server.Namespace, server.Name))
+	}
+	if !agentOffers(rq, req) {
+		return refuse(jsonrpc.CodeMissingClientCapability, "the agent's client did not declare the capability for it")
+	}
+	if rq.stateless || rq.sess == nil || !rq.out.canStream {
+		// A 2026-07-28 client is asked with an input_required result and a
+		// retry, which cannot hold the server's call open meanwhile.
+		return refuse(jsonrpc.CodeMissingClientCapability, "the agent's client cannot be asked during a call (it has no session with a response stream)")
+	}
+	params, findings, err := b.relayedParams(c, req)
+	if err != nil {
+		return refuse(jsonrpc.CodeInvalidParams, err.Error())
+	}
+	ev.Injection = findings
+
+	id := rawjson.AppendString(nil, "relay-"+c.id+"-"+strconv.FormatInt(n, 10))
+	answer, done := rq.sess.Await(string(id))
+	defer done()
+	if !rq.out.send(&jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: id, Method: req.Method, Params: params}) {
+		ev.Outcome, ev.Reason = relayError, "the request could not be sent to the agent"
+		return jsonrpc.NewErrorResponse(req.ID, jsonrpc.CodeInternalError, ev.Reason)
+	}
+	select {
+	case m := <-answer:
+		if m.Error != nil {
+			ev.Outcome, ev.Reason = relayError, m.Error.Message
+			return &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: req.ID, Error: m.Error}
+		}
+		ev.Outcome = relayAnswered
+		if action, _ := rawjson.String(rawjson.Get(m.Result, "action")); req.Method == "elicitation/create" && action != "" {
+			ev.Outcome = action
+		}
+		return jsonrpc.NewResult(req.ID, m.Result)
+	case <-ctx.Done():
+		ev.Outcome, ev.Reason = relayTimeout, "the call ended before the agent answered: "+context.Cause(ctx).Error()
+		return jsonrpc.NewErrorResponse(req.ID, jsonrpc.CodeInternalError, ev.Reason)
+	}
+}
+
+// agentOffers says whether the agent's client declared it can answer req.
+func agentOffers(rq *request, req *jsonrpc.Message) bool {
+	if req.Method == "sampling/createMessage" {
+		return rq.sampling
+	}
+	if mode, _ := rawjson.String(rawjson.Get(req.Params, "mode")); mode == "url" {
+		return rq.elicitationURL
+	}
+	return rq.elicitation
+}
+
+// relayedParams are req's params as the agent gets them: the server's
+// secrets redacted, an elicitation's message prefixed with where it comes
+// from (the user must know which server asks), and the text the agent's
+// user or model will read scanned for injection.
+func (b *Bridge) relayedParams(c *call, req *jsonrpc.Message) (json.RawMessage, []injection.Finding, error) {
+	redactor := b.redactor(c.tool.Server)
+	if redactor == nil {
+		redactor = redact.Shapes
+	}
+	params, err := redactor.JSON(req.Params, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("malformed %s params: %w", req.Method, err)
+	}
+	var findings []injection.Finding
+	scan := func(where string, raw json.RawMessage) {
+		if s, ok := rawjson.String(raw); ok {
+			findings = append(findings, injection.Scan(where, s)...)
+		}
+	}
+	if req.Method == "elicitation/create" {
+		msg, _ := rawjson.String(rawjson.Get(params, "message"))
+		scan("message", rawjson.Get(params, "message"))
+		prefixed := rawjson.AppendString(nil, "[mcp:"+c.tool.Server.Name+":"+c.tool.Upstream+"] "+msg)
+		return replaceMember(params, "message", prefixed), findings, nil
+	}
+	scan("systemPrompt", rawjson.Get(params, "systemPrompt"))
+	var messages []struct {
+		Content json.RawMessage `json:"content"`
+	}
+	_ = json.Unmarshal(rawjson.Get(params, "messages"), &messages)
+	for i, m := range messages {
+		// content is one block, or (2025-11-25) a list of them.
+		blocks := []json.RawMessage{m.Content}
+		if len(m.Content) > 0 && m.Content[0] == '[' {
+			_ = json.Unmarshal(m.Content, &blocks)
+		}
+		for _, block := range blocks {
+			scan(fmt.Sprintf("messages[%d].content", i), rawjson.Get(block, "text"))
+		}
+	}
+	return params, findings, nil
+}
