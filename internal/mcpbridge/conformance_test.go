@@ -68,8 +68,7 @@ var timestamp = regexp.MustCompile(`-\d{4}-\d{2}-\d{2}T[\d-]+Z$`)
 // knownGaps are conformance checks the go-sdk everything-server passes
 // directly that the bridge does not pass, each with why. The test fails on
 // any other difference, and when a gap closes (so the list stays true).
-var knownGaps = map[string]string{
-}
+var knownGaps = map[string]string{}
 
 // TestConformanceThroughTheBridge runs the conformance suite against the
 // go-sdk everything-server directly and through /servers/everything/mcp,

@@ -3,10 +3,12 @@ package mcpbridge
 import (
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
@@ -209,5 +211,33 @@ func TestConcurrencyLimits(t *testing.T) {
 	}
 	if status, _, _ := post(t, h.url+"/mcp", "bob-token", "", ping, stateless); status != http.StatusOK {
 		t.Fatalf("another caller must not be limited by alice's requests: %d", status)
+	}
+}
+
+// TestCallOutlivesReadTimeout: the server's timeouts (NewServer) bound
+// reading a request, not the call it starts: a call running longer than
+// ReadTimeout completes (its own deadline is --call-timeout).
+func TestCallOutlivesReadTimeout(t *testing.T) {
+	up := testpeers.NodeEverything(t)
+	ev := bridgetest.Published(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{})
+	pol := toolPolicy("tools", "alice", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.everything.*"))
+	h := newHarness(t, []v1alpha1.MCPServer{ev}, []v1alpha1.ToolPolicy{pol}, nil)
+
+	srv := NewServer("127.0.0.1:0", h.b.Handler(nil))
+	srv.ReadTimeout = time.Second
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	c := (&harness{url: "http://" + ln.Addr().String()}).connect(t, "alice-token", "/mcp", client.EraSession)
+	res, err := c.CallTool(ctxT(t), "mcp.everything.trigger-long-running-operation", json.RawMessage(`{"duration":2.5,"steps":2}`))
+	if err != nil {
+		t.Fatalf("a 2.5 s call behind a 1 s ReadTimeout failed: %v", err)
+	}
+	if !strings.Contains(string(res), "completed") {
+		t.Fatalf("unexpected result %s", res)
 	}
 }
