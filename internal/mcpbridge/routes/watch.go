@@ -9,7 +9,6 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -47,6 +46,20 @@ type Watcher struct {
 	redactors atomic.Pointer[map[string]*redact.Redactor]
 	synced    atomic.Bool
 	last      map[string]*v1alpha1.MCPServer // the previous reading; nil before the first
+	// secrets is what each served server's Secrets held when last read, by
+	// namespace/name. They are read when a server appears or its spec
+	// changes, and every Resync — not at every MCPServer update: each probe
+	// writes status, and re-reading every server's Secrets then cost N
+	// servers N² API reads per probe interval.
+	secrets map[string]secretReading
+}
+
+// secretReading is what one server's Secrets gave.
+type secretReading struct {
+	generation int64
+	redactor   *redact.Redactor // nil when the spec references no Secret
+	creds      credentials.Credentials
+	err        error
 }
 
 // Synced reports whether the caches have synced and a table is installed.
@@ -104,17 +117,19 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if !w.Cache.WaitForCacheSync(ctx) {
 		return fmt.Errorf("while waiting for the MCPServer and ToolPolicy caches to sync: %w", ctx.Err())
 	}
-	w.rebuild(ctx)
+	w.rebuild(ctx, true)
 	w.synced.Store(true)
 	// Secrets are read, not watched (a bridge need not hold every Secret of
 	// its namespaces): a periodic rebuild picks up rotated values.
 	resync := time.NewTicker(w.resyncEvery())
 	defer resync.Stop()
+	reread := false
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-resync.C:
+			reread = true
 			poke()
 		case <-changed:
 			// Let a burst settle.
@@ -123,12 +138,15 @@ func (w *Watcher) Run(ctx context.Context) error {
 			case <-ctx.Done():
 				return nil
 			}
-			w.rebuild(ctx)
+			w.rebuild(ctx, reread)
+			reread = false
 		}
 	}
 }
 
-func (w *Watcher) rebuild(ctx context.Context) {
+// rebuild installs a new table from the cache; rereadSecrets reads every
+// served server's Secrets again (otherwise only new or changed servers').
+func (w *Watcher) rebuild(ctx context.Context, rereadSecrets bool) {
 	var policies v1alpha1.ToolPolicyList
 	if err := w.Cache.List(ctx, &policies); err != nil {
 		w.Log.Error(err, "while listing ToolPolicies")
@@ -152,34 +170,56 @@ func (w *Watcher) rebuild(ctx context.Context) {
 		}
 	}
 	w.last = specs
+	readings := make(map[string]secretReading, len(t.Servers))
 	redactors := map[string]*redact.Redactor{}
-	for _, s := range t.Servers {
-		if values := w.secretValues(ctx, specs[s.Key()]); len(values) > 0 {
-			redactors[s.Key()] = redact.New(values...)
+	for key, s := range specsOf(t, specs) {
+		r, ok := w.secrets[key]
+		if rereadSecrets || !ok || r.generation != s.Generation {
+			r = w.readSecrets(ctx, s)
+		}
+		readings[key] = r
+		if r.redactor != nil {
+			redactors[key] = r.redactor
 		}
 	}
+	w.secrets = readings
 	w.redactors.Store(&redactors)
-	w.Registry.Update(t, func(s *Server) (upstream.Target, error) { return w.target(ctx, s) })
+	w.Registry.Update(t, func(s *Server) (upstream.Target, error) {
+		r := readings[s.Key()]
+		return upstream.Target{
+			Namespace: s.Namespace, Name: s.Name, URL: s.URL, Pod: s.Pod,
+			BearerToken: r.creds.BearerToken, Header: r.creds.Header, TLS: r.creds.TLS, Credentials: r.creds.Digest,
+		}, r.err
+	})
 }
 
-// target resolves a remote server's credentials (bearer token, headers,
-// TLS) the way the controller's probe does; it runs at every rebuild, so a
-// rotated Secret is seen within Resync. A Secret that can't be read is
-// logged; a new server is then dialled without it and answers for itself,
-// and a served one keeps the connection it has.
-func (w *Watcher) target(ctx context.Context, s *Server) (upstream.Target, error) {
-	t := upstream.Target{Namespace: s.Namespace, Name: s.Name, URL: s.URL, Pod: s.Pod}
-	if s.Remote == nil || w.Secrets == nil {
-		return t, nil
+// specsOf are the MCPServers of the served servers, by namespace/name.
+func specsOf(t *Table, specs map[string]*v1alpha1.MCPServer) map[string]*v1alpha1.MCPServer {
+	out := make(map[string]*v1alpha1.MCPServer, len(t.Servers))
+	for _, s := range t.Servers {
+		out[s.Key()] = specs[s.Key()]
 	}
-	spec := &v1alpha1.MCPServer{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name}}
-	spec.Spec.Remote = s.Remote
-	creds, err := credentials.Read(ctx, w.Secrets, spec)
-	if err != nil {
-		w.Log.Info("the credentials of a remote server could not be read", "server", s.Key(), "error", err.Error())
+	return out
+}
+
+// readSecrets reads what a server's spec takes from Secrets: the values to
+// redact from its output and a remote server's credentials (bearer token,
+// headers, TLS), the way the controller's probe reads them. A Secret that
+// can't be read is logged; a new server is then dialled without it and
+// answers for itself, and a served one keeps the connection it has.
+func (w *Watcher) readSecrets(ctx context.Context, s *v1alpha1.MCPServer) secretReading {
+	r := secretReading{generation: s.Generation}
+	if values := w.secretValues(ctx, s); len(values) > 0 {
+		r.redactor = redact.New(values...)
 	}
-	t.BearerToken, t.Header, t.TLS, t.Credentials = creds.BearerToken, creds.Header, creds.TLS, creds.Digest
-	return t, err
+	if s.Spec.Remote == nil || w.Secrets == nil {
+		return r
+	}
+	r.creds, r.err = credentials.Read(ctx, w.Secrets, s)
+	if r.err != nil {
+		w.Log.Info("the credentials of a remote server could not be read", "server", s.Namespace+"/"+s.Name, "error", r.err.Error())
+	}
+	return r
 }
 
 func (w *Watcher) secretKey(ctx context.Context, namespace string, sel v1alpha1.SecretKeySelector) (string, bool) {
