@@ -23,10 +23,12 @@ type Payload interface {
 // microsecond.
 func Ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// PermissionRequested: a tools/call reached the permission engine.
+// PermissionRequested: a tools/call, resources/read or prompts/get reached
+// the permission engine.
 type PermissionRequested struct {
-	// Tool is the canonical (dotted) namespaced name, mcp.<server>.<tool>.
-	Tool string `json:"tool"`
+	// Tool is the canonical (dotted) namespaced name, mcp.<server>.<tool>;
+	// empty for a resource or a prompt.
+	Tool string `json:"tool,omitempty"`
 	// Args are the call's arguments, redacted and shown as the Writer's
 	// ArgsMode says.
 	Args json.RawMessage `json:"args,omitempty"`
@@ -36,7 +38,13 @@ type PermissionRequested struct {
 	// SourcedFrom is where the request came from: the bridge endpoint,
 	// "mcp" (/mcp) or "server:<name>" (/servers/<name>/mcp).
 	SourcedFrom string `json:"sourcedFrom"`
-	ToolCallID  string `json:"toolCallId"`
+	// ToolCallID is the id of the request's events (of a read or a prompt
+	// too: they name it in their own events).
+	ToolCallID string `json:"toolCallId"`
+	// Resource is the canonical URI of a read, mcp://<server>/<uri>.
+	Resource string `json:"resource,omitempty"`
+	// Prompt is the canonical name of a prompt, mcp.<server>.<prompt>.
+	Prompt string `json:"prompt,omitempty"`
 }
 
 // PermissionResolved: the decision on a call. The bridge writes it, and
@@ -52,10 +60,14 @@ type PermissionResolved struct {
 	// "approval:deny", "session-grant" (allowed earlier in the session).
 	SourcedFrom string `json:"sourcedFrom"`
 	ToolCallID  string `json:"toolCallId"`
-	Tool        string `json:"tool"`
+	// Tool, Resource, Prompt: what was decided, one of them, as in
+	// PermissionRequested.
+	Tool string `json:"tool,omitempty"`
 	// Reason says why a call was denied (a rule's reason, or
 	// approval_unavailable, approval_timeout, cel_error).
-	Reason string `json:"reason,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	Resource string `json:"resource,omitempty"`
+	Prompt   string `json:"prompt,omitempty"`
 }
 
 // MCPCallStarted: the bridge sent a request upstream.
@@ -144,6 +156,8 @@ type ResourceRequested struct {
 	// Method is "resources/subscribe" (or subscriptions/listen) for a
 	// subscription, empty for a read.
 	Method string `json:"method,omitempty"`
+	// ToolCallID is the id of the read's permission events.
+	ToolCallID string `json:"toolCallId,omitempty"`
 }
 
 // ResourceFetched: a resource was read and handed to the agent.
@@ -154,6 +168,7 @@ type ResourceFetched struct {
 	SizeBytes int `json:"sizeBytes"`
 	// ContentHash is "sha256:<hex>" of that result.
 	ContentHash string `json:"contentHash"`
+	ToolCallID  string `json:"toolCallId,omitempty"`
 }
 
 // PromptInvoked: an agent asked for a prompt (prompts/get).
@@ -161,6 +176,8 @@ type PromptInvoked struct {
 	Server string          `json:"server"`
 	Prompt string          `json:"prompt"`
 	Args   json.RawMessage `json:"args,omitempty"`
+	// ToolCallID is the id of the prompt's permission events.
+	ToolCallID string `json:"toolCallId,omitempty"`
 }
 
 // PromptExpanded: the server expanded the prompt and the agent got it.
@@ -168,10 +185,11 @@ type PromptExpanded struct {
 	Server string `json:"server"`
 	Prompt string `json:"prompt"`
 	// Messages is how many messages the expansion has.
-	Messages  int                 `json:"messages"`
-	SizeBytes int                 `json:"sizeBytes"`
-	Injection []injection.Finding `json:"injection,omitempty"`
-	Blocked   bool                `json:"blocked,omitempty"`
+	Messages   int                 `json:"messages"`
+	SizeBytes  int                 `json:"sizeBytes"`
+	Injection  []injection.Finding `json:"injection,omitempty"`
+	Blocked    bool                `json:"blocked,omitempty"`
+	ToolCallID string              `json:"toolCallId,omitempty"`
 }
 
 // ServerCrashed: an MCP server's container exited or stopped answering.
@@ -252,11 +270,13 @@ func (ServerRequest) EventType() string           { return "mcp.server_request" 
 func (Dropped) EventType() string                 { return "audit.dropped" }
 
 func (p PermissionRequested) fields(e *fieldWriter) {
-	e.str("tool", p.Tool)
+	e.strOmitEmpty("tool", p.Tool)
 	e.args(p.Args)
 	e.str("riskAtDecision", p.RiskAtDecision)
 	e.str("sourcedFrom", p.SourcedFrom)
 	e.str("toolCallId", p.ToolCallID)
+	e.strOmitEmpty("resource", p.Resource)
+	e.strOmitEmpty("prompt", p.Prompt)
 }
 
 func (p PermissionResolved) fields(e *fieldWriter) {
@@ -264,8 +284,10 @@ func (p PermissionResolved) fields(e *fieldWriter) {
 	e.str("actor", p.Actor)
 	e.str("sourcedFrom", p.SourcedFrom)
 	e.str("toolCallId", p.ToolCallID)
-	e.str("tool", p.Tool)
+	e.strOmitEmpty("tool", p.Tool)
 	e.strOmitEmpty("reason", p.Reason)
+	e.strOmitEmpty("resource", p.Resource)
+	e.strOmitEmpty("prompt", p.Prompt)
 }
 
 func (p MCPCallStarted) fields(e *fieldWriter) {
@@ -325,6 +347,7 @@ func (p ResourceRequested) fields(e *fieldWriter) {
 	e.str("server", p.Server)
 	e.str("uri", p.URI)
 	e.strOmitEmpty("method", p.Method)
+	e.strOmitEmpty("toolCallId", p.ToolCallID)
 }
 
 func (p ServerRequest) fields(e *fieldWriter) {
@@ -341,12 +364,14 @@ func (p ResourceFetched) fields(e *fieldWriter) {
 	e.str("uri", p.URI)
 	e.int("sizeBytes", int64(p.SizeBytes))
 	e.str("contentHash", p.ContentHash)
+	e.strOmitEmpty("toolCallId", p.ToolCallID)
 }
 
 func (p PromptInvoked) fields(e *fieldWriter) {
 	e.str("server", p.Server)
 	e.str("prompt", p.Prompt)
 	e.args(p.Args)
+	e.strOmitEmpty("toolCallId", p.ToolCallID)
 }
 
 func (p PromptExpanded) fields(e *fieldWriter) {
@@ -356,6 +381,7 @@ func (p PromptExpanded) fields(e *fieldWriter) {
 	e.int("sizeBytes", int64(p.SizeBytes))
 	e.findings("injection", p.Injection)
 	e.boolOmitFalse("blocked", p.Blocked)
+	e.strOmitEmpty("toolCallId", p.ToolCallID)
 }
 
 func (p ServerCrashed) fields(e *fieldWriter) {

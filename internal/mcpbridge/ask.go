@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/canonjson"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
@@ -25,15 +26,139 @@ const approvalKey = "approval"
 // approvalPurpose separates approval states from other sealed values.
 const approvalPurpose = "mcp-approval"
 
-// outcome is how a call's permission resolved.
+// permission is one request the permission engine decides and the user may
+// be asked about: a tool call, a resource read or a prompt. All three go
+// through permit, so their questions, sealed states and decision events
+// are made one way.
+type permission struct {
+	rq *request
+	// method is tools/call, resources/read or prompts/get.
+	method string
+	// target is the canonical name the decision is about and the sealed
+	// state binds: mcp.<server>.<tool>, mcp://<server>/<uri> or
+	// mcp.<server>.<prompt>.
+	target string
+	// args are a tool's or a prompt's arguments (none for a read): the
+	// sealed state binds their digest, the question shows a preview.
+	args json.RawMessage
+	// action names the request in the question, as the agent sees it:
+	// "call mcp.fs.write (risk write)", "read the resource <uri>".
+	action string
+	// inputResponses and requestState are the params of a 2026-07-28
+	// retry.
+	inputResponses map[string]json.RawMessage
+	requestState   string
+	// id is the toolCallId of the request's events: new, or the asking
+	// request's on a retry.
+	id string
+}
+
+// retryParams are the params of a 2026-07-28 retry, whatever the method.
+type retryParams struct {
+	InputResponses map[string]json.RawMessage `json:"inputResponses"`
+	RequestState   string                     `json:"requestState"`
+}
+
+// invalidStateError refuses a retry whose requestState does not fit it.
+type invalidStateError struct{ msg string }
+
+func (e *invalidStateError) Error() string { return e.msg }
+
+// permit decides p: it records the request (or, on a 2026-07-28 retry,
+// takes up the one the sealed state names), applies the session's grants,
+// asks the user where the result is ask, and records the decision before
+// it returns. An outcome with pending set is the input_required answer, with
+// nothing resolved yet. An error is an *invalidStateError or a record that
+// could not be written: either way nothing may go upstream.
+func (b *Bridge) permit(p *permission, res policy.Result) (outcome, error) {
+	rq := p.rq
+	var st *approvalState
+	if p.requestState != "" {
+		// The retry of a request that asked: the same id, and
+		// permission.requested is written already.
+		var err error
+		if st, err = b.openApprovalState(p); err != nil {
+			return outcome{}, err
+		}
+		p.id = st.ToolCallID
+	} else {
+		p.id = b.cfg.NewCallID()
+		if _, err := b.audit(rq, p.requested(res, b.source(rq))); err != nil {
+			return outcome{}, err
+		}
+	}
+	if rq.sess != nil {
+		res = rq.sess.Grants.Apply(res)
+	}
+	if p.method == methodCall && b.cfg.Limiter != nil {
+		// Only tool calls count against a policy's rate limit.
+		res = b.cfg.Limiter.Apply(rq.id.Subject, res)
+	}
+	o := b.resolve(p, res, st)
+	if o.pending != nil {
+		return o, nil
+	}
+	if _, err := b.audit(rq, p.resolved(o)); err != nil {
+		return outcome{}, err
+	}
+	return o, nil
+}
+
+// requested is p's permission.requested event.
+func (p *permission) requested(res policy.Result, source string) audit.PermissionRequested {
+	ev := audit.PermissionRequested{Args: p.args, RiskAtDecision: string(res.RiskAtDecision), SourcedFrom: source, ToolCallID: p.id}
+	switch p.method {
+	case methodRead:
+		ev.Resource = p.target
+	case methodPrompt:
+		ev.Prompt = p.target
+	default:
+		ev.Tool = p.target
+	}
+	return ev
+}
+
+// resolved is p's permission.resolved event.
+func (p *permission) resolved(o outcome) audit.PermissionResolved {
+	ev := audit.PermissionResolved{Decision: o.decision, Actor: o.actor, SourcedFrom: o.sourcedFrom, ToolCallID: p.id, Reason: o.reason}
+	switch p.method {
+	case methodRead:
+		ev.Resource = p.target
+	case methodPrompt:
+		ev.Prompt = p.target
+	default:
+		ev.Tool = p.target
+	}
+	return ev
+}
+
+// Methods a permission is for.
+const (
+	methodCall   = "tools/call"
+	methodRead   = "resources/read"
+	methodPrompt = "prompts/get"
+)
+
+// noun names the request in reasons: "the user denied the call".
+func (p *permission) noun() string {
+	switch p.method {
+	case methodRead:
+		return "read"
+	case methodPrompt:
+		return "prompt"
+	}
+	return "call"
+}
+
+// outcome is how a request's permission resolved.
 type outcome struct {
 	decision    string // allow or deny
 	actor       string // policy, user or bridge
 	sourcedFrom string
 	reason      string
 	failReason  string // tool.failed reason when denied
-	// pending is the input_required answer of a 2026-07-28 call waiting for
-	// the user: nothing is resolved yet.
+	// pending is the input_required answer of a 2026-07-28 request waiting
+	// for the user: nothing is resolved yet.
 	pending *jsonrpc.Message
 }
 
@@ -46,12 +171,12 @@ func sourceOf(s string) string {
 	return s
 }
 
-func (b *Bridge) resolve(c *call, res policy.Result, st *approvalState) outcome {
+func (b *Bridge) resolve(p *permission, res policy.Result, st *approvalState) outcome {
 	switch res.Decision {
 	case v1alpha1.DecisionAllow:
 		return outcome{decision: "allow", actor: "policy", sourcedFrom: sourceOf(res.SourcedFrom)}
 	case v1alpha1.DecisionAsk:
-		return b.ask(c, res, st)
+		return b.ask(p, res, st)
 	}
 	fail := reasonDenied
 	if len(res.Rules) == 1 && res.Rules[0].Section == "rateLimit" {
@@ -63,19 +188,19 @@ func (b *Bridge) resolve(c *call, res policy.Result, st *approvalState) outcome 
 // offered are the answers the question offers: allow for the session only
 // where there is a session and the policy allows it (never for destructive
 // tools).
-func offered(c *call, res policy.Result) []string {
+func offered(rq *request, res policy.Result) []string {
 	var out []string
 	if res.Approval.Allows(v1alpha1.ApprovalAllowOnce) {
 		out = append(out, answerAllowOnce)
 	}
-	if res.Approval.Allows(v1alpha1.ApprovalAllowSession) && c.rq.sess != nil {
+	if res.Approval.Allows(v1alpha1.ApprovalAllowSession) && rq.sess != nil {
 		out = append(out, answerAllowSession)
 	}
 	return append(out, answerDeny)
 }
 
-func (b *Bridge) ask(c *call, res policy.Result, st *approvalState) outcome {
-	rq := c.rq
+func (b *Bridge) ask(p *permission, res policy.Result, st *approvalState) outcome {
+	rq := p.rq
 	unavailable := outcome{
 		decision: "deny", actor: "bridge", sourcedFrom: sourceOf(res.SourcedFrom), failReason: reasonApprovalUnavailable,
 		reason: reasonApprovalUnavailable + ": the policy asks for approval and the client cannot be asked (it offers no form elicitation)",
@@ -83,36 +208,36 @@ func (b *Bridge) ask(c *call, res policy.Result, st *approvalState) outcome {
 	if !rq.elicitation {
 		return unavailable
 	}
-	answers := offered(c, res)
+	answers := offered(rq, res)
 	timeout := res.Approval.Timeout
 	if timeout <= 0 {
 		timeout = 2 * time.Minute
 	}
-	question := elicitParams(c, res, answers)
+	question := elicitParams(p, res, answers)
 	var answer json.RawMessage
 	if rq.stateless {
 		if st == nil {
-			return outcome{pending: b.inputRequired(c, question, answers, timeout)}
+			return outcome{pending: b.inputRequired(p, question, answers, timeout)}
 		}
-		answer = c.params.InputResponses[approvalKey]
+		answer = p.inputResponses[approvalKey]
 		answers = st.Answers
 	} else {
 		if !rq.out.canStream {
 			return unavailable
 		}
 		var err error
-		if answer, err = b.elicit(c, question, timeout); err != nil {
+		if answer, err = b.elicit(p, question, timeout); err != nil {
 			return outcome{
 				decision: "deny", actor: "bridge", sourcedFrom: "approval:timeout", failReason: reasonApprovalTimeout,
 				reason: reasonApprovalTimeout + ": " + err.Error(),
 			}
 		}
 	}
-	return b.answered(c, answer, answers)
+	return answered(p, res, answer, answers)
 }
 
 // answered turns the user's answer into the outcome.
-func (b *Bridge) answered(c *call, answer json.RawMessage, answers []string) outcome {
+func answered(p *permission, res policy.Result, answer json.RawMessage, answers []string) outcome {
 	var a struct {
 		Action  string `json:"action"`
 		Content struct {
@@ -128,10 +253,10 @@ func (b *Bridge) answered(c *call, answer json.RawMessage, answers []string) out
 	case answerAllowOnce:
 		return outcome{decision: "allow", actor: "user", sourcedFrom: "approval:once"}
 	case answerAllowSession:
-		c.rq.sess.Grants.AllowSession(c.tool.Name)
+		p.rq.sess.Grants.AllowSessionFor(res)
 		return outcome{decision: "allow", actor: "user", sourcedFrom: "approval:session"}
 	}
-	return outcome{decision: "deny", actor: "user", sourcedFrom: "approval:deny", reason: "the user denied the call", failReason: reasonDenied}
+	return outcome{decision: "deny", actor: "user", sourcedFrom: "approval:deny", reason: "the user denied the " + p.noun(), failReason: reasonDenied}
 }
 
 func contains(list []string, s string) bool {
@@ -146,17 +271,20 @@ func contains(list []string, s string) bool {
 var answerTitles = map[string]string{answerAllowOnce: "Allow once", answerAllowSession: "Allow for this session", answerDeny: "Deny"}
 
 // elicitParams is the form the user answers.
-func elicitParams(c *call, res policy.Result, answers []string) map[string]any {
+func elicitParams(p *permission, res policy.Result, answers []string) map[string]any {
 	titles := make([]string, len(answers))
 	for i, a := range answers {
 		titles[i] = answerTitles[a]
 	}
-	args := "no arguments"
-	if len(c.params.Arguments) > 0 {
-		args = "arguments " + previewText(string(c.params.Arguments), 512)
+	with := ""
+	if p.method != methodRead {
+		with = " with no arguments"
+		if len(p.args) > 0 {
+			with = " with arguments " + previewText(string(p.args), 512)
+		}
 	}
 	return map[string]any{
-		"message": fmt.Sprintf("Allow the agent to call %s (risk %s) with %s? %s", c.tool.Name, res.RiskAtDecision, args, res.Reason),
+		"message": fmt.Sprintf("Allow the agent to %s%s? %s", p.action, with, res.Reason),
 		"requestedSchema": map[string]any{
 			"type": "object",
 			"properties": map[string]any{
@@ -174,11 +302,11 @@ func previewText(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// elicit asks a legacy-era client on the call's response stream and waits
-// for its answer (posted back in the session).
-func (b *Bridge) elicit(c *call, question map[string]any, timeout time.Duration) (json.RawMessage, error) {
-	rq := c.rq
-	id, _ := json.Marshal("approval-" + c.id)
+// elicit asks a legacy-era client on the request's response stream and
+// waits for its answer (posted back in the session).
+func (b *Bridge) elicit(p *permission, question map[string]any, timeout time.Duration) (json.RawMessage, error) {
+	rq := p.rq
+	id, _ := json.Marshal("approval-" + p.id)
 	params, _ := json.Marshal(question)
 	answer, done := rq.sess.Await(string(id))
 	defer done()
@@ -197,16 +325,20 @@ func (b *Bridge) elicit(c *call, question map[string]any, timeout time.Duration)
 	case <-t.C:
 		return nil, fmt.Errorf("no answer within %s", timeout)
 	case <-rq.ctx.Done():
-		return nil, fmt.Errorf("the call ended before an answer: %w", rq.ctx.Err())
+		return nil, fmt.Errorf("the %s ended before an answer: %w", p.noun(), rq.ctx.Err())
 	}
 }
 
-// approvalState is the sealed requestState of a 2026-07-28 call that asked:
-// the retry may reach any replica, which verifies it was asked for this
-// caller, this tool and these exact arguments, and not too long ago.
+// approvalState is the sealed requestState of a 2026-07-28 request that
+// asked: the retry may reach any replica, which verifies it was asked for
+// this caller, this method and target, these exact arguments, and not too
+// long ago.
 type approvalState struct {
-	ToolCallID string   `json:"tc"`
-	Tool       string   `json:"tool"`
+	ToolCallID string `json:"tc"`
+	// Method is the request's method; states issued before it was added
+	// were all for tools/call.
+	Method     string   `json:"m,omitempty"`
+	Target     string   `json:"tool"`
 	Subject    string   `json:"sub"`
 	ArgsDigest string   `json:"args"`
 	Expires    int64    `json:"exp"` // Unix milliseconds
@@ -224,33 +356,36 @@ func argsDigest(args json.RawMessage) string {
 	return d
 }
 
-func (b *Bridge) inputRequired(c *call, question map[string]any, answers []string, timeout time.Duration) *jsonrpc.Message {
+func (b *Bridge) inputRequired(p *permission, question map[string]any, answers []string, timeout time.Duration) *jsonrpc.Message {
 	state, err := b.cfg.Sealer.Seal(approvalPurpose, approvalState{
-		ToolCallID: c.id, Tool: c.tool.Name, Subject: c.rq.id.Username, ArgsDigest: argsDigest(c.params.Arguments),
+		ToolCallID: p.id, Method: p.method, Target: p.target, Subject: p.rq.id.Username, ArgsDigest: argsDigest(p.args),
 		Expires: b.now().Add(timeout).UnixMilli(), Answers: answers,
 	})
 	if err != nil {
-		return rpcError(c.rq, jsonrpc.CodeInternalError, err.Error(), nil)
+		return rpcError(p.rq, jsonrpc.CodeInternalError, err.Error(), nil)
 	}
-	return rpcResult(c.rq, map[string]any{
+	return rpcResult(p.rq, map[string]any{
 		"resultType":    "input_required",
 		"inputRequests": map[string]any{approvalKey: map[string]any{"method": "elicitation/create", "params": question}},
 		"requestState":  state,
 	})
 }
 
-func (b *Bridge) openApprovalState(c *call) (*approvalState, error) {
+func (b *Bridge) openApprovalState(p *permission) (*approvalState, error) {
 	var st approvalState
-	if err := b.cfg.Sealer.Open(approvalPurpose, c.params.RequestState, &st); err != nil {
-		return nil, errors.New("invalid requestState: it was not issued by this bridge")
+	if err := b.cfg.Sealer.Open(approvalPurpose, p.requestState, &st); err != nil {
+		return nil, &invalidStateError{"invalid requestState: it was not issued by this bridge"}
+	}
+	if st.Method == "" {
+		st.Method = methodCall
 	}
 	switch {
-	case st.Subject != c.rq.id.Username, st.Tool != c.tool.Name:
-		return nil, errors.New("invalid requestState: it was issued for another caller or tool")
-	case st.ArgsDigest != argsDigest(c.params.Arguments):
-		return nil, errors.New("invalid requestState: the arguments changed since the question; call again without requestState")
+	case st.Subject != p.rq.id.Username, st.Method != p.method, st.Target != p.target:
+		return nil, &invalidStateError{"invalid requestState: it was issued for another caller or request"}
+	case st.ArgsDigest != argsDigest(p.args):
+		return nil, &invalidStateError{"invalid requestState: the arguments changed since the question; send the request again without requestState"}
 	case b.now().UnixMilli() > st.Expires:
-		return nil, errors.New("invalid requestState: the question expired; call again without requestState")
+		return nil, &invalidStateError{"invalid requestState: the question expired; send the request again without requestState"}
 	}
 	return &st, nil
 }

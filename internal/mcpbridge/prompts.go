@@ -124,28 +124,30 @@ func (b *Bridge) getPrompt(rq *request) *jsonrpc.Message {
 	}
 	full := toolname.Namespaced(s.Name, upstreamName)
 	res := b.engine.Load().DecidePrompt(rq.id.Subject, policy.PromptGet{Name: full, Server: s.Name, Namespace: s.Namespace})
-	if res.Decision != v1alpha1.DecisionAllow {
-		reason := res.Reason
-		if res.Decision == v1alpha1.DecisionAsk {
-			reason = reasonApprovalUnavailable + ": the policy asks, and prompts are not asked about; allow or deny them"
+	if res.Decision != v1alpha1.DecisionDeny {
+		// The arguments are checked before the user is asked (nobody should
+		// approve what cannot run), and only for a caller who may get the
+		// prompt at all.
+		_, parsed, err := b.livePrompts(rq, s, conn)
+		if err != nil {
+			return upstreamError(rq, err, "")
 		}
-		return rpcError(rq, CodeDenied, "prompt "+full+" denied: "+reason, map[string]any{"sourcedFrom": res.SourcedFrom})
+		i := slices.IndexFunc(parsed, func(x catalog.Prompt) bool { return x.UpstreamName == upstreamName })
+		if i < 0 {
+			return rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("unknown prompt %q", p.Name), nil)
+		}
+		if err := checkPromptArgs(parsed[i], args); err != nil {
+			return rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("prompt %s: %v", full, err), nil)
+		}
 	}
-	_, parsed, err := b.livePrompts(rq, s, conn)
-	if err != nil {
-		return upstreamError(rq, err, "")
+	id, refused := b.permitPrompt(rq, full, p.Arguments, res)
+	if refused != nil {
+		return refused
 	}
-	i := slices.IndexFunc(parsed, func(x catalog.Prompt) bool { return x.UpstreamName == upstreamName })
-	if i < 0 {
-		return rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("unknown prompt %q", p.Name), nil)
-	}
-	if err := checkPromptArgs(parsed[i], args); err != nil {
-		return rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("prompt %s: %v", full, err), nil)
-	}
-	if _, err := b.audit(rq, audit.PromptInvoked{Server: s.Name, Prompt: upstreamName, Args: p.Arguments}); err != nil {
+	if _, err := b.audit(rq, audit.PromptInvoked{Server: s.Name, Prompt: upstreamName, Args: p.Arguments, ToolCallID: id}); err != nil {
 		return rpcError(rq, jsonrpc.CodeInternalError, "the prompt was not expanded: its audit record could not be written", nil)
 	}
-	params := replaceMember(stripBridgeMeta(rq.msg.Params), "name", rawjson.AppendString(nil, upstreamName))
+	params := replaceMember(upstreamParams(rq.msg.Params), "name", rawjson.AppendString(nil, upstreamName))
 	ctx, cancel := b.contextWithCallTimeout(rq.ctx)
 	defer cancel()
 	start := b.now()
@@ -158,7 +160,7 @@ func (b *Bridge) getPrompt(rq *request) *jsonrpc.Message {
 		Server: s.Name, Name: upstreamName, Subject: rq.id.Username, Redactor: b.redactor(s),
 		Block: b.cfg.BlockInjection || res.BlockInjection,
 	}, raw)
-	expanded := audit.PromptExpanded{Server: s.Name, Prompt: upstreamName, SizeBytes: len(raw), Injection: sum.Findings, Blocked: sum.Blocked}
+	expanded := audit.PromptExpanded{Server: s.Name, Prompt: upstreamName, SizeBytes: len(raw), Injection: sum.Findings, Blocked: sum.Blocked, ToolCallID: id}
 	if msgs, e := rawjson.Elements(rawjson.Get(raw, "messages")); e == nil {
 		expanded.Messages = len(msgs)
 	}

@@ -94,20 +94,17 @@ func (b *Bridge) readResource(rq *request) *jsonrpc.Message {
 		return rpcError(rq, CodeResourceNotFound, fmt.Sprintf("unknown resource %q: server %q serves no resources here", p.URI, server), nil)
 	}
 	res := b.engine.Load().DecideResource(rq.id.Subject, policy.ResourceRead{Server: s.Name, Namespace: s.Namespace, URI: uri})
-	if res.Decision != v1alpha1.DecisionAllow {
-		reason := res.Reason
-		if res.Decision == v1alpha1.DecisionAsk {
-			reason = reasonApprovalUnavailable + ": the policy asks, and reads are not asked about; allow or deny them"
-		}
-		return rpcError(rq, CodeDenied, "read of "+p.URI+" denied: "+reason, map[string]any{"sourcedFrom": res.SourcedFrom})
+	id, refused := b.permitRead(rq, s.Name, uri, p.URI, res)
+	if refused != nil {
+		return refused
 	}
-	if _, err := b.audit(rq, audit.ResourceRequested{Server: s.Name, URI: uri}); err != nil {
+	if _, err := b.audit(rq, audit.ResourceRequested{Server: s.Name, URI: uri, ToolCallID: id}); err != nil {
 		return rpcError(rq, jsonrpc.CodeInternalError, "the read was not run: its audit record could not be written", nil)
 	}
 	ctx, cancel := b.contextWithCallTimeout(rq.ctx)
 	defer cancel()
 	start := b.now()
-	raw, err := conn.Call(ctx, "resources/read", replaceMember(stripBridgeMeta(rq.msg.Params), "uri", rawjson.AppendString(nil, uri)))
+	raw, err := conn.Call(ctx, "resources/read", replaceMember(upstreamParams(rq.msg.Params), "uri", rawjson.AppendString(nil, uri)))
 	b.observe(s.Name, "resources/read", b.now().Sub(start), err)
 	if err != nil {
 		return upstreamError(rq, err, "")
@@ -116,7 +113,7 @@ func (b *Bridge) readResource(rq *request) *jsonrpc.Message {
 	out, _, err := b.cfg.Pipeline.ResourceResult(output.Call{
 		Server: s.Name, Name: uri, Subject: rq.id.Username, Redactor: b.redactor(s), Block: b.cfg.BlockInjection,
 	}, raw)
-	_, _ = b.audit(rq, audit.ResourceFetched{Server: s.Name, URI: uri, SizeBytes: len(raw), ContentHash: "sha256:" + hex.EncodeToString(sum[:])})
+	_, _ = b.audit(rq, audit.ResourceFetched{Server: s.Name, URI: uri, SizeBytes: len(raw), ContentHash: "sha256:" + hex.EncodeToString(sum[:]), ToolCallID: id})
 	if err != nil {
 		if errors.Is(err, output.ErrBlocked) {
 			return rpcError(rq, CodeDenied, "resource "+p.URI+": "+err.Error(), map[string]any{"reason": reasonInjection})

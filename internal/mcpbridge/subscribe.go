@@ -264,7 +264,8 @@ func (b *Bridge) resolveResource(rq *request, agentURI, what string) (*routes.Se
 	if res.Decision != v1alpha1.DecisionAllow {
 		reason := res.Reason
 		if res.Decision == v1alpha1.DecisionAsk {
-			reason = reasonApprovalUnavailable + ": the policy asks, and reads are not asked about; allow or deny them"
+			// Updates can't be asked about one by one; a read can.
+			reason = reasonApprovalUnavailable + ": the policy asks for this resource, and a subscription needs allow (read it instead: the read is asked about)"
 		}
 		return nil, nil, "", rpcError(rq, CodeDenied, what+" of "+agentURI+" denied: "+reason, map[string]any{"sourcedFrom": res.SourcedFrom})
 	}

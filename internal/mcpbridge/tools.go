@@ -176,43 +176,23 @@ func (b *Bridge) callTool(rq *request) *jsonrpc.Message {
 		return errResp
 	}
 	c := &call{rq: rq, tool: tool, params: p, args: args}
-
-	eng := b.engine.Load()
-	res := eng.DecideTool(rq.id.Subject, toolCall(tool, args))
-	var st *approvalState
-	if p.RequestState != "" {
-		// The retry of a 2026-07-28 call that asked: same toolCallId,
-		// permission.requested is written already.
-		var err error
-		if st, err = b.openApprovalState(c); err != nil {
-			return rpcError(rq, jsonrpc.CodeInvalidParams, err.Error(), nil)
-		}
-		c.id = st.ToolCallID
-	} else {
-		c.id = b.cfg.NewCallID()
-		if _, err := b.audit(rq, audit.PermissionRequested{
-			Tool: tool.Name, Args: p.Arguments, RiskAtDecision: string(res.RiskAtDecision),
-			SourcedFrom: b.source(rq), ToolCallID: c.id,
-		}); err != nil {
-			return b.auditFailure(c, err)
-		}
+	res := b.engine.Load().DecideTool(rq.id.Subject, toolCall(tool, args))
+	perm := &permission{
+		rq: rq, method: methodCall, target: tool.Name, args: p.Arguments,
+		action:         fmt.Sprintf("call %s (risk %s)", tool.Name, res.RiskAtDecision),
+		inputResponses: p.InputResponses, requestState: p.RequestState,
 	}
-	if rq.sess != nil {
-		res = rq.sess.Grants.Apply(res)
-	}
-	if b.cfg.Limiter != nil {
-		res = b.cfg.Limiter.Apply(rq.id.Subject, res)
-	}
-	outcome := b.resolve(c, res, st)
-	if outcome.pending != nil {
+	outcome, err := b.permit(perm, res)
+	var bad *invalidStateError
+	switch {
+	case errors.As(err, &bad):
+		return rpcError(rq, jsonrpc.CodeInvalidParams, bad.Error(), nil)
+	case err != nil:
+		return b.auditFailure(c, err)
+	case outcome.pending != nil:
 		return outcome.pending
 	}
-	if _, err := b.audit(rq, audit.PermissionResolved{
-		Decision: outcome.decision, Actor: outcome.actor, SourcedFrom: outcome.sourcedFrom,
-		ToolCallID: c.id, Tool: tool.Name, Reason: outcome.reason,
-	}); err != nil {
-		return b.auditFailure(c, err)
-	}
+	c.id = perm.id
 	c.blockInjection = b.cfg.BlockInjection || res.BlockInjection
 	if outcome.decision != "allow" {
 		_, _ = b.audit(rq, audit.ToolFailed{Reason: outcome.failReason, ToolCallID: c.id, Tool: tool.Name, Message: outcome.reason})

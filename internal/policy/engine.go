@@ -90,7 +90,7 @@ func (e *Engine) DecideTool(s Subject, call ToolCall) Result {
 	n, ok := cutName(call.Name, call.Server)
 	if !ok {
 		return Result{
-			Decision: v1alpha1.DecisionDeny, RiskAtDecision: risk, SourcedFrom: SourceDefault, tool: call.Name,
+			Decision: v1alpha1.DecisionDeny, RiskAtDecision: risk, SourcedFrom: SourceDefault, target: toolTarget(call.Name),
 			Reason: fmt.Sprintf("malformed request: tool name %q is not mcp.<server>.<tool> of server %q", call.Name, call.Server),
 		}
 	}
@@ -105,7 +105,7 @@ func (e *Engine) DecideTool(s Subject, call ToolCall) Result {
 			if err != nil {
 				res := Result{
 					Decision: v1alpha1.DecisionDeny, Rules: []RuleRef{r.ref}, RiskAtDecision: risk,
-					SourcedFrom: r.source, tool: call.Name,
+					SourcedFrom: r.source, target: toolTarget(call.Name),
 					Reason: fmt.Sprintf("the condition of %s failed, which denies the call: %v", r.source, err),
 				}
 				res.rateLimits = rateLimitsOf(append(matched, conditional...))
@@ -123,7 +123,7 @@ func (e *Engine) DecideTool(s Subject, call ToolCall) Result {
 		}
 	}
 	res := conclude(matched, top, risk)
-	res.tool = call.Name
+	res.target = toolTarget(call.Name)
 	if risk == v1alpha1.RiskDestructive {
 		capDestructive(&res)
 	}
@@ -310,7 +310,9 @@ func (e *Engine) DecidePrompt(s Subject, get PromptGet) Result {
 		matched, _ = collectNames(p.prompts.byServer[get.Server], n, 0, matched, nil)
 		matched, _ = collectNames(p.prompts.anyServer, n, 0, matched, nil)
 	}
-	return conclude(matched, topLevel(matched), v1alpha1.RiskRead)
+	res := conclude(matched, topLevel(matched), v1alpha1.RiskRead)
+	res.target = promptTarget(get)
+	return res
 }
 
 // DecideResource decides one resources/read, at risk read.
@@ -328,7 +330,9 @@ func (e *Engine) DecideResource(s Subject, read ResourceRead) Result {
 			}
 		}
 	}
-	return conclude(matched, topLevel(matched), v1alpha1.RiskRead)
+	res := conclude(matched, topLevel(matched), v1alpha1.RiskRead)
+	res.target = resourceTarget(read)
+	return res
 }
 
 func (r *resourceRule) matches(read ResourceRead) bool {

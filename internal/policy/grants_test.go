@@ -154,3 +154,53 @@ func TestRateLimiterBurstDefaultsAndAskingCalls(t *testing.T) {
 		t.Errorf("third call: %+v, want deny by the limit with the default burst of 2", got)
 	}
 }
+
+// Prompts and resources are granted like tools, each kind apart: a grant
+// for a prompt never covers the tool of the same name (both are
+// mcp.<server>.<x>), a resource grant covers that exact URI of that server
+// only.
+func TestSessionGrantsForPromptsAndResources(t *testing.T) {
+	e := mustEngine(t, newPolicy("team", "p", forSA("team", "agent"),
+		ask("mcp.fs.*"),
+		withPrompt(v1alpha1.PromptRule{Prompts: []string{"mcp.fs.*"}, Decision: dAsk}),
+		withResource(v1alpha1.ResourceRule{Servers: []string{"fs", "fs-v2"}, Decision: dAsk}),
+	))
+	g := NewSessionGrants()
+	prompt := PromptGet{Name: "mcp.fs.summarize", Server: "fs", Namespace: "team"}
+	tool := call("fs", "summarize", v1alpha1.RiskRead, nil)
+	read := ResourceRead{Server: "fs", Namespace: "team", URI: "file:///a.txt"}
+
+	g.AllowSessionFor(e.DecidePrompt(agent, prompt))
+	checkResult(t, g.Apply(e.DecidePrompt(agent, prompt)), dAllow, SourceSessionAllow, nil, "for this session")
+	if got := g.Apply(e.DecideTool(agent, tool)); got.Decision != dAsk {
+		t.Errorf("a prompt grant covered the tool of the same name: %s", got.Decision)
+	}
+	if got := g.Apply(e.DecidePrompt(agent, PromptGet{Name: "mcp.fs.other", Server: "fs", Namespace: "team"})); got.Decision != dAsk {
+		t.Errorf("a prompt grant covered another prompt: %s", got.Decision)
+	}
+
+	g.AllowSession(tool.Name)
+	if got := g.Apply(e.DecidePrompt(agent, PromptGet{Name: "mcp.fs.summarize", Server: "fs", Namespace: "team"})); got.Decision != dAllow {
+		t.Errorf("the prompt grant was lost: %s", got.Decision)
+	}
+	g2 := NewSessionGrants()
+	g2.AllowSession(tool.Name)
+	if got := g2.Apply(e.DecidePrompt(agent, prompt)); got.Decision != dAsk {
+		t.Errorf("a tool grant covered the prompt of the same name: %s", got.Decision)
+	}
+
+	g.AllowSessionFor(e.DecideResource(agent, read))
+	checkResult(t, g.Apply(e.DecideResource(agent, read)), dAllow, SourceSessionAllow, nil, "")
+	for _, other := range []ResourceRead{
+		{Server: "fs", Namespace: "team", URI: "file:///b.txt"},
+		{Server: "fs-v2", Namespace: "team", URI: "file:///a.txt"},
+		{Server: "fs", Namespace: "team", URI: "file:///a.txt/"},
+	} {
+		if got := g.Apply(e.DecideResource(agent, other)); got.Decision != dAsk {
+			t.Errorf("a grant for %s covered %+v: %s", read.URI, other, got.Decision)
+		}
+	}
+	// A denied resource stays denied whatever was granted.
+	g.AllowSessionFor(e.DecideResource(agent, ResourceRead{Server: "fs", Namespace: "team", URI: "file:///../etc/passwd"}))
+	checkResult(t, g.Apply(e.DecideResource(agent, ResourceRead{Server: "fs", Namespace: "team", URI: "file:///../etc/passwd"})), dDeny, SourceDefault, nil, "")
+}

@@ -118,10 +118,37 @@ type Result struct {
 	// as it is.
 	BlockInjection bool
 
-	// tool is the namespaced tool name the result is for, so grants apply
-	// only to the tool they were given for.
-	tool string
+	// target is what the result decides, so a grant applies only to the
+	// tool, prompt or resource it was given for.
+	target target
 	// rateLimits are the limits of the policies that had a rule matching
 	// the request.
 	rateLimits []*rateLimitSpec
+}
+
+// target names what a decision is about, with its kind, so a grant for a
+// tool never matches a prompt of the same name (both are mcp.<server>.<x>).
+type target struct {
+	kind string // kindTool, kindPrompt or kindResource
+	// name is the tool's or prompt's namespaced name, or for a resource
+	// the server and the URI separated by a space (which no server name
+	// holds). Like tool names, it leaves the namespace out: server names
+	// are unique among the servers one bridge serves.
+	name string
+}
+
+const (
+	kindTool     = "tool"
+	kindPrompt   = "prompt"
+	kindResource = "resource"
+)
+
+func toolTarget(name string) target { return target{kind: kindTool, name: name} }
+
+func promptTarget(get PromptGet) target {
+	return target{kind: kindPrompt, name: get.Name}
+}
+
+func resourceTarget(read ResourceRead) target {
+	return target{kind: kindResource, name: read.Server + " " + read.URI}
 }
