@@ -215,6 +215,9 @@ func TestServicesSelectTheirPods(t *testing.T) {
 			continue
 		}
 		svc := typed[corev1.Service](t, u)
+		if svcName == "mcp-operator-bridge" && svc.Spec.SessionAffinity != corev1.ServiceAffinityClientIP {
+			t.Errorf("the bridge's Service has session affinity %q, want ClientIP (a session's approval questions and subscriptions live on one replica)", svc.Spec.SessionAffinity)
+		}
 		sel := labels.SelectorFromSet(svc.Spec.Selector)
 		for name, pod := range pods {
 			if got := sel.Matches(labels.Set(pod.Labels)); got != (name == target) {
