@@ -22,6 +22,9 @@ const (
 	relayError    = "error"
 	relayRefused  = "refused"
 	relayTimeout  = "timeout"
+	// relayForwarded: passed to a 2026-07-28 agent in an input_required
+	// result; its answer comes with the retry.
+	relayForwarded = "forwarded"
 )
 
 // relayRequests answers the requests a server sends during call c
@@ -48,17 +51,9 @@ func (b *Bridge) relay(ctx context.Context, c *call, req *jsonrpc.Message, n int
 		ev.Outcome, ev.Reason = relayRefused, why
 		return jsonrpc.NewErrorResponse(req.ID, code, "the bridge did not pass this request to the agent: "+why)
 	}
-	rq, server := c.rq, c.tool.Server
-	switch req.Method {
-	case "elicitation/create", "sampling/createMessage":
-	default:
-		return refuse(jsonrpc.CodeMethodNotFound, req.Method+" is not relayed")
-	}
-	if !server.ServerRequests.Relays(req.Method) {
-		return refuse(jsonrpc.CodeMethodNotFound, fmt.Sprintf("MCPServer %s/%s does not allow it (spec.serverRequests)", server.Namespace, server.Name))
-	}
-	if !agentOffers(rq, req) {
-		return refuse(jsonrpc.CodeMissingClientCapability, "the agent's client did not declare the capability for it")
+	rq := c.rq
+	if code, why := b.refusal(c, req); why != "" {
+		return refuse(code, why)
 	}
 	if rq.stateless || rq.sess == nil || !rq.out.canStream {
 		// A 2026-07-28 client is asked with an input_required result and a
@@ -93,6 +88,26 @@ func (b *Bridge) relay(ctx context.Context, c *call, req *jsonrpc.Message, n int
 		ev.Outcome, ev.Reason = relayTimeout, "the call ended before the agent answered: "+context.Cause(ctx).Error()
 		return jsonrpc.NewErrorResponse(req.ID, jsonrpc.CodeInternalError, ev.Reason)
 	}
+}
+
+// refusal says why a server's request during call c may not go to the
+// agent ("" when it may), with the JSON-RPC code for the server: the
+// method is not relayed, the MCPServer does not allow it, or the agent's
+// client did not declare it can answer.
+func (b *Bridge) refusal(c *call, req *jsonrpc.Message) (int, string) {
+	server := c.tool.Server
+	switch req.Method {
+	case "elicitation/create", "sampling/createMessage":
+	default:
+		return jsonrpc.CodeMethodNotFound, req.Method + " is not relayed"
+	}
+	if !server.ServerRequests.Relays(req.Method) {
+		return jsonrpc.CodeMethodNotFound, fmt.Sprintf("MCPServer %s/%s does not allow it (spec.serverRequests)", server.Namespace, server.Name)
+	}
+	if !agentOffers(c.rq, req) {
+		return jsonrpc.CodeMissingClientCapability, "the agent's client did not declare the capability for it"
+	}
+	return 0, ""
 }
 
 // agentOffers says whether the agent's client declared it can answer req.

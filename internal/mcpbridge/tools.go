@@ -33,6 +33,9 @@ const (
 	// looks like instructions to the model (a tool result is replaced by an
 	// error result instead, which says so).
 	reasonInjection = "injection_blocked"
+	// reasonServerRequestRefused: the server asked for input (an
+	// input_required result) the bridge may not pass to the agent.
+	reasonServerRequestRefused = "server_request_refused"
 )
 
 // style is how tool names are rendered on the request's endpoint.
@@ -157,6 +160,11 @@ type call struct {
 	// blockInjection: withhold a result the injection scan flags, because
 	// a rule that matched the call says so or the bridge's flag does.
 	blockInjection bool
+	// answersServer: the call is the retry of a 2026-07-28 agent answering
+	// the server's question (inputrequired.go); upstreamState is the
+	// server's requestState to send back with the answers.
+	answersServer bool
+	upstreamState string
 }
 
 func (b *Bridge) callTool(rq *request) *jsonrpc.Message {
@@ -177,6 +185,12 @@ func (b *Bridge) callTool(rq *request) *jsonrpc.Message {
 	}
 	c := &call{rq: rq, tool: tool, params: p, args: args}
 	res := b.engine.Load().DecideTool(rq.id.Subject, toolCall(tool, args))
+	if st, ok, err := b.openUpstreamInput(c); ok {
+		if err != nil {
+			return rpcError(rq, jsonrpc.CodeInvalidParams, err.Error(), nil)
+		}
+		return b.continueCall(c, st, res)
+	}
 	perm := &permission{
 		rq: rq, method: methodCall, target: tool.Name, args: p.Arguments,
 		action:         fmt.Sprintf("call %s (risk %s)", tool.Name, res.RiskAtDecision),
@@ -244,6 +258,9 @@ func (b *Bridge) execute(c *call) *jsonrpc.Message {
 		return b.callFailed(c, 0, &upstream.Error{Reason: upstream.ReasonUnavailable, Err: errors.New("the server left the bridge's scope")})
 	}
 	params := forwardParams(tool.Upstream, c.params.Arguments, rq.msg.Params)
+	if c.answersServer {
+		params = withInputResponses(params, c.params.InputResponses, c.upstreamState)
+	}
 	hooks := upstream.CallHooks{Request: b.relayRequests(c)}
 	if tok := c.params.Meta.ProgressToken; tok != nil && rq.out.canStream {
 		hooks.Progress = func(p json.RawMessage) {
@@ -272,6 +289,22 @@ func (b *Bridge) execute(c *call) *jsonrpc.Message {
 	defer cancel()
 	start := b.now()
 	res, err := conn.CallTool(ctx, params, hooks)
+	for round := 0; err == nil && isInputRequired(res); round++ {
+		if round == maxInputRounds {
+			err = fmt.Errorf("the server asked for input %d times within one call", maxInputRounds)
+			break
+		}
+		next, answer := b.answerInputRequests(ctx, c, params, res)
+		if answer != nil {
+			if answer.Error == nil {
+				// The call continues with the agent's retry.
+				_, _ = b.audit(rq, audit.MCPCallCompleted{Server: server, ToolCallID: c.id, DurationMs: audit.Ms(b.now().Sub(start))})
+			}
+			return answer
+		}
+		params = next
+		res, err = conn.CallTool(ctx, params, hooks)
+	}
 	took := b.now().Sub(start)
 	b.observe(server, "tools/call", took, err)
 	if err != nil {

@@ -1,0 +1,193 @@
+package mcpbridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/audit"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
+	"github.com/mcp-operator/mcp-operator/internal/policy"
+)
+
+// A 2026-07-28 server asks the client something during a call by answering
+// with an input_required result: inputRequests (elicitation/create,
+// sampling/createMessage, keyed by names of its own) and an opaque
+// requestState; the client calls again with inputResponses under the same
+// keys and that state. The bridge treats each input request like a
+// session-era server's request (relay.go: allowed by spec.serverRequests,
+// declared by the agent, cleaned, audited), and then:
+//
+//   - a 2026-07-28 agent gets the input_required result, with the server's
+//     requestState sealed inside the bridge's own (bound to the caller, the
+//     tool, the arguments and a deadline), so its retry can reach any
+//     replica;
+//   - a session-era agent is asked on the call's response stream, and the
+//     bridge calls the server again itself with the answers.
+
+// upstreamInputPurpose separates these sealed states from approvals.
+const upstreamInputPurpose = "mcp-upstream-input"
+
+// maxInputRounds bounds how often a server may ask within one call.
+const maxInputRounds = 8
+
+// upstreamInputTTL is how long an agent has to answer a server's question.
+const upstreamInputTTL = 10 * time.Minute
+
+// upstreamInputState is the sealed requestState of a server's question to
+// a 2026-07-28 agent.
+type upstreamInputState struct {
+	ToolCallID string `json:"tc"`
+	Tool       string `json:"tool"`
+	Subject    string `json:"sub"`
+	ArgsDigest string `json:"args"`
+	Expires    int64  `json:"exp"` // Unix milliseconds
+	// Upstream is the server's own requestState, passed back as it was.
+	Upstream string `json:"up,omitempty"`
+}
+
+// inputRequest is one entry of a server's inputRequests.
+type inputRequest struct {
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+}
+
+func isInputRequired(res json.RawMessage) bool {
+	kind, _ := rawjson.String(rawjson.Get(res, "resultType"))
+	return kind == "input_required"
+}
+
+// openUpstreamInput reads a retry's requestState when it is the bridge's
+// seal of a server's question; ok is false for any other state (an
+// approval's, or none).
+func (b *Bridge) openUpstreamInput(c *call) (st *upstreamInputState, ok bool, err error) {
+	var s upstreamInputState
+	if c.params.RequestState == "" || b.cfg.Sealer.Open(upstreamInputPurpose, c.params.RequestState, &s) != nil {
+		return nil, false, nil
+	}
+	switch {
+	case s.Subject != c.rq.id.Username || s.Tool != c.tool.Name:
+		return nil, true, &invalidStateError{"invalid requestState: it was issued for another caller or tool"}
+	case s.ArgsDigest != argsDigest(c.params.Arguments):
+		return nil, true, &invalidStateError{"invalid requestState: the arguments changed since the server asked; call again without requestState"}
+	case b.now().UnixMilli() > s.Expires:
+		return nil, true, &invalidStateError{"invalid requestState: the server's question expired; call again without requestState"}
+	}
+	return &s, true, nil
+}
+
+// continueCall is the retry of a call whose server asked a 2026-07-28
+// agent: it was allowed before it went upstream, so it is not asked about
+// again, but a policy that denies it now still wins.
+func (b *Bridge) continueCall(c *call, st *upstreamInputState, res policy.Result) *jsonrpc.Message {
+	rq := c.rq
+	c.id, c.answersServer, c.upstreamState = st.ToolCallID, true, st.Upstream
+	c.blockInjection = b.cfg.BlockInjection || res.BlockInjection
+	if res.Decision == v1alpha1.DecisionDeny {
+		_, _ = b.audit(rq, audit.ToolFailed{Reason: reasonDenied, ToolCallID: c.id, Tool: c.tool.Name, Message: res.Reason})
+		b.count(c.tool, "deny", reasonDenied)
+		return rpcError(rq, CodeDenied, fmt.Sprintf("call of %s denied: %s", c.tool.Name, res.Reason), map[string]any{
+			"reason": reasonDenied, "sourcedFrom": sourceOf(res.SourcedFrom), "toolCallId": c.id,
+		})
+	}
+	return b.execute(c)
+}
+
+// withInputResponses are the params of a call again after the server
+// asked: the client's answers and the server's requestState.
+func withInputResponses(params json.RawMessage, responses map[string]json.RawMessage, state string) json.RawMessage {
+	params = removeMember(removeMember(params, "inputResponses"), "requestState")
+	if responses != nil {
+		data, _ := json.Marshal(responses)
+		params = replaceMember(params, "inputResponses", data)
+	}
+	if state != "" {
+		params = replaceMember(params, "requestState", rawjson.AppendString(nil, state))
+	}
+	return params
+}
+
+// answerInputRequests handles a server's input_required result res for
+// call c. For a session-era agent it asks the agent and returns the params
+// of the next call to the server; otherwise (a 2026-07-28 agent, or a
+// request that can't be passed on) it returns the answer for the agent.
+func (b *Bridge) answerInputRequests(ctx context.Context, c *call, params, res json.RawMessage) (json.RawMessage, *jsonrpc.Message) {
+	rq, server := c.rq, c.tool.Server.Name
+	var asked struct {
+		InputRequests map[string]inputRequest `json:"inputRequests"`
+		RequestState  string                  `json:"requestState"`
+	}
+	if err := json.Unmarshal(res, &asked); err != nil || len(asked.InputRequests) == 0 {
+		return nil, b.inputFailed(c, "the server's input_required result has no inputRequests")
+	}
+	keys := make([]string, 0, len(asked.InputRequests))
+	for k := range asked.InputRequests {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+
+	if rq.stateless {
+		cleaned := map[string]json.RawMessage{}
+		for _, k := range keys {
+			ir := asked.InputRequests[k]
+			req := &jsonrpc.Message{Method: ir.Method, Params: ir.Params}
+			ev := audit.ServerRequest{Server: server, ToolCallID: c.id, Method: ir.Method, Outcome: relayForwarded}
+			if code, why := b.refusal(c, req); why != "" {
+				ev.Outcome, ev.Reason = relayRefused, why
+				_, _ = b.audit(rq, ev)
+				return nil, b.inputRefused(c, code, why)
+			}
+			clean, findings, err := b.relayedParams(c, req)
+			if err != nil {
+				return nil, b.inputFailed(c, err.Error())
+			}
+			ev.Injection = findings
+			_, _ = b.audit(rq, ev)
+			cleaned[k], _ = json.Marshal(inputRequest{Method: ir.Method, Params: clean})
+		}
+		state, err := b.cfg.Sealer.Seal(upstreamInputPurpose, upstreamInputState{
+			ToolCallID: c.id, Tool: c.tool.Name, Subject: rq.id.Username, ArgsDigest: argsDigest(c.params.Arguments),
+			Expires: b.now().Add(upstreamInputTTL).UnixMilli(), Upstream: asked.RequestState,
+		})
+		if err != nil {
+			return nil, rpcError(rq, jsonrpc.CodeInternalError, err.Error(), nil)
+		}
+		return nil, rpcResult(rq, map[string]any{"resultType": "input_required", "inputRequests": cleaned, "requestState": state})
+	}
+
+	responses := map[string]json.RawMessage{}
+	for i, k := range keys {
+		ir := asked.InputRequests[k]
+		ev := audit.ServerRequest{Server: server, ToolCallID: c.id, Method: ir.Method}
+		reply := b.relay(ctx, c, &jsonrpc.Message{ID: json.RawMessage(`0`), Method: ir.Method, Params: ir.Params}, int64(i+1), &ev)
+		_, _ = b.audit(rq, ev)
+		if reply.Error != nil {
+			if ev.Outcome == relayRefused {
+				return nil, b.inputRefused(c, reply.Error.Code, ev.Reason)
+			}
+			return nil, b.inputFailed(c, "the agent did not answer the server's question: "+reply.Error.Message)
+		}
+		responses[k] = reply.Result
+	}
+	return withInputResponses(params, responses, asked.RequestState), nil
+}
+
+// inputRefused ends a call whose server asked what the agent can't be
+// asked: the server's setting or the agent's client stands in the way.
+func (b *Bridge) inputRefused(c *call, code int, why string) *jsonrpc.Message {
+	_, _ = b.audit(c.rq, audit.ToolFailed{Reason: reasonServerRequestRefused, ToolCallID: c.id, Tool: c.tool.Name, Message: why})
+	b.count(c.tool, "allow", reasonServerRequestRefused)
+	return rpcError(c.rq, code, "the server asked for input the bridge did not pass to the agent: "+why, map[string]any{
+		"reason": reasonServerRequestRefused, "toolCallId": c.id,
+	})
+}
+
+// inputFailed ends a call whose server's question could not be handled.
+func (b *Bridge) inputFailed(c *call, why string) *jsonrpc.Message {
+	return b.callFailed(c, 0, errors.New(why))
+}
