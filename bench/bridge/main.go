@@ -27,14 +27,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/mcp-operator/mcp-operator/bench/internal/benchutil"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
 	"github.com/mcp-operator/mcp-operator/internal/testenv"
@@ -79,15 +78,6 @@ type target struct {
 	rss  int64         // child RSS after load (max over rounds)
 }
 
-func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // start runs a process and waits until addr accepts connections.
 func start(addr string, name string, args ...string) (*exec.Cmd, error) {
 	cmd := exec.Command(name, args...)
@@ -106,40 +96,35 @@ func start(addr string, name string, args ...string) (*exec.Cmd, error) {
 	return nil, fmt.Errorf("%s did not listen on %s", name, addr)
 }
 
-func stop(cmd *exec.Cmd) {
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	_ = cmd.Wait()
-}
-
 func run(rounds, calls int, loadFor time.Duration, sessions, idle int) error {
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		return err
 	}
-	upAddr := freeAddr()
+	upAddr := benchutil.FreeAddr()
 	up, err := start(upAddr, filepath.Join(root, "bin", "everything-server"), "-http="+upAddr, "-stateless=false")
 	if err != nil {
 		return fmt.Errorf("while starting the upstream (run make peers): %w", err)
 	}
-	defer stop(up)
+	defer benchutil.Stop(up)
 	upURL := "http://" + upAddr + "/mcp"
 	self, _ := os.Executable()
-	proxyAddr, bridgeAddr, mcpgoAddr := freeAddr(), freeAddr(), freeAddr()
+	proxyAddr, bridgeAddr, mcpgoAddr := benchutil.FreeAddr(), benchutil.FreeAddr(), benchutil.FreeAddr()
 	proxy, err := start(proxyAddr, self, "-role=proxy", "-listen="+proxyAddr, "-upstream="+upURL)
 	if err != nil {
 		return err
 	}
-	defer stop(proxy)
+	defer benchutil.Stop(proxy)
 	bridge, err := start(bridgeAddr, self, "-role=bridge", "-listen="+bridgeAddr, "-upstream="+upURL)
 	if err != nil {
 		return err
 	}
-	defer stop(bridge)
+	defer benchutil.Stop(bridge)
 	mcpgo, err := start(mcpgoAddr, self, "-role=mcpgo", "-listen="+mcpgoAddr, "-upstream="+upURL)
 	if err != nil {
 		return err
 	}
-	defer stop(mcpgo)
+	defer benchutil.Stop(mcpgo)
 
 	targets := []*target{
 		{name: "direct", url: upURL},
@@ -156,7 +141,7 @@ func run(rounds, calls int, loadFor time.Duration, sessions, idle int) error {
 			return fmt.Errorf("%s: %w", t.name, err)
 		}
 	}
-	idleRSS := rssOf(bridge.Process.Pid)
+	idleRSS := benchutil.RSS(bridge.Process.Pid)
 	for r := 0; r < rounds; r++ {
 		for _, t := range rotate(targets, r) {
 			lat, err := sequential(t.url, tool[t.name], calls)
@@ -164,15 +149,15 @@ func run(rounds, calls int, loadFor time.Duration, sessions, idle int) error {
 				return fmt.Errorf("%s: %w", t.name, err)
 			}
 			t.lat = append(t.lat, lat...)
-			cpu0 := cpuOf(t.pid)
+			cpu0 := benchutil.CPU(t.pid)
 			n, err := load(t.url, tool[t.name], sessions, loadFor)
 			if err != nil {
 				return fmt.Errorf("%s under load: %w", t.name, err)
 			}
-			t.cpu += cpuOf(t.pid) - cpu0
+			t.cpu += benchutil.CPU(t.pid) - cpu0
 			t.done += n
 			t.rate = append(t.rate, float64(n)/loadFor.Seconds())
-			t.rss = max(t.rss, rssOf(t.pid))
+			t.rss = max(t.rss, benchutil.RSS(t.pid))
 		}
 	}
 	heapPer, err := heapPerSession(targets[2].url, idle)
@@ -187,16 +172,16 @@ func run(rounds, calls int, loadFor time.Duration, sessions, idle int) error {
 			cpu = (t.cpu * 1000 / time.Duration(max(t.done, 1))).Round(time.Microsecond).String()
 			rss = fmt.Sprintf("%.1f MB", float64(t.rss)/1e6)
 		}
-		fmt.Printf("%-7s %10s %10s %12.0f %14s %10s\n", t.name, pct(t.lat, 50), pct(t.lat, 99), median(t.rate), cpu, rss)
+		fmt.Printf("%-7s %10s %10s %12.0f %14s %10s\n", t.name, benchutil.Pct(t.lat, 50), benchutil.Pct(t.lat, 99), benchutil.Median(t.rate), cpu, rss)
 	}
 	d, p, b, g := targets[0], targets[1], targets[2], targets[3]
-	p50ratio := float64(pct(b.lat, 50)) / float64(pct(p.lat, 50))
-	tputRatio := median(b.rate) / median(p.rate)
-	fmt.Printf("\nproxy vs direct: p50 %.2fx, throughput %.2fx\n", float64(pct(p.lat, 50))/float64(pct(d.lat, 50)), median(p.rate)/median(d.rate))
+	p50ratio := float64(benchutil.Pct(b.lat, 50)) / float64(benchutil.Pct(p.lat, 50))
+	tputRatio := benchutil.Median(b.rate) / benchutil.Median(p.rate)
+	fmt.Printf("\nproxy vs direct: p50 %.2fx, throughput %.2fx\n", float64(benchutil.Pct(p.lat, 50))/float64(benchutil.Pct(d.lat, 50)), benchutil.Median(p.rate)/benchutil.Median(d.rate))
 	fmt.Printf("bridge vs proxy: p50 %.2fx (target <= 1.1x), throughput %.2fx (target >= 0.9x)\n", p50ratio, tputRatio)
 	fmt.Printf("mcp-go forwarder (no auth, policy, pipeline or audit) vs proxy: p50 %.2fx, throughput %.2fx, CPU per call %.2fx the bridge's\n",
-		float64(pct(g.lat, 50))/float64(pct(p.lat, 50)), median(g.rate)/median(p.rate), perCall(g)/perCall(b))
-	fmt.Printf("bridge vs direct: p50 %.2fx, throughput %.2fx\n", float64(pct(b.lat, 50))/float64(pct(d.lat, 50)), median(b.rate)/median(d.rate))
+		float64(benchutil.Pct(g.lat, 50))/float64(benchutil.Pct(p.lat, 50)), benchutil.Median(g.rate)/benchutil.Median(p.rate), perCall(g)/perCall(b))
+	fmt.Printf("bridge vs direct: p50 %.2fx, throughput %.2fx\n", float64(benchutil.Pct(b.lat, 50))/float64(benchutil.Pct(d.lat, 50)), benchutil.Median(b.rate)/benchutil.Median(d.rate))
 	fmt.Printf("bridge RSS: idle %.1f MB (target <= 40 MB), loaded %.1f MB\n", float64(idleRSS)/1e6, float64(b.rss)/1e6)
 	fmt.Printf("bridge heap per idle session at %d sessions: %.1f KB (target <= 30 KB)\n", idle, heapPer/1e3)
 	verdict := func(ok bool) string {
@@ -309,56 +294,4 @@ func heapPerSession(url string, n int) (float64, error) {
 		return 0, err
 	}
 	return float64(after-before) / float64(n), nil
-}
-
-func pct(d []time.Duration, p int) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
-	}
-	return s[min(len(s)-1, len(s)*p/100)]
-}
-
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
-	}
-	return s[len(s)/2]
-}
-
-// cpuOf is a process's user+system CPU time, from /proc.
-func cpuOf(pid int) time.Duration {
-	if pid == 0 {
-		return 0
-	}
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(data)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
-}
-
-// rssOf is a process's resident set in bytes.
-func rssOf(pid int) int64 {
-	if pid == 0 {
-		return 0
-	}
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb * 1024
-		}
-	}
-	return 0
 }

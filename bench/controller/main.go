@@ -25,7 +25,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -46,6 +45,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/bench/internal/benchutil"
 	"github.com/mcp-operator/mcp-operator/internal/testenv"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
@@ -137,7 +137,7 @@ func run(cfg config) (err error) {
 	if err := b.startController(t, env); err != nil {
 		return err
 	}
-	defer stop(b.child)
+	defer benchutil.Stop(b.child)
 	ctx := context.Background()
 	for _, ns := range []string{baseNS, ctlNS} {
 		if err := b.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
@@ -193,7 +193,7 @@ func (b *bench) startController(t *tb, env *envtest.Environment) error {
 	if err != nil {
 		return err
 	}
-	addr := freeAddr()
+	addr := benchutil.FreeAddr()
 	self, _ := os.Executable()
 	b.child = exec.Command(self, "-role=controller", "-listen="+addr, "-workers="+strconv.Itoa(b.workers))
 	b.child.Env = append(os.Environ(), "KUBECONFIG="+kcPath)
@@ -208,7 +208,7 @@ func (b *bench) startController(t *tb, env *envtest.Environment) error {
 			return nil
 		}
 	}
-	stop(b.child)
+	benchutil.Stop(b.child)
 	data, _ := os.ReadFile(logf.Name())
 	return fmt.Errorf("the controller child did not answer on %s: %s", addr, data)
 }
@@ -284,7 +284,7 @@ func (b *bench) controller(ctx context.Context) (ctlRound, error) {
 		return out, err
 	}
 	pid := b.child.Process.Pid
-	cpu0, api0 := cpuOf(pid), apiServerCPU()
+	cpu0, api0 := benchutil.CPU(pid), apiServerCPU()
 	start := time.Now()
 	created, err := b.createAll(ctx, ctlNS, nil)
 	if err != nil {
@@ -293,7 +293,7 @@ func (b *bench) controller(ctx context.Context) (ctlRound, error) {
 	if err := w.wait(5 * time.Minute); err != nil {
 		return out, err
 	}
-	out.cpu, out.apiCPU = cpuOf(pid)-cpu0, apiServerCPU()-api0
+	out.cpu, out.apiCPU = benchutil.CPU(pid)-cpu0, apiServerCPU()-api0
 	out.total, out.latencies = w.since(start, created)
 
 	// Settle (the last reconciles end after the watch saw their status),
@@ -317,7 +317,7 @@ func (b *bench) controller(ctx context.Context) (ctlRound, error) {
 
 	// Steady state: only periodic probes run. Sampling the probe counter
 	// every second shows whether they bunch up.
-	cpu1, api1 := cpuOf(pid), apiServerCPU()
+	cpu1, api1 := benchutil.CPU(pid), apiServerCPU()
 	last := settled.Probes
 	for range int(b.idle / time.Second) {
 		time.Sleep(time.Second)
@@ -328,7 +328,7 @@ func (b *bench) controller(ctx context.Context) (ctlRound, error) {
 		out.peakProbesPerSecond = max(out.peakProbesPerSecond, s.Probes-last)
 		last = s.Probes
 	}
-	out.idleCPU, out.idleAPICPU = cpuOf(pid)-cpu1, apiServerCPU()-api1
+	out.idleCPU, out.idleAPICPU = benchutil.CPU(pid)-cpu1, apiServerCPU()-api1
 	after, err := b.read(false)
 	if err != nil {
 		return out, err
@@ -540,12 +540,12 @@ func report(cfg config, bases []baseRound, ctls []ctlRound) {
 
 	fmt.Printf("\n%-44s %14s %14s\n", "medians over rounds", "baseline", "controller")
 	fmt.Printf("%-44s %14s %14s\n", "time to all Ready", ms(medianD(baseTotal)), ms(medianD(ctlTotal)))
-	fmt.Printf("%-44s %14s %14s\n", "create→Ready p50", ms(pct(baseLat, 50)), ms(pct(ctlLat, 50)))
-	fmt.Printf("%-44s %14s %14s\n", "create→Ready p99", ms(pct(baseLat, 99)), ms(pct(ctlLat, 99)))
+	fmt.Printf("%-44s %14s %14s\n", "create→Ready p50", ms(benchutil.Pct(baseLat, 50)), ms(benchutil.Pct(ctlLat, 50)))
+	fmt.Printf("%-44s %14s %14s\n", "create→Ready p99", ms(benchutil.Pct(baseLat, 99)), ms(benchutil.Pct(ctlLat, 99)))
 	fmt.Printf("%-44s %14s %14s\n", "API server + etcd CPU per server", us(medianD(baseAPI)/time.Duration(n)), us(medianD(ctlAPI)/time.Duration(n)))
 	fmt.Printf("%-44s %14s %14s\n", "controller CPU per server (create→Ready)", "-", us(medianD(cpu)/time.Duration(n)))
-	fmt.Printf("%-44s %14s %14.2f\n", "reconciles per server until Ready", "-", median(recs))
-	fmt.Printf("%-44s %14s %14.2f\n", "probes per server until Ready", "-", median(probes))
+	fmt.Printf("%-44s %14s %14.2f\n", "reconciles per server until Ready", "-", benchutil.Median(recs))
+	fmt.Printf("%-44s %14s %14.2f\n", "probes per server until Ready", "-", benchutil.Median(probes))
 	methods := make([]string, 0, len(reqs))
 	for m := range reqs {
 		methods = append(methods, m)
@@ -553,46 +553,28 @@ func report(cfg config, bases []baseRound, ctls []ctlRound) {
 	slices.Sort(methods)
 	var parts []string
 	for _, m := range methods {
-		parts = append(parts, fmt.Sprintf("%s %.2f", m, median(reqs[m])))
+		parts = append(parts, fmt.Sprintf("%s %.2f", m, benchutil.Median(reqs[m])))
 	}
 	fmt.Printf("%-44s %14s %14s\n", "API requests per server (not the create)", "PUT 1.00", strings.Join(parts, ", "))
-	fmt.Printf("%-44s %14s %11.1f MB\n", "controller heap after settle (N Ready)", "-", median(heapReady)/1e6)
-	fmt.Printf("%-44s %14s %11.1f KB\n", "controller heap per Ready server", "-", median(heapPer)/1e3)
+	fmt.Printf("%-44s %14s %11.1f MB\n", "controller heap after settle (N Ready)", "-", benchutil.Median(heapReady)/1e6)
+	fmt.Printf("%-44s %14s %11.1f KB\n", "controller heap per Ready server", "-", benchutil.Median(heapPer)/1e3)
 	fmt.Printf("\nsteady state, %s idle with %d servers Ready (probe interval %s):\n", cfg.idle, cfg.servers, cfg.interval)
 	fmt.Printf("  probes %.0f (peak %.0f in one second, mean %.1f/s), failed probes and reconcile errors over all rounds: %.0f, %.0f\n",
-		median(idleProbes), median(peak), median(idleProbes)/cfg.idle.Seconds(), sum(failures), sum(errs))
+		benchutil.Median(idleProbes), benchutil.Median(peak), benchutil.Median(idleProbes)/cfg.idle.Seconds(), sum(failures), sum(errs))
 	fmt.Printf("  controller CPU %s per server per minute, %s per probe; status writes per probe %.2f\n",
-		us(perMin(medianD(idleCPU))), us(medianD(idleCPU)/time.Duration(max(median(idleProbes), 1))), median(idlePatches))
+		us(perMin(medianD(idleCPU))), us(medianD(idleCPU)/time.Duration(max(benchutil.Median(idleProbes), 1))), benchutil.Median(idlePatches))
 	fmt.Printf("  API server + etcd CPU %s per server per minute, %s per probe\n",
-		us(perMin(medianD(idleAPI))), us(medianD(idleAPI)/time.Duration(max(median(idleProbes), 1))))
+		us(perMin(medianD(idleAPI))), us(medianD(idleAPI)/time.Duration(max(benchutil.Median(idleProbes), 1))))
 
 	r := float64(medianD(ctlTotal)) / float64(medianD(baseTotal))
 	fmt.Printf("\nsummary: %d servers Ready in %s through the controller vs %s for the bare API work (%.2fx); p50/p99 create→Ready %s/%s; %.2f reconciles and %s controller CPU per server; heap %.1f MB (%.1f KB/server); idle %s CPU per server per minute at a %s probe interval\n",
-		cfg.servers, ms(medianD(ctlTotal)), ms(medianD(baseTotal)), r, ms(pct(ctlLat, 50)), ms(pct(ctlLat, 99)),
-		median(recs), us(medianD(cpu)/time.Duration(n)), median(heapReady)/1e6, median(heapPer)/1e3, us(perMin(medianD(idleCPU))), cfg.interval)
+		cfg.servers, ms(medianD(ctlTotal)), ms(medianD(baseTotal)), r, ms(benchutil.Pct(ctlLat, 50)), ms(benchutil.Pct(ctlLat, 99)),
+		benchutil.Median(recs), us(medianD(cpu)/time.Duration(n)), benchutil.Median(heapReady)/1e6, benchutil.Median(heapPer)/1e3, us(perMin(medianD(idleCPU))), cfg.interval)
 }
 
 func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }
 
-func pct(d []time.Duration, p int) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
-	}
-	return s[min(len(s)-1, len(s)*p/100)]
-}
-
-func medianD(d []time.Duration) time.Duration { return pct(d, 50) }
-
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
-	}
-	return s[len(s)/2]
-}
+func medianD(d []time.Duration) time.Duration { return benchutil.Pct(d, 50) }
 
 func sum(v []float64) float64 {
 	var t float64
@@ -600,18 +582,4 @@ func sum(v []float64) float64 {
 		t += x
 	}
 	return t
-}
-
-func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-func stop(cmd *exec.Cmd) {
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	_ = cmd.Wait()
 }

@@ -5,8 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/mcp-operator/mcp-operator/bench/internal/benchutil"
 )
 
 // tb gives testpeers the little of a test it needs: its processes and
@@ -33,30 +34,6 @@ func (t *tb) close() {
 	}
 }
 
-// stat is a process's parent pid, command name and user+system CPU time,
-// from /proc.
-func stat(pid int) (ppid int, comm string, cpu time.Duration, ok bool) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, "", 0, false
-	}
-	s := string(data)
-	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-	if open < 0 || end < open {
-		return 0, "", 0, false
-	}
-	fields := strings.Fields(s[end+2:])
-	ppid, _ = strconv.Atoi(fields[1])
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	return ppid, s[open+1 : end], time.Duration(utime+stime) * time.Second / 100, true // USER_HZ
-}
-
-func cpuOf(pid int) time.Duration {
-	_, _, cpu, _ := stat(pid)
-	return cpu
-}
-
 // apiServerCPU is the CPU time of the kube-apiserver and etcd envtest started
 // as this process's children.
 func apiServerCPU() time.Duration {
@@ -68,7 +45,7 @@ func apiServerCPU() time.Duration {
 		if err != nil {
 			continue
 		}
-		ppid, comm, cpu, ok := stat(pid)
+		ppid, comm, cpu, ok := benchutil.Stat(pid)
 		if ok && ppid == self && (comm == "kube-apiserver" || comm == "etcd") {
 			total += cpu
 		}

@@ -107,29 +107,26 @@ func (b *Bridge) permit(p *permission, res policy.Result) (outcome, error) {
 // requested is p's permission.requested event.
 func (p *permission) requested(res policy.Result, source string) audit.PermissionRequested {
 	ev := audit.PermissionRequested{Args: p.args, RiskAtDecision: string(res.RiskAtDecision), SourcedFrom: source, ToolCallID: p.id}
-	switch p.method {
-	case methodRead:
-		ev.Resource = p.target
-	case methodPrompt:
-		ev.Prompt = p.target
-	default:
-		ev.Tool = p.target
-	}
+	ev.Tool, ev.Resource, ev.Prompt = p.names()
 	return ev
 }
 
 // resolved is p's permission.resolved event.
 func (p *permission) resolved(o outcome) audit.PermissionResolved {
 	ev := audit.PermissionResolved{Decision: o.decision, Actor: o.actor, SourcedFrom: o.sourcedFrom, ToolCallID: p.id, Reason: o.reason}
+	ev.Tool, ev.Resource, ev.Prompt = p.names()
+	return ev
+}
+
+// names puts p's target in the event field of its kind.
+func (p *permission) names() (tool, resource, prompt string) {
 	switch p.method {
 	case methodRead:
-		ev.Resource = p.target
+		return "", p.target, ""
 	case methodPrompt:
-		ev.Prompt = p.target
-	default:
-		ev.Tool = p.target
+		return "", "", p.target
 	}
-	return ev
+	return p.target, "", ""
 }
 
 // Methods a permission is for.
