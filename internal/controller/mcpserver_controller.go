@@ -60,7 +60,7 @@ const (
 // +kubebuilder:rbac:groups=mcp-operator.dev,resources=mcpservers/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch
 
 // MCPServerReconciler runs each MCPServer's workload (or reaches its remote
@@ -68,6 +68,10 @@ const (
 // restart policy.
 type MCPServerReconciler struct {
 	client.Client
+	// Secrets reads the Secrets remote servers name, uncached: a cached
+	// client would list and watch every Secret the controller can see,
+	// holding them all in memory, for the few a server references.
+	Secrets  client.Reader
 	Recorder recorder.EventRecorder
 	Prober   Prober
 	Clock    clock.Clock
@@ -96,6 +100,7 @@ func init() {
 		}
 		return (&MCPServerReconciler{
 			Client:           mgr.GetClient(),
+			Secrets:          mgr.GetAPIReader(),
 			Recorder:         mgr.GetEventRecorder("mcp-operator"),
 			Prober:           prober,
 			Workload:         opts.Workload,
@@ -108,6 +113,9 @@ func init() {
 func (r *MCPServerReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
+	}
+	if r.Secrets == nil {
+		r.Secrets = mgr.GetAPIReader()
 	}
 	r.probeFailures = map[types.NamespacedName]int{}
 	r.pending = map[types.NamespacedName][]pendingEvent{}
@@ -180,7 +188,7 @@ func (r *MCPServerReconciler) suspend(ctx context.Context, s *mcpv1alpha1.MCPSer
 }
 
 func (r *MCPServerReconciler) reconcileRemote(ctx context.Context, s *mcpv1alpha1.MCPServer) (ctrl.Result, error) {
-	target, err := remoteTarget(ctx, r.Client, s)
+	target, err := remoteTarget(ctx, r.Secrets, s)
 	if err != nil {
 		markDown(s, mcpv1alpha1.ReasonCredentialsMissing, err.Error())
 		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil

@@ -410,6 +410,7 @@ var _ = Describe("MCPServer controller", func() {
 			// The go-sdk everything-server behind the test's TLS-terminating
 			// proxy, which requires a client certificate its CA signed: the
 			// probe's TLS handshake is what is tested.
+			watchesBefore := secretListsAndWatches()
 			ca := mtlstest.NewCA(GinkgoT(), "mcp test CA")
 			up := testpeers.GoEverything(GinkgoT(), false)
 			front := mtlstest.NewFront(GinkgoT(), ca, fmt.Sprintf("http://127.0.0.1:%d", up.Port))
@@ -459,6 +460,10 @@ var _ = Describe("MCPServer controller", func() {
 			Expect(get(s).Status.Tools).To(ContainElement(HaveField("Name", "mcp.secure.test_simple_text")))
 			Expect(front.Subjects()).NotTo(BeEmpty())
 			Expect(front.Subjects()).To(HaveEach("probe-client"))
+			// Read at each probe, never listed or watched: the controller
+			// keeps no cache of the Secrets it can see (the API server
+			// watches Secrets itself, hence the count before).
+			Expect(secretListsAndWatches()).To(Equal(watchesBefore))
 		})
 	})
 

@@ -2,12 +2,15 @@ package controller
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -98,4 +101,25 @@ func startStoppableManager(namespaces []string, setup ...func(ctrl.Manager) erro
 			Eventually(done).WithTimeout(30 * time.Second).Should(BeClosed())
 		})
 	}
+}
+
+// secretListsAndWatches counts the lists and watches of Secrets the API
+// server has served or is serving (a watch counts once it ends, so the
+// open ones are read from the long-running gauge), from its own metrics.
+func secretListsAndWatches() int {
+	cs, err := kubernetes.NewForConfig(cfg)
+	Expect(err).NotTo(HaveOccurred())
+	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	total := 0
+	for _, line := range strings.Split(string(raw), "\n") {
+		counted := strings.HasPrefix(line, "apiserver_request_total{") || strings.HasPrefix(line, "apiserver_longrunning_requests{")
+		if !counted || !strings.Contains(line, `resource="secrets"`) || !(strings.Contains(line, `verb="LIST"`) || strings.Contains(line, `verb="WATCH"`)) {
+			continue
+		}
+		n, err := strconv.Atoi(line[strings.LastIndexByte(line, ' ')+1:])
+		Expect(err).NotTo(HaveOccurred())
+		total += n
+	}
+	return total
 }
