@@ -41,6 +41,7 @@ type bridgeFlags struct {
 	callerConcurrent  int
 	callTimeout       time.Duration
 	idleTimeout       time.Duration
+	shutdownDelay     time.Duration
 	allowedHosts      string
 	allowedOrigins    string
 	blockInjection    bool
@@ -67,6 +68,7 @@ func parseBridgeFlags(args []string, stderr io.Writer) (bridgeFlags, error) {
 	fs.IntVar(&f.callerConcurrent, "max-caller-requests", 4*session.DefaultMaxConcurrent, "stateless-era (2026-07-28) requests in flight at once from one caller")
 	fs.DurationVar(&f.callTimeout, "call-timeout", mcpbridge.DefaultCallTimeout, "deadline of a call forwarded to an MCP server")
 	fs.DurationVar(&f.idleTimeout, "session-idle-timeout", session.DefaultIdleTimeout, "a session not used this long ends")
+	fs.DurationVar(&f.shutdownDelay, "shutdown-delay", mcpbridge.DefaultShutdownDelay, "after SIGTERM, how long to go on serving (keep-alives off) before refusing new connections, so the Service stops sending agents here first")
 	fs.StringVar(&f.allowedHosts, "allowed-hosts", "", "comma-separated Host values accepted (DNS rebinding protection); empty accepts any, or only loopback names when listening on loopback")
 	fs.StringVar(&f.allowedOrigins, "allowed-origins", "", "comma-separated Origin values accepted from browsers; requests without Origin always pass")
 	fs.BoolVar(&f.blockInjection, "block-injection", false, "withhold every result in which the injection scan finds instructions to the model, whatever the ToolPolicies say (findings are always recorded in the audit event; without this flag, rules with injection: Block decide per tool and prompt)")
@@ -141,17 +143,24 @@ func runBridge(args []string, _, stderr io.Writer) int {
 		return 1
 	}
 	srv := mcpbridge.NewServer(f.listen, rt.Handler)
+	// ListenAndServe returns as soon as Shutdown starts; the process must
+	// live on until the calls in flight are answered and the audit is flushed.
+	stopped := make(chan struct{})
 	go func() {
+		defer close(stopped)
 		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		// The delay, then up to 10s for calls in flight: within the chart's
+		// terminationGracePeriodSeconds (30) at the default delay.
+		sctx, cancel := context.WithTimeout(context.Background(), f.shutdownDelay+10*time.Second)
 		defer cancel()
-		_ = srv.Shutdown(sctx)
+		_ = mcpbridge.Shutdown(sctx, srv, f.shutdownDelay)
 		_ = rt.Audit.Close(sctx)
 	}()
 	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		fmt.Fprintf(stderr, "manager bridge: while serving %s: %v\n", f.listen, err)
 		return 1
 	}
+	<-stopped
 	return 0
 }
 

@@ -6,12 +6,14 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,12 +30,16 @@ const (
 
 // agentStep is one line the e2e agent prints (test/e2e/agent).
 type agentStep struct {
-	Step   string          `json:"step"`
-	Tool   string          `json:"tool"`
-	Status int             `json:"status"`
-	Tools  []string        `json:"tools"`
-	Result json.RawMessage `json:"result"`
-	Error  string          `json:"error"`
+	Step    string          `json:"step"`
+	Tool    string          `json:"tool"`
+	Status  int             `json:"status"`
+	Tools   []string        `json:"tools"`
+	Result  json.RawMessage `json:"result"`
+	Error   string          `json:"error"`
+	Session string          `json:"session"`
+	Version string          `json:"version"`
+	At      time.Time       `json:"at"`
+	Ms      float64         `json:"ms"`
 }
 
 var agentSeq int
@@ -41,13 +47,26 @@ var agentSeq int
 // runAgent runs the agent in a pod of ServiceAccount sa with a projected token
 // for audience mcp-operator, and returns what it reported.
 func runAgent(sa string, calls ...string) []agentStep {
-	var svc corev1.Service
-	Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: bridgeNamespace, Name: bridgeService}, &svc)).To(Succeed())
-	// No cluster DNS in the dev cluster: the agent dials the Service's IP.
-	args := []string{"--url", fmt.Sprintf("http://%s:%d/mcp", svc.Spec.ClusterIP, svc.Spec.Ports[0].Port)}
+	var args []string
 	for _, c := range calls {
 		args = append(args, "--call", c)
 	}
+	pod := startAgent(sa, args...)
+	Eventually(func() corev1.PodPhase {
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+		return pod.Status.Phase
+	}).WithTimeout(90 * time.Second).Should(Equal(corev1.PodSucceeded))
+	return agentSteps(pod)
+}
+
+// startAgent starts the agent in a pod of ServiceAccount sa with a projected
+// token for audience mcp-operator, pointed at the bridge's Service, with
+// args added to its command line.
+func startAgent(sa string, extraArgs ...string) *corev1.Pod {
+	var svc corev1.Service
+	Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: bridgeNamespace, Name: bridgeService}, &svc)).To(Succeed())
+	// No cluster DNS in the dev cluster: the agent dials the Service's IP.
+	args := append([]string{"--url", fmt.Sprintf("http://%s:%d/mcp", svc.Spec.ClusterIP, svc.Spec.Ports[0].Port)}, extraArgs...)
 	agentSeq++
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: servedNamespace, Name: fmt.Sprintf("e2e-agent-%d-%d", GinkgoParallelProcess(), agentSeq)},
@@ -73,16 +92,22 @@ func runAgent(sa string, calls ...string) []agentStep {
 	}
 	Expect(k8sClient.Create(ctx, pod)).To(Succeed())
 	DeferCleanup(func() { _ = k8sClient.Delete(ctx, pod) })
-	Eventually(func() corev1.PodPhase {
-		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
-		return pod.Status.Phase
-	}).WithTimeout(90 * time.Second).Should(Equal(corev1.PodSucceeded))
+	return pod
+}
+
+// agentSteps is what the agent in pod has reported so far.
+func agentSteps(pod *corev1.Pod) []agentStep { return agentStepsG(Default, pod) }
+
+func agentStepsG(g Gomega, pod *corev1.Pod) []agentStep {
 	logs, err := clientset.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{}).Do(ctx).Raw()
-	Expect(err).NotTo(HaveOccurred())
+	g.Expect(err).NotTo(HaveOccurred())
 	var steps []agentStep
 	for _, line := range strings.Split(strings.TrimSpace(string(logs)), "\n") {
+		if line == "" {
+			continue
+		}
 		var s agentStep
-		Expect(json.Unmarshal([]byte(line), &s)).To(Succeed(), line)
+		g.Expect(json.Unmarshal([]byte(line), &s)).To(Succeed(), line)
 		steps = append(steps, s)
 	}
 	return steps
@@ -98,21 +123,49 @@ func stepOf(steps []agentStep, step, tool string) agentStep {
 	return agentStep{}
 }
 
-// auditEvents are the bridge's audit events (JSON lines on its stdout).
+// bridgePodSelector selects the bridge's pods.
+const bridgePodSelector = "app.kubernetes.io/component=bridge"
+
+// auditEvents are the bridge's audit events (JSON lines on its stdout), of
+// all its pods.
 func auditEvents() []map[string]any {
-	pods, err := clientset.CoreV1().Pods(bridgeNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=bridge"})
-	Expect(err).NotTo(HaveOccurred())
 	var events []map[string]any
+	for _, byPod := range auditEventsByPod(Default) {
+		events = append(events, byPod...)
+	}
+	return events
+}
+
+// auditEventsByPod are the audit events of each bridge pod that has started,
+// by pod name.
+func auditEventsByPod(g Gomega) map[string][]map[string]any {
+	pods, err := clientset.CoreV1().Pods(bridgeNamespace).List(ctx, metav1.ListOptions{LabelSelector: bridgePodSelector})
+	g.Expect(err).NotTo(HaveOccurred())
+	events := map[string][]map[string]any{}
 	for _, p := range pods.Items {
-		logs, err := clientset.CoreV1().Pods(bridgeNamespace).GetLogs(p.Name, &corev1.PodLogOptions{}).Do(ctx).Raw()
-		Expect(err).NotTo(HaveOccurred())
-		scanner := bufio.NewScanner(strings.NewReader(string(logs)))
-		scanner.Buffer(make([]byte, 1<<20), 1<<20)
-		for scanner.Scan() {
-			var e map[string]any
-			if json.Unmarshal(scanner.Bytes(), &e) == nil && e["seq"] != nil {
-				events = append(events, e)
-			}
+		if p.Status.Phase == corev1.PodPending {
+			continue // no log yet
+		}
+		logs, err := clientset.CoreV1().Pods(bridgeNamespace).GetLogs(p.Name, &corev1.PodLogOptions{}).Stream(ctx)
+		if apierrors.IsNotFound(err) {
+			continue // gone since the list
+		}
+		g.Expect(err).NotTo(HaveOccurred())
+		events[p.Name] = parseAudit(logs)
+		logs.Close()
+	}
+	return events
+}
+
+// parseAudit reads the audit events among a bridge's log lines.
+func parseAudit(r io.Reader) []map[string]any {
+	var events []map[string]any
+	scanner := bufio.NewScanner(r)
+	scanner.Buffer(make([]byte, 1<<20), 1<<20)
+	for scanner.Scan() {
+		var e map[string]any
+		if json.Unmarshal(scanner.Bytes(), &e) == nil && e["seq"] != nil {
+			events = append(events, e)
 		}
 	}
 	return events

@@ -1,7 +1,13 @@
 // Command agent is the e2e tests' agent. It runs in a pod with a projected
 // ServiceAccount token (audience mcp-operator), calls the bridge as an agent
 // would, and prints each step's outcome as a JSON line for the test to read
-// from the pod's log.
+// from the pod's log (while it runs, too: a test can act on what it has
+// done so far).
+//
+// With --repeat it then keeps calling one tool on the same connection for a
+// bounded time and never reconnects, so a test can see what a session of the
+// 2025-11-25 era (--era session) goes through meanwhile: every call reports
+// the Mcp-Session-Id it was sent with.
 package main
 
 import (
@@ -26,6 +32,13 @@ type step struct {
 	Tools  []string        `json:"tools,omitempty"`
 	Result json.RawMessage `json:"result,omitempty"`
 	Error  string          `json:"error,omitempty"`
+	// Session is the Mcp-Session-Id sent ("" in the stateless era), Version
+	// the negotiated protocol version.
+	Session string `json:"session,omitempty"`
+	Version string `json:"version,omitempty"`
+	// At is when a repeated call was sent, Ms how long it took.
+	At *time.Time `json:"at,omitempty"`
+	Ms float64    `json:"ms,omitempty"`
 }
 
 func report(s step) {
@@ -44,8 +57,13 @@ func main() {
 	tokenFile := flag.String("token-file", "/var/run/secrets/mcp-operator/token", "projected ServiceAccount token")
 	var toCall calls
 	flag.Var(&toCall, "call", "a tool to call, TOOL or TOOL=JSON_ARGS (repeatable)")
+	era := flag.String("era", "", `"session" (2025-11-25) or "stateless" (2026-07-28); "" tries stateless first`)
+	repeat := flag.String("repeat", "", "after the calls, call this tool (no arguments) again and again on the same connection")
+	every := flag.Duration("every", 500*time.Millisecond, "the pause between repeated calls")
+	repeatFor := flag.Duration("for", 15*time.Second, "how long to keep repeating")
+	callTimeout := flag.Duration("call-timeout", 5*time.Second, "how long a repeated call may take")
 	flag.Parse()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute+*repeatFor)
 	defer cancel()
 
 	// Without a token the bridge must refuse.
@@ -70,11 +88,12 @@ func main() {
 		os.Exit(1)
 	}
 	defer conn.Close()
-	c, err := client.Connect(ctx, conn, client.Options{ClientName: "e2e-agent", ClientVersion: "1"})
+	c, err := client.Connect(ctx, conn, client.Options{ClientName: "e2e-agent", ClientVersion: "1", Era: client.Era(*era)})
 	if err != nil {
 		report(step{Step: "connect", Error: err.Error()})
 		os.Exit(1)
 	}
+	report(step{Step: "connect", Session: conn.SessionID(), Version: c.ProtocolVersion()})
 	items, err := c.ListTools(ctx, client.Limits{})
 	list := step{Step: "list"}
 	if err != nil {
@@ -92,10 +111,34 @@ func main() {
 	for _, call := range toCall {
 		name, args, _ := strings.Cut(call, "=")
 		res, err := c.CallTool(ctx, name, json.RawMessage(args))
-		s := step{Step: "call", Tool: name, Result: res}
+		s := step{Step: "call", Tool: name, Result: res, Session: conn.SessionID()}
 		if err != nil {
 			s.Error = err.Error()
 		}
 		report(s)
+	}
+
+	if *repeat != "" {
+		repeatCalls(ctx, c, conn, *repeat, *every, *repeatFor, *callTimeout)
+	}
+}
+
+// repeatCalls calls tool every interval until d has passed, each call
+// bounded by timeout, reporting each call. A failed call is reported and the next one goes out as usual: what
+// the test wants to see is whether the same session carries on.
+func repeatCalls(ctx context.Context, c *client.Client, conn *streamhttp.Conn, tool string, every, d, timeout time.Duration) {
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		at := time.Now()
+		s := step{Step: "repeat", Tool: tool, Session: conn.SessionID(), At: &at}
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		_, err := c.CallTool(cctx, tool, nil)
+		cancel()
+		s.Ms = float64(time.Since(at).Microseconds()) / 1000
+		if err != nil {
+			s.Error = err.Error()
+		}
+		report(s)
+		time.Sleep(every)
 	}
 }
