@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -39,29 +40,11 @@ func TestServerInputRequired(t *testing.T) {
 	h := newHarness(t, []v1alpha1.MCPServer{asks, quiet}, []v1alpha1.ToolPolicy{pol}, nil)
 
 	t.Run("a 2026-07-28 agent answers and retries", func(t *testing.T) {
-		var mu sync.Mutex
-		var seen []string
-		c := mcp.NewClient(&mcp.Implementation{Name: "go-agent", Version: "1.0.0"}, &mcp.ClientOptions{
-			ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-				mu.Lock()
-				seen = append(seen, req.Params.Message)
-				mu.Unlock()
-				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}}, nil
-			},
-			CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
-				return &mcp.CreateMessageResult{Model: "go-agent-model", Role: "assistant", Content: &mcp.TextContent{Text: "Paris"}}, nil
-			},
-		})
-		tr := &mcp.StreamableClientTransport{Endpoint: h.url + "/mcp", HTTPClient: &http.Client{Transport: bearer{"alice-token", http.DefaultTransport}}, DisableStandaloneSSE: true}
-		cs, err := c.Connect(ctxT(t), tr, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cs.Close()
+		cs, asked := answeringGoSDKAgent(t, h.url+"/mcp", "alice-token", map[string]any{"name": "Ada"}, "Paris")
 		if got := callText(t, cs, "mcp.asks."+askName); !strings.Contains(got, "Hello, Ada!") {
 			t.Errorf("the user's answer must reach the server: %q", got)
 		}
-		if len(seen) != 1 || seen[0] != "[mcp:asks:"+askName+"] What is your name?" {
+		if seen := asked(); len(seen) != 1 || seen[0] != "[mcp:asks:"+askName+"] What is your name?" {
 			t.Errorf("the agent must be asked once, told which server asks: %q", seen)
 		}
 		if got := callText(t, cs, "mcp.asks."+askSample); !strings.Contains(got, "Sampling response: Paris") {
@@ -181,4 +164,35 @@ func connectAnswering(t *testing.T, url, token string) *client.Client {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// answeringGoSDKAgent is the official Go SDK client at 2026-07-28: it
+// accepts every elicitation with content and answers every sampling request
+// with text; asked lists the elicitation messages it got.
+func answeringGoSDKAgent(t *testing.T, url, token string, content map[string]any, text string) (cs *mcp.ClientSession, asked func() []string) {
+	t.Helper()
+	var mu sync.Mutex
+	var seen []string
+	c := mcp.NewClient(&mcp.Implementation{Name: "go-agent", Version: "1.0.0"}, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			mu.Lock()
+			seen = append(seen, req.Params.Message)
+			mu.Unlock()
+			return &mcp.ElicitResult{Action: "accept", Content: content}, nil
+		},
+		CreateMessageHandler: func(_ context.Context, _ *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return &mcp.CreateMessageResult{Model: "go-agent-model", Role: "assistant", Content: &mcp.TextContent{Text: text}}, nil
+		},
+	})
+	tr := &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}, DisableStandaloneSSE: true}
+	cs, err := c.Connect(ctxT(t), tr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(seen)
+	}
 }

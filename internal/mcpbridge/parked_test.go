@@ -1,11 +1,8 @@
 package mcpbridge
 
 import (
-	"context"
 	"encoding/json"
-	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,22 +29,7 @@ func TestParkedCall(t *testing.T) {
 	const tool = "mcp.everything.test_elicitation"
 
 	t.Run("the official Go SDK client answers and the server gets it", func(t *testing.T) {
-		var mu sync.Mutex
-		var seen []string
-		c := mcp.NewClient(&mcp.Implementation{Name: "go-agent", Version: "1.0.0"}, &mcp.ClientOptions{
-			ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-				mu.Lock()
-				seen = append(seen, req.Params.Message)
-				mu.Unlock()
-				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"username": "ada"}}, nil
-			},
-		})
-		tr := &mcp.StreamableClientTransport{Endpoint: h.url + "/mcp", HTTPClient: &http.Client{Transport: bearer{"alice-token", http.DefaultTransport}}, DisableStandaloneSSE: true}
-		cs, err := c.Connect(ctxT(t), tr, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cs.Close()
+		cs, asked := answeringGoSDKAgent(t, h.url+"/mcp", "alice-token", map[string]any{"username": "ada"}, "")
 		res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"message": "Pick a username"}})
 		if err != nil {
 			t.Fatal(err)
@@ -55,7 +37,7 @@ func TestParkedCall(t *testing.T) {
 		if got := res.Content[0].(*mcp.TextContent).Text; !strings.Contains(got, "action=accept") || !strings.Contains(got, "ada") {
 			t.Errorf("the agent's answer must reach the waiting server: %q", got)
 		}
-		if len(seen) != 1 || seen[0] != "[mcp:everything:test_elicitation] Pick a username" {
+		if seen := asked(); len(seen) != 1 || seen[0] != "[mcp:everything:test_elicitation] Pick a username" {
 			t.Errorf("the agent must be asked once, told which server asks: %q", seen)
 		}
 	})
