@@ -39,14 +39,41 @@ const maxInputRounds = 8
 // upstreamInputTTL is how long an agent has to answer a server's question.
 const upstreamInputTTL = 10 * time.Minute
 
-// upstreamInputState is the sealed requestState of a server's question to
-// a 2026-07-28 agent.
-type upstreamInputState struct {
+// callBinding is what a sealed requestState of a server's question binds
+// the retry to: the call's id, caller, tool and exact arguments, and a
+// deadline.
+type callBinding struct {
 	ToolCallID string `json:"tc"`
 	Tool       string `json:"tool"`
 	Subject    string `json:"sub"`
 	ArgsDigest string `json:"args"`
 	Expires    int64  `json:"exp"` // Unix milliseconds
+}
+
+func (b *Bridge) bindingOf(c *call, deadline time.Time) callBinding {
+	return callBinding{
+		ToolCallID: c.id, Tool: c.tool.Name, Subject: c.rq.id.Username,
+		ArgsDigest: argsDigest(c.params.Arguments), Expires: deadline.UnixMilli(),
+	}
+}
+
+// check refuses a retry c the binding was not made for.
+func (cb callBinding) check(b *Bridge, c *call) error {
+	switch {
+	case cb.Subject != c.rq.id.Username || cb.Tool != c.tool.Name:
+		return &invalidStateError{"invalid requestState: it was issued for another caller or tool"}
+	case cb.ArgsDigest != argsDigest(c.params.Arguments):
+		return &invalidStateError{"invalid requestState: the arguments changed since the server asked; call again without requestState"}
+	case b.now().UnixMilli() > cb.Expires:
+		return &invalidStateError{"invalid requestState: the server's question expired; call again without requestState"}
+	}
+	return nil
+}
+
+// upstreamInputState is the sealed requestState of a server's question to
+// a 2026-07-28 agent.
+type upstreamInputState struct {
+	callBinding
 	// Upstream is the server's own requestState, passed back as it was.
 	Upstream string `json:"up,omitempty"`
 }
@@ -70,13 +97,8 @@ func (b *Bridge) openUpstreamInput(c *call) (st *upstreamInputState, ok bool, er
 	if c.params.RequestState == "" || b.cfg.Sealer.Open(upstreamInputPurpose, c.params.RequestState, &s) != nil {
 		return nil, false, nil
 	}
-	switch {
-	case s.Subject != c.rq.id.Username || s.Tool != c.tool.Name:
-		return nil, true, &invalidStateError{"invalid requestState: it was issued for another caller or tool"}
-	case s.ArgsDigest != argsDigest(c.params.Arguments):
-		return nil, true, &invalidStateError{"invalid requestState: the arguments changed since the server asked; call again without requestState"}
-	case b.now().UnixMilli() > s.Expires:
-		return nil, true, &invalidStateError{"invalid requestState: the server's question expired; call again without requestState"}
+	if err := s.check(b, c); err != nil {
+		return nil, true, err
 	}
 	return &s, true, nil
 }
@@ -151,8 +173,7 @@ func (b *Bridge) answerInputRequests(ctx context.Context, c *call, params, res j
 			cleaned[k], _ = json.Marshal(inputRequest{Method: ir.Method, Params: clean})
 		}
 		state, err := b.cfg.Sealer.Seal(upstreamInputPurpose, upstreamInputState{
-			ToolCallID: c.id, Tool: c.tool.Name, Subject: rq.id.Username, ArgsDigest: argsDigest(c.params.Arguments),
-			Expires: b.now().Add(upstreamInputTTL).UnixMilli(), Upstream: asked.RequestState,
+			callBinding: b.bindingOf(c, b.now().Add(upstreamInputTTL)), Upstream: asked.RequestState,
 		})
 		if err != nil {
 			return nil, rpcError(rq, jsonrpc.CodeInternalError, err.Error(), nil)

@@ -55,12 +55,8 @@ type parkableEnd struct {
 
 // parkedState is the sealed requestState naming a parked call.
 type parkedState struct {
-	Parked     string `json:"pk"`
-	ToolCallID string `json:"tc"`
-	Tool       string `json:"tool"`
-	Subject    string `json:"sub"`
-	ArgsDigest string `json:"args"`
-	Expires    int64  `json:"exp"` // Unix milliseconds
+	callBinding
+	Parked string `json:"pk"`
 }
 
 // startParkable starts c upstream, detached from the agent's request (which
@@ -108,10 +104,7 @@ func (b *Bridge) park(c *call, p *parkable, ask serverAsk) *jsonrpc.Message {
 	rq := c.rq
 	id := b.cfg.NewCallID()
 	deadline, _ := p.ctx.Deadline()
-	state, err := b.cfg.Sealer.Seal(parkedPurpose, parkedState{
-		Parked: id, ToolCallID: c.id, Tool: c.tool.Name, Subject: rq.id.Username,
-		ArgsDigest: argsDigest(c.params.Arguments), Expires: deadline.UnixMilli(),
-	})
+	state, err := b.cfg.Sealer.Seal(parkedPurpose, parkedState{callBinding: b.bindingOf(c, deadline), Parked: id})
 	if err != nil {
 		ask.reply <- jsonrpc.NewErrorResponse(nil, jsonrpc.CodeInternalError, err.Error())
 		return b.await(c, p)
@@ -146,13 +139,8 @@ func (b *Bridge) openParked(c *call) (pc *parkedCall, ok bool, err error) {
 	if c.params.RequestState == "" || b.cfg.Sealer.Open(parkedPurpose, c.params.RequestState, &st) != nil {
 		return nil, false, nil
 	}
-	switch {
-	case st.Subject != c.rq.id.Username || st.Tool != c.tool.Name:
-		return nil, true, &invalidStateError{"invalid requestState: it was issued for another caller or tool"}
-	case st.ArgsDigest != argsDigest(c.params.Arguments):
-		return nil, true, &invalidStateError{"invalid requestState: the arguments changed since the server asked; call again without requestState"}
-	case b.now().UnixMilli() > st.Expires:
-		return nil, true, &invalidStateError{"invalid requestState: the call it continues has ended; call again without requestState"}
+	if err := st.check(b, c); err != nil {
+		return nil, true, err
 	}
 	v, held := b.parked.LoadAndDelete(st.Parked)
 	if !held {
