@@ -14,6 +14,8 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/artifact"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
 )
 
@@ -72,6 +74,24 @@ func (b *Bridge) listResources(rq *request, method, key, uriKey string) *jsonrpc
 	return rpcResult(rq, json.RawMessage(append(out, '}')))
 }
 
+// locateResource finds the server and upstream URI of a URI in the agent's
+// view (mcp://<server>/<uri> on /mcp, the server's own on its endpoint);
+// the message answers an unknown one.
+func (b *Bridge) locateResource(rq *request, agentURI string) (*routes.Server, *upstream.Conn, string, *jsonrpc.Message) {
+	server, uri := rq.endpoint, agentURI
+	if server == "" {
+		var ok bool
+		if server, uri, ok = ParseBridgeURI(agentURI); !ok {
+			return nil, nil, "", rpcError(rq, CodeResourceNotFound, fmt.Sprintf("unknown resource %q: resources here are named %s<server>/<uri>", agentURI, uriPrefix), nil)
+		}
+	}
+	s, conn, ok := b.cfg.Registry.Server(server)
+	if !ok || !s.Capabilities.Resources {
+		return nil, nil, "", rpcError(rq, CodeResourceNotFound, fmt.Sprintf("unknown resource %q: server %q serves no resources here", agentURI, server), nil)
+	}
+	return s, conn, uri, nil
+}
+
 func (b *Bridge) readResource(rq *request) *jsonrpc.Message {
 	var p struct {
 		URI string `json:"uri"`
@@ -82,16 +102,9 @@ func (b *Bridge) readResource(rq *request) *jsonrpc.Message {
 	if sha, ok := artifact.ParseURI(p.URI); ok {
 		return b.readArtifact(rq, p.URI, sha)
 	}
-	server, uri := rq.endpoint, p.URI
-	if server == "" {
-		var ok bool
-		if server, uri, ok = ParseBridgeURI(p.URI); !ok {
-			return rpcError(rq, CodeResourceNotFound, fmt.Sprintf("unknown resource %q: resources here are named %s<server>/<uri>", p.URI, uriPrefix), nil)
-		}
-	}
-	s, conn, ok := b.cfg.Registry.Server(server)
-	if !ok || !s.Capabilities.Resources {
-		return rpcError(rq, CodeResourceNotFound, fmt.Sprintf("unknown resource %q: server %q serves no resources here", p.URI, server), nil)
+	s, conn, uri, unknown := b.locateResource(rq, p.URI)
+	if unknown != nil {
+		return unknown
 	}
 	res := b.engine.Load().DecideResource(rq.id.Subject, policy.ResourceRead{Server: s.Name, Namespace: s.Namespace, URI: uri})
 	id, refused := b.permitRead(rq, s.Name, uri, p.URI, res)

@@ -249,16 +249,9 @@ func (h *hub) endSession(id string) {
 // view and decides it exactly as resources/read does; the message is the
 // refusal, nil when allowed.
 func (b *Bridge) resolveResource(rq *request, agentURI, what string) (*routes.Server, *upstream.Conn, string, *jsonrpc.Message) {
-	server, uri := rq.endpoint, agentURI
-	if server == "" {
-		var ok bool
-		if server, uri, ok = ParseBridgeURI(agentURI); !ok {
-			return nil, nil, "", rpcError(rq, CodeResourceNotFound, fmt.Sprintf("unknown resource %q: resources here are named %s<server>/<uri>", agentURI, uriPrefix), nil)
-		}
-	}
-	s, conn, ok := b.cfg.Registry.Server(server)
-	if !ok || !s.Capabilities.Resources {
-		return nil, nil, "", rpcError(rq, CodeResourceNotFound, fmt.Sprintf("unknown resource %q: server %q serves no resources here", agentURI, server), nil)
+	s, conn, uri, unknown := b.locateResource(rq, agentURI)
+	if unknown != nil {
+		return nil, nil, "", unknown
 	}
 	res := b.engine.Load().DecideResource(rq.id.Subject, policy.ResourceRead{Server: s.Name, Namespace: s.Namespace, URI: uri})
 	if res.Decision != v1alpha1.DecisionAllow {
