@@ -47,6 +47,11 @@ func serveProxy(listen, upstreamURL string) error {
 	}
 	p := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: u.Scheme, Host: u.Host})
 	p.FlushInterval = -1
+	// The same pool of idle upstream connections as the bridge's, so that
+	// the hop's cost is the hop's, not re-dialling (the default keeps 2).
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = upstream.IdleConns
+	p.Transport = tr
 	p.ErrorLog = log.New(io.Discard, "", 0) // clients closing idle connections is not news
 	return http.ListenAndServe(listen, p)
 }

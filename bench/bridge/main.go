@@ -70,7 +70,8 @@ func main() {
 type target struct {
 	name string
 	url  string
-	pid  int // the child's, 0 for direct
+	era  client.Era // the agent side's: the bridge speaks both
+	pid  int        // the child's, 0 for direct
 	lat  []time.Duration
 	rate []float64
 	cpu  time.Duration // child CPU over the load phases
@@ -131,26 +132,34 @@ func run(rounds, calls int, loadFor time.Duration, sessions, idle int) error {
 		{name: "proxy", url: "http://" + proxyAddr + "/mcp", pid: proxy.Process.Pid},
 		{name: "bridge", url: "http://" + bridgeAddr + "/mcp", pid: bridge.Process.Pid},
 		{name: "mcp-go", url: "http://" + mcpgoAddr + "/mcp", pid: mcpgo.Process.Pid},
+		// The same bridge with 2026-07-28 agents (no session; each call
+		// runs detached from its request, so the server may ask mid-call).
+		{name: "bridge26", url: "http://" + bridgeAddr + "/mcp", era: client.EraStateless, pid: bridge.Process.Pid},
 	}
-	tool := map[string]string{"direct": "test_simple_text", "proxy": "test_simple_text", "bridge": "mcp.everything.test_simple_text", "mcp-go": "test_simple_text"}
+	for _, t := range targets {
+		if t.era == "" {
+			t.era = client.EraSession
+		}
+	}
+	tool := map[string]string{"direct": "test_simple_text", "proxy": "test_simple_text", "bridge": "mcp.everything.test_simple_text", "mcp-go": "test_simple_text", "bridge26": "mcp.everything.test_simple_text"}
 	fmt.Printf("bridge benchmark: %d rounds x (%d sequential calls + %s at %d sessions) per target, GOMAXPROCS=%d\n", rounds, calls, loadFor, sessions, runtime.GOMAXPROCS(0))
 
 	// Warm up every path (connections, caches, the bridge's catalog).
 	for _, t := range targets {
-		if _, err := sequential(t.url, tool[t.name], 200); err != nil {
+		if _, err := sequential(t.url, t.era, tool[t.name], 200); err != nil {
 			return fmt.Errorf("%s: %w", t.name, err)
 		}
 	}
 	idleRSS := benchutil.RSS(bridge.Process.Pid)
 	for r := 0; r < rounds; r++ {
 		for _, t := range rotate(targets, r) {
-			lat, err := sequential(t.url, tool[t.name], calls)
+			lat, err := sequential(t.url, t.era, tool[t.name], calls)
 			if err != nil {
 				return fmt.Errorf("%s: %w", t.name, err)
 			}
 			t.lat = append(t.lat, lat...)
 			cpu0 := benchutil.CPU(t.pid)
-			n, err := load(t.url, tool[t.name], sessions, loadFor)
+			n, err := load(t.url, t.era, tool[t.name], sessions, loadFor)
 			if err != nil {
 				return fmt.Errorf("%s under load: %w", t.name, err)
 			}
@@ -165,22 +174,24 @@ func run(rounds, calls int, loadFor time.Duration, sessions, idle int) error {
 		return err
 	}
 
-	fmt.Printf("\n%-7s %10s %10s %12s %14s %10s\n", "target", "p50", "p99", "calls/s", "CPU/1k calls", "RSS")
+	fmt.Printf("\n%-9s %10s %10s %12s %14s %10s\n", "target", "p50", "p99", "calls/s", "CPU/1k calls", "RSS")
 	for _, t := range targets {
 		cpu, rss := "-", "-"
 		if t.pid != 0 {
 			cpu = (t.cpu * 1000 / time.Duration(max(t.done, 1))).Round(time.Microsecond).String()
 			rss = fmt.Sprintf("%.1f MB", float64(t.rss)/1e6)
 		}
-		fmt.Printf("%-7s %10s %10s %12.0f %14s %10s\n", t.name, benchutil.Pct(t.lat, 50), benchutil.Pct(t.lat, 99), benchutil.Median(t.rate), cpu, rss)
+		fmt.Printf("%-9s %10s %10s %12.0f %14s %10s\n", t.name, benchutil.Pct(t.lat, 50), benchutil.Pct(t.lat, 99), benchutil.Median(t.rate), cpu, rss)
 	}
-	d, p, b, g := targets[0], targets[1], targets[2], targets[3]
+	d, p, b, g, b26 := targets[0], targets[1], targets[2], targets[3], targets[4]
 	p50ratio := float64(benchutil.Pct(b.lat, 50)) / float64(benchutil.Pct(p.lat, 50))
 	tputRatio := benchutil.Median(b.rate) / benchutil.Median(p.rate)
 	fmt.Printf("\nproxy vs direct: p50 %.2fx, throughput %.2fx\n", float64(benchutil.Pct(p.lat, 50))/float64(benchutil.Pct(d.lat, 50)), benchutil.Median(p.rate)/benchutil.Median(d.rate))
 	fmt.Printf("bridge vs proxy: p50 %.2fx (target <= 1.1x), throughput %.2fx (target >= 0.9x)\n", p50ratio, tputRatio)
 	fmt.Printf("mcp-go forwarder (no auth, policy, pipeline or audit) vs proxy: p50 %.2fx, throughput %.2fx, CPU per call %.2fx the bridge's\n",
 		float64(benchutil.Pct(g.lat, 50))/float64(benchutil.Pct(p.lat, 50)), benchutil.Median(g.rate)/benchutil.Median(p.rate), perCall(g)/perCall(b))
+	fmt.Printf("bridge with 2026-07-28 agents vs 2025-11-25 sessions: p50 %.2fx, throughput %.2fx, CPU per call %.2fx\n",
+		float64(benchutil.Pct(b26.lat, 50))/float64(benchutil.Pct(b.lat, 50)), benchutil.Median(b26.rate)/benchutil.Median(b.rate), perCall(b26)/perCall(b))
 	fmt.Printf("bridge vs direct: p50 %.2fx, throughput %.2fx\n", float64(benchutil.Pct(b.lat, 50))/float64(benchutil.Pct(d.lat, 50)), benchutil.Median(b.rate)/benchutil.Median(d.rate))
 	fmt.Printf("bridge RSS: idle %.1f MB (target <= 40 MB), loaded %.1f MB\n", float64(idleRSS)/1e6, float64(b.rss)/1e6)
 	fmt.Printf("bridge heap per idle session at %d sessions: %.1f KB (target <= 30 KB)\n", idle, heapPer/1e3)
@@ -206,19 +217,19 @@ func rotate(ts []*target, r int) []*target {
 	return out
 }
 
-func connect(url string) (*client.Client, error) {
+func connect(url string, era client.Era) (*client.Client, error) {
 	conn, err := streamhttp.New(streamhttp.Options{URL: url, BearerToken: benchToken})
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return client.Connect(ctx, conn, client.Options{Era: client.EraSession, ClientName: "bench"})
+	return client.Connect(ctx, conn, client.Options{Era: era, ClientName: "bench"})
 }
 
 // sequential times n calls in one session, one after the other.
-func sequential(url, tool string, n int) ([]time.Duration, error) {
-	c, err := connect(url)
+func sequential(url string, era client.Era, tool string, n int) ([]time.Duration, error) {
+	c, err := connect(url, era)
 	if err != nil {
 		return nil, err
 	}
@@ -236,10 +247,10 @@ func sequential(url, tool string, n int) ([]time.Duration, error) {
 }
 
 // load runs sessions concurrent sessions calling for d and counts the calls.
-func load(url, tool string, sessions int, d time.Duration) (int64, error) {
+func load(url string, era client.Era, tool string, sessions int, d time.Duration) (int64, error) {
 	clients := make([]*client.Client, sessions)
 	for i := range clients {
-		c, err := connect(url)
+		c, err := connect(url, era)
 		if err != nil {
 			return 0, err
 		}
@@ -280,7 +291,7 @@ func heapPerSession(url string, n int) (float64, error) {
 	}
 	var clients []*client.Client
 	for i := 0; i < n; i++ {
-		c, err := connect(url)
+		c, err := connect(url, client.EraSession)
 		if err != nil {
 			return 0, err
 		}

@@ -50,6 +50,11 @@ type Options struct {
 	// MaxResumes is how many times in a row a broken response stream is
 	// resumed without the server sending anything new (default 5).
 	MaxResumes int
+	// MaxIdleConns is how many idle HTTP connections to the server are kept
+	// for reuse (default 8). A connection shared by many concurrent callers
+	// (the bridge's) wants about as many as calls run at once: past it, each
+	// call's connection is closed after use and the next one dials again.
+	MaxIdleConns int
 	// MaxRetryDelay caps the reconnection delay a server may ask for
 	// (default 5s); DefaultRetryDelay is used when it asks for none (200ms).
 	MaxRetryDelay     time.Duration
@@ -57,6 +62,9 @@ type Options struct {
 }
 
 func (o *Options) defaults() {
+	if o.MaxIdleConns <= 0 {
+		o.MaxIdleConns = 8
+	}
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = 10 * time.Second
 	}
@@ -126,7 +134,7 @@ func New(opts Options) (*Conn, error) {
 		DialContext:           (&net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
 		TLSClientConfig:       opts.TLS,
 		TLSHandshakeTimeout:   opts.TLSHandshakeTimeout,
-		MaxIdleConnsPerHost:   8,
+		MaxIdleConnsPerHost:   opts.MaxIdleConns,
 		IdleConnTimeout:       90 * time.Second,
 		ExpectContinueTimeout: time.Second,
 		ForceAttemptHTTP2:     true,

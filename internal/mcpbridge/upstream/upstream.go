@@ -53,6 +53,11 @@ type Error struct {
 func (e *Error) Error() string { return e.Reason + ": " + e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
+// IdleConns is how many idle HTTP connections a Conn keeps to its server:
+// every agent's calls share the Conn, so about as many as run at once
+// (with 8, 32 concurrent calls re-dialled the server for most of them).
+const IdleConns = 64
+
 // Target is where a server is and how to reach it.
 type Target struct {
 	// Namespace and Name of the MCPServer.
@@ -227,7 +232,7 @@ func (c *Conn) Client(ctx context.Context) (*client.Client, error) {
 func (c *Conn) dial(ctx context.Context) (*client.Client, error) {
 	conn, err := streamhttp.New(streamhttp.Options{
 		URL: c.target.URL, Header: c.target.Header, BearerToken: c.target.BearerToken, TLS: c.target.TLS,
-		MaxMessageBytes: c.opts.MaxMessageBytes,
+		MaxMessageBytes: c.opts.MaxMessageBytes, MaxIdleConns: IdleConns,
 	})
 	if err != nil {
 		return nil, &Error{Reason: ReasonUnavailable, Err: err}
