@@ -22,6 +22,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -374,5 +375,42 @@ func TestStatelessSubscriptions(t *testing.T) {
 	case u := <-ua:
 		t.Fatalf("an update after the last unsubscribe: %s", u)
 	case <-time.After(4 * time.Second):
+	}
+}
+
+// TestRotationMovesSubscriptions: when a server's credentials rotate, the
+// drained connection gives its resource subscription up at once and the new
+// one holds it: the server is subscribed once per connection, and the agent
+// does not get each update twice. (The drained connection used to
+// re-establish it with the old credentials, forever.)
+func TestRotationMovesSubscriptions(t *testing.T) {
+	up := testpeers.GoEverything(t, false)
+	tapURL, tp := newTap(t, up.URL)
+	server := bridgetest.Published(t, "tools", "everything", tapURL, v1alpha1.ToolsSpec{})
+	h := newHarness(t, []v1alpha1.MCPServer{server}, subscribePolicies(), nil)
+	a := h.connect(t, "alice-token", "/mcp", client.EraSession)
+	ua := updates(t, a)
+	if _, err := a.Call(ctxT(t), "resources/subscribe", json.RawMessage(`{"uri":"`+BridgeURI("everything", watched)+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	next(t, ua, "alice")
+	_, before, _ := h.reg.Server("everything")
+	h.reg.Update(routes.Build([]v1alpha1.MCPServer{server}), func(s *routes.Server) (upstream.Target, error) {
+		return upstream.Target{Namespace: s.Namespace, Name: s.Name, URL: s.URL, Pod: s.Pod, Credentials: "rotated"}, nil
+	})
+	if _, after, _ := h.reg.Server("everything"); after == before {
+		t.Fatal("the rotation kept the connection")
+	}
+	eventually(t, "the new connection subscribes", func() bool { return tp.count("resources/subscribe "+watched) == 2 })
+	// The drained connection's stream ends when it closes; it used to
+	// subscribe again right away.
+	time.Sleep(3 * time.Second)
+	if n := tp.count("resources/subscribe " + watched); n != 2 {
+		t.Fatalf("resources/subscribe reached the server %d times, want 2 (the first connection, then its replacement)", n)
+	}
+	drain(ua)
+	time.Sleep(6500 * time.Millisecond) // the server sends an update every 3 s per subscribed session
+	if n := drain(ua); n < 1 || n > 3 {
+		t.Fatalf("the agent got %d updates in 6.5 s, want 2 or so (doubled updates mean two upstream subscriptions)", n)
 	}
 }

@@ -65,14 +65,14 @@ func (c *Conn) Subscribe(ctx context.Context, uri string) error {
 	c.Resubscribe()
 	stop := context.AfterFunc(ctx, func() { s.mu.Lock(); s.cond.Broadcast(); s.mu.Unlock() })
 	defer stop()
-	stopLife := context.AfterFunc(c.life, func() { s.mu.Lock(); s.cond.Broadcast(); s.mu.Unlock() })
+	stopLife := context.AfterFunc(c.subsLife, func() { s.mu.Lock(); s.cond.Broadcast(); s.mu.Unlock() })
 	defer stopLife()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// The pass running when we kicked may have missed uri: wait for the
 	// one after it.
 	for s.pass < start+2 && !s.have[uri] && s.errs[uri] == nil {
-		if err := context.Cause(c.life); err != nil {
+		if err := context.Cause(c.subsLife); err != nil {
 			return err
 		}
 		if ctx.Err() != nil {
@@ -117,7 +117,7 @@ func (c *Conn) keep() {
 	var retry <-chan time.Time
 	for {
 		select {
-		case <-c.life.Done():
+		case <-c.subsLife.Done():
 			s.mu.Lock()
 			if s.stop != nil {
 				s.stop()
@@ -158,7 +158,7 @@ func (c *Conn) reconcile() error {
 		c.endStream(nil)
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(c.life, c.opts.DialTimeout)
+	ctx, cancel := context.WithTimeout(c.subsLife, c.opts.DialTimeout)
 	defer cancel()
 	cli, err := c.Client(ctx)
 	if err != nil {
@@ -212,7 +212,7 @@ func (c *Conn) endStream(cli *client.Client) {
 // In the session era a connection whose GET stream is gone for good is
 // dropped (its session may be gone too); a stateless one is kept.
 func (c *Conn) streamEnded(cli *client.Client, err error) {
-	if c.life.Err() != nil {
+	if c.subsLife.Err() != nil {
 		return
 	}
 	c.opts.Log.Info("the stream that carries resource updates ended; subscriptions are established again", "server", c.target.Namespace+"/"+c.target.Name, "error", fmt.Sprint(err))
@@ -235,7 +235,7 @@ func (c *Conn) reconcileSession(ctx context.Context, cli *client.Client, wanted 
 	running := s.stop != nil
 	s.mu.Unlock()
 	if !running && len(wanted) > 0 {
-		sctx, stop := context.WithCancel(c.life)
+		sctx, stop := context.WithCancel(c.subsLife)
 		opened := make(chan struct{})
 		ended := make(chan error, 1)
 		var once sync.Once
@@ -327,7 +327,7 @@ func (c *Conn) reconcileListen(cli *client.Client, wanted []string) error {
 		return nil
 	}
 	params, _ := json.Marshal(map[string]any{"notifications": map[string]any{"resourceSubscriptions": wanted}})
-	lctx, stop := context.WithTimeout(c.life, listenRefresh)
+	lctx, stop := context.WithTimeout(c.subsLife, listenRefresh)
 	acked := make(chan []string, 1)
 	ended := make(chan error, 1)
 	lctx = streamhttp.WithCallNotifications(lctx, func(m *jsonrpc.Message) {

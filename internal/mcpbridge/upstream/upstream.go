@@ -103,6 +103,11 @@ type Conn struct {
 
 	life   context.Context // ends when the Conn is retired
 	retire context.CancelCauseFunc
+	// subsLife bounds the resource subscriptions (subscribe.go): it ends
+	// with life, or when the Conn is drained — the Conn replacing it holds
+	// them then, and this one must not re-establish them.
+	subsLife context.Context
+	stopSubs context.CancelFunc
 
 	mu      sync.Mutex
 	cli     *client.Client
@@ -127,7 +132,8 @@ func New(t Target, o Options) *Conn {
 		o.MaxMessageBytes = 64 << 20
 	}
 	life, retire := context.WithCancelCause(context.Background())
-	return &Conn{target: t, opts: o, life: life, retire: retire}
+	subsLife, stopSubs := context.WithCancel(life)
+	return &Conn{target: t, opts: o, life: life, retire: retire, subsLife: subsLife, stopSubs: stopSubs}
 }
 
 // Target is what the Conn dials.
@@ -146,10 +152,12 @@ func (c *Conn) Retire(reason string) {
 }
 
 // Drain ends the Conn gently, for a Conn replaced by one with new
-// credentials: its calls in flight run to their end, then the connection
-// closes. A call that still reaches it (it was looked up just before) is
+// credentials: its resource subscriptions end at once (the new Conn
+// establishes them), its calls in flight run to their end, then the
+// connection closes. A call that still reaches it (it was looked up just before) is
 // served and closes the connection again when it ends.
 func (c *Conn) Drain() {
+	c.stopSubs()
 	c.mu.Lock()
 	c.draining = true
 	cli := c.idleClient()
