@@ -119,6 +119,10 @@ type Bridge struct {
 	// parked are the calls waiting here for their agent's answer to the
 	// server's question, by id (parked.go).
 	parked sync.Map
+	// usedStates are the sealed states of server questions already
+	// answered, until they expire (inputrequired.go).
+	usedStates sync.Map
+	usedCount  atomic.Int64
 
 	subjectMu       sync.Mutex
 	subjectInFlight map[string]int

@@ -2,6 +2,7 @@ package mcpbridge
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -100,7 +101,30 @@ func (b *Bridge) openUpstreamInput(c *call) (st *upstreamInputState, ok bool, er
 	if err := s.check(b, c); err != nil {
 		return nil, true, err
 	}
+	if !b.useOnce(c.params.RequestState, s.Expires) {
+		return nil, true, &invalidStateError{"invalid requestState: it was used already; call again without requestState"}
+	}
 	return &s, true, nil
+}
+
+// useOnce records a sealed state as used until it expires; false when it
+// was used already. Each retry is a call upstream, so a state must not be
+// replayed (on this replica; a replay elsewhere still meets the rate limits).
+func (b *Bridge) useOnce(state string, expires int64) bool {
+	sum := sha256.Sum256([]byte(state))
+	if _, used := b.usedStates.LoadOrStore(sum, expires); used {
+		return false
+	}
+	if b.usedCount.Add(1)%1024 == 0 {
+		now := b.now().UnixMilli()
+		b.usedStates.Range(func(k, v any) bool {
+			if v.(int64) < now {
+				b.usedStates.Delete(k)
+			}
+			return true
+		})
+	}
+	return true
 }
 
 // continueCall is the retry of a call whose server asked a 2026-07-28
@@ -110,14 +134,28 @@ func (b *Bridge) continueCall(c *call, st *upstreamInputState, res policy.Result
 	rq := c.rq
 	c.id, c.answersServer, c.upstreamState = st.ToolCallID, true, st.Upstream
 	c.blockInjection = b.cfg.BlockInjection || res.BlockInjection
+	if b.cfg.Limiter != nil {
+		// Another call upstream: it counts against the rate limits.
+		res = b.cfg.Limiter.Apply(rq.id.Subject, res)
+	}
 	if res.Decision == v1alpha1.DecisionDeny {
-		_, _ = b.audit(rq, audit.ToolFailed{Reason: reasonDenied, ToolCallID: c.id, Tool: c.tool.Name, Message: res.Reason})
-		b.count(c.tool, "deny", reasonDenied)
-		return rpcError(rq, CodeDenied, fmt.Sprintf("call of %s denied: %s", c.tool.Name, res.Reason), map[string]any{
-			"reason": reasonDenied, "sourcedFrom": sourceOf(res.SourcedFrom), "toolCallId": c.id,
-		})
+		return b.continuationDenied(c, res)
 	}
 	return b.execute(c)
+}
+
+// continuationDenied refuses the retry of a call a policy or a rate limit
+// now denies.
+func (b *Bridge) continuationDenied(c *call, res policy.Result) *jsonrpc.Message {
+	reason := reasonDenied
+	if len(res.Rules) == 1 && res.Rules[0].Section == "rateLimit" {
+		reason = reasonRateLimited
+	}
+	_, _ = b.audit(c.rq, audit.ToolFailed{Reason: reason, ToolCallID: c.id, Tool: c.tool.Name, Message: res.Reason})
+	b.count(c.tool, "deny", reason)
+	return rpcError(c.rq, CodeDenied, fmt.Sprintf("call of %s denied: %s", c.tool.Name, res.Reason), map[string]any{
+		"reason": reason, "sourcedFrom": sourceOf(res.SourcedFrom), "toolCallId": c.id,
+	})
 }
 
 // withInputResponses are the params of a call again after the server

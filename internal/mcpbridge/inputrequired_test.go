@@ -116,6 +116,9 @@ func TestServerInputRequired(t *testing.T) {
 		if err != nil || !strings.Contains(string(got), "Hello, Eve!") {
 			t.Errorf("the right retry must reach the server with the answer: %s, %v", got, err)
 		}
+		if _, err := retry(alice, "mcp.asks."+askName, `{}`); rpcCode(err) != -32602 || !strings.Contains(err.Error(), "used already") {
+			t.Errorf("the same state again: %v, want -32602 (each retry is a call upstream: no replays)", err)
+		}
 	})
 
 	var outcomes []string
@@ -132,6 +135,44 @@ func TestServerInputRequired(t *testing.T) {
 	if strings.Join(outcomes, ", ") != strings.Join(want, ", ") {
 		t.Errorf("mcp.server_request events:\n got %q\nwant %q", outcomes, want)
 	}
+}
+
+// TestServerInputRequiredRateLimited: the retry that answers a server's
+// question is another call upstream, so it takes from the rate limit like
+// the first.
+func TestServerInputRequiredRateLimited(t *testing.T) {
+	url := testpeers.GoEverything(t, true).URL
+	asks := bridgetest.PublishedRelaying(t, "tools", "asks", url, v1alpha1.ToolsSpec{}, v1alpha1.ServerRequests{})
+	pol := toolPolicy("tools", "callers", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.asks.*"))
+	pol.Spec.RateLimit = &v1alpha1.RateLimit{CallsPerMinute: 1, Burst: 2}
+	h := newHarness(t, []v1alpha1.MCPServer{asks}, []v1alpha1.ToolPolicy{pol}, nil)
+	alice := connectAnswering(t, h.url+"/mcp", "alice-token")
+	first, err := alice.CallTool(ctxT(t), "mcp.asks."+askName, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := resultMember(t, first, "requestState")
+	got, err := alice.Call(ctxT(t), "tools/call", json.RawMessage(`{"name":"mcp.asks.`+askName+`","arguments":{},"inputResponses":{"user_name":{"action":"accept","content":{"name":"Eve"}}},"requestState":"`+state+`"}`))
+	if err != nil || !strings.Contains(string(got), "Hello, Eve!") {
+		t.Fatalf("the retry within the burst: %s, %v", got, err)
+	}
+	if _, err := alice.CallTool(ctxT(t), "mcp.asks."+askName, nil); rpcCode(err) != CodeDenied || !strings.Contains(err.Error(), "rate_limited") {
+		t.Fatalf("a third call upstream past a burst of 2: %v, want rate_limited", err)
+	}
+}
+
+// resultMember is a string member of a raw result.
+func resultMember(t *testing.T, raw json.RawMessage, key string) string {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	v, _ := m[key].(string)
+	if v == "" {
+		t.Fatalf("no %s in %s", key, raw)
+	}
+	return v
 }
 
 // callText calls a tool with the Go SDK client and returns its text.

@@ -158,17 +158,16 @@ func (b *Bridge) resume(c *call, pc *parkedCall, res policy.Result) *jsonrpc.Mes
 	p := pc.p
 	c.parkable = p
 	c.blockInjection = b.cfg.BlockInjection || res.BlockInjection
+	if b.cfg.Limiter != nil {
+		res = b.cfg.Limiter.Apply(c.rq.id.Subject, res)
+	}
 	answer, ok := c.params.InputResponses[parkedInputKey]
 	switch {
 	case res.Decision == v1alpha1.DecisionDeny:
 		pc.ask.reply <- jsonrpc.NewErrorResponse(nil, CodeDenied, "the call was denied meanwhile")
 		p.cancel()
 		<-p.done
-		_, _ = b.audit(c.rq, audit.ToolFailed{Reason: reasonDenied, ToolCallID: c.id, Tool: c.tool.Name, Message: res.Reason})
-		b.count(c.tool, "deny", reasonDenied)
-		return rpcError(c.rq, CodeDenied, fmt.Sprintf("call of %s denied: %s", c.tool.Name, res.Reason), map[string]any{
-			"reason": reasonDenied, "sourcedFrom": sourceOf(res.SourcedFrom), "toolCallId": c.id,
-		})
+		return b.continuationDenied(c, res)
 	case ok:
 		pc.ask.reply <- jsonrpc.NewResult(nil, answer)
 	default:
