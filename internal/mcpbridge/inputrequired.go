@@ -203,10 +203,12 @@ func (b *Bridge) answerInputRequests(ctx context.Context, c *call, params, res j
 				return nil, b.inputRefused(c, code, why)
 			}
 			clean, findings, err := b.relayedParams(c, req)
-			if err != nil {
-				return nil, b.inputFailed(c, err.Error())
-			}
 			ev.Injection = findings
+			if err != nil {
+				ev.Outcome, ev.Reason = relayRefused, err.Error()
+				_, _ = b.audit(rq, ev)
+				return nil, b.inputRefused(c, jsonrpc.CodeInvalidParams, err.Error())
+			}
 			_, _ = b.audit(rq, ev)
 			cleaned[k], _ = json.Marshal(inputRequest{Method: ir.Method, Params: clean})
 		}

@@ -64,10 +64,10 @@ func (b *Bridge) relay(ctx context.Context, c *call, req *jsonrpc.Message, n int
 		return refuse(jsonrpc.CodeMissingClientCapability, "the agent's client cannot be asked during a call (it has no session with a response stream)")
 	}
 	params, findings, err := b.relayedParams(c, req)
+	ev.Injection = findings
 	if err != nil {
 		return refuse(jsonrpc.CodeInvalidParams, err.Error())
 	}
-	ev.Injection = findings
 
 	id := rawjson.AppendString(nil, "relay-"+c.id+"-"+strconv.FormatInt(n, 10))
 	answer, done := rq.sess.Await(string(id))
@@ -97,11 +97,11 @@ func (b *Bridge) relay(ctx context.Context, c *call, req *jsonrpc.Message, n int
 // retry brings the answer (parked.go).
 func (b *Bridge) relayParked(ctx context.Context, c *call, req *jsonrpc.Message, ev *audit.ServerRequest) *jsonrpc.Message {
 	params, findings, err := b.relayedParams(c, req)
+	ev.Injection = findings
 	if err != nil {
 		ev.Outcome, ev.Reason = relayRefused, err.Error()
 		return jsonrpc.NewErrorResponse(req.ID, jsonrpc.CodeInvalidParams, err.Error())
 	}
-	ev.Injection = findings
 	m, err := askParked(ctx, c.parkable, req.Method, params)
 	if err != nil {
 		ev.Outcome, ev.Reason = relayTimeout, err.Error()
@@ -164,11 +164,25 @@ func (b *Bridge) relayedParams(c *call, req *jsonrpc.Message) (json.RawMessage, 
 			findings = append(findings, injection.Scan(where, s)...)
 		}
 	}
+	// Text a rule (or the bridge's flag) withholds from results is not
+	// passed on through a question either.
+	blocked := func() error {
+		if c.blockInjection && len(findings) > 0 {
+			return fmt.Errorf("%s: its text looks like instructions to the model (%s)", reasonInjection, findings[0].Pattern)
+		}
+		return nil
+	}
 	if req.Method == "elicitation/create" {
 		msg, _ := rawjson.String(rawjson.Get(params, "message"))
 		scan("message", rawjson.Get(params, "message"))
 		prefixed := rawjson.AppendString(nil, "[mcp:"+c.tool.Server.Name+":"+c.tool.Upstream+"] "+msg)
-		return replaceMember(params, "message", prefixed), findings, nil
+		return replaceMember(params, "message", prefixed), findings, blocked()
+	}
+	// To the agent the bridge is one server: context "thisServer" or
+	// "allServers" would be the whole bridge session's, other servers'
+	// results included, handed to this server through the model's answer.
+	if ctx, _ := rawjson.String(rawjson.Get(params, "includeContext")); ctx != "" && ctx != "none" {
+		params = replaceMember(params, "includeContext", rawjson.AppendString(nil, "none"))
 	}
 	scan("systemPrompt", rawjson.Get(params, "systemPrompt"))
 	var messages []struct {
@@ -185,5 +199,5 @@ func (b *Bridge) relayedParams(c *call, req *jsonrpc.Message) (json.RawMessage, 
 			scan(fmt.Sprintf("messages[%d].content", i), rawjson.Get(block, "text"))
 		}
 	}
-	return params, findings, nil
+	return params, findings, blocked()
 }

@@ -6,7 +6,9 @@ import (
 	"testing"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -90,4 +92,38 @@ func stepText(res tsResult, i int) string {
 		return "error " + s.Error.Message
 	}
 	return string(s.Result)
+}
+
+// TestRelayedRequestsCleaned: what a rule withholds from a tool's result
+// (injection: Block) is not passed on through the server's own request
+// either (server-everything puts the agent's prompt into its sampling
+// request), and a sampling request never asks the agent's client for
+// context: to the agent the bridge is one server, and "thisServer" would be
+// every server's results.
+func TestRelayedRequestsCleaned(t *testing.T) {
+	everything := bridgetest.PublishedRelaying(t, "agents", "everything", testpeers.NodeEverything(t).URL, v1alpha1.ToolsSpec{},
+		v1alpha1.ServerRequests{Sampling: v1alpha1.RelayAllowed})
+	blocking := rule("allow", "mcp.everything.*")
+	blocking.Injection = v1alpha1.InjectionBlock
+	pol := toolPolicy("agents", "callers", []v1alpha1.Subject{sa("agents", "alice")}, blocking)
+	h := newHarness(t, []v1alpha1.MCPServer{everything}, []v1alpha1.ToolPolicy{pol}, nil)
+
+	res := runTSAgent(t, h.url+"/mcp", "alice-token", tsPlan{Sampling: "ok", Steps: []tsStep{
+		{Op: "call", Name: "mcp.everything.trigger-sampling-request", Args: map[string]any{"prompt": injected}},
+		{Op: "call", Name: "mcp.everything.trigger-sampling-request", Args: map[string]any{"prompt": "a harmless question"}},
+	}})
+	if got := stepText(res, 0); !strings.Contains(got, "injection_blocked") {
+		t.Errorf("a sampling request carrying injected text must be refused: %s", got)
+	}
+	if len(res.Relayed) != 1 || strings.Contains(string(res.Relayed[0].Params), "Ignore all previous") {
+		t.Fatalf("only the harmless request may reach the agent: %+v", res.Relayed)
+	}
+
+	// A server that asks for context (no real peer here does on demand).
+	c := &call{rq: &request{}, tool: &routes.Tool{Server: &routes.Server{Name: "everything"}, Upstream: "t"}}
+	params, _, err := h.b.relayedParams(c, &jsonrpc.Message{Method: "sampling/createMessage",
+		Params: json.RawMessage(`{"messages":[],"includeContext":"allServers","maxTokens":5}`)})
+	if err != nil || !strings.Contains(string(params), `"includeContext":"none"`) {
+		t.Errorf("includeContext must go to the agent as none: %s, %v", params, err)
+	}
 }
