@@ -119,6 +119,10 @@ type Bridge struct {
 	// parked are the calls waiting here for their agent's answer to the
 	// server's question, by id (parked.go).
 	parked sync.Map
+	// parkedTotal and parkedBy count them, all and by caller.
+	parkMu      sync.Mutex
+	parkedTotal int
+	parkedBy    map[string]int
 	// usedStates are the sealed states of server questions already
 	// answered, until they expire (inputrequired.go).
 	usedStates sync.Map

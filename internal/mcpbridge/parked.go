@@ -109,11 +109,17 @@ func (b *Bridge) park(c *call, p *parkable, ask serverAsk) *jsonrpc.Message {
 		ask.reply <- jsonrpc.NewErrorResponse(nil, jsonrpc.CodeInternalError, err.Error())
 		return b.await(c, p)
 	}
-	b.parked.Store(id, &parkedCall{p: p, ask: ask})
+	subject := rq.id.Username
+	if !b.holdParked(subject) {
+		ask.reply <- jsonrpc.NewErrorResponse(nil, jsonrpc.CodeInternalError, "too many calls of this caller wait for their agent's answer on this replica")
+		return b.await(c, p)
+	}
+	b.parked.Store(id, &parkedCall{p: p, ask: ask, subject: subject})
 	// Nobody resumes it by the call's deadline: the server's request gets
 	// no answer and the call ends; its end goes to the audit stream only.
 	context.AfterFunc(p.ctx, func() {
 		if pc, ok := b.parked.LoadAndDelete(id); ok {
+			b.releaseParked(subject)
 			pc.(*parkedCall).ask.reply <- jsonrpc.NewErrorResponse(nil, jsonrpc.CodeInternalError, "the agent did not answer before the call's deadline")
 			end := <-p.done
 			b.finish(c, end.res, end.err, p.start)
@@ -128,8 +134,35 @@ func (b *Bridge) park(c *call, p *parkable, ask serverAsk) *jsonrpc.Message {
 
 // parkedCall is a call waiting on this replica for its agent's answer.
 type parkedCall struct {
-	p   *parkable
-	ask serverAsk
+	p       *parkable
+	ask     serverAsk
+	subject string
+}
+
+// holdParked counts a call parked for subject, within the limits of
+// requests in flight: a parked call holds an upstream call open, though
+// its agent's request has been answered.
+func (b *Bridge) holdParked(subject string) bool {
+	b.parkMu.Lock()
+	defer b.parkMu.Unlock()
+	if b.parkedTotal >= b.cfg.MaxConcurrent || b.parkedBy[subject] >= b.cfg.MaxSubjectConcurrent {
+		return false
+	}
+	if b.parkedBy == nil {
+		b.parkedBy = map[string]int{}
+	}
+	b.parkedTotal++
+	b.parkedBy[subject]++
+	return true
+}
+
+func (b *Bridge) releaseParked(subject string) {
+	b.parkMu.Lock()
+	defer b.parkMu.Unlock()
+	b.parkedTotal--
+	if b.parkedBy[subject]--; b.parkedBy[subject] <= 0 {
+		delete(b.parkedBy, subject)
+	}
 }
 
 // openParked reads a retry's requestState when it names a parked call; ok
@@ -146,8 +179,10 @@ func (b *Bridge) openParked(c *call) (pc *parkedCall, ok bool, err error) {
 	if !held {
 		return nil, true, &invalidStateError{"invalid requestState: the call it continues is not held by this replica (it ended, or another replica holds it); call again without requestState"}
 	}
+	pc = v.(*parkedCall)
+	b.releaseParked(pc.subject)
 	c.id = st.ToolCallID
-	return v.(*parkedCall), true, nil
+	return pc, true, nil
 }
 
 // resume hands the agent's answer to the server waiting for it and waits

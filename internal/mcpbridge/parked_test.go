@@ -120,3 +120,32 @@ func TestParkedCall(t *testing.T) {
 		}
 	}
 }
+
+// TestParkedCallsBounded: a parked call holds an upstream call open though
+// its agent's request was answered, so parked calls count against the
+// limits of requests in flight: past them the server's question is refused.
+func TestParkedCallsBounded(t *testing.T) {
+	up := testpeers.GoEverything(t, false)
+	srv := bridgetest.Published(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{})
+	pol := toolPolicy("tools", "callers", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.everything.*"))
+	h := newHarness(t, []v1alpha1.MCPServer{srv}, []v1alpha1.ToolPolicy{pol}, func(c *Config) {
+		c.CallTimeout = 5 * time.Second
+		c.MaxSubjectConcurrent = 2
+	})
+	alice := connectAnswering(t, h.url+"/mcp", "alice-token")
+	for i := range 2 {
+		raw, err := alice.CallTool(ctxT(t), "mcp.everything.test_elicitation", json.RawMessage(`{"message":"q"}`))
+		if err != nil || !strings.Contains(string(raw), "input_required") {
+			t.Fatalf("call %d: %s %v", i, raw, err)
+		}
+	}
+	raw, err := alice.CallTool(ctxT(t), "mcp.everything.test_elicitation", json.RawMessage(`{"message":"q"}`))
+	if err != nil || !strings.Contains(string(raw), "too many calls") {
+		t.Fatalf("a third parked call of a caller allowed 2 at once: %s %v, want the server's question refused", raw, err)
+	}
+	n := 0
+	h.b.parked.Range(func(any, any) bool { n++; return true })
+	if n != 2 {
+		t.Fatalf("%d calls parked, want 2", n)
+	}
+}
