@@ -61,6 +61,32 @@ func TestSecretsReadOnSpecChangesOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "a spec change reads the server's Secrets again", func() bool { return secretGets(t, cs) > before })
+
+	// A Secret that can no longer be read: its value is still redacted
+	// (redaction fails closed), after the next reading.
+	redacts := func() bool {
+		r := rt.Watcher.Redactor("secret-reads", "everything")
+		return r != nil && !strings.Contains(r.String("leak: s3cret-value-for-header", nil), "s3cret")
+	}
+	if !redacts() {
+		t.Fatal("the server's Secret value is not redacted")
+	}
+	if err := k.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "secret-reads", Name: "creds"}}); err != nil {
+		t.Fatal(err)
+	}
+	reads := secretGets(t, cs)
+	if err := k.Get(ctx, client.ObjectKeyFromObject(obj), &cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec.Tools.TrustAnnotations = false
+	if err := k.Update(ctx, &cur); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the bridge reads the Secrets again", func() bool { return secretGets(t, cs) > reads })
+	time.Sleep(200 * time.Millisecond) // the reading is installed after the reads
+	if !redacts() {
+		t.Fatal("a Secret that could not be read stopped being redacted")
+	}
 }
 
 // secretGets is how many GETs of Secrets the API server has served.

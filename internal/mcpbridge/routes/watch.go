@@ -56,7 +56,12 @@ type Watcher struct {
 
 // secretReading is what one server's Secrets gave.
 type secretReading struct {
+	uid        types.UID
 	generation int64
+	// values are the Secret values redacted from the server's output;
+	// incomplete when one could not be read.
+	values     []string
+	incomplete bool
 	redactor   *redact.Redactor // nil when the spec references no Secret
 	creds      credentials.Credentials
 	err        error
@@ -173,9 +178,16 @@ func (w *Watcher) rebuild(ctx context.Context, rereadSecrets bool) {
 	readings := make(map[string]secretReading, len(t.Servers))
 	redactors := map[string]*redact.Redactor{}
 	for key, s := range specsOf(t, specs) {
-		r, ok := w.secrets[key]
-		if rereadSecrets || !ok || r.generation != s.Generation {
+		prev, ok := w.secrets[key]
+		r := prev
+		if rereadSecrets || !ok || prev.uid != s.UID || prev.generation != s.Generation {
 			r = w.readSecrets(ctx, s)
+			if r.incomplete && ok && prev.uid == s.UID {
+				// A Secret that could not be read now is still redacted
+				// with the values read before: redaction fails closed.
+				r.values = append(r.values, prev.values...)
+				r.redactor = redact.New(r.values...)
+			}
 		}
 		readings[key] = r
 		if r.redactor != nil {
@@ -208,9 +220,10 @@ func specsOf(t *Table, specs map[string]*v1alpha1.MCPServer) map[string]*v1alpha
 // can't be read is logged; a new server is then dialled without it and
 // answers for itself, and a served one keeps the connection it has.
 func (w *Watcher) readSecrets(ctx context.Context, s *v1alpha1.MCPServer) secretReading {
-	r := secretReading{generation: s.Generation}
-	if values := w.secretValues(ctx, s); len(values) > 0 {
-		r.redactor = redact.New(values...)
+	r := secretReading{uid: s.UID, generation: s.Generation}
+	r.values, r.incomplete = w.secretValues(ctx, s)
+	if len(r.values) > 0 {
+		r.redactor = redact.New(r.values...)
 	}
 	if s.Spec.Remote == nil || w.Secrets == nil {
 		return r
@@ -235,15 +248,17 @@ func (w *Watcher) secretKey(ctx context.Context, namespace string, sel v1alpha1.
 }
 
 // secretValues are the values of every Secret key the server's spec
-// references: env, envFrom and the remote credentials.
-func (w *Watcher) secretValues(ctx context.Context, s *v1alpha1.MCPServer) []string {
+// references: env, envFrom and the remote credentials; incomplete when one
+// could not be read.
+func (w *Watcher) secretValues(ctx context.Context, s *v1alpha1.MCPServer) (values []string, incomplete bool) {
 	if s == nil || w.Secrets == nil {
-		return nil
+		return nil, false
 	}
-	var values []string
 	add := func(sel v1alpha1.SecretKeySelector) {
 		if v, ok := w.secretKey(ctx, s.Namespace, sel); ok {
 			values = append(values, v)
+		} else {
+			incomplete = true
 		}
 	}
 	if wl := s.Spec.Workload; wl != nil {
@@ -257,10 +272,12 @@ func (w *Watcher) secretValues(ctx context.Context, s *v1alpha1.MCPServer) []str
 				continue
 			}
 			var sec corev1.Secret
-			if err := w.Secrets.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: ef.SecretRef.Name}, &sec); err == nil {
-				for _, v := range sec.Data {
-					values = append(values, string(v))
-				}
+			if err := w.Secrets.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: ef.SecretRef.Name}, &sec); err != nil {
+				incomplete = true
+				continue
+			}
+			for _, v := range sec.Data {
+				values = append(values, string(v))
 			}
 		}
 	}
@@ -272,5 +289,5 @@ func (w *Watcher) secretValues(ctx context.Context, s *v1alpha1.MCPServer) []str
 			add(h.SecretKeyRef)
 		}
 	}
-	return values
+	return values, incomplete
 }
