@@ -175,6 +175,11 @@ func (b *Bridge) resolve(p *permission, res policy.Result, st *approvalState) ou
 	case v1alpha1.DecisionAsk:
 		return b.ask(p, res, st)
 	}
+	return denial(res)
+}
+
+// denial is the outcome of a result the policy (or a rate limit) denies.
+func denial(res policy.Result) outcome {
 	fail := reasonDenied
 	if len(res.Rules) == 1 && res.Rules[0].Section == "rateLimit" {
 		fail = reasonRateLimited

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"time"
 
@@ -139,23 +138,9 @@ func (b *Bridge) continueCall(c *call, st *upstreamInputState, res policy.Result
 		res = b.cfg.Limiter.Apply(rq.id.Subject, res)
 	}
 	if res.Decision == v1alpha1.DecisionDeny {
-		return b.continuationDenied(c, res)
+		return b.refuse(c, denial(res))
 	}
 	return b.execute(c)
-}
-
-// continuationDenied refuses the retry of a call a policy or a rate limit
-// now denies.
-func (b *Bridge) continuationDenied(c *call, res policy.Result) *jsonrpc.Message {
-	reason := reasonDenied
-	if len(res.Rules) == 1 && res.Rules[0].Section == "rateLimit" {
-		reason = reasonRateLimited
-	}
-	_, _ = b.audit(c.rq, audit.ToolFailed{Reason: reason, ToolCallID: c.id, Tool: c.tool.Name, Message: res.Reason})
-	b.count(c.tool, "deny", reason)
-	return rpcError(c.rq, CodeDenied, fmt.Sprintf("call of %s denied: %s", c.tool.Name, res.Reason), map[string]any{
-		"reason": reason, "sourcedFrom": sourceOf(res.SourcedFrom), "toolCallId": c.id,
-	})
 }
 
 // withInputResponses are the params of a call again after the server

@@ -202,7 +202,7 @@ func (b *Bridge) resume(c *call, pc *parkedCall, res policy.Result) *jsonrpc.Mes
 		pc.ask.reply <- jsonrpc.NewErrorResponse(nil, CodeDenied, "the call was denied meanwhile")
 		p.cancel()
 		<-p.done
-		return b.continuationDenied(c, res)
+		return b.refuse(c, denial(res))
 	case ok:
 		pc.ask.reply <- jsonrpc.NewResult(nil, answer)
 	default:

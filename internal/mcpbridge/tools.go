@@ -218,13 +218,18 @@ func (b *Bridge) callTool(rq *request) *jsonrpc.Message {
 	c.id = perm.id
 	c.blockInjection = b.cfg.BlockInjection || res.BlockInjection
 	if outcome.decision != "allow" {
-		_, _ = b.audit(rq, audit.ToolFailed{Reason: outcome.failReason, ToolCallID: c.id, Tool: tool.Name, Message: outcome.reason})
-		b.count(tool, "deny", outcome.failReason)
-		return rpcError(rq, CodeDenied, fmt.Sprintf("call of %s denied: %s", tool.Name, outcome.reason), map[string]any{
-			"reason": outcome.failReason, "sourcedFrom": outcome.sourcedFrom, "toolCallId": c.id,
-		})
+		return b.refuse(c, outcome)
 	}
 	return b.execute(c)
+}
+
+// refuse answers a denied call and ends its event chain.
+func (b *Bridge) refuse(c *call, o outcome) *jsonrpc.Message {
+	_, _ = b.audit(c.rq, audit.ToolFailed{Reason: o.failReason, ToolCallID: c.id, Tool: c.tool.Name, Message: o.reason})
+	b.count(c.tool, "deny", o.failReason)
+	return rpcError(c.rq, CodeDenied, fmt.Sprintf("call of %s denied: %s", c.tool.Name, o.reason), map[string]any{
+		"reason": o.failReason, "sourcedFrom": o.sourcedFrom, "toolCallId": c.id,
+	})
 }
 
 // source names the endpoint a request came in on, for permission.requested.
