@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/mcp-operator/mcp-operator/internal/audit"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/redact"
+	"github.com/mcp-operator/mcp-operator/internal/redact"
 )
 
 // The bridge records the decision and forwards the call only once Write

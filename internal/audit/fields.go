@@ -10,7 +10,7 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/injection"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/redact"
+	"github.com/mcp-operator/mcp-operator/internal/redact"
 )
 
 // fieldWriter appends the fields of an event, ",key":value each, redacting

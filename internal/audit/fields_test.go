@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/injection"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/redact"
+	"github.com/mcp-operator/mcp-operator/internal/redact"
 )
 
 // The hand-written field encoders write what encoding/json writes from the

@@ -30,7 +30,7 @@ import (
 	"time"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/redact"
+	"github.com/mcp-operator/mcp-operator/internal/redact"
 )
 
 // ArgsMode says how much of a call's arguments an event shows.

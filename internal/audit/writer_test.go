@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/injection"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/redact"
+	"github.com/mcp-operator/mcp-operator/internal/redact"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")

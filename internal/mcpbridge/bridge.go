@@ -32,7 +32,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/metrics"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/redact"
+	"github.com/mcp-operator/mcp-operator/internal/redact"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/artifact"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/redact"
+	"github.com/mcp-operator/mcp-operator/internal/redact"
 )
 
 const fuzzSecret = "Zq8!xP2#s3cret-value"

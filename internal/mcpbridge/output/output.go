@@ -36,7 +36,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/injection"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/artifact"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/redact"
+	"github.com/mcp-operator/mcp-operator/internal/redact"
 )
 
 // Defaults of Pipeline's limits.

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/artifact"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/redact"
+	"github.com/mcp-operator/mcp-operator/internal/redact"
 )
 
 const (
