@@ -235,7 +235,8 @@ func sortRules(rules []*rule) {
 }
 
 // approvalOf combines the approval settings of the policies whose rules ask:
-// only the modes all of them offer, and the shortest timeout. With one policy
+// only the modes and channels all of them offer (in the first policy's
+// order), and the shortest timeout. With one policy
 // asking (the usual case) its own settings are shared, not copied.
 func approvalOf(asking []*rule) *Approval {
 	first := &asking[0].policy.approval
@@ -246,20 +247,31 @@ func approvalOf(asking []*rule) *Approval {
 	if same {
 		return first
 	}
-	a := &Approval{Timeout: first.Timeout}
-	for _, m := range first.Modes {
-		offered := true
-		for _, r := range asking[1:] {
-			offered = offered && r.policy.approval.Allows(m)
-		}
-		if offered {
-			a.Modes = append(a.Modes, m)
-		}
+	a := &Approval{
+		Timeout:  first.Timeout,
+		Modes:    offeredByAll(first.Modes, asking[1:], func(o *Approval, m v1alpha1.ApprovalMode) bool { return o.Allows(m) }),
+		Channels: offeredByAll(first.Channels, asking[1:], func(o *Approval, ch v1alpha1.ApprovalChannel) bool { return o.Offers(ch) }),
 	}
 	for _, r := range asking[1:] {
 		a.Timeout = min(a.Timeout, r.policy.approval.Timeout)
 	}
 	return a
+}
+
+// offeredByAll keeps, in order, the items of the first asking policy that
+// every other asking policy offers too.
+func offeredByAll[T any](items []T, others []*rule, offers func(*Approval, T) bool) []T {
+	var out []T
+	for _, x := range items {
+		all := true
+		for _, r := range others {
+			all = all && offers(&r.policy.approval, x)
+		}
+		if all {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // capDestructive turns allow into ask for a destructive tool, and never
