@@ -125,7 +125,7 @@ func (e *Engine) DecideTool(s Subject, call ToolCall) Result {
 	res := conclude(matched, top, risk)
 	res.target = toolTarget(call.Name)
 	if risk == v1alpha1.RiskDestructive {
-		capDestructive(&res)
+		capDestructive(&res, matched)
 	}
 	return res
 }
@@ -276,15 +276,19 @@ func offeredByAll[T any](items []T, others []*rule, offers func(*Approval, T) bo
 
 // capDestructive turns allow into ask for a destructive tool, and never
 // offers approval for the whole session: each destructive call is asked.
-func capDestructive(res *Result) {
+//
+// The question goes through the channels of the policies that decided:
+// those of the allowing rules (matched) when allow turns into ask.
+func capDestructive(res *Result, matched []*rule) {
 	if res.Decision == v1alpha1.DecisionAllow {
 		res.Decision = v1alpha1.DecisionAsk
 		res.Reason = reasonDestructive
-		res.Approval = &Approval{Modes: []v1alpha1.ApprovalMode{v1alpha1.ApprovalAllowOnce}, Timeout: defaultApprovalTimeout}
+		allowing := approvalOf(matched)
+		res.Approval = &Approval{Modes: []v1alpha1.ApprovalMode{v1alpha1.ApprovalAllowOnce}, Timeout: allowing.Timeout, Channels: allowing.Channels}
 		return
 	}
 	if res.Decision == v1alpha1.DecisionAsk && res.Approval.Allows(v1alpha1.ApprovalAllowSession) {
-		a := &Approval{Timeout: res.Approval.Timeout}
+		a := &Approval{Timeout: res.Approval.Timeout, Channels: res.Approval.Channels}
 		for _, m := range res.Approval.Modes {
 			if m != v1alpha1.ApprovalAllowSession {
 				a.Modes = append(a.Modes, m)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/yaml"
 
@@ -441,6 +442,19 @@ func TestApprovalChannels(t *testing.T) {
 				t.Errorf("channels = %v, want %v", got.Approval.Channels, c.want)
 			}
 		})
+	}
+}
+
+func TestDestructiveToolsAreAskedThroughTheDecidingPolicysChannels(t *testing.T) {
+	ta := []v1alpha1.ApprovalChannel{v1alpha1.ChannelToolApproval}
+	for _, rules := range []policyOption{allow("mcp.fs.*"), ask("mcp.fs.*")} {
+		e := mustEngine(t, newPolicy("team", "a", forSA("team", "agent"), rules, withChannels(ta...),
+			func(p *v1alpha1.ToolPolicy) { p.Spec.Approval.Timeout.Duration = 7 * time.Minute }))
+		got := e.DecideTool(agent, call("fs", "rm", v1alpha1.RiskDestructive, nil))
+		if got.Decision != dAsk || got.Approval == nil || !slices.Equal(got.Approval.Channels, ta) ||
+			got.Approval.Timeout != 7*time.Minute || got.Approval.Allows(v1alpha1.ApprovalAllowSession) {
+			t.Errorf("got %+v (approval %+v), want ask through ToolApproval within the policy's 7m, once only", got, got.Approval)
+		}
 	}
 }
 
