@@ -55,9 +55,9 @@ type ApprovalRequester struct {
 	// +kubebuilder:validation:items:MaxLength=512
 	Groups []string `json:"groups,omitempty"`
 
-	// session is the agent's MCP session, when it has one (a digest of the
-	// session id, never the id itself, which would let a reader take over
-	// the session).
+	// session is the agent's MCP session, when it has one, as audit events
+	// name it (not the Mcp-Session-Id the agent sends, which carries it
+	// sealed).
 	// +optional
 	// +kubebuilder:validation:MaxLength=128
 	Session string `json:"session,omitempty"`

@@ -59,6 +59,9 @@ type Request struct {
 	ToolCallID string
 	// Timeout is how long the request waits.
 	Timeout time.Duration
+	// Pending, when set, is called once the ToolApproval exists and the
+	// request starts waiting (to tell the agent what it waits for).
+	Pending func(namespace, name string, expires time.Time)
 }
 
 // Outcome is how a request's approval ended.
@@ -204,6 +207,9 @@ func (b *Broker) Ask(ctx context.Context, r Request) (Outcome, error) {
 	b.event(a, "Normal", "Requested", "Request", "%s asks to %s %s (risk %s); decide with: kubectl mcp approve %s -n %s, or kubectl mcp deny",
 		r.Requester.Username, r.Method, r.Target, r.Risk, a.Name, a.Namespace)
 	b.notify(ctx, EventRequested, a)
+	if r.Pending != nil {
+		r.Pending(a.Namespace, a.Name, a.Spec.Request.ExpiresAt.Time)
+	}
 	return b.Wait(ctx, a)
 }
 

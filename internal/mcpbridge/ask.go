@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/canonjson"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
 )
 
@@ -51,6 +53,11 @@ type permission struct {
 	// id is the toolCallId of the request's events: new, or the asking
 	// request's on a retry.
 	id string
+	// server is the MCPServer the request goes to, when known (a person
+	// asked through a ToolApproval decides in its namespace).
+	server *routes.Server
+	// progressToken is the agent's, told what a ToolApproval waits for.
+	progressToken json.RawMessage
 }
 
 // retryParams are the params of a 2026-07-28 retry, whatever the method.
@@ -113,7 +120,7 @@ func (p *permission) requested(res policy.Result, source string) audit.Permissio
 
 // resolved is p's permission.resolved event.
 func (p *permission) resolved(o outcome) audit.PermissionResolved {
-	ev := audit.PermissionResolved{Decision: o.decision, Actor: o.actor, SourcedFrom: o.sourcedFrom, ToolCallID: p.id, Reason: o.reason}
+	ev := audit.PermissionResolved{Decision: o.decision, Actor: o.actor, SourcedFrom: o.sourcedFrom, ToolCallID: p.id, Reason: o.reason, Approver: o.approver}
 	ev.Tool, ev.Resource, ev.Prompt = p.names()
 	return ev
 }
@@ -152,6 +159,7 @@ type outcome struct {
 	decision    string // allow or deny
 	actor       string // policy, user or bridge
 	sourcedFrom string
+	approver    string // who decided a ToolApproval
 	reason      string
 	failReason  string // tool.failed reason when denied
 	// pending is the input_required answer of a 2026-07-28 request waiting
@@ -201,38 +209,68 @@ func offered(rq *request, res policy.Result) []string {
 	return append(out, answerDeny)
 }
 
+// channels are the ways the policy lets a person be asked about res, in
+// order (elicitation only, for a result without approval settings).
+func channels(res policy.Result) []v1alpha1.ApprovalChannel {
+	if res.Approval == nil {
+		return []v1alpha1.ApprovalChannel{v1alpha1.ChannelElicitation}
+	}
+	return res.Approval.Channels
+}
+
+// ask puts p to a person through the first of the policy's channels that
+// can carry the question: the agent's client (elicitation) or a
+// ToolApproval.
 func (b *Bridge) ask(p *permission, res policy.Result, st *approvalState) outcome {
 	rq := p.rq
-	unavailable := outcome{
+	if st != nil {
+		// A 2026-07-28 retry: the answer to the elicitation asked before.
+		return answered(p, res, p.inputResponses[approvalKey], st.Answers)
+	}
+	for _, ch := range channels(res) {
+		switch {
+		case ch == v1alpha1.ChannelElicitation && rq.elicitation && (rq.stateless || rq.out.canStream):
+			return b.elicitAnswer(p, res)
+		case ch == v1alpha1.ChannelToolApproval && b.canAskPerson(p):
+			return b.askPerson(p, res, offered(rq, res))
+		}
+	}
+	return outcome{
 		decision: "deny", actor: "bridge", sourcedFrom: sourceOf(res.SourcedFrom), failReason: reasonApprovalUnavailable,
-		reason: reasonApprovalUnavailable + ": the policy asks for approval and the client cannot be asked (it offers no form elicitation)",
+		reason: fmt.Sprintf("%s: the policy asks for approval through %s, and none can be used (the client offers no form elicitation, or the bridge makes no ToolApprovals)",
+			reasonApprovalUnavailable, channelNames(channels(res))),
 	}
-	if !rq.elicitation {
-		return unavailable
+}
+
+func channelNames(chs []v1alpha1.ApprovalChannel) string {
+	if len(chs) == 0 {
+		return "no channel the asking policies have in common"
 	}
+	names := make([]string, len(chs))
+	for i, ch := range chs {
+		names[i] = string(ch)
+	}
+	return strings.Join(names, ", ")
+}
+
+// elicitAnswer asks the agent's client: a 2026-07-28 client gets the
+// input_required answer, a legacy one the question on its stream.
+func (b *Bridge) elicitAnswer(p *permission, res policy.Result) outcome {
+	rq := p.rq
 	answers := offered(rq, res)
 	timeout := res.Approval.Timeout
 	if timeout <= 0 {
 		timeout = 2 * time.Minute
 	}
 	question := elicitParams(p, res, answers)
-	var answer json.RawMessage
 	if rq.stateless {
-		if st == nil {
-			return outcome{pending: b.inputRequired(p, question, answers, timeout)}
-		}
-		answer = p.inputResponses[approvalKey]
-		answers = st.Answers
-	} else {
-		if !rq.out.canStream {
-			return unavailable
-		}
-		var err error
-		if answer, err = b.elicit(p, question, timeout); err != nil {
-			return outcome{
-				decision: "deny", actor: "bridge", sourcedFrom: "approval:timeout", failReason: reasonApprovalTimeout,
-				reason: reasonApprovalTimeout + ": " + err.Error(),
-			}
+		return outcome{pending: b.inputRequired(p, question, answers, timeout)}
+	}
+	answer, err := b.elicit(p, question, timeout)
+	if err != nil {
+		return outcome{
+			decision: "deny", actor: "bridge", sourcedFrom: "approval:timeout", failReason: reasonApprovalTimeout,
+			reason: reasonApprovalTimeout + ": " + err.Error(),
 		}
 	}
 	return answered(p, res, answer, answers)

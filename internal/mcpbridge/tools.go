@@ -204,6 +204,7 @@ func (b *Bridge) callTool(rq *request) *jsonrpc.Message {
 		rq: rq, method: methodCall, target: tool.Name, args: p.Arguments,
 		action:         fmt.Sprintf("call %s (risk %s)", tool.Name, res.RiskAtDecision),
 		inputResponses: p.InputResponses, requestState: p.RequestState,
+		server: tool.Server, progressToken: p.Meta.ProgressToken,
 	}
 	outcome, err := b.permit(perm, res)
 	var bad *invalidStateError

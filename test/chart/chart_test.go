@@ -93,6 +93,42 @@ func TestRolesEqualConfigRBAC(t *testing.T) {
 	}
 }
 
+// TestAdmissionPolicyEqualsConfig: the ToolApproval admission policy and its
+// binding are config/admission's, under the release's name, and
+// admissionPolicy.enabled=false leaves them out.
+func TestAdmissionPolicyEqualsConfig(t *testing.T) {
+	rendered := helmTemplate(t, "prod")
+	sources := sourceObjects(t, "config/admission/*.yaml")
+	if len(sources) != 2 {
+		t.Fatalf("config/admission holds %d objects, want the policy and its binding", len(sources))
+	}
+	for _, src := range sources {
+		if src.GetKind() != "ValidatingAdmissionPolicy" && src.GetKind() != "ValidatingAdmissionPolicyBinding" {
+			continue
+		}
+		name := "prod-mcp-operator" + strings.TrimPrefix(src.GetName(), "mcp-operator")
+		got := rendered.find(src.GetKind(), name)
+		if got == nil {
+			t.Errorf("%s %s missing from the chart", src.GetKind(), name)
+			continue
+		}
+		want := src.DeepCopy().Object["spec"].(map[string]any)
+		if p, ok := want["policyName"].(string); ok {
+			want["policyName"] = "prod-mcp-operator" + strings.TrimPrefix(p, "mcp-operator")
+		}
+		if !reflect.DeepEqual(got.Object["spec"], want) {
+			t.Errorf("%s %s: spec differs from config/admission: run 'make chart'", src.GetKind(), name)
+		}
+		if got.GetLabels()["app.kubernetes.io/name"] != "mcp-operator" {
+			t.Errorf("%s %s: labels %v", src.GetKind(), name, got.GetLabels())
+		}
+	}
+	off := helmTemplate(t, "--set", "admissionPolicy.enabled=false")
+	if n := len(off.ofKind("ValidatingAdmissionPolicy")) + len(off.ofKind("ValidatingAdmissionPolicyBinding")); n != 0 {
+		t.Errorf("admissionPolicy.enabled=false rendered %d admission objects", n)
+	}
+}
+
 // TestBindingsResolve: every binding names a role and ServiceAccounts that
 // the chart renders, so no permission silently goes missing.
 func TestBindingsResolve(t *testing.T) {
@@ -393,7 +429,9 @@ func TestKustomizeMatchesChart(t *testing.T) {
 				t.Errorf("CRD %s differs from config/crd/bases", u.GetName())
 			}
 		}
-		if u.GetKind() != "Namespace" && u.GetKind() != "CustomResourceDefinition" && !strings.HasPrefix(u.GetKind(), "Cluster") && u.GetNamespace() != releaseNS {
+		clusterScoped := u.GetKind() == "Namespace" || u.GetKind() == "CustomResourceDefinition" ||
+			strings.HasPrefix(u.GetKind(), "Cluster") || strings.HasPrefix(u.GetKind(), "ValidatingAdmissionPolicy")
+		if !clusterScoped && u.GetNamespace() != releaseNS {
 			t.Errorf("%s %s in namespace %q, want %s", u.GetKind(), u.GetName(), u.GetNamespace(), releaseNS)
 		}
 	}
