@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/approval"
 	mcpclient "github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
@@ -64,6 +66,19 @@ func callAsync(c *mcpclient.Client, tool, args string) <-chan callResult {
 	return ch
 }
 
+// callWithProgressAsync is callAsync with a progress token.
+func callWithProgressAsync(c *mcpclient.Client, tool, args, token string) <-chan callResult {
+	ch := make(chan callResult, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		params := `{"name":"` + tool + `","arguments":` + args + `,"_meta":{"progressToken":"` + token + `"}}`
+		res, err := c.CallToolParams(ctx, json.RawMessage(params))
+		ch <- callResult{res, err}
+	}()
+	return ch
+}
+
 func eventOf(events []map[string]any, typ, toolCallID string) map[string]any {
 	for _, ev := range events {
 		if ev["type"] == typ && ev["toolCallId"] == toolCallID {
@@ -104,9 +119,25 @@ func TestAPersonDecidesThroughAToolApproval(t *testing.T) {
 		return strings.Contains(strings.Join(names, ","), "mcp.everything.echo")
 	})
 
-	// Approved.
-	done := callAsync(c, "mcp.everything.echo", `{"message":"approved call"}`)
+	// Approved; the agent sent a progress token, so it hears what it waits
+	// for.
+	var mu sync.Mutex
+	var progress []string
+	c.SetNotificationHandler(func(m *jsonrpc.Message) {
+		if m.Method == "notifications/progress" {
+			mu.Lock()
+			progress = append(progress, string(m.Params))
+			mu.Unlock()
+		}
+	})
+	done := callWithProgressAsync(c, "mcp.everything.echo", `{"message":"approved call"}`, "tok-7")
 	a := waitingApproval(t, k, ns, "mcp.everything.echo")
+	eventually(t, "the waiting agent hears how its request is decided", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(progress) > 0 && strings.Contains(progress[0], `"progressToken":"tok-7"`) &&
+			strings.Contains(progress[0], "kubectl mcp approve "+a.Name+" -n "+ns)
+	})
 	r := a.Spec.Request
 	digest, _ := approval.ArgsDigest(json.RawMessage(`{"message":"approved call"}`))
 	if r.Requester.Username != "system:serviceaccount:agents:alice" || r.Method != "tools/call" || r.Server != "everything" ||
