@@ -198,12 +198,14 @@ func ArgsDigest(args json.RawMessage) (string, error) {
 // to anyone (the request must not go through); the Outcome then has only
 // a Message.
 func (b *Broker) Ask(ctx context.Context, r Request) (Outcome, error) {
+	// Counted from before the object exists, so that whoever sees it
+	// Pending also sees it counted.
+	b.pending.Inc()
+	defer b.pending.Dec()
 	a, err := b.create(ctx, r)
 	if err != nil {
 		return Outcome{Message: err.Error()}, err
 	}
-	b.pending.Inc()
-	defer b.pending.Dec()
 	b.event(a, "Normal", "Requested", "Request", "%s asks to %s %s (risk %s); decide with: kubectl mcp approve %s -n %s, or kubectl mcp deny",
 		r.Requester.Username, r.Method, r.Target, r.Risk, a.Name, a.Namespace)
 	b.notify(ctx, EventRequested, a)
@@ -218,9 +220,13 @@ func (b *Broker) create(ctx context.Context, r Request) (*v1alpha1.ToolApproval,
 	if r.Timeout <= 0 {
 		return nil, errors.New("approval: a request needs a positive timeout")
 	}
+	// Lists and texts are cut to the schema's bounds, so that a caller with
+	// many groups or a long reason still gets its question asked.
+	requester := r.Requester
+	requester.Groups = requester.Groups[:min(len(requester.Groups), 64)]
 	req := v1alpha1.ApprovalRequest{
-		Requester: r.Requester, Method: r.Method, Server: r.Server, Target: r.Target,
-		ArgumentsPreview: cut(r.ArgsPreview, 2048), Risk: r.Risk, Rules: r.Rules, Reason: cut(r.Reason, 512),
+		Requester: requester, Method: r.Method, Server: r.Server, Target: r.Target,
+		ArgumentsPreview: cut(r.ArgsPreview, 2048), Risk: r.Risk, Rules: r.Rules[:min(len(r.Rules), 32)], Reason: cut(r.Reason, 500),
 		Modes: r.Modes, ToolCallID: r.ToolCallID,
 		// Second precision is what metav1.Time stores; round up so the
 		// approval never claims to expire before the request stops waiting.

@@ -470,3 +470,33 @@ func TestWebhookReportsAFailingReceiver(t *testing.T) {
 		t.Errorf("Notify = %v, want the receiver's 502", err)
 	}
 }
+
+func TestLongRequestsAreCutToTheSchemasBounds(t *testing.T) {
+	c, ns := setup(t)
+	b := replica(t, c, nil)
+	r := request(ns, time.Minute)
+	for i := range 100 {
+		r.Requester.Groups = append(r.Requester.Groups, fmt.Sprintf("group-%d", i))
+	}
+	for i := range 40 {
+		r.Rules = append(r.Rules, fmt.Sprintf("policy:%s/p#rules[%d]", ns, i))
+	}
+	r.Reason = strings.Repeat("é", 2000)
+	r.ArgsPreview = strings.Repeat("x", 10000)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := ask(ctx, b, r)
+	a := created(t, c, ns)
+	if n := len(a.Spec.Request.Requester.Groups); n != 64 {
+		t.Errorf("%d groups stored, want the first 64", n)
+	}
+	if n := len(a.Spec.Request.Rules); n != 32 {
+		t.Errorf("%d rules stored, want the first 32", n)
+	}
+	if len(a.Spec.Request.ArgumentsPreview) > 2048+len("…") {
+		t.Errorf("a preview of %d bytes", len(a.Spec.Request.ArgumentsPreview))
+	}
+	cancel()
+	if o := wait(t, done); o.Phase != v1alpha1.ApprovalCancelled {
+		t.Errorf("outcome %+v", o)
+	}
+}

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/approval"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
-	"github.com/mcp-operator/mcp-operator/internal/mcp/canonjson"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
@@ -385,14 +385,10 @@ type approvalState struct {
 	Answers    []string `json:"ans"`
 }
 
+// argsDigest binds a question to the exact arguments, as a ToolApproval
+// does ("" for arguments that are not JSON).
 func argsDigest(args json.RawMessage) string {
-	if len(args) == 0 || string(args) == "null" {
-		args = json.RawMessage(`{}`)
-	}
-	d, err := canonjson.Digest(args)
-	if err != nil {
-		return ""
-	}
+	d, _ := approval.ArgsDigest(args)
 	return d
 }
 
