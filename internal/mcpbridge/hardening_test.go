@@ -244,3 +244,20 @@ func TestCallOutlivesReadTimeout(t *testing.T) {
 		t.Fatalf("unexpected result %s", res)
 	}
 }
+
+// TestSessionsPerCallerCapped: a caller cannot open sessions without bound
+// (issue 13, item 10); over the cap initialize is refused with a reason,
+// and other callers are not affected.
+func TestSessionsPerCallerCapped(t *testing.T) {
+	h := newHarness(t, nil, nil, func(c *Config) {
+		c.Sessions = session.NewManager(c.Sealer, session.Options{MaxPerSubject: 2})
+	})
+	mcp := h.url + "/mcp"
+	openSession(t, mcp, "alice-token")
+	openSession(t, mcp, "alice-token")
+	status, code, hdr := post(t, mcp, "alice-token", "", initBody, nil)
+	if status != 200 || code != jsonrpc.CodeInvalidRequest || hdr.Get("Mcp-Session-Id") != "" {
+		t.Fatalf("a third session: status %d, code %d, session %q; want a refusal (%d) and no session", status, code, hdr.Get("Mcp-Session-Id"), jsonrpc.CodeInvalidRequest)
+	}
+	openSession(t, mcp, "bob-token")
+}
