@@ -155,7 +155,7 @@ func TestHardening(t *testing.T) {
 		cfg.Registry, cfg.Sessions = reg, session.NewManager(sealer, session.Options{})
 		other := New(cfg)
 		other.SetEngine(h.b.engine.Load())
-		srv := httptest.NewServer(other.Handler(nil))
+		srv := httptest.NewServer(other.Handler())
 		defer srv.Close()
 		sid := openSession(t, mcp, "alice-token")
 		if status, code, _ := post(t, srv.URL+"/mcp", "alice-token", sid, call("mcp.everything.test_simple_text"), nil); status != 200 || code != 0 {
@@ -226,7 +226,7 @@ func TestCallOutlivesReadTimeout(t *testing.T) {
 	pol := toolPolicy("tools", "alice", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.everything.*"))
 	h := newHarness(t, []v1alpha1.MCPServer{ev}, []v1alpha1.ToolPolicy{pol}, nil)
 
-	srv := NewServer("127.0.0.1:0", h.b.Handler(nil))
+	srv := NewServer("127.0.0.1:0", h.b.Handler())
 	srv.ReadTimeout = time.Second
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -260,4 +260,42 @@ func TestSessionsPerCallerCapped(t *testing.T) {
 		t.Fatalf("a third session: status %d, code %d, session %q; want a refusal (%d) and no session", status, code, hdr.Get("Mcp-Session-Id"), jsonrpc.CodeInvalidRequest)
 	}
 	openSession(t, mcp, "bob-token")
+}
+
+// TestMetricsNotOnTheAgentsPort: /metrics lists every server and tool with
+// call counts and decisions; the agents' port does not serve it (nor
+// health), to any Host, with or without a token (issue 13, item 9). The ops
+// listener does.
+func TestMetricsNotOnTheAgentsPort(t *testing.T) {
+	h := newHarness(t, nil, nil, nil)
+	for _, path := range []string{"/metrics", "/healthz", "/readyz"} {
+		for _, token := range []string{"", "alice-token"} {
+			req, _ := http.NewRequest(http.MethodGet, h.url+path, nil)
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNotFound {
+				t.Errorf("GET %s on the agents' port (token %q): %d, want 404", path, token, resp.StatusCode)
+			}
+		}
+	}
+	h.b.SetReady(true)
+	ops := httptest.NewServer(h.b.OpsHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("metrics\n")) })))
+	defer ops.Close()
+	for path, want := range map[string]string{"/metrics": "metrics\n", "/healthz": "ok\n", "/readyz": "ok\n"} {
+		resp, err := http.Get(ops.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(body) != want {
+			t.Errorf("GET %s on the ops listener: %d %q, want 200 %q", path, resp.StatusCode, body, want)
+		}
+	}
 }
