@@ -165,15 +165,20 @@ func rewriteContentURIs(res []byte, server string) []byte {
 	return replaceMember(res, "contents", rawjson.AppendArray(nil, items))
 }
 
-// readArtifact returns a capped result to the subject that produced it.
+// readArtifact returns a capped result to the subject that produced it,
+// recorded like any read (server "": the bridge holds it).
 func (b *Bridge) readArtifact(rq *request, uri, sha string) *jsonrpc.Message {
 	if b.cfg.Artifacts == nil {
 		return rpcError(rq, CodeResourceNotFound, "unknown resource "+uri, nil)
+	}
+	if _, err := b.audit(rq, audit.ResourceRequested{URI: uri}); err != nil {
+		return rpcError(rq, jsonrpc.CodeInternalError, "the read was not run: its audit record could not be written", nil)
 	}
 	data, err := b.cfg.Artifacts.Get(rq.id.Username, sha)
 	if err != nil {
 		return rpcError(rq, CodeResourceNotFound, "unknown resource "+uri, nil)
 	}
+	_, _ = b.audit(rq, audit.ResourceFetched{URI: uri, SizeBytes: len(data), ContentHash: "sha256:" + sha})
 	out := []byte(`{"contents":[{"uri":`)
 	out = rawjson.AppendString(out, uri)
 	out = append(out, `,"mimeType":"application/json","text":`...)
