@@ -639,6 +639,9 @@ func TestSamplePolicy(t *testing.T) {
 	checkResult(t, e.DecideTool(research, notes), dAsk, "policy:default/research-agent#rules[2]", nil, "")
 	notes.Args = map[string]any{"path": "/etc/passwd"}
 	checkResult(t, e.DecideTool(research, notes), dDeny, SourceDefault, nil, "")
+	// The sample cleans the path: '..' does not climb out of /data/notes/.
+	notes.Args = map[string]any{"path": "/data/notes/../../etc/passwd"}
+	checkResult(t, e.DecideTool(research, notes), dDeny, SourceDefault, nil, "")
 	checkResult(t, e.DecideTool(ServiceAccount("default", "someone-else"), everything("echo", v1alpha1.RiskNetwork)), dDeny, SourceDefault, nil, "")
 	checkResult(t, e.DecideResource(research, ResourceRead{Server: "everything", Namespace: "default", URI: "demo://resource/static/document/architecture.md"}), dAllow, "", nil, "")
 }
