@@ -77,7 +77,7 @@ type Runtime struct {
 	// OpsHandler serves /metrics, /healthz and /readyz, on a listener of
 	// their own.
 	OpsHandler http.Handler
-	done    chan error
+	done       chan error
 }
 
 // Wait returns when the watcher stops (ctx ended, or it failed).

@@ -66,7 +66,7 @@ const (
 	// asking again. Short: a token is refused for good (bad signature,
 	// wrong audience, expired) or, rarely, not yet valid.
 	DefaultRefusedTTL = 10 * time.Second
-	maxTokenBytes       = 16 << 10
+	maxTokenBytes     = 16 << 10
 )
 
 // TokenReview authenticates with the API server. Safe for concurrent use.
