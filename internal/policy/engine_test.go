@@ -534,6 +534,8 @@ func TestCompileErrors(t *testing.T) {
 			"spec.resources[0].servers[0]", "server names have no dots"},
 		{"URI glob with a space", newPolicy("team", "p", sa, withResource(v1alpha1.ResourceRule{Servers: []string{"fs"}, URIs: []string{"file:///a b"}, Decision: dAllow})),
 			"spec.resources[0].uris[0]", "space"},
+		{"URI glob not in canonical form", newPolicy("team", "p", sa, withResource(v1alpha1.ResourceRule{Servers: []string{"fs"}, URIs: []string{"file:///data/*", "FILE:///data/./secret/*"}, Decision: dDeny})),
+			"spec.resources[0].uris[1]", `write "file:///data/secret/*"`},
 		{"prompt glob without prefix", newPolicy("team", "p", sa, withPrompt(v1alpha1.PromptRule{Prompts: []string{"everything.*"}, Decision: dAllow})),
 			"spec.prompts[0].prompts[0]", "prompt names are namespaced"},
 		{"rate limit of zero", newPolicy("team", "p", sa, allow("mcp.**"), withRateLimit(0, 0)),
