@@ -43,6 +43,7 @@ docs: manifests ## Generate the API reference (docs/api-reference.md) from the C
 .PHONY: verify
 verify: generate manifests docs chart ## Fail when a generated file is stale or go.mod is untidy.
 	go mod tidy -diff
+	go run ./hack/gitleaksgen -out internal/redact -check
 	cd hack/mkimage && go mod tidy -diff
 	cd hack/deploytools && go mod tidy -diff
 	@if [ -n "$$(git status --porcelain -- api config docs charts go.mod go.sum)" ]; then \

@@ -24,7 +24,7 @@ import (
 
 // Kind names what was redacted; it appears in the replacement text and in
 // audit counts.
-type Kind uint8
+type Kind uint16
 
 // The kinds, in the order Counts reports them.
 const (
@@ -39,13 +39,18 @@ const (
 	PrivateKey
 	Bearer
 	AuthorizationHeader
+	URLPassword
+	ConnectionStringKey
+	AssignedSecret
 	Secret
 	SecretBase64
 	SecretURLEncoded
-	numKinds
+	numOwnKinds
+	// The kinds from numOwnKinds on are gitleaks' rules, named by their ids.
+	numKinds = numOwnKinds + numGitleaksRules
 )
 
-var kindNames = [numKinds]string{
+var kindNames = [numOwnKinds]string{
 	OpenAIKey:           "openai-key",
 	AnthropicKey:        "anthropic-key",
 	GitHubToken:         "github-token",
@@ -57,15 +62,33 @@ var kindNames = [numKinds]string{
 	PrivateKey:          "private-key",
 	Bearer:              "bearer",
 	AuthorizationHeader: "authorization",
+	URLPassword:         "url-password",
+	ConnectionStringKey: "connection-string-key",
+	AssignedSecret:      "assigned-secret",
 	Secret:              "secret",
 	SecretBase64:        "secret-base64",
 	SecretURLEncoded:    "secret-urlencoded",
 }
 
-func (k Kind) String() string { return kindNames[k] }
+func (k Kind) String() string {
+	if k < numOwnKinds {
+		return kindNames[k]
+	}
+	return gitleaksRules[k-numOwnKinds].ID
+}
+
+// generic says whether k is found by a name, not by a shape of its own.
+func (k Kind) generic() bool { return k == AssignedSecret || k == gitleaksGeneric }
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
 
 // Replacement is the text that stands for a redacted secret of kind k.
-func (k Kind) Replacement() string { return "[REDACTED:" + kindNames[k] + "]" }
+func (k Kind) Replacement() string { return "[REDACTED:" + k.String() + "]" }
 
 // MinSecretLen is the shortest Secret value redacted: shorter values
 // ("true", "8080", "admin") would redact ordinary words and numbers.
@@ -98,7 +121,7 @@ func (c *Counts) Map() map[string]int {
 			if m == nil {
 				m = make(map[string]int)
 			}
-			m[kindNames[k]] = v
+			m[Kind(k).String()] += v
 		}
 	}
 	return m
@@ -198,13 +221,35 @@ func (r *Redactor) JSON(doc []byte, c *Counts) ([]byte, error) {
 			}
 			return AWSSecretAccessKey.Replacement(), true
 		}
-		red := r.String(s, c)
+		red := r.field(key, isKey, s, c)
 		return red, len(red) != len(s) || red != s
 	})
 	if err != nil {
 		return nil, fmt.Errorf("while redacting JSON: %w", err)
 	}
 	return out, nil
+}
+
+// field redacts a JSON string. A value is searched as "name: value", as
+// the rules for a name and a value (gitleaks' "password", "api_key", a
+// service's name) expect, and only what is found in the value is replaced.
+func (r *Redactor) field(key string, isKey bool, s string, c *Counts) string {
+	if isKey || key == "" {
+		return r.String(s, c)
+	}
+	text := key + ": " + s
+	var spanBuf [8]span
+	all := r.find(text, spanBuf[:0], false)
+	spans := all[:0]
+	for _, sp := range all {
+		if sp.end > len(key)+2 {
+			spans = append(spans, span{max(0, sp.start-len(key)-2), sp.end - len(key) - 2, sp.kind})
+		}
+	}
+	if len(spans) == 0 {
+		return s
+	}
+	return replace(s, spans, c)
 }
 
 // clean says, with one pass over the raw text, that no string of doc holds
@@ -252,13 +297,19 @@ func (r *Redactor) find(s string, spans []span, names bool) []span {
 			}
 		}
 	}
-	return spans
+	return gitleaks().find(s, spans)
 }
 
 // replace merges overlapping spans (the leftmost's kind names the merged
-// one) and writes the replacements.
+// one, a specific kind before a generic one where they start together) and
+// writes the replacements.
 func replace(s string, spans []span, c *Counts) string {
-	slices.SortFunc(spans, func(a, b span) int { return a.start - b.start })
+	slices.SortFunc(spans, func(a, b span) int {
+		if a.start != b.start {
+			return a.start - b.start
+		}
+		return b2i(a.kind.generic()) - b2i(b.kind.generic())
+	})
 	var sb strings.Builder
 	sb.Grow(len(s))
 	done := 0
