@@ -5,9 +5,11 @@
 //  1. size cap: a result over MaxResultBytes is stored whole in the artifact
 //     store; the agent gets the first PreviewBytes of its text and a
 //     resource_link to artifact://<sha256>;
-//  2. secret redaction: credential shapes and the server's own Secret values,
-//     in every string of the result (text, structuredContent, embedded
-//     resources, _meta, keys);
+//  2. invisible characters (Unicode tags, zero-width, bidi controls) removed
+//     from every string, each removal a finding, the text hidden in tag
+//     characters decoded and scanned; then secret redaction: credential
+//     shapes and the server's own Secret values, in every string of the
+//     result (text, structuredContent, embedded resources, _meta, keys);
 //  3. injection scan of the text the model will read; findings go to the
 //     audit event, and with Call.Block the result is withheld;
 //  4. each text content item is prefixed "[mcp:<server>:<tool>] ", so the
@@ -237,7 +239,11 @@ func (p *Pipeline) redacted(c Call, raw []byte, sum *Summary) (result, error) {
 	if r == nil {
 		r = redact.Shapes
 	}
-	red, err := r.JSON(raw, &sum.Redactions)
+	clean, err := stripInvisible(raw, r, sum)
+	if err != nil {
+		return result{}, err
+	}
+	red, err := r.JSON(clean, &sum.Redactions)
 	if err != nil {
 		return result{}, err
 	}
