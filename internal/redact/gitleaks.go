@@ -451,36 +451,72 @@ var toLower = func() (t [256]byte) {
 	return t
 }()
 
-// findGitleaks appends the secrets gitleaks' rules find in s.
-func (ix *keywordIndex) find(s string, spans []span) []span {
-	// last is where each rule last ran at a keyword, so a rule runs once at
-	// a place two of its keywords share ("api_key").
-	var last map[int]int
-	for i := 0; i+1 < len(s); i++ {
-		pair := uint16(toLower[s[i]])<<8 | uint16(toLower[s[i+1]])
-		if ix.pairs[pair/64]&(1<<(pair%64)) == 0 {
+// rawPairs are the keywords' first two bytes in every case, as bits over
+// the raw bytes: Redactor.find tests them with its own literals' in one
+// lookup per position.
+func (ix *keywordIndex) rawPairs() (set [1 << 16 / 64]uint64) {
+	for lower := range 1 << 16 {
+		if ix.pairs[lower/64]&(1<<(lower%64)) == 0 {
 			continue
 		}
-		for _, kw := range ix.groups[ix.byPair[pair]-1] {
-			if !hasPrefixFold(s[i:], kw.lit) {
-				continue
-			}
-			for _, ri := range kw.rules {
-				if last == nil {
-					last = map[int]int{}
-				}
-				if at, ok := last[ri]; ok && at == i {
-					continue
-				}
-				last[ri] = i
-				spans = ix.matchAt(s, i, ri, spans)
+		for _, a := range caseVariants(byte(lower >> 8)) {
+			for _, b := range caseVariants(byte(lower)) {
+				raw := uint16(a)<<8 | uint16(b)
+				set[raw/64] |= 1 << (raw % 64)
 			}
 		}
 	}
-	for _, ri := range ix.always {
-		spans = ix.search(s, 0, len(s), ri, spans)
+	return set
+}
+
+// matcher runs the rules at the keywords found in one text.
+type matcher struct {
+	ix *keywordIndex
+	// last is where each rule last ran at a keyword, so a rule runs once at
+	// a place two of its keywords share ("api_key").
+	last map[int]int
+}
+
+// at runs the rules whose keywords start at s[i:].
+func (m *matcher) at(s string, i int, spans []span) []span {
+	ix := m.ix
+	pair := uint16(toLower[s[i]])<<8 | uint16(toLower[s[i+1]])
+	if ix.pairs[pair/64]&(1<<(pair%64)) == 0 {
+		return spans
+	}
+	for _, kw := range ix.groups[ix.byPair[pair]-1] {
+		if !hasPrefixFold(s[i:], kw.lit) {
+			continue
+		}
+		for _, ri := range kw.rules {
+			if m.last == nil {
+				m.last = map[int]int{}
+			}
+			if at, ok := m.last[ri]; ok && at == i {
+				continue
+			}
+			m.last[ri] = i
+			spans = ix.matchAt(s, i, ri, spans)
+		}
 	}
 	return spans
+}
+
+// done runs the rules without keywords, which run on every text.
+func (m *matcher) done(s string, spans []span) []span {
+	for _, ri := range m.ix.always {
+		spans = m.ix.search(s, 0, len(s), ri, spans)
+	}
+	return spans
+}
+
+// find appends the secrets gitleaks' rules find in s.
+func (ix *keywordIndex) find(s string, spans []span) []span {
+	m := matcher{ix: ix}
+	for i := 0; i+1 < len(s); i++ {
+		spans = m.at(s, i, spans)
+	}
+	return m.done(s, spans)
 }
 
 func hasPrefixFold(s, lower string) bool {

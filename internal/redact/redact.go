@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
 )
@@ -156,8 +157,19 @@ func New(secrets ...string) *Redactor {
 		r.add(trigger{lit: n.lit, kind: n.kind, match: exact(len(n.lit))})
 		r.secrets++
 	}
+	// One test of a position's two bytes looks for the gitleaks rules'
+	// keywords too.
+	gl := gitleaksPairs()
+	for i := range r.bigrams {
+		r.bigrams[i] |= gl[i]
+	}
 	return r
 }
+
+var gitleaksPairs = sync.OnceValue(func() *[1 << 16 / 64]uint64 {
+	set := gitleaks().rawPairs()
+	return &set
+})
 
 // Shapes is a Redactor for the credential shapes alone.
 var Shapes = New()
@@ -277,10 +289,12 @@ func isAWSSecretField(key string) bool {
 // find lists the secrets in s. With names, the mere name of an AWS secret
 // key counts too (see clean).
 func (r *Redactor) find(s string, spans []span, names bool) []span {
+	gl := matcher{ix: gitleaks()}
 	for i := 0; i+1 < len(s); i++ {
 		if bg := uint16(s[i])<<8 | uint16(s[i+1]); r.bigrams[bg/64]&(1<<(bg%64)) == 0 {
 			continue
 		}
+		spans = gl.at(s, i, spans)
 		for _, t := range r.first[s[i]] {
 			if len(s)-i < len(t.lit) {
 				continue
@@ -297,18 +311,21 @@ func (r *Redactor) find(s string, spans []span, names bool) []span {
 			}
 		}
 	}
-	return gitleaks().find(s, spans)
+	return gl.done(s, spans)
 }
 
 // replace merges overlapping spans (the leftmost's kind names the merged
-// one, a specific kind before a generic one where they start together) and
-// writes the replacements.
+// one, a specific kind before a generic one and a hand-written shape before
+// a gitleaks rule where they start together) and writes the replacements.
 func replace(s string, spans []span, c *Counts) string {
 	slices.SortFunc(spans, func(a, b span) int {
 		if a.start != b.start {
 			return a.start - b.start
 		}
-		return b2i(a.kind.generic()) - b2i(b.kind.generic())
+		if g := b2i(a.kind.generic()) - b2i(b.kind.generic()); g != 0 {
+			return g
+		}
+		return int(a.kind) - int(b.kind) // the hand-written shapes first
 	})
 	var sb strings.Builder
 	sb.Grow(len(s))
