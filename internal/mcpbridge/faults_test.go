@@ -166,6 +166,21 @@ func TestFaults(t *testing.T) {
 		}
 	})
 
+	// Issue 12: the bridge scanned the first of repeated keys, the agent's
+	// parser kept the last. Upstream answers are held to the strict JSON
+	// of agents' requests.
+	t.Run("two-faced answers are refused", func(t *testing.T) {
+		for _, tool := range []string{"twofaced", "casefaced", "errorfaced"} {
+			_, err := c.CallTool(ctxT(t), "mcp.faults."+tool, nil)
+			if rpcCode(err) != CodeUpstream || !strings.Contains(err.Error(), "invalid_result") || strings.Contains(err.Error(), "Ignore all") {
+				t.Fatalf("%s ended with %v, want invalid_result", tool, err)
+			}
+		}
+		if _, err := c.CallTool(ctxT(t), "mcp.faults.ok", nil); err != nil {
+			t.Fatalf("the next call to the same server failed: %v", err)
+		}
+	})
+
 	t.Run("slower than the deadline", func(t *testing.T) {
 		start := time.Now()
 		_, err := c.CallTool(ctxT(t), "mcp.faults.silent", nil)
