@@ -123,10 +123,9 @@ type Bridge struct {
 	parkMu      sync.Mutex
 	parkedTotal int
 	parkedBy    map[string]int
-	// usedStates are the sealed states of server questions already
-	// answered, until they expire (inputrequired.go).
-	usedStates sync.Map
-	usedCount  atomic.Int64
+	// spent are the sealed states of server questions already answered,
+	// until they expire (inputrequired.go).
+	spent signed.Spent
 
 	subjectMu       sync.Mutex
 	subjectInFlight map[string]int

@@ -97,6 +97,9 @@ func TestHardening(t *testing.T) {
 		{"repeated key in arguments", "alice-token", sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp.everything.test_simple_text","arguments":{"a":1,"a":2}}}`, nil, 400, jsonrpc.CodeInvalidRequest},
 		{"envelope key in another case", "alice-token", sid, `{"jsonrpc":"2.0","id":2,"Method":"tools/list","method":"ping"}`, nil, 400, jsonrpc.CodeInvalidRequest},
 		{"not JSON", "alice-token", sid, `{"jsonrpc":`, nil, 400, jsonrpc.CodeParseError},
+		// Policy and approvals would see U+FFFD where the upstream gets the raw bytes.
+		{"invalid UTF-8 in arguments", "alice-token", sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp.everything.test_simple_text","arguments":{"x":"audit_copy` + "\xff" + `"}}}`, nil, 400, jsonrpc.CodeParseError},
+		{"lone surrogate in arguments", "alice-token", sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp.everything.test_simple_text","arguments":{"x":"audit_copy\udcff"}}}`, nil, 400, jsonrpc.CodeParseError},
 		{"batch", "alice-token", sid, `[{"jsonrpc":"2.0","id":2,"method":"ping"}]`, nil, 400, jsonrpc.CodeInvalidRequest},
 		{"foreign origin", "alice-token", sid, call("mcp.everything.test_simple_text"), map[string]string{"Origin": "https://evil.example"}, 403, jsonrpc.CodeInvalidRequest},
 		{"allowed origin", "alice-token", sid, call("mcp.everything.test_simple_text"), map[string]string{"Origin": "https://console.example"}, 200, 0},
@@ -240,4 +243,21 @@ func TestCallOutlivesReadTimeout(t *testing.T) {
 	if !strings.Contains(string(res), "completed") {
 		t.Fatalf("unexpected result %s", res)
 	}
+}
+
+// TestSessionsPerCallerCapped: a caller cannot open sessions without bound
+// (issue 13, item 10); over the cap initialize is refused with a reason,
+// and other callers are not affected.
+func TestSessionsPerCallerCapped(t *testing.T) {
+	h := newHarness(t, nil, nil, func(c *Config) {
+		c.Sessions = session.NewManager(c.Sealer, session.Options{MaxPerSubject: 2})
+	})
+	mcp := h.url + "/mcp"
+	openSession(t, mcp, "alice-token")
+	openSession(t, mcp, "alice-token")
+	status, code, hdr := post(t, mcp, "alice-token", "", initBody, nil)
+	if status != 200 || code != jsonrpc.CodeInvalidRequest || hdr.Get("Mcp-Session-Id") != "" {
+		t.Fatalf("a third session: status %d, code %d, session %q; want a refusal (%d) and no session", status, code, hdr.Get("Mcp-Session-Id"), jsonrpc.CodeInvalidRequest)
+	}
+	openSession(t, mcp, "bob-token")
 }

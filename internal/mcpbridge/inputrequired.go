@@ -2,7 +2,6 @@ package mcpbridge
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -107,23 +106,11 @@ func (b *Bridge) openUpstreamInput(c *call) (st *upstreamInputState, ok bool, er
 }
 
 // useOnce records a sealed state as used until it expires; false when it
-// was used already. Each retry is a call upstream, so a state must not be
-// replayed (on this replica; a replay elsewhere still meets the rate limits).
+// was used already, in any spelling. Each retry is a call upstream, so a
+// state must not be replayed (on this replica; a replay elsewhere still
+// meets the rate limits).
 func (b *Bridge) useOnce(state string, expires int64) bool {
-	sum := sha256.Sum256([]byte(state))
-	if _, used := b.usedStates.LoadOrStore(sum, expires); used {
-		return false
-	}
-	if b.usedCount.Add(1)%1024 == 0 {
-		now := b.now().UnixMilli()
-		b.usedStates.Range(func(k, v any) bool {
-			if v.(int64) < now {
-				b.usedStates.Delete(k)
-			}
-			return true
-		})
-	}
-	return true
+	return b.spent.Use(state, time.UnixMilli(expires), b.now())
 }
 
 // continueCall is the retry of a call whose server asked a 2026-07-28

@@ -17,6 +17,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
+	"github.com/mcp-operator/mcp-operator/internal/policy/resourceuri"
 )
 
 // uriPrefix starts the URIs /mcp shows for servers' resources:
@@ -56,8 +57,11 @@ func (b *Bridge) listResources(rq *request, method, key, uriKey string) *jsonrpc
 			continue
 		}
 		for _, item := range list {
-			uri, _ := rawjson.String(rawjson.Get(item, uriKey))
-			if uri == "" {
+			listed, _ := rawjson.String(rawjson.Get(item, uriKey))
+			// Listed and decided in the form a read will be decided and
+			// forwarded in; one with no such form can't be read.
+			uri, err := resourceuri.Canonical(listed)
+			if listed == "" || err != nil {
 				continue
 			}
 			read := policy.ResourceRead{Server: s.Name, Namespace: s.Namespace, URI: uri}
@@ -66,6 +70,8 @@ func (b *Bridge) listResources(rq *request, method, key, uriKey string) *jsonrpc
 			}
 			if rq.endpoint == "" {
 				item = replaceMember(item, uriKey, rawjson.AppendString(nil, BridgeURI(s.Name, uri)))
+			} else if uri != listed {
+				item = replaceMember(item, uriKey, rawjson.AppendString(nil, uri))
 			}
 			items = append(items, item)
 		}
@@ -76,7 +82,8 @@ func (b *Bridge) listResources(rq *request, method, key, uriKey string) *jsonrpc
 
 // locateResource finds the server and upstream URI of a URI in the agent's
 // view (mcp://<server>/<uri> on /mcp, the server's own on its endpoint);
-// the message answers an unknown one.
+// the message answers an unknown one. The URI is the canonical form: the
+// one decided, recorded and forwarded, whatever the agent's spelling.
 func (b *Bridge) locateResource(rq *request, agentURI string) (*routes.Server, *upstream.Conn, string, *jsonrpc.Message) {
 	server, uri := rq.endpoint, agentURI
 	if server == "" {
@@ -89,7 +96,11 @@ func (b *Bridge) locateResource(rq *request, agentURI string) (*routes.Server, *
 	if !ok || !s.Capabilities.Resources {
 		return nil, nil, "", rpcError(rq, CodeResourceNotFound, fmt.Sprintf("unknown resource %q: server %q serves no resources here", agentURI, server), nil)
 	}
-	return s, conn, uri, nil
+	canonical, err := resourceuri.Canonical(uri)
+	if err != nil {
+		return nil, nil, "", rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("resource URI %q refused: %v", agentURI, err), nil)
+	}
+	return s, conn, canonical, nil
 }
 
 func (b *Bridge) readResource(rq *request) *jsonrpc.Message {

@@ -6,6 +6,12 @@
 // whoami to the upstream server. The bridge checks every request from an
 // agent with Check before it looks at it, so what it decides on is what the
 // upstream runs.
+//
+// For the same reason Check refuses text that is not Unicode: invalid UTF-8
+// bytes, and \u escapes naming a lone surrogate half. encoding/json (the
+// policy, CEL, the approval digest) reads either as U+FFFD, while the
+// upstream gets the raw bytes: an approval for "audit_copy\xff" would run
+// "audit_copy\xfe". JSON text must be valid Unicode (RFC 8259 §8.1).
 package strictjson
 
 import (
@@ -14,6 +20,7 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -29,6 +36,9 @@ var ErrSyntax = errors.New("not valid JSON")
 func Check(data []byte) error {
 	if !json.Valid(data) {
 		return ErrSyntax
+	}
+	if !utf8.Valid(data) {
+		return fmt.Errorf("%w: the text is not valid UTF-8", ErrSyntax)
 	}
 	w := walker{data: data}
 	_, err := w.value(skipSpace(data, 0), 0)
@@ -48,7 +58,8 @@ func (w *walker) value(i, depth int) (int, error) {
 	case '[':
 		return w.array(i, depth+1)
 	case '"':
-		return skipString(w.data, i), nil
+		end := skipString(w.data, i)
+		return end, checkEscapes(w.data[i:end])
 	}
 	for i < len(w.data) && !isDelimiter(w.data[i]) {
 		i++
@@ -90,6 +101,9 @@ func (w *walker) object(i, depth int) (int, error) {
 	}
 	for {
 		end := skipString(w.data, i)
+		if err := checkEscapes(w.data[i:end]); err != nil {
+			return 0, err
+		}
 		key := decodeKey(w.data[i:end])
 		if folded != nil {
 			f := foldKey(key)
@@ -163,6 +177,52 @@ func foldKey(s string) string {
 		b.WriteRune(least)
 	}
 	return b.String()
+}
+
+// checkEscapes refuses a quoted string (valid JSON) whose \u escapes name
+// a surrogate half that is not part of a pair.
+func checkEscapes(q []byte) error {
+	for j := 1; j < len(q)-1; j++ {
+		if q[j] != '\\' {
+			continue
+		}
+		j++
+		if q[j] != 'u' {
+			continue
+		}
+		r := hex4(q[j+1 : j+5])
+		j += 4
+		switch {
+		case utf16.IsSurrogate(r) && r < 0xdc00: // a high half: a low one must follow
+			if j+6 < len(q) && q[j+1] == '\\' && q[j+2] == 'u' {
+				if low := hex4(q[j+3 : j+7]); low >= 0xdc00 && low <= 0xdfff {
+					j += 6
+					continue
+				}
+			}
+			return fmt.Errorf("%w: a string holds the lone surrogate \\u%04x, which is not Unicode text", ErrSyntax, r)
+		case utf16.IsSurrogate(r):
+			return fmt.Errorf("%w: a string holds the lone surrogate \\u%04x, which is not Unicode text", ErrSyntax, r)
+		}
+	}
+	return nil
+}
+
+// hex4 reads four hex digits (valid JSON guarantees them).
+func hex4(h []byte) rune {
+	var r rune
+	for _, c := range h {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c - 'a' + 10)
+		default:
+			r |= rune(c - 'A' + 10)
+		}
+	}
+	return r
 }
 
 // skipString returns the index after the string starting at i.
