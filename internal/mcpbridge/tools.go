@@ -383,8 +383,19 @@ func (b *Bridge) callFailed(c *call, took time.Duration, err error) *jsonrpc.Mes
 	var ue *upstream.Error
 	switch {
 	case errors.As(err, &rpcErr):
+		// The server's error is its output too: scanned and redacted with
+		// its own Secret values, withheld where a result would be.
+		msg, sum := output.Text(b.redactor(tool.Server), "error.message", rpcErr.Message)
+		data, dataSum, dataErr := output.JSON(b.redactor(tool.Server), "error.data", rpcErr.Data)
+		if dataErr != nil {
+			data = nil
+		}
+		if c.blockInjection && len(sum.Findings)+len(dataSum.Findings) > 0 {
+			msg, data = "the bridge withheld the server's error message: it looks like instructions to the model", nil
+		}
+		err = &jsonrpc.Error{Code: rpcErr.Code, Message: msg, Data: data}
 		failed.Code = rpcErr.Code
-		failed.Error = rpcErr.Message
+		failed.Error = msg
 	case errors.As(err, &ue):
 		reason = ue.Reason
 	}
