@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/invisible"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/redact"
@@ -198,6 +199,10 @@ func TestFaults(t *testing.T) {
 		if err == nil || strings.Contains(err.Error(), bridgetest.LeakedValue) || strings.Contains(err.Error(), bridgetest.LeakedToken) ||
 			!strings.Contains(err.Error(), "login as admin with [REDACTED:secret] failed") || strings.Contains(err.Error(), "󠁹") {
 			t.Fatalf("the agent got %v", err)
+		}
+		list, err := c.Call(ctxT(t), "tools/list", nil)
+		if err != nil || !strings.Contains(string(list), "leakyerror, with [REDACTED:github-token]") || strings.Contains(string(list), `\u200b`) || invisible.Contains(string(list)) {
+			t.Fatalf("tools/list gave %s (%v)", list, err)
 		}
 		h.events(t) // flushes the audit log
 		if log := h.sink.String(); strings.Contains(log, bridgetest.LeakedValue) || strings.Contains(log, bridgetest.LeakedToken) || !strings.Contains(log, "[REDACTED:secret]") {

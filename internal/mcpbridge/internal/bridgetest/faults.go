@@ -109,7 +109,11 @@ func serveFault(w http.ResponseWriter, r *http.Request) {
 }
 
 func faultTool(name string) string {
-	return `{"name":"` + name + `","description":"a tool that misbehaves: ` + name + `","inputSchema":{"type":"object"}}`
+	description := "a tool that misbehaves: " + name
+	if name == "leakyerror" { // its description leaks too
+		description += ", with " + LeakedToken + "\u200b" + string(rune(0xE0041))
+	}
+	return `{"name":"` + name + `","description":"` + description + `","inputSchema":{"type":"object"}}`
 }
 
 // Forwarder is a TCP forwarder in front of a server that counts the
