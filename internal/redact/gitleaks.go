@@ -71,6 +71,7 @@ type keywordIndex struct {
 	pairs    [1 << 16 / 64]uint64 // the pairs of byPair, as bits: 8 KiB stay in the L1 cache
 	byPair   [1 << 16]uint16      // index+1 into groups
 	groups   [][]keyword
+	thirds   [][4]uint64 // for each group, the (lower-case) third bytes of its keywords; all for a two-byte keyword
 	always   []int // rules without keywords
 	matchers []glMatcher
 	global   []glAllow
@@ -132,9 +133,15 @@ func compileGitleaks(rules []glRule, global []glAllowlist) *keywordIndex {
 				ix.pairs[pair/64] |= 1 << (pair % 64)
 				if ix.byPair[pair] == 0 {
 					ix.groups = append(ix.groups, nil)
+					ix.thirds = append(ix.thirds, [4]uint64{})
 					ix.byPair[pair] = uint16(len(ix.groups))
 				}
 				gi := int(ix.byPair[pair]) - 1
+				if len(k) == 2 {
+					ix.thirds[gi] = [4]uint64{^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)}
+				} else {
+					ix.thirds[gi][k[2]/64] |= 1 << (k[2] % 64)
+				}
 				ix.groups[gi] = append(ix.groups[gi], keyword{lit: k})
 				g = gi<<16 | (len(ix.groups[gi]) - 1)
 				byLit[k] = g
@@ -484,7 +491,13 @@ func (m *matcher) at(s string, i int, spans []span) []span {
 	if ix.pairs[pair/64]&(1<<(pair%64)) == 0 {
 		return spans
 	}
-	for _, kw := range ix.groups[ix.byPair[pair]-1] {
+	g := ix.byPair[pair] - 1
+	if i+2 < len(s) {
+		if c := toLower[s[i+2]]; ix.thirds[g][c/64]&(1<<(c%64)) == 0 {
+			return spans
+		}
+	}
+	for _, kw := range ix.groups[g] {
 		if !hasPrefixFold(s[i:], kw.lit) {
 			continue
 		}

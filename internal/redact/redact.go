@@ -132,7 +132,8 @@ func (c *Counts) Map() map[string]int {
 // found at s[at:] (where the literal is) starts and ends, if it is one.
 type trigger struct {
 	lit   string
-	fold  bool // ASCII case-insensitive literal
+	fold  bool   // ASCII case-insensitive literal
+	lower string // lit in lower case, for fold
 	kind  Kind
 	match func(s string, at int) (start, end int, ok bool)
 }
@@ -141,7 +142,8 @@ type trigger struct {
 // values. It is immutable and safe for concurrent use.
 type Redactor struct {
 	first   [256][]trigger
-	bigrams [1 << 16 / 64]uint64
+	bigrams [1 << 16 / 64]uint64 // the first two bytes of own and gitleaks literals
+	own     [1 << 16 / 64]uint64 // those of own literals only
 	secrets int
 }
 
@@ -160,6 +162,7 @@ func New(secrets ...string) *Redactor {
 	// One test of a position's two bytes looks for the gitleaks rules'
 	// keywords too.
 	gl := gitleaksPairs()
+	r.own = r.bigrams
 	for i := range r.bigrams {
 		r.bigrams[i] |= gl[i]
 	}
@@ -175,6 +178,7 @@ var gitleaksPairs = sync.OnceValue(func() *[1 << 16 / 64]uint64 {
 var Shapes = New()
 
 func (r *Redactor) add(t trigger) {
+	t.lower = strings.ToLower(t.lit)
 	r.first[t.lit[0]] = append(r.first[t.lit[0]], t)
 	firsts, seconds := []byte{t.lit[0]}, []byte{t.lit[1]}
 	if t.fold {
@@ -291,15 +295,19 @@ func isAWSSecretField(key string) bool {
 func (r *Redactor) find(s string, spans []span, names bool) []span {
 	gl := matcher{ix: gitleaks()}
 	for i := 0; i+1 < len(s); i++ {
-		if bg := uint16(s[i])<<8 | uint16(s[i+1]); r.bigrams[bg/64]&(1<<(bg%64)) == 0 {
+		bg := uint16(s[i])<<8 | uint16(s[i+1])
+		if r.bigrams[bg/64]&(1<<(bg%64)) == 0 {
 			continue
 		}
 		spans = gl.at(s, i, spans)
+		if r.own[bg/64]&(1<<(bg%64)) == 0 {
+			continue
+		}
 		for _, t := range r.first[s[i]] {
 			if len(s)-i < len(t.lit) {
 				continue
 			}
-			if t.fold && !strings.EqualFold(s[i:i+len(t.lit)], t.lit) || !t.fold && s[i:i+len(t.lit)] != t.lit {
+			if t.fold && !hasPrefixFold(s[i:], t.lower) || !t.fold && s[i:i+len(t.lit)] != t.lit {
 				continue
 			}
 			if names && t.kind == AWSSecretAccessKey {
