@@ -72,7 +72,7 @@ type keywordIndex struct {
 	byPair   [1 << 16]uint16      // index+1 into groups
 	groups   [][]keyword
 	thirds   [][4]uint64 // for each group, the (lower-case) third bytes of its keywords; all for a two-byte keyword
-	always   []int // rules without keywords
+	always   []int       // rules without keywords
 	matchers []glMatcher
 	global   []glAllow
 }
