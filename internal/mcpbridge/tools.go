@@ -278,7 +278,10 @@ func (b *Bridge) execute(c *call) *jsonrpc.Message {
 	hooks := upstream.CallHooks{Request: b.relayRequests(c)}
 	if tok := c.params.Meta.ProgressToken; tok != nil && rq.out.canStream {
 		hooks.Progress = func(p json.RawMessage) {
-			rq.out.send(jsonrpc.NewNotification("notifications/progress", replaceMember(p, "progressToken", tok)))
+			// A progress message is the server's output too.
+			if clean, _, err := output.JSON(b.redactor(tool.Server), "notifications/progress", p); err == nil {
+				rq.out.send(jsonrpc.NewNotification("notifications/progress", replaceMember(clean, "progressToken", tok)))
+			}
 		}
 	}
 	if agentLevel := rq.logLevel(); rq.out.canStream && agentLevel != "" {
@@ -294,7 +297,7 @@ func (b *Bridge) execute(c *call) *jsonrpc.Message {
 			if !wantsLog(agentLevel, level) {
 				return
 			}
-			if clean, err := redactor.JSON(p, nil); err == nil {
+			if clean, _, err := output.JSON(redactor, "notifications/message", p); err == nil {
 				rq.out.send(jsonrpc.NewNotification("notifications/message", clean))
 			}
 		}
