@@ -36,10 +36,7 @@ func stripInvisible(doc []byte, r *redact.Redactor, sum *Summary) ([]byte, error
 		if isKey || where == "" {
 			where = "key"
 		}
-		sum.Findings = appendFinding(sum.Findings, invisibleFinding(where, found, r, &sum.Redactions))
-		if found.Hidden != "" {
-			sum.Findings = appendFindings(sum.Findings, where+" (hidden text)", r.String(found.Hidden, &sum.Redactions))
-		}
+		recordInvisible(sum, where, found, r)
 		return clean, true
 	})
 }
@@ -60,12 +57,18 @@ func mayHoldInvisible(doc []byte) bool {
 	return false
 }
 
-func invisibleFinding(where string, f invisible.Found, r *redact.Redactor, c *redact.Counts) injection.Finding {
+// recordInvisible adds the finding of what Strip removed from the text at
+// where, and the findings of the text hidden in tag characters, redacted.
+func recordInvisible(sum *Summary, where string, f invisible.Found, r *redact.Redactor) {
 	excerpt := "removed " + strconv.Itoa(f.Removed) + " invisible characters"
-	if f.Hidden != "" {
-		excerpt += fmt.Sprintf(", hidden text %q", cut(r.String(f.Hidden, c), 60))
+	hidden := r.String(f.Hidden, &sum.Redactions)
+	if hidden != "" {
+		excerpt += fmt.Sprintf(", hidden text %q", cut(hidden, 60))
 	}
-	return injection.Finding{Pattern: InvisiblePattern, Where: where, Excerpt: excerpt}
+	sum.Findings = appendFinding(sum.Findings, injection.Finding{Pattern: InvisiblePattern, Where: where, Excerpt: excerpt})
+	if hidden != "" {
+		sum.Findings = appendFindings(sum.Findings, where+" (hidden text)", hidden)
+	}
 }
 
 func appendFinding(fs []injection.Finding, f injection.Finding) []injection.Finding {
@@ -86,10 +89,7 @@ func Text(r *redact.Redactor, where, s string) (string, Summary) {
 	var sum Summary
 	clean, found := invisible.Strip(s)
 	if found.Removed > 0 {
-		sum.Findings = appendFinding(sum.Findings, invisibleFinding(where, found, r, &sum.Redactions))
-		if found.Hidden != "" {
-			sum.Findings = appendFindings(sum.Findings, where+" (hidden text)", r.String(found.Hidden, &sum.Redactions))
-		}
+		recordInvisible(&sum, where, found, r)
 	}
 	out := r.String(clean, &sum.Redactions)
 	sum.Findings = appendFindings(sum.Findings, where, out)
