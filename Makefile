@@ -43,8 +43,10 @@ docs: manifests ## Generate the API reference (docs/api-reference.md) from the C
 .PHONY: verify
 verify: generate manifests docs chart ## Fail when a generated file is stale or go.mod is untidy.
 	go mod tidy -diff
+	go run ./hack/gitleaksgen -out internal/redact -check
 	cd hack/mkimage && go mod tidy -diff
 	cd hack/deploytools && go mod tidy -diff
+	cd bench/redact && go mod tidy -diff
 	@if [ -n "$$(git status --porcelain -- api config docs charts go.mod go.sum)" ]; then \
 		echo "generated files are stale; run 'make generate manifests docs chart' and commit:"; \
 		git status --porcelain -- api config docs charts go.mod go.sum; git diff --stat -- api config docs charts; exit 1; fi
@@ -122,7 +124,19 @@ test: envtest-assets peers $(HELM) $(KUSTOMIZE) helm-lint ## Run every test suit
 	go vet ./...
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test ./... -count=1
 	cd hack/mkimage && go vet ./... && go test ./... -count=1
+	$(MAKE) fuzz
 	$(MAKE) e2e
+
+# FUZZTIME bounds each fuzz target's run beyond its committed corpus
+# (testdata/fuzz): redaction, invisible characters, the output pipeline.
+FUZZTIME ?= 8s
+
+.PHONY: fuzz
+fuzz: ## Run the redaction and output-pipeline fuzz targets for FUZZTIME each (beyond their seeds).
+	go test ./internal/redact -run '^$$' -fuzz '^FuzzStringNeverLeaks$$' -fuzztime $(FUZZTIME)
+	go test ./internal/redact -run '^$$' -fuzz '^FuzzJSONNeverLeaksSecret$$' -fuzztime $(FUZZTIME)
+	go test ./internal/mcp/invisible -run '^$$' -fuzz '^FuzzStrip$$' -fuzztime $(FUZZTIME)
+	go test ./internal/mcpbridge/output -run '^$$' -fuzz '^FuzzPipeline$$' -fuzztime $(FUZZTIME)
 
 .PHONY: envtest-assets
 envtest-assets: ## Build kube-apiserver and etcd for envtest into bin/k8s (once).
@@ -143,7 +157,7 @@ $(BIN)/everything-server: test/peers/go/go.mod test/peers/go/go.sum
 ##@ Benchmarks
 
 .PHONY: bench
-bench: bench-policy bench-bridge bench-controller ## Run every benchmark under bench/ (each prints its ratio against a baseline).
+bench: bench-policy bench-bridge bench-controller bench-redact ## Run every benchmark under bench/ (each prints its ratio against a baseline).
 
 .PHONY: bench-bridge
 bench-bridge: peers ## The bridge against a direct connection and a bare reverse proxy: latency, throughput, CPU, memory.
@@ -152,6 +166,10 @@ bench-bridge: peers ## The bridge against a direct connection and a bare reverse
 .PHONY: bench-controller
 bench-controller: envtest-assets peers ## The MCPServer controller bringing up 200 remote servers against the bare API work: time to Ready, reconciles, CPU, heap, idle probes.
 	go run ./bench/controller
+
+.PHONY: bench-redact
+bench-redact: ## Redaction of a 10 MiB and a 2 KB result: the redactor against the one it replaced and gitleaks' detector.
+	cd bench/redact && go run .
 
 .PHONY: bench-policy
 bench-policy: ## One permission decision: the compiled engine against a linear scan (1,000 rules, 5,000 tools).

@@ -645,13 +645,17 @@ type ServerCapabilities struct {
 }
 
 // ToolFlag marks something the probe found suspicious about a tool.
-// +kubebuilder:validation:Enum=injectionSuspect
+// +kubebuilder:validation:Enum=injectionSuspect;contradictoryHints
 type ToolFlag string
 
 const (
 	// ToolFlagInjectionSuspect: the tool's description looks like an attempt to
 	// instruct the agent (prompt injection).
 	ToolFlagInjectionSuspect ToolFlag = "injectionSuspect"
+	// ToolFlagContradictoryHints: the tool's annotations say both readOnlyHint
+	// and destructiveHint; it is classified destructive, the most harmful
+	// reading.
+	ToolFlagContradictoryHints ToolFlag = "contradictoryHints"
 )
 
 // ToolStatus is one published tool.

@@ -67,6 +67,10 @@ func (b *Bridge) listPrompts(rq *request) *jsonrpc.Message {
 			if shown := b.promptName(rq, full); shown != "" {
 				item = replaceMember(item, "name", rawjson.AppendString(nil, shown))
 			}
+			// Names, titles and descriptions are the server's output too.
+			if clean, _, err := output.JSON(b.redactor(s), "prompts/list", item); err == nil {
+				item = clean
+			}
 			items = append(items, item)
 		}
 	}

@@ -73,6 +73,10 @@ func (b *Bridge) listResources(rq *request, method, key, uriKey string) *jsonrpc
 			} else if uri != listed {
 				item = replaceMember(item, uriKey, rawjson.AppendString(nil, uri))
 			}
+			// Names, titles and descriptions are the server's output too.
+			if clean, _, err := output.JSON(b.redactor(s), "resources/list", item); err == nil {
+				item = clean
+			}
 			items = append(items, item)
 		}
 	}

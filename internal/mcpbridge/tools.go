@@ -279,7 +279,10 @@ func (b *Bridge) execute(c *call) *jsonrpc.Message {
 	hooks := upstream.CallHooks{Request: b.relayRequests(c)}
 	if tok := c.params.Meta.ProgressToken; tok != nil && rq.out.canStream {
 		hooks.Progress = func(p json.RawMessage) {
-			rq.out.send(jsonrpc.NewNotification("notifications/progress", replaceMember(p, "progressToken", tok)))
+			// A progress message is the server's output too.
+			if clean, _, err := output.JSON(b.redactor(tool.Server), "notifications/progress", p); err == nil {
+				rq.out.send(jsonrpc.NewNotification("notifications/progress", replaceMember(clean, "progressToken", tok)))
+			}
 		}
 	}
 	if agentLevel := rq.logLevel(); rq.out.canStream && agentLevel != "" {
@@ -295,7 +298,7 @@ func (b *Bridge) execute(c *call) *jsonrpc.Message {
 			if !wantsLog(agentLevel, level) {
 				return
 			}
-			if clean, err := redactor.JSON(p, nil); err == nil {
+			if clean, _, err := output.JSON(redactor, "notifications/message", p); err == nil {
 				rq.out.send(jsonrpc.NewNotification("notifications/message", clean))
 			}
 		}
@@ -384,8 +387,19 @@ func (b *Bridge) callFailed(c *call, took time.Duration, err error) *jsonrpc.Mes
 	var ue *upstream.Error
 	switch {
 	case errors.As(err, &rpcErr):
+		// The server's error is its output too: scanned and redacted with
+		// its own Secret values, withheld where a result would be.
+		msg, sum := output.Text(b.redactor(tool.Server), "error.message", rpcErr.Message)
+		data, dataSum, dataErr := output.JSON(b.redactor(tool.Server), "error.data", rpcErr.Data)
+		if dataErr != nil {
+			data = nil
+		}
+		if c.blockInjection && len(sum.Findings)+len(dataSum.Findings) > 0 {
+			msg, data = "the bridge withheld the server's error message: it looks like instructions to the model", nil
+		}
+		err = &jsonrpc.Error{Code: rpcErr.Code, Message: msg, Data: data}
 		failed.Code = rpcErr.Code
-		failed.Error = rpcErr.Message
+		failed.Error = msg
 	case errors.As(err, &ue):
 		reason = ue.Reason
 	}

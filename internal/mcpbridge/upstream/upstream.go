@@ -31,6 +31,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/strictjson"
 )
 
 // Reasons a call failed without an answer from the server: the reason of
@@ -301,7 +302,27 @@ func (c *Conn) ListAll(ctx context.Context, method, key string) ([]json.RawMessa
 		items, err = cli.ListAll(ctx, method, key, client.Limits{})
 		return nil, err
 	})
+	for i, item := range items {
+		if err == nil {
+			err = strict(fmt.Sprintf("%s item %d", key, i), item)
+		}
+	}
 	return items, err
+}
+
+// strict holds what the server answers to the rules the bridge holds agents'
+// requests to (strictjson): a repeated key, or two keys that differ only in
+// case, could be read one way by the bridge's redaction and injection scan
+// (the first value) and another by the agent's parser (the last), so such an
+// answer is refused as invalid_result.
+func strict(what string, doc json.RawMessage) error {
+	if len(doc) == 0 {
+		return nil
+	}
+	if err := strictjson.Check(doc); err != nil {
+		return &Error{Reason: ReasonInvalid, Err: fmt.Errorf("the server's %s: %w", what, err)}
+	}
+	return nil
 }
 
 // CallHooks receive what the server sends on a call's response stream
@@ -391,10 +412,13 @@ func (c *Conn) do(ctx context.Context, f func(context.Context, *client.Client) (
 	}
 	res, err := f(cctx, cli)
 	if err == nil {
-		return res, nil
+		return res, strict("result", res)
 	}
 	var rpcErr *jsonrpc.Error
 	if errors.As(err, &rpcErr) {
+		if err := strict("error data", rpcErr.Data); err != nil {
+			return nil, err
+		}
 		return nil, rpcErr
 	}
 	// Only a broken connection is dropped: the caller giving up (cancel,
