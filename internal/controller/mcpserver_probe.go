@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
-	"github.com/mcp-operator/mcp-operator/internal/mcp/credentials"
+	"github.com/mcp-operator/mcp-operator/internal/k8s/credentials"
 )
 
 // Prober reads a server's catalog. The real one speaks MCP (internal/mcp);
