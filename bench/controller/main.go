@@ -58,7 +58,7 @@ const (
 func main() {
 	role := flag.String("role", "", "internal: run as the controller child")
 	listen := flag.String("listen", "", "internal: where the child answers /stats")
-	servers := flag.Int("servers", 200, "MCPServers per round")
+	servers := flag.Int("servers", 1000, "MCPServers per round")
 	rounds := flag.Int("rounds", 3, "alternating rounds")
 	workers := flag.Int("workers", 4, "the controller's reconcile workers (manager controller's default) and the client's concurrent creates")
 	interval := flag.Duration("interval", 15*time.Second, "spec.probe.interval of every server (the default is 5m; shorter so the idle window sees periodic probes)")
@@ -66,7 +66,7 @@ func main() {
 	flag.Parse()
 	var err error
 	if *role == "controller" {
-		err = serveController(*listen, ctlNS, *workers)
+		err = serveController(*listen, *workers)
 	} else {
 		err = run(config{servers: *servers, rounds: *rounds, workers: *workers, interval: *interval, idle: *idle})
 	}
@@ -245,9 +245,16 @@ func (b *bench) server(ns string, i int) *mcpv1alpha1.MCPServer {
 	}
 }
 
-// baseline: create the servers and write each one's status once.
+// baseline: create the servers and write each one's status once. The
+// controller watches all namespaces, as `manager controller` does, so it is
+// stopped (SIGSTOP) while the baseline runs and its servers are deleted
+// before it goes on; it then only finds them gone.
 func (b *bench) baseline(ctx context.Context) (baseRound, error) {
 	var out baseRound
+	if err := b.child.Process.Signal(syscall.SIGSTOP); err != nil {
+		return out, err
+	}
+	defer func() { _ = b.child.Process.Signal(syscall.SIGCONT) }()
 	w, err := b.watchReady(ctx, baseNS, b.servers)
 	if err != nil {
 		return out, err
@@ -267,7 +274,13 @@ func (b *bench) baseline(ctx context.Context) (baseRound, error) {
 	}
 	out.apiCPU = apiServerCPU() - api0
 	out.total, out.latencies = w.since(start, created)
-	return out, b.deleteAll(ctx, baseNS)
+	if err := b.deleteAll(ctx, baseNS); err != nil {
+		return out, err
+	}
+	if err := b.child.Process.Signal(syscall.SIGCONT); err != nil {
+		return out, err
+	}
+	return out, b.quiet()
 }
 
 // controller: create the servers and let the controller bring them up; then
@@ -570,6 +583,18 @@ func report(cfg config, bases []baseRound, ctls []ctlRound) {
 	fmt.Printf("\nsummary: %d servers Ready in %s through the controller vs %s for the bare API work (%.2fx); p50/p99 create→Ready %s/%s; %.2f reconciles and %s controller CPU per server; heap %.1f MB (%.1f KB/server); idle %s CPU per server per minute at a %s probe interval\n",
 		cfg.servers, ms(medianD(ctlTotal)), ms(medianD(baseTotal)), r, ms(benchutil.Pct(ctlLat, 50)), ms(benchutil.Pct(ctlLat, 99)),
 		benchutil.Median(recs), us(medianD(cpu)/time.Duration(n)), benchutil.Median(heapReady)/1e6, benchutil.Median(heapPer)/1e3, us(perMin(medianD(idleCPU))), cfg.interval)
+
+	// The targets of issue 17, each as measured / target.
+	mean := benchutil.Median(idleProbes) / cfg.idle.Seconds()
+	fmt.Printf("targets: all Ready %.2fx the bare API work (target <= 2x) %s; heap %.1f KB per Ready server (target <= 30 KB) %s; busiest second %.2fx the mean probe rate (target <= 2x) %s\n",
+		r, verdict(r <= 2), benchutil.Median(heapPer)/1e3, verdict(benchutil.Median(heapPer) <= 30e3), benchutil.Median(peak)/max(mean, 1e-9), verdict(benchutil.Median(peak) <= 2*mean))
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "MISSED"
 }
 
 func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }

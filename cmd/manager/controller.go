@@ -90,8 +90,12 @@ func newControllerManager(cfg *rest.Config, f controllerFlags) (ctrl.Manager, er
 			opts.BridgeNamespaces = append(opts.BridgeNamespaces, ns)
 		}
 	}
-	if err := controller.SetupWithManager(mgr, opts); err != nil {
-		return nil, err
+	// The controllers this process runs.
+	if err := controller.NewMCPServerReconciler(mgr, opts).SetupWithManager(mgr, opts); err != nil {
+		return nil, fmt.Errorf("while setting up the MCPServer controller: %w", err)
+	}
+	if err := (&controller.ToolPolicyReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr, opts); err != nil {
+		return nil, fmt.Errorf("while setting up the ToolPolicy controller: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("while adding the health check: %w", err)

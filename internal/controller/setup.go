@@ -1,12 +1,7 @@
 // Package controller holds the reconcilers of mcp-operator's kinds: one file set
-// per kind (mcpserver_*.go, toolpolicy_*.go).
+// per kind (mcpserver_*.go, toolpolicy_*.go). cmd/manager registers each one
+// with the manager explicitly, so its wiring shows which controllers run.
 package controller
-
-import (
-	"fmt"
-
-	ctrl "sigs.k8s.io/controller-runtime"
-)
 
 // Options are the settings every reconciler may need.
 type Options struct {
@@ -21,18 +16,4 @@ type Options struct {
 	BridgeNamespaces []string
 	// Prober reads servers' catalogs; nil means the MCP prober.
 	Prober Prober
-}
-
-// reconcilers lists every reconciler the controller runs; each kind's file
-// set adds itself here.
-var reconcilers []func(ctrl.Manager, Options) error
-
-// SetupWithManager registers every reconciler with the manager.
-func SetupWithManager(mgr ctrl.Manager, opts Options) error {
-	for _, setup := range reconcilers {
-		if err := setup(mgr, opts); err != nil {
-			return fmt.Errorf("while setting up a reconciler: %w", err)
-		}
-	}
-	return nil
 }
