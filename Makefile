@@ -139,7 +139,7 @@ bench-bridge: peers ## The bridge against a direct connection and a bare reverse
 	go run ./bench/bridge
 
 .PHONY: bench-controller
-bench-controller: envtest-assets peers ## The MCPServer controller bringing up 200 remote servers against the bare API work: time to Ready, reconciles, CPU, heap, idle probes.
+bench-controller: envtest-assets peers ## The MCPServer controller (all namespaces, as manager controller runs) bringing up 1,000 remote servers against the bare API work: time to Ready, reconciles, CPU, heap, idle probes; checks the targets.
 	go run ./bench/controller
 
 .PHONY: bench-policy
