@@ -448,7 +448,8 @@ func isReady(s *mcpv1alpha1.MCPServer) bool {
 }
 
 // watchReady starts watching before anything is created, so no transition
-// is missed.
+// is missed. A busy API server may end a watch: it is started again, and a
+// list then catches what became Ready in between.
 func (b *bench) watchReady(ctx context.Context, ns string, n int) (*readyWatch, error) {
 	wi, err := b.c.Watch(ctx, &mcpv1alpha1.MCPServerList{}, client.InNamespace(ns))
 	if err != nil {
@@ -456,27 +457,53 @@ func (b *bench) watchReady(ctx context.Context, ns string, n int) (*readyWatch, 
 	}
 	w := &readyWatch{at: map[string]time.Time{}, n: n, done: make(chan struct{})}
 	go func() {
-		defer wi.Stop()
 		defer close(w.done)
-		for ev := range wi.ResultChan() {
-			s, ok := ev.Object.(*mcpv1alpha1.MCPServer)
-			if !ok || (ev.Type != watch.Added && ev.Type != watch.Modified) || !isReady(s) {
-				continue
-			}
-			now := time.Now()
-			w.mu.Lock()
-			if _, seen := w.at[s.Name]; !seen {
-				w.at[s.Name] = now
-			}
-			all := len(w.at) == w.n
-			w.mu.Unlock()
-			if all {
+		for !w.follow(wi) {
+			if wi, err = b.c.Watch(ctx, &mcpv1alpha1.MCPServerList{}, client.InNamespace(ns)); err != nil {
+				w.err = fmt.Errorf("while watching %s again: %w", ns, err)
 				return
 			}
+			var list mcpv1alpha1.MCPServerList
+			if err := b.c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+				w.err = fmt.Errorf("while listing %s: %w", ns, err)
+				return
+			}
+			for i := range list.Items {
+				if w.see(&list.Items[i]) {
+					wi.Stop()
+					return
+				}
+			}
 		}
-		w.err = fmt.Errorf("the watch of %s ended before every server was Ready", ns)
 	}()
 	return w, nil
+}
+
+// follow records the Ready servers a watch reports until all are Ready
+// (true) or the watch ends (false).
+func (w *readyWatch) follow(wi watch.Interface) bool {
+	defer wi.Stop()
+	for ev := range wi.ResultChan() {
+		s, ok := ev.Object.(*mcpv1alpha1.MCPServer)
+		if ok && (ev.Type == watch.Added || ev.Type == watch.Modified) && w.see(s) {
+			return true
+		}
+	}
+	return false
+}
+
+// see records when a server was first seen Ready, and reports whether all are.
+func (w *readyWatch) see(s *mcpv1alpha1.MCPServer) bool {
+	if !isReady(s) {
+		return false
+	}
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, seen := w.at[s.Name]; !seen {
+		w.at[s.Name] = now
+	}
+	return len(w.at) == w.n
 }
 
 func (w *readyWatch) wait(timeout time.Duration) error {
