@@ -54,6 +54,7 @@ func serveController(listen string, workers int) error {
 	if err != nil {
 		return err
 	}
+	cfg.QPS, cfg.Burst = controller.DefaultAPIQPS, controller.DefaultAPIBurst
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 testenv.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"}, // read from the registry below

@@ -43,7 +43,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -398,14 +397,13 @@ func (b *bench) createAll(ctx context.Context, ns string, then func(*mcpv1alpha1
 	return created, firstErr
 }
 
-// deleteAll deletes a namespace's servers and waits until they are gone.
+// deleteAll deletes a namespace's servers and waits until they are gone. A
+// collection delete of many objects may outlast its request's timeout on a
+// busy API server, which then stops part way: it is sent again while any
+// are left.
 func (b *bench) deleteAll(ctx context.Context, ns string) error {
-	// A collection delete of many objects may outlast the request's timeout
-	// on a busy API server, which goes on deleting: wait for it either way.
-	if err := b.c.DeleteAllOf(ctx, &mcpv1alpha1.MCPServer{}, client.InNamespace(ns)); err != nil && !apierrors.IsTimeout(err) {
-		return err
-	}
-	for deadline := time.Now().Add(5 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	var lastErr error
+	for deadline := time.Now().Add(5 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
 		var list mcpv1alpha1.MCPServerList
 		if err := b.c.List(ctx, &list, client.InNamespace(ns)); err != nil {
 			return err
@@ -413,8 +411,11 @@ func (b *bench) deleteAll(ctx context.Context, ns string) error {
 		if len(list.Items) == 0 {
 			return nil
 		}
+		// Its errors are those of a busy API server (a timeout, a reset
+		// stream); the list above says whether to send it again.
+		lastErr = b.c.DeleteAllOf(ctx, &mcpv1alpha1.MCPServer{}, client.InNamespace(ns))
 	}
-	return fmt.Errorf("the servers of %s were not gone within 5m", ns)
+	return fmt.Errorf("the servers of %s were not gone within 5m (last error: %v)", ns, lastErr)
 }
 
 // quiet waits until the controller has reconciled the deletions.
