@@ -84,6 +84,7 @@ images: build $(BIN)/everything-server $(MKIMAGE) $(BIN)/pause ## Build the cont
 	$(MKIMAGE) -tag $(IMG) -out $(BIN)/images/manager.tar $(BIN)/manager=/manager
 	$(MKIMAGE) -tag localhost/mcp-operator/everything-server:dev -out $(BIN)/images/everything-server.tar $(BIN)/everything-server=/everything-server
 	$(MKIMAGE) -tag localhost/mcp-operator/pause:dev -user 65535 -out $(BIN)/images/pause.tar $(BIN)/pause=/pause
+	hack/filesystem-image/build.sh $(MKIMAGE) $(BIN)/images/filesystem-server.tar
 
 .PHONY: chart
 chart: manifests ## Generate the Helm chart's CRD and RBAC templates from config/crd/bases and config/rbac.
@@ -164,7 +165,7 @@ bench-bridge: peers ## The bridge against a direct connection and a bare reverse
 	go run ./bench/bridge
 
 .PHONY: bench-controller
-bench-controller: envtest-assets peers ## The MCPServer controller bringing up 200 remote servers against the bare API work: time to Ready, reconciles, CPU, heap, idle probes.
+bench-controller: envtest-assets peers ## The MCPServer controller (all namespaces, as manager controller runs) bringing up 1,000 remote servers against the bare API work: time to Ready, reconciles, CPU, heap, idle probes; checks the targets.
 	go run ./bench/controller
 
 .PHONY: bench-redact

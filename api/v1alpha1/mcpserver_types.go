@@ -98,6 +98,19 @@ const (
 	// ReasonCredentialsMissing: a Secret the server needs does not exist or
 	// lacks the key.
 	ReasonCredentialsMissing = "CredentialsMissing"
+	// ReasonImagePullFailed: the kubelet cannot pull the server's image; the
+	// message names the image and carries the container runtime's error.
+	ReasonImagePullFailed = "ImagePullFailed"
+	// ReasonContainerConfigError: the kubelet cannot create the server's
+	// container from its spec, such as a Secret or ConfigMap (or a key of
+	// one) that env or envFrom names and that does not exist.
+	ReasonContainerConfigError = "ContainerConfigError"
+	// ReasonUnschedulable: no node can take the server's pod; the message is
+	// the scheduler's.
+	ReasonUnschedulable = "Unschedulable"
+	// ReasonReconcileError: the controller failed at a step (an API call);
+	// it retries with backoff and the message says what it was doing.
+	ReasonReconcileError = "ReconcileError"
 )
 
 // MCPServerSpec is the desired state of an MCP server: where it runs, how it is
@@ -781,6 +794,13 @@ type RestartStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
 	RestartRequest string `json:"restartRequest,omitempty"`
+
+	// probeFailures counts the probes in a row the running pod failed; at 3
+	// the server counts as crashed. In status, so a new leader goes on
+	// counting where the old one stopped.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ProbeFailures int32 `json:"probeFailures,omitempty"`
 }
 
 // MCPServer runs or connects to one MCP server and publishes its tool catalog.
@@ -790,6 +810,7 @@ type RestartStatus struct {
 // +kubebuilder:resource:shortName=mcps,categories=mcp
 // +kubebuilder:printcolumn:name="Transport",type=string,JSONPath=`.spec.transport`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Tools",type=integer,JSONPath=`.status.toolCount`
 // +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restarts.total`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

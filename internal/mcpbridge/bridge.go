@@ -33,11 +33,11 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/metrics"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
-	"github.com/mcp-operator/mcp-operator/internal/redact"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
+	"github.com/mcp-operator/mcp-operator/internal/redact"
 )
 
 // Tool name styles (--tool-name-style).
@@ -74,8 +74,8 @@ type Config struct {
 	// Approvals puts asked requests to a person through ToolApprovals
 	// (nil: the ToolApproval channel is never used).
 	Approvals *approval.Broker
-	Metrics *metrics.Metrics
-	Log     logr.Logger
+	Metrics   *metrics.Metrics
+	Log       logr.Logger
 
 	// ToolNameStyle is dotted (mcp.<server>.<tool>) or underscore.
 	ToolNameStyle string

@@ -18,7 +18,7 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
-	"github.com/mcp-operator/mcp-operator/internal/mcp/credentials"
+	"github.com/mcp-operator/mcp-operator/internal/k8s/credentials"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/redact"
 )
