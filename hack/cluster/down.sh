@@ -96,12 +96,8 @@ if command -v iptables >/dev/null; then
     iptables -w -t nat -X "$ch" 2>/dev/null || true
   done
   [ -x "$K8SBIN/kube-proxy" ] && "$K8SBIN/kube-proxy" --cleanup >/dev/null 2>&1 || true
+  # The chains that hand pod connections to the NetworkPolicy engine.
   "$ROOT/hack/cluster/netpol-rules.sh" delete
-fi
-# The engine's own nftables table: it fails to load on kernels without
-# nft_queue and is deleted when the engine stops, so this is only a check.
-if command -v nft >/dev/null; then
-  nft delete table inet kube-network-policies 2>/dev/null || true
   for ipt in iptables ip6tables; do
     for t in filter nat mangle; do
       # Chains the kubelet makes: jumps to them first, then the chains.
@@ -114,6 +110,11 @@ if command -v nft >/dev/null; then
       done
     done
   done
+fi
+# The engine's own nftables table: it fails to load on kernels without
+# nft_queue and is deleted when the engine stops; removed here in case.
+if command -v nft >/dev/null; then
+  nft delete table inet kube-network-policies 2>/dev/null || true
 fi
 
 # 5. The pods' cgroups (the kubelet's kubepods tree, cgroup v1 or v2).
