@@ -47,6 +47,7 @@ verify: generate manifests docs chart ## Fail when a generated file is stale or 
 	cd hack/mkimage && go mod tidy -diff
 	cd hack/deploytools && go mod tidy -diff
 	cd bench/redact && go mod tidy -diff
+	cd hack/netpol && go mod tidy -diff
 	@if [ -n "$$(git status --porcelain -- api config docs charts go.mod go.sum)" ]; then \
 		echo "generated files are stale; run 'make generate manifests docs chart' and commit:"; \
 		git status --porcelain -- api config docs charts go.mod go.sum; git diff --stat -- api config docs charts; exit 1; fi
@@ -83,6 +84,8 @@ images: build $(BIN)/everything-server $(MKIMAGE) $(BIN)/pause ## Build the cont
 	$(MKIMAGE) -tag localhost/mcp-operator/e2e-agent:dev -out $(BIN)/images/e2e-agent.tar $(BIN)/e2e-agent=/agent
 	$(MKIMAGE) -tag $(IMG) -out $(BIN)/images/manager.tar $(BIN)/manager=/manager
 	$(MKIMAGE) -tag localhost/mcp-operator/everything-server:dev -out $(BIN)/images/everything-server.tar $(BIN)/everything-server=/everything-server
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/netcheck ./test/e2e/netcheck
+	$(MKIMAGE) -tag localhost/mcp-operator/netcheck:dev -out $(BIN)/images/netcheck.tar $(BIN)/netcheck=/netcheck $(BIN)/everything-server=/everything-server
 	$(MKIMAGE) -tag localhost/mcp-operator/pause:dev -user 65535 -out $(BIN)/images/pause.tar $(BIN)/pause=/pause
 	hack/filesystem-image/build.sh $(MKIMAGE) $(BIN)/images/filesystem-server.tar
 
@@ -98,7 +101,7 @@ helm-lint: $(HELM) ## Lint the Helm chart (strict), with the bridge on and off.
 ##@ Local cluster and deployment
 
 .PHONY: dev
-dev: images $(HELM) ## Run the operator on a local single-node cluster (root, no Docker): cluster, images, chart, samples.
+dev: images $(HELM) $(BIN)/netpol ## Run the operator on a local single-node cluster (root, no Docker): cluster, images, chart, samples.
 	hack/cluster/dev.sh
 
 .PHONY: e2e
@@ -126,6 +129,7 @@ test: envtest-assets peers $(HELM) $(KUSTOMIZE) helm-lint ## Run every test suit
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test ./... -count=1
 	cd hack/mkimage && go vet ./... && go test ./... -count=1
 	$(MAKE) fuzz
+	cd hack/netpol && go vet ./...
 	$(MAKE) e2e
 
 # FUZZTIME bounds each fuzz target's run beyond its committed corpus
@@ -192,6 +196,11 @@ $(KUSTOMIZE): hack/deploytools/go.mod hack/deploytools/go.sum
 
 $(MKIMAGE): hack/mkimage/go.mod hack/mkimage/go.sum $(wildcard hack/mkimage/*.go)
 	cd hack/mkimage && CGO_ENABLED=0 go build -trimpath -o $(MKIMAGE) .
+
+# NetworkPolicy enforcement of the dev cluster: kube-network-policies, pinned
+# in hack/netpol/go.mod, run on the node by hack/cluster/up.sh.
+$(BIN)/netpol: hack/netpol/go.mod hack/netpol/go.sum hack/netpol/main.go
+	cd hack/netpol && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(BIN)/netpol .
 
 $(BIN)/pause: hack/mkimage/pause/main.go
 	cd hack/mkimage && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(BIN)/pause ./pause

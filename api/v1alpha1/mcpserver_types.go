@@ -243,11 +243,15 @@ type Workload struct {
 	// +kubebuilder:validation:MaxItems=32
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 
-	// volumes added to the pod, mounted with volumeMounts.
+	// volumes added to the pod, mounted with volumeMounts. Only the volume
+	// types the restricted Pod Security Standard allows: configMap, csi,
+	// downwardAPI, emptyDir, ephemeral, persistentVolumeClaim, projected,
+	// secret (a hostPath volume, for one, would let the server out of its pod).
 	// +optional
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:XValidation:rule="self.all(v, has(v.configMap) || has(v.csi) || has(v.downwardAPI) || has(v.emptyDir) || has(v.ephemeral) || has(v.persistentVolumeClaim) || has(v.projected) || has(v.secret))",message="server pods run under the restricted Pod Security Standard: a volume must be one of configMap, csi, downwardAPI, emptyDir, ephemeral, persistentVolumeClaim, projected or secret"
 	Volumes []corev1.Volume `json:"volumes,omitempty"`
 
 	// volumeMounts of the server's container. The root filesystem is read-only
@@ -273,6 +277,49 @@ type NetworkSpec struct {
 	// +optional
 	// +kubebuilder:default=DNS
 	Egress EgressPolicy `json:"egress,omitempty"`
+
+	// egressAllow lists further destinations the server may connect to, by
+	// CIDR and port, on top of what egress allows: with egress None, exactly
+	// these. Meant for addresses outside the cluster (a database, an API);
+	// other MCP server pods stay unreachable whatever is listed here.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	EgressAllow []EgressRule `json:"egressAllow,omitempty"`
+}
+
+// EgressRule is one destination a server may connect to.
+type EgressRule struct {
+	// cidr is the destination's address range, e.g. 203.0.113.0/24, or
+	// 203.0.113.7/32 for one address.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="isCIDR(self)",message="cidr must be an IPv4 or IPv6 CIDR such as 203.0.113.0/24"
+	// +kubebuilder:validation:XValidation:rule="!isCIDR(self) || cidr(self) == cidr(self).masked()",message="cidr must have no bits set after its prefix: write the network address (e.g. 203.0.113.0/24, not 203.0.113.7/24)"
+	CIDR string `json:"cidr"`
+
+	// ports the server may connect to at cidr; at least one.
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	Ports []EgressPort `json:"ports"`
+}
+
+// EgressPort is a destination port and its protocol.
+type EgressPort struct {
+	// port number.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port"`
+
+	// protocol of the connection.
+	// +optional
+	// +kubebuilder:default=TCP
+	// +kubebuilder:validation:Enum=TCP;UDP
+	Protocol corev1.Protocol `json:"protocol,omitempty"`
 }
 
 // WorkloadSecurityContext holds the few security settings a server may change.

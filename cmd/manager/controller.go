@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -94,6 +95,11 @@ func newControllerManager(cfg *rest.Config, f controllerFlags) (ctrl.Manager, er
 	})
 	if err != nil {
 		return nil, fmt.Errorf("while creating the manager: %w", err)
+	}
+	// Internet egress leaves out the API server's addresses (they may be
+	// public): read them once, before the reconcilers start.
+	if f.workload.APIServerAddresses, err = controller.APIServerAddresses(context.Background(), mgr.GetAPIReader()); err != nil {
+		return nil, err
 	}
 	opts := controller.Options{MaxConcurrentReconciles: f.workers, Workload: f.workload, ApprovalRetention: f.retention}
 	for _, ns := range strings.Split(f.bridgeScope, ",") {

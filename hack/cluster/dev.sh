@@ -65,7 +65,12 @@ if [ "$bridge" = true ]; then
   fi
 fi
 
-step "applying config/samples (namespace default)"
+step "applying config/samples (namespace default, Pod Security Standard restricted enforced)"
+# Server pods must pass the restricted Pod Security Standard: the API server
+# refuses any pod in the samples' namespace that does not (the e2e suite runs
+# there too).
+kc label namespace default --overwrite pod-security.kubernetes.io/enforce=restricted \
+  pod-security.kubernetes.io/enforce-version=latest >/dev/null
 # The sample ToolPolicy's subject, so an agent token can be made for it.
 kc -n default get serviceaccount research-agent >/dev/null 2>&1 || kc -n default create serviceaccount research-agent >/dev/null
 kc apply -k "$ROOT/config/samples" >/dev/null
