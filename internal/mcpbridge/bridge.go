@@ -231,7 +231,7 @@ func (b *Bridge) OpsHandler(metricsHandler http.Handler) http.Handler {
 	if metricsHandler != nil {
 		mux.Handle("/metrics", metricsHandler)
 	}
-	return mux
+	return opsHostGuard(b.cfg.AllowedHosts, mux)
 }
 
 // NewServer wraps the handler in an http.Server with the timeouts a server

@@ -200,5 +200,9 @@ func (b *Bridge) relayedParams(c *call, req *jsonrpc.Message) (json.RawMessage, 
 			scan(fmt.Sprintf("messages[%d].content", i), rawjson.Get(block, "text"))
 		}
 	}
+	// The model reads the messages: no marker of another source in them.
+	if escaped, err := output.EscapeMarkersJSON(params); err == nil {
+		params = escaped
+	}
 	return params, findings, blocked()
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
+	"github.com/mcp-operator/mcp-operator/internal/policy/resourceuri"
 )
 
 // Resource subscriptions: an agent asks for them, so updates are pushed
@@ -96,8 +97,11 @@ func (h *hub) URIs(server string) []string {
 // listeners subscribed to its URI, in each one's view, if their policies
 // still allow reading it (routes.Subscriptions).
 func (h *hub) Updated(server string, params json.RawMessage) {
-	uri, _ := rawjson.String(rawjson.Get(params, "uri"))
-	if uri == "" {
+	// Subscriptions are stored under the canonical URI, which is also the
+	// one decided below; a server may spell it otherwise.
+	raw, _ := rawjson.String(rawjson.Get(params, "uri"))
+	uri, err := resourceuri.Canonical(raw)
+	if err != nil {
 		return
 	}
 	h.mu.Lock()
