@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/injection"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
+	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 	"github.com/mcp-operator/mcp-operator/internal/redact"
 )
 

@@ -17,8 +17,8 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/credentials"
-	"github.com/mcp-operator/mcp-operator/internal/redact"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
+	"github.com/mcp-operator/mcp-operator/internal/redact"
 )
 
 // Watcher keeps the Registry and the policies in step with the MCPServers

@@ -30,7 +30,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
+	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
 
 // Reasons a call failed without an answer from the server: the reason of

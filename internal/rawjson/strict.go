@@ -1,12 +1,4 @@
-// Package strictjson refuses JSON that different readers could read
-// differently: an object with a key repeated, or with two keys that differ
-// only in case. encoding/json (and the MCP libraries built on it) takes the
-// last of repeated keys and matches struct fields case-insensitively, so
-// {"name":"echo","NAME":"whoami"} can mean echo to the bridge's policy and
-// whoami to the upstream server. The bridge checks every request from an
-// agent with Check before it looks at it, so what it decides on is what the
-// upstream runs.
-package strictjson
+package rawjson
 
 import (
 	"encoding/json"
@@ -16,6 +8,15 @@ import (
 	"unicode"
 	"unicode/utf8"
 )
+
+// Check (this file) refuses JSON that different readers could read
+// differently: an object with a key repeated, or with two keys that differ
+// only in case. encoding/json (and the MCP libraries built on it) takes the
+// last of repeated keys and matches struct fields case-insensitively, so
+// {"name":"echo","NAME":"whoami"} can mean echo to the bridge's policy and
+// whoami to the upstream server. The bridge checks every request from an
+// agent with Check before it looks at it, so what it decides on is what the
+// upstream runs.
 
 // MaxDepth is how deeply arrays and objects may nest.
 const MaxDepth = 64
@@ -48,7 +49,7 @@ func (w *walker) value(i, depth int) (int, error) {
 	case '[':
 		return w.array(i, depth+1)
 	case '"':
-		return skipString(w.data, i), nil
+		return skipString(w.data, i)
 	}
 	for i < len(w.data) && !isDelimiter(w.data[i]) {
 		i++
@@ -89,8 +90,10 @@ func (w *walker) object(i, depth int) (int, error) {
 		return i + 1, nil
 	}
 	for {
-		end := skipString(w.data, i)
-		key := decodeKey(w.data[i:end])
+		// The document is valid JSON (Check ran json.Valid first): the
+		// string ends and decodes.
+		end, _ := skipString(w.data, i)
+		key, _ := decodeKey(w.data[i:end])
 		if folded != nil {
 			f := foldKey(key)
 			if prev, dup := folded[f]; dup {
@@ -132,19 +135,6 @@ func keyError(prev, key string) error {
 	return fmt.Errorf("keys %q and %q differ only in case: JSON keys are case-sensitive here", prev, key)
 }
 
-// decodeKey decodes a quoted key; keys without escapes need no decoding.
-func decodeKey(q []byte) string {
-	inner := q[1 : len(q)-1]
-	for _, b := range inner {
-		if b == '\\' {
-			var s string
-			_ = json.Unmarshal(q, &s) // valid JSON, so this succeeds
-			return s
-		}
-	}
-	return string(inner)
-}
-
 // foldKey maps every rune to the smallest rune of its simple case-folding
 // orbit, so two keys fold to the same string exactly when EqualFold says
 // they are equal.
@@ -163,28 +153,4 @@ func foldKey(s string) string {
 		b.WriteRune(least)
 	}
 	return b.String()
-}
-
-// skipString returns the index after the string starting at i.
-func skipString(data []byte, i int) int {
-	for j := i + 1; j < len(data); j++ {
-		switch data[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
-		}
-	}
-	return len(data)
-}
-
-func skipSpace(data []byte, i int) int {
-	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-func isDelimiter(b byte) bool {
-	return b == ',' || b == '}' || b == ']' || b == ' ' || b == '\t' || b == '\n' || b == '\r'
 }
