@@ -7,6 +7,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/toolname"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/translate"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
 	"github.com/mcp-operator/mcp-operator/internal/redact"
@@ -77,7 +78,7 @@ func (c *completion) forward(b *Bridge, x *exchange) *jsonrpc.Message {
 	ctx, cancel := b.contextWithCallTimeout(rq.ctx)
 	defer cancel()
 	start := b.now()
-	raw, err := c.conn.Call(ctx, "completion/complete", upstreamParams(rq.msg.Params))
+	raw, err := c.conn.Call(ctx, "completion/complete", translate.UpstreamParams(rq.msg.Params))
 	took := b.now().Sub(start)
 	b.observe(s.Name, "completion/complete", took, err)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/translate"
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
 
@@ -42,20 +43,6 @@ type inputRequest struct {
 func isInputRequired(res json.RawMessage) bool {
 	kind, _ := rawjson.String(rawjson.Get(res, "resultType"))
 	return kind == "input_required"
-}
-
-// withInputResponses are the params of a call again after the server
-// asked: the client's answers and the server's requestState.
-func withInputResponses(params json.RawMessage, responses map[string]json.RawMessage, state string) json.RawMessage {
-	params = rawjson.Remove(rawjson.Remove(params, "inputResponses"), "requestState")
-	if responses != nil {
-		data, _ := json.Marshal(responses)
-		params = rawjson.Set(params, "inputResponses", data)
-	}
-	if state != "" {
-		params = rawjson.Set(params, "requestState", rawjson.AppendString(nil, state))
-	}
-	return params
 }
 
 // answerInputRequests handles a server's input_required result res for
@@ -121,7 +108,7 @@ func (b *Bridge) answerInputRequests(ctx context.Context, c *call, params, res j
 		}
 		responses[k] = reply.Result
 	}
-	return withInputResponses(params, responses, asked.RequestState), nil
+	return translate.WithInputResponses(params, responses, asked.RequestState), nil
 }
 
 // inputRefused ends a call whose server asked what the agent can't be

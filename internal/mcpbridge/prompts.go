@@ -13,6 +13,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/toolname"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/translate"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
@@ -174,7 +175,7 @@ func (pr *prompt) forward(b *Bridge, x *exchange) *jsonrpc.Message {
 	if _, err := b.audit(rq, audit.PromptInvoked{Server: s.Name, Prompt: pr.upstreamName, Args: x.args, ToolCallID: x.id}); err != nil {
 		return b.unrecorded(x, err)
 	}
-	params := rawjson.Set(upstreamParams(rq.msg.Params), "name", rawjson.AppendString(nil, pr.upstreamName))
+	params := rawjson.Set(translate.UpstreamParams(rq.msg.Params), "name", rawjson.AppendString(nil, pr.upstreamName))
 	ctx, cancel := b.contextWithCallTimeout(rq.ctx)
 	defer cancel()
 	start := b.now()

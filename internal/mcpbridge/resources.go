@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
@@ -14,31 +13,20 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/artifact"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/translate"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
 
-// uriPrefix starts the URIs /mcp shows for servers' resources:
-// mcp://<server>/<the server's own URI>. Server names hold no '/', so the
-// rewriting reverses exactly.
-const uriPrefix = "mcp://"
-
 // CodeResourceNotFound is MCP's error for an unknown resource.
 const CodeResourceNotFound = -32002
 
 // BridgeURI is the URI /mcp shows for a server's resource.
-func BridgeURI(server, uri string) string { return uriPrefix + server + "/" + uri }
+func BridgeURI(server, uri string) string { return translate.BridgeURI(server, uri) }
 
 // ParseBridgeURI reverses BridgeURI.
-func ParseBridgeURI(u string) (server, uri string, ok bool) {
-	rest, ok := strings.CutPrefix(u, uriPrefix)
-	if !ok {
-		return "", "", false
-	}
-	server, uri, ok = strings.Cut(rest, "/")
-	return server, uri, ok && server != "" && uri != ""
-}
+func ParseBridgeURI(u string) (server, uri string, ok bool) { return translate.ParseBridgeURI(u) }
 
 func (b *Bridge) listResources(rq *request, method, key, uriKey string) *jsonrpc.Message {
 	eng := b.engine.Load()
@@ -82,7 +70,7 @@ func (b *Bridge) locateResource(rq *request, agentURI string) (*routes.Server, *
 	if server == "" {
 		var ok bool
 		if server, uri, ok = ParseBridgeURI(agentURI); !ok {
-			return nil, nil, "", rpcError(rq, CodeResourceNotFound, fmt.Sprintf("unknown resource %q: resources here are named %s<server>/<uri>", agentURI, uriPrefix), nil)
+			return nil, nil, "", rpcError(rq, CodeResourceNotFound, fmt.Sprintf("unknown resource %q: resources here are named %s<server>/<uri>", agentURI, translate.URIPrefix), nil)
 		}
 	}
 	s, conn, ok := b.cfg.Registry.Server(server)
@@ -140,7 +128,7 @@ func (r *read) forward(b *Bridge, x *exchange) *jsonrpc.Message {
 	ctx, cancel := b.contextWithCallTimeout(rq.ctx)
 	defer cancel()
 	start := b.now()
-	raw, err := r.conn.Call(ctx, "resources/read", rawjson.Set(upstreamParams(rq.msg.Params), "uri", rawjson.AppendString(nil, r.uri)))
+	raw, err := r.conn.Call(ctx, "resources/read", rawjson.Set(translate.UpstreamParams(rq.msg.Params), "uri", rawjson.AppendString(nil, r.uri)))
 	took := b.now().Sub(start)
 	b.observe(s.Name, "resources/read", took, err)
 	if err != nil {
@@ -155,7 +143,7 @@ func (r *read) forward(b *Bridge, x *exchange) *jsonrpc.Message {
 		return b.withheld(x, "resource "+r.shown, err)
 	}
 	if rq.endpoint == "" {
-		out = rewriteContentURIs(out, s.Name)
+		out = translate.ContentURIs(out, s.Name)
 	}
 	return rpcResult(rq, json.RawMessage(out))
 }
@@ -170,21 +158,6 @@ func (b *Bridge) withheld(x *exchange, what string, err error) *jsonrpc.Message 
 	}
 	_, _ = b.audit(x.rq, x.failed(reasonInvalidResult, err.Error()))
 	return rpcError(x.rq, CodeUpstream, err.Error(), map[string]any{"reason": reasonInvalidResult, "toolCallId": x.id})
-}
-
-// rewriteContentURIs names the server in each contents[].uri.
-func rewriteContentURIs(res []byte, server string) []byte {
-	contents := rawjson.Get(res, "contents")
-	items, err := rawjson.Elements(contents)
-	if err != nil {
-		return res
-	}
-	for i, item := range items {
-		if uri, ok := rawjson.String(rawjson.Get(item, "uri")); ok && uri != "" {
-			items[i] = rawjson.Set(item, "uri", rawjson.AppendString(nil, BridgeURI(server, uri)))
-		}
-	}
-	return rawjson.Set(res, "contents", rawjson.AppendArray(nil, items))
 }
 
 // readArtifact returns a capped result to the subject that produced it.

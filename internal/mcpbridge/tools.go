@@ -14,6 +14,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/artifact"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/translate"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
@@ -237,9 +238,9 @@ func (b *Bridge) execute(c *call) *jsonrpc.Message {
 	if !ok {
 		return b.callFailed(c.exchange, c.tool.Server.Name, 0, &upstream.Error{Reason: upstream.ReasonUnavailable, Err: errors.New("the server left the bridge's scope")})
 	}
-	params := forwardParams(tool.Upstream, c.params.Arguments, rq.msg.Params)
+	params := translate.CallParams(tool.Upstream, c.params.Arguments, rq.msg.Params)
 	if c.answersServer {
-		params = withInputResponses(params, c.params.InputResponses, c.upstreamState)
+		params = translate.WithInputResponses(params, c.params.InputResponses, c.upstreamState)
 	}
 	hooks := upstream.CallHooks{Request: b.relayRequests(c)}
 	if tok := c.params.Meta.ProgressToken; tok != nil && rq.out.canStream {
@@ -250,7 +251,7 @@ func (b *Bridge) execute(c *call) *jsonrpc.Message {
 	if agentLevel := rq.logLevel(); rq.out.canStream && agentLevel != "" {
 		// A stateless server reads the level from the request; a session
 		// server was set to debug when the connection was made.
-		params = setMeta(params, metaLogLevel, rawjson.AppendString(nil, "debug"))
+		params = translate.SetMeta(params, metaLogLevel, rawjson.AppendString(nil, "debug"))
 		redactor := b.redactor(tool.Server)
 		if redactor == nil {
 			redactor = redact.Shapes
@@ -369,80 +370,4 @@ func (b *Bridge) redactor(s *routes.Server) *redact.Redactor {
 		return nil
 	}
 	return b.cfg.Redactor(s.Namespace, s.Name)
-}
-
-// forwardParams are the params sent upstream: the upstream tool name, the
-// arguments ({} when none: some servers refuse null), and the agent's _meta
-// without the keys that describe the agent's connection to the bridge
-// (protocol version, client capabilities: the bridge's own client states
-// its own) and without progressToken (the upstream connection sets its own).
-func forwardParams(upstreamName string, args, params json.RawMessage) json.RawMessage {
-	if len(args) == 0 || string(args) == "null" {
-		args = json.RawMessage(`{}`)
-	}
-	out := []byte(`{"name":`)
-	out = rawjson.AppendString(out, upstreamName)
-	out = append(out, `,"arguments":`...)
-	out = append(out, args...)
-	if meta := forwardMeta(rawjson.Get(params, "_meta")); meta != nil {
-		out = append(out, `,"_meta":`...)
-		out = append(out, meta...)
-	}
-	return append(out, '}')
-}
-
-func forwardMeta(meta []byte) []byte {
-	if meta == nil {
-		return nil
-	}
-	ms, err := rawjson.Members(meta)
-	if err != nil {
-		return nil
-	}
-	kept := ms[:0]
-	for _, m := range ms {
-		if m.Key == "progressToken" || strings.HasPrefix(m.Key, "io.modelcontextprotocol/") {
-			continue
-		}
-		kept = append(kept, m)
-	}
-	if len(kept) == 0 {
-		return nil
-	}
-	return rawjson.AppendObject(nil, kept)
-}
-
-// stripBridgeMeta removes the agent's connection _meta from params that go
-// upstream unchanged otherwise.
-func stripBridgeMeta(params json.RawMessage) json.RawMessage {
-	if rawjson.Get(params, "_meta") == nil {
-		return params
-	}
-	meta := forwardMeta(rawjson.Get(params, "_meta"))
-	if meta == nil {
-		return rawjson.Remove(params, "_meta")
-	}
-	return rawjson.Set(params, "_meta", meta)
-}
-
-// setMeta sets one key of params._meta.
-func setMeta(params json.RawMessage, key string, value []byte) json.RawMessage {
-	meta := rawjson.Get(params, "_meta")
-	if meta == nil {
-		meta = []byte(`{}`)
-	}
-	return rawjson.Set(params, "_meta", rawjson.Set(meta, key, value))
-}
-
-// upstreamParams are the params of a read or a prompt as they go upstream:
-// without the agent's connection _meta, and without the answer to the
-// bridge's own question (a 2026-07-28 retry), which is not the server's.
-func upstreamParams(params json.RawMessage) json.RawMessage {
-	params = stripBridgeMeta(params)
-	for _, k := range []string{"inputResponses", "requestState"} {
-		if rawjson.Get(params, k) != nil {
-			params = rawjson.Remove(params, k)
-		}
-	}
-	return params
 }
