@@ -28,6 +28,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/watch"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
 )
 
@@ -66,7 +67,7 @@ type Options struct {
 // Runtime is a started bridge.
 type Runtime struct {
 	Bridge   *Bridge
-	Watcher  *routes.Watcher
+	Watcher  *watch.Watcher
 	Registry *routes.Registry
 	Audit    *audit.Writer
 	Sessions *session.Manager
@@ -142,7 +143,7 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		cfg.Limiter = policy.NewRateLimiter(nil)
 	}
 	b := New(cfg)
-	w := &routes.Watcher{
+	w := &watch.Watcher{
 		Cache: c, Secrets: reader, Registry: registry, Log: o.Log.WithName("watch"), Resync: o.SecretsResync,
 		Policies: func(list []v1alpha1.ToolPolicy) {
 			e, errs := policy.Compile(list)
