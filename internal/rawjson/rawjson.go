@@ -22,6 +22,9 @@ import (
 type Member struct {
 	Key   string
 	Value []byte
+	// Start is where Value starts in the object Members read (so a caller
+	// can splice a new value in); not used by AppendObject.
+	Start int
 }
 
 var errTruncated = errors.New("the JSON text ends too early")
@@ -59,7 +62,7 @@ func Members(obj []byte) ([]Member, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, Member{Key: key, Value: obj[start:end]})
+		out = append(out, Member{Key: key, Value: obj[start:end], Start: start})
 		i = skipSpace(obj, end)
 		if i < len(obj) && obj[i] == ',' {
 			i = skipSpace(obj, i+1)
