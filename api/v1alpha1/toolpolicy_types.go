@@ -145,7 +145,7 @@ type ToolRule struct {
 	// true. It sees args (the call's arguments), tool (name, server, risk,
 	// annotations) and subject (kind, name, namespace, groups). An error at
 	// call time denies the call.
-	// Example: args.path.startsWith('/data/')
+	// Example: path.clean(args.path).startsWith('/data/')
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
 	When string `json:"when,omitempty"`

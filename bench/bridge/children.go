@@ -143,7 +143,7 @@ func serveBridge(listen, upstreamURL string) error {
 	b.SetEngine(engine)
 	b.SetReady(true)
 	mux := http.NewServeMux()
-	mux.Handle("/", b.Handler(nil))
+	mux.Handle("/", b.Handler())
 	// Bench only: the heap after a GC, for heap per session.
 	mux.HandleFunc("/debug/heap", func(w http.ResponseWriter, _ *http.Request) {
 		runtime.GC()

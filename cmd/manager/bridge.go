@@ -13,11 +13,13 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/artifact"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
@@ -27,6 +29,7 @@ import (
 // bridgeFlags are the settings of `manager bridge`.
 type bridgeFlags struct {
 	listen            string
+	opsListen         string
 	namespaces        string
 	toolNameStyle     string
 	insecureAnonymous bool
@@ -34,11 +37,14 @@ type bridgeFlags struct {
 	auditLog          string
 	auditArgs         string
 	artifactDir       string
+	artifactRetention time.Duration
+	artifactMaxSize   string
 	maxResultBytes    int
 	maxBodyBytes      int64
 	maxConcurrent     int
 	sessionConcurrent int
 	callerConcurrent  int
+	callerSessions    int
 	callTimeout       time.Duration
 	idleTimeout       time.Duration
 	shutdownDelay     time.Duration
@@ -52,8 +58,9 @@ func parseBridgeFlags(args []string, stderr io.Writer) (bridgeFlags, error) {
 	var f bridgeFlags
 	fs := flag.NewFlagSet("manager bridge", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&f.listen, "listen", ":8443", "address agents connect to (/mcp, /servers/<name>/mcp, /healthz, /readyz, /metrics)")
+	fs.StringVar(&f.listen, "listen", ":8443", "address agents connect to (/mcp, /servers/<name>/mcp)")
 	fs.StringVar(&f.listen, "bind-address", ":8443", "the same as --listen (the name the chart uses)")
+	fs.StringVar(&f.opsListen, "metrics-bind-address", ":8091", "address of /metrics, /healthz and /readyz, apart from the agents' port: for Prometheus and the kubelet, not for agents")
 	fs.StringVar(&f.namespaces, "namespaces", os.Getenv("POD_NAMESPACE"), "comma-separated namespaces whose MCPServers and ToolPolicies the bridge serves (default: $POD_NAMESPACE)")
 	fs.StringVar(&f.toolNameStyle, "tool-name-style", mcpbridge.StyleDotted, "how /mcp names tools: dotted (mcp.<server>.<tool>) or underscore (mcp__<server>__<tool>, for clients that reject dots)")
 	fs.BoolVar(&f.insecureAnonymous, "insecure-anonymous", false, "accept requests without a token as system:anonymous; local development only")
@@ -61,11 +68,14 @@ func parseBridgeFlags(args []string, stderr io.Writer) (bridgeFlags, error) {
 	fs.StringVar(&f.auditLog, "audit-log", "stdout", "where audit events go: stdout or a file path")
 	fs.StringVar(&f.auditArgs, "audit-args", "preview", "how much of call arguments audit events show: full, preview or none")
 	fs.StringVar(&f.artifactDir, "artifact-dir", "", "directory (or PVC mount) for results over --max-result-bytes (default: a directory under $TMPDIR)")
+	fs.DurationVar(&f.artifactRetention, "artifact-retention", artifact.DefaultMaxAge, "how long an artifact is kept after it was last stored")
+	fs.StringVar(&f.artifactMaxSize, "artifact-max-size", resource.NewQuantity(artifact.DefaultMaxBytes, resource.BinarySI).String(), "most the artifact store holds (a quantity: 900Mi, 10Gi); past it, results over --max-result-bytes fail. Keep it under the volume's size")
 	fs.IntVar(&f.maxResultBytes, "max-result-bytes", output.DefaultMaxResultBytes, "largest result passed to an agent whole; larger ones go to the artifact store")
 	fs.Int64Var(&f.maxBodyBytes, "max-body-bytes", mcpbridge.DefaultMaxBodyBytes, "largest request body accepted")
 	fs.IntVar(&f.maxConcurrent, "max-concurrent-requests", mcpbridge.DefaultMaxConcurrent, "requests served at once by this replica")
 	fs.IntVar(&f.sessionConcurrent, "max-session-requests", session.DefaultMaxConcurrent, "requests in flight at once in one session")
 	fs.IntVar(&f.callerConcurrent, "max-caller-requests", 4*session.DefaultMaxConcurrent, "stateless-era (2026-07-28) requests in flight at once from one caller")
+	fs.IntVar(&f.callerSessions, "max-caller-sessions", session.DefaultMaxPerSubject, "legacy-era sessions one caller may hold open on this replica")
 	fs.DurationVar(&f.callTimeout, "call-timeout", mcpbridge.DefaultCallTimeout, "deadline of a call forwarded to an MCP server")
 	fs.DurationVar(&f.idleTimeout, "session-idle-timeout", session.DefaultIdleTimeout, "a session not used this long ends")
 	fs.DurationVar(&f.shutdownDelay, "shutdown-delay", mcpbridge.DefaultShutdownDelay, "after SIGTERM, how long to go on serving (keep-alives off) before refusing new connections, so the Service stops sending agents here first")
@@ -78,6 +88,10 @@ func parseBridgeFlags(args []string, stderr io.Writer) (bridgeFlags, error) {
 	case err != nil:
 	case fs.NArg() > 0:
 		err = fmt.Errorf("unexpected arguments: %v", fs.Args())
+	case f.opsListen == "":
+		err = errors.New("--metrics-bind-address is required: it serves /healthz, /readyz and /metrics")
+	case f.opsListen == f.listen:
+		err = fmt.Errorf("--metrics-bind-address must differ from --listen (%s): metrics are not served on the agents' port", f.listen)
 	case len(splitList(f.namespaces)) == 0:
 		err = errors.New("--namespaces (or $POD_NAMESPACE) is required")
 	case f.toolNameStyle != mcpbridge.StyleDotted && f.toolNameStyle != mcpbridge.StyleUnderscore:
@@ -85,6 +99,12 @@ func parseBridgeFlags(args []string, stderr io.Writer) (bridgeFlags, error) {
 	}
 	if err == nil {
 		_, err = audit.ParseArgsMode(f.auditArgs)
+	}
+	if err == nil {
+		_, err = artifactMaxBytes(f.artifactMaxSize)
+	}
+	if err == nil && f.artifactRetention <= 0 {
+		err = fmt.Errorf("--artifact-retention must be positive, not %s", f.artifactRetention)
 	}
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(stderr, "manager bridge:", err)
@@ -100,6 +120,15 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// artifactMaxBytes reads --artifact-max-size.
+func artifactMaxBytes(size string) (int64, error) {
+	q, err := resource.ParseQuantity(size)
+	if err != nil || q.Sign() <= 0 {
+		return 0, fmt.Errorf("--artifact-max-size must be a positive quantity such as 900Mi, not %q", size)
+	}
+	return q.Value(), nil
 }
 
 // isLoopback reports whether a listen address binds loopback only.
@@ -122,7 +151,7 @@ func runBridge(args []string, _, stderr io.Writer) int {
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&f.zap), zap.WriteTo(stderr)))
 	log := ctrl.Log.WithName("bridge")
-	log.Info("starting bridge", "version", version.String(), "namespaces", f.namespaces, "listen", f.listen)
+	log.Info("starting bridge", "version", version.String(), "namespaces", f.namespaces, "listen", f.listen, "metricsListen", f.opsListen)
 
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -143,6 +172,14 @@ func runBridge(args []string, _, stderr io.Writer) int {
 		return 1
 	}
 	srv := mcpbridge.NewServer(f.listen, rt.Handler)
+	ops := mcpbridge.NewServer(f.opsListen, rt.OpsHandler)
+	opsFailed := make(chan error, 1)
+	go func() {
+		if err := ops.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			opsFailed <- err
+			_ = srv.Close()
+		}
+	}()
 	// ListenAndServe returns as soon as Shutdown starts; the process must
 	// live on until the calls in flight are answered and the audit is flushed.
 	stopped := make(chan struct{})
@@ -154,11 +191,18 @@ func runBridge(args []string, _, stderr io.Writer) int {
 		sctx, cancel := context.WithTimeout(context.Background(), f.shutdownDelay+10*time.Second)
 		defer cancel()
 		_ = mcpbridge.Shutdown(sctx, srv, f.shutdownDelay)
+		_ = ops.Shutdown(sctx)
 		_ = rt.Audit.Close(sctx)
 	}()
 	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		fmt.Fprintf(stderr, "manager bridge: while serving %s: %v\n", f.listen, err)
 		return 1
+	}
+	select {
+	case err := <-opsFailed:
+		fmt.Fprintf(stderr, "manager bridge: while serving %s: %v\n", f.opsListen, err)
+		return 1
+	default:
 	}
 	<-stopped
 	return 0
@@ -175,6 +219,8 @@ func bridgeOptions(f bridgeFlags, log interface {
 		o.ArtifactDir = filepath.Join(os.TempDir(), "mcp-bridge-artifacts")
 	}
 	o.ArgsMode, _ = audit.ParseArgsMode(f.auditArgs)
+	o.ArtifactLimits.MaxAge = f.artifactRetention
+	o.ArtifactLimits.MaxBytes, _ = artifactMaxBytes(f.artifactMaxSize)
 	if f.auditLog != "stdout" && f.auditLog != "" {
 		file, err := audit.OpenFile(f.auditLog)
 		if err != nil {
@@ -195,7 +241,7 @@ func bridgeOptions(f bridgeFlags, log interface {
 		log.Info("WARNING: --insecure-anonymous: every request is accepted WITHOUT AUTHENTICATION as system:anonymous. For local development only; never expose this bridge.")
 		o.Auth = authn.Anonymous{}
 	}
-	o.Session = session.Options{IdleTimeout: f.idleTimeout, MaxConcurrent: f.sessionConcurrent}
+	o.Session = session.Options{IdleTimeout: f.idleTimeout, MaxConcurrent: f.sessionConcurrent, MaxPerSubject: f.callerSessions}
 	o.Bridge = mcpbridge.Config{
 		ToolNameStyle: f.toolNameStyle, MaxBodyBytes: f.maxBodyBytes, MaxConcurrent: f.maxConcurrent,
 		MaxSubjectConcurrent: f.callerConcurrent, CallTimeout: f.callTimeout, AllowedHosts: splitList(f.allowedHosts), AllowedOrigins: splitList(f.allowedOrigins),

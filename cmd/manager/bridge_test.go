@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr/funcr"
 
@@ -24,6 +25,10 @@ func TestBridgeFlags(t *testing.T) {
 		{"bad name style", []string{"--namespaces=a", "--tool-name-style=camel"}, "dotted or underscore"},
 		{"bad audit args", []string{"--namespaces=a", "--audit-args=some"}, "full, preview or none"},
 		{"stray arguments", []string{"--namespaces=a", "extra"}, "unexpected arguments"},
+		{"metrics on the agents' port", []string{"--namespaces=a", "--listen=:8090", "--metrics-bind-address=:8090"}, "must differ from --listen"},
+		{"no metrics address", []string{"--namespaces=a", "--metrics-bind-address="}, "--metrics-bind-address is required"},
+		{"bad artifact size", []string{"--namespaces=a", "--artifact-max-size=lots"}, "positive quantity"},
+		{"no artifact retention", []string{"--namespaces=a", "--artifact-retention=0s"}, "must be positive"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
@@ -46,7 +51,8 @@ func TestBridgeOptions(t *testing.T) {
 	log := funcr.New(func(_, args string) { logged = append(logged, args) }, funcr.Options{})
 
 	f, err := parseBridgeFlags([]string{"--namespaces=a, b", "--listen=127.0.0.1:9000", "--session-key-file=" + keyFile,
-		"--audit-args=none", "--tool-name-style=underscore", "--allowed-origins=https://x"}, &bytes.Buffer{})
+		"--audit-args=none", "--tool-name-style=underscore", "--allowed-origins=https://x",
+		"--artifact-max-size=2Gi", "--artifact-retention=2h", "--max-caller-sessions=7"}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +63,8 @@ func TestBridgeOptions(t *testing.T) {
 	defer closeSink()
 	if strings.Join(o.Namespaces, ",") != "a,b" || string(o.SessionKey) != "0123456789abcdef0123456789abcdef" ||
 		o.ArgsMode != audit.ArgsNone || o.Bridge.ToolNameStyle != "underscore" || !o.Bridge.LoopbackOnly ||
-		len(o.Bridge.AllowedOrigins) != 1 || o.Auth != nil {
+		len(o.Bridge.AllowedOrigins) != 1 || o.Auth != nil ||
+		o.ArtifactLimits.MaxBytes != 2<<30 || o.ArtifactLimits.MaxAge != 2*time.Hour || o.Session.MaxPerSubject != 7 {
 		t.Fatalf("options %+v", o)
 	}
 	if len(logged) != 0 {

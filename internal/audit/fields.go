@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/injection"
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
@@ -155,11 +154,8 @@ func (e *fieldWriter) args(args json.RawMessage) {
 		return
 	}
 	text := string(red)
-	if n := e.argsPreview; len(text) > n {
-		for n > 0 && !utf8.RuneStart(text[n]) {
-			n--
-		}
-		text = text[:n] + "… (" + strconv.Itoa(len(red)) + " bytes)"
+	if len(text) > e.argsPreview {
+		text = structurePreview(red)
 	}
 	e.b = rawjson.AppendString(e.b, text)
 }

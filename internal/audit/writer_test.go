@@ -230,8 +230,11 @@ func TestArgsModes(t *testing.T) {
 		}},
 		{ArgsPreview, func(l string) bool {
 			var ev struct{ Args string }
-			return json.Unmarshal([]byte(l), &ev) == nil && len(ev.Args) < 300 &&
-				strings.HasPrefix(ev.Args, `{"pad":"xxx`) && strings.HasSuffix(ev.Args, "… ("+itoa(uint64(redactedLen))+" bytes)")
+			// The structure, not a prefix: padding cannot push the other
+			// arguments out of sight (issue 13, item 10).
+			want := `{"pad":"` + strings.Repeat("x", 32) + `…"(240 bytes),"token":"[REDACTED:github-token]","more":"` +
+				strings.Repeat("y", 32) + `…"(500 bytes)} (` + itoa(uint64(redactedLen)) + ` bytes)`
+			return json.Unmarshal([]byte(l), &ev) == nil && ev.Args == want
 		}},
 	} {
 		var out bytes.Buffer

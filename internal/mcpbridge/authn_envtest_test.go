@@ -57,6 +57,16 @@ func TestTokenReviewOnARealAPIServer(t *testing.T) {
 			t.Errorf("%s: status %d (WWW-Authenticate %q), want 401", name, status, hdr.Get("WWW-Authenticate"))
 		}
 	}
+	// Refused tokens are remembered: repeating one costs no TokenReview.
+	before := reviews.n.Load()
+	for range 5 {
+		if status, _, _ := post(t, mcp, wrongAudience, "", initBody, nil); status != http.StatusUnauthorized {
+			t.Fatalf("a refused token again: %d, want 401", status)
+		}
+	}
+	if n := reviews.n.Load(); n != before {
+		t.Fatalf("a refused token repeated 5 times cost %d more TokenReviews, want 0", n-before)
+	}
 	if status, _, _ := post(t, mcp, bob, sid, ping, nil); status != http.StatusNotFound {
 		t.Fatalf("bob's token on alice's session: %d, want 404", status)
 	}
@@ -68,7 +78,7 @@ func TestTokenReviewOnARealAPIServer(t *testing.T) {
 	if status, _, _ := post(t, mcp, short, "", initBody, nil); status != http.StatusOK {
 		t.Fatalf("a token valid for two more seconds: %d", status)
 	}
-	before := reviews.n.Load()
+	before = reviews.n.Load()
 	post(t, mcp, short, "", initBody, nil)
 	if reviews.n.Load() != before {
 		t.Fatal("a token within its life was reviewed again instead of coming from the cache")

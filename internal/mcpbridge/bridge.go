@@ -132,10 +132,9 @@ type Bridge struct {
 	parkMu      sync.Mutex
 	parkedTotal int
 	parkedBy    map[string]int
-	// usedStates are the sealed states of server questions already
-	// answered, until they expire (inputrequired.go).
-	usedStates sync.Map
-	usedCount  atomic.Int64
+	// spent are the sealed requestStates already used (state.go),
+	// until they expire.
+	spent signed.Spent
 
 	subjectMu       sync.Mutex
 	subjectInFlight map[string]int
@@ -214,12 +213,21 @@ func (b *Bridge) SetEngine(e *policy.Engine) { b.engine.Store(e) }
 // SetReady marks the bridge ready (caches synced) for /readyz.
 func (b *Bridge) SetReady(ready bool) { b.ready.Store(ready) }
 
-// Handler serves /mcp, /servers/<name>/mcp, /healthz and /readyz; metrics
-// is mounted at /metrics when not nil.
-func (b *Bridge) Handler(metricsHandler http.Handler) http.Handler {
+// Handler serves the agents: /mcp and /servers/<name>/mcp, nothing else.
+// Metrics and health are on OpsHandler's own listener: /metrics names every
+// server and tool with call counts and decisions, and must not answer
+// whoever reaches the agents' port (any Host, no token, DNS rebinding).
+func (b *Bridge) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) { b.serveMCP(w, r, "") })
 	mux.HandleFunc("/servers/{name}/mcp", func(w http.ResponseWriter, r *http.Request) { b.serveMCP(w, r, r.PathValue("name")) })
+	return mux
+}
+
+// OpsHandler serves /healthz, /readyz and, when metricsHandler is not nil,
+// /metrics, for the kubelet and Prometheus on a port agents are not given.
+func (b *Bridge) OpsHandler(metricsHandler http.Handler) http.Handler {
+	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !b.ready.Load() {

@@ -2,6 +2,7 @@ package mcpbridge
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 
@@ -142,6 +143,9 @@ func (b *Bridge) initialize(rq *request) *jsonrpc.Message {
 		ElicitationURL: hasURLElicitation(rawjson.Get(p.Capabilities, "elicitation")),
 		Sampling:       declared(rawjson.Get(p.Capabilities, "sampling")),
 	})
+	if errors.Is(err, session.ErrTooMany) {
+		return rpcError(rq, jsonrpc.CodeInvalidRequest, err.Error(), nil)
+	}
 	if err != nil {
 		return rpcError(rq, jsonrpc.CodeInternalError, "while opening the session: "+err.Error(), nil)
 	}

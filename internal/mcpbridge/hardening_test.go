@@ -100,6 +100,9 @@ func TestHardening(t *testing.T) {
 		{"repeated key in arguments", "alice-token", sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp.everything.test_simple_text","arguments":{"a":1,"a":2}}}`, nil, 400, jsonrpc.CodeInvalidRequest},
 		{"envelope key in another case", "alice-token", sid, `{"jsonrpc":"2.0","id":2,"Method":"tools/list","method":"ping"}`, nil, 400, jsonrpc.CodeInvalidRequest},
 		{"not JSON", "alice-token", sid, `{"jsonrpc":`, nil, 400, jsonrpc.CodeParseError},
+		// Policy and approvals would see U+FFFD where the upstream gets the raw bytes.
+		{"invalid UTF-8 in arguments", "alice-token", sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp.everything.test_simple_text","arguments":{"x":"audit_copy` + "\xff" + `"}}}`, nil, 400, jsonrpc.CodeParseError},
+		{"lone surrogate in arguments", "alice-token", sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp.everything.test_simple_text","arguments":{"x":"audit_copy\udcff"}}}`, nil, 400, jsonrpc.CodeParseError},
 		{"batch", "alice-token", sid, `[{"jsonrpc":"2.0","id":2,"method":"ping"}]`, nil, 400, jsonrpc.CodeInvalidRequest},
 		{"foreign origin", "alice-token", sid, call("mcp.everything.test_simple_text"), map[string]string{"Origin": "https://evil.example"}, 403, jsonrpc.CodeInvalidRequest},
 		{"allowed origin", "alice-token", sid, call("mcp.everything.test_simple_text"), map[string]string{"Origin": "https://console.example"}, 200, 0},
@@ -155,7 +158,7 @@ func TestHardening(t *testing.T) {
 		cfg.Registry, cfg.Sessions = reg, session.NewManager(sealer, session.Options{})
 		other := New(cfg)
 		other.SetEngine(h.b.engine.Load())
-		srv := httptest.NewServer(other.Handler(nil))
+		srv := httptest.NewServer(other.Handler())
 		defer srv.Close()
 		sid := openSession(t, mcp, "alice-token")
 		if status, code, _ := post(t, srv.URL+"/mcp", "alice-token", sid, call("mcp.everything.test_simple_text"), nil); status != 200 || code != 0 {
@@ -226,7 +229,7 @@ func TestCallOutlivesReadTimeout(t *testing.T) {
 	pol := toolPolicy("tools", "alice", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.everything.*"))
 	h := newHarness(t, []v1alpha1.MCPServer{ev}, []v1alpha1.ToolPolicy{pol}, nil)
 
-	srv := NewServer("127.0.0.1:0", h.b.Handler(nil))
+	srv := NewServer("127.0.0.1:0", h.b.Handler())
 	srv.ReadTimeout = time.Second
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -302,5 +305,60 @@ func TestSlowBodiesDoNotTakeSlots(t *testing.T) {
 	answer, _ := io.ReadAll(slow[0])
 	if !strings.HasPrefix(string(answer), "HTTP/1.1 408") {
 		t.Fatalf("a body slower than its budget was answered %q, want 408", answer)
+	}
+}
+
+// TestSessionsPerCallerCapped: a caller cannot open sessions without bound
+// (issue 13, item 10); over the cap initialize is refused with a reason,
+// and other callers are not affected.
+func TestSessionsPerCallerCapped(t *testing.T) {
+	h := newHarness(t, nil, nil, func(c *Config) {
+		c.Sessions = session.NewManager(c.Sealer, session.Options{MaxPerSubject: 2})
+	})
+	mcp := h.url + "/mcp"
+	openSession(t, mcp, "alice-token")
+	openSession(t, mcp, "alice-token")
+	status, code, hdr := post(t, mcp, "alice-token", "", initBody, nil)
+	if status != 200 || code != jsonrpc.CodeInvalidRequest || hdr.Get("Mcp-Session-Id") != "" {
+		t.Fatalf("a third session: status %d, code %d, session %q; want a refusal (%d) and no session", status, code, hdr.Get("Mcp-Session-Id"), jsonrpc.CodeInvalidRequest)
+	}
+	openSession(t, mcp, "bob-token")
+}
+
+// TestMetricsNotOnTheAgentsPort: /metrics lists every server and tool with
+// call counts and decisions; the agents' port does not serve it (nor
+// health), to any Host, with or without a token (issue 13, item 9). The ops
+// listener does.
+func TestMetricsNotOnTheAgentsPort(t *testing.T) {
+	h := newHarness(t, nil, nil, nil)
+	for _, path := range []string{"/metrics", "/healthz", "/readyz"} {
+		for _, token := range []string{"", "alice-token"} {
+			req, _ := http.NewRequest(http.MethodGet, h.url+path, nil)
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNotFound {
+				t.Errorf("GET %s on the agents' port (token %q): %d, want 404", path, token, resp.StatusCode)
+			}
+		}
+	}
+	h.b.SetReady(true)
+	ops := httptest.NewServer(h.b.OpsHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("metrics\n")) })))
+	defer ops.Close()
+	for path, want := range map[string]string{"/metrics": "metrics\n", "/healthz": "ok\n", "/readyz": "ok\n"} {
+		resp, err := http.Get(ops.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(body) != want {
+			t.Errorf("GET %s on the ops listener: %d %q, want 200 %q", path, resp.StatusCode, body, want)
+		}
 	}
 }

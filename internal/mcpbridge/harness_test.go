@@ -88,7 +88,7 @@ func newHarness(t *testing.T, servers []v1alpha1.MCPServer, policies []v1alpha1.
 		t.Fatalf("policies do not compile: %v", errs)
 	}
 	b.SetEngine(e)
-	srv := httptest.NewServer(b.Handler(nil))
+	srv := httptest.NewServer(b.Handler())
 	t.Cleanup(func() {
 		srv.Close()
 		// Retire the servers' connections (they keep subscriptions alive

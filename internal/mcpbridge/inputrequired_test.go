@@ -2,6 +2,7 @@ package mcpbridge
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -118,6 +119,29 @@ func TestServerInputRequired(t *testing.T) {
 		}
 		if _, err := retry(alice, "mcp.asks."+askName, `{}`); rpcCode(err) != -32602 || !strings.Contains(err.Error(), "used already") {
 			t.Errorf("the same state again: %v, want -32602 (each retry is a call upstream: no replays)", err)
+		}
+		// The attack: the used state with its last base64 character changed
+		// to one with other spare bits, which a lenient decoder reads as the
+		// same MAC.
+		used := state
+		respelled := 0
+		for _, c := range "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_" {
+			v := used[:len(used)-1] + string(c)
+			_, usedSig, _ := strings.Cut(used, ".")
+			_, vSig, _ := strings.Cut(v, ".")
+			a, _ := base64.RawURLEncoding.DecodeString(usedSig)
+			b, err := base64.RawURLEncoding.DecodeString(vSig)
+			if v == used || err != nil || string(a) != string(b) {
+				continue
+			}
+			respelled++
+			state = v
+			if got, err := retry(alice, "mcp.asks."+askName, `{}`); rpcCode(err) != -32602 {
+				t.Errorf("the used state spelled %q: %s, %v, want -32602 (the server's action must not run again)", v, got, err)
+			}
+		}
+		if respelled == 0 {
+			t.Fatalf("no other spelling of %q found", used)
 		}
 	})
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -194,7 +195,9 @@ func TestRemoteServerOverMutualTLS(t *testing.T) {
 		_, err := call()
 		return err == nil
 	})
-	resp, err := http.Get(url + "/healthz")
+	ops := httptest.NewServer(rt.OpsHandler)
+	defer ops.Close()
+	resp, err := http.Get(ops.URL + "/healthz")
 	if err != nil {
 		t.Fatal(err)
 	}

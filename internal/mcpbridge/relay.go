@@ -11,6 +11,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/injection"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 	"github.com/mcp-operator/mcp-operator/internal/redact"
 )
@@ -175,7 +176,7 @@ func (b *Bridge) relayedParams(c *call, req *jsonrpc.Message) (json.RawMessage, 
 	if req.Method == "elicitation/create" {
 		msg, _ := rawjson.String(rawjson.Get(params, "message"))
 		scan("message", rawjson.Get(params, "message"))
-		prefixed := rawjson.AppendString(nil, "[mcp:"+c.tool.Server.Name+":"+c.tool.Upstream+"] "+msg)
+		prefixed := rawjson.AppendString(nil, output.Prefix(c.tool.Server.Name, c.tool.Upstream)+output.EscapeMarkers(msg))
 		return rawjson.Set(params, "message", prefixed), findings, blocked()
 	}
 	// To the agent the bridge is one server: context "thisServer" or

@@ -16,6 +16,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/translate"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
+	"github.com/mcp-operator/mcp-operator/internal/policy/resourceuri"
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
 
@@ -44,8 +45,11 @@ func (b *Bridge) listResources(rq *request, method, key, uriKey string) *jsonrpc
 			continue
 		}
 		for _, item := range list {
-			uri, _ := rawjson.String(rawjson.Get(item, uriKey))
-			if uri == "" {
+			listed, _ := rawjson.String(rawjson.Get(item, uriKey))
+			// Listed and decided in the form a read will be decided and
+			// forwarded in; one with no such form can't be read.
+			uri, err := resourceuri.Canonical(listed)
+			if listed == "" || err != nil {
 				continue
 			}
 			read := policy.ResourceRead{Server: s.Name, Namespace: s.Namespace, URI: uri}
@@ -54,6 +58,8 @@ func (b *Bridge) listResources(rq *request, method, key, uriKey string) *jsonrpc
 			}
 			if rq.endpoint == "" {
 				item = rawjson.Set(item, uriKey, rawjson.AppendString(nil, BridgeURI(s.Name, uri)))
+			} else if uri != listed {
+				item = rawjson.Set(item, uriKey, rawjson.AppendString(nil, uri))
 			}
 			items = append(items, item)
 		}
@@ -64,7 +70,8 @@ func (b *Bridge) listResources(rq *request, method, key, uriKey string) *jsonrpc
 
 // locateResource finds the server and upstream URI of a URI in the agent's
 // view (mcp://<server>/<uri> on /mcp, the server's own on its endpoint);
-// the message answers an unknown one.
+// the message answers an unknown one. The URI is the canonical form: the
+// one decided, recorded and forwarded, whatever the agent's spelling.
 func (b *Bridge) locateResource(rq *request, agentURI string) (*routes.Server, *upstream.Conn, string, *jsonrpc.Message) {
 	server, uri := rq.endpoint, agentURI
 	if server == "" {
@@ -77,7 +84,11 @@ func (b *Bridge) locateResource(rq *request, agentURI string) (*routes.Server, *
 	if !ok || !s.Capabilities.Resources {
 		return nil, nil, "", rpcError(rq, CodeResourceNotFound, fmt.Sprintf("unknown resource %q: server %q serves no resources here", agentURI, server), nil)
 	}
-	return s, conn, uri, nil
+	canonical, err := resourceuri.Canonical(uri)
+	if err != nil {
+		return nil, nil, "", rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("resource URI %q refused: %v", agentURI, err), nil)
+	}
+	return s, conn, canonical, nil
 }
 
 // read is the resources adapter of the pipeline: one resources/read.
@@ -160,15 +171,20 @@ func (b *Bridge) withheld(x *exchange, what string, err error) *jsonrpc.Message 
 	return rpcError(x.rq, CodeUpstream, err.Error(), map[string]any{"reason": reasonInvalidResult, "toolCallId": x.id})
 }
 
-// readArtifact returns a capped result to the subject that produced it.
+// readArtifact returns a capped result to the subject that produced it,
+// recorded like any read (server "": the bridge holds it).
 func (b *Bridge) readArtifact(rq *request, uri, sha string) *jsonrpc.Message {
 	if b.cfg.Artifacts == nil {
 		return rpcError(rq, CodeResourceNotFound, "unknown resource "+uri, nil)
+	}
+	if _, err := b.audit(rq, audit.ResourceRequested{URI: uri}); err != nil {
+		return rpcError(rq, jsonrpc.CodeInternalError, "the read was not run: its audit record could not be written", nil)
 	}
 	data, err := b.cfg.Artifacts.Get(rq.id.Username, sha)
 	if err != nil {
 		return rpcError(rq, CodeResourceNotFound, "unknown resource "+uri, nil)
 	}
+	_, _ = b.audit(rq, audit.ResourceFetched{URI: uri, SizeBytes: len(data), ContentHash: "sha256:" + sha})
 	out := []byte(`{"contents":[{"uri":`)
 	out = rawjson.AppendString(out, uri)
 	out = append(out, `,"mimeType":"application/json","text":`...)

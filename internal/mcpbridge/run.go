@@ -51,6 +51,8 @@ type Options struct {
 	// writable: such results then fail).
 	ArtifactDir    string
 	MaxResultBytes int
+	// ArtifactLimits are the store's retention and quota.
+	ArtifactLimits artifact.Limits
 	// Registry gets the metrics (a fresh registry when nil).
 	Registry *prometheus.Registry
 	// Bridge holds the remaining settings (Registry, Auth, Sessions, Sealer,
@@ -71,9 +73,12 @@ type Runtime struct {
 	Registry *routes.Registry
 	Audit    *audit.Writer
 	Sessions *session.Manager
-	// Handler serves every endpoint, /metrics included.
+	// Handler serves the agents (/mcp, /servers/<name>/mcp).
 	Handler http.Handler
-	done    chan error
+	// OpsHandler serves /metrics, /healthz and /readyz, on a listener of
+	// their own.
+	OpsHandler http.Handler
+	done       chan error
 }
 
 // Wait returns when the watcher stops (ctx ended, or it failed).
@@ -117,7 +122,7 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 	// only results over the cap fail (and say why).
 	var store *artifact.Store
 	if o.ArtifactDir != "" {
-		if store, err = artifact.Open(o.ArtifactDir); err != nil {
+		if store, err = artifact.New(o.ArtifactDir, o.ArtifactLimits); err != nil {
 			o.Log.Error(err, "no artifact store: results over the size cap will fail", "dir", o.ArtifactDir)
 			store = nil
 		}
@@ -130,6 +135,10 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 	}
 	sessions := session.NewManager(sealer, o.Session)
 	m := metrics.New(reg, func() float64 { return float64(sessions.Len()) }, func() float64 { return float64(aw.Stats().Dropped) })
+	if store != nil {
+		metrics.RegisterArtifacts(reg, func() (int64, int64, int64) { st := store.Stats(); return st.Bytes, st.Count, st.Refused })
+		go store.Run(ctx, time.Minute, func(err error) { o.Log.Error(err, "the artifact store could not be swept") })
+	}
 	registry := routes.NewRegistry(upstream.Options{}, o.Log.WithName("routes"))
 
 	cfg := o.Bridge
@@ -160,7 +169,8 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		}
 	}
 	rt := &Runtime{Bridge: b, Watcher: w, Registry: registry, Audit: aw, Sessions: sessions, done: make(chan error, 1)}
-	rt.Handler = b.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	rt.Handler = b.Handler()
+	rt.OpsHandler = b.OpsHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	go sessions.Run(ctx, time.Minute)
 	go func() { rt.done <- w.Run(ctx) }()
 	for !w.Synced() {

@@ -1,7 +1,6 @@
 package mcpbridge
 
 import (
-	"crypto/sha256"
 	"encoding/json"
 	"time"
 
@@ -117,20 +116,7 @@ func (b *Bridge) openState(x *exchange, raw string) (*requestState, error) {
 }
 
 // useOnce records a sealed state as used until it expires; false when it
-// was used already.
+// was used already, in any spelling (signed.Spent keys on what was sealed).
 func (b *Bridge) useOnce(state string, expires int64) bool {
-	sum := sha256.Sum256([]byte(state))
-	if _, used := b.usedStates.LoadOrStore(sum, expires); used {
-		return false
-	}
-	if b.usedCount.Add(1)%1024 == 0 {
-		now := b.now().UnixMilli()
-		b.usedStates.Range(func(k, v any) bool {
-			if v.(int64) < now {
-				b.usedStates.Delete(k)
-			}
-			return true
-		})
-	}
-	return true
+	return b.spent.Use(state, time.UnixMilli(expires), b.now())
 }

@@ -203,13 +203,25 @@ func TestRoutingFromMCPServerStatus(t *testing.T) {
 		t.Fatalf("a call after the restart: %v", err)
 	}
 
-	// Metrics and readiness.
+	// Metrics and readiness, on their own listener; not on the agents' port.
+	ops := httptest.NewServer(rt.OpsHandler)
+	defer ops.Close()
+	for _, path := range []string{"/metrics", "/readyz", "/healthz"} {
+		resp, err := http.Get(url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("%s on the agents' port: %d, want 404", path, resp.StatusCode)
+		}
+	}
 	for path, want := range map[string]string{
 		"/metrics": `mcp_bridge_tool_calls_total{decision="allow",outcome="ok",server="everything",tool="mcp.everything.echo"} 2`,
 		"/readyz":  "ok",
 		"/healthz": "ok",
 	} {
-		resp, err := http.Get(url + path)
+		resp, err := http.Get(ops.URL + path)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/policy/resourceuri"
 )
 
 // CompileError is one thing wrong with a ToolPolicy, named by its field path
@@ -463,6 +464,12 @@ func (c *compiler) resourceRule(i int, rr *v1alpha1.ResourceRule) {
 		g, err := CompileGlob(pattern, URIGlob)
 		if err != nil {
 			c.fail(fmt.Sprintf("%s.uris[%d]", field, j), "%v", err)
+			continue
+		}
+		// URIs are decided in canonical form only, so a glob in another
+		// form would never match: a deny rule that silently denies nothing.
+		if canonical, err := resourceuri.Canonical(pattern); err == nil && canonical != pattern {
+			c.fail(fmt.Sprintf("%s.uris[%d]", field, j), "%q is not in canonical form and would match no URI (URIs are decided in canonical form: lower-case scheme and host, no dot segments or repeated slashes, no escaped unreserved characters); write %q", pattern, canonical)
 			continue
 		}
 		r.uris = append(r.uris, g)

@@ -40,6 +40,7 @@ var conditionEnv = sync.OnceValues(func() (*cel.Env, error) {
 		// with integer literals.
 		cel.CrossTypeNumericComparisons(true),
 		cel.ParserExpressionSizeLimit(maxConditionLen),
+		pathClean,
 	)
 })
 

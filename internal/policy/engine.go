@@ -7,13 +7,15 @@ import (
 	"strings"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/policy/resourceuri"
 )
 
 // Reasons of decisions no rule made.
 const (
-	reasonDefault     = "no rule of a policy for this caller matches the request; denied by default"
-	reasonDestructive = "the tool is destructive: a destructive tool is never allowed without asking"
-	reasonDotSegment  = "the resource URI holds a '..' path segment, which could escape the paths a policy names"
+	reasonDefault      = "no rule of a policy for this caller matches the request; denied by default"
+	reasonDestructive  = "the tool is destructive: a destructive tool is never allowed without asking"
+	reasonDotSegment   = "the resource URI holds a '..' path segment, which could escape the paths a policy names"
+	reasonNotCanonical = "the resource URI is not in canonical form (package resourceuri): only the form a server will be sent is decided"
 )
 
 // Engine answers decisions from compiled policies. It is immutable and safe
@@ -315,8 +317,14 @@ func (e *Engine) DecidePrompt(s Subject, get PromptGet) Result {
 	return res
 }
 
-// DecideResource decides one resources/read, at risk read.
+// DecideResource decides one resources/read, at risk read. read.URI must be
+// in canonical form (resourceuri.Canonical), the form the bridge forwards:
+// globs match the string, so any other spelling of a denied resource could
+// pass them. One that is not is denied, never matched.
 func (e *Engine) DecideResource(s Subject, read ResourceRead) Result {
+	if c, err := resourceuri.Canonical(read.URI); err != nil || c != read.URI {
+		return Result{Decision: v1alpha1.DecisionDeny, RiskAtDecision: v1alpha1.RiskRead, SourcedFrom: SourceDefault, Reason: reasonNotCanonical}
+	}
 	if hasDotDotSegment(read.URI) {
 		return Result{Decision: v1alpha1.DecisionDeny, RiskAtDecision: v1alpha1.RiskRead, SourcedFrom: SourceDefault, Reason: reasonDotSegment}
 	}

@@ -332,6 +332,13 @@ func TestDecideToolConditions(t *testing.T) {
 		{name: "has() on a missing key", when: "!has(args.recursive)", args: args, want: dAllow},
 		{name: "no args at all", when: "size(args) == 0", args: nil, want: dAllow},
 		{name: "regex", when: "args.path.matches('^/data/[a-z]+/')", args: args, want: dAllow},
+		// Issue 13, item 7: a prefix on the raw path lets '..' climb out;
+		// on the cleaned path it does not.
+		{name: "raw prefix is fooled by dot-dot", when: "args.path.startsWith('/data/public/')", args: map[string]any{"path": "/data/public/../secret/key.txt"}, want: dAllow},
+		{name: "cleaned prefix is not", when: "path.clean(args.path).startsWith('/data/public/')", args: map[string]any{"path": "/data/public/../secret/key.txt"}, want: dDeny},
+		{name: "cleaned prefix with repeated slashes and dots", when: "path.clean(args.path).startsWith('/data/public/')", args: map[string]any{"path": "/data//public/./notes/../a.txt"}, want: dAllow},
+		{name: "cleaned relative path stays relative", when: "path.clean(args.path) == '../etc/passwd'", args: map[string]any{"path": "a/../../etc//passwd"}, want: dAllow},
+		{name: "path.clean of a non-string denies", when: "path.clean(args.limit) == '/'", args: args, want: dDeny, reason: "failed"},
 		{name: "tool fields", when: "tool.name == 'mcp.fs.read_file' && tool.server == 'fs' && tool.risk == 'read' && tool.namespace == 'team'", args: args, want: dAllow},
 		{name: "tool annotations", when: "has(tool.annotations.readOnlyHint) && tool.annotations.readOnlyHint", args: args, want: dAllow},
 		{name: "subject fields", when: "subject.kind == 'ServiceAccount' && subject.namespace == 'team' && subject.name == 'agent' && 'system:serviceaccounts:team' in subject.groups && subject.username == 'system:serviceaccount:team:agent'", args: args, want: dAllow},
@@ -439,6 +446,14 @@ func TestDecideResource(t *testing.T) {
 		{"docs-v2", "https://anything", "team", dAllow, "policy:team/p#resources[2]"},
 		{"wiki", "wiki://page", "team", dAsk, "policy:team/p#resources[3]"},
 		{"fs", "file:///data/a", "other", dDeny, SourceDefault},
+		// Other spellings of a denied resource (issue 13, item 2): the
+		// engine decides the canonical form only, so these are denied as
+		// they are; the bridge canonicalizes before it asks.
+		{"fs", "file:///data/./secret/key", "team", dDeny, SourceDefault},
+		{"fs", "file:///data//secret/key", "team", dDeny, SourceDefault},
+		{"fs", "file:///data/%73ecret/key", "team", dDeny, SourceDefault},
+		{"fs", "FILE:///data/a/b.txt", "team", dDeny, SourceDefault},
+		{"fs", "file:///data/a b", "team", dDeny, SourceDefault},
 	}
 	for _, c := range cases {
 		got := e.DecideResource(agent, ResourceRead{Server: c.server, Namespace: c.namespace, URI: c.uri})
@@ -519,6 +534,8 @@ func TestCompileErrors(t *testing.T) {
 			"spec.resources[0].servers[0]", "server names have no dots"},
 		{"URI glob with a space", newPolicy("team", "p", sa, withResource(v1alpha1.ResourceRule{Servers: []string{"fs"}, URIs: []string{"file:///a b"}, Decision: dAllow})),
 			"spec.resources[0].uris[0]", "space"},
+		{"URI glob not in canonical form", newPolicy("team", "p", sa, withResource(v1alpha1.ResourceRule{Servers: []string{"fs"}, URIs: []string{"file:///data/*", "FILE:///data/./secret/*"}, Decision: dDeny})),
+			"spec.resources[0].uris[1]", `write "file:///data/secret/*"`},
 		{"prompt glob without prefix", newPolicy("team", "p", sa, withPrompt(v1alpha1.PromptRule{Prompts: []string{"everything.*"}, Decision: dAllow})),
 			"spec.prompts[0].prompts[0]", "prompt names are namespaced"},
 		{"rate limit of zero", newPolicy("team", "p", sa, allow("mcp.**"), withRateLimit(0, 0)),
@@ -623,6 +640,9 @@ func TestSamplePolicy(t *testing.T) {
 		Args: map[string]any{"path": "/data/notes/today.md"}}
 	checkResult(t, e.DecideTool(research, notes), dAsk, "policy:default/research-agent#rules[2]", nil, "")
 	notes.Args = map[string]any{"path": "/etc/passwd"}
+	checkResult(t, e.DecideTool(research, notes), dDeny, SourceDefault, nil, "")
+	// The sample cleans the path: '..' does not climb out of /data/notes/.
+	notes.Args = map[string]any{"path": "/data/notes/../../etc/passwd"}
 	checkResult(t, e.DecideTool(research, notes), dDeny, SourceDefault, nil, "")
 	checkResult(t, e.DecideTool(ServiceAccount("default", "someone-else"), everything("echo", v1alpha1.RiskNetwork)), dDeny, SourceDefault, nil, "")
 	checkResult(t, e.DecideResource(research, ResourceRead{Server: "everything", Namespace: "default", URI: "demo://resource/static/document/architecture.md"}), dAllow, "", nil, "")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -17,6 +18,12 @@ import (
 // whoami to the upstream server. The bridge checks every request from an
 // agent with Check before it looks at it, so what it decides on is what the
 // upstream runs.
+//
+// For the same reason Check refuses text that is not Unicode: invalid UTF-8
+// bytes, and \u escapes naming a lone surrogate half. encoding/json (the
+// policy, CEL, the approval digest) reads either as U+FFFD, while the
+// upstream gets the raw bytes: an approval for "audit_copy\xff" would run
+// "audit_copy\xfe". JSON text must be valid Unicode (RFC 8259 §8.1).
 
 // MaxDepth is how deeply arrays and objects may nest.
 const MaxDepth = 64
@@ -30,6 +37,9 @@ var ErrSyntax = errors.New("not valid JSON")
 func Check(data []byte) error {
 	if !json.Valid(data) {
 		return ErrSyntax
+	}
+	if !utf8.Valid(data) {
+		return fmt.Errorf("%w: the text is not valid UTF-8", ErrSyntax)
 	}
 	w := walker{data: data}
 	_, err := w.value(skipSpace(data, 0), 0)
@@ -49,7 +59,8 @@ func (w *walker) value(i, depth int) (int, error) {
 	case '[':
 		return w.array(i, depth+1)
 	case '"':
-		return skipString(w.data, i)
+		end, _ := skipString(w.data, i) // valid JSON (Check ran json.Valid): the string ends
+		return end, checkEscapes(w.data[i:end])
 	}
 	for i < len(w.data) && !isDelimiter(w.data[i]) {
 		i++
@@ -93,6 +104,9 @@ func (w *walker) object(i, depth int) (int, error) {
 		// The document is valid JSON (Check ran json.Valid first): the
 		// string ends and decodes.
 		end, _ := skipString(w.data, i)
+		if err := checkEscapes(w.data[i:end]); err != nil {
+			return 0, err
+		}
 		key, _ := decodeKey(w.data[i:end])
 		if folded != nil {
 			f := foldKey(key)
@@ -153,4 +167,33 @@ func foldKey(s string) string {
 		b.WriteRune(least)
 	}
 	return b.String()
+}
+
+// checkEscapes refuses a quoted string (valid JSON) whose \u escapes name
+// a surrogate half that is not part of a pair.
+func checkEscapes(q []byte) error {
+	for j := 1; j < len(q)-1; j++ {
+		if q[j] != '\\' {
+			continue
+		}
+		j++
+		if q[j] != 'u' {
+			continue
+		}
+		r, _ := hex4(q[j+1 : j+5])
+		j += 4
+		switch {
+		case utf16.IsSurrogate(r) && r < 0xdc00: // a high half: a low one must follow
+			if j+6 < len(q) && q[j+1] == '\\' && q[j+2] == 'u' {
+				if low, _ := hex4(q[j+3 : j+7]); low >= 0xdc00 && low <= 0xdfff {
+					j += 6
+					continue
+				}
+			}
+			return fmt.Errorf("%w: a string holds the lone surrogate \\u%04x, which is not Unicode text", ErrSyntax, r)
+		case utf16.IsSurrogate(r):
+			return fmt.Errorf("%w: a string holds the lone surrogate \\u%04x, which is not Unicode text", ErrSyntax, r)
+		}
+	}
+	return nil
 }

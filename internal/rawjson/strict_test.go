@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestCheck(t *testing.T) {
@@ -40,6 +42,15 @@ func TestCheck(t *testing.T) {
 		{"too deep", deep, false, "nested deeper"},
 		{"not json", `{"a":`, false, "not valid JSON"},
 		{"trailing garbage", `{} x`, false, "not valid JSON"},
+		{"invalid UTF-8 in a value", "{\"name\":\"audit_copy\xff\"}", false, "not valid UTF-8"},
+		{"invalid UTF-8 in a key", "{\"a\xfe\":1}", false, "not valid UTF-8"},
+		{"overlong encoding", "{\"a\":\"\xc0\xaf\"}", false, "not valid UTF-8"},
+		{"lone high surrogate", `{"a":"x\ud800"}`, false, "lone surrogate"},
+		{"lone high surrogate before another escape", `{"a":"\ud800\u0041"}`, false, "lone surrogate"},
+		{"lone low surrogate", `{"a":"\udc00x"}`, false, "lone surrogate"},
+		{"lone surrogate in a key", `{"\ud83d":1}`, false, "lone surrogate"},
+		{"surrogate pair", `{"a":"\ud83d\ude00 \u00e9 \\u d800"}`, true, ""},
+		{"raw multi-byte text", "{\"a\":\"\u00e9\u4e2d\U0001F600\"}", true, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := Check([]byte(tc.doc))
@@ -79,6 +90,12 @@ func FuzzCheck(f *testing.F) {
 			}
 			if bad := foldedTwice(v); bad != "" {
 				t.Fatalf("accepted %q with folded keys %q", data, bad)
+			}
+			// Text that is valid Unicode decodes without replacement
+			// characters it did not spell itself.
+			spelled := bytes.Contains(data, []byte("\uFFFD")) || bytes.Contains(bytes.ToLower(data), []byte(`\ufffd`))
+			if !utf8.Valid(data) || (!spelled && strings.ContainsRune(fmt.Sprint(v), utf8.RuneError)) {
+				t.Fatalf("accepted %q, which is not Unicode text", data)
 			}
 		}
 	})

@@ -207,6 +207,7 @@ func TestServicesSelectTheirPods(t *testing.T) {
 	}
 	for svcName, target := range map[string]string{
 		"mcp-operator-bridge":             "mcp-operator-bridge",
+		"mcp-operator-bridge-metrics":     "mcp-operator-bridge",
 		"mcp-operator-controller-metrics": "mcp-operator-controller",
 	} {
 		u := rendered.find("Service", svcName)
@@ -298,6 +299,42 @@ func TestValues(t *testing.T) {
 			if u.GetLabels()["app.kubernetes.io/name"] != "mcp-operator" || u.GetLabels()["app.kubernetes.io/instance"] != "prod" {
 				t.Errorf("%s %s labels %v", u.GetKind(), u.GetName(), u.GetLabels())
 			}
+		}
+	})
+	t.Run("metrics apart from the agents' port", func(t *testing.T) {
+		rendered := helmTemplate(t, "--set", "serviceMonitor.enabled=true", "--set", "serviceMonitor.labels.release=prom")
+		c := typed[appsv1.Deployment](t, rendered.find("Deployment", "mcp-operator-bridge")).Spec.Template.Spec.Containers[0]
+		if !slices.Contains(c.Args, "--metrics-bind-address=:8091") || c.LivenessProbe.HTTPGet.Port.StrVal != "metrics" || c.ReadinessProbe.HTTPGet.Port.StrVal != "metrics" {
+			t.Errorf("bridge args %q, probes on %q and %q: want metrics and health on the metrics port", c.Args, c.LivenessProbe.HTTPGet.Port.String(), c.ReadinessProbe.HTTPGet.Port.String())
+		}
+		agents := typed[corev1.Service](t, rendered.find("Service", "mcp-operator-bridge"))
+		if len(agents.Spec.Ports) != 1 || agents.Spec.Ports[0].TargetPort.StrVal != "http" {
+			t.Errorf("the agents' Service exposes %+v, want the http port only", agents.Spec.Ports)
+		}
+		sm := rendered.find("ServiceMonitor", "mcp-operator")
+		if sm == nil {
+			t.Fatal("serviceMonitor.enabled=true renders no ServiceMonitor")
+		}
+		if sm.GetLabels()["release"] != "prom" {
+			t.Errorf("ServiceMonitor labels %v lack release=prom", sm.GetLabels())
+		}
+		match, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
+		endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+		if len(endpoints) != 1 || endpoints[0].(map[string]any)["port"] != "metrics" {
+			t.Errorf("ServiceMonitor endpoints %v, want the metrics port", endpoints)
+		}
+		var scraped []string
+		for _, svc := range rendered.ofKind("Service") {
+			if labels.SelectorFromSet(match).Matches(labels.Set(svc.GetLabels())) {
+				scraped = append(scraped, svc.GetName())
+			}
+		}
+		slices.Sort(scraped)
+		if !slices.Equal(scraped, []string{"mcp-operator-bridge-metrics", "mcp-operator-controller-metrics"}) {
+			t.Errorf("the ServiceMonitor selects %v, want the two metrics Services only", scraped)
+		}
+		if helmTemplate(t).find("ServiceMonitor", "mcp-operator") != nil {
+			t.Error("a ServiceMonitor is rendered by default (its CRD may not exist)")
 		}
 	})
 	t.Run("pod annotations", func(t *testing.T) {
@@ -409,7 +446,8 @@ func TestBridgeSessionKeyAndArtifacts(t *testing.T) {
 			out[v.Name] = v.VolumeSource
 		}
 		args := strings.Join(d.Spec.Template.Spec.Containers[0].Args, " ")
-		for _, flag := range []string{"--session-key-file=/etc/mcp-bridge/session/key", "--artifact-dir=/var/lib/mcp-bridge/artifacts"} {
+		for _, flag := range []string{"--session-key-file=/etc/mcp-bridge/session/key", "--artifact-dir=/var/lib/mcp-bridge/artifacts",
+			"--artifact-max-size=900Mi", "--artifact-retention=24h"} {
 			if !strings.Contains(args, flag) {
 				t.Errorf("bridge args %q lack %s", args, flag)
 			}

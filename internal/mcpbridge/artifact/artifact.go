@@ -11,9 +11,18 @@
 // Every file is written to a temporary name and renamed, so readers never
 // see a partial file; owners are separate files, so two replicas storing the
 // same bytes for different subjects need no lock between them.
+//
+// Artifacts are kept for Limits.MaxAge after they were last stored, and the
+// store holds at most Limits.MaxBytes: past it, new results are refused (and
+// their calls fail, saying why) rather than older ones evicted, so no agent
+// can make another's artifacts disappear. Sweep deletes expired artifacts
+// and recounts what the directory holds, other replicas' artifacts included
+// (the quota is for the volume, which replicas may share); between sweeps a
+// replica counts what it stores itself.
 package artifact
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -22,14 +31,47 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
 )
 
 // Scheme is the URI scheme of artifacts.
 const Scheme = "artifact://"
 
-// ErrNotFound is returned for an artifact that does not exist and for one
-// the subject did not produce: which of the two is not revealed.
+// ErrNotFound is returned for an artifact that does not exist, one that
+// expired, and one the subject did not produce: which of these is not
+// revealed.
 var ErrNotFound = errors.New("no such artifact")
+
+// ErrFull is returned by Put when storing would take the store over
+// Limits.MaxBytes.
+var ErrFull = errors.New("the artifact store is full")
+
+// Defaults of Limits.
+const (
+	DefaultMaxAge   = 24 * time.Hour
+	DefaultMaxBytes = 900 << 20 // under the chart's 1Gi emptyDir, which evicts the pod when exceeded
+)
+
+// Limits bound what a store keeps.
+type Limits struct {
+	// MaxAge is how long an artifact is kept after it was last stored
+	// (DefaultMaxAge when zero; negative: forever).
+	MaxAge time.Duration
+	// MaxBytes bounds the bytes of all artifacts (DefaultMaxBytes when
+	// zero; negative: no bound).
+	MaxBytes int64
+	// Now reads the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// Stats are what a store holds, as of the last sweep and this replica's
+// stores since.
+type Stats struct {
+	Bytes, Count int64
+	// Refused counts the results Put refused because the store was full.
+	Refused int64
+}
 
 // URI is the artifact URI of a sha256 (hex).
 func URI(sha string) string { return Scheme + sha }
@@ -40,15 +82,131 @@ func ParseURI(uri string) (string, bool) {
 	return sha, ok && validSHA(sha)
 }
 
-// Store is a directory of artifacts.
-type Store struct{ dir string }
+// Store is a directory of artifacts. It is safe for concurrent use.
+type Store struct {
+	dir    string
+	limits Limits
 
-// Open uses dir as a store, creating it (mode 0700) when missing.
-func Open(dir string) (*Store, error) {
+	mu    sync.Mutex
+	stats Stats
+}
+
+// Open uses dir as a store with the default limits.
+func Open(dir string) (*Store, error) { return New(dir, Limits{}) }
+
+// New uses dir as a store, creating it (mode 0700) when missing, and
+// sweeps it once.
+func New(dir string, l Limits) (*Store, error) {
+	if l.MaxAge == 0 {
+		l.MaxAge = DefaultMaxAge
+	}
+	if l.MaxBytes == 0 {
+		l.MaxBytes = DefaultMaxBytes
+	}
+	if l.Now == nil {
+		l.Now = time.Now
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("while creating the artifact directory: %w", err)
 	}
-	return &Store{dir: dir}, nil
+	s := &Store{dir: dir, limits: l}
+	if err := s.Sweep(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Stats returns what the store holds.
+func (s *Store) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// Sweep deletes the artifacts past MaxAge and recounts the others.
+func (s *Store) Sweep() error {
+	var st Stats
+	now := s.limits.Now()
+	dataFiles, err := filepath.Glob(filepath.Join(s.dir, "??", "*", "data"))
+	if err != nil {
+		return fmt.Errorf("while sweeping the artifact directory: %w", err)
+	}
+	for _, data := range dataFiles {
+		fi, err := os.Stat(data)
+		if err != nil {
+			continue // removed meanwhile, by another replica's sweep
+		}
+		if s.expired(fi, now) {
+			if err := os.RemoveAll(filepath.Dir(data)); err != nil {
+				return fmt.Errorf("while deleting an expired artifact: %w", err)
+			}
+			continue
+		}
+		st.Bytes += fi.Size()
+		st.Count++
+	}
+	s.mu.Lock()
+	st.Refused = s.stats.Refused
+	s.stats = st
+	s.mu.Unlock()
+	return nil
+}
+
+// Run sweeps every interval until ctx ends; errors go to onError.
+func (s *Store) Run(ctx context.Context, interval time.Duration, onError func(error)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.Sweep(); err != nil && onError != nil {
+				onError(err)
+			}
+		}
+	}
+}
+
+func (s *Store) expired(fi fs.FileInfo, now time.Time) bool {
+	return s.limits.MaxAge > 0 && now.Sub(fi.ModTime()) > s.limits.MaxAge
+}
+
+// reserve counts n more bytes if they fit under MaxBytes, sweeping first
+// when they seem not to (expired artifacts, or another replica's sweep,
+// may have freed room).
+func (s *Store) reserve(n int64) error {
+	fits := func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.limits.MaxBytes > 0 && s.stats.Bytes+n > s.limits.MaxBytes {
+			return false
+		}
+		s.stats.Bytes += n
+		s.stats.Count++
+		return true
+	}
+	if fits() {
+		return nil
+	}
+	if err := s.Sweep(); err != nil {
+		return err
+	}
+	if fits() {
+		return nil
+	}
+	s.mu.Lock()
+	s.stats.Refused++
+	used := s.stats.Bytes
+	s.mu.Unlock()
+	return fmt.Errorf("%w: %d of its %d bytes are taken and this result is %d bytes (artifacts are kept %s)", ErrFull, used, s.limits.MaxBytes, n, s.limits.MaxAge)
+}
+
+func (s *Store) unreserve(n int64) {
+	s.mu.Lock()
+	s.stats.Bytes -= n
+	s.stats.Count--
+	s.mu.Unlock()
 }
 
 // Put stores data for subject and returns its sha256 (hex). Storing bytes
@@ -62,10 +220,20 @@ func (s *Store) Put(subject string, data []byte) (string, error) {
 	}
 	dataPath := filepath.Join(dir, "data")
 	if _, err := os.Stat(dataPath); errors.Is(err, fs.ErrNotExist) {
+		if err := s.reserve(int64(len(data))); err != nil {
+			_ = os.Remove(dir) // only if empty: another subject may own it
+			return "", err
+		}
 		if err := writeAtomic(dataPath, data, true); err != nil {
+			s.unreserve(int64(len(data)))
 			return "", fmt.Errorf("while storing artifact %s: %w", sha, err)
 		}
 	} else if err != nil {
+		return "", fmt.Errorf("while storing artifact %s: %w", sha, err)
+	}
+	// Kept for MaxAge from now, also when it was stored before.
+	now := s.limits.Now()
+	if err := os.Chtimes(dataPath, now, now); err != nil {
 		return "", fmt.Errorf("while storing artifact %s: %w", sha, err)
 	}
 	if err := writeAtomic(s.ownerPath(sha, subject), []byte(subject+"\n"), false); err != nil {
@@ -86,7 +254,11 @@ func (s *Store) Get(subject, sha string) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("while reading artifact %s: %w", sha, err)
 	}
-	data, err := os.ReadFile(filepath.Join(s.path(sha), "data"))
+	dataPath := filepath.Join(s.path(sha), "data")
+	if fi, err := os.Stat(dataPath); err == nil && s.expired(fi, s.limits.Now()) {
+		return nil, ErrNotFound // the next sweep deletes it
+	}
+	data, err := os.ReadFile(dataPath)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, ErrNotFound
 	}

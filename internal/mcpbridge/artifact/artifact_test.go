@@ -1,13 +1,17 @@
 package artifact
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestPutGetOwnership(t *testing.T) {
@@ -93,5 +97,65 @@ func TestURI(t *testing.T) {
 		if _, ok := ParseURI(bad); ok {
 			t.Errorf("ParseURI(%q) accepted", bad)
 		}
+	}
+}
+
+// TestRetentionAndQuota: artifacts expire MaxAge after they were last
+// stored, and the store refuses what would take it over MaxBytes, until a
+// sweep finds room (issue 13, item 8).
+func TestRetentionAndQuota(t *testing.T) {
+	offset := time.Duration(0)
+	clock := func() time.Time { return time.Now().Add(offset) }
+	s, err := New(t.TempDir(), Limits{MaxAge: time.Hour, MaxBytes: 100, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := bytes.Repeat([]byte("a"), 60)
+	b := bytes.Repeat([]byte("b"), 50)
+	shaA, err := s.Put("alice", a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put("bob", b); !errors.Is(err, ErrFull) || !strings.Contains(err.Error(), "60 of its 100 bytes") {
+		t.Fatalf("over the quota: %v, want ErrFull saying how full", err)
+	}
+	if _, err := s.Put("bob", a); err != nil {
+		t.Fatalf("bytes stored already take no more room: %v", err)
+	}
+	if st := s.Stats(); st.Bytes != 60 || st.Count != 1 || st.Refused != 1 {
+		t.Fatalf("stats %+v, want 60 bytes in 1 artifact, 1 refused", st)
+	}
+
+	offset = 59 * time.Minute
+	if _, err := s.Get("alice", shaA); err != nil {
+		t.Fatalf("within MaxAge: %v", err)
+	}
+	offset = 61 * time.Minute
+	if _, err := s.Get("alice", shaA); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("past MaxAge: %v, want ErrNotFound", err)
+	}
+	// Room is found by sweeping the expired artifact away.
+	shaB, err := s.Put("bob", b)
+	if err != nil {
+		t.Fatalf("after the old artifact expired: %v", err)
+	}
+	if st := s.Stats(); st.Bytes != 50 || st.Count != 1 {
+		t.Fatalf("stats %+v after the sweep, want 50 bytes in 1 artifact", st)
+	}
+	if _, err := os.Stat(s.path(shaA)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the expired artifact is still on disk: %v", err)
+	}
+	if got, err := s.Get("bob", shaB); err != nil || !bytes.Equal(got, b) {
+		t.Fatalf("Get = %q, %v", got, err)
+	}
+
+	// A store opened on the same directory (another replica) counts what
+	// is there.
+	other, err := New(s.dir, Limits{MaxAge: time.Hour, MaxBytes: 100, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := other.Stats(); st.Bytes != 50 || st.Count != 1 {
+		t.Fatalf("another replica's stats %+v, want 50 bytes in 1 artifact", st)
 	}
 }

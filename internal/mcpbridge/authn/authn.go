@@ -1,7 +1,9 @@
 // Package authn tells the bridge who is calling: a bearer token checked by
 // the Kubernetes API server (TokenReview, audience mcp-operator), with
 // results cached for at most a minute and never past the token's own
-// expiry. Anonymous stands in for local development only.
+// expiry. A refused token is remembered for a short while too, so a client
+// repeating a bad token does not cost a TokenReview each time. Anonymous
+// stands in for local development only.
 package authn
 
 import (
@@ -60,7 +62,11 @@ type TokenReviewCreator interface {
 const (
 	DefaultCacheTTL     = time.Minute
 	DefaultCacheEntries = 10000
-	maxTokenBytes       = 16 << 10
+	// DefaultRefusedTTL is how long a refused token is refused without
+	// asking again. Short: a token is refused for good (bad signature,
+	// wrong audience, expired) or, rarely, not yet valid.
+	DefaultRefusedTTL = 10 * time.Second
+	maxTokenBytes     = 16 << 10
 )
 
 // TokenReview authenticates with the API server. Safe for concurrent use.
@@ -69,11 +75,18 @@ type TokenReview struct {
 	// CacheTTL bounds how long an accepted token is trusted without asking
 	// again (at most DefaultCacheTTL).
 	CacheTTL time.Duration
+	// RefusedTTL is how long a refused token is refused from memory
+	// (DefaultRefusedTTL when zero, at most DefaultCacheTTL).
+	RefusedTTL time.Duration
 	// Now reads the clock (time.Now when nil).
 	Now func() time.Time
 
 	mu    sync.Mutex
 	cache map[[32]byte]cached
+	// refused are tokens the API server did not accept, until when they
+	// are refused without a review. An API server that did not answer is
+	// never remembered: that is not a refusal.
+	refused map[[32]byte]time.Time
 }
 
 type cached struct {
@@ -93,6 +106,10 @@ func (t *TokenReview) Authenticate(ctx context.Context, token string) (Identity,
 		t.mu.Unlock()
 		return c.id, nil
 	}
+	if until, ok := t.refused[key]; ok && now.Before(until) {
+		t.mu.Unlock()
+		return Identity{}, ErrUnauthenticated
+	}
 	t.mu.Unlock()
 
 	res, err := t.Reviews.Create(ctx, &authv1.TokenReview{
@@ -103,6 +120,7 @@ func (t *TokenReview) Authenticate(ctx context.Context, token string) (Identity,
 	}
 	st := res.Status
 	if !st.Authenticated || !slices.Contains(st.Audiences, Audience) {
+		t.remember(key, now)
 		return Identity{}, ErrUnauthenticated
 	}
 	s := policy.SubjectFromUserInfo(st.User.Username, st.User.Groups)
@@ -133,6 +151,31 @@ func (t *TokenReview) now() time.Time {
 		return t.Now()
 	}
 	return time.Now()
+}
+
+// remember refuses the token of key without a review for RefusedTTL.
+func (t *TokenReview) remember(key [32]byte, now time.Time) {
+	ttl := t.RefusedTTL
+	if ttl <= 0 {
+		ttl = DefaultRefusedTTL
+	}
+	ttl = min(ttl, DefaultCacheTTL)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.refused == nil {
+		t.refused = map[[32]byte]time.Time{}
+	}
+	if len(t.refused) >= DefaultCacheEntries {
+		for k, until := range t.refused {
+			if !now.Before(until) {
+				delete(t.refused, k)
+			}
+		}
+		if len(t.refused) >= DefaultCacheEntries {
+			clear(t.refused)
+		}
+	}
+	t.refused[key] = now.Add(ttl)
 }
 
 // pruneLocked drops expired entries, and everything if that is not enough:

@@ -20,6 +20,8 @@ type reviews struct {
 	n        int
 	audience string
 	err      error
+	// refuse names tokens the API server does not accept.
+	refuse string
 }
 
 func (r *reviews) Create(_ context.Context, tr *authv1.TokenReview, _ metav1.CreateOptions) (*authv1.TokenReview, error) {
@@ -28,6 +30,10 @@ func (r *reviews) Create(_ context.Context, tr *authv1.TokenReview, _ metav1.Cre
 		return nil, r.err
 	}
 	out := tr.DeepCopy()
+	if tr.Spec.Token == r.refuse {
+		out.Status = authv1.TokenReviewStatus{Authenticated: false, Error: "invalid bearer token"}
+		return out, nil
+	}
 	aud := r.audience
 	if aud == "" {
 		aud = Audience
@@ -85,6 +91,41 @@ func TestTokenReviewCache(t *testing.T) {
 	down := &reviews{err: errors.New("connection refused")}
 	if _, err := (&TokenReview{Reviews: down, Now: clock}).Authenticate(ctx, "t"); err == nil || errors.Is(err, ErrUnauthenticated) {
 		t.Errorf("an unreachable API server must be an error other than unauthenticated: %v", err)
+	}
+}
+
+// TestRefusedTokensRemembered: a refused token repeated within
+// RefusedTTL costs no TokenReview (issue 13, item 10); after it, the API
+// server is asked again. An API server that did not answer is not a
+// refusal and is not remembered.
+func TestRefusedTokensRemembered(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	ctx := context.Background()
+	r := &reviews{refuse: "stolen-or-forged"}
+	tr := &TokenReview{Reviews: r, Now: func() time.Time { return now }}
+	for range 50 {
+		if _, err := tr.Authenticate(ctx, "stolen-or-forged"); !errors.Is(err, ErrUnauthenticated) {
+			t.Fatalf("a refused token: %v, want ErrUnauthenticated", err)
+		}
+	}
+	if r.n != 1 {
+		t.Fatalf("50 requests with one refused token cost %d TokenReviews, want 1", r.n)
+	}
+	if _, err := tr.Authenticate(ctx, "good-token"); err != nil || r.n != 2 {
+		t.Fatalf("another token is reviewed as usual: %v (%d reviews)", err, r.n)
+	}
+	now = now.Add(DefaultRefusedTTL)
+	_, _ = tr.Authenticate(ctx, "stolen-or-forged")
+	if r.n != 3 {
+		t.Fatalf("after %s a refused token must be reviewed again (%d reviews)", DefaultRefusedTTL, r.n)
+	}
+
+	down := &reviews{err: errors.New("connection refused")}
+	tr = &TokenReview{Reviews: down, Now: func() time.Time { return now }}
+	_, _ = tr.Authenticate(ctx, "t")
+	_, _ = tr.Authenticate(ctx, "t")
+	if down.n != 2 {
+		t.Fatalf("a failed review must not be remembered as a refusal (%d reviews, want 2)", down.n)
 	}
 }
 

@@ -1,6 +1,6 @@
 // Package metrics defines the bridge's Prometheus metrics: calls by server,
 // tool, decision and outcome; latency histograms; sessions; requests in
-// flight; upstream health; audit drops.
+// flight; upstream health; audit drops; the artifact store.
 package metrics
 
 import (
@@ -63,4 +63,21 @@ func New(reg prometheus.Registerer, sessions func() float64, auditDropped func()
 	}
 	reg.MustRegister(m.Calls, m.CallDuration, m.Requests, m.InFlight, m.Sessions, m.UpstreamUp, m.AuditDropped, m.ResourceUpdates)
 	return m
+}
+
+// RegisterArtifacts registers the artifact store's metrics with reg; stats
+// is read at scrape time: the bytes and number of artifacts held, and the
+// results refused because the store was full.
+func RegisterArtifacts(reg prometheus.Registerer, stats func() (bytes, count, refused int64)) {
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "mcp_bridge_artifact_bytes", Help: "Bytes of the artifacts (results over the size cap) in the artifact store.",
+		}, func() float64 { b, _, _ := stats(); return float64(b) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "mcp_bridge_artifacts", Help: "Artifacts in the artifact store.",
+		}, func() float64 { _, n, _ := stats(); return float64(n) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "mcp_bridge_artifacts_refused_total", Help: "Results over the size cap that failed because the artifact store was full.",
+		}, func() float64 { _, _, r := stats(); return float64(r) }),
+	)
 }

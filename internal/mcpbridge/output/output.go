@@ -11,7 +11,8 @@
 //  3. injection scan of the text the model will read; findings go to the
 //     audit event, and with Call.Block the result is withheld;
 //  4. each text content item is prefixed "[mcp:<server>:<tool>] ", so the
-//     model can tell which server said what.
+//     model can tell which server said what; look-alike markers in the
+//     server's text are escaped (EscapeMarkers), so none can be forged.
 //
 // The artifact holds the redacted result, never the raw one: a secret that
 // must not reach the agent must not sit on a shared volume either, and the
@@ -181,7 +182,7 @@ func (p *Pipeline) ToolResult(c Call, raw json.RawMessage) (json.RawMessage, Sum
 		if t.kind != "text" {
 			continue
 		}
-		items[i] = t.withText(prefix + t.text)
+		items[i] = t.withText(prefix + EscapeMarkers(t.text))
 		changed = true
 	}
 	out := res.json

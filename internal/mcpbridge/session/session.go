@@ -20,6 +20,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -36,12 +37,20 @@ const (
 	DefaultIdleTimeout   = 30 * time.Minute
 	DefaultMaxAge        = 24 * time.Hour
 	DefaultMaxConcurrent = 32
+	// DefaultMaxPerSubject bounds the sessions one identity holds open on a
+	// replica: each costs memory until it ends or idles out, and a client
+	// that never ends its sessions must not exhaust a replica.
+	DefaultMaxPerSubject = 100
 )
 
 // ErrNotFound means the session id is unknown here: not sealed with our key,
 // opened by another identity or on another endpoint, ended, idle too long or
 // too old. The transport answers 404, which tells a client to start over.
 var ErrNotFound = errors.New("session not found")
+
+// ErrTooMany is returned by Open when the identity has MaxPerSubject
+// sessions live on this replica.
+var ErrTooMany = errors.New("too many sessions")
 
 // Claims are what a session id carries.
 type Claims struct {
@@ -72,6 +81,9 @@ type Options struct {
 	MaxAge time.Duration
 	// MaxConcurrent bounds the requests of one session in flight at once.
 	MaxConcurrent int
+	// MaxPerSubject bounds the sessions one identity opens on this replica
+	// (sessions adopted from another replica count, but are never refused).
+	MaxPerSubject int
 	// Now reads the clock (time.Now when nil).
 	Now func() time.Time
 	// NewID makes session ids (random when nil; tests fix them).
@@ -86,6 +98,8 @@ type Manager struct {
 	mu    sync.Mutex
 	live  map[string]*Session
 	ended map[string]time.Time // session id → when the tombstone may go
+	// bySubject counts the live sessions of each identity.
+	bySubject map[string]int
 }
 
 // NewManager returns a Manager that seals with sealer.
@@ -99,10 +113,13 @@ func NewManager(sealer *signed.Sealer, opts Options) *Manager {
 	if opts.MaxConcurrent <= 0 {
 		opts.MaxConcurrent = DefaultMaxConcurrent
 	}
+	if opts.MaxPerSubject <= 0 {
+		opts.MaxPerSubject = DefaultMaxPerSubject
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Manager{sealer: sealer, opts: opts, live: map[string]*Session{}, ended: map[string]time.Time{}}
+	return &Manager{sealer: sealer, opts: opts, live: map[string]*Session{}, ended: map[string]time.Time{}, bySubject: map[string]int{}}
 }
 
 // Session is one session as this replica knows it.
@@ -141,8 +158,13 @@ func (m *Manager) Open(c Claims) (*Session, error) {
 	}
 	s := m.newSession(c, token, now)
 	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.bySubject[c.Subject] >= m.opts.MaxPerSubject {
+		return nil, fmt.Errorf("%w: %s has %d sessions open on this replica, the limit; end one (DELETE) or let one idle out (%s)",
+			ErrTooMany, c.Subject, m.opts.MaxPerSubject, m.opts.IdleTimeout)
+	}
 	m.live[c.ID] = s
-	m.mu.Unlock()
+	m.bySubject[c.Subject]++
 	return s, nil
 }
 
@@ -172,6 +194,7 @@ func (m *Manager) Resume(token, subject, endpoint string) (*Session, error) {
 	if s == nil {
 		s = m.newSession(c, token, now)
 		m.live[c.ID] = s
+		m.bySubject[c.Subject]++
 	}
 	s.mu.Lock()
 	s.lastSeen = now
@@ -187,6 +210,11 @@ func (m *Manager) End(s *Session) {
 }
 
 func (m *Manager) endLocked(s *Session) {
+	if _, live := m.live[s.ID]; live {
+		if m.bySubject[s.Subject]--; m.bySubject[s.Subject] <= 0 {
+			delete(m.bySubject, s.Subject)
+		}
+	}
 	delete(m.live, s.ID)
 	m.ended[s.ID] = time.Unix(s.IssuedAt, 0).Add(m.opts.MaxAge)
 	s.Grants.Close()

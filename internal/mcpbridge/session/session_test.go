@@ -122,3 +122,53 @@ func TestConcurrencyCancelAndAnswers(t *testing.T) {
 		t.Fatal("End must cancel calls in flight")
 	}
 }
+
+// TestSessionsPerSubjectCapped: one identity cannot hold more than
+// MaxPerSubject sessions on a replica (issue 13, item 10); ending one, or
+// its idling out, frees a place; other identities are not affected, and a
+// session adopted from another replica is carried on even over the cap.
+func TestSessionsPerSubjectCapped(t *testing.T) {
+	c := &clock{time.Unix(1_800_000_000, 0)}
+	sealer, _ := signed.New([]byte(strings.Repeat("k", signed.MinKeyBytes)))
+	m := NewManager(sealer, Options{MaxPerSubject: 3, IdleTimeout: time.Minute, Now: c.now})
+	var open []*Session
+	for range 3 {
+		s, err := m.Open(Claims{Subject: "alice", Version: "2025-11-25"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		open = append(open, s)
+	}
+	if _, err := m.Open(Claims{Subject: "alice", Version: "2025-11-25"}); !errors.Is(err, ErrTooMany) || !strings.Contains(err.Error(), "3 sessions") {
+		t.Fatalf("a fourth session: %v, want ErrTooMany naming the limit", err)
+	}
+	if _, err := m.Open(Claims{Subject: "bob", Version: "2025-11-25"}); err != nil {
+		t.Fatalf("another identity: %v", err)
+	}
+	m.End(open[0])
+	m.End(open[0]) // ending twice frees one place only
+	if _, err := m.Open(Claims{Subject: "alice", Version: "2025-11-25"}); err != nil {
+		t.Fatalf("after ending one: %v", err)
+	}
+	if _, err := m.Open(Claims{Subject: "alice", Version: "2025-11-25"}); !errors.Is(err, ErrTooMany) {
+		t.Fatalf("the place is taken again: %v", err)
+	}
+	c.t = c.t.Add(2 * time.Minute)
+	m.Sweep()
+	if _, err := m.Open(Claims{Subject: "alice", Version: "2025-11-25"}); err != nil {
+		t.Fatalf("after the idle ones expired: %v", err)
+	}
+
+	other := NewManager(sealer, Options{MaxPerSubject: 1, Now: c.now})
+	first, _ := other.Open(Claims{Subject: "carol", Version: "2025-11-25"})
+	if _, err := other.Resume(first.Token, "carol", ""); err != nil {
+		t.Fatal(err)
+	}
+	adopted, _ := m.Open(Claims{Subject: "carol", Version: "2025-11-25"})
+	if _, err := other.Resume(adopted.Token, "carol", ""); err != nil {
+		t.Fatalf("a session from another replica must be carried on even over the cap: %v", err)
+	}
+	if _, err := other.Open(Claims{Subject: "carol", Version: "2025-11-25"}); !errors.Is(err, ErrTooMany) {
+		t.Fatalf("adopted sessions count: %v", err)
+	}
+}

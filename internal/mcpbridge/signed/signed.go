@@ -8,6 +8,11 @@
 // the MAC covers the purpose too, so a value sealed for one use (a session)
 // is refused for another (a requestState). Payloads are signed, not
 // encrypted: they hold nothing secret (a user name, a protocol version).
+//
+// A sealed value has exactly one spelling: Open accepts only the base64 Seal
+// writes (no padding, spare bits of the last character zero, no line
+// breaks), so a state that may be used once cannot be used again by
+// spelling it differently. Spent remembers used values by their MAC.
 package signed
 
 import (
@@ -65,15 +70,26 @@ func (s *Sealer) Open(purpose, sealed string, v any) error {
 	if !ok || len(sealed) > 8192 {
 		return ErrInvalid
 	}
-	got, err := enc.DecodeString(sig)
-	if err != nil || !hmac.Equal(got, s.mac(purpose, p)) {
+	got, ok := decode(sig)
+	if !ok || !hmac.Equal(got, s.mac(purpose, p)) {
 		return ErrInvalid
 	}
-	payload, err := enc.DecodeString(p)
-	if err != nil || json.Unmarshal(payload, v) != nil {
+	payload, ok := decode(p)
+	if !ok || json.Unmarshal(payload, v) != nil {
 		return ErrInvalid
 	}
 	return nil
+}
+
+// decode reads s only in the spelling enc writes. Go's decoder alone takes
+// several spellings of one value: it ignores the spare low bits of the last
+// character (so "...Q" and "...R" can decode alike) and skips CR and LF.
+func decode(s string) ([]byte, bool) {
+	b, err := enc.Strict().DecodeString(s)
+	if err != nil || enc.EncodeToString(b) != s {
+		return nil, false
+	}
+	return b, true
 }
 
 func (s *Sealer) mac(purpose, payload string) []byte {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 type claims struct {
@@ -56,5 +57,87 @@ func TestSealOpen(t *testing.T) {
 	}
 	if _, err := New([]byte("short")); err == nil {
 		t.Fatal("a short key must be refused")
+	}
+}
+
+// respellings are the strings Go's lenient decoder reads as the same bytes
+// as sealed: the last character of either part with other spare bits, an
+// added line break, padding.
+func respellings(sealed string) []string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	var out []string
+	p, sig, _ := strings.Cut(sealed, ".")
+	lastChar := func(s string) []string {
+		var vs []string
+		for _, c := range alphabet {
+			if v := s[:len(s)-1] + string(c); v != s {
+				if b, err := enc.DecodeString(v); err == nil {
+					if orig, _ := enc.DecodeString(s); string(b) == string(orig) {
+						vs = append(vs, v)
+					}
+				}
+			}
+		}
+		return vs
+	}
+	for _, v := range lastChar(sig) {
+		out = append(out, p+"."+v)
+	}
+	for _, v := range lastChar(p) {
+		out = append(out, v+"."+sig)
+	}
+	out = append(out, p+"."+sig[:5]+"\n"+sig[5:], p[:3]+"\r\n"+p[3:]+"."+sig, p+"."+sig+"=")
+	return out
+}
+
+// TestOneSpelling: the attack of a used requestState with its last base64
+// character changed. Only the spelling Seal wrote opens.
+func TestOneSpelling(t *testing.T) {
+	s, _ := New([]byte(strings.Repeat("k", MinKeyBytes)))
+	sealed, _ := s.Seal("state", claims{"alice", 1})
+	others := respellings(sealed)
+	if len(others) < 4 {
+		t.Fatalf("expected several lenient spellings of %q, found %q", sealed, others)
+	}
+	var got claims
+	for _, v := range others {
+		if err := s.Open("state", v, &got); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Open(%q) = %v, want ErrInvalid: a sealed value has one spelling", v, err)
+		}
+	}
+	if err := s.Open("state", sealed, &got); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSpent(t *testing.T) {
+	s, _ := New([]byte(strings.Repeat("k", MinKeyBytes)))
+	a, _ := s.Seal("state", claims{"alice", 1})
+	b, _ := s.Seal("state", claims{"alice", 2})
+	now := time.Unix(1000, 0)
+	var sp Spent
+	if !sp.Use(a, now.Add(time.Minute), now) || !sp.Use(b, now.Add(time.Minute), now) {
+		t.Fatal("first uses must pass")
+	}
+	if sp.Use(a, now.Add(time.Minute), now) {
+		t.Fatal("a second use must be refused")
+	}
+	// Keyed on the MAC: a lenient spelling of a used value is the same value.
+	for _, v := range respellings(a) {
+		if sp.Use(v, now.Add(time.Minute), now) {
+			t.Errorf("Use(%q) passed: another spelling of a used value", v)
+		}
+	}
+	if sp.Use("not sealed", now.Add(time.Minute), now) || sp.Use("x.!!", now.Add(time.Minute), now) {
+		t.Fatal("a string that is not a sealed value must not be usable")
+	}
+	// Expired entries are swept; used values stay refused until then.
+	later := now.Add(2 * time.Minute)
+	for i := range pruneEvery {
+		v, _ := s.Seal("state", claims{"bob", 100 + i})
+		sp.Use(v, later.Add(time.Minute), later)
+	}
+	if n := sp.Len(); n != pruneEvery {
+		t.Fatalf("%d values remembered after the sweep, want %d (the two expired ones dropped)", n, pruneEvery)
 	}
 }
