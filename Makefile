@@ -64,8 +64,20 @@ fmt: ## go fmt and go vet.
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager binary into bin/manager.
+build: kubectl-mcp ## Build the manager binary into bin/manager (and the kubectl plugin).
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/manager ./cmd/manager
+
+.PHONY: kubectl-mcp
+kubectl-mcp: ## Build the kubectl plugin (kubectl mcp) into bin/kubectl-mcp.
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/kubectl-mcp ./cmd/kubectl-mcp
+
+# Where install-kubectl-mcp puts the plugin; kubectl finds kubectl-* on PATH.
+PREFIX ?= /usr/local
+
+.PHONY: install-kubectl-mcp
+install-kubectl-mcp: kubectl-mcp ## Install the kubectl plugin into $(PREFIX)/bin, so that `kubectl mcp` works.
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BIN)/kubectl-mcp $(DESTDIR)$(PREFIX)/bin/kubectl-mcp
 
 .PHONY: images
 images: build $(BIN)/everything-server $(MKIMAGE) $(BIN)/pause ## Build the container images without Docker into bin/images (docker-archive tarballs).
@@ -79,7 +91,7 @@ images: build $(BIN)/everything-server $(MKIMAGE) $(BIN)/pause ## Build the cont
 
 .PHONY: chart
 chart: manifests ## Generate the Helm chart's CRD and RBAC templates from config/crd/bases and config/rbac.
-	go run ./hack/chartgen -crds config/crd/bases -rbac config/rbac -out charts/mcp-operator/templates/generated
+	go run ./hack/chartgen -crds config/crd/bases -rbac config/rbac -admission config/admission -out charts/mcp-operator/templates/generated
 
 .PHONY: helm-lint
 helm-lint: $(HELM) ## Lint the Helm chart (strict), with the bridge on and off.

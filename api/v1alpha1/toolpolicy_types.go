@@ -28,6 +28,20 @@ const (
 	ApprovalAllowSession ApprovalMode = "AllowSession"
 )
 
+// ApprovalChannel is a way the bridge can put an ask to a person.
+// +kubebuilder:validation:Enum=Elicitation;ToolApproval
+type ApprovalChannel string
+
+const (
+	// ChannelElicitation asks through the agent's own MCP client (form
+	// elicitation), when the client offers it.
+	ChannelElicitation ApprovalChannel = "Elicitation"
+	// ChannelToolApproval creates a ToolApproval in the server's namespace
+	// and waits until a person decides it (kubectl mcp approve/deny) or it
+	// expires.
+	ChannelToolApproval ApprovalChannel = "ToolApproval"
+)
+
 // InjectionAction is what the bridge does with a tool result or prompt
 // expansion whose text its injection scan flags (text that looks like
 // instructions to the model).
@@ -238,6 +252,20 @@ type ApprovalSpec struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=2
 	Modes []ApprovalMode `json:"modes,omitempty"`
+
+	// channels are the ways a person may be asked, in the order the bridge
+	// tries them: Elicitation (the agent's client asks its user; skipped
+	// when the client cannot be asked) and ToolApproval (a person outside
+	// the agent decides a ToolApproval object, e.g. with kubectl mcp). A
+	// request no listed channel can carry is denied with
+	// approval_unavailable. Where several policies ask about one request,
+	// only the channels all of them list are tried.
+	// +optional
+	// +listType=set
+	// +kubebuilder:default={Elicitation}
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=2
+	Channels []ApprovalChannel `json:"channels,omitempty"`
 }
 
 // RateLimit caps how often each subject may call.

@@ -17,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/mcp-operator/mcp-operator/internal/approval"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/artifact"
@@ -51,6 +52,9 @@ type bridgeFlags struct {
 	allowedHosts      string
 	allowedOrigins    string
 	blockInjection    bool
+	toolApprovals     bool
+	webhookURL        string
+	webhookSecretFile string
 	zap               zap.Options
 }
 
@@ -82,6 +86,9 @@ func parseBridgeFlags(args []string, stderr io.Writer) (bridgeFlags, error) {
 	fs.StringVar(&f.allowedHosts, "allowed-hosts", "", "comma-separated Host values accepted (DNS rebinding protection); empty accepts any, or only loopback names when listening on loopback")
 	fs.StringVar(&f.allowedOrigins, "allowed-origins", "", "comma-separated Origin values accepted from browsers; requests without Origin always pass")
 	fs.BoolVar(&f.blockInjection, "block-injection", false, "withhold every result in which the injection scan finds instructions to the model, whatever the ToolPolicies say (findings are always recorded in the audit event; without this flag, rules with injection: Block decide per tool and prompt)")
+	fs.BoolVar(&f.toolApprovals, "tool-approvals", true, "create ToolApprovals for requests a policy asks about through the ToolApproval channel, and wait for a person's decision (off: that channel is never used)")
+	fs.StringVar(&f.webhookURL, "approval-webhook-url", "", "URL that receives each pending ToolApproval and each decision as JSON (empty: none)")
+	fs.StringVar(&f.webhookSecretFile, "approval-webhook-secret-file", "", "file with the shared secret (at least 16 bytes) that signs webhook bodies (header X-MCP-Operator-Signature); required with --approval-webhook-url")
 	f.zap.BindFlags(fs)
 	err := fs.Parse(args)
 	switch {
@@ -96,6 +103,10 @@ func parseBridgeFlags(args []string, stderr io.Writer) (bridgeFlags, error) {
 		err = errors.New("--namespaces (or $POD_NAMESPACE) is required")
 	case f.toolNameStyle != mcpbridge.StyleDotted && f.toolNameStyle != mcpbridge.StyleUnderscore:
 		err = fmt.Errorf("--tool-name-style must be dotted or underscore, not %q", f.toolNameStyle)
+	case (f.webhookURL == "") != (f.webhookSecretFile == ""):
+		err = errors.New("--approval-webhook-url and --approval-webhook-secret-file go together")
+	case f.webhookURL != "" && !f.toolApprovals:
+		err = errors.New("--approval-webhook-url needs --tool-approvals")
 	}
 	if err == nil {
 		_, err = audit.ParseArgsMode(f.auditArgs)
@@ -240,6 +251,18 @@ func bridgeOptions(f bridgeFlags, log interface {
 	if f.insecureAnonymous {
 		log.Info("WARNING: --insecure-anonymous: every request is accepted WITHOUT AUTHENTICATION as system:anonymous. For local development only; never expose this bridge.")
 		o.Auth = authn.Anonymous{}
+	}
+	o.ToolApprovals = f.toolApprovals
+	if f.webhookURL != "" {
+		secret, err := os.ReadFile(f.webhookSecretFile)
+		if err != nil {
+			return o, closeSink, fmt.Errorf("while reading --approval-webhook-secret-file: %w", err)
+		}
+		wh, err := approval.NewWebhook(f.webhookURL, []byte(strings.TrimSpace(string(secret))))
+		if err != nil {
+			return o, closeSink, err
+		}
+		o.ApprovalNotifier = wh
 	}
 	o.Session = session.Options{IdleTimeout: f.idleTimeout, MaxConcurrent: f.sessionConcurrent, MaxPerSubject: f.callerSessions}
 	o.Bridge = mcpbridge.Config{

@@ -84,3 +84,38 @@ func TestBridgeOptions(t *testing.T) {
 		t.Fatalf("the warnings were not logged: %q", joined)
 	}
 }
+
+func TestBridgeApprovalFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--approval-webhook-url=https://hooks.example/x"}, "go together"},
+		{[]string{"--approval-webhook-secret-file=/s"}, "go together"},
+		{[]string{"--approval-webhook-url=https://hooks.example/x", "--approval-webhook-secret-file=/s", "--tool-approvals=false"}, "needs --tool-approvals"},
+	} {
+		var stderr bytes.Buffer
+		if _, err := parseBridgeFlags(append([]string{"--namespaces=a"}, c.args...), &stderr); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want an error saying %q", c.args, err, c.want)
+		}
+	}
+
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("short\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := parseBridgeFlags([]string{"--namespaces=a", "--approval-webhook-url=https://hooks.example/x", "--approval-webhook-secret-file=" + secret}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := bridgeOptions(f, funcr.New(func(_, _ string) {}, funcr.Options{})); err == nil || !strings.Contains(err.Error(), "at least 16 bytes") {
+		t.Errorf("a short webhook secret: %v", err)
+	}
+	if err := os.WriteFile(secret, []byte("0123456789abcdef-long-enough\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, _, err := bridgeOptions(f, funcr.New(func(_, _ string) {}, funcr.Options{}))
+	if err != nil || !o.ToolApprovals || o.ApprovalNotifier == nil {
+		t.Errorf("options %+v, %v: want ToolApprovals on with the webhook", o, err)
+	}
+}

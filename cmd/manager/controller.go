@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -18,6 +19,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/approval"
 	"github.com/mcp-operator/mcp-operator/internal/controller"
 	"github.com/mcp-operator/mcp-operator/internal/version"
 )
@@ -39,6 +41,7 @@ type controllerFlags struct {
 	workers         int
 	workload        controller.WorkloadOptions
 	bridgeScope     string
+	retention       time.Duration
 	zap             zap.Options
 }
 
@@ -54,10 +57,14 @@ func parseControllerFlags(args []string, stderr io.Writer) (controllerFlags, err
 	fs.StringVar(&f.workload.OperatorImage, "operator-image", envOr("MANAGER_IMAGE", "localhost/mcp-operator/manager:dev"), "image holding the manager binary at "+controller.ManagerPath+"; stdio server pods copy the adapter from it (default: $MANAGER_IMAGE)")
 	fs.StringVar(&f.workload.OperatorNamespace, "operator-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the bridge and controller pods, the only ones server pods accept connections from (default: $POD_NAMESPACE)")
 	fs.StringVar(&f.bridgeScope, "bridge-namespaces", "", "comma-separated namespaces the bridge serves; same-named MCPServers among them conflict (the older keeps the name)")
+	fs.DurationVar(&f.retention, "approval-retention", approval.DefaultRetention, "how long a finished ToolApproval (approved, denied, expired, cancelled) is kept before it is deleted")
 	f.zap.BindFlags(fs)
 	err := fs.Parse(args)
 	if err == nil && fs.NArg() > 0 {
 		err = fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if err == nil && f.retention < time.Minute {
+		err = fmt.Errorf("--approval-retention must be at least 1m, not %s", f.retention)
 	}
 	if err == nil && f.workload.OperatorNamespace == "" {
 		err = errors.New("--operator-namespace (or $POD_NAMESPACE) is required: server pods accept connections only from the operator's namespace")
@@ -84,7 +91,7 @@ func newControllerManager(cfg *rest.Config, f controllerFlags) (ctrl.Manager, er
 	if err != nil {
 		return nil, fmt.Errorf("while creating the manager: %w", err)
 	}
-	opts := controller.Options{MaxConcurrentReconciles: f.workers, Workload: f.workload}
+	opts := controller.Options{MaxConcurrentReconciles: f.workers, Workload: f.workload, ApprovalRetention: f.retention}
 	for _, ns := range strings.Split(f.bridgeScope, ",") {
 		if ns = strings.TrimSpace(ns); ns != "" {
 			opts.BridgeNamespaces = append(opts.BridgeNamespaces, ns)

@@ -116,3 +116,15 @@ func waitFor200(t *testing.T, url string) string {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+func TestControllerApprovalRetentionFlag(t *testing.T) {
+	f, err := parseControllerFlags([]string{"--operator-namespace", "mcp-system"}, io.Discard)
+	if err != nil || f.retention != 24*time.Hour {
+		t.Fatalf("default retention %s (%v), want 24h", f.retention, err)
+	}
+	var stderr strings.Builder
+	if _, err := parseControllerFlags([]string{"--operator-namespace", "mcp-system", "--approval-retention", "10s"}, &stderr); err == nil ||
+		!strings.Contains(stderr.String(), "--approval-retention must be at least 1m") {
+		t.Fatalf("a 10s retention: %v, stderr %q", err, stderr.String())
+	}
+}

@@ -57,7 +57,8 @@ type PermissionResolved struct {
 	Actor string `json:"actor"`
 	// SourcedFrom names what decided: "policy:<ns>/<name>#rules[<i>]",
 	// "default" (no rule matched), "approval:once", "approval:session",
-	// "approval:deny", "session-grant" (allowed earlier in the session).
+	// "approval:deny", "session-grant" (allowed earlier in the session),
+	// "approval:<namespace>/<name>" (a person's decision on a ToolApproval).
 	SourcedFrom string `json:"sourcedFrom"`
 	ToolCallID  string `json:"toolCallId"`
 	// Tool, Resource, Prompt: what was decided, one of them, as in
@@ -68,6 +69,9 @@ type PermissionResolved struct {
 	Reason   string `json:"reason,omitempty"`
 	Resource string `json:"resource,omitempty"`
 	Prompt   string `json:"prompt,omitempty"`
+	// Approver is the user name of the person who decided through a
+	// ToolApproval (SourcedFrom is then approval:<namespace>/<name>).
+	Approver string `json:"approver,omitempty"`
 }
 
 // MCPCallStarted: the bridge sent a request upstream.
@@ -293,6 +297,7 @@ func (p PermissionResolved) fields(e *fieldWriter) {
 	e.strOmitEmpty("reason", p.Reason)
 	e.strOmitEmpty("resource", p.Resource)
 	e.strOmitEmpty("prompt", p.Prompt)
+	e.strOmitEmpty("approver", p.Approver)
 }
 
 func (p MCPCallStarted) fields(e *fieldWriter) {

@@ -26,6 +26,7 @@ func TestFieldsAgreeWithJSONTags(t *testing.T) {
 		PermissionResolved{},
 		PermissionResolved{Decision: "allow", Actor: "user", SourcedFrom: "approval:once", ToolCallID: "c", Resource: "mcp://s/u"},
 		PermissionResolved{Decision: "deny", Actor: "user", SourcedFrom: "approval:deny", ToolCallID: "c", Reason: "r", Prompt: "mcp.s.p"},
+		PermissionResolved{Decision: "allow", Actor: "user", SourcedFrom: "approval:tools/fs-x7k2p", ToolCallID: "c", Tool: "mcp.fs.write", Approver: "alice"},
 		MCPCallStarted{Server: "fs", ToolCallID: "c", Method: "tools/call", Args: args},
 		MCPCallCompleted{Server: "fs", ToolCallID: "c", DurationMs: 0.123},
 		MCPCallCompleted{DurationMs: 123456.789},

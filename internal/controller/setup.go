@@ -4,6 +4,7 @@ package controller
 
 import (
 	"fmt"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 )
@@ -21,6 +22,9 @@ type Options struct {
 	BridgeNamespaces []string
 	// Prober reads servers' catalogs; nil means the MCP prober.
 	Prober Prober
+	// ApprovalRetention is how long finished ToolApprovals are kept
+	// (approval.DefaultRetention when zero).
+	ApprovalRetention time.Duration
 }
 
 // reconcilers lists every reconciler the controller runs; each kind's file

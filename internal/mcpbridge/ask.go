@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
@@ -26,6 +27,7 @@ type outcome struct {
 	decision    string // allow or deny
 	actor       string // policy, user or bridge
 	sourcedFrom string
+	approver    string // who decided a ToolApproval
 	reason      string
 	failReason  string // tool.failed reason when denied
 	// pending is the input_required answer of a 2026-07-28 request waiting
@@ -42,8 +44,8 @@ func sourceOf(s string) string {
 	return s
 }
 
-// resolve turns x's decision into its outcome, asking the user where it
-// is ask.
+// resolve turns x's decision into its outcome, putting the question to a
+// person where it is ask.
 func (b *Bridge) resolve(x *exchange) outcome {
 	res := x.res
 	switch res.Decision {
@@ -84,38 +86,68 @@ func offered(rq *request, res policy.Result) []string {
 	return append(out, answerDeny)
 }
 
+// channels are the ways the policy lets a person be asked about res, in
+// order (elicitation only, for a result without approval settings).
+func channels(res policy.Result) []v1alpha1.ApprovalChannel {
+	if res.Approval == nil {
+		return []v1alpha1.ApprovalChannel{v1alpha1.ChannelElicitation}
+	}
+	return res.Approval.Channels
+}
+
+// ask puts x to a person through the first of the policy's channels that
+// can carry the question: the agent's client (elicitation) or a
+// ToolApproval.
 func (b *Bridge) ask(x *exchange) outcome {
-	rq, res, st := x.rq, x.res, x.resumed
-	unavailable := outcome{
+	rq, res := x.rq, x.res
+	if st := x.resumed; st != nil {
+		// A 2026-07-28 retry: the answer to the elicitation asked before.
+		return answered(x, x.inputResponses[approvalKey], st.Answers)
+	}
+	for _, ch := range channels(res) {
+		switch {
+		case ch == v1alpha1.ChannelElicitation && rq.elicitation && (rq.stateless || rq.out.canStream):
+			return b.elicitAnswer(x)
+		case ch == v1alpha1.ChannelToolApproval && b.canAskPerson(x):
+			return b.askPerson(x, res, offered(rq, res))
+		}
+	}
+	return outcome{
 		decision: "deny", actor: "bridge", sourcedFrom: sourceOf(res.SourcedFrom), failReason: reasonApprovalUnavailable,
-		reason: reasonApprovalUnavailable + ": the policy asks for approval and the client cannot be asked (it offers no form elicitation)",
+		reason: fmt.Sprintf("%s: the policy asks for approval through %s, and none can be used (the client offers no form elicitation, or the bridge makes no ToolApprovals)",
+			reasonApprovalUnavailable, channelNames(channels(res))),
 	}
-	if !rq.elicitation {
-		return unavailable
+}
+
+func channelNames(chs []v1alpha1.ApprovalChannel) string {
+	if len(chs) == 0 {
+		return "no channel the asking policies have in common"
 	}
+	names := make([]string, len(chs))
+	for i, ch := range chs {
+		names[i] = string(ch)
+	}
+	return strings.Join(names, ", ")
+}
+
+// elicitAnswer asks the agent's client: a 2026-07-28 client gets the
+// input_required answer, a legacy one the question on its stream.
+func (b *Bridge) elicitAnswer(x *exchange) outcome {
+	rq, res := x.rq, x.res
 	answers := offered(rq, res)
 	timeout := res.Approval.Timeout
 	if timeout <= 0 {
 		timeout = 2 * time.Minute
 	}
 	question := elicitParams(x, answers)
-	var answer json.RawMessage
 	if rq.stateless {
-		if st == nil {
-			return outcome{pending: b.inputRequired(x, question, answers, timeout)}
-		}
-		answer = x.inputResponses[approvalKey]
-		answers = st.Answers
-	} else {
-		if !rq.out.canStream {
-			return unavailable
-		}
-		var err error
-		if answer, err = b.elicit(x, question, timeout); err != nil {
-			return outcome{
-				decision: "deny", actor: "bridge", sourcedFrom: "approval:timeout", failReason: reasonApprovalTimeout,
-				reason: reasonApprovalTimeout + ": " + err.Error(),
-			}
+		return outcome{pending: b.inputRequired(x, question, answers, timeout)}
+	}
+	answer, err := b.elicit(x, question, timeout)
+	if err != nil {
+		return outcome{
+			decision: "deny", actor: "bridge", sourcedFrom: "approval:timeout", failReason: reasonApprovalTimeout,
+			reason: reasonApprovalTimeout + ": " + err.Error(),
 		}
 	}
 	return answered(x, answer, answers)
@@ -215,7 +247,7 @@ func (b *Bridge) elicit(x *exchange, question map[string]any, timeout time.Durat
 }
 
 // inputRequired is the answer asking a 2026-07-28 agent the approval
-// question, with the state its retry brings back.
+// question, with the state its retry brings back (state.go).
 func (b *Bridge) inputRequired(x *exchange, question map[string]any, answers []string, timeout time.Duration) *jsonrpc.Message {
 	st := newState(resumeApproval, x, b.now().Add(timeout))
 	st.Answers = answers

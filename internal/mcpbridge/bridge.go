@@ -29,6 +29,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/mcp-operator/mcp-operator/internal/approval"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/artifact"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
@@ -75,6 +76,9 @@ type Config struct {
 	Redactor func(namespace, server string) *redact.Redactor
 	// Limiter enforces the policies' rate limits (nil: none).
 	Limiter *policy.RateLimiter
+	// Approvals puts asked requests to a person through ToolApprovals
+	// (nil: the ToolApproval channel is never used).
+	Approvals *approval.Broker
 	Metrics *metrics.Metrics
 	Log     logr.Logger
 

@@ -72,6 +72,11 @@ type exchange struct {
 
 	// tool is set by the tools adapter: the calls' metrics name it.
 	tool *routes.Tool
+	// server is the MCPServer a tool call goes to (a person asked through a
+	// ToolApproval decides in its namespace); progressToken is the agent's,
+	// told what a ToolApproval waits for.
+	server        *routes.Server
+	progressToken json.RawMessage
 }
 
 // adapter is what differs between the kinds of request.
@@ -230,7 +235,7 @@ func (x *exchange) requested() audit.PermissionRequested {
 
 // resolved is x's permission.resolved event.
 func (x *exchange) resolved(o outcome) audit.PermissionResolved {
-	ev := audit.PermissionResolved{Decision: o.decision, Actor: o.actor, SourcedFrom: o.sourcedFrom, ToolCallID: x.id, Reason: o.reason}
+	ev := audit.PermissionResolved{Decision: o.decision, Actor: o.actor, SourcedFrom: o.sourcedFrom, ToolCallID: x.id, Reason: o.reason, Approver: o.approver}
 	ev.Tool, ev.Resource, ev.Prompt = x.names()
 	return ev
 }

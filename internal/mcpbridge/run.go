@@ -15,10 +15,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	clientevents "k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/approval"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/artifact"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
@@ -63,6 +65,12 @@ type Options struct {
 	// SecretsResync is how often the Secrets of remote servers are read
 	// again, so that rotated credentials are used (default a minute).
 	SecretsResync time.Duration
+	// ToolApprovals turns the ToolApproval channel on: the bridge creates
+	// ToolApprovals for the requests policies ask about through it, and
+	// watches them.
+	ToolApprovals bool
+	// ApprovalNotifier is told of each ToolApproval (nil: nobody).
+	ApprovalNotifier approval.Notifier
 	Log           logr.Logger
 }
 
@@ -151,6 +159,11 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 	if cfg.Limiter == nil {
 		cfg.Limiter = policy.NewRateLimiter(nil)
 	}
+	if o.ToolApprovals {
+		if cfg.Approvals, err = startApprovals(ctx, o, c, reader, reg); err != nil {
+			return nil, err
+		}
+	}
 	b := New(cfg)
 	w := &watch.Watcher{
 		Cache: c, Secrets: reader, Registry: registry, Log: o.Log.WithName("watch"), Resync: o.SecretsResync,
@@ -184,4 +197,27 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 	}
 	b.SetReady(true)
 	return rt, nil
+}
+
+// startApprovals builds the ToolApproval broker: it writes through the
+// direct client, watches through the bridge's cache (so it sees the
+// decisions in the namespaces it serves) and records Events.
+func startApprovals(ctx context.Context, o Options, c cache.Cache, writer client.Client, reg prometheus.Registerer) (*approval.Broker, error) {
+	inf, err := c.GetInformer(ctx, &v1alpha1.ToolApproval{})
+	if err != nil {
+		return nil, fmt.Errorf("while watching ToolApprovals: %w", err)
+	}
+	broker := approval.NewBroker(writer, reg)
+	broker.Notifier, broker.Log = o.ApprovalNotifier, o.Log.WithName("approvals")
+	if err := broker.Watch(inf); err != nil {
+		return nil, fmt.Errorf("while watching ToolApprovals: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(o.Rest)
+	if err != nil {
+		return nil, fmt.Errorf("while creating the Events client: %w", err)
+	}
+	events := clientevents.NewBroadcaster(&clientevents.EventSinkImpl{Interface: cs.EventsV1()})
+	events.StartRecordingToSink(ctx.Done())
+	broker.Recorder = events.NewRecorder(o.Scheme, "mcp-operator-bridge")
+	return broker, nil
 }

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/mcp-operator/mcp-operator/internal/mcp/canonjson"
+	"github.com/mcp-operator/mcp-operator/internal/approval"
 )
 
 // A 2026-07-28 agent answers a question by sending its request again with
@@ -65,14 +65,10 @@ type invalidStateError struct{ msg string }
 
 func (e *invalidStateError) Error() string { return e.msg }
 
+// argsDigest binds a question to the exact arguments, as a ToolApproval
+// does ("" for arguments that are not JSON).
 func argsDigest(args json.RawMessage) string {
-	if len(args) == 0 || string(args) == "null" {
-		args = json.RawMessage(`{}`)
-	}
-	d, err := canonjson.Digest(args)
-	if err != nil {
-		return ""
-	}
+	d, _ := approval.ArgsDigest(args)
 	return d
 }
 

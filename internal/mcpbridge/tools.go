@@ -192,6 +192,7 @@ func (c *call) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
 	c.tool, x.tool = tool, tool
 	x.method, x.target, x.args, x.what = methodCall, tool.Name, p.Arguments, "call of "+tool.Name
 	x.inputResponses, x.requestState = p.InputResponses, p.RequestState
+	x.server, x.progressToken = tool.Server, p.Meta.ProgressToken
 	return nil
 }
 

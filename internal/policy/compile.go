@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,6 +28,8 @@ func (e CompileError) Error() string { return e.Field + ": " + e.Message }
 const defaultApprovalTimeout = 2 * time.Minute
 
 var defaultApprovalModes = []v1alpha1.ApprovalMode{v1alpha1.ApprovalAllowOnce, v1alpha1.ApprovalAllowSession}
+
+var defaultApprovalChannels = []v1alpha1.ApprovalChannel{v1alpha1.ChannelElicitation}
 
 // level orders decisions by how restrictive they are; 0 is "no rule".
 type level uint8
@@ -478,7 +481,7 @@ func (c *compiler) resourceRule(i int, rr *v1alpha1.ResourceRule) {
 }
 
 func (c *compiler) approval(a *v1alpha1.ApprovalSpec) {
-	c.p.approval = Approval{Modes: defaultApprovalModes, Timeout: defaultApprovalTimeout}
+	c.p.approval = Approval{Modes: defaultApprovalModes, Timeout: defaultApprovalTimeout, Channels: defaultApprovalChannels}
 	if a.Timeout.Duration != 0 {
 		if a.Timeout.Duration < time.Second || a.Timeout.Duration > time.Hour {
 			c.fail("spec.approval.timeout", "approval timeout must be between 1s and 1h, not %s", a.Timeout.Duration)
@@ -486,17 +489,30 @@ func (c *compiler) approval(a *v1alpha1.ApprovalSpec) {
 		c.p.approval.Timeout = a.Timeout.Duration
 	}
 	if len(a.Modes) > 0 {
-		c.p.approval.Modes = nil
-		for j, m := range a.Modes {
-			if m != v1alpha1.ApprovalAllowOnce && m != v1alpha1.ApprovalAllowSession {
-				c.fail(fmt.Sprintf("spec.approval.modes[%d]", j), "unknown approval mode %q: use AllowOnce or AllowSession", m)
-				continue
+		c.p.approval.Modes = knownOnce(c, "spec.approval.modes", "approval mode", a.Modes, v1alpha1.ApprovalAllowOnce, v1alpha1.ApprovalAllowSession)
+	}
+	if len(a.Channels) > 0 {
+		c.p.approval.Channels = knownOnce(c, "spec.approval.channels", "approval channel", a.Channels, v1alpha1.ChannelElicitation, v1alpha1.ChannelToolApproval)
+	}
+}
+
+// knownOnce returns the items that are among known, each once, in order; an
+// unknown item is a compile error at its index.
+func knownOnce[T ~string](c *compiler, field, what string, items []T, known ...T) []T {
+	var out []T
+	for j, x := range items {
+		switch {
+		case !slices.Contains(known, x):
+			names := make([]string, len(known))
+			for i, k := range known {
+				names[i] = string(k)
 			}
-			if !c.p.approval.Allows(m) {
-				c.p.approval.Modes = append(c.p.approval.Modes, m)
-			}
+			c.fail(fmt.Sprintf("%s[%d]", field, j), "unknown %s %q: use %s", what, x, strings.Join(names, " or "))
+		case !slices.Contains(out, x):
+			out = append(out, x)
 		}
 	}
+	return out
 }
 
 func (c *compiler) rateLimit(rl *v1alpha1.RateLimit) {

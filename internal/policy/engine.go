@@ -127,7 +127,7 @@ func (e *Engine) DecideTool(s Subject, call ToolCall) Result {
 	res := conclude(matched, top, risk)
 	res.target = toolTarget(call.Name)
 	if risk == v1alpha1.RiskDestructive {
-		capDestructive(&res)
+		capDestructive(&res, matched)
 	}
 	return res
 }
@@ -237,7 +237,8 @@ func sortRules(rules []*rule) {
 }
 
 // approvalOf combines the approval settings of the policies whose rules ask:
-// only the modes all of them offer, and the shortest timeout. With one policy
+// only the modes and channels all of them offer (in the first policy's
+// order), and the shortest timeout. With one policy
 // asking (the usual case) its own settings are shared, not copied.
 func approvalOf(asking []*rule) *Approval {
 	first := &asking[0].policy.approval
@@ -248,15 +249,10 @@ func approvalOf(asking []*rule) *Approval {
 	if same {
 		return first
 	}
-	a := &Approval{Timeout: first.Timeout}
-	for _, m := range first.Modes {
-		offered := true
-		for _, r := range asking[1:] {
-			offered = offered && r.policy.approval.Allows(m)
-		}
-		if offered {
-			a.Modes = append(a.Modes, m)
-		}
+	a := &Approval{
+		Timeout:  first.Timeout,
+		Modes:    offeredByAll(first.Modes, asking[1:], func(o *Approval, m v1alpha1.ApprovalMode) bool { return o.Allows(m) }),
+		Channels: offeredByAll(first.Channels, asking[1:], func(o *Approval, ch v1alpha1.ApprovalChannel) bool { return o.Offers(ch) }),
 	}
 	for _, r := range asking[1:] {
 		a.Timeout = min(a.Timeout, r.policy.approval.Timeout)
@@ -264,17 +260,37 @@ func approvalOf(asking []*rule) *Approval {
 	return a
 }
 
+// offeredByAll keeps, in order, the items of the first asking policy that
+// every other asking policy offers too.
+func offeredByAll[T any](items []T, others []*rule, offers func(*Approval, T) bool) []T {
+	var out []T
+	for _, x := range items {
+		all := true
+		for _, r := range others {
+			all = all && offers(&r.policy.approval, x)
+		}
+		if all {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
 // capDestructive turns allow into ask for a destructive tool, and never
 // offers approval for the whole session: each destructive call is asked.
-func capDestructive(res *Result) {
+//
+// The question goes through the channels of the policies that decided:
+// those of the allowing rules (matched) when allow turns into ask.
+func capDestructive(res *Result, matched []*rule) {
 	if res.Decision == v1alpha1.DecisionAllow {
 		res.Decision = v1alpha1.DecisionAsk
 		res.Reason = reasonDestructive
-		res.Approval = &Approval{Modes: []v1alpha1.ApprovalMode{v1alpha1.ApprovalAllowOnce}, Timeout: defaultApprovalTimeout}
+		allowing := approvalOf(matched)
+		res.Approval = &Approval{Modes: []v1alpha1.ApprovalMode{v1alpha1.ApprovalAllowOnce}, Timeout: allowing.Timeout, Channels: allowing.Channels}
 		return
 	}
 	if res.Decision == v1alpha1.DecisionAsk && res.Approval.Allows(v1alpha1.ApprovalAllowSession) {
-		a := &Approval{Timeout: res.Approval.Timeout}
+		a := &Approval{Timeout: res.Approval.Timeout, Channels: res.Approval.Channels}
 		for _, m := range res.Approval.Modes {
 			if m != v1alpha1.ApprovalAllowSession {
 				a.Modes = append(a.Modes, m)

@@ -3,8 +3,10 @@ package policy
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/yaml"
 
@@ -422,6 +424,47 @@ func TestApprovalOfAskingPolicies(t *testing.T) {
 	}
 }
 
+func TestApprovalChannels(t *testing.T) {
+	ta, el := v1alpha1.ChannelToolApproval, v1alpha1.ChannelElicitation
+	for _, c := range []struct {
+		name string
+		a, b []v1alpha1.ApprovalChannel // nil: the policy is left out or says nothing
+		want []v1alpha1.ApprovalChannel
+	}{
+		{"unset is elicitation only", nil, nil, []v1alpha1.ApprovalChannel{el}},
+		{"the policy's order is kept", []v1alpha1.ApprovalChannel{ta, el}, nil, []v1alpha1.ApprovalChannel{ta, el}},
+		{"two asking policies: only what both list", []v1alpha1.ApprovalChannel{ta, el}, []v1alpha1.ApprovalChannel{ta}, []v1alpha1.ApprovalChannel{ta}},
+		{"two asking policies with nothing in common", []v1alpha1.ApprovalChannel{el}, []v1alpha1.ApprovalChannel{ta}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			policies := []v1alpha1.ToolPolicy{newPolicy("team", "a", forSA("team", "agent"), ask("mcp.fs.*"), withChannels(c.a...))}
+			if c.b != nil {
+				policies = append(policies, newPolicy("team", "b", forSA("team", "agent"), ask("mcp.fs.*"), withChannels(c.b...)))
+			}
+			got := mustEngine(t, policies...).DecideTool(agent, call("fs", "write", v1alpha1.RiskWrite, nil))
+			if got.Decision != dAsk || got.Approval == nil {
+				t.Fatalf("got %+v, want ask with approval", got)
+			}
+			if !slices.Equal(got.Approval.Channels, c.want) {
+				t.Errorf("channels = %v, want %v", got.Approval.Channels, c.want)
+			}
+		})
+	}
+}
+
+func TestDestructiveToolsAreAskedThroughTheDecidingPolicysChannels(t *testing.T) {
+	ta := []v1alpha1.ApprovalChannel{v1alpha1.ChannelToolApproval}
+	for _, rules := range []policyOption{allow("mcp.fs.*"), ask("mcp.fs.*")} {
+		e := mustEngine(t, newPolicy("team", "a", forSA("team", "agent"), rules, withChannels(ta...),
+			func(p *v1alpha1.ToolPolicy) { p.Spec.Approval.Timeout.Duration = 7 * time.Minute }))
+		got := e.DecideTool(agent, call("fs", "rm", v1alpha1.RiskDestructive, nil))
+		if got.Decision != dAsk || got.Approval == nil || !slices.Equal(got.Approval.Channels, ta) ||
+			got.Approval.Timeout != 7*time.Minute || got.Approval.Allows(v1alpha1.ApprovalAllowSession) {
+			t.Errorf("got %+v (approval %+v), want ask through ToolApproval within the policy's 7m, once only", got, got.Approval)
+		}
+	}
+}
+
 func TestDecideResource(t *testing.T) {
 	e := mustEngine(t, newPolicy("team", "p", forSA("team", "agent"),
 		withResource(v1alpha1.ResourceRule{Servers: []string{"fs"}, URIs: []string{"file:///data/*"}, Decision: dAllow}),
@@ -540,6 +583,8 @@ func TestCompileErrors(t *testing.T) {
 			"spec.prompts[0].prompts[0]", "prompt names are namespaced"},
 		{"rate limit of zero", newPolicy("team", "p", sa, allow("mcp.**"), withRateLimit(0, 0)),
 			"spec.rateLimit.callsPerMinute", "at least 1"},
+		{"unknown approval channel", newPolicy("team", "p", sa, allow("mcp.**"), withChannels("Email")),
+			"spec.approval.channels[0]", "unknown approval channel"},
 		{"unknown approval mode", newPolicy("team", "p", sa, allow("mcp.**"), withModes("AllowForever")),
 			"spec.approval.modes[0]", "unknown approval mode"},
 		{"unknown injection action on a tool rule", newPolicy("team", "p", sa, withToolRule(toolRule(dAllow, "mcp.**"), onInjection("Warn"))),

@@ -59,6 +59,10 @@ func withModes(modes ...v1alpha1.ApprovalMode) policyOption {
 	return func(p *v1alpha1.ToolPolicy) { p.Spec.Approval.Modes = modes }
 }
 
+func withChannels(channels ...v1alpha1.ApprovalChannel) policyOption {
+	return func(p *v1alpha1.ToolPolicy) { p.Spec.Approval.Channels = channels }
+}
+
 type ruleOption func(*v1alpha1.ToolRule)
 
 func toolRule(d v1alpha1.Decision, tools ...string) ruleOption {

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
@@ -79,6 +80,14 @@ type Approval struct {
 	Modes []v1alpha1.ApprovalMode
 	// Timeout after which an unanswered question denies.
 	Timeout time.Duration
+	// Channels are the ways a person may be asked, in the order to try
+	// them.
+	Channels []v1alpha1.ApprovalChannel
+}
+
+// Offers reports whether ch is among the channels.
+func (a *Approval) Offers(ch v1alpha1.ApprovalChannel) bool {
+	return a != nil && slices.Contains(a.Channels, ch)
 }
 
 // Allows reports whether m is among the modes.

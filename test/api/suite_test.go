@@ -39,6 +39,7 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	disco, err = discovery.NewDiscoveryClientForConfig(cfg)
 	Expect(err).NotTo(HaveOccurred())
+	installAdmissionPolicy()
 })
 
 var _ = AfterSuite(func() {

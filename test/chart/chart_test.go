@@ -93,6 +93,48 @@ func TestRolesEqualConfigRBAC(t *testing.T) {
 	}
 }
 
+// TestAdmissionPolicyEqualsConfig: the ToolApproval admission policy and its
+// binding are config/admission's, under the release's name, and
+// admissionPolicy.enabled=false leaves them out.
+func TestAdmissionPolicyEqualsConfig(t *testing.T) {
+	rendered := helmTemplate(t, "prod")
+	var sources objects
+	for _, src := range sourceObjects(t, "config/admission/*.yaml") {
+		if isAdmission(src) {
+			sources = append(sources, src)
+		}
+	}
+	if len(sources) != 2 {
+		t.Fatalf("config/admission holds %d admission objects, want the policy and its binding", len(sources))
+	}
+	for _, src := range sources {
+		name := "prod-mcp-operator" + strings.TrimPrefix(src.GetName(), "mcp-operator")
+		got := rendered.find(src.GetKind(), name)
+		if got == nil {
+			t.Errorf("%s %s missing from the chart", src.GetKind(), name)
+			continue
+		}
+		want := src.DeepCopy().Object["spec"].(map[string]any)
+		if p, ok := want["policyName"].(string); ok {
+			want["policyName"] = "prod-mcp-operator" + strings.TrimPrefix(p, "mcp-operator")
+		}
+		if !reflect.DeepEqual(got.Object["spec"], want) {
+			t.Errorf("%s %s: spec differs from config/admission: run 'make chart'", src.GetKind(), name)
+		}
+		if got.GetLabels()["app.kubernetes.io/name"] != "mcp-operator" {
+			t.Errorf("%s %s: labels %v", src.GetKind(), name, got.GetLabels())
+		}
+	}
+	off := helmTemplate(t, "--set", "admissionPolicy.enabled=false")
+	if n := len(off.ofKind("ValidatingAdmissionPolicy")) + len(off.ofKind("ValidatingAdmissionPolicyBinding")); n != 0 {
+		t.Errorf("admissionPolicy.enabled=false rendered %d admission objects", n)
+	}
+}
+
+func isAdmission(u *unstructured.Unstructured) bool {
+	return strings.HasPrefix(u.GetKind(), "ValidatingAdmissionPolicy")
+}
+
 // TestBindingsResolve: every binding names a role and ServiceAccounts that
 // the chart renders, so no permission silently goes missing.
 func TestBindingsResolve(t *testing.T) {
@@ -389,7 +431,14 @@ func TestKustomizeMatchesChart(t *testing.T) {
 	kust := parse(t, out)
 	chart := helmTemplate(t)
 	key := func(u *unstructured.Unstructured) string {
-		return u.GetKind() + "/" + u.GetNamespace() + "/" + u.GetName()
+		ns := u.GetNamespace()
+		if isAdmission(u) {
+			// kustomize does not know these kinds are cluster-scoped and
+			// sets config/default's namespace on them; the API server
+			// drops it on create.
+			ns = ""
+		}
+		return u.GetKind() + "/" + ns + "/" + u.GetName()
 	}
 	var kustKeys, chartKeys []string
 	for _, u := range kust {
@@ -430,7 +479,9 @@ func TestKustomizeMatchesChart(t *testing.T) {
 				t.Errorf("CRD %s differs from config/crd/bases", u.GetName())
 			}
 		}
-		if u.GetKind() != "Namespace" && u.GetKind() != "CustomResourceDefinition" && !strings.HasPrefix(u.GetKind(), "Cluster") && u.GetNamespace() != releaseNS {
+		clusterScoped := u.GetKind() == "Namespace" || u.GetKind() == "CustomResourceDefinition" ||
+			strings.HasPrefix(u.GetKind(), "Cluster") || isAdmission(u)
+		if !clusterScoped && u.GetNamespace() != releaseNS {
 			t.Errorf("%s %s in namespace %q, want %s", u.GetKind(), u.GetName(), u.GetNamespace(), releaseNS)
 		}
 	}

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/policy"
+)
+
+func canICmd(fs *flag.FlagSet) func(*env, []string) error {
+	as := fs.String("as", "", "the subject's user name, as TokenReview reports it: system:serviceaccount:<namespace>:<name> for a ServiceAccount")
+	var groups stringList
+	fs.Var(&groups, "as-group", "a group of the subject (repeatable)")
+	args := fs.String("args", "{}", "the call's arguments, a JSON object (for rules with a when condition)")
+	risk := fs.String("risk", "", "the tool's risk, for a tool the MCPServer does not publish (read, write, network, destructive)")
+	return func(e *env, positional []string) error {
+		if len(positional) != 1 {
+			return errors.New("give one tool by its namespaced name, mcp.<server>.<tool>")
+		}
+		if *as == "" {
+			return errors.New("--as is required: the user name of the subject to decide for")
+		}
+		return canI(e, positional[0], policy.SubjectFromUserInfo(*as, groups), *args, v1alpha1.Risk(*risk))
+	}
+}
+
+// canI decides one tool call the way the bridge would, from the ToolPolicies
+// and the MCPServer's published catalog in the namespace, and prints the
+// decision with the rule that made it.
+func canI(e *env, tool string, subject policy.Subject, rawArgs string, risk v1alpha1.Risk) error {
+	ctx := context.Background()
+	parts := strings.SplitN(tool, ".", 3)
+	if len(parts) != 3 || parts[0] != "mcp" || parts[1] == "" || parts[2] == "" {
+		return fmt.Errorf("%q is not a namespaced tool name: want mcp.<server>.<tool>", tool)
+	}
+	var args map[string]any
+	if err := json.Unmarshal([]byte(rawArgs), &args); err != nil || args == nil {
+		return fmt.Errorf("--args must be a JSON object: %s", rawArgs)
+	}
+	call := policy.ToolCall{Name: tool, Server: parts[1], Namespace: e.namespace, Risk: risk, Args: args}
+	if risk == "" {
+		published, err := publishedTool(ctx, e, parts[1], tool)
+		if err != nil {
+			return err
+		}
+		call.Risk, call.Annotations = published.Risk, published.Annotations
+	}
+	var list v1alpha1.ToolPolicyList
+	if err := e.client.List(ctx, &list, client.InNamespace(e.namespace)); err != nil {
+		return fmt.Errorf("while listing ToolPolicies: %w", err)
+	}
+	engine, errs := policy.Compile(list.Items)
+	for _, ce := range errs {
+		fmt.Fprintf(e.out, "warning: ToolPolicy %s is not in force: %s\n", ce.Policy, ce.Error())
+	}
+	res := engine.DecideTool(subject, call)
+	answer := map[v1alpha1.Decision]string{v1alpha1.DecisionAllow: "yes", v1alpha1.DecisionAsk: "ask", v1alpha1.DecisionDeny: "no"}[res.Decision]
+	fmt.Fprintln(e.out, answer)
+	fmt.Fprintf(e.out, "  subject:  %s\n  tool:     %s (risk %s)\n  decision: %s\n  rule:     %s\n", subject.Username(), tool, res.RiskAtDecision, res.Decision, rulesOf(res))
+	if res.Reason != "" {
+		fmt.Fprintf(e.out, "  reason:   %s\n", res.Reason)
+	}
+	if res.Decision == v1alpha1.DecisionAsk && res.Approval != nil {
+		fmt.Fprintf(e.out, "  asked:    through %s (in this order), approvals %s, waiting up to %s\n",
+			join(res.Approval.Channels, "no channel: it would be denied with approval_unavailable"), join(res.Approval.Modes, "none"), res.Approval.Timeout)
+	}
+	if res.Decision != v1alpha1.DecisionAllow {
+		return errDenied
+	}
+	return nil
+}
+
+func publishedTool(ctx context.Context, e *env, server, tool string) (*v1alpha1.ToolStatus, error) {
+	var s v1alpha1.MCPServer
+	if err := e.client.Get(ctx, client.ObjectKey{Namespace: e.namespace, Name: server}, &s); err != nil {
+		return nil, fmt.Errorf("while reading MCPServer %s/%s for the tool's risk: %w (give --risk to decide without it)", e.namespace, server, err)
+	}
+	for i := range s.Status.Tools {
+		if s.Status.Tools[i].Name == tool {
+			return &s.Status.Tools[i], nil
+		}
+	}
+	return nil, fmt.Errorf("MCPServer %s/%s does not publish %s (give --risk to decide anyway)", e.namespace, server, tool)
+}
+
+func rulesOf(res policy.Result) string {
+	if len(res.Rules) == 0 {
+		return res.SourcedFrom
+	}
+	refs := make([]string, len(res.Rules))
+	for i, r := range res.Rules {
+		refs[i] = r.String()
+	}
+	return strings.Join(refs, ", ")
+}
+
+func join[T ~string](items []T, none string) string {
+	if len(items) == 0 {
+		return none
+	}
+	s := make([]string, len(items))
+	for i, x := range items {
+		s[i] = string(x)
+	}
+	return strings.Join(s, ", ")
+}

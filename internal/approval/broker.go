@@ -1,0 +1,443 @@
+// Package approval puts a request that a ToolPolicy rule asks about to a
+// person outside the agent: it creates a ToolApproval bound to the exact
+// request, waits until someone decides it (seen through a watch, so a
+// decision made anywhere reaches the replica holding the request), expires
+// it, or cancels it when the agent goes away; it tells people through
+// Kubernetes Events and an optional signed webhook. The Reaper removes
+// finished approvals after a retention period.
+//
+// The package knows nothing of MCP or the bridge: the bridge hands it a
+// Request and gets an Outcome.
+package approval
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/canonjson"
+)
+
+// LabelServer names the MCPServer a ToolApproval's request goes to, for
+// kubectl get -l.
+const LabelServer = "mcp-operator.dev/server"
+
+// Request is one request waiting for a person.
+type Request struct {
+	// Namespace is the MCPServer's, where the ToolApproval is created.
+	Namespace string
+	Server    string
+	// Method is tools/call, resources/read or prompts/get; Target the
+	// tool's or prompt's namespaced name or the resource's URI.
+	Method, Target string
+	// Args are the exact arguments (nil for a read): the approval binds
+	// their digest.
+	Args json.RawMessage
+	// ArgsPreview is what the person sees of them: redacted by the caller.
+	ArgsPreview string
+	Requester   v1alpha1.ApprovalRequester
+	Risk        v1alpha1.Risk
+	// Rules that asked, in sourcedFrom form, and their reason.
+	Rules  []string
+	Reason string
+	// Modes a person may approve with.
+	Modes []v1alpha1.ApprovalMode
+	// ToolCallID links the approval to the call's audit events.
+	ToolCallID string
+	// Timeout is how long the request waits.
+	Timeout time.Duration
+	// Pending, when set, is called once the ToolApproval exists and the
+	// request starts waiting (to tell the agent what it waits for).
+	Pending func(namespace, name string, expires time.Time)
+}
+
+// Outcome is how a request's approval ended.
+type Outcome struct {
+	// Namespace and Name of the ToolApproval.
+	Namespace, Name string
+	// Phase is Approved, Denied, Expired or Cancelled.
+	Phase v1alpha1.ApprovalPhase
+	// Verdict, Decider and Comment are the person's decision (Approved or
+	// Denied by a person).
+	Verdict          v1alpha1.ApprovalVerdict
+	Decider, Comment string
+	// Message says what happened.
+	Message string
+}
+
+// Ref is the ToolApproval as sourcedFrom names it: approval:<ns>/<name>.
+func (o Outcome) Ref() string { return "approval:" + o.Namespace + "/" + o.Name }
+
+// EventRecorder records Kubernetes Events (events.k8s.io): the recorders of
+// client-go's tools/events and of controller-runtime's manager both are one.
+type EventRecorder interface {
+	Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any)
+}
+
+// Broker creates ToolApprovals and waits for their decisions. One Broker
+// serves a bridge replica; Watch must run before Ask is called.
+type Broker struct {
+	// Client creates ToolApprovals and writes their status.
+	Client client.Client
+	// Recorder gets an Event for each step (nil: none).
+	Recorder EventRecorder
+	// Notifier is told of each pending approval and each outcome (nil:
+	// nobody).
+	Notifier Notifier
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	Log logr.Logger
+
+	pending prometheus.Gauge
+
+	mu      sync.Mutex
+	waiters map[types.NamespacedName][]chan *v1alpha1.ToolApproval
+	// latest is the newest object the watch delivered, per waited-on name.
+	latest map[types.NamespacedName]*v1alpha1.ToolApproval
+}
+
+// NewBroker returns a broker that counts its pending approvals in the gauge
+// mcp_operator_approvals_pending of reg (when not nil).
+func NewBroker(c client.Client, reg prometheus.Registerer) *Broker {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "mcp_operator_approvals_pending",
+		Help: "Requests of agents this bridge replica holds while they wait for a person's decision (ToolApprovals in phase Pending).",
+	})
+	if reg != nil {
+		reg.MustRegister(g)
+	}
+	return &Broker{
+		Client: c, pending: g, Log: logr.Discard(),
+		waiters: map[types.NamespacedName][]chan *v1alpha1.ToolApproval{},
+		latest:  map[types.NamespacedName]*v1alpha1.ToolApproval{},
+	}
+}
+
+// Informer is the part of a shared informer the broker needs.
+type Informer interface {
+	AddEventHandler(handler toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error)
+}
+
+// Watch has the broker follow ToolApprovals through inf (an informer on
+// ToolApprovals, e.g. from a controller-runtime cache), so that a decision
+// reaches whichever waiter holds the request.
+func (b *Broker) Watch(inf Informer) error {
+	_, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { b.deliver(obj, false) },
+		UpdateFunc: func(_, obj any) { b.deliver(obj, false) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			b.deliver(obj, true)
+		},
+	})
+	return err
+}
+
+// deliver hands a watched object to its waiters; a deleted object is
+// delivered with a deletion timestamp so they can tell.
+func (b *Broker) deliver(obj any, deleted bool) {
+	a, ok := obj.(*v1alpha1.ToolApproval)
+	if !ok {
+		return
+	}
+	if deleted {
+		a = a.DeepCopy()
+		if a.DeletionTimestamp == nil {
+			a.DeletionTimestamp = &metav1.Time{Time: b.now()}
+		}
+	}
+	key := types.NamespacedName{Namespace: a.Namespace, Name: a.Name}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, waited := b.waiters[key]; !waited {
+		return
+	}
+	b.latest[key] = a
+	for _, ch := range b.waiters[key] {
+		select {
+		case ch <- a:
+		default: // the waiter has an unread update; it reads latest
+		}
+	}
+}
+
+func (b *Broker) now() time.Time {
+	if b.Now != nil {
+		return b.Now()
+	}
+	return time.Now()
+}
+
+// ArgsDigest is the sha256 of args in canonical JSON; no arguments count as
+// {} (how a call without arguments reaches the server).
+func ArgsDigest(args json.RawMessage) (string, error) {
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage(`{}`)
+	}
+	return canonjson.Digest(args)
+}
+
+// Ask creates the ToolApproval for r and waits until it is decided, expires
+// or ctx ends (the agent went away: Cancelled). The approval's status and
+// Events record the outcome. An error means no ToolApproval could be put
+// to anyone (the request must not go through); the Outcome then has only
+// a Message.
+func (b *Broker) Ask(ctx context.Context, r Request) (Outcome, error) {
+	// Counted from before the object exists, so that whoever sees it
+	// Pending also sees it counted.
+	b.pending.Inc()
+	defer b.pending.Dec()
+	a, err := b.create(ctx, r)
+	if err != nil {
+		return Outcome{Message: err.Error()}, err
+	}
+	b.event(a, "Normal", "Requested", "Request", "%s asks to %s %s (risk %s); decide with: kubectl mcp approve %s -n %s, or kubectl mcp deny",
+		r.Requester.Username, r.Method, r.Target, r.Risk, a.Name, a.Namespace)
+	b.notify(ctx, EventRequested, a)
+	if r.Pending != nil {
+		r.Pending(a.Namespace, a.Name, a.Spec.Request.ExpiresAt.Time)
+	}
+	return b.Wait(ctx, a)
+}
+
+// create writes the ToolApproval for r with status Pending.
+func (b *Broker) create(ctx context.Context, r Request) (*v1alpha1.ToolApproval, error) {
+	if r.Timeout <= 0 {
+		return nil, errors.New("approval: a request needs a positive timeout")
+	}
+	// Lists and texts are cut to the schema's bounds, so that a caller with
+	// many groups or a long reason still gets its question asked.
+	requester := r.Requester
+	requester.Groups = requester.Groups[:min(len(requester.Groups), 64)]
+	req := v1alpha1.ApprovalRequest{
+		Requester: requester, Method: r.Method, Server: r.Server, Target: r.Target,
+		ArgumentsPreview: cut(r.ArgsPreview, 2048), Risk: r.Risk, Rules: r.Rules[:min(len(r.Rules), 32)], Reason: cut(r.Reason, 500),
+		Modes: r.Modes, ToolCallID: r.ToolCallID,
+		// Second precision is what metav1.Time stores; round up so the
+		// approval never claims to expire before the request stops waiting.
+		ExpiresAt: metav1.Time{Time: b.now().Add(r.Timeout).Add(time.Second - 1).Truncate(time.Second)},
+	}
+	if r.Method != "resources/read" {
+		d, err := ArgsDigest(r.Args)
+		if err != nil {
+			return nil, fmt.Errorf("while hashing the arguments: %w", err)
+		}
+		req.ArgumentsSHA256 = d
+	}
+	a := &v1alpha1.ToolApproval{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: r.Namespace, GenerateName: generateName(r.Server),
+			Labels: map[string]string{LabelServer: r.Server},
+		},
+		Spec: v1alpha1.ToolApprovalSpec{Request: req},
+	}
+	if err := b.Client.Create(ctx, a); err != nil {
+		return nil, fmt.Errorf("while creating the ToolApproval: %w", err)
+	}
+	a.Status = v1alpha1.ToolApprovalStatus{Phase: v1alpha1.ApprovalPending, Message: "waiting for a person's decision"}
+	if err := b.Client.Status().Update(ctx, a); err != nil {
+		// Without Pending the approval still works: the admission policy
+		// lets a decision in while no phase is set.
+		b.Log.Error(err, "the ToolApproval's status stays unset", "approval", client.ObjectKeyFromObject(a))
+	}
+	return a, nil
+}
+
+// generateName keeps the server's name recognisable within the 253
+// characters of an object name, with room for the random suffix.
+func generateName(server string) string {
+	if len(server) > 200 {
+		server = server[:200]
+	}
+	return server + "-"
+}
+
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// Wait waits for the decision of the ToolApproval a (created by this broker
+// or by another replica's), its expiry at spec.request.expiresAt, or the
+// end of ctx, and records the outcome in its status.
+func (b *Broker) Wait(ctx context.Context, a *v1alpha1.ToolApproval) (Outcome, error) {
+	key := client.ObjectKeyFromObject(a)
+	updates, done := b.subscribe(key)
+	defer done()
+	// The object may have been decided before the subscription: read it
+	// once now that no update can be missed.
+	current := a
+	var fresh v1alpha1.ToolApproval
+	if err := b.Client.Get(ctx, key, &fresh); err == nil {
+		current = &fresh
+	}
+	bound := a.Spec.Request
+	timer := time.NewTimer(max(0, current.Spec.Request.ExpiresAt.Sub(b.now())))
+	defer timer.Stop()
+	for {
+		if o, ok := b.concluded(current, bound); ok {
+			return b.finish(ctx, current, o), nil
+		}
+		select {
+		case <-updates:
+			current = b.newest(key, current)
+		case <-timer.C:
+			o := Outcome{Phase: v1alpha1.ApprovalExpired, Message: fmt.Sprintf("nobody decided before %s", current.Spec.Request.ExpiresAt.UTC().Format(time.RFC3339))}
+			return b.finishUnlessDecided(ctx, current, bound, o), nil
+		case <-ctx.Done():
+			o := Outcome{Phase: v1alpha1.ApprovalCancelled, Message: "the agent's request ended before a decision"}
+			// ctx is over; the status write gets its own short deadline.
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			return b.finishUnlessDecided(wctx, current, bound, o), nil
+		}
+	}
+}
+
+// concluded says whether a holds an outcome: a decision, a deletion, a
+// request that is not the one waited on, or a phase another writer ended.
+func (b *Broker) concluded(a *v1alpha1.ToolApproval, bound v1alpha1.ApprovalRequest) (Outcome, bool) {
+	switch {
+	case a.DeletionTimestamp != nil:
+		return Outcome{Phase: v1alpha1.ApprovalDenied, Message: "the ToolApproval was deleted before a decision"}, true
+	case !sameRequest(a.Spec.Request, bound):
+		// The admission policy keeps the request immutable; should it be
+		// missing, a changed request still never approves this one.
+		return Outcome{Phase: v1alpha1.ApprovalDenied, Message: "the ToolApproval's request was changed: it no longer approves this request"}, true
+	case a.Spec.Decision != nil:
+		d := a.Spec.Decision
+		o := Outcome{Verdict: d.Verdict, Decider: d.Decider, Comment: d.Comment}
+		if d.Verdict == v1alpha1.VerdictDeny || !offers(bound.Modes, d.Verdict) {
+			o.Phase, o.Message = v1alpha1.ApprovalDenied, "denied by "+d.Decider
+		} else {
+			o.Phase, o.Message = v1alpha1.ApprovalApproved, fmt.Sprintf("approved by %s (%s)", d.Decider, d.Verdict)
+		}
+		return o, true
+	case a.Status.Phase == v1alpha1.ApprovalExpired || a.Status.Phase == v1alpha1.ApprovalCancelled:
+		return Outcome{Phase: a.Status.Phase, Message: a.Status.Message}, true
+	}
+	return Outcome{}, false
+}
+
+func sameRequest(a, b v1alpha1.ApprovalRequest) bool {
+	return a.Requester.Username == b.Requester.Username && a.Method == b.Method && a.Target == b.Target &&
+		a.Server == b.Server && a.ArgumentsSHA256 == b.ArgumentsSHA256
+}
+
+func offers(modes []v1alpha1.ApprovalMode, v v1alpha1.ApprovalVerdict) bool {
+	for _, m := range modes {
+		if string(m) == string(v) {
+			return true
+		}
+	}
+	return false
+}
+
+// finishUnlessDecided ends a with o (expiry or cancellation) unless a
+// decision got there first: the status write is conditional on the version
+// last seen, and on a conflict the newer object is looked at again.
+func (b *Broker) finishUnlessDecided(ctx context.Context, a *v1alpha1.ToolApproval, bound v1alpha1.ApprovalRequest, o Outcome) Outcome {
+	for range 3 {
+		if decided, ok := b.concluded(a, bound); ok {
+			return b.finish(ctx, a, decided)
+		}
+		err := b.writeStatus(ctx, a, o)
+		if !apierrors.IsConflict(err) {
+			break
+		}
+		var fresh v1alpha1.ToolApproval
+		if err := b.Client.Get(ctx, client.ObjectKeyFromObject(a), &fresh); err != nil {
+			break
+		}
+		a = &fresh
+	}
+	return b.announce(ctx, a, o)
+}
+
+// finish records an outcome read from the object (a decision) and announces
+// it.
+func (b *Broker) finish(ctx context.Context, a *v1alpha1.ToolApproval, o Outcome) Outcome {
+	if a.DeletionTimestamp == nil && a.Status.Phase != o.Phase {
+		if err := b.writeStatus(ctx, a, o); err != nil && !apierrors.IsNotFound(err) {
+			b.Log.Error(err, "the ToolApproval's outcome was not recorded in its status", "approval", client.ObjectKeyFromObject(a), "phase", o.Phase)
+		}
+	}
+	return b.announce(ctx, a, o)
+}
+
+func (b *Broker) writeStatus(ctx context.Context, a *v1alpha1.ToolApproval, o Outcome) error {
+	u := a.DeepCopy()
+	u.Status = v1alpha1.ToolApprovalStatus{Phase: o.Phase, Message: cut(o.Message, 1000), FinishedAt: &metav1.Time{Time: b.now()}}
+	return b.Client.Status().Update(ctx, u)
+}
+
+// announce fills in the names, sends the Event and the notification.
+func (b *Broker) announce(ctx context.Context, a *v1alpha1.ToolApproval, o Outcome) Outcome {
+	o.Namespace, o.Name = a.Namespace, a.Name
+	typ := "Normal"
+	if o.Phase != v1alpha1.ApprovalApproved {
+		typ = "Warning"
+	}
+	b.event(a, typ, string(o.Phase), "Decide", "%s: %s", o.Message, a.Spec.Request.Target)
+	b.notify(ctx, eventOf(o.Phase), a, o)
+	return o
+}
+
+func (b *Broker) event(a *v1alpha1.ToolApproval, typ, reason, action, note string, args ...any) {
+	if b.Recorder != nil {
+		b.Recorder.Eventf(a, nil, typ, reason, action, note, args...)
+	}
+}
+
+// subscribe registers a waiter for key; done removes it.
+func (b *Broker) subscribe(key types.NamespacedName) (<-chan *v1alpha1.ToolApproval, func()) {
+	ch := make(chan *v1alpha1.ToolApproval, 1)
+	b.mu.Lock()
+	b.waiters[key] = append(b.waiters[key], ch)
+	b.mu.Unlock()
+	return ch, func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		list := b.waiters[key]
+		for i, c := range list {
+			if c == ch {
+				list = append(list[:i], list[i+1:]...)
+				break
+			}
+		}
+		if len(list) == 0 {
+			delete(b.waiters, key)
+			delete(b.latest, key)
+		} else {
+			b.waiters[key] = list
+		}
+	}
+}
+
+// newest is the latest watched object of key, or current when the watch has
+// delivered nothing newer.
+func (b *Broker) newest(key types.NamespacedName, current *v1alpha1.ToolApproval) *v1alpha1.ToolApproval {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if a := b.latest[key]; a != nil {
+		return a
+	}
+	return current
+}
