@@ -79,8 +79,8 @@ type Config struct {
 	// Approvals puts asked requests to a person through ToolApprovals
 	// (nil: the ToolApproval channel is never used).
 	Approvals *approval.Broker
-	Metrics *metrics.Metrics
-	Log     logr.Logger
+	Metrics   *metrics.Metrics
+	Log       logr.Logger
 
 	// ToolNameStyle is dotted (mcp.<server>.<tool>) or underscore.
 	ToolNameStyle string

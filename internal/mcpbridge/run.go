@@ -71,7 +71,7 @@ type Options struct {
 	ToolApprovals bool
 	// ApprovalNotifier is told of each ToolApproval (nil: nobody).
 	ApprovalNotifier approval.Notifier
-	Log           logr.Logger
+	Log              logr.Logger
 }
 
 // Runtime is a started bridge.
