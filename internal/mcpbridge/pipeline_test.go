@@ -186,7 +186,7 @@ func TestSettleStage(t *testing.T) {
 	}
 
 	x = sb.exchange(methodCall, "mcp.fs.write", `{}`)
-	sb.b.decide(x, policy.Result{Decision: v1alpha1.DecisionAsk, Approval: &policy.Approval{Timeout: time.Minute, Modes: []v1alpha1.ApprovalMode{v1alpha1.ApprovalAllowOnce}}})
+	sb.b.decide(x, policy.Result{Decision: v1alpha1.DecisionAsk, Approval: &policy.Approval{Timeout: time.Minute, Modes: []v1alpha1.ApprovalMode{v1alpha1.ApprovalAllowOnce}, Channels: []v1alpha1.ApprovalChannel{v1alpha1.ChannelElicitation}}})
 	answer = sb.b.settle(x)
 	if answer == nil || answer.Result == nil || !strings.Contains(string(answer.Result), `"resultType":"input_required"`) {
 		t.Fatalf("an ask of a 2026-07-28 client must be answered input_required: %+v", answer)
