@@ -45,8 +45,11 @@ docs: manifests ## Generate the API reference (docs/api-reference.md) from the C
 verify: generate manifests docs chart lint ## Fail when a generated file is stale, go.mod is untidy or an import breaks the layering.
 	go mod tidy -diff
 	cd hack/lint && go mod tidy -diff
+	go run ./hack/gitleaksgen -out internal/redact -check
 	cd hack/mkimage && go mod tidy -diff
 	cd hack/deploytools && go mod tidy -diff
+	cd bench/redact && go mod tidy -diff
+	cd hack/netpol && go mod tidy -diff
 	@if [ -n "$$(git status --porcelain -- api config docs charts go.mod go.sum)" ]; then \
 		echo "generated files are stale; run 'make generate manifests docs chart' and commit:"; \
 		git status --porcelain -- api config docs charts go.mod go.sum; git diff --stat -- api config docs charts; exit 1; fi
@@ -87,7 +90,10 @@ images: build $(BIN)/everything-server $(MKIMAGE) $(BIN)/pause ## Build the cont
 	$(MKIMAGE) -tag localhost/mcp-operator/e2e-agent:dev -out $(BIN)/images/e2e-agent.tar $(BIN)/e2e-agent=/agent
 	$(MKIMAGE) -tag $(IMG) -out $(BIN)/images/manager.tar $(BIN)/manager=/manager
 	$(MKIMAGE) -tag localhost/mcp-operator/everything-server:dev -out $(BIN)/images/everything-server.tar $(BIN)/everything-server=/everything-server
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/netcheck ./test/e2e/netcheck
+	$(MKIMAGE) -tag localhost/mcp-operator/netcheck:dev -out $(BIN)/images/netcheck.tar $(BIN)/netcheck=/netcheck $(BIN)/everything-server=/everything-server
 	$(MKIMAGE) -tag localhost/mcp-operator/pause:dev -user 65535 -out $(BIN)/images/pause.tar $(BIN)/pause=/pause
+	hack/filesystem-image/build.sh $(MKIMAGE) $(BIN)/images/filesystem-server.tar
 
 .PHONY: chart
 chart: manifests ## Generate the Helm chart's CRD and RBAC templates from config/crd/bases and config/rbac.
@@ -101,7 +107,7 @@ helm-lint: $(HELM) ## Lint the Helm chart (strict), with the bridge on and off.
 ##@ Local cluster and deployment
 
 .PHONY: dev
-dev: images $(HELM) ## Run the operator on a local single-node cluster (root, no Docker): cluster, images, chart, samples.
+dev: images $(HELM) $(BIN)/netpol ## Run the operator on a local single-node cluster (root, no Docker): cluster, images, chart, samples.
 	hack/cluster/dev.sh
 
 .PHONY: e2e
@@ -128,7 +134,20 @@ test: envtest-assets peers $(HELM) $(KUSTOMIZE) helm-lint ## Run every test suit
 	go vet ./...
 	KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) go test ./... -count=1
 	cd hack/mkimage && go vet ./... && go test ./... -count=1
+	$(MAKE) fuzz
+	cd hack/netpol && go vet ./...
 	$(MAKE) e2e
+
+# FUZZTIME bounds each fuzz target's run beyond its committed corpus
+# (testdata/fuzz): redaction, invisible characters, the output pipeline.
+FUZZTIME ?= 8s
+
+.PHONY: fuzz
+fuzz: ## Run the redaction and output-pipeline fuzz targets for FUZZTIME each (beyond their seeds).
+	go test ./internal/redact -run '^$$' -fuzz '^FuzzStringNeverLeaks$$' -fuzztime $(FUZZTIME)
+	go test ./internal/redact -run '^$$' -fuzz '^FuzzJSONNeverLeaksSecret$$' -fuzztime $(FUZZTIME)
+	go test ./internal/mcp/invisible -run '^$$' -fuzz '^FuzzStrip$$' -fuzztime $(FUZZTIME)
+	go test ./internal/mcpbridge/output -run '^$$' -fuzz '^FuzzPipeline$$' -fuzztime $(FUZZTIME)
 
 .PHONY: envtest-assets
 envtest-assets: ## Build kube-apiserver and etcd for envtest into bin/k8s (once).
@@ -149,15 +168,19 @@ $(BIN)/everything-server: test/peers/go/go.mod test/peers/go/go.sum
 ##@ Benchmarks
 
 .PHONY: bench
-bench: bench-policy bench-bridge bench-controller ## Run every benchmark under bench/ (each prints its ratio against a baseline).
+bench: bench-policy bench-bridge bench-controller bench-redact ## Run every benchmark under bench/ (each prints its ratio against a baseline).
 
 .PHONY: bench-bridge
 bench-bridge: peers ## The bridge against a direct connection and a bare reverse proxy: latency, throughput, CPU, memory.
 	go run ./bench/bridge
 
 .PHONY: bench-controller
-bench-controller: envtest-assets peers ## The MCPServer controller bringing up 200 remote servers against the bare API work: time to Ready, reconciles, CPU, heap, idle probes.
+bench-controller: envtest-assets peers ## The MCPServer controller (all namespaces, as manager controller runs) bringing up 1,000 remote servers against the bare API work: time to Ready, reconciles, CPU, heap, idle probes; checks the targets.
 	go run ./bench/controller
+
+.PHONY: bench-redact
+bench-redact: ## Redaction of a 10 MiB and a 2 KB result: the redactor against the one it replaced and gitleaks' detector.
+	cd bench/redact && go run .
 
 .PHONY: bench-policy
 bench-policy: ## One permission decision: the compiled engine against a linear scan (1,000 rules, 5,000 tools).
@@ -184,6 +207,11 @@ $(KUSTOMIZE): hack/deploytools/go.mod hack/deploytools/go.sum
 
 $(MKIMAGE): hack/mkimage/go.mod hack/mkimage/go.sum $(wildcard hack/mkimage/*.go)
 	cd hack/mkimage && CGO_ENABLED=0 go build -trimpath -o $(MKIMAGE) .
+
+# NetworkPolicy enforcement of the dev cluster: kube-network-policies, pinned
+# in hack/netpol/go.mod, run on the node by hack/cluster/up.sh.
+$(BIN)/netpol: hack/netpol/go.mod hack/netpol/go.sum hack/netpol/main.go
+	cd hack/netpol && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(BIN)/netpol .
 
 $(BIN)/pause: hack/mkimage/pause/main.go
 	cd hack/mkimage && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(BIN)/pause ./pause

@@ -98,6 +98,19 @@ const (
 	// ReasonCredentialsMissing: a Secret the server needs does not exist or
 	// lacks the key.
 	ReasonCredentialsMissing = "CredentialsMissing"
+	// ReasonImagePullFailed: the kubelet cannot pull the server's image; the
+	// message names the image and carries the container runtime's error.
+	ReasonImagePullFailed = "ImagePullFailed"
+	// ReasonContainerConfigError: the kubelet cannot create the server's
+	// container from its spec, such as a Secret or ConfigMap (or a key of
+	// one) that env or envFrom names and that does not exist.
+	ReasonContainerConfigError = "ContainerConfigError"
+	// ReasonUnschedulable: no node can take the server's pod; the message is
+	// the scheduler's.
+	ReasonUnschedulable = "Unschedulable"
+	// ReasonReconcileError: the controller failed at a step (an API call);
+	// it retries with backoff and the message says what it was doing.
+	ReasonReconcileError = "ReconcileError"
 )
 
 // MCPServerSpec is the desired state of an MCP server: where it runs, how it is
@@ -230,11 +243,15 @@ type Workload struct {
 	// +kubebuilder:validation:MaxItems=32
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 
-	// volumes added to the pod, mounted with volumeMounts.
+	// volumes added to the pod, mounted with volumeMounts. Only the volume
+	// types the restricted Pod Security Standard allows: configMap, csi,
+	// downwardAPI, emptyDir, ephemeral, persistentVolumeClaim, projected,
+	// secret (a hostPath volume, for one, would let the server out of its pod).
 	// +optional
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:XValidation:rule="self.all(v, has(v.configMap) || has(v.csi) || has(v.downwardAPI) || has(v.emptyDir) || has(v.ephemeral) || has(v.persistentVolumeClaim) || has(v.projected) || has(v.secret))",message="server pods run under the restricted Pod Security Standard: a volume must be one of configMap, csi, downwardAPI, emptyDir, ephemeral, persistentVolumeClaim, projected or secret"
 	Volumes []corev1.Volume `json:"volumes,omitempty"`
 
 	// volumeMounts of the server's container. The root filesystem is read-only
@@ -260,6 +277,49 @@ type NetworkSpec struct {
 	// +optional
 	// +kubebuilder:default=DNS
 	Egress EgressPolicy `json:"egress,omitempty"`
+
+	// egressAllow lists further destinations the server may connect to, by
+	// CIDR and port, on top of what egress allows: with egress None, exactly
+	// these. Meant for addresses outside the cluster (a database, an API);
+	// other MCP server pods stay unreachable whatever is listed here.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	EgressAllow []EgressRule `json:"egressAllow,omitempty"`
+}
+
+// EgressRule is one destination a server may connect to.
+type EgressRule struct {
+	// cidr is the destination's address range, e.g. 203.0.113.0/24, or
+	// 203.0.113.7/32 for one address.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="isCIDR(self)",message="cidr must be an IPv4 or IPv6 CIDR such as 203.0.113.0/24"
+	// +kubebuilder:validation:XValidation:rule="!isCIDR(self) || cidr(self) == cidr(self).masked()",message="cidr must have no bits set after its prefix: write the network address (e.g. 203.0.113.0/24, not 203.0.113.7/24)"
+	CIDR string `json:"cidr"`
+
+	// ports the server may connect to at cidr; at least one.
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	Ports []EgressPort `json:"ports"`
+}
+
+// EgressPort is a destination port and its protocol.
+type EgressPort struct {
+	// port number.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port"`
+
+	// protocol of the connection.
+	// +optional
+	// +kubebuilder:default=TCP
+	// +kubebuilder:validation:Enum=TCP;UDP
+	Protocol corev1.Protocol `json:"protocol,omitempty"`
 }
 
 // WorkloadSecurityContext holds the few security settings a server may change.
@@ -645,13 +705,17 @@ type ServerCapabilities struct {
 }
 
 // ToolFlag marks something the probe found suspicious about a tool.
-// +kubebuilder:validation:Enum=injectionSuspect
+// +kubebuilder:validation:Enum=injectionSuspect;contradictoryHints
 type ToolFlag string
 
 const (
 	// ToolFlagInjectionSuspect: the tool's description looks like an attempt to
 	// instruct the agent (prompt injection).
 	ToolFlagInjectionSuspect ToolFlag = "injectionSuspect"
+	// ToolFlagContradictoryHints: the tool's annotations say both readOnlyHint
+	// and destructiveHint; it is classified destructive, the most harmful
+	// reading.
+	ToolFlagContradictoryHints ToolFlag = "contradictoryHints"
 )
 
 // ToolStatus is one published tool.
@@ -777,6 +841,13 @@ type RestartStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
 	RestartRequest string `json:"restartRequest,omitempty"`
+
+	// probeFailures counts the probes in a row the running pod failed; at 3
+	// the server counts as crashed. In status, so a new leader goes on
+	// counting where the old one stopped.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ProbeFailures int32 `json:"probeFailures,omitempty"`
 }
 
 // MCPServer runs or connects to one MCP server and publishes its tool catalog.
@@ -786,6 +857,7 @@ type RestartStatus struct {
 // +kubebuilder:resource:shortName=mcps,categories=mcp
 // +kubebuilder:printcolumn:name="Transport",type=string,JSONPath=`.spec.transport`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Tools",type=integer,JSONPath=`.status.toolCount`
 // +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restarts.total`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

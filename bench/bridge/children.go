@@ -22,7 +22,7 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
-	"github.com/mcp-operator/mcp-operator/internal/mcp/mcpstatus"
+	"github.com/mcp-operator/mcp-operator/internal/k8s/mcpstatus"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/probe"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge"

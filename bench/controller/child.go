@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -47,16 +46,16 @@ func (p *countingProber) Probe(ctx context.Context, t controller.ProbeTarget) (*
 }
 
 // serveController runs the controller as `manager controller` builds it
-// (ctrl.GetConfig from $KUBECONFIG, the same reconcilers and worker count),
-// watching one namespace, and answers /stats on listen.
-func serveController(listen, namespace string, workers int) error {
+// (ctrl.GetConfig from $KUBECONFIG, the same reconcilers and worker count,
+// a cache of all namespaces), and answers /stats on listen.
+func serveController(listen string, workers int) error {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return err
 	}
+	cfg.QPS, cfg.Burst = controller.DefaultAPIQPS, controller.DefaultAPIBurst
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{namespace: {}}},
 		Scheme:                 testenv.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"}, // read from the registry below
 		HealthProbeBindAddress: "0",
@@ -65,7 +64,11 @@ func serveController(listen, namespace string, workers int) error {
 		return err
 	}
 	prober := &countingProber{inner: controller.NewMCPProber()}
-	if err := controller.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: workers, Prober: prober}); err != nil {
+	opts := controller.Options{MaxConcurrentReconciles: workers, Prober: prober}
+	if err := controller.NewMCPServerReconciler(mgr, opts).SetupWithManager(mgr, opts); err != nil {
+		return err
+	}
+	if err := (&controller.ToolPolicyReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr, opts); err != nil {
 		return err
 	}
 	mux := http.NewServeMux()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -39,6 +40,8 @@ type controllerFlags struct {
 	leaderElect     bool
 	leaderNamespace string
 	workers         int
+	apiQPS          float64
+	apiBurst        int
 	workload        controller.WorkloadOptions
 	bridgeScope     string
 	retention       time.Duration
@@ -54,6 +57,8 @@ func parseControllerFlags(args []string, stderr io.Writer) (controllerFlags, err
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader so only one replica reconciles; turn on with more than one replica")
 	fs.StringVar(&f.leaderNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's own)")
 	fs.IntVar(&f.workers, "max-concurrent-reconciles", 4, "reconcile workers per controller")
+	fs.Float64Var(&f.apiQPS, "kube-api-qps", controller.DefaultAPIQPS, "requests per second the controller's API client may send (sustained)")
+	fs.IntVar(&f.apiBurst, "kube-api-burst", controller.DefaultAPIBurst, "requests the controller's API client may send in a burst")
 	fs.StringVar(&f.workload.OperatorImage, "operator-image", envOr("MANAGER_IMAGE", "localhost/mcp-operator/manager:dev"), "image holding the manager binary at "+controller.ManagerPath+"; stdio server pods copy the adapter from it (default: $MANAGER_IMAGE)")
 	fs.StringVar(&f.workload.OperatorNamespace, "operator-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the bridge and controller pods, the only ones server pods accept connections from (default: $POD_NAMESPACE)")
 	fs.StringVar(&f.bridgeScope, "bridge-namespaces", "", "comma-separated namespaces the bridge serves; same-named MCPServers among them conflict (the older keeps the name)")
@@ -91,14 +96,30 @@ func newControllerManager(cfg *rest.Config, f controllerFlags) (ctrl.Manager, er
 	if err != nil {
 		return nil, fmt.Errorf("while creating the manager: %w", err)
 	}
+	// Internet egress leaves out the API server's addresses (they may be
+	// public): read them once, before the reconcilers start.
+	if f.workload.APIServerAddresses, err = controller.APIServerAddresses(context.Background(), mgr.GetAPIReader()); err != nil {
+		return nil, err
+	}
 	opts := controller.Options{MaxConcurrentReconciles: f.workers, Workload: f.workload, ApprovalRetention: f.retention}
 	for _, ns := range strings.Split(f.bridgeScope, ",") {
 		if ns = strings.TrimSpace(ns); ns != "" {
 			opts.BridgeNamespaces = append(opts.BridgeNamespaces, ns)
 		}
 	}
-	if err := controller.SetupWithManager(mgr, opts); err != nil {
-		return nil, err
+	// The controllers this process runs.
+	if err := controller.NewMCPServerReconciler(mgr, opts).SetupWithManager(mgr, opts); err != nil {
+		return nil, fmt.Errorf("while setting up the MCPServer controller: %w", err)
+	}
+	if err := (&controller.ToolPolicyReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr, opts); err != nil {
+		return nil, fmt.Errorf("while setting up the ToolPolicy controller: %w", err)
+	}
+	// ToolApprovals are created and decided outside the controller (the bridge
+	// asks, people decide); the controller only removes finished ones, with
+	// leader election (one deleter).
+	reaper := &approval.Reaper{Client: mgr.GetClient(), Retention: opts.ApprovalRetention, Recorder: mgr.GetEventRecorder("mcp-operator")}
+	if err := reaper.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("while setting up the ToolApproval reaper: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("while adding the health check: %w", err)
@@ -122,6 +143,7 @@ func runController(args []string, _, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "manager controller: while loading the Kubernetes client configuration: %v\n", err)
 		return 1
 	}
+	cfg.QPS, cfg.Burst = float32(f.apiQPS), f.apiBurst
 	mgr, err := newControllerManager(cfg, f)
 	if err != nil {
 		fmt.Fprintf(stderr, "manager controller: %v\n", err)

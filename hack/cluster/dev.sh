@@ -65,62 +65,68 @@ if [ "$bridge" = true ]; then
   fi
 fi
 
-step "applying config/samples (namespace default)"
+step "applying config/samples (namespace default, Pod Security Standard restricted enforced)"
+# Server pods must pass the restricted Pod Security Standard: the API server
+# refuses any pod in the samples' namespace that does not (the e2e suite runs
+# there too).
+kc label namespace default --overwrite pod-security.kubernetes.io/enforce=restricted \
+  pod-security.kubernetes.io/enforce-version=latest >/dev/null
 # The sample ToolPolicy's subject, so an agent token can be made for it.
 kc -n default get serviceaccount research-agent >/dev/null 2>&1 || kc -n default create serviceaccount research-agent >/dev/null
 kc apply -k "$ROOT/config/samples" >/dev/null
 
-# Wait for the samples whose images are built here (localhost/...) to be Ready.
+# Wait for every sample server to be Ready (their images are built here).
 # Until a reconciler writes status, say so instead of waiting forever.
-local_servers=$(kc -n default get mcpservers -o jsonpath='{range .items[?(@.spec.workload.image)]}{.metadata.name}={.spec.workload.image}{"\n"}{end}' |
-  awk -F= '$2 ~ /^localhost\// {print $1}')
+servers=$(kc -n default get mcpservers -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}')
 notes=()
 [ -n "$bridge_note" ] && notes+=("bridge: $bridge_note (MCP_DEV_BRIDGE=true forces it).")
-if [ -n "$local_servers" ]; then
-  step "waiting for the sample servers built here to be Ready: $(echo "$local_servers" | tr "\n" " ")"
+if [ -n "$servers" ]; then
+  step "waiting for the sample servers to be Ready: $(echo "$servers" | tr "\n" " ")"
   has_status() { kc -n default get mcpservers -o jsonpath='{.items[*].status.conditions}' | grep -q .; }
   if wait_for 15 "" has_status 2>/dev/null; then
-    for s in $local_servers; do
+    for s in $servers; do
       kc -n default wait --for=condition=Ready --timeout=180s mcpserver/"$s" >/dev/null ||
-        die "MCPServer $s is not Ready: $(kc -n default get mcpserver "$s" -o jsonpath='{.status.conditions}')"
+        die "MCPServer $s is not Ready: $(kc -n default get mcpserver "$s" -o jsonpath='{range .status.conditions[?(@.type=="Ready")]}{.reason}: {.message}{end}')"
     done
   else
     notes+=("MCPServer controller: no MCPServer got a status within 15s, so this build has no MCPServer reconciler yet; the samples are stored but not run.")
   fi
 fi
-for s in $(kc -n default get mcpservers -o jsonpath='{range .items[*]}{.metadata.name}={.spec.workload.image}{"\n"}{end}' | awk -F= '$2 != "" && $2 !~ /^localhost\// {print $1 "=" $2}'); do
-  notes+=("sample ${s%%=*}: its image ${s#*=} is not built here and there is no registry to pull it from, so it will not start.")
-done
-for s in $(kc -n default get mcpservers -o jsonpath='{range .items[?(@.spec.remote)]}{.metadata.name}={.spec.remote.url}{"\n"}{end}'); do
-  notes+=("sample ${s%%=*}: a remote server at ${s#*=} (a placeholder: edit the sample to point at a real one).")
-done
+
+# What to try, written to a file and printed from it: test/e2e runs that
+# file, so every command printed here is known to work as printed.
+try=$STATE/try-it.sh
+{
+  echo "export KUBECONFIG=$KUBECONFIG_FILE"
+  echo "export PATH=$K8SBIN:\$PATH"
+  echo "kubectl get mcpservers"
+  echo "kubectl -n $NS logs deploy/$RELEASE-controller --tail=5"
+  if [ "$bridge" = true ]; then
+    ip=$(kc -n "$NS" get svc "$RELEASE"-bridge -o jsonpath='{.spec.clusterIP}')
+    echo "TOKEN=\$(kubectl -n default create token research-agent --audience mcp-operator)"
+    echo "curl -sS http://$ip/mcp -H \"Authorization: Bearer \$TOKEN\" -H 'Content-Type: application/json' \\"
+    echo "  -H 'Accept: application/json, text/event-stream' -H 'MCP-Protocol-Version: 2026-07-28' \\"
+    echo "  -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"}}}'"
+  fi
+} > "$try"
 
 echo
 step "mcp-operator dev environment is up"
-cat <<EOF
-
-  export KUBECONFIG=$KUBECONFIG_FILE
-  export PATH=$K8SBIN:\$PATH          # kubectl, built for this cluster
-  kubectl get mcpservers
-
-EOF
+echo
 kc get mcpservers 2>&1 | sed 's/^/  /'
 echo
-echo "Operator: release $RELEASE in namespace $NS (helm at $HELM); controller logs:"
-echo "  kubectl -n $NS logs deploy/$RELEASE-controller"
+echo "Operator: release $RELEASE in namespace $NS (helm at $HELM)."
 if [ "$bridge" = true ]; then
-  ip=$(kc -n "$NS" get svc "$RELEASE"-bridge -o jsonpath='{.spec.clusterIP}')
-  cat <<EOF
-Bridge: http://$ip/mcp from this machine (Service $RELEASE-bridge; in the cluster
-  http://$RELEASE-bridge.$NS.svc/mcp). Call it as the sample policy's agent:
-  TOKEN=\$(kubectl -n default create token research-agent --audience mcp-operator)
-  curl -sS http://$ip/mcp -H "Authorization: Bearer \$TOKEN" -H 'Content-Type: application/json' \\
-    -H 'Accept: application/json, text/event-stream' \\
-    -d '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}'
-EOF
+  echo "Bridge: http://$ip/mcp from this machine (Service $RELEASE-bridge; in the cluster"
+  echo "  http://$RELEASE-bridge.$NS.svc/mcp)."
 else
   echo "Bridge: not installed."
 fi
+echo
+echo "Try it (kubectl, the controller's log, and tools/list through the bridge as the"
+echo "sample policy's agent, in the stateless protocol revision; also in $try):"
+echo
+sed 's/^/  /' "$try"
 if [ ${#notes[@]} -gt 0 ]; then
   echo
   echo "Not there yet:"

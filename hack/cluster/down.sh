@@ -51,7 +51,7 @@ fi
 # 2. Stop the node's processes; containerd last, after its leftover
 #    containers are gone.
 [ -n "$(our_pids)" ] && step "stopping the node's processes"
-stop kube-proxy kubelet kube-scheduler kube-controller-manager kube-apiserver etcd
+stop kube-proxy kubelet kube-scheduler kube-controller-manager netpol kube-apiserver etcd
 if [ -n "$(pid_of containerd)" ]; then
   # Network namespaces of leftover sandboxes, removed after containerd stops.
   netns=$(for c in $(ctrk containers ls -q 2>/dev/null); do
@@ -96,6 +96,8 @@ if command -v iptables >/dev/null; then
     iptables -w -t nat -X "$ch" 2>/dev/null || true
   done
   [ -x "$K8SBIN/kube-proxy" ] && "$K8SBIN/kube-proxy" --cleanup >/dev/null 2>&1 || true
+  # The chains that hand pod connections to the NetworkPolicy engine.
+  "$ROOT/hack/cluster/netpol-rules.sh" delete
   for ipt in iptables ip6tables; do
     for t in filter nat mangle; do
       # Chains the kubelet makes: jumps to them first, then the chains.
@@ -108,6 +110,11 @@ if command -v iptables >/dev/null; then
       done
     done
   done
+fi
+# The engine's own nftables table: it fails to load on kernels without
+# nft_queue and is deleted when the engine stops; removed here in case.
+if command -v nft >/dev/null; then
+  nft delete table inet kube-network-policies 2>/dev/null || true
 fi
 
 # 5. The pods' cgroups (the kubelet's kubepods tree, cgroup v1 or v2).
@@ -142,8 +149,11 @@ left=()
 grep -qF " $STATE/" /proc/mounts && left+=("mounts under $STATE")
 ip link show "$CNI_BRIDGE" >/dev/null 2>&1 && left+=("link $CNI_BRIDGE")
 if command -v iptables >/dev/null; then
-  ch=$( (iptables-save 2>/dev/null; ip6tables-save 2>/dev/null) | grep -E '^:(KUBE-|CNI-)' | cut -d' ' -f1 | tr '\n' ' ' || true)
+  ch=$( (iptables-save 2>/dev/null; ip6tables-save 2>/dev/null) | grep -E '^:(KUBE-|CNI-|MCP-NETPOL)' | cut -d' ' -f1 | tr '\n' ' ' || true)
   [ -n "$ch" ] && left+=("iptables chains: $ch")
+fi
+if command -v nft >/dev/null && nft list table inet kube-network-policies >/dev/null 2>&1; then
+  left+=("nftables table inet kube-network-policies")
 fi
 ls -d /sys/fs/cgroup/kubepods /sys/fs/cgroup/*/kubepods >/dev/null 2>&1 && left+=("kubepods cgroups")
 for d in $created_dirs; do [ -e "$d" ] && left+=("$d"); done

@@ -33,6 +33,13 @@ POD_CIDR=10.244.0.0/24
 SERVICE_CIDR=10.96.0.0/16
 SANDBOX_IMAGE=localhost/mcp-operator/pause:dev
 
+# NetworkPolicy enforcement (hack/netpol, netpol-rules.sh): the NFQUEUE the
+# first packets of pod connections go to, and the iptables chains that send
+# them there.
+NETPOL_QUEUE=100
+NETPOL_CHAIN=MCP-NETPOL
+NETPOL_INPUT_CHAIN=MCP-NETPOL-INPUT
+
 # Sysctls the node changes (kube-proxy, the kubelet, the bridge): up.sh records
 # their values once and down.sh puts them back.
 HOST_SYSCTLS=(
@@ -56,7 +63,7 @@ HOST_SYSCTLS=(
 HOST_DIRS=(/run/containerd /var/lib/kubelet /var/lib/cni /var/log/containers /var/run/netns /run/mount)
 
 # The node's processes, in start order; down.sh stops them in reverse.
-COMPONENTS=(containerd etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
+COMPONENTS=(containerd etcd kube-apiserver netpol kube-controller-manager kube-scheduler kubelet kube-proxy)
 
 T0=${T0:-$EPOCHREALTIME}
 export T0
@@ -105,7 +112,7 @@ our_pids() {
     [[ "${args[*]}" == *"$STATE/"* ]] || continue
     exe=$(readlink "$p/exe" 2>/dev/null) || continue
     case "${exe##*/}" in
-      etcd | kube-apiserver | kube-controller-manager | kube-scheduler | kubelet | kube-proxy | containerd | containerd-shim*) echo "${p#/proc/}" ;;
+      etcd | kube-apiserver | netpol | kube-controller-manager | kube-scheduler | kubelet | kube-proxy | containerd | containerd-shim*) echo "${p#/proc/}" ;;
     esac
   done
   return 0

@@ -33,6 +33,7 @@ fi
 step "Kubernetes binaries in bin/k8s (built from Go modules on the first run only: several minutes)"
 "$ROOT/hack/k8s-binaries.sh" etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl
 [ -f "$IMAGES/pause.tar" ] || die "bin/images/pause.tar is missing: run 'make images' first"
+[ -x "$ROOT/bin/netpol" ] || die "bin/netpol (NetworkPolicy enforcement) is missing: run 'make dev', which builds it"
 
 mkdir -p "$STATE" "$LOGS" "$RUN" "$STATE/etcd" "$STATE/kubelet" "$STATE/cni/net.d" "$STATE/host"
 "$ROOT/hack/cluster/pki.sh"
@@ -113,6 +114,13 @@ until kc get --raw /readyz >/dev/null 2>&1; do
   sleep 0.5
 done
 step "kube-apiserver ready"
+
+# NetworkPolicy enforcement before any pod starts: the engine, then the rules
+# that hand it the first packet of each pod connection.
+step "starting NetworkPolicy enforcement (kube-network-policies on NFQUEUE $NETPOL_QUEUE)"
+start netpol "$ROOT/bin/netpol" --kubeconfig="$KUBECONFIG_FILE" --hostname-override="$NODE_NAME" \
+  --nfqueue-id="$NETPOL_QUEUE"
+"$ROOT/hack/cluster/netpol-rules.sh" add
 
 step "starting kube-controller-manager, kube-scheduler, kubelet, kube-proxy"
 start kube-controller-manager "$K8SBIN/kube-controller-manager" \

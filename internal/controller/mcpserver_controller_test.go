@@ -361,6 +361,7 @@ var _ = Describe("MCPServer controller", func() {
 			Expect(k8sClient.Create(ctx, s)).To(Succeed())
 			Eventually(condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonCredentialsMissing))
 			Expect(condition(s, mcpv1alpha1.ConditionReady)().Message).To(ContainSubstring("Secret token"))
+			Eventually(func() []string { return eventsOf(s) }).Should(eventWith("CredentialsMissing", "Secret token"))
 
 			Expect(k8sClient.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "token"}, StringData: map[string]string{"token": "s3cret"}})).To(Succeed())
 			poke(s)

@@ -9,10 +9,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
-	"github.com/mcp-operator/mcp-operator/internal/mcp/credentials"
+	"github.com/mcp-operator/mcp-operator/internal/k8s/credentials"
 )
 
 // Prober reads a server's catalog. The real one speaks MCP (internal/mcp);
@@ -76,4 +78,48 @@ func workloadURL(s *mcpv1alpha1.MCPServer, pod *corev1.Pod) string {
 		host = "[" + host + "]"
 	}
 	return fmt.Sprintf("http://%s:%d%s", host, port, path)
+}
+
+// probeWorkload probes the running pod. A failed probe is retried soon;
+// probeFailuresToCrash in a row are a crash.
+func (r *MCPServerReconciler) probeWorkload(ctx context.Context, sc *scope) (phaseResult, error) {
+	s := sc.server
+	target := ProbeTarget{Server: s, URL: workloadURL(s, sc.pod), Timeout: s.Spec.Probe.Timeout.Duration}
+	cat, err := r.Prober.Probe(ctx, target)
+	if err != nil {
+		return r.probeFailed(sc, err)
+	}
+	s.Status.Restarts.ProbeFailures = 0
+	sc.catalog, sc.endpoint = cat, &mcpv1alpha1.Endpoint{URL: target.URL, PodName: sc.pod.Name}
+	return phaseResult{}, nil
+}
+
+func (r *MCPServerReconciler) probeFailed(sc *scope, probeErr error) (phaseResult, error) {
+	s := sc.server
+	s.Status.Restarts.ProbeFailures++
+	if n := s.Status.Restarts.ProbeFailures; n >= probeFailuresToCrash {
+		return r.crash(sc, fmt.Sprintf("ProbeFailed (%d probes in a row: %v)", n, probeErr), "")
+	}
+	msg := "probe failed: " + probeErr.Error()
+	if meta.IsStatusConditionTrue(s.Status.Conditions, mcpv1alpha1.ConditionReady) {
+		// One slow answer is not a crash: the published catalog stays.
+		setCondition(s, mcpv1alpha1.ConditionAvailable, metav1.ConditionFalse, mcpv1alpha1.ReasonProbeFailed, msg)
+		return phaseResult{requeueAfter: probeRetry, stop: true}, nil
+	}
+	return phaseResult{}, &waitingError{reason: mcpv1alpha1.ReasonProbeFailed, message: msg, after: probeRetry}
+}
+
+// probeRemote reads the Secrets a remote server's spec names and probes it.
+func (r *MCPServerReconciler) probeRemote(ctx context.Context, sc *scope) (phaseResult, error) {
+	s := sc.server
+	target, err := remoteTarget(ctx, r.Secrets, s)
+	if err != nil {
+		return phaseResult{}, &stalledError{reason: mcpv1alpha1.ReasonCredentialsMissing, message: err.Error(), recheck: credentialsRecheck}
+	}
+	cat, err := r.Prober.Probe(ctx, target)
+	if err != nil {
+		return phaseResult{}, &waitingError{reason: mcpv1alpha1.ReasonProbeFailed, message: "probe failed: " + err.Error(), after: remoteProbeRetry}
+	}
+	sc.catalog, sc.endpoint = cat, &mcpv1alpha1.Endpoint{URL: s.Spec.Remote.URL}
+	return phaseResult{}, nil
 }

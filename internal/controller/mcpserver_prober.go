@@ -4,7 +4,7 @@ import (
 	"context"
 	"sort"
 
-	"github.com/mcp-operator/mcp-operator/internal/mcp/mcpstatus"
+	"github.com/mcp-operator/mcp-operator/internal/k8s/mcpstatus"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/probe"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
 	"github.com/mcp-operator/mcp-operator/internal/version"

@@ -2,6 +2,8 @@ package controller
 
 import (
 	"fmt"
+	"net/netip"
+	"slices"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +24,10 @@ type WorkloadOptions struct {
 	// OperatorNamespace is where the bridge and controller pods run; only they
 	// may connect to server pods.
 	OperatorNamespace string
+	// APIServerAddresses are the Kubernetes API server's own addresses (the
+	// endpoints of Service default/kubernetes). Internet egress leaves them
+	// out: a node's address is often not in a private range.
+	APIServerAddresses []string
 }
 
 const (
@@ -233,7 +239,37 @@ func buildService(s *mcpv1alpha1.MCPServer) *corev1.Service {
 
 // privateRanges are left out of Internet egress, so "Internet" never means
 // the cluster's own networks.
-var privateRanges = []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16", "100.64.0.0/10"}
+var (
+	privateRanges   = []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16", "100.64.0.0/10"}
+	privateRangesV6 = []string{"fc00::/7", "fe80::/10"}
+)
+
+// internetExcept is what Internet egress leaves out, per IP family: the
+// private ranges, and the API server's addresses outside them (one host
+// each), so a server reaches neither whatever the cluster's addressing.
+func internetExcept(apiServer []string) (v4, v6 []string) {
+	v4, v6 = slices.Clone(privateRanges), slices.Clone(privateRangesV6)
+	for _, a := range apiServer {
+		ip, err := netip.ParseAddr(a)
+		if err != nil || covered(ip, v4) || covered(ip, v6) {
+			continue
+		}
+		if ip.Is4() {
+			v4 = append(v4, netip.PrefixFrom(ip, 32).String())
+		} else {
+			v6 = append(v6, netip.PrefixFrom(ip, 128).String())
+		}
+	}
+	return v4, v6
+}
+
+// covered tells whether one of cidrs holds ip.
+func covered(ip netip.Addr, cidrs []string) bool {
+	return slices.ContainsFunc(cidrs, func(c string) bool {
+		p, err := netip.ParsePrefix(c)
+		return err == nil && p.Contains(ip)
+	})
+}
 
 // buildNetworkPolicy lets only the bridge and the controller reach the server
 // on its MCP port, and lets the server reach what spec.workload.network.egress
@@ -254,12 +290,15 @@ func buildNetworkPolicy(s *mcpv1alpha1.MCPServer, opts WorkloadOptions) *network
 		{Protocol: &udp, Port: ptr.To(intstr.FromInt32(53))},
 		{Protocol: &tcp, Port: ptr.To(intstr.FromInt32(53))},
 	}}
-	// Every pod in the cluster that is not an MCP server.
+	// Every pod in the cluster that is neither an MCP server nor one of the
+	// operator's own (the bridge would be a way around ToolPolicy to the
+	// other servers, the controller a way to their catalogs).
 	nonServerPods := networkingv1.NetworkPolicyPeer{
 		NamespaceSelector: &metav1.LabelSelector{},
-		PodSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-			Key: mcpv1alpha1.ServerLabel, Operator: metav1.LabelSelectorOpDoesNotExist,
-		}}},
+		PodSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: mcpv1alpha1.ServerLabel, Operator: metav1.LabelSelectorOpDoesNotExist},
+			{Key: labelName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{operatorName}},
+		}},
 	}
 
 	egress := []networkingv1.NetworkPolicyEgressRule{}
@@ -273,10 +312,22 @@ func buildNetworkPolicy(s *mcpv1alpha1.MCPServer, opts WorkloadOptions) *network
 	case mcpv1alpha1.EgressCluster:
 		egress = append(egress, dns, networkingv1.NetworkPolicyEgressRule{To: []networkingv1.NetworkPolicyPeer{nonServerPods}})
 	case mcpv1alpha1.EgressInternet:
+		v4, v6 := internetExcept(opts.APIServerAddresses)
 		egress = append(egress, dns, networkingv1.NetworkPolicyEgressRule{To: []networkingv1.NetworkPolicyPeer{
-			{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: privateRanges}},
-			{IPBlock: &networkingv1.IPBlock{CIDR: "::/0", Except: []string{"fc00::/7", "fe80::/10"}}},
+			{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: v4}},
+			{IPBlock: &networkingv1.IPBlock{CIDR: "::/0", Except: v6}},
 		}})
+	}
+	for _, allow := range s.Spec.Workload.Network.EgressAllow {
+		rule := networkingv1.NetworkPolicyEgressRule{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: allow.CIDR}}}}
+		for _, p := range allow.Ports {
+			protocol := p.Protocol
+			if protocol == "" {
+				protocol = corev1.ProtocolTCP
+			}
+			rule.Ports = append(rule.Ports, networkingv1.NetworkPolicyPort{Protocol: &protocol, Port: ptr.To(intstr.FromInt32(p.Port))})
+		}
+		egress = append(egress, rule)
 	}
 
 	return &networkingv1.NetworkPolicy{

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -13,7 +14,10 @@ import (
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
 )
 
-var testOpts = WorkloadOptions{OperatorImage: "localhost/mcp-operator/manager:dev", OperatorNamespace: "mcp-system"}
+var testOpts = WorkloadOptions{
+	OperatorImage: "localhost/mcp-operator/manager:dev", OperatorNamespace: "mcp-system",
+	APIServerAddresses: []string{"10.0.0.5", "192.0.2.2", "2001:db8::1"},
+}
 
 func server(transport mcpv1alpha1.Transport, w mcpv1alpha1.Workload) *mcpv1alpha1.MCPServer {
 	return &mcpv1alpha1.MCPServer{
@@ -115,14 +119,26 @@ func TestNetworkPolicyEgress(t *testing.T) {
 			}
 		}},
 		{mcpv1alpha1.EgressCluster, 2, func(t *testing.T, r []networkingv1.NetworkPolicyEgressRule) {
-			sel := r[1].To[0].PodSelector.MatchExpressions[0]
-			if sel.Key != mcpv1alpha1.ServerLabel || sel.Operator != metav1.LabelSelectorOpDoesNotExist {
+			sel := r[1].To[0].PodSelector.MatchExpressions
+			if sel[0].Key != mcpv1alpha1.ServerLabel || sel[0].Operator != metav1.LabelSelectorOpDoesNotExist {
 				t.Errorf("cluster egress may reach other MCP servers: %+v", sel)
+			}
+			if sel[1].Key != "app.kubernetes.io/name" || sel[1].Operator != metav1.LabelSelectorOpNotIn || !slices.Equal(sel[1].Values, []string{"mcp-operator"}) {
+				t.Errorf("cluster egress may reach the operator's pods (the bridge, the controller): %+v", sel)
 			}
 		}},
 		{mcpv1alpha1.EgressInternet, 2, func(t *testing.T, r []networkingv1.NetworkPolicyEgressRule) {
-			if !slices.Contains(r[1].To[0].IPBlock.Except, "10.0.0.0/8") {
+			v4 := r[1].To[0].IPBlock.Except
+			if !slices.Contains(v4, "10.0.0.0/8") {
 				t.Errorf("internet egress reaches private ranges: %+v", r[1].To[0].IPBlock)
+			}
+			// testOpts' API server: 192.0.2.2 (public-looking) and 10.0.0.5
+			// (already in 10.0.0.0/8), 2001:db8::1 on IPv6.
+			if !slices.Contains(v4, "192.0.2.2/32") || slices.Contains(v4, "10.0.0.5/32") {
+				t.Errorf("internet egress except %v, want the API server's public address and no redundant private one", v4)
+			}
+			if v6 := r[1].To[1].IPBlock.Except; !slices.Contains(v6, "2001:db8::1/128") || !slices.Contains(v6, "fc00::/7") {
+				t.Errorf("internet egress IPv6 except %v", v6)
 			}
 		}},
 	}
@@ -147,5 +163,26 @@ func TestNetworkPolicyEgress(t *testing.T) {
 				t.Error("ingress not limited to the MCP port")
 			}
 		})
+	}
+}
+
+func TestNetworkPolicyEgressAllow(t *testing.T) {
+	w := mcpv1alpha1.Workload{Image: "i", Network: mcpv1alpha1.NetworkSpec{
+		Egress: mcpv1alpha1.EgressNone,
+		EgressAllow: []mcpv1alpha1.EgressRule{
+			{CIDR: "203.0.113.2/32", Ports: []mcpv1alpha1.EgressPort{{Port: 8443}, {Port: 5353, Protocol: corev1.ProtocolUDP}}},
+			{CIDR: "198.51.100.0/24", Ports: []mcpv1alpha1.EgressPort{{Port: 443, Protocol: corev1.ProtocolTCP}}},
+		},
+	}}
+	np := buildNetworkPolicy(server(mcpv1alpha1.TransportStreamableHTTP, w), testOpts)
+	var got []string
+	for _, r := range np.Spec.Egress {
+		for _, p := range r.Ports {
+			got = append(got, fmt.Sprintf("%s %s/%d", r.To[0].IPBlock.CIDR, *p.Protocol, p.Port.IntVal))
+		}
+	}
+	want := []string{"203.0.113.2/32 TCP/8443", "203.0.113.2/32 UDP/5353", "198.51.100.0/24 TCP/443"}
+	if !slices.Equal(got, want) {
+		t.Errorf("egress with None and an allow-list: %v, want exactly %v", got, want)
 	}
 }

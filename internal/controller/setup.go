@@ -1,13 +1,9 @@
 // Package controller holds the reconcilers of mcp-operator's kinds: one file set
-// per kind (mcpserver_*.go, toolpolicy_*.go).
+// per kind (mcpserver_*.go, toolpolicy_*.go). cmd/manager registers each one
+// with the manager explicitly, so its wiring shows which controllers run.
 package controller
 
-import (
-	"fmt"
-	"time"
-
-	ctrl "sigs.k8s.io/controller-runtime"
-)
+import "time"
 
 // Options are the settings every reconciler may need.
 type Options struct {
@@ -27,16 +23,12 @@ type Options struct {
 	ApprovalRetention time.Duration
 }
 
-// reconcilers lists every reconciler the controller runs; each kind's file
-// set adds itself here.
-var reconcilers []func(ctrl.Manager, Options) error
-
-// SetupWithManager registers every reconciler with the manager.
-func SetupWithManager(mgr ctrl.Manager, opts Options) error {
-	for _, setup := range reconcilers {
-		if err := setup(mgr, opts); err != nil {
-			return fmt.Errorf("while setting up a reconciler: %w", err)
-		}
-	}
-	return nil
-}
+// The API client's rate limits of `manager controller` (its
+// --kube-api-qps and --kube-api-burst defaults). client-go's own, 20 and 30,
+// make a status write per server the bottleneck: 1,000 servers created
+// together took 50 s of writes alone, twice the API server's own time for
+// the same objects (make bench-controller).
+const (
+	DefaultAPIQPS   = 100
+	DefaultAPIBurst = 200
+)

@@ -32,12 +32,6 @@ type ToolPolicyReconciler struct {
 	client.Client
 }
 
-func init() {
-	reconcilers = append(reconcilers, func(mgr ctrl.Manager, opts Options) error {
-		return (&ToolPolicyReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr, opts)
-	})
-}
-
 // SetupWithManager registers the reconciler, watching ToolPolicies and the
 // MCPServers whose catalogs they match.
 func (r *ToolPolicyReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) error {

@@ -82,7 +82,7 @@ func (c *completion) forward(b *Bridge, x *exchange) *jsonrpc.Message {
 	took := b.now().Sub(start)
 	b.observe(s.Name, "completion/complete", took, err)
 	if err != nil {
-		return b.callFailed(x, s.Name, took, err)
+		return b.callFailed(x, s, took, err)
 	}
 	redactor := b.redactor(s)
 	if redactor == nil {

@@ -11,8 +11,10 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/invisible"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
+	"github.com/mcp-operator/mcp-operator/internal/redact"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -27,7 +29,16 @@ func TestFaults(t *testing.T) {
 	fwd := bridgetest.Forward(t, strings.TrimSuffix(strings.TrimPrefix(flakyUp.URL, "http://"), "/mcp"), "/mcp")
 	flaky := bridgetest.Published(t, "tools", "flaky", fwd.URL, v1alpha1.ToolsSpec{})
 	pol := toolPolicy("tools", "alice", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.faults.*", "mcp.steady.*", "mcp.flaky.*"))
-	h := newHarness(t, []v1alpha1.MCPServer{faults, steady, flaky}, []v1alpha1.ToolPolicy{pol}, func(c *Config) { c.CallTimeout = 3 * time.Second })
+	h := newHarness(t, []v1alpha1.MCPServer{faults, steady, flaky}, []v1alpha1.ToolPolicy{pol}, func(c *Config) {
+		c.CallTimeout = 3 * time.Second
+		leaky := redact.New(bridgetest.LeakedValue)
+		c.Redactor = func(_, name string) *redact.Redactor {
+			if name == "faults" {
+				return leaky
+			}
+			return nil
+		}
+	})
 	c := h.connect(t, "alice-token", "/mcp", client.EraSession)
 	long := json.RawMessage(`{"duration":20,"steps":20}`)
 
@@ -163,6 +174,39 @@ func TestFaults(t *testing.T) {
 		}
 		if _, err := c.CallTool(ctxT(t), "mcp.faults.ok", nil); err != nil {
 			t.Fatalf("the next call to the same server failed: %v", err)
+		}
+	})
+
+	// Issue 12: the bridge scanned the first of repeated keys, the agent's
+	// parser kept the last. Upstream answers are held to the strict JSON
+	// of agents' requests.
+	t.Run("two-faced answers are refused", func(t *testing.T) {
+		for _, tool := range []string{"twofaced", "casefaced", "errorfaced"} {
+			_, err := c.CallTool(ctxT(t), "mcp.faults."+tool, nil)
+			if rpcCode(err) != CodeUpstream || !strings.Contains(err.Error(), "invalid_result") || strings.Contains(err.Error(), "Ignore all") {
+				t.Fatalf("%s ended with %v, want invalid_result", tool, err)
+			}
+		}
+		if _, err := c.CallTool(ctxT(t), "mcp.faults.ok", nil); err != nil {
+			t.Fatalf("the next call to the same server failed: %v", err)
+		}
+	})
+
+	// Issue 12: a server's JSON-RPC error carried its Secret value and a
+	// token to the agent and into the audit log, and was never scanned.
+	t.Run("an error message is redacted and scanned like a result", func(t *testing.T) {
+		_, err := c.CallTool(ctxT(t), "mcp.faults.leakyerror", nil)
+		if err == nil || strings.Contains(err.Error(), bridgetest.LeakedValue) || strings.Contains(err.Error(), bridgetest.LeakedToken) ||
+			!strings.Contains(err.Error(), "login as admin with [REDACTED:secret] failed") || strings.Contains(err.Error(), "󠁹") {
+			t.Fatalf("the agent got %v", err)
+		}
+		list, err := c.Call(ctxT(t), "tools/list", nil)
+		if err != nil || !strings.Contains(string(list), "leakyerror, with [REDACTED:github-token]") || strings.Contains(string(list), `\u200b`) || invisible.Contains(string(list)) {
+			t.Fatalf("tools/list gave %s (%v)", list, err)
+		}
+		h.events(t) // flushes the audit log
+		if log := h.sink.String(); strings.Contains(log, bridgetest.LeakedValue) || strings.Contains(log, bridgetest.LeakedToken) || !strings.Contains(log, "[REDACTED:secret]") {
+			t.Fatalf("the audit log holds the server's Secret or token, or not the failure:\n%s", log)
 		}
 	})
 

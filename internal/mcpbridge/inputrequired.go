@@ -123,5 +123,5 @@ func (b *Bridge) inputRefused(c *call, code int, why string) *jsonrpc.Message {
 
 // inputFailed ends a call whose server's question could not be handled.
 func (b *Bridge) inputFailed(c *call, why string) *jsonrpc.Message {
-	return b.callFailed(c.exchange, c.tool.Server.Name, 0, errors.New(why))
+	return b.callFailed(c.exchange, c.tool.Server, 0, errors.New(why))
 }

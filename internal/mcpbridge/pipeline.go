@@ -9,6 +9,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
@@ -208,15 +209,26 @@ func (b *Bridge) countCall(x *exchange, decision, outcome string) {
 
 // callFailed ends a request that failed upstream, whatever its kind:
 // mcp.call.failed and tool.failed, and the agent's answer.
-func (b *Bridge) callFailed(x *exchange, server string, took time.Duration, err error) *jsonrpc.Message {
-	failed := audit.MCPCallFailed{Server: server, ToolCallID: x.id, Error: err.Error(), DurationMs: audit.Ms(took)}
+func (b *Bridge) callFailed(x *exchange, s *routes.Server, took time.Duration, err error) *jsonrpc.Message {
+	failed := audit.MCPCallFailed{Server: s.Name, ToolCallID: x.id, Error: err.Error(), DurationMs: audit.Ms(took)}
 	reason := reasonUpstreamError
 	var rpcErr *jsonrpc.Error
 	var ue *upstream.Error
 	switch {
 	case errors.As(err, &rpcErr):
+		// The server's error is its output too: scanned and redacted with
+		// its own Secret values, withheld where a result would be.
+		msg, sum := output.Text(b.redactor(s), "error.message", rpcErr.Message)
+		data, dataSum, dataErr := output.JSON(b.redactor(s), "error.data", rpcErr.Data)
+		if dataErr != nil {
+			data = nil
+		}
+		if x.blockInjection && len(sum.Findings)+len(dataSum.Findings) > 0 {
+			msg, data = "the bridge withheld the server's error message: it looks like instructions to the model", nil
+		}
+		err = &jsonrpc.Error{Code: rpcErr.Code, Message: msg, Data: data}
 		failed.Code = rpcErr.Code
-		failed.Error = rpcErr.Message
+		failed.Error = msg
 	case errors.As(err, &ue):
 		reason = ue.Reason
 	}

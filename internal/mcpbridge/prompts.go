@@ -67,6 +67,10 @@ func (b *Bridge) listPrompts(rq *request) *jsonrpc.Message {
 			if shown := b.promptName(rq, full); shown != "" {
 				item = rawjson.Set(item, "name", rawjson.AppendString(nil, shown))
 			}
+			// Names, titles and descriptions are the server's output too.
+			if clean, _, err := output.JSON(b.redactor(s), "prompts/list", item); err == nil {
+				item = clean
+			}
 			items = append(items, item)
 		}
 	}
@@ -183,7 +187,7 @@ func (pr *prompt) forward(b *Bridge, x *exchange) *jsonrpc.Message {
 	took := b.now().Sub(start)
 	b.observe(s.Name, "prompts/get", took, err)
 	if err != nil {
-		return b.callFailed(x, s.Name, took, err)
+		return b.callFailed(x, s, took, err)
 	}
 	out, sum, err := b.cfg.Pipeline.PromptResult(output.Call{
 		Server: s.Name, Name: pr.upstreamName, Subject: rq.id.Username, Redactor: b.redactor(s), Block: x.blockInjection,

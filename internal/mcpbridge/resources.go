@@ -61,6 +61,10 @@ func (b *Bridge) listResources(rq *request, method, key, uriKey string) *jsonrpc
 			} else if uri != listed {
 				item = rawjson.Set(item, uriKey, rawjson.AppendString(nil, uri))
 			}
+			// Names, titles and descriptions are the server's output too.
+			if clean, _, err := output.JSON(b.redactor(s), "resources/list", item); err == nil {
+				item = clean
+			}
 			items = append(items, item)
 		}
 	}
@@ -143,7 +147,7 @@ func (r *read) forward(b *Bridge, x *exchange) *jsonrpc.Message {
 	took := b.now().Sub(start)
 	b.observe(s.Name, "resources/read", took, err)
 	if err != nil {
-		return b.callFailed(x, s.Name, took, err)
+		return b.callFailed(x, s, took, err)
 	}
 	sum := sha256.Sum256(raw)
 	out, _, err := b.cfg.Pipeline.ResourceResult(output.Call{

@@ -176,6 +176,7 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		},
 	}
 	b.cfg.Redactor = w.Redactor
+	w.AllSecrets = aw.SetRedactor
 	w.Events = func(p audit.Payload) {
 		if _, err := aw.Write("", "", p); err != nil {
 			o.Log.Error(err, "a server event was not recorded", "type", p.EventType())

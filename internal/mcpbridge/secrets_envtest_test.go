@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
@@ -24,7 +25,7 @@ import (
 // only when a server's spec changes or at the periodic resync. Counted with
 // the API server's own request metrics.
 func TestSecretsReadOnSpecChangesOnly(t *testing.T) {
-	rt, _, k, _ := startRuntimeWith(t, func(o *Options) { o.SecretsResync = time.Hour }, "secret-reads")
+	rt, _, k, sink := startRuntimeWith(t, func(o *Options) { o.SecretsResync = time.Hour }, "secret-reads")
 	_, cs := startAPIServer(t)
 	ctx := context.Background()
 	if err := k.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "secret-reads", Name: "creds"}, StringData: map[string]string{"key": "s3cret-value-for-header"}}); err != nil {
@@ -70,6 +71,17 @@ func TestSecretsReadOnSpecChangesOnly(t *testing.T) {
 	}
 	if !redacts() {
 		t.Fatal("the server's Secret value is not redacted")
+	}
+	// The production audit writer knows the values too: an event carrying
+	// one (an upstream's error message) is written without it.
+	if _, err := rt.Audit.Write("", "", audit.MCPCallFailed{Server: "everything", Error: "denied for key s3cret-value-for-header"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Audit.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if log := sink.String(); strings.Contains(log, "s3cret-value-for-header") || !strings.Contains(log, "denied for key [REDACTED:secret]") {
+		t.Fatalf("the audit log holds the server's Secret value or lost the event:\n%s", log)
 	}
 	if err := k.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "secret-reads", Name: "creds"}}); err != nil {
 		t.Fatal(err)

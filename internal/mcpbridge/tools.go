@@ -237,7 +237,7 @@ func (b *Bridge) execute(c *call) *jsonrpc.Message {
 
 	_, conn, ok := b.cfg.Registry.Server(server)
 	if !ok {
-		return b.callFailed(c.exchange, c.tool.Server.Name, 0, &upstream.Error{Reason: upstream.ReasonUnavailable, Err: errors.New("the server left the bridge's scope")})
+		return b.callFailed(c.exchange, c.tool.Server, 0, &upstream.Error{Reason: upstream.ReasonUnavailable, Err: errors.New("the server left the bridge's scope")})
 	}
 	params := translate.CallParams(tool.Upstream, c.params.Arguments, rq.msg.Params)
 	if c.answersServer {
@@ -246,7 +246,10 @@ func (b *Bridge) execute(c *call) *jsonrpc.Message {
 	hooks := upstream.CallHooks{Request: b.relayRequests(c)}
 	if tok := c.params.Meta.ProgressToken; tok != nil && rq.out.canStream {
 		hooks.Progress = func(p json.RawMessage) {
-			rq.out.send(jsonrpc.NewNotification("notifications/progress", rawjson.Set(p, "progressToken", tok)))
+			// A progress message is the server's output too.
+			if clean, _, err := output.JSON(b.redactor(tool.Server), "notifications/progress", p); err == nil {
+				rq.out.send(jsonrpc.NewNotification("notifications/progress", rawjson.Set(clean, "progressToken", tok)))
+			}
 		}
 	}
 	if agentLevel := rq.logLevel(); rq.out.canStream && agentLevel != "" {
@@ -262,7 +265,7 @@ func (b *Bridge) execute(c *call) *jsonrpc.Message {
 			if !wantsLog(agentLevel, level) {
 				return
 			}
-			if clean, err := redactor.JSON(p, nil); err == nil {
+			if clean, _, err := output.JSON(redactor, "notifications/message", p); err == nil {
 				rq.out.send(jsonrpc.NewNotification("notifications/message", clean))
 			}
 		}
@@ -299,7 +302,7 @@ func (b *Bridge) finish(c *call, res json.RawMessage, err error, start time.Time
 	took := b.now().Sub(start)
 	b.observe(server, "tools/call", took, err)
 	if err != nil {
-		return b.callFailed(c.exchange, c.tool.Server.Name, took, err)
+		return b.callFailed(c.exchange, c.tool.Server, took, err)
 	}
 	_, _ = b.audit(rq, audit.MCPCallCompleted{Server: server, ToolCallID: c.id, DurationMs: audit.Ms(took)})
 	out, sum, err := b.cfg.Pipeline.ToolResult(output.Call{

@@ -18,13 +18,14 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
 
 // Kind names what was redacted; it appears in the replacement text and in
 // audit counts.
-type Kind uint8
+type Kind uint16
 
 // The kinds, in the order Counts reports them.
 const (
@@ -39,13 +40,18 @@ const (
 	PrivateKey
 	Bearer
 	AuthorizationHeader
+	URLPassword
+	ConnectionStringKey
+	AssignedSecret
 	Secret
 	SecretBase64
 	SecretURLEncoded
-	numKinds
+	numOwnKinds
+	// The kinds from numOwnKinds on are gitleaks' rules, named by their ids.
+	numKinds = numOwnKinds + numGitleaksRules
 )
 
-var kindNames = [numKinds]string{
+var kindNames = [numOwnKinds]string{
 	OpenAIKey:           "openai-key",
 	AnthropicKey:        "anthropic-key",
 	GitHubToken:         "github-token",
@@ -57,15 +63,33 @@ var kindNames = [numKinds]string{
 	PrivateKey:          "private-key",
 	Bearer:              "bearer",
 	AuthorizationHeader: "authorization",
+	URLPassword:         "url-password",
+	ConnectionStringKey: "connection-string-key",
+	AssignedSecret:      "assigned-secret",
 	Secret:              "secret",
 	SecretBase64:        "secret-base64",
 	SecretURLEncoded:    "secret-urlencoded",
 }
 
-func (k Kind) String() string { return kindNames[k] }
+func (k Kind) String() string {
+	if k < numOwnKinds {
+		return kindNames[k]
+	}
+	return gitleaksRules[k-numOwnKinds].ID
+}
+
+// generic says whether k is found by a name, not by a shape of its own.
+func (k Kind) generic() bool { return k == AssignedSecret || k == gitleaksGeneric }
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
 
 // Replacement is the text that stands for a redacted secret of kind k.
-func (k Kind) Replacement() string { return "[REDACTED:" + kindNames[k] + "]" }
+func (k Kind) Replacement() string { return "[REDACTED:" + k.String() + "]" }
 
 // MinSecretLen is the shortest Secret value redacted: shorter values
 // ("true", "8080", "admin") would redact ordinary words and numbers.
@@ -98,7 +122,7 @@ func (c *Counts) Map() map[string]int {
 			if m == nil {
 				m = make(map[string]int)
 			}
-			m[kindNames[k]] = v
+			m[Kind(k).String()] += v
 		}
 	}
 	return m
@@ -108,7 +132,8 @@ func (c *Counts) Map() map[string]int {
 // found at s[at:] (where the literal is) starts and ends, if it is one.
 type trigger struct {
 	lit   string
-	fold  bool // ASCII case-insensitive literal
+	fold  bool   // ASCII case-insensitive literal
+	lower string // lit in lower case, for fold
 	kind  Kind
 	match func(s string, at int) (start, end int, ok bool)
 }
@@ -117,7 +142,8 @@ type trigger struct {
 // values. It is immutable and safe for concurrent use.
 type Redactor struct {
 	first   [256][]trigger
-	bigrams [1 << 16 / 64]uint64
+	bigrams [1 << 16 / 64]uint64 // the first two bytes of own and gitleaks literals
+	own     [1 << 16 / 64]uint64 // those of own literals only
 	secrets int
 }
 
@@ -133,13 +159,26 @@ func New(secrets ...string) *Redactor {
 		r.add(trigger{lit: n.lit, kind: n.kind, match: exact(len(n.lit))})
 		r.secrets++
 	}
+	// One test of a position's two bytes looks for the gitleaks rules'
+	// keywords too.
+	gl := gitleaksPairs()
+	r.own = r.bigrams
+	for i := range r.bigrams {
+		r.bigrams[i] |= gl[i]
+	}
 	return r
 }
+
+var gitleaksPairs = sync.OnceValue(func() *[1 << 16 / 64]uint64 {
+	set := gitleaks().rawPairs()
+	return &set
+})
 
 // Shapes is a Redactor for the credential shapes alone.
 var Shapes = New()
 
 func (r *Redactor) add(t trigger) {
+	t.lower = strings.ToLower(t.lit)
 	r.first[t.lit[0]] = append(r.first[t.lit[0]], t)
 	firsts, seconds := []byte{t.lit[0]}, []byte{t.lit[1]}
 	if t.fold {
@@ -198,13 +237,35 @@ func (r *Redactor) JSON(doc []byte, c *Counts) ([]byte, error) {
 			}
 			return AWSSecretAccessKey.Replacement(), true
 		}
-		red := r.String(s, c)
+		red := r.field(key, isKey, s, c)
 		return red, len(red) != len(s) || red != s
 	})
 	if err != nil {
 		return nil, fmt.Errorf("while redacting JSON: %w", err)
 	}
 	return out, nil
+}
+
+// field redacts a JSON string. A value is searched as "name: value", as
+// the rules for a name and a value (gitleaks' "password", "api_key", a
+// service's name) expect, and only what is found in the value is replaced.
+func (r *Redactor) field(key string, isKey bool, s string, c *Counts) string {
+	if isKey || key == "" {
+		return r.String(s, c)
+	}
+	text := key + ": " + s
+	var spanBuf [8]span
+	all := r.find(text, spanBuf[:0], false)
+	spans := all[:0]
+	for _, sp := range all {
+		if sp.end > len(key)+2 {
+			spans = append(spans, span{max(0, sp.start-len(key)-2), sp.end - len(key) - 2, sp.kind})
+		}
+	}
+	if len(spans) == 0 {
+		return s
+	}
+	return replace(s, spans, c)
 }
 
 // clean says, with one pass over the raw text, that no string of doc holds
@@ -232,15 +293,21 @@ func isAWSSecretField(key string) bool {
 // find lists the secrets in s. With names, the mere name of an AWS secret
 // key counts too (see clean).
 func (r *Redactor) find(s string, spans []span, names bool) []span {
+	gl := matcher{ix: gitleaks()}
 	for i := 0; i+1 < len(s); i++ {
-		if bg := uint16(s[i])<<8 | uint16(s[i+1]); r.bigrams[bg/64]&(1<<(bg%64)) == 0 {
+		bg := uint16(s[i])<<8 | uint16(s[i+1])
+		if r.bigrams[bg/64]&(1<<(bg%64)) == 0 {
+			continue
+		}
+		spans = gl.at(s, i, spans)
+		if r.own[bg/64]&(1<<(bg%64)) == 0 {
 			continue
 		}
 		for _, t := range r.first[s[i]] {
 			if len(s)-i < len(t.lit) {
 				continue
 			}
-			if t.fold && !strings.EqualFold(s[i:i+len(t.lit)], t.lit) || !t.fold && s[i:i+len(t.lit)] != t.lit {
+			if t.fold && !hasPrefixFold(s[i:], t.lower) || !t.fold && s[i:i+len(t.lit)] != t.lit {
 				continue
 			}
 			if names && t.kind == AWSSecretAccessKey {
@@ -252,13 +319,22 @@ func (r *Redactor) find(s string, spans []span, names bool) []span {
 			}
 		}
 	}
-	return spans
+	return gl.done(s, spans)
 }
 
 // replace merges overlapping spans (the leftmost's kind names the merged
-// one) and writes the replacements.
+// one, a specific kind before a generic one and a hand-written shape before
+// a gitleaks rule where they start together) and writes the replacements.
 func replace(s string, spans []span, c *Counts) string {
-	slices.SortFunc(spans, func(a, b span) int { return a.start - b.start })
+	slices.SortFunc(spans, func(a, b span) int {
+		if a.start != b.start {
+			return a.start - b.start
+		}
+		if g := b2i(a.kind.generic()) - b2i(b.kind.generic()); g != 0 {
+			return g
+		}
+		return int(a.kind) - int(b.kind) // the hand-written shapes first
+	})
 	var sb strings.Builder
 	sb.Grow(len(s))
 	done := 0

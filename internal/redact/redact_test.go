@@ -239,3 +239,22 @@ func decoded(v any) string {
 	}
 	return ""
 }
+
+// FuzzStringNeverLeaks puts a server's Secret value and a token of a known
+// shape into arbitrary text: neither survives String, whatever surrounds it.
+// make test runs it for a few seconds beyond its committed corpus.
+func FuzzStringNeverLeaks(f *testing.F) {
+	const secret = "Zq8!xP2#secret-value"
+	const token = "ghp_Q7vK2mX9pL4wR8tY1nB6cZ3fH5jD0sA2gE7u"
+	for _, s := range [][2]string{{"", ""}, {"password=", "\n"}, {`{"k":"`, `"}`}, {"x", "y"}, {"ghp_", "ghp_"}, {"\u200b", "\\u0041"}} {
+		f.Add(s[0], s[1])
+	}
+	r := New(secret)
+	f.Fuzz(func(t *testing.T, before, after string) {
+		for _, v := range []string{secret, token} {
+			if out := r.String(before+v+after, nil); strings.Contains(out, v) {
+				t.Fatalf("%q survived in %q", v, out)
+			}
+		}
+	})
+}

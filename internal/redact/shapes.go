@@ -44,6 +44,100 @@ var shapes = []trigger{
 	// Any other Authorization header value: "Authorization: Basic …",
 	// "authorization: token …".
 	{lit: "authorization", fold: true, kind: AuthorizationHeader, match: authorization},
+	// The password of a URL's user: postgres://app:<password>@db:5432/app,
+	// https://user:<password>@host/.
+	{lit: "://", kind: URLPassword, match: urlPassword},
+	// The keys and passwords of cloud connection strings (Azure storage,
+	// Service Bus and Event Hubs, SQL Server and other ADO.NET drivers):
+	// "AccountKey=…;", "SharedAccessKey=…", "Password=…;".
+	{lit: "accountkey=", fold: true, kind: ConnectionStringKey, match: connectionValue(false)},
+	{lit: "sharedaccesskey=", fold: true, kind: ConnectionStringKey, match: connectionValue(false)},
+	{lit: "sharedaccesssignature=", fold: true, kind: ConnectionStringKey, match: connectionValue(false)},
+	{lit: "password=", fold: true, kind: ConnectionStringKey, match: connectionValue(true)},
+	{lit: "pwd=", fold: true, kind: ConnectionStringKey, match: connectionValue(true)},
+	// A value with a high entropy assigned to a name that says it is a
+	// secret, in every form a result writes one: PASSWORD=…, password: …,
+	// "api_key": "…", X-Api-Key: …, SERVICE_TOKEN=…. gitleaks' generic rule
+	// takes values of word bytes only; these take any but blanks and quotes.
+	{lit: "password", fold: true, kind: AssignedSecret, match: assignedSecret},
+	{lit: "passwd", fold: true, kind: AssignedSecret, match: assignedSecret},
+	{lit: "secret", fold: true, kind: AssignedSecret, match: assignedSecret},
+	{lit: "token", fold: true, kind: AssignedSecret, match: assignedSecret},
+	{lit: "api_key", fold: true, kind: AssignedSecret, match: assignedSecret},
+	{lit: "api-key", fold: true, kind: AssignedSecret, match: assignedSecret},
+	{lit: "apikey", fold: true, kind: AssignedSecret, match: assignedSecret},
+}
+
+// assignedSecretEntropy is the least entropy, in bits a byte, of a value
+// assignedSecret takes: "hunter2" or "changeme" stay, "p4ss-W0rd!x" goes.
+const assignedSecretEntropy = 3.0
+
+func isValueByte(b byte) bool {
+	return b > ' ' && b != '"' && b != '\'' && b != '`' && b != ',' && b != ';'
+}
+
+func assignedSecret(s string, at int) (int, int, bool) {
+	start, end, ok := afterName(isValueByte, 8)(s, at)
+	if !ok || shannon(s[start:end]) < assignedSecretEntropy {
+		return 0, 0, false
+	}
+	return start, end, true
+}
+
+// urlPassword redacts the password of a URL's userinfo (RFC 3986
+// "scheme://user:password@host"): the bytes between the first ':' after
+// "://" and the '@' that ends the authority's userinfo.
+func urlPassword(s string, at int) (int, int, bool) {
+	scheme := at
+	for scheme > 0 && (isAlnum(s[scheme-1]) || strings.IndexByte("+.-", s[scheme-1]) >= 0) {
+		scheme--
+	}
+	if at-scheme < 2 {
+		return 0, 0, false
+	}
+	from := at + len("://")
+	colon, end := -1, from
+	for ; end < len(s) && end-from < 512; end++ {
+		c := s[end]
+		if c == '@' {
+			break
+		}
+		if c == '/' || c == '?' || c == '#' || c <= ' ' || c == '"' || c == '\'' || c == '<' || c == '>' || c == '`' {
+			return 0, 0, false
+		}
+		if c == ':' && colon < 0 {
+			colon = end
+		}
+	}
+	if end == len(s) || s[end] != '@' || colon < 0 || end-colon < 2 {
+		return 0, 0, false
+	}
+	return colon + 1, end, true
+}
+
+// connectionValue redacts the value after a connection string's key, up to
+// the ';' that ends it (or a quote or blank). A password ("Password=") is
+// only taken for one when a ';' ends it, as in a connection string: in
+// prose or a shell line it is left to the other rules.
+func connectionValue(needsSemicolon bool) func(string, int) (int, int, bool) {
+	return func(s string, at int) (int, int, bool) {
+		if at > 0 && isAlnum(s[at-1]) {
+			return 0, 0, false // "UserPassword=", "SomeAccountKey="
+		}
+		from := at
+		for from < len(s) && s[from] != '=' {
+			from++
+		}
+		from++
+		end := from
+		for end < len(s) && s[end] != ';' && s[end] != '"' && s[end] != '\'' && s[end] > ' ' {
+			end++
+		}
+		if end == from || needsSemicolon && (end == len(s) || s[end] != ';') {
+			return 0, 0, false
+		}
+		return from, end, true
+	}
 }
 
 // token is a trigger for a prefixed token: the literal at the start of a

@@ -163,8 +163,8 @@ var _ = Describe("the status subresource", func() {
 		Expect(k8sClient.Status().Update(ctx, &s)).To(Succeed())
 
 		table := getTable("mcpservers", name)
-		Expect(table.columns).To(Equal([]string{"Name", "Transport", "Ready", "Tools", "Restarts", "Age"}))
-		Expect(table.row[:5]).To(Equal([]any{name, "streamable-http", "True", float64(12), float64(3)}))
+		Expect(table.columns).To(Equal([]string{"Name", "Transport", "Ready", "Reason", "Tools", "Restarts", "Age"}))
+		Expect(table.row[:6]).To(Equal([]any{name, "streamable-http", "True", "Serving", float64(12), float64(3)}))
 	})
 
 	It("registers the short names mcps and tp", func() {

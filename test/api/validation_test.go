@@ -149,7 +149,50 @@ restartPolicy: {maxRestarts: 101}`, "should be less than or equal to 100"),
 tools: {exclude: [%s]}`, globs(129)), "Too many"),
 		Entry("an unknown field", validWorkload+`
 replicas: 3`, `unknown field "spec.replicas"`),
+		// Pod Security: what the restricted standard would refuse is refused here.
+		Entry("a hostPath volume", `
+transport: streamable-http
+workload: {image: x, volumes: [{name: host, hostPath: {path: /}}]}`, "server pods run under the restricted Pod Security Standard"),
+		// Egress allow-list.
+		Entry("an egress allow-list entry that is no CIDR", `
+transport: streamable-http
+workload: {image: x, network: {egressAllow: [{cidr: 203.0.113.7, ports: [{port: 443}]}]}}`, "cidr must be an IPv4 or IPv6 CIDR"),
+		Entry("an egress CIDR with host bits set", `
+transport: streamable-http
+workload: {image: x, network: {egressAllow: [{cidr: 203.0.113.7/24, ports: [{port: 443}]}]}}`, "cidr must have no bits set after its prefix"),
+		Entry("an egress allow-list entry without ports", `
+transport: streamable-http
+workload: {image: x, network: {egressAllow: [{cidr: 203.0.113.0/24, ports: []}]}}`, "spec.workload.network.egressAllow[0].ports"),
+		Entry("an egress port above 65535", `
+transport: streamable-http
+workload: {image: x, network: {egressAllow: [{cidr: 203.0.113.0/24, ports: [{port: 70000}]}]}}`, "should be less than or equal to 65535"),
+		Entry("an egress protocol other than TCP or UDP", `
+transport: streamable-http
+workload: {image: x, network: {egressAllow: [{cidr: 203.0.113.0/24, ports: [{port: 443, protocol: SCTP}]}]}}`, `Unsupported value: "SCTP"`),
 	)
+
+	It("accepts the volumes the restricted Pod Security Standard allows and an egress allow-list, defaulting its protocol to TCP", func() {
+		name := uniqueName("restricted")
+		Expect(create(object("MCPServer", name, `
+transport: streamable-http
+workload:
+  image: x
+  volumes:
+    - {name: scratch, emptyDir: {}}
+    - {name: config, configMap: {name: c}}
+    - {name: creds, secret: {secretName: s}}
+    - {name: token, projected: {sources: [{serviceAccountToken: {path: token, audience: api}}]}}
+  network:
+    egress: None
+    egressAllow:
+      - {cidr: 203.0.113.7/32, ports: [{port: 443}, {port: 53, protocol: UDP}]}
+      - {cidr: "2001:db8::/32", ports: [{port: 443}]}`))).To(Succeed())
+		var s mcpv1alpha1.MCPServer
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, &s)).To(Succeed())
+		allow := s.Spec.Workload.Network.EgressAllow
+		Expect(allow).To(HaveLen(2))
+		Expect(allow[0].Ports).To(Equal([]mcpv1alpha1.EgressPort{{Port: 443, Protocol: "TCP"}, {Port: 53, Protocol: "UDP"}}))
+	})
 
 	It("rejects a name with dots, which would make mcp.<server>.<tool> ambiguous", func() {
 		expectRejected(create(object("MCPServer", "fs.v2", validWorkload)), "must be a DNS label")

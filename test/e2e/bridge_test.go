@@ -80,7 +80,8 @@ func startAgent(sa string, extraArgs ...string) *corev1.Pod {
 				VolumeMounts: []corev1.VolumeMount{{Name: "token", MountPath: "/var/run/secrets/mcp-operator", ReadOnly: true}},
 				SecurityContext: &corev1.SecurityContext{
 					RunAsNonRoot: ptr.To(true), AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
-					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+					Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+					SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 				},
 			}},
 			Volumes: []corev1.Volume{{Name: "token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{

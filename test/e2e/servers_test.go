@@ -30,9 +30,13 @@ const everythingImage = "localhost/mcp-operator/everything-server:dev"
 var nsSeq atomic.Int64
 
 // namespace creates a namespace for one spec and deletes it afterwards (a
-// real cluster's namespace controller removes what is in it).
+// real cluster's namespace controller removes what is in it). Like the
+// samples' namespace, it enforces the restricted Pod Security Standard.
 func namespace() string {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("e2e-%d-%d", GinkgoParallelProcess(), nsSeq.Add(1))}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name:   fmt.Sprintf("e2e-%d-%d", GinkgoParallelProcess(), nsSeq.Add(1)),
+		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"},
+	}}
 	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
 	DeferCleanup(func() { Expect(k8sClient.Delete(ctx, ns)).To(Succeed()) })
 	return ns.Name

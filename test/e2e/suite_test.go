@@ -23,7 +23,9 @@ import (
 var (
 	k8sClient client.Client
 	clientset *kubernetes.Clientset
-	ctx       = context.Background()
+	// kubectl runs commands in pods (exec); it is built for the dev cluster.
+	kubectl []string
+	ctx     = context.Background()
 )
 
 func TestE2E(t *testing.T) {
@@ -40,6 +42,7 @@ var _ = BeforeSuite(func() {
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	Expect(err).NotTo(HaveOccurred(), "no dev cluster: run 'make e2e', which starts one")
+	kubectl = []string{filepath.Join(root, "bin", "k8s", "kubectl"), "--kubeconfig", kubeconfig}
 	k8sClient, err = client.New(cfg, client.Options{Scheme: testenv.Scheme()})
 	Expect(err).NotTo(HaveOccurred())
 	clientset, err = kubernetes.NewForConfig(cfg)

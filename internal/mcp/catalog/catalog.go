@@ -126,7 +126,10 @@ func Build(server string, items []json.RawMessage, spec v1alpha1.ToolsSpec) (*Ca
 		t.Risk, t.RiskSource = classify(t.UpstreamName, t.Annotations, overrides, spec.TrustAnnotations)
 		t.Findings = scan(t)
 		if len(t.Findings) > 0 {
-			t.Flags = []v1alpha1.ToolFlag{v1alpha1.ToolFlagInjectionSuspect}
+			t.Flags = append(t.Flags, v1alpha1.ToolFlagInjectionSuspect)
+		}
+		if contradictory(t.Annotations) {
+			t.Flags = append(t.Flags, v1alpha1.ToolFlagContradictoryHints)
 		}
 		c.Tools = append(c.Tools, t)
 	}
@@ -252,12 +255,19 @@ var riskRank = map[v1alpha1.Risk]int{
 	v1alpha1.RiskRead: 0, v1alpha1.RiskWrite: 1, v1alpha1.RiskNetwork: 2, v1alpha1.RiskDestructive: 3,
 }
 
+// contradictory says whether a tool claims to be read-only and destructive
+// at once. Hints come from the server, which may lie: such a tool gets the
+// most harmful reading, and the flag says why.
+func contradictory(a *v1alpha1.ToolAnnotations) bool {
+	return a != nil && a.ReadOnlyHint != nil && *a.ReadOnlyHint && a.DestructiveHint != nil && *a.DestructiveHint
+}
+
 // classify applies: an explicit override wins; otherwise the annotations
-// (readOnlyHint → read; destructiveHint true on a tool not read-only →
-// destructive) where they raise the risk above the default, or lower it only
-// when the spec trusts annotations; otherwise network. A missing
-// destructiveHint is not taken as true (the MCP default): a tool with no
-// hints gets the default risk.
+// (destructiveHint true → destructive, even on a tool that also says it is
+// read-only; readOnlyHint → read) where they raise the risk above the
+// default, or lower it only when the spec trusts annotations; otherwise
+// network. A missing destructiveHint is not taken as true (the MCP
+// default): a tool with no hints gets the default risk.
 func classify(name string, a *v1alpha1.ToolAnnotations, overrides map[string]v1alpha1.Risk, trust bool) (v1alpha1.Risk, RiskSource) {
 	if r, ok := overrides[name]; ok {
 		return r, RiskFromOverride
@@ -266,7 +276,7 @@ func classify(name string, a *v1alpha1.ToolAnnotations, overrides map[string]v1a
 		readOnly := a.ReadOnlyHint != nil && *a.ReadOnlyHint
 		var hinted v1alpha1.Risk
 		switch {
-		case !readOnly && a.DestructiveHint != nil && *a.DestructiveHint:
+		case a.DestructiveHint != nil && *a.DestructiveHint:
 			hinted = v1alpha1.RiskDestructive
 		case readOnly:
 			hinted = v1alpha1.RiskRead

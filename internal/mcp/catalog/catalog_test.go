@@ -80,7 +80,10 @@ func TestRisk(t *testing.T) {
 		{"read-only untrusted cannot lower", `{"readOnlyHint":true}`, false, "", v1alpha1.RiskNetwork, RiskFromDefault},
 		{"read-only trusted lowers", `{"readOnlyHint":true}`, true, "", v1alpha1.RiskRead, RiskFromAnnotation},
 		{"destructive raises untrusted", `{"destructiveHint":true}`, false, "", v1alpha1.RiskDestructive, RiskFromAnnotation},
-		{"destructive ignored when read-only", `{"readOnlyHint":true,"destructiveHint":true}`, true, "", v1alpha1.RiskRead, RiskFromAnnotation},
+		// A server that claims both gets the most harmful reading, trusted
+		// or not (issue 12: it was read, then network, and could be allowed).
+		{"contradictory hints trusted", `{"readOnlyHint":true,"destructiveHint":true}`, true, "", v1alpha1.RiskDestructive, RiskFromAnnotation},
+		{"contradictory hints untrusted", `{"destructiveHint":true,"readOnlyHint":true}`, false, "", v1alpha1.RiskDestructive, RiskFromAnnotation},
 		{"destructive false is no hint", `{"readOnlyHint":false,"destructiveHint":false}`, true, "", v1alpha1.RiskNetwork, RiskFromDefault},
 		{"destructive default not assumed", `{"readOnlyHint":false}`, false, "", v1alpha1.RiskNetwork, RiskFromDefault},
 		{"override beats destructive", `{"destructiveHint":true}`, false, v1alpha1.RiskRead, v1alpha1.RiskRead, RiskFromOverride},
@@ -95,6 +98,10 @@ func TestRisk(t *testing.T) {
 			c := build(t, spec, tool(tc.ann))
 			if got := c.Tools[0]; got.Risk != tc.want || got.RiskSource != tc.source {
 				t.Fatalf("risk %s from %s, want %s from %s", got.Risk, got.RiskSource, tc.want, tc.source)
+			}
+			flagged := slices.Contains(c.Tools[0].Flags, v1alpha1.ToolFlagContradictoryHints)
+			if want := strings.HasPrefix(tc.name, "contradictory"); flagged != want {
+				t.Fatalf("flags %v: contradictoryHints %v, want %v", c.Tools[0].Flags, flagged, want)
 			}
 		})
 	}

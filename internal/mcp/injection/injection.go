@@ -18,6 +18,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/mcp-operator/mcp-operator/internal/mcp/invisible"
 )
 
 // Pattern is one kind of injection attempt.
@@ -129,19 +131,8 @@ var Patterns = []Pattern{
 	},
 }
 
-func isInvisible(r rune) bool {
-	switch {
-	case r >= 0x200B && r <= 0x200F, // zero-width space/joiners, LRM, RLM
-		r >= 0x202A && r <= 0x202E,   // bidi embeddings and overrides
-		r >= 0x2060 && r <= 0x2064,   // word joiner, invisible operators
-		r >= 0x2066 && r <= 0x2069,   // bidi isolates
-		r == 0xFEFF,                  // zero-width no-break space
-		r == 0x00AD,                  // soft hyphen
-		r >= 0xE0000 && r <= 0xE007F: // tag characters (ASCII smuggling)
-		return true
-	}
-	return false
-}
+// isInvisible is invisible.Is: one list of what hides text.
+func isInvisible(r rune) bool { return invisible.Is(r) }
 
 // leadWords indexes the leading words of every clause by their first byte,
 // so that one pass over a text finds where each clause may match.

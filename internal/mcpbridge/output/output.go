@@ -4,10 +4,13 @@
 //
 //  1. size cap: a result over MaxResultBytes is stored whole in the artifact
 //     store; the agent gets the first PreviewBytes of its text and a
-//     resource_link to artifact://<sha256>;
-//  2. secret redaction: credential shapes and the server's own Secret values,
-//     in every string of the result (text, structuredContent, embedded
-//     resources, _meta, keys);
+//     resource_link to artifact://<sha256>; the whole text is scanned, since
+//     the agent can read it back;
+//  2. invisible characters (Unicode tags, zero-width, bidi controls) removed
+//     from every string, each removal a finding, the text hidden in tag
+//     characters decoded and scanned; then secret redaction: credential
+//     shapes and the server's own Secret values, in every string of the
+//     result (text, structuredContent, embedded resources, _meta, keys);
 //  3. injection scan of the text the model will read; findings go to the
 //     audit event, and with Call.Block the result is withheld;
 //  4. each text content item is prefixed "[mcp:<server>:<tool>] ", so the
@@ -134,7 +137,20 @@ func (p *Pipeline) ToolResult(c Call, raw json.RawMessage) (json.RawMessage, Sum
 	if err != nil {
 		return nil, sum, fmt.Errorf("while processing the result of tool %s of server %s: %w", c.Name, c.Server, err)
 	}
+	var whole []injection.Finding
 	if sum.Capped {
+		// The agent can read the whole result back (artifact://), so its
+		// whole text is scanned, not only the preview: a Block rule
+		// withholds a capped result as it would a small one.
+		scanned := sum.Findings
+		scanStrings(&sum, "result", res.json)
+		whole, sum.Findings = sum.Findings, scanned
+		if c.Block && len(whole) > 0 {
+			sum.Findings, sum.Blocked = whole, true
+			out := blockedToolResult(Prefix(c.Server, c.Name), whole)
+			sum.SizeOut = len(out)
+			return out, sum, nil
+		}
 		if res.json, err = p.capTool(c, res, &sum); err != nil {
 			return nil, sum, err
 		}
@@ -169,6 +185,9 @@ func (p *Pipeline) ToolResult(c Call, raw json.RawMessage) (json.RawMessage, Sum
 		scanStrings(&sum, "structuredContent", sc)
 	}
 	sum.Preview = cut(previewBuf.String(), p.auditPreview())
+	if sum.Capped {
+		sum.Findings = whole // the preview's are among them
+	}
 	prefix := Prefix(c.Server, c.Name)
 	if c.Block && len(sum.Findings) > 0 {
 		sum.Blocked = true
@@ -238,7 +257,11 @@ func (p *Pipeline) redacted(c Call, raw []byte, sum *Summary) (result, error) {
 	if r == nil {
 		r = redact.Shapes
 	}
-	red, err := r.JSON(raw, &sum.Redactions)
+	clean, err := stripInvisible(raw, r, sum)
+	if err != nil {
+		return result{}, err
+	}
+	red, err := r.JSON(clean, &sum.Redactions)
 	if err != nil {
 		return result{}, err
 	}

@@ -29,6 +29,9 @@ func (p *Pipeline) ResourceResult(c Call, raw json.RawMessage) (json.RawMessage,
 		return fail(err)
 	}
 	if sum.Capped {
+		// The whole contents are scanned (the agent can read them back),
+		// not only the preview.
+		scanStrings(&sum, "contents", res.get("contents"))
 		if err := p.store(c, res, &sum); err != nil {
 			return nil, sum, err
 		}
@@ -55,7 +58,9 @@ func (p *Pipeline) ResourceResult(c Call, raw json.RawMessage) (json.RawMessage,
 			if err != nil {
 				return fail(fmt.Errorf("contents[%d]: %w", i, err))
 			}
-			sum.Findings = appendFindings(sum.Findings, "contents["+strconv.Itoa(i)+"].text", t.text)
+			if !sum.Capped {
+				sum.Findings = appendFindings(sum.Findings, "contents["+strconv.Itoa(i)+"].text", t.text)
+			}
 			appendPreview(&preview, t.text, p.auditPreview())
 		}
 		sum.Preview = cut(preview.String(), p.auditPreview())

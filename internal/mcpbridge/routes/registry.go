@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/catalog"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
@@ -29,20 +30,28 @@ type Tool struct {
 	Definition json.RawMessage
 
 	renderOnce sync.Once
+	listed     json.RawMessage
 	dotted     json.RawMessage
 	underscore json.RawMessage
 }
 
 // Rendered is the definition with its name as the agent sees it: dotted or
-// underscore-style namespaced, or (upstream) as the server has it.
+// underscore-style namespaced, or (upstream) as the server has it. Every
+// rendering is the definition without invisible characters and with
+// credential shapes redacted, as status shows it (descriptions are the
+// server's output too).
 func (t *Tool) Rendered(style string) json.RawMessage {
 	t.renderOnce.Do(func() {
-		t.dotted = renameMember(t.Definition, t.Name)
-		t.underscore = renameMember(t.Definition, t.Underscore)
+		t.listed = t.Definition
+		if clean, _, err := output.JSON(nil, "tools/list", t.Definition); err == nil {
+			t.listed = clean
+		}
+		t.dotted = renameMember(t.listed, t.Name)
+		t.underscore = renameMember(t.listed, t.Underscore)
 	})
 	switch style {
 	case "upstream":
-		return t.Definition
+		return t.listed
 	case "underscore":
 		return t.underscore
 	}

@@ -4,10 +4,12 @@
 // such strings, so a session or a pending question survives the loss of the
 // replica that made it without any state shared between replicas.
 //
-// A sealed string is "<purpose-free base64url payload>.<base64url HMAC-SHA256>";
+// A sealed string is "<base64url encrypted payload>.<base64url HMAC-SHA256>";
 // the MAC covers the purpose too, so a value sealed for one use (a session)
-// is refused for another (a requestState). Payloads are signed, not
-// encrypted: they hold nothing secret (a user name, a protocol version).
+// is refused for another (a requestState). Payloads are encrypted (AES-GCM,
+// with a key derived from the sealing key, the purpose as associated data)
+// as well as signed: the agent carries them, and a requestState holds what
+// a server sent (its own state, the call's arguments), which may be secret.
 //
 // A sealed value has exactly one spelling: Open accepts only the base64 Seal
 // writes (no padding, spare bits of the last character zero, no line
@@ -16,6 +18,8 @@
 package signed
 
 import (
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -34,14 +38,29 @@ const MinKeyBytes = 32
 var ErrInvalid = errors.New("not a valid sealed value")
 
 // Sealer seals and opens values with one key. It is safe for concurrent use.
-type Sealer struct{ key []byte }
+type Sealer struct {
+	key  []byte
+	aead cipher.AEAD // encrypts payloads, with a key of its own derived from key
+}
 
 // New returns a Sealer with key (at least MinKeyBytes).
 func New(key []byte) (*Sealer, error) {
 	if len(key) < MinKeyBytes {
 		return nil, fmt.Errorf("while setting up signing: the key has %d bytes, at least %d are needed", len(key), MinKeyBytes)
 	}
-	return &Sealer{key: append([]byte(nil), key...)}, nil
+	// The MAC and the cipher must not share a key: the cipher's is the MAC
+	// of a fixed label.
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("mcp-operator sealed payload encryption"))
+	block, err := aes.NewCipher(m.Sum(nil))
+	if err != nil {
+		return nil, fmt.Errorf("while setting up sealing: %w", err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, fmt.Errorf("while setting up sealing: %w", err)
+	}
+	return &Sealer{key: append([]byte(nil), key...), aead: aead}, nil
 }
 
 // RandomKey returns a fresh key, for a single replica that shares it with
@@ -54,13 +73,15 @@ func RandomKey() []byte {
 
 var enc = base64.RawURLEncoding
 
-// Seal encodes v as JSON and signs it for purpose.
+// Seal encodes v as JSON, encrypts it and signs it for purpose.
 func (s *Sealer) Seal(purpose string, v any) (string, error) {
 	payload, err := json.Marshal(v)
 	if err != nil {
 		return "", fmt.Errorf("while sealing a %s: %w", purpose, err)
 	}
-	p := enc.EncodeToString(payload)
+	nonce := make([]byte, s.aead.NonceSize(), s.aead.NonceSize()+len(payload)+s.aead.Overhead())
+	_, _ = rand.Read(nonce)
+	p := enc.EncodeToString(s.aead.Seal(nonce, nonce, payload, []byte(purpose)))
 	return p + "." + enc.EncodeToString(s.mac(purpose, p)), nil
 }
 
@@ -75,10 +96,22 @@ func (s *Sealer) Open(purpose, sealed string, v any) error {
 		return ErrInvalid
 	}
 	payload, ok := decode(p)
-	if !ok || json.Unmarshal(payload, v) != nil {
+	if !ok {
+		return ErrInvalid
+	}
+	if payload, ok = s.decrypt(purpose, payload); !ok || json.Unmarshal(payload, v) != nil {
 		return ErrInvalid
 	}
 	return nil
+}
+
+func (s *Sealer) decrypt(purpose string, sealed []byte) ([]byte, bool) {
+	n := s.aead.NonceSize()
+	if len(sealed) < n {
+		return nil, false
+	}
+	payload, err := s.aead.Open(nil, sealed[:n], sealed[n:], []byte(purpose))
+	return payload, err == nil
 }
 
 // decode reads s only in the spelling enc writes. Go's decoder alone takes

@@ -141,3 +141,40 @@ func TestSpent(t *testing.T) {
 		t.Fatalf("%d values remembered after the sweep, want %d (the two expired ones dropped)", n, pruneEvery)
 	}
 }
+
+// Issue 12: a requestState carried by the agent showed what it held (a
+// server's own state, the call's arguments) to anyone who decoded its
+// base64. The payload is encrypted: nothing of it can be read, and a
+// payload sealed with another key, or for another purpose, does not open.
+func TestPayloadIsEncrypted(t *testing.T) {
+	s, _ := New([]byte(strings.Repeat("k", MinKeyBytes)))
+	secret := "db-password-hunter2-in-args"
+	sealed, err := s.Seal("state", claims{secret, 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _, _ := strings.Cut(sealed, ".")
+	raw, err := enc.DecodeString(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), secret) || strings.Contains(string(raw), "hunter2") || strings.Contains(sealed, enc.EncodeToString([]byte(secret))[:12]) {
+		t.Fatalf("the sealed value shows its payload: %q", raw)
+	}
+	again, _ := s.Seal("state", claims{secret, 7})
+	if again == sealed {
+		t.Fatal("two seals of one value are alike: the nonce is not fresh")
+	}
+	var got claims
+	if err := s.Open("state", sealed, &got); err != nil || got.Sub != secret {
+		t.Fatalf("Open = %+v, %v", got, err)
+	}
+	// The MAC holds, but the ciphertext is another key's: refused.
+	other, _ := New([]byte(strings.Repeat("o", MinKeyBytes)))
+	foreign, _ := other.Seal("state", claims{"x", 1})
+	fp, _, _ := strings.Cut(foreign, ".")
+	forged := fp + "." + enc.EncodeToString(s.mac("state", fp))
+	if err := s.Open("state", forged, &got); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a payload encrypted with another key opened: %v", err)
+	}
+}

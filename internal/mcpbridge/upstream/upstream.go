@@ -301,7 +301,27 @@ func (c *Conn) ListAll(ctx context.Context, method, key string) ([]json.RawMessa
 		items, err = cli.ListAll(ctx, method, key, client.Limits{})
 		return nil, err
 	})
+	for i, item := range items {
+		if err == nil {
+			err = strict(fmt.Sprintf("%s item %d", key, i), item)
+		}
+	}
 	return items, err
+}
+
+// strict holds what the server answers to the rules the bridge holds agents'
+// requests to (rawjson.Check): a repeated key, or two keys that differ only in
+// case, could be read one way by the bridge's redaction and injection scan
+// (the first value) and another by the agent's parser (the last), so such an
+// answer is refused as invalid_result.
+func strict(what string, doc json.RawMessage) error {
+	if len(doc) == 0 {
+		return nil
+	}
+	if err := rawjson.Check(doc); err != nil {
+		return &Error{Reason: ReasonInvalid, Err: fmt.Errorf("the server's %s: %w", what, err)}
+	}
+	return nil
 }
 
 // CallHooks receive what the server sends on a call's response stream
@@ -391,10 +411,13 @@ func (c *Conn) do(ctx context.Context, f func(context.Context, *client.Client) (
 	}
 	res, err := f(cctx, cli)
 	if err == nil {
-		return res, nil
+		return res, strict("result", res)
 	}
 	var rpcErr *jsonrpc.Error
 	if errors.As(err, &rpcErr) {
+		if err := strict("error data", rpcErr.Data); err != nil {
+			return nil, err
+		}
 		return nil, rpcErr
 	}
 	// Only a broken connection is dropped: the caller giving up (cancel,

@@ -8,6 +8,8 @@ package watch
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,7 +23,7 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
-	"github.com/mcp-operator/mcp-operator/internal/mcp/credentials"
+	"github.com/mcp-operator/mcp-operator/internal/k8s/credentials"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/redact"
@@ -48,10 +50,15 @@ type Watcher struct {
 	// Resync is how often the Secrets servers were given are read again
 	// (default a minute).
 	Resync time.Duration
+	// AllSecrets, when set, receives a redactor of the Secret values of
+	// every served server each time they change: the audit log holds events
+	// of every server, and redacts them all (audit.Writer.SetRedactor).
+	AllSecrets func(*redact.Redactor)
 
 	redactors atomic.Pointer[map[string]*redact.Redactor]
 	synced    atomic.Bool
 	last      map[string]*v1alpha1.MCPServer // the previous reading; nil before the first
+	allValues string                         // every served server's values, joined, as AllSecrets last got them
 	// secrets is what each served server's Secrets held when last read, by
 	// namespace/name. They are read when a server appears or its spec
 	// changes, and every Resync — not at every MCPServer update: each probe
@@ -202,6 +209,7 @@ func (w *Watcher) rebuild(ctx context.Context, rereadSecrets bool) {
 	}
 	w.secrets = readings
 	w.redactors.Store(&redactors)
+	w.publishAllSecrets(readings)
 	w.Registry.Update(t, func(s *routes.Server) (upstream.Target, error) {
 		r := readings[s.Key()]
 		return upstream.Target{
@@ -209,6 +217,26 @@ func (w *Watcher) rebuild(ctx context.Context, rereadSecrets bool) {
 			BearerToken: r.creds.BearerToken, Header: r.creds.Header, TLS: r.creds.TLS, Credentials: r.creds.Digest,
 		}, r.err
 	})
+}
+
+// publishAllSecrets hands AllSecrets a redactor of every server's values
+// when they changed since the last call.
+func (w *Watcher) publishAllSecrets(readings map[string]secretReading) {
+	if w.AllSecrets == nil {
+		return
+	}
+	var all []string
+	for _, r := range readings {
+		all = append(all, r.values...)
+	}
+	slices.Sort(all)
+	all = slices.Compact(all)
+	joined := strings.Join(all, "\x00")
+	if joined == w.allValues {
+		return
+	}
+	w.allValues = joined
+	w.AllSecrets(redact.New(all...))
 }
 
 // specsOf are the MCPServers of the served servers, by namespace/name.

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
-	"github.com/mcp-operator/mcp-operator/internal/mcp/mcpstatus"
+	"github.com/mcp-operator/mcp-operator/internal/k8s/mcpstatus"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/probe"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
 	"github.com/mcp-operator/mcp-operator/internal/stdioadapter"

@@ -11,6 +11,8 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/catalog"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/invisible"
+	"github.com/mcp-operator/mcp-operator/internal/redact"
 )
 
 // Field limits of the status types (their CRD maxLength, in characters).
@@ -33,8 +35,8 @@ func Tools(c *catalog.Catalog) []v1alpha1.ToolStatus {
 		out = append(out, v1alpha1.ToolStatus{
 			Name:         t.Name,
 			UpstreamName: t.UpstreamName,
-			Title:        Cut(t.Title, MaxTitle),
-			Description:  Cut(t.Description, MaxDescription),
+			Title:        Cut(Clean(t.Title), MaxTitle),
+			Description:  Cut(Clean(t.Description), MaxDescription),
 			Risk:         t.Risk,
 			Annotations:  ann,
 			SchemaDigest: t.SchemaDigest,
@@ -82,6 +84,15 @@ func Capabilities(c client.Capabilities) *v1alpha1.ServerCapabilities {
 		Logging:            c.Logging,
 		Completions:        c.Completions,
 	}
+}
+
+// Clean is the text of a server published in status: without invisible
+// characters (the catalog's findings record them and what they spelled) and
+// with credential shapes redacted. Status is read by anyone who may read
+// MCPServers, and a server may put anything in its descriptions.
+func Clean(s string) string {
+	s, _ = invisible.Strip(s)
+	return redact.Shapes.String(s, nil)
 }
 
 // Cut shortens s to at most max characters without splitting one; invalid

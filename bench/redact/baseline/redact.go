@@ -1,0 +1,327 @@
+// Package baseline is internal/redact as it was before issue 12 (commit
+// 34976b4), kept whole so that bench/redact measures the new redactor
+// against it in the same run. It is not used anywhere else.
+//
+// Package redact replaces secrets in text that MCP servers return, before
+// anyone else sees it: common credential shapes (API keys, GitHub, AWS and
+// Slack tokens, JWTs, PEM private keys, bearer credentials) and the exact
+// values of the Secrets a server was given, with their base64 and
+// URL-encoded forms. A secret becomes "[REDACTED:<kind>]".
+//
+// A Redactor makes one pass over a text: each credential shape starts with a
+// literal ("ghp_", "AKIA", "-----BEGIN "), and so does each secret value, so
+// the pass tests two bytes per position against a bitset and looks closer
+// only where a literal may start. Text without any costs about a nanosecond
+// a byte and allocates nothing.
+package baseline
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/mcp-operator/mcp-operator/internal/rawjson"
+)
+
+// Kind names what was redacted; it appears in the replacement text and in
+// audit counts.
+type Kind uint8
+
+// The kinds, in the order Counts reports them.
+const (
+	OpenAIKey Kind = iota
+	AnthropicKey
+	GitHubToken
+	GitHubPAT
+	AWSAccessKeyID
+	AWSSecretAccessKey
+	SlackToken
+	JWT
+	PrivateKey
+	Bearer
+	AuthorizationHeader
+	Secret
+	SecretBase64
+	SecretURLEncoded
+	numKinds
+)
+
+var kindNames = [numKinds]string{
+	OpenAIKey:           "openai-key",
+	AnthropicKey:        "anthropic-key",
+	GitHubToken:         "github-token",
+	GitHubPAT:           "github-pat",
+	AWSAccessKeyID:      "aws-access-key-id",
+	AWSSecretAccessKey:  "aws-secret-access-key",
+	SlackToken:          "slack-token",
+	JWT:                 "jwt",
+	PrivateKey:          "private-key",
+	Bearer:              "bearer",
+	AuthorizationHeader: "authorization",
+	Secret:              "secret",
+	SecretBase64:        "secret-base64",
+	SecretURLEncoded:    "secret-urlencoded",
+}
+
+func (k Kind) String() string { return kindNames[k] }
+
+// Replacement is the text that stands for a redacted secret of kind k.
+func (k Kind) Replacement() string { return "[REDACTED:" + kindNames[k] + "]" }
+
+// MinSecretLen is the shortest Secret value redacted: shorter values
+// ("true", "8080", "admin") would redact ordinary words and numbers.
+const MinSecretLen = 8
+
+// Counts is how many secrets of each kind were redacted.
+type Counts [numKinds]int
+
+// Total is the number of redactions of all kinds.
+func (c *Counts) Total() int {
+	n := 0
+	for _, v := range c {
+		n += v
+	}
+	return n
+}
+
+// Add adds o's counts to c.
+func (c *Counts) Add(o *Counts) {
+	for k, v := range o {
+		c[k] += v
+	}
+}
+
+// Map returns the non-zero counts by kind name, or nil when there are none.
+func (c *Counts) Map() map[string]int {
+	var m map[string]int
+	for k, v := range c {
+		if v > 0 {
+			if m == nil {
+				m = make(map[string]int)
+			}
+			m[kindNames[k]] = v
+		}
+	}
+	return m
+}
+
+// trigger is a literal that may start a secret. match says where the secret
+// found at s[at:] (where the literal is) starts and ends, if it is one.
+type trigger struct {
+	lit   string
+	fold  bool // ASCII case-insensitive literal
+	kind  Kind
+	match func(s string, at int) (start, end int, ok bool)
+}
+
+// Redactor redacts the known credential shapes and a fixed set of secret
+// values. It is immutable and safe for concurrent use.
+type Redactor struct {
+	first   [256][]trigger
+	bigrams [1 << 16 / 64]uint64
+	secrets int
+}
+
+// New builds a Redactor for the credential shapes and the given secret
+// values (the data of the Secrets one server was given; values shorter than
+// MinSecretLen are ignored). With no values it redacts the shapes only.
+func New(secrets ...string) *Redactor {
+	r := &Redactor{}
+	for _, t := range shapes {
+		r.add(t)
+	}
+	for _, n := range secretNeedles(secrets) {
+		r.add(trigger{lit: n.lit, kind: n.kind, match: exact(len(n.lit))})
+		r.secrets++
+	}
+	return r
+}
+
+// Shapes is a Redactor for the credential shapes alone.
+var Shapes = New()
+
+func (r *Redactor) add(t trigger) {
+	r.first[t.lit[0]] = append(r.first[t.lit[0]], t)
+	firsts, seconds := []byte{t.lit[0]}, []byte{t.lit[1]}
+	if t.fold {
+		firsts, seconds = caseVariants(t.lit[0]), caseVariants(t.lit[1])
+		if len(firsts) == 2 {
+			r.first[firsts[1]] = append(r.first[firsts[1]], t)
+		}
+	}
+	for _, a := range firsts {
+		for _, b := range seconds {
+			bg := uint16(a)<<8 | uint16(b)
+			r.bigrams[bg/64] |= 1 << (bg % 64)
+		}
+	}
+}
+
+func caseVariants(b byte) []byte {
+	switch {
+	case b >= 'a' && b <= 'z':
+		return []byte{b, b - 'a' + 'A'}
+	case b >= 'A' && b <= 'Z':
+		return []byte{b, b - 'A' + 'a'}
+	}
+	return []byte{b}
+}
+
+type span struct {
+	start, end int
+	kind       Kind
+}
+
+// String returns s with every secret replaced, adding what it replaced to c
+// (which may be nil). It returns s itself when there is nothing to replace.
+func (r *Redactor) String(s string, c *Counts) string {
+	var spanBuf [8]span
+	spans := r.find(s, spanBuf[:0], false)
+	if len(spans) == 0 {
+		return s
+	}
+	return replace(s, spans, c)
+}
+
+// JSON returns doc with every string redacted, keys included, and the value
+// of a field named like an AWS secret key ("aws_secret_access_key",
+// "SecretAccessKey") redacted whole when it has that shape. Everything else
+// is copied byte for byte; doc itself comes back when nothing was redacted.
+// doc must be valid JSON (json.Valid).
+func (r *Redactor) JSON(doc []byte, c *Counts) ([]byte, error) {
+	if r.clean(doc) {
+		return doc, nil
+	}
+	out, err := rawjson.RewriteStrings(doc, func(s, key string, isKey bool) (string, bool) {
+		if !isKey && isAWSSecretField(key) && len(s) >= 16 && run(s, 0, isAWSSecretByte) == len(s) {
+			if c != nil {
+				c[AWSSecretAccessKey]++
+			}
+			return AWSSecretAccessKey.Replacement(), true
+		}
+		red := r.String(s, c)
+		return red, len(red) != len(s) || red != s
+	})
+	if err != nil {
+		return nil, fmt.Errorf("while redacting JSON: %w", err)
+	}
+	return out, nil
+}
+
+// clean says, with one pass over the raw text, that no string of doc holds
+// anything to redact. Without escapes every decoded string is a substring of
+// doc, and the quotes around it read like the start or end of a text to
+// every match function, so a search of the whole text finds at least what a
+// search of each string would. An AWS secret key's field name is enough to
+// look closer: JSON judges its value by the name, wherever the value is.
+func (r *Redactor) clean(doc []byte) bool {
+	if bytes.IndexByte(doc, '\\') >= 0 {
+		return false
+	}
+	var spanBuf [4]span
+	return len(r.find(string(doc), spanBuf[:0], true)) == 0
+}
+
+func isAWSSecretField(key string) bool {
+	if len(key) < len("secretaccesskey") {
+		return false
+	}
+	k := strings.ToLower(key)
+	return strings.HasSuffix(k, "secret_access_key") || strings.HasSuffix(k, "secretaccesskey")
+}
+
+// find lists the secrets in s. With names, the mere name of an AWS secret
+// key counts too (see clean).
+func (r *Redactor) find(s string, spans []span, names bool) []span {
+	for i := 0; i+1 < len(s); i++ {
+		if bg := uint16(s[i])<<8 | uint16(s[i+1]); r.bigrams[bg/64]&(1<<(bg%64)) == 0 {
+			continue
+		}
+		for _, t := range r.first[s[i]] {
+			if len(s)-i < len(t.lit) {
+				continue
+			}
+			if t.fold && !strings.EqualFold(s[i:i+len(t.lit)], t.lit) || !t.fold && s[i:i+len(t.lit)] != t.lit {
+				continue
+			}
+			if names && t.kind == AWSSecretAccessKey {
+				spans = append(spans, span{i, i, t.kind})
+				continue
+			}
+			if start, end, ok := t.match(s, i); ok {
+				spans = append(spans, span{start, end, t.kind})
+			}
+		}
+	}
+	return spans
+}
+
+// replace merges overlapping spans (the leftmost's kind names the merged
+// one) and writes the replacements.
+func replace(s string, spans []span, c *Counts) string {
+	slices.SortFunc(spans, func(a, b span) int { return a.start - b.start })
+	var sb strings.Builder
+	sb.Grow(len(s))
+	done := 0
+	for i := 0; i < len(spans); {
+		cur := spans[i]
+		for i++; i < len(spans) && spans[i].start < cur.end; i++ {
+			cur.end = max(cur.end, spans[i].end)
+		}
+		sb.WriteString(s[done:cur.start])
+		sb.WriteString(cur.kind.Replacement())
+		done = cur.end
+		if c != nil {
+			c[cur.kind]++
+		}
+	}
+	sb.WriteString(s[done:])
+	return sb.String()
+}
+
+type needle struct {
+	lit  string
+	kind Kind
+}
+
+// secretNeedles lists the forms in which each secret value may appear: as
+// is, base64-encoded (standard and URL alphabets; for each of the three
+// alignments a value can have inside a longer encoded text, such as a Basic
+// credential "user:secret", the part of the encoding that depends on the
+// value alone), and URL-encoded.
+func secretNeedles(values []string) []needle {
+	var out []needle
+	seen := map[string]bool{}
+	addNeedle := func(lit string, kind Kind) {
+		if len(lit) >= MinSecretLen && !seen[lit] {
+			seen[lit] = true
+			out = append(out, needle{lit, kind})
+		}
+	}
+	for _, v := range values {
+		if len(v) < MinSecretLen {
+			continue
+		}
+		addNeedle(v, Secret)
+		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
+			for k := range 3 {
+				padded := strings.Repeat("\x00", k) + v
+				e := enc.EncodeToString([]byte(padded))
+				// Characters carry 6 bits: skip those holding padding bits,
+				// stop before the last one holding bits past the value.
+				from, to := (8*k+5)/6, 8*(k+len(v))/6
+				addNeedle(e[from:to], SecretBase64)
+			}
+		}
+		addNeedle(url.QueryEscape(v), SecretURLEncoded)
+		addNeedle(url.PathEscape(v), SecretURLEncoded)
+	}
+	return out
+}
+
+func exact(n int) func(string, int) (int, int, bool) {
+	return func(_ string, at int) (int, int, bool) { return at, at + n, true }
+}

@@ -1,0 +1,251 @@
+package baseline
+
+import "strings"
+
+// shapes are the credential shapes every Redactor knows. Each starts with a
+// literal; its match function checks the rest by hand (no regexps: this runs
+// over every byte of every result).
+var shapes = []trigger{
+	// OpenAI keys: sk-…, sk-proj-…; Anthropic: sk-ant-…. A body of at least 20
+	// key characters after the prefix keeps "task-123" or "sk-learn" alone.
+	{lit: "sk-", kind: OpenAIKey, match: notBefore("ant-", token("sk-", isKeyByte, 20))},
+	token("sk-ant-", isKeyByte, 20).as(AnthropicKey),
+	// GitHub tokens: ghp_ (classic), gho_ (OAuth), ghu_ (user-to-server),
+	// ghs_ (server-to-server), ghr_ (refresh); 36 characters in practice.
+	token("ghp_", isAlnum, 30).as(GitHubToken),
+	token("gho_", isAlnum, 30).as(GitHubToken),
+	token("ghu_", isAlnum, 30).as(GitHubToken),
+	token("ghs_", isAlnum, 30).as(GitHubToken),
+	token("ghr_", isAlnum, 30).as(GitHubToken),
+	token("github_pat_", isWordByte, 22).as(GitHubPAT),
+	// AWS access key ids: AKIA (long-term) or ASIA (temporary) and exactly 16
+	// upper-case letters and digits.
+	{lit: "AKIA", kind: AWSAccessKeyID, match: awsKeyID},
+	{lit: "ASIA", kind: AWSAccessKeyID, match: awsKeyID},
+	// AWS secret keys have no prefix of their own: the variable or field
+	// name before them is the literal (AWS_SECRET_ACCESS_KEY=…,
+	// aws_secret_access_key = …, "SecretAccessKey": "…").
+	{lit: "secret_access_key", fold: true, kind: AWSSecretAccessKey, match: afterName(isAWSSecretByte, 16)},
+	{lit: "secretaccesskey", fold: true, kind: AWSSecretAccessKey, match: afterName(isAWSSecretByte, 16)},
+	// Slack: xoxb- (bot), xoxp- (user), xoxa-, xoxr-, xoxs-.
+	token("xoxa-", isSlackByte, 10).as(SlackToken),
+	token("xoxb-", isSlackByte, 10).as(SlackToken),
+	token("xoxp-", isSlackByte, 10).as(SlackToken),
+	token("xoxr-", isSlackByte, 10).as(SlackToken),
+	token("xoxs-", isSlackByte, 10).as(SlackToken),
+	// JWTs: base64url of a JSON header ({" encodes as eyJ), a payload and a
+	// signature, joined by dots.
+	{lit: "eyJ", kind: JWT, match: jwt},
+	// PEM private keys, from the BEGIN line to the END line (or the end of
+	// the text when it was cut).
+	{lit: "-----BEGIN ", kind: PrivateKey, match: pemPrivateKey},
+	// Bearer credentials: "Authorization: Bearer …", "bearer <token>".
+	{lit: "bearer", fold: true, kind: Bearer, match: bearer},
+	// Any other Authorization header value: "Authorization: Basic …",
+	// "authorization: token …".
+	{lit: "authorization", fold: true, kind: AuthorizationHeader, match: authorization},
+}
+
+// token is a trigger for a prefixed token: the literal at the start of a
+// word, then at least minBody bytes accepted by body.
+func token(lit string, body func(byte) bool, minBody int) trigger {
+	return trigger{lit: lit, match: func(s string, at int) (int, int, bool) {
+		if !startsWord(s, at) {
+			return 0, 0, false
+		}
+		from := at + len(lit)
+		end := run(s, from, body)
+		if end-from < minBody {
+			return 0, 0, false
+		}
+		return at, end, true
+	}}
+}
+
+func (t trigger) as(k Kind) trigger {
+	t.kind = k
+	return t
+}
+
+// notBefore leaves to a more specific trigger the tokens whose literal is
+// followed by more.
+func notBefore(more string, t trigger) func(string, int) (int, int, bool) {
+	return func(s string, at int) (int, int, bool) {
+		if strings.HasPrefix(s[at+len(t.lit):], more) {
+			return 0, 0, false
+		}
+		return t.match(s, at)
+	}
+}
+
+func isAlnum(b byte) bool {
+	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9'
+}
+func isWordByte(b byte) bool      { return isAlnum(b) || b == '_' }
+func isKeyByte(b byte) bool       { return isAlnum(b) || b == '_' || b == '-' }
+func isSlackByte(b byte) bool     { return isAlnum(b) || b == '-' }
+func isB64URLByte(b byte) bool    { return isAlnum(b) || b == '_' || b == '-' }
+func isAWSSecretByte(b byte) bool { return isAlnum(b) || b == '/' || b == '+' || b == '=' }
+func isUpperOrDigit(b byte) bool  { return b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' }
+
+// tokenByte is what a bearer credential is made of (RFC 6750's b64token).
+func isTokenByte(b byte) bool {
+	return isAlnum(b) || b == '-' || b == '.' || b == '_' || b == '~' || b == '+' || b == '/' || b == '='
+}
+
+// startsWord says whether s[at] begins a token: nothing alphanumeric before
+// it. Without it "task-" + 20 letters would read as an sk- key.
+func startsWord(s string, at int) bool { return at == 0 || !isAlnum(s[at-1]) }
+
+// run returns where the run of bytes accepted by ok that starts at i ends.
+func run(s string, i int, ok func(byte) bool) int {
+	for i < len(s) && ok(s[i]) {
+		i++
+	}
+	return i
+}
+
+func awsKeyID(s string, at int) (int, int, bool) {
+	end := at + 20
+	if !startsWord(s, at) || end > len(s) || end < len(s) && isAlnum(s[end]) {
+		return 0, 0, false
+	}
+	for i := at + 4; i < end; i++ {
+		if !isUpperOrDigit(s[i]) {
+			return 0, 0, false
+		}
+	}
+	return at, end, true
+}
+
+// separators returns where the separators between a name and its value
+// that start at s[i] end ("=", ": ", `": "`, " = "), or i when there are
+// none. Without a ':' or '=' the name is prose ("the authorization server
+// issues tokens"), not a field.
+func separators(s string, i int) int {
+	j := i
+	for j < len(s) && j-i < 6 && strings.IndexByte(" \t\"':=", s[j]) >= 0 {
+		j++
+	}
+	if !strings.ContainsAny(s[i:j], ":=") {
+		return i
+	}
+	return j
+}
+
+// afterName matches a value after a variable or field name (the literal,
+// possibly the tail of a longer name such as AWS_SECRET_ACCESS_KEY): up to a
+// few separators (quotes, spaces, ':' or '='), then at least minLen value
+// bytes. Only the value is redacted.
+func afterName(value func(byte) bool, minLen int) func(string, int) (int, int, bool) {
+	return func(s string, at int) (int, int, bool) {
+		i := run(s, at, isWordByte)
+		from := i
+		i = separators(s, i)
+		if i == from {
+			return 0, 0, false
+		}
+		end := run(s, i, value)
+		if end-i < minLen {
+			return 0, 0, false
+		}
+		return i, end, true
+	}
+}
+
+func jwt(s string, at int) (int, int, bool) {
+	if at > 0 && isB64URLByte(s[at-1]) {
+		return 0, 0, false
+	}
+	header := run(s, at, isB64URLByte)
+	if header-at < 10 || header >= len(s) || s[header] != '.' {
+		return 0, 0, false
+	}
+	payload := run(s, header+1, isB64URLByte)
+	if payload-(header+1) < 10 {
+		return 0, 0, false
+	}
+	if payload < len(s) && s[payload] == '.' {
+		return at, run(s, payload+1, isB64URLByte), true
+	}
+	return 0, 0, false
+}
+
+func pemPrivateKey(s string, at int) (int, int, bool) {
+	labelStart := at + len("-----BEGIN ")
+	labelEnd := strings.Index(s[labelStart:], "-----")
+	if labelEnd < 0 || labelEnd > 64 {
+		return 0, 0, false
+	}
+	if !strings.Contains(s[labelStart:labelStart+labelEnd], "PRIVATE KEY") {
+		return 0, 0, false
+	}
+	rest := labelStart + labelEnd + len("-----")
+	endLine := strings.Index(s[rest:], "-----END ")
+	if endLine < 0 {
+		return at, len(s), true // cut short: redact to the end
+	}
+	close := rest + endLine + len("-----END ")
+	if j := strings.Index(s[close:], "-----"); j >= 0 && j <= 64 {
+		return at, close + j + len("-----"), true
+	}
+	return at, len(s), true
+}
+
+// bearer redacts the credential after "bearer". After "Authorization:" any
+// credential is redacted; in free text it must look like one (8 or more
+// token bytes with a digit, or 20 or more), so that "the bearer of bad news"
+// or "bearer instrument" stay as they are.
+func bearer(s string, at int) (int, int, bool) {
+	if !startsWord(s, at) {
+		return 0, 0, false
+	}
+	i := at + len("bearer")
+	spaces := run(s, i, func(b byte) bool { return b == ' ' || b == '\t' })
+	if spaces == i {
+		return 0, 0, false
+	}
+	end := run(s, spaces, isTokenByte)
+	n := end - spaces
+	if n == 0 {
+		return 0, 0, false
+	}
+	if afterAuthorization(s, at) || n >= 20 || n >= 8 && strings.ContainsAny(s[spaces:end], "0123456789") {
+		return spaces, end, true
+	}
+	return 0, 0, false
+}
+
+// afterAuthorization says whether s[:at] ends with an "Authorization:"
+// header name (or a JSON/YAML field of that name) and separators.
+func afterAuthorization(s string, at int) bool {
+	i := at
+	for i > 0 && strings.IndexByte(" \t\"':=", s[i-1]) >= 0 && at-i < 6 {
+		i--
+	}
+	const name = "authorization"
+	return i >= len(name) && strings.EqualFold(s[i-len(name):i], name)
+}
+
+// authorization redacts the value of an Authorization header with a scheme
+// other than Bearer (which bearer handles): "Authorization: Basic dXNlcjpw".
+func authorization(s string, at int) (int, int, bool) {
+	i := at + len("authorization")
+	seps := separators(s, i)
+	if seps == i {
+		return 0, 0, false
+	}
+	scheme := run(s, seps, isAlnum)
+	if scheme == seps || strings.EqualFold(s[seps:scheme], "bearer") {
+		return 0, 0, false
+	}
+	cred := run(s, scheme, func(b byte) bool { return b == ' ' })
+	if cred == scheme {
+		return 0, 0, false
+	}
+	end := run(s, cred, isTokenByte)
+	if end == cred {
+		return 0, 0, false
+	}
+	return cred, end, true
+}

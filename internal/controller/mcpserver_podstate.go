@@ -1,0 +1,168 @@
+package controller
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
+)
+
+// Reading a server's pod as the kubelet and the scheduler report it: pure
+// functions, so every state a user can meet is table-tested.
+
+type podPhase int
+
+const (
+	podStarting podPhase = iota
+	// podStuck: the pod cannot start until someone fixes something.
+	podStuck
+	podRunning
+	podTerminated
+)
+
+// podState is what the controller needs to know of a pod.
+type podState struct {
+	phase podPhase
+	// reason: for a terminated pod, how it ended (status.restarts.lastExitReason:
+	// OOMKilled, Error (exit code 1), ...); for a stuck pod, the Ready reason.
+	reason string
+	// message says what happened in words a user can act on.
+	message string
+	// upSince is when a running pod's server started.
+	upSince time.Time
+}
+
+// Waiting reasons of the kubelet that need a user's fix, by the Ready reason
+// they become.
+var stuckWaitingReasons = map[string]string{
+	"ErrImagePull":               mcpv1alpha1.ReasonImagePullFailed,
+	"ImagePullBackOff":           mcpv1alpha1.ReasonImagePullFailed,
+	"InvalidImageName":           mcpv1alpha1.ReasonImagePullFailed,
+	"ErrImageNeverPull":          mcpv1alpha1.ReasonImagePullFailed,
+	"CreateContainerConfigError": mcpv1alpha1.ReasonContainerConfigError,
+	"CreateContainerError":       mcpv1alpha1.ReasonContainerConfigError,
+}
+
+// readPod reads a pod: terminated (a crash), stuck (cannot start), starting,
+// or running (ready to probe).
+func readPod(pod *corev1.Pod) podState {
+	statuses := append(append([]corev1.ContainerStatus{}, pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...)
+	for _, cs := range statuses {
+		if t := cs.State.Terminated; t != nil && (t.ExitCode != 0 || cs.Name == serverContainer) {
+			return podState{phase: podTerminated, reason: exitReason(t), message: exitDetail(pod, cs.Name, t)}
+		}
+	}
+	switch pod.Status.Phase {
+	case corev1.PodFailed, corev1.PodSucceeded:
+		reason := pod.Status.Reason
+		if reason == "" {
+			reason = string(pod.Status.Phase)
+		}
+		return podState{phase: podTerminated, reason: reason, message: pod.Status.Message}
+	case corev1.PodRunning:
+		if up, ok := runningSince(pod); ok {
+			return podState{phase: podRunning, upSince: up}
+		}
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return podState{phase: podStuck, reason: mcpv1alpha1.ReasonUnschedulable,
+				message: "no node can run the server's pod: " + c.Message}
+		}
+	}
+	for _, cs := range statuses {
+		w := cs.State.Waiting
+		if w == nil {
+			continue
+		}
+		switch reason := stuckWaitingReasons[w.Reason]; reason {
+		case mcpv1alpha1.ReasonImagePullFailed:
+			return podState{phase: podStuck, reason: reason,
+				message: fmt.Sprintf("image %q of container %s cannot be pulled: %s", containerImage(pod, cs), cs.Name, pullError(w))}
+		case mcpv1alpha1.ReasonContainerConfigError:
+			return podState{phase: podStuck, reason: reason,
+				message: fmt.Sprintf("container %s cannot be created: %s", cs.Name, w.Message)}
+		}
+	}
+	return podState{phase: podStarting, reason: mcpv1alpha1.ReasonStarting, message: "the server's pod is starting"}
+}
+
+// runningSince is when a ready pod's server started.
+func runningSince(pod *corev1.Pod) (time.Time, bool) {
+	for _, c := range pod.Status.Conditions {
+		if c.Type != corev1.PodReady || c.Status != corev1.ConditionTrue || pod.Status.PodIP == "" {
+			continue
+		}
+		up := c.LastTransitionTime.Time
+		for _, cs := range pod.Status.ContainerStatuses {
+			if cs.Name == serverContainer && cs.State.Running != nil {
+				up = cs.State.Running.StartedAt.Time
+			}
+		}
+		return up, true
+	}
+	return time.Time{}, false
+}
+
+// pullError is the runtime's reason a pull failed. The kubelet alternates
+// between ErrImagePull (the error) and ImagePullBackOff ("Back-off pulling
+// image "x": ErrImagePull: the error"); both give the same message, so status
+// does not change at each retry.
+func pullError(w *corev1.ContainerStateWaiting) string {
+	msg := w.Message
+	if strings.HasPrefix(msg, "Back-off pulling image") {
+		if i := strings.Index(msg, ": "); i >= 0 {
+			msg = msg[i+2:]
+		}
+	}
+	msg = strings.TrimPrefix(msg, "ErrImagePull: ")
+	if msg == "" {
+		msg = w.Reason
+	}
+	return msg
+}
+
+func containerImage(pod *corev1.Pod, cs corev1.ContainerStatus) string {
+	for _, c := range append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		if c.Name == cs.Name {
+			return c.Image
+		}
+	}
+	return cs.Image
+}
+
+// exitReason is how a container ended, as status.restarts.lastExitReason and
+// the audit event mcp.server.crashed give it.
+func exitReason(t *corev1.ContainerStateTerminated) string {
+	if t.Reason == "OOMKilled" {
+		return "OOMKilled"
+	}
+	if t.Signal != 0 {
+		return fmt.Sprintf("killed by signal %d", t.Signal)
+	}
+	reason := t.Reason
+	if reason == "" {
+		reason = "Error"
+	}
+	return fmt.Sprintf("%s (exit code %d)", reason, t.ExitCode)
+}
+
+// exitDetail says more than the exit reason where it helps: an OOM kill names
+// the memory limit it hit.
+func exitDetail(pod *corev1.Pod, container string, t *corev1.ContainerStateTerminated) string {
+	if t.Reason != "OOMKilled" {
+		return ""
+	}
+	for _, c := range append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		if c.Name != container {
+			continue
+		}
+		if limit, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
+			return fmt.Sprintf("container %s used all of its memory limit of %s (spec.workload.resources.limits.memory)", container, limit.String())
+		}
+	}
+	return fmt.Sprintf("container %s ran out of memory", container)
+}

@@ -1,0 +1,72 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
+)
+
+func TestReadPod(t *testing.T) {
+	started := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	spec := corev1.PodSpec{
+		InitContainers: []corev1.Container{{Name: "install-adapter", Image: "localhost/mcp-operator/manager:dev"}},
+		Containers: []corev1.Container{{Name: serverContainer, Image: "ghcr.io/x/server:1",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}}}},
+	}
+	server := func(state corev1.ContainerState) []corev1.ContainerStatus {
+		return []corev1.ContainerStatus{{Name: serverContainer, State: state}}
+	}
+	waiting := func(reason, msg string) corev1.ContainerState {
+		return corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}}
+	}
+	tests := []struct {
+		name   string
+		status corev1.PodStatus
+		want   podState
+	}{
+		{"just created", corev1.PodStatus{Phase: corev1.PodPending},
+			podState{phase: podStarting, reason: mcpv1alpha1.ReasonStarting, message: "the server's pod is starting"}},
+		{"creating its container", corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: server(waiting("ContainerCreating", ""))},
+			podState{phase: podStarting, reason: mcpv1alpha1.ReasonStarting, message: "the server's pod is starting"}},
+		{"running and ready", corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.7",
+			Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+			ContainerStatuses: server(corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}})},
+			podState{phase: podRunning, upSince: started}},
+		{"running, not ready yet", corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.7",
+			ContainerStatuses: server(corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}})},
+			podState{phase: podStarting, reason: mcpv1alpha1.ReasonStarting, message: "the server's pod is starting"}},
+		{"unschedulable", corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
+			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/1 nodes are available: 1 Insufficient cpu."}}},
+			podState{phase: podStuck, reason: mcpv1alpha1.ReasonUnschedulable, message: "no node can run the server's pod: 0/1 nodes are available: 1 Insufficient cpu."}},
+		{"image pull error", corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: server(waiting("ErrImagePull", "failed to pull: not found"))},
+			podState{phase: podStuck, reason: mcpv1alpha1.ReasonImagePullFailed, message: `image "ghcr.io/x/server:1" of container server cannot be pulled: failed to pull: not found`}},
+		{"image pull backoff, same message", corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: server(waiting("ImagePullBackOff", `Back-off pulling image "ghcr.io/x/server:1": ErrImagePull: failed to pull: not found`))},
+			podState{phase: podStuck, reason: mcpv1alpha1.ReasonImagePullFailed, message: `image "ghcr.io/x/server:1" of container server cannot be pulled: failed to pull: not found`}},
+		{"init container's image", corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{{Name: "install-adapter", State: waiting("ErrImageNeverPull", "")}}},
+			podState{phase: podStuck, reason: mcpv1alpha1.ReasonImagePullFailed, message: `image "localhost/mcp-operator/manager:dev" of container install-adapter cannot be pulled: ErrImageNeverPull`}},
+		{"missing Secret key", corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: server(waiting("CreateContainerConfigError", "couldn't find key token in Secret ns/api"))},
+			podState{phase: podStuck, reason: mcpv1alpha1.ReasonContainerConfigError, message: "container server cannot be created: couldn't find key token in Secret ns/api"}},
+		{"OOM killed", corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: server(corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}})},
+			podState{phase: podTerminated, reason: "OOMKilled", message: "container server used all of its memory limit of 64Mi (spec.workload.resources.limits.memory)"}},
+		{"exit code", corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: server(corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 2, Reason: "Error"}})},
+			podState{phase: podTerminated, reason: "Error (exit code 2)"}},
+		{"init container failed", corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{{Name: "install-adapter",
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}}}},
+			podState{phase: podTerminated, reason: "Error (exit code 1)"}},
+		{"evicted", corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "The node was low on resource: memory."},
+			podState{phase: podTerminated, reason: "Evicted", message: "The node was low on resource: memory."}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := readPod(&corev1.Pod{Spec: spec, Status: tt.status})
+			if got != tt.want {
+				t.Errorf("readPod:\n got %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}

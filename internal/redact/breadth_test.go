@@ -1,0 +1,92 @@
+package redact
+
+import (
+	"encoding/base64"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// randomOf returns n bytes drawn from alphabet: fake credentials of real
+// shapes, made when the test runs (none is anyone's).
+func randomOf(rng *rand.Rand, alphabet string, n int) string {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = alphabet[rng.IntN(len(alphabet))]
+	}
+	return string(b)
+}
+
+const (
+	alnum = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	lower = "abcdefghijklmnopqrstuvwxyz"
+	hexa  = "0123456789abcdef"
+)
+
+// The kinds of credentials issue 12 found passing, each in the forms a
+// result carries them: none survives.
+func TestEverydayCredentials(t *testing.T) {
+	rng := rand.New(rand.NewPCG(12, 12))
+	accountKey := base64.StdEncoding.EncodeToString([]byte(randomOf(rng, alnum, 64)))
+	cases := []struct{ name, text, secret string }{
+		{"stripe secret", "", "sk_live_" + randomOf(rng, alnum, 24)},
+		{"stripe restricted", "", "rk_live_" + randomOf(rng, alnum, 24)},
+		{"google api key", "", "AIza" + randomOf(rng, alnum+"-_", 35)},
+		{"gitlab pat", "", "glpat-" + randomOf(rng, alnum, 20)},
+		{"npm", "", "npm_" + randomOf(rng, alnum, 36)},
+		{"hugging face", "", "hf_" + randomOf(rng, lower, 34)},
+		{"vault", "", "hvs." + randomOf(rng, alnum+"_-", 95)},
+		{"digitalocean", "", "dop_v1_" + randomOf(rng, hexa, 64)},
+		{"azure storage", "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=%s;EndpointSuffix=core.windows.net", accountKey},
+		{"service bus", "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey=%s", accountKey[:44]},
+		{"sql server", "Server=tcp:db.example.net,1433;Database=app;User ID=app;Password=%s;Encrypt=true", "Pw-" + randomOf(rng, alnum, 12)},
+		{"postgres url", "DATABASE_URL=postgres://app:%s@db.internal:5432/app", randomOf(rng, alnum, 20)},
+		{"redis url", `{"url":"redis://:%s@cache:6379/0"}`, randomOf(rng, alnum, 16)},
+		{"https userinfo", "git clone https://deploy:%s@git.example.com/repo.git", randomOf(rng, alnum, 12)},
+		{"json password", `{"user":"app","password":"%s"}`, randomOf(rng, alnum+"!#$%", 18)},
+		{"json api_key", `{"api_key": "%s"}`, randomOf(rng, alnum, 32)},
+		{"yaml secret", "service:\n  client_secret: %s\n", randomOf(rng, alnum, 28)},
+		{"env token", "export SERVICE_TOKEN=%s\n", randomOf(rng, alnum, 30)},
+		{"header", "X-Api-Key: %s\r\n", randomOf(rng, hexa, 32)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			text := tc.secret
+			if tc.text != "" {
+				text = strings.Replace(tc.text, "%s", tc.secret, 1)
+			}
+			var got string
+			if strings.HasPrefix(text, "{") {
+				out, err := Shapes.JSON([]byte(text), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = string(out)
+			} else {
+				got = Shapes.String(text, nil)
+			}
+			if strings.Contains(got, tc.secret) || !strings.Contains(got, "[REDACTED:") {
+				t.Fatalf("%q\nredacted to %q", text, got)
+			}
+		})
+	}
+}
+
+// What these shapes must leave alone.
+func TestNearMissesSurvive(t *testing.T) {
+	for _, s := range []string{
+		"see https://example.com/docs?a=b@c", "mailto:someone@example.com", "ssh://git@github.com/org/repo.git",
+		"https://user@host/path", "a URL like scheme://host:8080/path@v2", "Password=", "UserPassword=x;",
+		`{"password":"short"}`, `{"token_count": 1234}`, `{"access":"read"}`, "the key: value pairs",
+		"x://y:@z",
+	} {
+		if got := Shapes.String(s, nil); got != s {
+			t.Errorf("%q redacted to %q", s, got)
+		}
+		if strings.HasPrefix(s, "{") {
+			if out, _ := Shapes.JSON([]byte(s), nil); string(out) != s {
+				t.Errorf("JSON %s redacted to %s", s, out)
+			}
+		}
+	}
+}
