@@ -3,11 +3,8 @@
 package e2e
 
 import (
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -19,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
 )
 
 // The dev install's bridge Deployment (chart release mcp-operator).
@@ -49,11 +45,14 @@ var _ = Describe("bridge replicas", Label("bridge"), Serial, func() {
 			token = first[0].Session
 		}).WithTimeout(60 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 		Expect(stepOf(agentSteps(pod), "connect", "").Version).To(Equal("2025-11-25"))
-		id := sessionIDOf(token)
-		Expect(id).NotTo(BeEmpty(), "the agent's Mcp-Session-Id %q carries no session id", token)
+		Expect(token).NotTo(BeEmpty(), "the agent got no Mcp-Session-Id")
 
-		var opener string
+		// The session id inside the token is sealed (encrypted), so the
+		// agent's session is found in the audit log: the one session its
+		// ServiceAccount completed calls in.
+		var id, opener string
 		Eventually(func(g Gomega) {
+			id = sessionOfSubject(g, auditEventsByPod(g), subject)
 			var servedBy []string
 			for name, events := range auditEventsByPod(g) {
 				if len(callsOf(events, id, subject)) > 0 {
@@ -238,16 +237,22 @@ func eventTime(e map[string]any) time.Time {
 	return t
 }
 
-// sessionIDOf is the id in a bridge session token, which audit events name
-// as their session. The token is signed, not encrypted (package signed):
-// "<base64url claims>.<base64url MAC>".
-func sessionIDOf(token string) string {
-	payload, _, _ := strings.Cut(token, ".")
-	raw, err := base64.RawURLEncoding.DecodeString(payload)
-	Expect(err).NotTo(HaveOccurred())
-	var c session.Claims
-	Expect(json.Unmarshal(raw, &c)).To(Succeed())
-	return c.ID
+// sessionOfSubject is the one session in which subject completed calls,
+// across the replicas' audit logs.
+func sessionOfSubject(g Gomega, byPod map[string][]map[string]any, subject string) string {
+	sessions := map[string]bool{}
+	for _, events := range byPod {
+		for _, e := range events {
+			if e["subject"] == subject && e["type"] == "tool.completed" {
+				sessions[fmt.Sprint(e["session"])] = true
+			}
+		}
+	}
+	g.Expect(sessions).To(HaveLen(1), "the agent's calls belong to one session")
+	for id := range sessions {
+		return id
+	}
+	return ""
 }
 
 // took is how long a repeated call took.
