@@ -12,6 +12,7 @@ CONTROLLER_GEN := $(BIN)/controller-gen
 HELM := $(BIN)/helm
 KUSTOMIZE := $(BIN)/kustomize
 MKIMAGE := $(BIN)/mkimage
+GOLANGCI_LINT := $(BIN)/golangci-lint
 # The operator's image; `make images` builds it (and the dev cluster's other
 # images) without Docker into bin/images.
 IMG ?= localhost/mcp-operator/manager:dev
@@ -41,8 +42,9 @@ docs: manifests ## Generate the API reference (docs/api-reference.md) from the C
 	go run ./hack/apidocs config/crd/bases > docs/api-reference.md
 
 .PHONY: verify
-verify: generate manifests docs chart ## Fail when a generated file is stale or go.mod is untidy.
+verify: generate manifests docs chart lint ## Fail when a generated file is stale, go.mod is untidy or an import breaks the layering.
 	go mod tidy -diff
+	cd hack/lint && go mod tidy -diff
 	go run ./hack/gitleaksgen -out internal/redact -check
 	cd hack/mkimage && go mod tidy -diff
 	cd hack/deploytools && go mod tidy -diff
@@ -52,6 +54,10 @@ verify: generate manifests docs chart ## Fail when a generated file is stale or 
 		echo "generated files are stale; run 'make generate manifests docs chart' and commit:"; \
 		git status --porcelain -- api config docs charts go.mod go.sum; git diff --stat -- api config docs charts; exit 1; fi
 	@echo "generated files are up to date"
+
+.PHONY: lint
+lint: $(GOLANGCI_LINT) ## golangci-lint (.golangci.yml): the import-layer rules.
+	$(GOLANGCI_LINT) run ./...
 
 .PHONY: fmt
 fmt: ## go fmt and go vet.
@@ -187,6 +193,11 @@ $(CONTROLLER_GEN): hack/tools/go.mod hack/tools/go.sum
 
 # Helm and kustomize from Go modules (hack/deploytools); the version ldflag
 # makes `helm version` report the pinned release.
+# golangci-lint from its Go module (hack/lint), pinned there.
+$(GOLANGCI_LINT): hack/lint/go.mod hack/lint/go.sum
+	@echo ">> building golangci-lint from Go modules into bin/ (first run only; a few minutes)"
+	cd hack/lint && CGO_ENABLED=0 go build -trimpath -o $(GOLANGCI_LINT) github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+
 $(HELM): hack/deploytools/go.mod hack/deploytools/go.sum
 	@echo ">> building helm from Go modules into bin/ (first run only; a few minutes)"
 	cd hack/deploytools && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=v3.22.0" -o $(HELM) helm.sh/helm/v3/cmd/helm

@@ -64,7 +64,7 @@ func parseBridgeFlags(args []string, stderr io.Writer) (bridgeFlags, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.listen, "listen", ":8443", "address agents connect to (/mcp, /servers/<name>/mcp)")
 	fs.StringVar(&f.listen, "bind-address", ":8443", "the same as --listen (the name the chart uses)")
-	fs.StringVar(&f.opsListen, "metrics-bind-address", ":8091", "address of /metrics, /healthz and /readyz, apart from the agents' port: for Prometheus and the kubelet, not for agents")
+	fs.StringVar(&f.opsListen, "metrics-bind-address", "", "address of /metrics, /healthz and /readyz, apart from the agents' port: for Prometheus and the kubelet, not for agents (default: the --listen host, port 8091)")
 	fs.StringVar(&f.namespaces, "namespaces", os.Getenv("POD_NAMESPACE"), "comma-separated namespaces whose MCPServers and ToolPolicies the bridge serves (default: $POD_NAMESPACE)")
 	fs.StringVar(&f.toolNameStyle, "tool-name-style", mcpbridge.StyleDotted, "how /mcp names tools: dotted (mcp.<server>.<tool>) or underscore (mcp__<server>__<tool>, for clients that reject dots)")
 	fs.BoolVar(&f.insecureAnonymous, "insecure-anonymous", false, "accept requests without a token as system:anonymous; local development only")
@@ -95,8 +95,8 @@ func parseBridgeFlags(args []string, stderr io.Writer) (bridgeFlags, error) {
 	case err != nil:
 	case fs.NArg() > 0:
 		err = fmt.Errorf("unexpected arguments: %v", fs.Args())
-	case f.opsListen == "":
-		err = errors.New("--metrics-bind-address is required: it serves /healthz, /readyz and /metrics")
+	case f.opsListen == "" && !opsOnListenHost(&f):
+		err = fmt.Errorf("--listen %q is not host:port, so --metrics-bind-address cannot default to its host: set it", f.listen)
 	case f.opsListen == f.listen:
 		err = fmt.Errorf("--metrics-bind-address must differ from --listen (%s): metrics are not served on the agents' port", f.listen)
 	case len(splitList(f.namespaces)) == 0:
@@ -121,6 +121,22 @@ func parseBridgeFlags(args []string, stderr io.Writer) (bridgeFlags, error) {
 		fmt.Fprintln(stderr, "manager bridge:", err)
 	}
 	return f, err
+}
+
+// defaultOpsPort is the ops listener's port when --metrics-bind-address is
+// not given.
+const defaultOpsPort = "8091"
+
+// opsOnListenHost defaults the ops listener to the host the agents' one
+// binds, so a bridge on loopback (dev mode) does not serve /metrics on
+// every interface.
+func opsOnListenHost(f *bridgeFlags) bool {
+	host, _, err := net.SplitHostPort(f.listen)
+	if err != nil {
+		return false
+	}
+	f.opsListen = net.JoinHostPort(host, defaultOpsPort)
+	return true
 }
 
 func splitList(s string) []string {

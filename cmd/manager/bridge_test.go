@@ -26,7 +26,7 @@ func TestBridgeFlags(t *testing.T) {
 		{"bad audit args", []string{"--namespaces=a", "--audit-args=some"}, "full, preview or none"},
 		{"stray arguments", []string{"--namespaces=a", "extra"}, "unexpected arguments"},
 		{"metrics on the agents' port", []string{"--namespaces=a", "--listen=:8090", "--metrics-bind-address=:8090"}, "must differ from --listen"},
-		{"no metrics address", []string{"--namespaces=a", "--metrics-bind-address="}, "--metrics-bind-address is required"},
+		{"no metrics address, no listen host", []string{"--namespaces=a", "--listen=8090"}, "cannot default to its host"},
 		{"bad artifact size", []string{"--namespaces=a", "--artifact-max-size=lots"}, "positive quantity"},
 		{"no artifact retention", []string{"--namespaces=a", "--artifact-retention=0s"}, "must be positive"},
 	} {
@@ -69,6 +69,17 @@ func TestBridgeOptions(t *testing.T) {
 	}
 	if len(logged) != 0 {
 		t.Fatalf("no warning expected, got %q", logged)
+	}
+
+	// The ops listener binds the agents' host unless told otherwise: a
+	// loopback bridge does not serve /metrics on every interface.
+	if f.opsListen != "127.0.0.1:8091" {
+		t.Fatalf("ops listener %q, want the --listen host 127.0.0.1:8091", f.opsListen)
+	}
+	for _, tc := range [][]string{{"--listen=:8443", ":8091"}, {"--listen=[::1]:1", "[::1]:8091"}, {"--metrics-bind-address=0.0.0.0:9", "0.0.0.0:9"}} {
+		if f, err := parseBridgeFlags([]string{"--namespaces=a", tc[0]}, &bytes.Buffer{}); err != nil || f.opsListen != tc[1] {
+			t.Errorf("%s: ops listener %q, %v; want %q", tc[0], f.opsListen, err, tc[1])
+		}
 	}
 
 	f, _ = parseBridgeFlags([]string{"--namespaces=a", "--insecure-anonymous"}, &bytes.Buffer{})

@@ -60,7 +60,7 @@ func run(kubeconfig, nodeName string, queueID int) error {
 		factory.Networking().V1().NetworkPolicies(),
 		factory.Core().V1().Namespaces(),
 		factory.Core().V1().Pods(),
-		nil, nil, nil, nil, // AdminNetworkPolicy and its baseline: not used here
+		nil, nil, nil, nil, // nodes and (Baseline)AdminNetworkPolicy: not used here
 		networkpolicy.Config{
 			QueueID:  queueID,
 			NodeName: nodeName,
@@ -68,10 +68,6 @@ func run(kubeconfig, nodeName string, queueID int) error {
 			FailOpen: false,
 			// The race this works around is fixed in the kernels we run (6.12+).
 			NetfilterBug1766Fix: false,
-			// NRI would need containerd's NRI socket; pod IPs come from the
-			// API server instead (a pod's first packets, before its IP is
-			// published, are judged without its policies).
-			NRIdisabled: true,
 		})
 	if err != nil {
 		return err

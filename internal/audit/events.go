@@ -138,7 +138,12 @@ type ToolFailed struct {
 	// invalid_result, rate_limited.
 	Reason     string `json:"reason"`
 	ToolCallID string `json:"toolCallId"`
-	Tool       string `json:"tool"`
+	// Tool, Resource, Prompt: what failed, one of them, as in
+	// PermissionRequested (a read or a prompt ends its chain the way a
+	// call does).
+	Tool     string `json:"tool,omitempty"`
+	Resource string `json:"resource,omitempty"`
+	Prompt   string `json:"prompt,omitempty"`
 	// Message is a human-readable detail.
 	Message string `json:"message,omitempty"`
 }
@@ -339,7 +344,9 @@ func (p ToolCompleted) fields(e *fieldWriter) {
 func (p ToolFailed) fields(e *fieldWriter) {
 	e.str("reason", p.Reason)
 	e.str("toolCallId", p.ToolCallID)
-	e.str("tool", p.Tool)
+	e.strOmitEmpty("tool", p.Tool)
+	e.strOmitEmpty("resource", p.Resource)
+	e.strOmitEmpty("prompt", p.Prompt)
 	e.strOmitEmpty("message", p.Message)
 }
 

@@ -39,6 +39,8 @@ func TestFieldsAgreeWithJSONTags(t *testing.T) {
 			Redactions: map[string]int{"secret": 2, "jwt": 1, "bearer": 3}, Injection: fs, Blocked: true, Artifact: "artifact://ab"},
 		ToolCompleted{},
 		ToolFailed{Reason: "mcp_server_restarted", ToolCallID: "c", Tool: "t", Message: text},
+		ToolFailed{Reason: "denied", ToolCallID: "c", Resource: "mcp://s/u"},
+		ToolFailed{Reason: "upstream_error", ToolCallID: "c", Prompt: "mcp.s.p", Message: "m"},
 		ToolAmbiguousCall{Tool: "read_file", Candidates: []string{"mcp.fs.read_file", "mcp.fs-v2.read_file"}},
 		ToolAmbiguousCall{Tool: "x", Candidates: []string{}},
 		ToolAmbiguousCall{},

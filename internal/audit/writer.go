@@ -29,7 +29,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
+	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 	"github.com/mcp-operator/mcp-operator/internal/redact"
 )
 

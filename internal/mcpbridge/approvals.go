@@ -24,15 +24,15 @@ const approvalProgressEvery = 30 * time.Second
 
 // canAskPerson says whether p can be put to a person through a
 // ToolApproval: the bridge has a broker and knows the server's namespace.
-func (b *Bridge) canAskPerson(p *permission) bool {
-	return b.cfg.Approvals != nil && p.server != nil
+func (b *Bridge) canAskPerson(x *exchange) bool {
+	return b.cfg.Approvals != nil && x.server != nil
 }
 
 // askPerson creates a ToolApproval for p and waits for a person's decision
 // (design §5, out-of-band approval). answers are what the question may be
 // answered with, as offered by the policy.
-func (b *Bridge) askPerson(p *permission, res policy.Result, answers []string) outcome {
-	rq := p.rq
+func (b *Bridge) askPerson(x *exchange, res policy.Result, answers []string) outcome {
+	rq := x.rq
 	var modes []v1alpha1.ApprovalMode
 	for _, a := range answers {
 		switch a {
@@ -48,7 +48,7 @@ func (b *Bridge) askPerson(p *permission, res policy.Result, answers []string) o
 		// ToolApproval the API server refuses.
 		return outcome{
 			decision: "deny", actor: "bridge", sourcedFrom: sourceOf(res.SourcedFrom), failReason: reasonApprovalUnavailable,
-			reason: reasonApprovalUnavailable + ": the policy leaves no approval mode for this " + p.noun() + " (AllowSession is never offered for destructive tools or without a session); add AllowOnce to approval.modes",
+			reason: reasonApprovalUnavailable + ": the policy leaves no approval mode for this " + x.noun() + " (AllowSession is never offered for destructive tools or without a session); add AllowOnce to approval.modes",
 		}
 	}
 	timeout := 2 * time.Minute
@@ -62,12 +62,12 @@ func (b *Bridge) askPerson(p *permission, res policy.Result, answers []string) o
 	stop := make(chan struct{})
 	defer close(stop)
 	o, err := b.cfg.Approvals.Ask(rq.ctx, approval.Request{
-		Namespace: p.server.Namespace, Server: p.server.Name, Method: p.method, Target: p.target,
-		Args: p.args, ArgsPreview: b.argsPreview(p),
+		Namespace: x.server.Namespace, Server: x.server.Name, Method: x.method, Target: x.target,
+		Args: x.args, ArgsPreview: b.argsPreview(x),
 		Requester: v1alpha1.ApprovalRequester{Username: rq.id.Username, Groups: rq.id.Subject.Groups, Session: rq.sessionID()},
-		Risk:      res.RiskAtDecision, Rules: rules, Reason: res.Reason, Modes: modes, ToolCallID: p.id, Timeout: timeout,
+		Risk:      res.RiskAtDecision, Rules: rules, Reason: res.Reason, Modes: modes, ToolCallID: x.id, Timeout: timeout,
 		Pending: func(namespace, name string, expires time.Time) {
-			b.progressWhileWaiting(p, namespace, name, expires, stop)
+			b.progressWhileWaiting(x, namespace, name, expires, stop)
 		},
 	})
 	if err != nil {
@@ -94,20 +94,20 @@ func (b *Bridge) askPerson(p *permission, res policy.Result, answers []string) o
 			reason: reasonApprovalTimeout + ": " + o.Message}
 	}
 	return outcome{decision: "deny", actor: "bridge", sourcedFrom: from, failReason: reasonApprovalTimeout,
-		reason: fmt.Sprintf("%s: the %s ended before a decision (%s)", reasonApprovalTimeout, p.noun(), o.Message)}
+		reason: fmt.Sprintf("%s: the %s ended before a decision (%s)", reasonApprovalTimeout, x.noun(), o.Message)}
 }
 
 // argsPreview is what the person deciding sees of p's arguments: redacted
 // like audit events (the server's Secret values and credential shapes).
-func (b *Bridge) argsPreview(p *permission) string {
-	if len(p.args) == 0 {
+func (b *Bridge) argsPreview(x *exchange) string {
+	if len(x.args) == 0 {
 		return ""
 	}
-	r := b.redactor(p.server)
+	r := b.redactor(x.server)
 	if r == nil {
 		r = redact.Shapes
 	}
-	out, err := r.JSON(p.args, nil)
+	out, err := r.JSON(x.args, nil)
 	if err != nil {
 		return "[arguments not shown: they could not be redacted]"
 	}
@@ -117,15 +117,15 @@ func (b *Bridge) argsPreview(p *permission) string {
 // progressWhileWaiting tells a session-era agent that sent a progress token
 // what its request waits for and how a person decides it, now and then
 // until stop.
-func (b *Bridge) progressWhileWaiting(p *permission, namespace, name string, expires time.Time, stop <-chan struct{}) {
-	rq := p.rq
-	if p.progressToken == nil || !rq.out.canStream {
+func (b *Bridge) progressWhileWaiting(x *exchange, namespace, name string, expires time.Time, stop <-chan struct{}) {
+	rq := x.rq
+	if x.progressToken == nil || !rq.out.canStream {
 		return
 	}
 	msg := fmt.Sprintf("waiting for a person to approve ToolApproval %s/%s (kubectl mcp approve %s -n %s) until %s",
 		namespace, name, name, namespace, expires.UTC().Format(time.RFC3339))
 	send := func(n int) {
-		params, _ := json.Marshal(map[string]any{"progressToken": p.progressToken, "progress": n, "message": msg})
+		params, _ := json.Marshal(map[string]any{"progressToken": x.progressToken, "progress": n, "message": msg})
 		rq.out.send(jsonrpc.NewNotification("notifications/progress", params))
 	}
 	send(0)

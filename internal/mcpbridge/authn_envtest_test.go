@@ -29,7 +29,11 @@ func (c *countingReviews) Create(ctx context.Context, tr *authv1.TokenReview, o 
 func TestTokenReviewOnARealAPIServer(t *testing.T) {
 	_, cs := startAPIServer(t)
 	reviews := &countingReviews{TokenReviewCreator: cs.AuthenticationV1().TokenReviews()}
-	h := newHarness(t, nil, nil, func(c *Config) { c.Auth = &authn.TokenReview{Reviews: reviews} })
+	// The cache reads a clock the test moves on (no sleeping through a
+	// token's life).
+	var ahead atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
+	h := newHarness(t, nil, nil, func(c *Config) { c.Auth = &authn.TokenReview{Reviews: reviews, Now: now} })
 	mcp := h.url + "/mcp"
 
 	alice := saToken(t, cs, "agents", "alice", authn.Audience)
@@ -79,7 +83,7 @@ func TestTokenReviewOnARealAPIServer(t *testing.T) {
 	if reviews.n.Load() != before {
 		t.Fatal("a token within its life was reviewed again instead of coming from the cache")
 	}
-	time.Sleep(2500 * time.Millisecond)
+	ahead.Store(int64(2500 * time.Millisecond)) // past the token's expiry, by the cache's clock
 	post(t, mcp, short, "", initBody, nil)
 	if reviews.n.Load() != before+1 {
 		t.Fatal("a token past its expiry was trusted from the cache")

@@ -1,14 +1,16 @@
 // Package mcpbridge is the bridge: one authenticated MCP endpoint for
-// agents in front of the MCP servers the controller runs. Per request:
-// authenticate → route → permission → execute → output pipeline → audit
-// (design §5 and §6).
+// agents in front of the MCP servers the controller runs. Every request
+// goes through one pipeline, whose stages read top to bottom in
+// pipeline.go: authenticate → decode and check → establish → resolve the
+// target → resume → decide → ask and record the decision → forward →
+// output pipeline → record the result → answer (design §5 and §6).
 //
 // The agent side is a Streamable HTTP server of our own on net/http rather
 // than mcp-go's: mcp-go's server has no body limit, matches JSON keys
 // case-insensitively (a policy bypass), answers 200 for unknown sessions,
 // keeps sessions in one process's memory (a replica's loss ends them),
 // drops notifications silently and re-types results. Here requests are
-// checked by strictjson before anything reads them, sessions are sealed
+// checked by rawjson.Check before anything reads them, sessions are sealed
 // tokens any replica verifies (package session), results pass through as
 // raw JSON, and both protocol eras are spoken: 2026-07-28 (stateless,
 // server/discover, input_required) and 2025-11-25 and older (initialize,
@@ -51,6 +53,9 @@ const (
 	DefaultMaxBodyBytes  = 4 << 20
 	DefaultMaxConcurrent = 1024
 	DefaultCallTimeout   = 60 * time.Second
+	// DefaultRequestReadTimeout is a third of the server's ReadTimeout: a
+	// request that has not arrived by then is not coming soon.
+	DefaultRequestReadTimeout = 10 * time.Second
 )
 
 // Config is everything the bridge needs. Required: Registry, Auth,
@@ -88,6 +93,10 @@ type Config struct {
 	MaxSubjectConcurrent int
 	// CallTimeout is the deadline of a forwarded call.
 	CallTimeout time.Duration
+	// RequestReadTimeout bounds authenticating a request and reading its
+	// body, both done before the request takes a shared slot
+	// (DefaultRequestReadTimeout when zero).
+	RequestReadTimeout time.Duration
 	// AllowedHosts, when set, are the only Host values accepted (host, or
 	// host:port). Empty: any Host, except that a bridge listening on a
 	// loopback address accepts only loopback names (DNS rebinding).
@@ -127,8 +136,8 @@ type Bridge struct {
 	parkMu      sync.Mutex
 	parkedTotal int
 	parkedBy    map[string]int
-	// spent are the sealed states of server questions already answered,
-	// until they expire (inputrequired.go).
+	// spent are the sealed requestStates already used (state.go),
+	// until they expire.
 	spent signed.Spent
 
 	subjectMu       sync.Mutex
@@ -151,6 +160,9 @@ func New(cfg Config) *Bridge {
 	}
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = DefaultCallTimeout
+	}
+	if cfg.RequestReadTimeout <= 0 {
+		cfg.RequestReadTimeout = DefaultRequestReadTimeout
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
@@ -231,7 +243,7 @@ func (b *Bridge) OpsHandler(metricsHandler http.Handler) http.Handler {
 	if metricsHandler != nil {
 		mux.Handle("/metrics", metricsHandler)
 	}
-	return mux
+	return opsHostGuard(b.cfg.AllowedHosts, mux)
 }
 
 // NewServer wraps the handler in an http.Server with the timeouts a server

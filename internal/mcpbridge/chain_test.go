@@ -3,14 +3,20 @@ package mcpbridge
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
-	"github.com/mcp-operator/mcp-operator/internal/testpeers"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
@@ -52,44 +58,87 @@ func TestEventChainsByteForByte(t *testing.T) {
 		{"chain-failure.jsonl", "mcp.everything.test_missing_capability", nil, true},
 	} {
 		t.Run(tc.golden, func(t *testing.T) {
-			clock := &steppingClock{t: time.Date(2026, 7, 28, 10, 0, 0, 0, time.UTC)}
-			var n int
-			sealer, _ := signed.New(testKey)
-			h := newHarness(t, []v1alpha1.MCPServer{server}, []v1alpha1.ToolPolicy{pol}, func(c *Config) {
-				c.Clock = clock.now
-				c.NewCallID = func() string { n++; return fmt.Sprintf("call-%d", n) }
-				c.Sessions = session.NewManager(sealer, session.Options{NewID: func() string { return "3f1c9a7e-5b2d-4e8a-9c6f-0d1e2f3a4b5c" }})
-			})
-			// The audit writer reads the same clock.
-			h.audit.Close(context.Background())
-			h.sink = &bridgetest.Sink{}
-			h.audit = audit.New(audit.Options{Sink: h.sink, Clock: clock.now})
-			h.b.cfg.Audit = h.audit
-
-			c := h.connect(t, "alice-token", "/mcp", client.EraSession)
-			_, err := c.CallTool(ctxT(t), tc.tool, tc.args)
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("call: %v (want an error: %v)", err, tc.wantErr)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if err := h.audit.Flush(ctx); err != nil {
-				t.Fatal(err)
-			}
-			got := h.sink.String()
-			path := filepath.Join("testdata", tc.golden)
-			if *update {
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
+			goldenChain(t, tc.golden, server, pol, func(c *client.Client) {
+				_, err := c.CallTool(ctxT(t), tc.tool, tc.args)
+				if (err != nil) != tc.wantErr {
+					t.Fatalf("call: %v (want an error: %v)", err, tc.wantErr)
 				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update to write it)", err)
-			}
-			if got != string(want) {
-				t.Fatalf("the event chain differs from %s:\ngot:\n%s\nwant:\n%s", path, got, want)
+			})
+		})
+	}
+}
+
+// TestReadAndPromptFailureChains: a read and a prompt that fail upstream
+// end their event chains as a failed call does (mcp.call.failed, then
+// tool.failed with the same reasons), byte for byte. The prompt's server
+// is the official Go SDK's, with a prompt whose handler fails.
+func TestReadAndPromptFailureChains(t *testing.T) {
+	up := testpeers.GoEverything(t, false)
+	everything := bridgetest.Published(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{})
+	failing := mcp.NewServer(&mcp.Implementation{Name: "failing", Version: "1"}, nil)
+	failing.AddPrompt(&mcp.Prompt{Name: "broken"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return nil, errors.New("the template could not be expanded")
+	})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return failing }, nil))
+	t.Cleanup(srv.Close)
+	prompts := bridgetest.Published(t, "tools", "prompts", srv.URL, v1alpha1.ToolsSpec{})
+	pol := toolPolicy("tools", "researchers", []v1alpha1.Subject{sa("agents", "alice")})
+	pol.Spec.Resources = []v1alpha1.ResourceRule{{Servers: []string{"everything"}, Decision: "allow"}}
+	pol.Spec.Prompts = []v1alpha1.PromptRule{{Prompts: []string{"mcp.prompts.*"}, Decision: "allow"}}
+
+	t.Run("chain-read-failure.jsonl", func(t *testing.T) {
+		goldenChain(t, "chain-read-failure.jsonl", everything, pol, func(c *client.Client) {
+			if _, err := c.Call(ctxT(t), "resources/read", json.RawMessage(`{"uri":"mcp://everything/test://no-such-resource"}`)); err == nil {
+				t.Fatal("a read of a resource the server does not have must fail")
 			}
 		})
+	})
+	t.Run("chain-prompt-failure.jsonl", func(t *testing.T) {
+		goldenChain(t, "chain-prompt-failure.jsonl", prompts, pol, func(c *client.Client) {
+			if _, err := c.Call(ctxT(t), "prompts/get", json.RawMessage(`{"name":"mcp.prompts.broken"}`)); err == nil {
+				t.Fatal("a prompt whose expansion fails must fail")
+			}
+		})
+	})
+}
+
+// goldenChain runs do as alice's session-era agent against a bridge with
+// a fixed clock, session and call ids, and compares the audit stream with
+// testdata/golden (rewritten with -update).
+func goldenChain(t *testing.T, golden string, server v1alpha1.MCPServer, pol v1alpha1.ToolPolicy, do func(*client.Client)) {
+	t.Helper()
+	clock := &steppingClock{t: time.Date(2026, 7, 28, 10, 0, 0, 0, time.UTC)}
+	var n int
+	sealer, _ := signed.New(testKey)
+	h := newHarness(t, []v1alpha1.MCPServer{server}, []v1alpha1.ToolPolicy{pol}, func(c *Config) {
+		c.Clock = clock.now
+		c.NewCallID = func() string { n++; return fmt.Sprintf("call-%d", n) }
+		c.Sessions = session.NewManager(sealer, session.Options{NewID: func() string { return "3f1c9a7e-5b2d-4e8a-9c6f-0d1e2f3a4b5c" }})
+	})
+	// The audit writer reads the same clock.
+	h.audit.Close(context.Background())
+	h.sink = &bridgetest.Sink{}
+	h.audit = audit.New(audit.Options{Sink: h.sink, Clock: clock.now})
+	h.b.cfg.Audit = h.audit
+
+	do(h.connect(t, "alice-token", "/mcp", client.EraSession))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.audit.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := h.sink.String()
+	path := filepath.Join("testdata", golden)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to write it)", err)
+	}
+	if got != string(want) {
+		t.Fatalf("the event chain differs from %s:\ngot:\n%s\nwant:\n%s", path, got, want)
 	}
 }

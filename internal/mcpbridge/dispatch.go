@@ -8,8 +8,8 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
+	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
 
 // serverName is the bridge's name in serverInfo.
@@ -18,45 +18,68 @@ const serverName = "mcp-operator-bridge"
 // instructions tell a model how names work here.
 const instructions = "Tools of several MCP servers, named mcp.<server>.<tool>. Call tools by these full names: bare names are never guessed. Only the tools your identity may use are listed."
 
+// reach says whether, and how, a method's handling reaches a server.
+type reach int
+
+const (
+	// bridgeOnly: answered by the bridge itself.
+	bridgeOnly reach = iota
+	// decidedPerRequest: the request is decided (and the decision recorded
+	// as permission.requested and permission.resolved) before anything
+	// goes to the server.
+	decidedPerRequest
+	// decidedPerItem: a list; the caller is shown only the items the
+	// engine lets it see.
+	decidedPerItem
+)
+
+// method is how the bridge serves one JSON-RPC method.
+type method struct {
+	serve func(b *Bridge, rq *request) *jsonrpc.Message
+	reach reach
+	// when, if set, says on which endpoint or era the method exists.
+	when func(rq *request) bool
+}
+
+// methods are every method the bridge answers. A method that reaches a
+// server must say how it is decided: TestEveryForwardedMethodIsDecided
+// sends each such method from a caller no policy names and requires a
+// refusal (or an empty list) and the records.
+var methods = map[string]method{
+	"initialize":      {serve: (*Bridge).initialize},
+	"server/discover": {serve: (*Bridge).discover},
+	"ping": {serve: func(_ *Bridge, rq *request) *jsonrpc.Message {
+		return rpcResult(rq, json.RawMessage(`{}`))
+	}},
+	"logging/setLevel":      {serve: (*Bridge).setLogLevel},
+	"resources/unsubscribe": {serve: (*Bridge).unsubscribe},
+
+	"tools/list": {serve: (*Bridge).listTools, reach: decidedPerItem},
+	"resources/list": {serve: func(b *Bridge, rq *request) *jsonrpc.Message {
+		return b.listResources(rq, "resources/list", "resources", "uri")
+	}, reach: decidedPerItem},
+	"resources/templates/list": {serve: func(b *Bridge, rq *request) *jsonrpc.Message {
+		return b.listResources(rq, "resources/templates/list", "resourceTemplates", "uriTemplate")
+	}, reach: decidedPerItem},
+	"prompts/list": {serve: (*Bridge).listPrompts, reach: decidedPerItem},
+
+	"tools/call":          {serve: (*Bridge).callTool, reach: decidedPerRequest},
+	"resources/read":      {serve: (*Bridge).readResource, reach: decidedPerRequest},
+	"prompts/get":         {serve: (*Bridge).getPrompt, reach: decidedPerRequest},
+	"resources/subscribe": {serve: (*Bridge).subscribe, reach: decidedPerRequest},
+	"subscriptions/listen": {serve: (*Bridge).listen, reach: decidedPerRequest,
+		when: func(rq *request) bool { return rq.stateless }},
+	"completion/complete": {serve: (*Bridge).complete, reach: decidedPerRequest,
+		when: func(rq *request) bool { return rq.endpoint != "" }},
+}
+
 // dispatch answers one request.
 func (b *Bridge) dispatch(rq *request) *jsonrpc.Message {
-	switch rq.msg.Method {
-	case "initialize":
-		return b.initialize(rq)
-	case "server/discover":
-		return b.discover(rq)
-	case "ping":
-		return rpcResult(rq, json.RawMessage(`{}`))
-	case "tools/list":
-		return b.listTools(rq)
-	case "tools/call":
-		return b.callTool(rq)
-	case "resources/list":
-		return b.listResources(rq, "resources/list", "resources", "uri")
-	case "resources/templates/list":
-		return b.listResources(rq, "resources/templates/list", "resourceTemplates", "uriTemplate")
-	case "resources/read":
-		return b.readResource(rq)
-	case "resources/subscribe":
-		return b.subscribe(rq)
-	case "resources/unsubscribe":
-		return b.unsubscribe(rq)
-	case "subscriptions/listen":
-		if rq.stateless {
-			return b.listen(rq)
-		}
-	case "prompts/list":
-		return b.listPrompts(rq)
-	case "prompts/get":
-		return b.getPrompt(rq)
-	case "logging/setLevel":
-		return b.setLogLevel(rq)
-	case "completion/complete":
-		if rq.endpoint != "" {
-			return b.forwardPlain(rq)
-		}
+	m, ok := methods[rq.msg.Method]
+	if !ok || (m.when != nil && !m.when(rq)) {
+		return rpcError(rq, jsonrpc.CodeMethodNotFound, "method not found: "+rq.msg.Method, nil)
 	}
-	return rpcError(rq, jsonrpc.CodeMethodNotFound, "method not found: "+rq.msg.Method, nil)
+	return m.serve(b, rq)
 }
 
 func (b *Bridge) serverInfo() map[string]string {
@@ -143,22 +166,6 @@ func (b *Bridge) discover(rq *request) *jsonrpc.Message {
 		"instructions":      instructions,
 		"_meta":             map[string]any{metaServerInfo: b.serverInfo()},
 	})
-}
-
-// forwardPlain passes a request with no policy meaning (completion) to the
-// one server of a /servers/<name>/mcp endpoint.
-func (b *Bridge) forwardPlain(rq *request) *jsonrpc.Message {
-	_, conn, ok := b.cfg.Registry.Server(rq.endpoint)
-	if !ok {
-		return rpcError(rq, CodeUpstream, "server "+rq.endpoint+" is not served", nil)
-	}
-	ctx, cancel := b.contextWithCallTimeout(rq.ctx)
-	defer cancel()
-	res, err := conn.Call(ctx, rq.msg.Method, stripBridgeMeta(rq.msg.Params))
-	if err != nil {
-		return upstreamError(rq, err, "")
-	}
-	return rpcResult(rq, res)
 }
 
 // logLevels are the syslog levels of MCP logging, least severe first.

@@ -1,7 +1,9 @@
 package mcpbridge
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +15,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
@@ -242,6 +245,66 @@ func TestCallOutlivesReadTimeout(t *testing.T) {
 	}
 	if !strings.Contains(string(res), "completed") {
 		t.Fatalf("unexpected result %s", res)
+	}
+}
+
+// countingAuth is testCallers, telling who was authenticated: the sync
+// point at which a request has reached the bridge's handler.
+type countingAuth struct {
+	tokenAuth
+	seen chan string
+}
+
+func (a countingAuth) Authenticate(ctx context.Context, token string) (authn.Identity, error) {
+	id, err := a.tokenAuth.Authenticate(ctx, token)
+	a.seen <- token
+	return id, err
+}
+
+// TestSlowBodiesDoNotTakeSlots (issue 13.5): requests whose bodies trickle
+// in, from an identity with no policy at all, cannot take the replica's
+// request slots: the slot is taken after authentication and the body, each
+// within the connection's own budget. Before, two such requests made a
+// two-slot replica answer 503 to everyone until its read timeout. Raw TCP:
+// an HTTP client sends a body at once.
+func TestSlowBodiesDoNotTakeSlots(t *testing.T) {
+	auth := countingAuth{tokenAuth: testCallers, seen: make(chan string, 16)}
+	h := newHarness(t, nil, nil, func(c *Config) {
+		c.MaxConcurrent = 2
+		c.Auth = auth
+		c.RequestReadTimeout = 3 * time.Second
+	})
+	addr := strings.TrimPrefix(h.url, "http://")
+	var slow []net.Conn
+	for range 4 {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		// Headers and the first bytes of a body that never completes.
+		fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer bob-token\r\nContent-Type: application/json\r\nContent-Length: 4096\r\n\r\n{\"jsonrpc\":", addr)
+		slow = append(slow, conn)
+	}
+	for range slow {
+		select {
+		case tok := <-auth.seen:
+			if tok != "bob-token" {
+				t.Fatalf("unexpected caller %q", tok)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the slow requests never reached the bridge")
+		}
+	}
+	if status, _, _ := post(t, h.url+"/mcp", "alice-token", "", initBody, nil); status != http.StatusOK {
+		t.Fatalf("with 4 slow bodies in a 2-slot replica, another caller got %d, want 200", status)
+	}
+	<-auth.seen
+	// The slow bodies are cut at their budget, with 408.
+	_ = slow[0].SetReadDeadline(time.Now().Add(10 * time.Second))
+	answer, _ := io.ReadAll(slow[0])
+	if !strings.HasPrefix(string(answer), "HTTP/1.1 408") {
+		t.Fatalf("a body slower than its budget was answered %q, want 408", answer)
 	}
 }
 

@@ -7,11 +7,10 @@ import (
 	"slices"
 	"time"
 
-	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
-	"github.com/mcp-operator/mcp-operator/internal/policy"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/translate"
+	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
 
 // A 2026-07-28 server asks the client something during a call by answering
@@ -23,59 +22,17 @@ import (
 // declared by the agent, cleaned, audited), and then:
 //
 //   - a 2026-07-28 agent gets the input_required result, with the server's
-//     requestState sealed inside the bridge's own (bound to the caller, the
-//     tool, the arguments and a deadline), so its retry can reach any
-//     replica;
+//     requestState sealed inside the bridge's own (state.go: bound to the
+//     caller, the tool, the arguments and a deadline), so its retry can
+//     reach any replica; the retry resumes the pipeline (pipeline.go);
 //   - a session-era agent is asked on the call's response stream, and the
 //     bridge calls the server again itself with the answers.
-
-// upstreamInputPurpose separates these sealed states from approvals.
-const upstreamInputPurpose = "mcp-upstream-input"
 
 // maxInputRounds bounds how often a server may ask within one call.
 const maxInputRounds = 8
 
 // upstreamInputTTL is how long an agent has to answer a server's question.
 const upstreamInputTTL = 10 * time.Minute
-
-// callBinding is what a sealed requestState of a server's question binds
-// the retry to: the call's id, caller, tool and exact arguments, and a
-// deadline.
-type callBinding struct {
-	ToolCallID string `json:"tc"`
-	Tool       string `json:"tool"`
-	Subject    string `json:"sub"`
-	ArgsDigest string `json:"args"`
-	Expires    int64  `json:"exp"` // Unix milliseconds
-}
-
-func (b *Bridge) bindingOf(c *call, deadline time.Time) callBinding {
-	return callBinding{
-		ToolCallID: c.id, Tool: c.tool.Name, Subject: c.rq.id.Username,
-		ArgsDigest: argsDigest(c.params.Arguments), Expires: deadline.UnixMilli(),
-	}
-}
-
-// check refuses a retry c the binding was not made for.
-func (cb callBinding) check(b *Bridge, c *call) error {
-	switch {
-	case cb.Subject != c.rq.id.Username || cb.Tool != c.tool.Name:
-		return &invalidStateError{"invalid requestState: it was issued for another caller or tool"}
-	case cb.ArgsDigest != argsDigest(c.params.Arguments):
-		return &invalidStateError{"invalid requestState: the arguments changed since the server asked; call again without requestState"}
-	case b.now().UnixMilli() > cb.Expires:
-		return &invalidStateError{"invalid requestState: the server's question expired; call again without requestState"}
-	}
-	return nil
-}
-
-// upstreamInputState is the sealed requestState of a server's question to
-// a 2026-07-28 agent.
-type upstreamInputState struct {
-	callBinding
-	// Upstream is the server's own requestState, passed back as it was.
-	Upstream string `json:"up,omitempty"`
-}
 
 // inputRequest is one entry of a server's inputRequests.
 type inputRequest struct {
@@ -86,62 +43,6 @@ type inputRequest struct {
 func isInputRequired(res json.RawMessage) bool {
 	kind, _ := rawjson.String(rawjson.Get(res, "resultType"))
 	return kind == "input_required"
-}
-
-// openUpstreamInput reads a retry's requestState when it is the bridge's
-// seal of a server's question; ok is false for any other state (an
-// approval's, or none).
-func (b *Bridge) openUpstreamInput(c *call) (st *upstreamInputState, ok bool, err error) {
-	var s upstreamInputState
-	if c.params.RequestState == "" || b.cfg.Sealer.Open(upstreamInputPurpose, c.params.RequestState, &s) != nil {
-		return nil, false, nil
-	}
-	if err := s.check(b, c); err != nil {
-		return nil, true, err
-	}
-	if !b.useOnce(c.params.RequestState, s.Expires) {
-		return nil, true, &invalidStateError{"invalid requestState: it was used already; call again without requestState"}
-	}
-	return &s, true, nil
-}
-
-// useOnce records a sealed state as used until it expires; false when it
-// was used already, in any spelling. Each retry is a call upstream, so a
-// state must not be replayed (on this replica; a replay elsewhere still
-// meets the rate limits).
-func (b *Bridge) useOnce(state string, expires int64) bool {
-	return b.spent.Use(state, time.UnixMilli(expires), b.now())
-}
-
-// continueCall is the retry of a call whose server asked a 2026-07-28
-// agent: it was allowed before it went upstream, so it is not asked about
-// again, but a policy that denies it now still wins.
-func (b *Bridge) continueCall(c *call, st *upstreamInputState, res policy.Result) *jsonrpc.Message {
-	rq := c.rq
-	c.id, c.answersServer, c.upstreamState = st.ToolCallID, true, st.Upstream
-	c.blockInjection = b.cfg.BlockInjection || res.BlockInjection
-	if b.cfg.Limiter != nil {
-		// Another call upstream: it counts against the rate limits.
-		res = b.cfg.Limiter.Apply(rq.id.Subject, res)
-	}
-	if res.Decision == v1alpha1.DecisionDeny {
-		return b.refuse(c, denial(res))
-	}
-	return b.execute(c)
-}
-
-// withInputResponses are the params of a call again after the server
-// asked: the client's answers and the server's requestState.
-func withInputResponses(params json.RawMessage, responses map[string]json.RawMessage, state string) json.RawMessage {
-	params = removeMember(removeMember(params, "inputResponses"), "requestState")
-	if responses != nil {
-		data, _ := json.Marshal(responses)
-		params = replaceMember(params, "inputResponses", data)
-	}
-	if state != "" {
-		params = replaceMember(params, "requestState", rawjson.AppendString(nil, state))
-	}
-	return params
 }
 
 // answerInputRequests handles a server's input_required result res for
@@ -184,9 +85,9 @@ func (b *Bridge) answerInputRequests(ctx context.Context, c *call, params, res j
 			_, _ = b.audit(rq, ev)
 			cleaned[k], _ = json.Marshal(inputRequest{Method: ir.Method, Params: clean})
 		}
-		state, err := b.cfg.Sealer.Seal(upstreamInputPurpose, upstreamInputState{
-			callBinding: b.bindingOf(c, b.now().Add(upstreamInputTTL)), Upstream: asked.RequestState,
-		})
+		st := newState(resumeUpstream, c.exchange, b.now().Add(upstreamInputTTL))
+		st.Upstream = asked.RequestState
+		state, err := b.sealState(st)
 		if err != nil {
 			return nil, rpcError(rq, jsonrpc.CodeInternalError, err.Error(), nil)
 		}
@@ -207,13 +108,13 @@ func (b *Bridge) answerInputRequests(ctx context.Context, c *call, params, res j
 		}
 		responses[k] = reply.Result
 	}
-	return withInputResponses(params, responses, asked.RequestState), nil
+	return translate.WithInputResponses(params, responses, asked.RequestState), nil
 }
 
 // inputRefused ends a call whose server asked what the agent can't be
 // asked: the server's setting or the agent's client stands in the way.
 func (b *Bridge) inputRefused(c *call, code int, why string) *jsonrpc.Message {
-	_, _ = b.audit(c.rq, audit.ToolFailed{Reason: reasonServerRequestRefused, ToolCallID: c.id, Tool: c.tool.Name, Message: why})
+	_, _ = b.audit(c.rq, c.failed(reasonServerRequestRefused, why))
 	b.count(c.tool, "allow", reasonServerRequestRefused)
 	return rpcError(c.rq, code, "the server asked for input the bridge did not pass to the agent: "+why, map[string]any{
 		"reason": reasonServerRequestRefused, "toolCallId": c.id,
@@ -222,5 +123,5 @@ func (b *Bridge) inputRefused(c *call, code int, why string) *jsonrpc.Message {
 
 // inputFailed ends a call whose server's question could not be handled.
 func (b *Bridge) inputFailed(c *call, why string) *jsonrpc.Message {
-	return b.callFailed(c, 0, errors.New(why))
+	return b.callFailed(c.exchange, c.tool.Server, 0, errors.New(why))
 }

@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
-	"github.com/mcp-operator/mcp-operator/internal/policy"
 )
 
 // A session-era server asks its client something in the middle of a call
@@ -25,9 +23,6 @@ import (
 // The retry must reach this replica (the Service's session affinity sends
 // one client to one replica); elsewhere it is refused and the agent calls
 // again. A parked call nobody resumes ends at its deadline.
-
-// parkedPurpose separates parked-call states from other sealed values.
-const parkedPurpose = "mcp-parked-call"
 
 // parkedInputKey names the server's request in the agent's inputRequests.
 const parkedInputKey = "server"
@@ -51,12 +46,6 @@ type serverAsk struct {
 type parkableEnd struct {
 	res json.RawMessage
 	err error
-}
-
-// parkedState is the sealed requestState naming a parked call.
-type parkedState struct {
-	callBinding
-	Parked string `json:"pk"`
 }
 
 // startParkable starts c upstream, detached from the agent's request (which
@@ -104,7 +93,9 @@ func (b *Bridge) park(c *call, p *parkable, ask serverAsk) *jsonrpc.Message {
 	rq := c.rq
 	id := b.cfg.NewCallID()
 	deadline, _ := p.ctx.Deadline()
-	state, err := b.cfg.Sealer.Seal(parkedPurpose, parkedState{callBinding: b.bindingOf(c, deadline), Parked: id})
+	st := newState(resumeParked, c.exchange, deadline)
+	st.Parked = id
+	state, err := b.sealState(st)
 	if err != nil {
 		ask.reply <- jsonrpc.NewErrorResponse(nil, jsonrpc.CodeInternalError, err.Error())
 		return b.await(c, p)
@@ -165,47 +156,26 @@ func (b *Bridge) releaseParked(subject string) {
 	}
 }
 
-// openParked reads a retry's requestState when it names a parked call; ok
-// is false for any other state.
-func (b *Bridge) openParked(c *call) (pc *parkedCall, ok bool, err error) {
-	var st parkedState
-	if c.params.RequestState == "" || b.cfg.Sealer.Open(parkedPurpose, c.params.RequestState, &st) != nil {
-		return nil, false, nil
-	}
-	if err := st.check(b, c); err != nil {
-		return nil, true, err
-	}
+// unpark takes the call a resumeParked state names off this replica.
+func (b *Bridge) unpark(st *requestState) (*parkedCall, error) {
 	v, held := b.parked.LoadAndDelete(st.Parked)
 	if !held {
-		return nil, true, &invalidStateError{"invalid requestState: the call it continues is not held by this replica (it ended, or another replica holds it); call again without requestState"}
+		return nil, &invalidStateError{"invalid requestState: the call it continues is not held by this replica (it ended, or another replica holds it); call again without requestState"}
 	}
-	pc = v.(*parkedCall)
+	pc := v.(*parkedCall)
 	b.releaseParked(pc.subject)
-	c.id = st.ToolCallID
-	return pc, true, nil
+	return pc, nil
 }
 
-// resume hands the agent's answer to the server waiting for it and waits
-// for what the call does next, for this retry's agent request.
-// Like any retry that answers a server, it is not asked about again, but
-// a policy that denies the tool by then still wins (the server is told).
-func (b *Bridge) resume(c *call, pc *parkedCall, res policy.Result) *jsonrpc.Message {
+// continueParked hands the agent's answer to the server waiting for it and
+// waits for what the call does next, for this retry's agent request. (A
+// policy that denies the call by then has ended it: refuse.)
+func (b *Bridge) continueParked(c *call, pc *parkedCall) *jsonrpc.Message {
 	p := pc.p
 	c.parkable = p
-	c.blockInjection = b.cfg.BlockInjection || res.BlockInjection
-	if b.cfg.Limiter != nil {
-		res = b.cfg.Limiter.Apply(c.rq.id.Subject, res)
-	}
-	answer, ok := c.params.InputResponses[parkedInputKey]
-	switch {
-	case res.Decision == v1alpha1.DecisionDeny:
-		pc.ask.reply <- jsonrpc.NewErrorResponse(nil, CodeDenied, "the call was denied meanwhile")
-		p.cancel()
-		<-p.done
-		return b.refuse(c, denial(res))
-	case ok:
+	if answer, ok := c.inputResponses[parkedInputKey]; ok {
 		pc.ask.reply <- jsonrpc.NewResult(nil, answer)
-	default:
+	} else {
 		pc.ask.reply <- jsonrpc.NewErrorResponse(nil, jsonrpc.CodeInvalidParams, "the agent's retry carried no answer under inputResponses."+parkedInputKey)
 	}
 	return b.await(c, p)

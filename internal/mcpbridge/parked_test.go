@@ -71,7 +71,7 @@ func TestParkedCall(t *testing.T) {
 		if err != nil || !strings.Contains(string(got), "username:eve") {
 			t.Fatalf("alice's retry must reach the waiting server: %s, %v", got, err)
 		}
-		if _, err := retry(alice, state); rpcCode(err) != -32602 || !strings.Contains(err.Error(), "not held by this replica") {
+		if _, err := retry(alice, state); rpcCode(err) != -32602 || !strings.Contains(err.Error(), "used already") {
 			t.Errorf("a second retry of the same question: %v, want -32602 (the call is over)", err)
 		}
 	})

@@ -157,7 +157,8 @@ func TestAskOnReadsAndPrompts(t *testing.T) {
 
 	events := h.events(t)
 	readOK := "permission.requested permission.resolved mcp.resource.requested mcp.resource.fetched"
-	refusedChain := "permission.requested permission.resolved"
+	// A refused read or prompt closes its chain as a refused call does.
+	refusedChain := "permission.requested permission.resolved tool.failed"
 	checkDecisions(t, events, "resource", textURI,
 		"allow by user (approval:once): "+readOK,
 		"deny by user (approval:deny): "+refusedChain,
@@ -197,8 +198,8 @@ func TestAskOnReadsWithoutElicitation(t *testing.T) {
 		}
 	}
 	events := h.events(t)
-	checkDecisions(t, events, "resource", textURI, "deny by bridge (policy:tools/alice#resources[0]): permission.requested permission.resolved")
-	checkDecisions(t, events, "prompt", simplePmt, "deny by bridge (policy:tools/alice#prompts[0]): permission.requested permission.resolved")
+	checkDecisions(t, events, "resource", textURI, "deny by bridge (policy:tools/alice#resources[0]): permission.requested permission.resolved tool.failed")
+	checkDecisions(t, events, "prompt", simplePmt, "deny by bridge (policy:tools/alice#prompts[0]): permission.requested permission.resolved tool.failed")
 }
 
 // TestAskOnReadsTimesOut: a client that takes the question and never
@@ -232,7 +233,7 @@ func TestAskOnReadsTimesOut(t *testing.T) {
 	if took := time.Since(start); took < time.Second || took > 10*time.Second {
 		t.Errorf("the bridge waited %s for an answer, want the policy's 1s", took)
 	}
-	checkDecisions(t, h.events(t), "resource", textURI, "deny by bridge (approval:timeout): permission.requested permission.resolved")
+	checkDecisions(t, h.events(t), "resource", textURI, "deny by bridge (approval:timeout): permission.requested permission.resolved tool.failed")
 }
 
 // TestAskOnReadsStateless: the 2026-07-28 era. The official Go SDK client
@@ -260,7 +261,7 @@ func TestAskOnReadsStateless(t *testing.T) {
 	}
 	events := h.events(t)
 	checkDecisions(t, events, "resource", textURI, "allow by user (approval:once): permission.requested permission.resolved mcp.resource.requested mcp.resource.fetched")
-	checkDecisions(t, events, "prompt", argsPrompt, "deny by user (approval:deny): permission.requested permission.resolved")
+	checkDecisions(t, events, "prompt", argsPrompt, "deny by user (approval:deny): permission.requested permission.resolved tool.failed")
 
 	// The round trip by hand, and what a retry may not do.
 	readParams := `"uri":"` + textURI + `"`
@@ -285,8 +286,8 @@ func TestAskOnReadsStateless(t *testing.T) {
 	// binds the method too. No prompt of the upstream shares a tool's
 	// name, so the bridge's own sealer issues one as it would.
 	sealer, _ := signed.New(testKey)
-	sameName, err := sealer.Seal(approvalPurpose, approvalState{
-		ToolCallID: "call-x", Method: methodPrompt, Target: "mcp.everything.test_simple_text", Subject: "system:serviceaccount:agents:alice",
+	sameName, err := sealer.Seal(statePurpose, requestState{
+		Kind: resumeApproval, ToolCallID: "call-x", Method: methodPrompt, Target: "mcp.everything.test_simple_text", Subject: "system:serviceaccount:agents:alice",
 		ArgsDigest: argsDigest(nil), Expires: time.Now().Add(time.Minute).UnixMilli(), Answers: []string{answerAllowOnce, answerDeny},
 	})
 	if err != nil {
@@ -378,8 +379,8 @@ func resultString(msg []byte, key string) string {
 // the question was asked, may offer more).
 func TestARetryIsCheckedAgainstTheCurrentPolicy(t *testing.T) {
 	sealer, _ := signed.New(testKey)
-	state, err := sealer.Seal(approvalPurpose, approvalState{
-		ToolCallID: "call-old", Method: methodRead, Target: textURI, Subject: "system:serviceaccount:agents:alice",
+	state, err := sealer.Seal(statePurpose, requestState{
+		Kind: resumeApproval, ToolCallID: "call-old", Method: methodRead, Target: textURI, Subject: "system:serviceaccount:agents:alice",
 		ArgsDigest: argsDigest(nil), Expires: time.Now().Add(time.Minute).UnixMilli(), Answers: []string{answerAllowOnce, answerDeny},
 	})
 	if err != nil {

@@ -2,7 +2,6 @@ package mcpbridge
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -13,10 +12,11 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/toolname"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/translate"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
+	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
 
 // livePrompts lists a server's prompts now, raw and parsed.
@@ -65,7 +65,7 @@ func (b *Bridge) listPrompts(rq *request) *jsonrpc.Message {
 				continue
 			}
 			if shown := b.promptName(rq, full); shown != "" {
-				item = replaceMember(item, "name", rawjson.AppendString(nil, shown))
+				item = rawjson.Set(item, "name", rawjson.AppendString(nil, shown))
 			}
 			// Names, titles and descriptions are the server's output too.
 			if clean, _, err := output.JSON(b.redactor(s), "prompts/list", item); err == nil {
@@ -107,7 +107,22 @@ func (b *Bridge) resolvePrompt(rq *request, name string) (server, upstreamName s
 	return "", "", false
 }
 
-func (b *Bridge) getPrompt(rq *request) *jsonrpc.Message {
+// prompt is the prompts adapter of the pipeline: one prompts/get.
+type prompt struct {
+	*exchange
+	server       *routes.Server
+	conn         *upstream.Conn
+	upstreamName string
+	// name is the prompt's name as the agent sent it.
+	name      string
+	arguments map[string]string
+}
+
+func (b *Bridge) getPrompt(rq *request) *jsonrpc.Message { return b.serve(rq, &prompt{}) }
+
+func (pr *prompt) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
+	pr.exchange = x
+	rq := x.rq
 	var p struct {
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments"`
@@ -115,9 +130,9 @@ func (b *Bridge) getPrompt(rq *request) *jsonrpc.Message {
 	if err := json.Unmarshal(rq.msg.Params, &p); err != nil || p.Name == "" {
 		return rpcError(rq, jsonrpc.CodeInvalidParams, "prompts/get needs params with a prompt name", nil)
 	}
-	args := map[string]string{}
+	pr.arguments = map[string]string{}
 	if len(p.Arguments) > 0 && string(p.Arguments) != "null" {
-		if err := json.Unmarshal(p.Arguments, &args); err != nil {
+		if err := json.Unmarshal(p.Arguments, &pr.arguments); err != nil {
 			return rpcError(rq, jsonrpc.CodeInvalidParams, "prompt arguments must be an object of strings", nil)
 		}
 	}
@@ -126,54 +141,64 @@ func (b *Bridge) getPrompt(rq *request) *jsonrpc.Message {
 	if !ok || !served || !s.Capabilities.Prompts {
 		return rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("unknown prompt %q", p.Name), nil)
 	}
+	pr.server, pr.conn, pr.upstreamName, pr.name = s, conn, upstreamName, p.Name
 	full := toolname.Namespaced(s.Name, upstreamName)
-	res := b.engine.Load().DecidePrompt(rq.id.Subject, policy.PromptGet{Name: full, Server: s.Name, Namespace: s.Namespace})
-	if res.Decision != v1alpha1.DecisionDeny {
-		// The arguments are checked before the user is asked (nobody should
-		// approve what cannot run), and only for a caller who may get the
-		// prompt at all.
-		_, parsed, err := b.livePrompts(rq, s, conn)
-		if err != nil {
-			return upstreamError(rq, err, "")
-		}
-		i := slices.IndexFunc(parsed, func(x catalog.Prompt) bool { return x.UpstreamName == upstreamName })
-		if i < 0 {
-			return rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("unknown prompt %q", p.Name), nil)
-		}
-		if err := checkPromptArgs(parsed[i], args); err != nil {
-			return rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("prompt %s: %v", full, err), nil)
-		}
+	if string(p.Arguments) != "null" {
+		x.args = p.Arguments
 	}
-	id, refused := b.permitPrompt(rq, full, p.Arguments, res)
-	if refused != nil {
-		return refused
+	x.method, x.target, x.action, x.what = methodPrompt, full, "get the prompt "+full, "prompt "+full
+	x.readRetry()
+	return nil
+}
+
+// decide also holds the arguments to the prompt's declaration before
+// anyone is asked (nobody should approve what cannot run), and only for a
+// caller who may get the prompt at all.
+func (pr *prompt) decide(b *Bridge, x *exchange) (policy.Result, *jsonrpc.Message) {
+	rq, s := x.rq, pr.server
+	res := b.engine.Load().DecidePrompt(rq.id.Subject, policy.PromptGet{Name: x.target, Server: s.Name, Namespace: s.Namespace})
+	if res.Decision == v1alpha1.DecisionDeny {
+		return res, nil
 	}
-	if _, err := b.audit(rq, audit.PromptInvoked{Server: s.Name, Prompt: upstreamName, Args: p.Arguments, ToolCallID: id}); err != nil {
-		return rpcError(rq, jsonrpc.CodeInternalError, "the prompt was not expanded: its audit record could not be written", nil)
+	_, parsed, err := b.livePrompts(rq, s, pr.conn)
+	if err != nil {
+		return res, upstreamError(rq, err, "")
 	}
-	params := replaceMember(upstreamParams(rq.msg.Params), "name", rawjson.AppendString(nil, upstreamName))
+	i := slices.IndexFunc(parsed, func(c catalog.Prompt) bool { return c.UpstreamName == pr.upstreamName })
+	if i < 0 {
+		return res, rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("unknown prompt %q", pr.name), nil)
+	}
+	if err := checkPromptArgs(parsed[i], pr.arguments); err != nil {
+		return res, rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("prompt %s: %v", x.target, err), nil)
+	}
+	return res, nil
+}
+
+func (pr *prompt) forward(b *Bridge, x *exchange) *jsonrpc.Message {
+	rq, s := x.rq, pr.server
+	if _, err := b.audit(rq, audit.PromptInvoked{Server: s.Name, Prompt: pr.upstreamName, Args: x.args, ToolCallID: x.id}); err != nil {
+		return b.unrecorded(x, err)
+	}
+	params := rawjson.Set(translate.UpstreamParams(rq.msg.Params), "name", rawjson.AppendString(nil, pr.upstreamName))
 	ctx, cancel := b.contextWithCallTimeout(rq.ctx)
 	defer cancel()
 	start := b.now()
-	raw, err := conn.Call(ctx, "prompts/get", params)
-	b.observe(s.Name, "prompts/get", b.now().Sub(start), err)
+	raw, err := pr.conn.Call(ctx, "prompts/get", params)
+	took := b.now().Sub(start)
+	b.observe(s.Name, "prompts/get", took, err)
 	if err != nil {
-		return upstreamError(rq, err, "")
+		return b.callFailed(x, s, took, err)
 	}
 	out, sum, err := b.cfg.Pipeline.PromptResult(output.Call{
-		Server: s.Name, Name: upstreamName, Subject: rq.id.Username, Redactor: b.redactor(s),
-		Block: b.cfg.BlockInjection || res.BlockInjection,
+		Server: s.Name, Name: pr.upstreamName, Subject: rq.id.Username, Redactor: b.redactor(s), Block: x.blockInjection,
 	}, raw)
-	expanded := audit.PromptExpanded{Server: s.Name, Prompt: upstreamName, SizeBytes: len(raw), Injection: sum.Findings, Blocked: sum.Blocked, ToolCallID: id}
+	expanded := audit.PromptExpanded{Server: s.Name, Prompt: pr.upstreamName, SizeBytes: len(raw), Injection: sum.Findings, Blocked: sum.Blocked, ToolCallID: x.id}
 	if msgs, e := rawjson.Elements(rawjson.Get(raw, "messages")); e == nil {
 		expanded.Messages = len(msgs)
 	}
 	_, _ = b.audit(rq, expanded)
 	if err != nil {
-		if errors.Is(err, output.ErrBlocked) {
-			return rpcError(rq, CodeDenied, "prompt "+full+": "+err.Error(), map[string]any{"reason": reasonInjection})
-		}
-		return rpcError(rq, CodeUpstream, err.Error(), map[string]any{"reason": "invalid_result"})
+		return b.withheld(x, "prompt "+x.target, err)
 	}
 	return rpcResult(rq, json.RawMessage(out))
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
+	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 	"github.com/mcp-operator/mcp-operator/internal/redact"
 )
 
@@ -177,13 +177,13 @@ func (b *Bridge) relayedParams(c *call, req *jsonrpc.Message) (json.RawMessage, 
 		msg, _ := rawjson.String(rawjson.Get(params, "message"))
 		scan("message", rawjson.Get(params, "message"))
 		prefixed := rawjson.AppendString(nil, output.Prefix(c.tool.Server.Name, c.tool.Upstream)+output.EscapeMarkers(msg))
-		return replaceMember(params, "message", prefixed), findings, blocked()
+		return rawjson.Set(params, "message", prefixed), findings, blocked()
 	}
 	// To the agent the bridge is one server: context "thisServer" or
 	// "allServers" would be the whole bridge session's, other servers'
 	// results included, handed to this server through the model's answer.
 	if ctx, _ := rawjson.String(rawjson.Get(params, "includeContext")); ctx != "" && ctx != "none" {
-		params = replaceMember(params, "includeContext", rawjson.AppendString(nil, "none"))
+		params = rawjson.Set(params, "includeContext", rawjson.AppendString(nil, "none"))
 	}
 	scan("systemPrompt", rawjson.Get(params, "systemPrompt"))
 	var messages []struct {
@@ -199,6 +199,10 @@ func (b *Bridge) relayedParams(c *call, req *jsonrpc.Message) (json.RawMessage, 
 		for _, block := range blocks {
 			scan(fmt.Sprintf("messages[%d].content", i), rawjson.Get(block, "text"))
 		}
+	}
+	// The model reads the messages: no marker of another source in them.
+	if escaped, err := output.EscapeMarkersJSON(params); err == nil {
+		params = escaped
 	}
 	return params, findings, blocked()
 }

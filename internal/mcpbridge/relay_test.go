@@ -120,7 +120,7 @@ func TestRelayedRequestsCleaned(t *testing.T) {
 	}
 
 	// A server that asks for context (no real peer here does on demand).
-	c := &call{rq: &request{}, tool: &routes.Tool{Server: &routes.Server{Name: "everything"}, Upstream: "t"}}
+	c := &call{exchange: &exchange{rq: &request{}}, tool: &routes.Tool{Server: &routes.Server{Name: "everything"}, Upstream: "t"}}
 	params, _, err := h.b.relayedParams(c, &jsonrpc.Message{Method: "sampling/createMessage",
 		Params: json.RawMessage(`{"messages":[],"includeContext":"allServers","maxTokens":5}`)})
 	if err != nil || !strings.Contains(string(params), `"includeContext":"none"`) {

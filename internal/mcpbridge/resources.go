@@ -6,40 +6,28 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/artifact"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/translate"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
 	"github.com/mcp-operator/mcp-operator/internal/policy/resourceuri"
+	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
-
-// uriPrefix starts the URIs /mcp shows for servers' resources:
-// mcp://<server>/<the server's own URI>. Server names hold no '/', so the
-// rewriting reverses exactly.
-const uriPrefix = "mcp://"
 
 // CodeResourceNotFound is MCP's error for an unknown resource.
 const CodeResourceNotFound = -32002
 
 // BridgeURI is the URI /mcp shows for a server's resource.
-func BridgeURI(server, uri string) string { return uriPrefix + server + "/" + uri }
+func BridgeURI(server, uri string) string { return translate.BridgeURI(server, uri) }
 
 // ParseBridgeURI reverses BridgeURI.
-func ParseBridgeURI(u string) (server, uri string, ok bool) {
-	rest, ok := strings.CutPrefix(u, uriPrefix)
-	if !ok {
-		return "", "", false
-	}
-	server, uri, ok = strings.Cut(rest, "/")
-	return server, uri, ok && server != "" && uri != ""
-}
+func ParseBridgeURI(u string) (server, uri string, ok bool) { return translate.ParseBridgeURI(u) }
 
 func (b *Bridge) listResources(rq *request, method, key, uriKey string) *jsonrpc.Message {
 	eng := b.engine.Load()
@@ -69,9 +57,9 @@ func (b *Bridge) listResources(rq *request, method, key, uriKey string) *jsonrpc
 				continue
 			}
 			if rq.endpoint == "" {
-				item = replaceMember(item, uriKey, rawjson.AppendString(nil, BridgeURI(s.Name, uri)))
+				item = rawjson.Set(item, uriKey, rawjson.AppendString(nil, BridgeURI(s.Name, uri)))
 			} else if uri != listed {
-				item = replaceMember(item, uriKey, rawjson.AppendString(nil, uri))
+				item = rawjson.Set(item, uriKey, rawjson.AppendString(nil, uri))
 			}
 			// Names, titles and descriptions are the server's output too.
 			if clean, _, err := output.JSON(b.redactor(s), "resources/list", item); err == nil {
@@ -93,7 +81,7 @@ func (b *Bridge) locateResource(rq *request, agentURI string) (*routes.Server, *
 	if server == "" {
 		var ok bool
 		if server, uri, ok = ParseBridgeURI(agentURI); !ok {
-			return nil, nil, "", rpcError(rq, CodeResourceNotFound, fmt.Sprintf("unknown resource %q: resources here are named %s<server>/<uri>", agentURI, uriPrefix), nil)
+			return nil, nil, "", rpcError(rq, CodeResourceNotFound, fmt.Sprintf("unknown resource %q: resources here are named %s<server>/<uri>", agentURI, translate.URIPrefix), nil)
 		}
 	}
 	s, conn, ok := b.cfg.Registry.Server(server)
@@ -107,7 +95,20 @@ func (b *Bridge) locateResource(rq *request, agentURI string) (*routes.Server, *
 	return s, conn, canonical, nil
 }
 
-func (b *Bridge) readResource(rq *request) *jsonrpc.Message {
+// read is the resources adapter of the pipeline: one resources/read.
+type read struct {
+	*exchange
+	server *routes.Server
+	conn   *upstream.Conn
+	// uri is the server's own URI; shown is the one the agent sent.
+	uri, shown string
+}
+
+func (b *Bridge) readResource(rq *request) *jsonrpc.Message { return b.serve(rq, &read{}) }
+
+func (r *read) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
+	r.exchange = x
+	rq := x.rq
 	var p struct {
 		URI string `json:"uri"`
 	}
@@ -115,58 +116,63 @@ func (b *Bridge) readResource(rq *request) *jsonrpc.Message {
 		return rpcError(rq, jsonrpc.CodeInvalidParams, "resources/read needs params with a uri", nil)
 	}
 	if sha, ok := artifact.ParseURI(p.URI); ok {
+		// The bridge's own store, not a server: the subject who made it
+		// reads it back.
 		return b.readArtifact(rq, p.URI, sha)
 	}
 	s, conn, uri, unknown := b.locateResource(rq, p.URI)
 	if unknown != nil {
 		return unknown
 	}
-	res := b.engine.Load().DecideResource(rq.id.Subject, policy.ResourceRead{Server: s.Name, Namespace: s.Namespace, URI: uri})
-	id, refused := b.permitRead(rq, s.Name, uri, p.URI, res)
-	if refused != nil {
-		return refused
-	}
-	if _, err := b.audit(rq, audit.ResourceRequested{Server: s.Name, URI: uri, ToolCallID: id}); err != nil {
-		return rpcError(rq, jsonrpc.CodeInternalError, "the read was not run: its audit record could not be written", nil)
+	r.server, r.conn, r.uri, r.shown = s, conn, uri, p.URI
+	x.method, x.target = methodRead, BridgeURI(s.Name, uri)
+	x.action, x.what = "read the resource "+p.URI, "read of "+p.URI
+	x.readRetry()
+	return nil
+}
+
+func (r *read) decide(b *Bridge, x *exchange) (policy.Result, *jsonrpc.Message) {
+	return b.engine.Load().DecideResource(x.rq.id.Subject, policy.ResourceRead{Server: r.server.Name, Namespace: r.server.Namespace, URI: r.uri}), nil
+}
+
+func (r *read) forward(b *Bridge, x *exchange) *jsonrpc.Message {
+	rq, s := x.rq, r.server
+	if _, err := b.audit(rq, audit.ResourceRequested{Server: s.Name, URI: r.uri, ToolCallID: x.id}); err != nil {
+		return b.unrecorded(x, err)
 	}
 	ctx, cancel := b.contextWithCallTimeout(rq.ctx)
 	defer cancel()
 	start := b.now()
-	raw, err := conn.Call(ctx, "resources/read", replaceMember(upstreamParams(rq.msg.Params), "uri", rawjson.AppendString(nil, uri)))
-	b.observe(s.Name, "resources/read", b.now().Sub(start), err)
+	raw, err := r.conn.Call(ctx, "resources/read", rawjson.Set(translate.UpstreamParams(rq.msg.Params), "uri", rawjson.AppendString(nil, r.uri)))
+	took := b.now().Sub(start)
+	b.observe(s.Name, "resources/read", took, err)
 	if err != nil {
-		return upstreamError(rq, err, "")
+		return b.callFailed(x, s, took, err)
 	}
 	sum := sha256.Sum256(raw)
 	out, _, err := b.cfg.Pipeline.ResourceResult(output.Call{
-		Server: s.Name, Name: uri, Subject: rq.id.Username, Redactor: b.redactor(s), Block: b.cfg.BlockInjection,
+		Server: s.Name, Name: r.uri, Subject: rq.id.Username, Redactor: b.redactor(s), Block: x.blockInjection,
 	}, raw)
-	_, _ = b.audit(rq, audit.ResourceFetched{Server: s.Name, URI: uri, SizeBytes: len(raw), ContentHash: "sha256:" + hex.EncodeToString(sum[:]), ToolCallID: id})
+	_, _ = b.audit(rq, audit.ResourceFetched{Server: s.Name, URI: r.uri, SizeBytes: len(raw), ContentHash: "sha256:" + hex.EncodeToString(sum[:]), ToolCallID: x.id})
 	if err != nil {
-		if errors.Is(err, output.ErrBlocked) {
-			return rpcError(rq, CodeDenied, "resource "+p.URI+": "+err.Error(), map[string]any{"reason": reasonInjection})
-		}
-		return rpcError(rq, CodeUpstream, err.Error(), map[string]any{"reason": "invalid_result"})
+		return b.withheld(x, "resource "+r.shown, err)
 	}
 	if rq.endpoint == "" {
-		out = rewriteContentURIs(out, s.Name)
+		out = translate.ContentURIs(out, s.Name)
 	}
 	return rpcResult(rq, json.RawMessage(out))
 }
 
-// rewriteContentURIs names the server in each contents[].uri.
-func rewriteContentURIs(res []byte, server string) []byte {
-	contents := rawjson.Get(res, "contents")
-	items, err := rawjson.Elements(contents)
-	if err != nil {
-		return res
+// withheld ends a read or a prompt whose answer the output pipeline did
+// not pass on (blocked for injection, or malformed), with the closing
+// event a call's output failure has.
+func (b *Bridge) withheld(x *exchange, what string, err error) *jsonrpc.Message {
+	if errors.Is(err, output.ErrBlocked) {
+		_, _ = b.audit(x.rq, x.failed(reasonInjection, err.Error()))
+		return rpcError(x.rq, CodeDenied, what+": "+err.Error(), map[string]any{"reason": reasonInjection, "toolCallId": x.id})
 	}
-	for i, item := range items {
-		if uri, ok := rawjson.String(rawjson.Get(item, "uri")); ok && uri != "" {
-			items[i] = replaceMember(item, "uri", rawjson.AppendString(nil, BridgeURI(server, uri)))
-		}
-	}
-	return replaceMember(res, "contents", rawjson.AppendArray(nil, items))
+	_, _ = b.audit(x.rq, x.failed(reasonInvalidResult, err.Error()))
+	return rpcError(x.rq, CodeUpstream, err.Error(), map[string]any{"reason": reasonInvalidResult, "toolCallId": x.id})
 }
 
 // readArtifact returns a capped result to the subject that produced it,

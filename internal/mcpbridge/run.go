@@ -30,6 +30,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/watch"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
 )
 
@@ -76,7 +77,7 @@ type Options struct {
 // Runtime is a started bridge.
 type Runtime struct {
 	Bridge   *Bridge
-	Watcher  *routes.Watcher
+	Watcher  *watch.Watcher
 	Registry *routes.Registry
 	Audit    *audit.Writer
 	Sessions *session.Manager
@@ -164,7 +165,7 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		}
 	}
 	b := New(cfg)
-	w := &routes.Watcher{
+	w := &watch.Watcher{
 		Cache: c, Secrets: reader, Registry: registry, Log: o.Log.WithName("watch"), Resync: o.SecretsResync,
 		Policies: func(list []v1alpha1.ToolPolicy) {
 			e, errs := policy.Compile(list)

@@ -15,11 +15,12 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
+	"github.com/mcp-operator/mcp-operator/internal/policy/resourceuri"
+	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
 
 // Resource subscriptions: an agent asks for them, so updates are pushed
@@ -96,8 +97,11 @@ func (h *hub) URIs(server string) []string {
 // listeners subscribed to its URI, in each one's view, if their policies
 // still allow reading it (routes.Subscriptions).
 func (h *hub) Updated(server string, params json.RawMessage) {
-	uri, _ := rawjson.String(rawjson.Get(params, "uri"))
-	if uri == "" {
+	// Subscriptions are stored under the canonical URI, which is also the
+	// one decided below; a server may spell it otherwise.
+	raw, _ := rawjson.String(rawjson.Get(params, "uri"))
+	uri, err := resourceuri.Canonical(raw)
+	if err != nil {
 		return
 	}
 	h.mu.Lock()
@@ -246,23 +250,22 @@ func (h *hub) endSession(id string) {
 }
 
 // resolveResource finds the server and upstream URI of a URI in the agent's
-// view and decides it exactly as resources/read does; the message is the
-// refusal, nil when allowed.
-func (b *Bridge) resolveResource(rq *request, agentURI, what string) (*routes.Server, *upstream.Conn, string, *jsonrpc.Message) {
+// view and decides it as a read is decided, recording the decision (ask
+// denies: updates cannot be asked about one by one; a read can). It
+// returns the id of the decision's events, or the refusal.
+func (b *Bridge) resolveResource(rq *request, agentURI, what string) (*routes.Server, *upstream.Conn, string, string, *jsonrpc.Message) {
 	s, conn, uri, unknown := b.locateResource(rq, agentURI)
 	if unknown != nil {
-		return nil, nil, "", unknown
+		return nil, nil, "", "", unknown
 	}
-	res := b.engine.Load().DecideResource(rq.id.Subject, policy.ResourceRead{Server: s.Name, Namespace: s.Namespace, URI: uri})
-	if res.Decision != v1alpha1.DecisionAllow {
-		reason := res.Reason
-		if res.Decision == v1alpha1.DecisionAsk {
-			// Updates can't be asked about one by one; a read can.
-			reason = reasonApprovalUnavailable + ": the policy asks for this resource, and a subscription needs allow (read it instead: the read is asked about)"
-		}
-		return nil, nil, "", rpcError(rq, CodeDenied, what+" of "+agentURI+" denied: "+reason, map[string]any{"sourcedFrom": res.SourcedFrom})
+	// Decided and recorded as the pipeline does (pipeline.go), with no
+	// question to ask.
+	x := &exchange{rq: rq, method: methodRead, target: BridgeURI(s.Name, uri), what: what + " of " + agentURI, noAsk: true}
+	b.decide(x, b.engine.Load().DecideResource(rq.id.Subject, policy.ResourceRead{Server: s.Name, Namespace: s.Namespace, URI: uri}))
+	if refused := b.settle(x); refused != nil {
+		return nil, nil, "", "", refused
 	}
-	return s, conn, uri, nil
+	return s, conn, uri, x.id, nil
 }
 
 // subscribeURI reads {uri}.
@@ -283,7 +286,7 @@ func (b *Bridge) subscribe(rq *request) *jsonrpc.Message {
 	if bad != nil {
 		return bad
 	}
-	s, conn, uri, refused := b.resolveResource(rq, agentURI, "subscription")
+	s, conn, uri, id, refused := b.resolveResource(rq, agentURI, "subscription")
 	if refused != nil {
 		return refused
 	}
@@ -291,7 +294,7 @@ func (b *Bridge) subscribe(rq *request) *jsonrpc.Message {
 	if l == nil {
 		return rpcError(rq, jsonrpc.CodeInvalidRequest, "the session has ended", nil)
 	}
-	if err := b.hold(rq, l, s, conn, uri, agentURI, "resources/subscribe"); err != nil {
+	if err := b.hold(rq, l, s, conn, uri, agentURI, id, "resources/subscribe"); err != nil {
 		return err
 	}
 	return rpcResult(rq, json.RawMessage(`{}`))
@@ -299,8 +302,8 @@ func (b *Bridge) subscribe(rq *request) *jsonrpc.Message {
 
 // hold records l's subscription and waits until the server holds it; the
 // message is the refusal.
-func (b *Bridge) hold(rq *request, l *listener, s *routes.Server, conn *upstream.Conn, uri, agentURI, method string) *jsonrpc.Message {
-	if _, err := b.audit(rq, audit.ResourceRequested{Server: s.Name, URI: uri, Method: method}); err != nil {
+func (b *Bridge) hold(rq *request, l *listener, s *routes.Server, conn *upstream.Conn, uri, agentURI, id, method string) *jsonrpc.Message {
+	if _, err := b.audit(rq, audit.ResourceRequested{Server: s.Name, URI: uri, Method: method, ToolCallID: id}); err != nil {
 		return rpcError(rq, jsonrpc.CodeInternalError, "the subscription was not made: its audit record could not be written", nil)
 	}
 	k := topicKey{s.Name, uri}
@@ -374,12 +377,12 @@ func (b *Bridge) listen(rq *request) *jsonrpc.Message {
 	defer b.subs.remove(l)
 	accepted := []string{}
 	for _, agentURI := range p.Notifications.ResourceSubscriptions {
-		s, conn, uri, refused := b.resolveResource(rq, agentURI, "subscription")
+		s, conn, uri, id, refused := b.resolveResource(rq, agentURI, "subscription")
 		if refused != nil {
 			b.cfg.Log.Info("a resource subscription was refused", "subject", rq.id.Username, "uri", agentURI, "why", refused.Error.Message)
 			continue
 		}
-		if failed := b.hold(rq, l, s, conn, uri, agentURI, "subscriptions/listen"); failed != nil {
+		if failed := b.hold(rq, l, s, conn, uri, agentURI, id, "subscriptions/listen"); failed != nil {
 			b.cfg.Log.Info("a resource subscription was not made", "subject", rq.id.Username, "uri", agentURI, "why", failed.Error.Message)
 			continue
 		}

@@ -20,9 +20,9 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
+	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -412,5 +412,37 @@ func TestRotationMovesSubscriptions(t *testing.T) {
 	time.Sleep(6500 * time.Millisecond) // the server sends an update every 3 s per subscribed session
 	if n := drain(ua); n < 1 || n > 3 {
 		t.Fatalf("the agent got %d updates in 6.5 s, want 2 or so (doubled updates mean two upstream subscriptions)", n)
+	}
+}
+
+// TestUpdatedInServerSpelling: a server may name the resource in its
+// update otherwise than the agent subscribed to it (upper-case scheme and
+// host here); the subscription is stored under the canonical URI, so the
+// update is looked up under it too. The five updates are handed to the hub
+// as the upstream connection would; the server's own, every 3 s, add at
+// most one in the window.
+func TestUpdatedInServerSpelling(t *testing.T) {
+	up := testpeers.GoEverything(t, false)
+	server := bridgetest.Published(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{})
+	h := newHarness(t, []v1alpha1.MCPServer{server}, subscribePolicies(), nil)
+	agentURI := BridgeURI("everything", watched)
+	a := h.connect(t, "alice-token", "/mcp", client.EraSession)
+	ua := updates(t, a)
+	if _, err := a.Call(ctxT(t), "resources/subscribe", json.RawMessage(`{"uri":"`+agentURI+`"}`)); err != nil {
+		t.Fatalf("resources/subscribe: %v", err)
+	}
+	drain(ua)
+	for range 5 {
+		h.b.subs.Updated("everything", json.RawMessage(`{"uri":"TEST://Watched-Resource"}`))
+	}
+	for i := range 5 {
+		select {
+		case got := <-ua:
+			if got != agentURI {
+				t.Fatalf("update %d names %q, want the agent's view %q", i, got, agentURI)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatalf("got %d of 5 updates the server sent in its own spelling", i)
+		}
 	}
 }

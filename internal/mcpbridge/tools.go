@@ -13,10 +13,11 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/toolname"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/artifact"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/translate"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
+	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 	"github.com/mcp-operator/mcp-operator/internal/redact"
 )
 
@@ -29,6 +30,8 @@ const (
 	reasonRateLimited         = "rate_limited"
 	reasonUpstreamError       = "upstream_error"
 	reasonAudit               = "audit_unavailable"
+	// reasonInvalidResult: the server's answer could not be passed on.
+	reasonInvalidResult = upstream.ReasonInvalid
 	// reasonInjection: a prompt or resource was withheld because its text
 	// looks like instructions to the model (a tool result is replaced by an
 	// error result instead, which says so).
@@ -150,16 +153,13 @@ type callParams struct {
 	RequestState   string                     `json:"requestState"`
 }
 
-// call is one tools/call as it goes through the bridge.
+// call is the tools adapter of the pipeline: one tools/call as it goes
+// through the bridge.
 type call struct {
-	rq     *request
+	*exchange
 	tool   *routes.Tool
-	id     string // toolCallId
 	params callParams
 	args   map[string]any
-	// blockInjection: withhold a result the injection scan flags, because
-	// a rule that matched the call says so or the bridge's flag does.
-	blockInjection bool
 	// answersServer: the call is the retry of a 2026-07-28 agent answering
 	// the server's question (inputrequired.go); upstreamState is the
 	// server's requestState to send back with the answers.
@@ -170,81 +170,48 @@ type call struct {
 	parkable *parkable
 }
 
-func (b *Bridge) callTool(rq *request) *jsonrpc.Message {
-	var p callParams
-	if err := json.Unmarshal(rq.msg.Params, &p); err != nil || p.Name == "" {
+func (b *Bridge) callTool(rq *request) *jsonrpc.Message { return b.serve(rq, &call{}) }
+
+func (c *call) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
+	c.exchange = x
+	rq := x.rq
+	if err := json.Unmarshal(rq.msg.Params, &c.params); err != nil || c.params.Name == "" {
 		return rpcError(rq, jsonrpc.CodeInvalidParams, "tools/call needs params with a tool name", nil)
 	}
-	var args map[string]any
+	p := &c.params
 	if len(p.Arguments) > 0 && string(p.Arguments) != "null" {
-		if err := json.Unmarshal(p.Arguments, &args); err != nil {
+		if err := json.Unmarshal(p.Arguments, &c.args); err != nil {
 			return rpcError(rq, jsonrpc.CodeInvalidParams, "tools/call arguments must be a JSON object", nil)
 		}
 	}
 	tool, errResp := b.resolveTool(rq, p.Name)
 	if errResp != nil {
-		b.count(tool, "deny", "unknown_tool")
+		b.count(nil, "deny", "unknown_tool")
 		return errResp
 	}
-	c := &call{rq: rq, tool: tool, params: p, args: args}
-	res := b.engine.Load().DecideTool(rq.id.Subject, toolCall(tool, args))
-	if pc, ok, err := b.openParked(c); ok {
-		if err != nil {
-			return rpcError(rq, jsonrpc.CodeInvalidParams, err.Error(), nil)
-		}
-		return b.resume(c, pc, res)
-	}
-	if st, ok, err := b.openUpstreamInput(c); ok {
-		if err != nil {
-			return rpcError(rq, jsonrpc.CodeInvalidParams, err.Error(), nil)
-		}
-		return b.continueCall(c, st, res)
-	}
-	perm := &permission{
-		rq: rq, method: methodCall, target: tool.Name, args: p.Arguments,
-		action:         fmt.Sprintf("call %s (risk %s)", tool.Name, res.RiskAtDecision),
-		inputResponses: p.InputResponses, requestState: p.RequestState,
-		server: tool.Server, progressToken: p.Meta.ProgressToken,
-	}
-	outcome, err := b.permit(perm, res)
-	var bad *invalidStateError
+	c.tool, x.tool = tool, tool
+	x.method, x.target, x.args, x.what = methodCall, tool.Name, p.Arguments, "call of "+tool.Name
+	x.inputResponses, x.requestState = p.InputResponses, p.RequestState
+	x.server, x.progressToken = tool.Server, p.Meta.ProgressToken
+	return nil
+}
+
+func (c *call) decide(b *Bridge, x *exchange) (policy.Result, *jsonrpc.Message) {
+	res := b.engine.Load().DecideTool(x.rq.id.Subject, toolCall(c.tool, c.args))
+	x.action = fmt.Sprintf("call %s (risk %s)", c.tool.Name, res.RiskAtDecision)
+	return res, nil
+}
+
+// forward runs the call: a new one, the retry answering a 2026-07-28
+// server's question, or the retry continuing a parked call.
+func (c *call) forward(b *Bridge, x *exchange) *jsonrpc.Message {
 	switch {
-	case errors.As(err, &bad):
-		return rpcError(rq, jsonrpc.CodeInvalidParams, bad.Error(), nil)
-	case err != nil:
-		return b.auditFailure(c, err)
-	case outcome.pending != nil:
-		return outcome.pending
-	}
-	c.id = perm.id
-	c.blockInjection = b.cfg.BlockInjection || res.BlockInjection
-	if outcome.decision != "allow" {
-		return b.refuse(c, outcome)
+	case x.parked != nil:
+		return b.continueParked(c, x.parked)
+	case x.resumed != nil && x.resumed.Kind == resumeUpstream:
+		c.answersServer, c.upstreamState = true, x.resumed.Upstream
 	}
 	return b.execute(c)
-}
-
-// refuse answers a denied call and ends its event chain.
-func (b *Bridge) refuse(c *call, o outcome) *jsonrpc.Message {
-	_, _ = b.audit(c.rq, audit.ToolFailed{Reason: o.failReason, ToolCallID: c.id, Tool: c.tool.Name, Message: o.reason})
-	b.count(c.tool, "deny", o.failReason)
-	return rpcError(c.rq, CodeDenied, fmt.Sprintf("call of %s denied: %s", c.tool.Name, o.reason), map[string]any{
-		"reason": o.failReason, "sourcedFrom": o.sourcedFrom, "toolCallId": c.id,
-	})
-}
-
-// source names the endpoint a request came in on, for permission.requested.
-func (b *Bridge) source(rq *request) string {
-	if rq.endpoint != "" {
-		return "server:" + rq.endpoint
-	}
-	return "mcp"
-}
-
-func (b *Bridge) auditFailure(c *call, err error) *jsonrpc.Message {
-	b.cfg.Log.Error(err, "audit event not recorded: the call is refused", "tool", c.tool.Name)
-	b.count(c.tool, "deny", reasonAudit)
-	return rpcError(c.rq, jsonrpc.CodeInternalError, "the call was not run: its audit record could not be written", map[string]any{"reason": reasonAudit})
 }
 
 func (b *Bridge) count(t *routes.Tool, decision, outcome string) {
@@ -264,31 +231,31 @@ func (b *Bridge) execute(c *call) *jsonrpc.Message {
 	rq, tool := c.rq, c.tool
 	server := tool.Server.Name
 	if _, err := b.audit(rq, audit.MCPCallStarted{Server: server, ToolCallID: c.id, Method: "tools/call", Args: c.params.Arguments}); err != nil {
-		return b.auditFailure(c, err)
+		return b.unrecorded(c.exchange, err)
 	}
 	_, _ = b.audit(rq, audit.ToolStarted{Tool: tool.Name, ToolCallID: c.id, Server: server})
 
 	_, conn, ok := b.cfg.Registry.Server(server)
 	if !ok {
-		return b.callFailed(c, 0, &upstream.Error{Reason: upstream.ReasonUnavailable, Err: errors.New("the server left the bridge's scope")})
+		return b.callFailed(c.exchange, c.tool.Server, 0, &upstream.Error{Reason: upstream.ReasonUnavailable, Err: errors.New("the server left the bridge's scope")})
 	}
-	params := forwardParams(tool.Upstream, c.params.Arguments, rq.msg.Params)
+	params := translate.CallParams(tool.Upstream, c.params.Arguments, rq.msg.Params)
 	if c.answersServer {
-		params = withInputResponses(params, c.params.InputResponses, c.upstreamState)
+		params = translate.WithInputResponses(params, c.params.InputResponses, c.upstreamState)
 	}
 	hooks := upstream.CallHooks{Request: b.relayRequests(c)}
 	if tok := c.params.Meta.ProgressToken; tok != nil && rq.out.canStream {
 		hooks.Progress = func(p json.RawMessage) {
 			// A progress message is the server's output too.
 			if clean, _, err := output.JSON(b.redactor(tool.Server), "notifications/progress", p); err == nil {
-				rq.out.send(jsonrpc.NewNotification("notifications/progress", replaceMember(clean, "progressToken", tok)))
+				rq.out.send(jsonrpc.NewNotification("notifications/progress", rawjson.Set(clean, "progressToken", tok)))
 			}
 		}
 	}
 	if agentLevel := rq.logLevel(); rq.out.canStream && agentLevel != "" {
 		// A stateless server reads the level from the request; a session
 		// server was set to debug when the connection was made.
-		params = setMeta(params, metaLogLevel, rawjson.AppendString(nil, "debug"))
+		params = translate.SetMeta(params, metaLogLevel, rawjson.AppendString(nil, "debug"))
 		redactor := b.redactor(tool.Server)
 		if redactor == nil {
 			redactor = redact.Shapes
@@ -335,7 +302,7 @@ func (b *Bridge) finish(c *call, res json.RawMessage, err error, start time.Time
 	took := b.now().Sub(start)
 	b.observe(server, "tools/call", took, err)
 	if err != nil {
-		return b.callFailed(c, took, err)
+		return b.callFailed(c.exchange, c.tool.Server, took, err)
 	}
 	_, _ = b.audit(rq, audit.MCPCallCompleted{Server: server, ToolCallID: c.id, DurationMs: audit.Ms(took)})
 	out, sum, err := b.cfg.Pipeline.ToolResult(output.Call{
@@ -343,7 +310,7 @@ func (b *Bridge) finish(c *call, res json.RawMessage, err error, start time.Time
 		Redactor: b.redactor(tool.Server), Block: c.blockInjection,
 	}, res)
 	if err != nil {
-		_, _ = b.audit(rq, audit.ToolFailed{Reason: upstream.ReasonInvalid, ToolCallID: c.id, Tool: tool.Name, Message: err.Error()})
+		_, _ = b.audit(rq, c.failed(upstream.ReasonInvalid, err.Error()))
 		b.count(tool, "allow", upstream.ReasonInvalid)
 		return rpcError(rq, CodeUpstream, "the server's result could not be passed on: "+err.Error(), map[string]any{"reason": upstream.ReasonInvalid, "toolCallId": c.id})
 	}
@@ -378,37 +345,6 @@ func (b *Bridge) observe(server, method string, took time.Duration, err error) {
 	}
 }
 
-// callFailed writes mcp.call.failed and tool.failed and answers the agent.
-func (b *Bridge) callFailed(c *call, took time.Duration, err error) *jsonrpc.Message {
-	rq, tool := c.rq, c.tool
-	failed := audit.MCPCallFailed{Server: tool.Server.Name, ToolCallID: c.id, Error: err.Error(), DurationMs: audit.Ms(took)}
-	reason := reasonUpstreamError
-	var rpcErr *jsonrpc.Error
-	var ue *upstream.Error
-	switch {
-	case errors.As(err, &rpcErr):
-		// The server's error is its output too: scanned and redacted with
-		// its own Secret values, withheld where a result would be.
-		msg, sum := output.Text(b.redactor(tool.Server), "error.message", rpcErr.Message)
-		data, dataSum, dataErr := output.JSON(b.redactor(tool.Server), "error.data", rpcErr.Data)
-		if dataErr != nil {
-			data = nil
-		}
-		if c.blockInjection && len(sum.Findings)+len(dataSum.Findings) > 0 {
-			msg, data = "the bridge withheld the server's error message: it looks like instructions to the model", nil
-		}
-		err = &jsonrpc.Error{Code: rpcErr.Code, Message: msg, Data: data}
-		failed.Code = rpcErr.Code
-		failed.Error = msg
-	case errors.As(err, &ue):
-		reason = ue.Reason
-	}
-	_, _ = b.audit(rq, failed)
-	_, _ = b.audit(rq, audit.ToolFailed{Reason: reason, ToolCallID: c.id, Tool: tool.Name, Message: failed.Error})
-	b.count(tool, "allow", reason)
-	return upstreamError(rq, err, c.id)
-}
-
 // upstreamError answers the agent for a call that failed upstream: the
 // server's own JSON-RPC error passes through (redacted), anything else is
 // CodeUpstream with the reason.
@@ -438,98 +374,4 @@ func (b *Bridge) redactor(s *routes.Server) *redact.Redactor {
 		return nil
 	}
 	return b.cfg.Redactor(s.Namespace, s.Name)
-}
-
-// forwardParams are the params sent upstream: the upstream tool name, the
-// arguments ({} when none: some servers refuse null), and the agent's _meta
-// without the keys that describe the agent's connection to the bridge
-// (protocol version, client capabilities: the bridge's own client states
-// its own) and without progressToken (the upstream connection sets its own).
-func forwardParams(upstreamName string, args, params json.RawMessage) json.RawMessage {
-	if len(args) == 0 || string(args) == "null" {
-		args = json.RawMessage(`{}`)
-	}
-	out := []byte(`{"name":`)
-	out = rawjson.AppendString(out, upstreamName)
-	out = append(out, `,"arguments":`...)
-	out = append(out, args...)
-	if meta := forwardMeta(rawjson.Get(params, "_meta")); meta != nil {
-		out = append(out, `,"_meta":`...)
-		out = append(out, meta...)
-	}
-	return append(out, '}')
-}
-
-func forwardMeta(meta []byte) []byte {
-	if meta == nil {
-		return nil
-	}
-	ms, err := rawjson.Members(meta)
-	if err != nil {
-		return nil
-	}
-	kept := ms[:0]
-	for _, m := range ms {
-		if m.Key == "progressToken" || strings.HasPrefix(m.Key, "io.modelcontextprotocol/") {
-			continue
-		}
-		kept = append(kept, m)
-	}
-	if len(kept) == 0 {
-		return nil
-	}
-	return rawjson.AppendObject(nil, kept)
-}
-
-// stripBridgeMeta removes the agent's connection _meta from params that go
-// upstream unchanged otherwise.
-func stripBridgeMeta(params json.RawMessage) json.RawMessage {
-	if rawjson.Get(params, "_meta") == nil {
-		return params
-	}
-	meta := forwardMeta(rawjson.Get(params, "_meta"))
-	if meta == nil {
-		return removeMember(params, "_meta")
-	}
-	return replaceMember(params, "_meta", meta)
-}
-
-// setMeta sets one key of params._meta.
-func setMeta(params json.RawMessage, key string, value []byte) json.RawMessage {
-	meta := rawjson.Get(params, "_meta")
-	if meta == nil {
-		meta = []byte(`{}`)
-	}
-	return replaceMember(params, "_meta", replaceMember(meta, key, value))
-}
-
-func replaceMember(obj json.RawMessage, key string, value []byte) json.RawMessage {
-	ms, err := rawjson.Members(obj)
-	if err != nil {
-		return obj
-	}
-	found := false
-	for i := range ms {
-		if ms[i].Key == key {
-			ms[i].Value, found = value, true
-		}
-	}
-	if !found {
-		ms = append(ms, rawjson.Member{Key: key, Value: value})
-	}
-	return rawjson.AppendObject(nil, ms)
-}
-
-func removeMember(obj json.RawMessage, key string) json.RawMessage {
-	ms, err := rawjson.Members(obj)
-	if err != nil {
-		return obj
-	}
-	kept := ms[:0]
-	for _, m := range ms {
-		if m.Key != key {
-			kept = append(kept, m)
-		}
-	}
-	return rawjson.AppendObject(nil, kept)
 }

@@ -6,19 +6,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/protocol"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/toolname"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/strictjson"
+	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
 
 // Bridge-specific JSON-RPC error codes (docs/bridge.md).
@@ -32,10 +34,10 @@ const (
 
 // Meta keys of the stateless revision's per-request _meta.
 const (
-	metaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
-	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
-	metaServerInfo         = "io.modelcontextprotocol/serverInfo"
-	metaLogLevel           = "io.modelcontextprotocol/logLevel"
+	metaProtocolVersion    = protocol.MetaProtocolVersion
+	metaClientCapabilities = protocol.MetaClientCapabilities
+	metaServerInfo         = protocol.MetaServerInfo
+	metaLogLevel           = protocol.MetaLogLevel
 )
 
 // request is one agent request being served.
@@ -91,8 +93,36 @@ func (b *Bridge) serveMCP(w http.ResponseWriter, r *http.Request, endpoint strin
 	}
 }
 
+// readBody reads a request's body within MaxBodyBytes and the
+// connection's RequestReadTimeout; false when it wrote the refusal.
+func (b *Bridge) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	// The deadline is the connection's (wall clock, not the bridge's
+	// clock); it replaces the server's longer ReadTimeout for this request.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(b.cfg.RequestReadTimeout))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, b.cfg.MaxBodyBytes))
+	if err == nil {
+		return body, true
+	}
+	var tooBig *http.MaxBytesError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("the request body is larger than %d bytes", b.cfg.MaxBodyBytes))
+	case errors.As(err, &netErr) && netErr.Timeout():
+		w.Header().Set("Connection", "close")
+		writeError(w, http.StatusRequestTimeout, nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("the request body did not arrive within %s", b.cfg.RequestReadTimeout))
+	default:
+		writeError(w, http.StatusBadRequest, nil, jsonrpc.CodeParseError, "while reading the request body: "+err.Error())
+	}
+	return nil, false
+}
+
+// authenticate checks the bearer token within RequestReadTimeout (an API
+// server that does not answer must not hold the request forever).
 func (b *Bridge) authenticate(w http.ResponseWriter, r *http.Request) (authn.Identity, bool) {
-	id, err := b.cfg.Auth.Authenticate(r.Context(), authn.BearerToken(r.Header.Get("Authorization")))
+	ctx, cancel := context.WithTimeout(r.Context(), b.cfg.RequestReadTimeout)
+	defer cancel()
+	id, err := b.cfg.Auth.Authenticate(ctx, authn.BearerToken(r.Header.Get("Authorization")))
 	if err == nil {
 		return id, true
 	}
@@ -121,6 +151,18 @@ func (b *Bridge) delete(w http.ResponseWriter, r *http.Request, endpoint string)
 }
 
 func (b *Bridge) post(w http.ResponseWriter, r *http.Request, endpoint string) {
+	// Who is calling and what they send are settled first, each within a
+	// budget of this connection's own, and only then does the request take
+	// one of the replica's shared slots: slow or unauthenticated clients
+	// hold their own connections, never what authenticated callers need.
+	id, ok := b.authenticate(w, r)
+	if !ok {
+		return
+	}
+	body, ok := b.readBody(w, r)
+	if !ok {
+		return
+	}
 	select {
 	case b.sem <- struct{}{}:
 		defer func() { <-b.sem }()
@@ -133,23 +175,9 @@ func (b *Bridge) post(w http.ResponseWriter, r *http.Request, endpoint string) {
 		m.InFlight.Inc()
 		defer m.InFlight.Dec()
 	}
-	id, ok := b.authenticate(w, r)
-	if !ok {
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, b.cfg.MaxBodyBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("the request body is larger than %d bytes", b.cfg.MaxBodyBytes))
-			return
-		}
-		writeError(w, http.StatusBadRequest, nil, jsonrpc.CodeParseError, "while reading the request body: "+err.Error())
-		return
-	}
-	if err := strictjson.Check(body); err != nil {
+	if err := rawjson.Check(body); err != nil {
 		code := jsonrpc.CodeInvalidRequest
-		if errors.Is(err, strictjson.ErrSyntax) {
+		if errors.Is(err, rawjson.ErrSyntax) {
 			code = jsonrpc.CodeParseError
 		}
 		writeError(w, http.StatusBadRequest, nil, code, "malformed request: "+err.Error())

@@ -471,6 +471,7 @@ func TestDecideResource(t *testing.T) {
 		withResource(v1alpha1.ResourceRule{Servers: []string{"fs"}, URIs: []string{"file:///data/secret/*"}, Decision: dDeny}),
 		withResource(v1alpha1.ResourceRule{Servers: []string{"docs*"}, Decision: dAllow}),
 		withResource(v1alpha1.ResourceRule{Servers: []string{"wiki"}, Decision: dAsk}),
+		withResource(v1alpha1.ResourceRule{Servers: []string{"fs"}, URIs: []string{"file:///data/caf%C3%A9/*"}, Decision: dDeny}),
 	))
 	cases := []struct {
 		server, uri string
@@ -497,6 +498,10 @@ func TestDecideResource(t *testing.T) {
 		{"fs", "file:///data/%73ecret/key", "team", dDeny, SourceDefault},
 		{"fs", "FILE:///data/a/b.txt", "team", dDeny, SourceDefault},
 		{"fs", "file:///data/a b", "team", dDeny, SourceDefault},
+		// Non-ASCII paths: the deny glob is written escaped; the raw
+		// spelling is not canonical, the escaped one is denied by the rule.
+		{"fs", "file:///data/café/key", "team", dDeny, SourceDefault},
+		{"fs", "file:///data/caf%C3%A9/key", "team", dDeny, "policy:team/p#resources[4]"},
 	}
 	for _, c := range cases {
 		got := e.DecideResource(agent, ResourceRead{Server: c.server, Namespace: c.namespace, URI: c.uri})

@@ -20,7 +20,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
+	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
 
 // Kind names what was redacted; it appears in the replacement text and in

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+
+	"github.com/mcp-operator/mcp-operator/internal/mcp/protocol"
 )
 
 // A stdio connection is one session to the server. Some servers that speak
@@ -42,7 +44,7 @@ func initializeFromDiscover(discover []byte, requested string) ([]byte, error) {
 	}
 	info := d.ServerInfo
 	if info == nil {
-		info = d.Meta["io.modelcontextprotocol/serverInfo"]
+		info = d.Meta[protocol.MetaServerInfo]
 	}
 	if d.Capabilities == nil || info == nil {
 		return nil, errors.New("the server/discover result lacks capabilities or serverInfo")

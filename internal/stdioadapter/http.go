@@ -10,13 +10,15 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/mcp-operator/mcp-operator/internal/mcp/protocol"
 )
 
 // Streamable HTTP header names and the first stateless protocol revision.
 const (
 	headerSessionID       = "Mcp-Session-Id"
 	headerProtocolVersion = "Mcp-Protocol-Version"
-	statelessProtocol     = "2026-07-28"
+	statelessProtocol     = protocol.StatelessVersion
 )
 
 // handler serves the MCP endpoint and /healthz.

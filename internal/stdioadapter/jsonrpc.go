@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
+
+	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
 
 // The adapter relays messages as the bytes it received. It reads only the
@@ -37,39 +38,19 @@ const (
 // that appears twice is an error, because two readers could disagree on
 // which one counts.
 func objectFields(obj []byte) (map[string]span, error) {
-	dec := json.NewDecoder(bytes.NewReader(obj))
-	tok, err := dec.Token()
+	if !json.Valid(obj) {
+		return nil, errors.New("not one valid JSON value")
+	}
+	ms, err := rawjson.Members(obj)
 	if err != nil {
 		return nil, err
 	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, errors.New("not a JSON object")
-	}
-	fields := map[string]span{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
+	fields := make(map[string]span, len(ms))
+	for _, m := range ms {
+		if _, dup := fields[m.Key]; dup {
+			return nil, fmt.Errorf("member %q appears twice", m.Key)
 		}
-		name, ok := tok.(string)
-		if !ok {
-			return nil, errors.New("object member name is not a string")
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, err
-		}
-		end := int(dec.InputOffset())
-		if _, dup := fields[name]; dup {
-			return nil, fmt.Errorf("member %q appears twice", name)
-		}
-		fields[name] = span{end - len(raw), end}
-	}
-	if _, err := dec.Token(); err != nil { // the closing brace
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("data after the JSON object")
+		fields[m.Key] = span{m.Start, m.Start + len(m.Value)}
 	}
 	return fields, nil
 }

@@ -23,7 +23,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
+	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
 
 // Kind names what was redacted; it appears in the replacement text and in

@@ -17,16 +17,17 @@ import (
 	"time"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/protocol"
 )
 
-// Protocol versions this client speaks, newest first.
+// Protocol versions this client speaks (package protocol names them).
 const (
-	StatelessVersion = "2026-07-28"
-	LatestLegacy     = "2025-11-25"
+	StatelessVersion = protocol.StatelessVersion
+	LatestLegacy     = protocol.LatestLegacy
 )
 
 // LegacyVersions are the session-era revisions, newest first.
-var LegacyVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+var LegacyVersions = protocol.LegacyVersions
 
 // Era is how a connection talks to its server.
 type Era string
@@ -40,10 +41,10 @@ const (
 
 // Meta keys of the stateless revision's per-request _meta.
 const (
-	metaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
+	metaProtocolVersion    = protocol.MetaProtocolVersion
 	metaClientInfo         = "io.modelcontextprotocol/clientInfo"
-	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
-	metaServerInfo         = "io.modelcontextprotocol/serverInfo"
+	metaClientCapabilities = protocol.MetaClientCapabilities
+	metaServerInfo         = protocol.MetaServerInfo
 )
 
 // Options tune Connect.

@@ -25,10 +25,11 @@ import (
 	"time"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/protocol"
 )
 
 // StatelessVersion is the first protocol revision without sessions.
-const StatelessVersion = "2026-07-28"
+const StatelessVersion = protocol.StatelessVersion
 
 // Options says where the server is and how to reach it.
 type Options struct {

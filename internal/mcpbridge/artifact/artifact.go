@@ -18,7 +18,10 @@
 // can make another's artifacts disappear. Sweep deletes expired artifacts
 // and recounts what the directory holds, other replicas' artifacts included
 // (the quota is for the volume, which replicas may share); between sweeps a
-// replica counts what it stores itself.
+// replica counts what it stores itself. Bytes reserved by Puts still
+// writing are kept apart from that count, so a sweep never drops them; and
+// a sweep renames an expired artifact away before deleting it, putting it
+// back when a Put refreshed it meanwhile.
 package artifact
 
 import (
@@ -89,6 +92,17 @@ type Store struct {
 
 	mu    sync.Mutex
 	stats Stats
+	// pending are the bytes reserved by Puts still writing: not on disk
+	// yet, so a sweep's count cannot hold them.
+	pending int64
+	// sweeping and landed: bytes Puts finished writing while a sweep ran,
+	// which its count may have missed; added to it (counted twice at
+	// worst, until the next sweep: the direction that refuses early).
+	sweeping int
+	landed   int64
+	// beforeRemove runs between a sweep's decision to remove an expired
+	// artifact and the removal (tests race a re-Put there).
+	beforeRemove func(sha string)
 }
 
 // Open uses dir as a store with the default limits.
@@ -127,6 +141,16 @@ func (s *Store) Stats() Stats {
 func (s *Store) Sweep() error {
 	var st Stats
 	now := s.limits.Now()
+	s.mu.Lock()
+	if s.sweeping++; s.sweeping == 1 {
+		s.landed = 0
+	}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.sweeping--
+		s.mu.Unlock()
+	}()
 	dataFiles, err := filepath.Glob(filepath.Join(s.dir, "??", "*", "data"))
 	if err != nil {
 		return fmt.Errorf("while sweeping the artifact directory: %w", err)
@@ -137,19 +161,51 @@ func (s *Store) Sweep() error {
 			continue // removed meanwhile, by another replica's sweep
 		}
 		if s.expired(fi, now) {
-			if err := os.RemoveAll(filepath.Dir(data)); err != nil {
+			removed, err := s.removeExpired(filepath.Dir(data), now)
+			if err != nil {
 				return fmt.Errorf("while deleting an expired artifact: %w", err)
 			}
-			continue
+			if removed {
+				continue
+			}
+			if fi, err = os.Stat(data); err != nil {
+				continue
+			}
 		}
 		st.Bytes += fi.Size()
 		st.Count++
 	}
 	s.mu.Lock()
 	st.Refused = s.stats.Refused
+	st.Bytes += s.landed
 	s.stats = st
 	s.mu.Unlock()
 	return nil
+}
+
+// removeExpired deletes the artifact directory dir unless a Put refreshed
+// it since it was found expired: the directory is first renamed away (an
+// atomic step no Put can half-see), its data checked again, and put back
+// when it was refreshed in between. A Put that touches the directory while
+// it is away fails to find it and stores the artifact again (Put retries).
+func (s *Store) removeExpired(dir string, now time.Time) (bool, error) {
+	if s.beforeRemove != nil {
+		s.beforeRemove(filepath.Base(dir))
+	}
+	away := fmt.Sprintf("%s.removing-%d", dir, now.UnixNano())
+	if err := os.Rename(dir, away); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return true, nil // another replica's sweep took it
+		}
+		return false, err
+	}
+	if fi, err := os.Stat(filepath.Join(away, "data")); err == nil && !s.expired(fi, now) {
+		if os.Rename(away, dir) == nil {
+			return false, nil
+		}
+		// A Put stored it again meanwhile: that copy stays.
+	}
+	return true, os.RemoveAll(away)
 }
 
 // Run sweeps every interval until ctx ends; errors go to onError.
@@ -179,11 +235,10 @@ func (s *Store) reserve(n int64) error {
 	fits := func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if s.limits.MaxBytes > 0 && s.stats.Bytes+n > s.limits.MaxBytes {
+		if s.limits.MaxBytes > 0 && s.stats.Bytes+s.pending+n > s.limits.MaxBytes {
 			return false
 		}
-		s.stats.Bytes += n
-		s.stats.Count++
+		s.pending += n
 		return true
 	}
 	if fits() {
@@ -197,49 +252,83 @@ func (s *Store) reserve(n int64) error {
 	}
 	s.mu.Lock()
 	s.stats.Refused++
-	used := s.stats.Bytes
+	used := s.stats.Bytes + s.pending
 	s.mu.Unlock()
 	return fmt.Errorf("%w: %d of its %d bytes are taken and this result is %d bytes (artifacts are kept %s)", ErrFull, used, s.limits.MaxBytes, n, s.limits.MaxAge)
 }
 
-func (s *Store) unreserve(n int64) {
+// settle ends a reservation of n bytes; stored says they are on disk now.
+func (s *Store) settle(n int64, stored bool) {
 	s.mu.Lock()
-	s.stats.Bytes -= n
-	s.stats.Count--
+	s.pending -= n
+	if stored {
+		s.stats.Bytes += n
+		s.stats.Count++
+		if s.sweeping > 0 {
+			s.landed += n
+		}
+	}
 	s.mu.Unlock()
 }
+
+// putAttempts bounds the retries of a Put whose artifact a concurrent sweep
+// removed under it.
+const putAttempts = 3
 
 // Put stores data for subject and returns its sha256 (hex). Storing bytes
 // that are there already only adds subject as an owner.
 func (s *Store) Put(subject string, data []byte) (string, error) {
 	sum := sha256.Sum256(data)
 	sha := hex.EncodeToString(sum[:])
+	var err error
+	for range putAttempts {
+		if err = s.put(subject, sha, data); !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+	}
+	if err != nil {
+		return "", err
+	}
+	return sha, nil
+}
+
+// put is one attempt of Put; an fs.ErrNotExist error means a sweep removed
+// the artifact meanwhile, and the attempt is worth repeating.
+func (s *Store) put(subject, sha string, data []byte) error {
 	dir := s.path(sha)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("while storing artifact %s: %w", sha, err)
+		return fmt.Errorf("while storing artifact %s: %w", sha, err)
 	}
 	dataPath := filepath.Join(dir, "data")
 	if _, err := os.Stat(dataPath); errors.Is(err, fs.ErrNotExist) {
 		if err := s.reserve(int64(len(data))); err != nil {
 			_ = os.Remove(dir) // only if empty: another subject may own it
-			return "", err
+			return err
 		}
-		if err := writeAtomic(dataPath, data, true); err != nil {
-			s.unreserve(int64(len(data)))
-			return "", fmt.Errorf("while storing artifact %s: %w", sha, err)
+		err := writeAtomic(dataPath, data, true)
+		if err != nil {
+			s.settle(int64(len(data)), false)
+			return fmt.Errorf("while storing artifact %s: %w", sha, err)
 		}
+		s.settle(int64(len(data)), true)
 	} else if err != nil {
-		return "", fmt.Errorf("while storing artifact %s: %w", sha, err)
+		return fmt.Errorf("while storing artifact %s: %w", sha, err)
 	}
 	// Kept for MaxAge from now, also when it was stored before.
 	now := s.limits.Now()
 	if err := os.Chtimes(dataPath, now, now); err != nil {
-		return "", fmt.Errorf("while storing artifact %s: %w", sha, err)
+		return fmt.Errorf("while storing artifact %s: %w", sha, err)
 	}
 	if err := writeAtomic(s.ownerPath(sha, subject), []byte(subject+"\n"), false); err != nil {
-		return "", fmt.Errorf("while recording the owner of artifact %s: %w", sha, err)
+		return fmt.Errorf("while recording the owner of artifact %s: %w", sha, err)
 	}
-	return sha, nil
+	// A sweep that took the directory away after the refresh above puts it
+	// back (it is not expired now), or it was another's to take: then the
+	// owner file's directory is gone, and the caller tries again.
+	if _, err := os.Stat(dataPath); err != nil {
+		return fmt.Errorf("while storing artifact %s: %w", sha, err)
+	}
+	return nil
 }
 
 // Get returns the bytes of artifact sha to a subject that produced it;

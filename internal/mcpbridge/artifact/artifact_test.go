@@ -159,3 +159,63 @@ func TestRetentionAndQuota(t *testing.T) {
 		t.Fatalf("another replica's stats %+v, want 50 bytes in 1 artifact", st)
 	}
 }
+
+// TestSweepKeepsReservations: bytes reserved by a Put still writing are
+// not on disk, so a sweep's count misses them; they must still count, or
+// the next Put overshoots the quota. The reservation is made directly, as
+// a Put in flight holds it (a real Put cannot be stopped mid-write here).
+func TestSweepKeepsReservations(t *testing.T) {
+	s, err := New(t.TempDir(), Limits{MaxAge: time.Hour, MaxBytes: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.reserve(60); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sweep(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put("bob", bytes.Repeat([]byte("b"), 50)); !errors.Is(err, ErrFull) {
+		t.Fatalf("60 bytes reserved and 50 more: %v, want ErrFull", err)
+	}
+	s.settle(60, false)
+	if _, err := s.Put("bob", bytes.Repeat([]byte("b"), 50)); err != nil {
+		t.Fatalf("after the reservation was given back: %v", err)
+	}
+	if st := s.Stats(); st.Bytes != 50 || st.Count != 1 {
+		t.Fatalf("stats %+v, want 50 bytes in 1 artifact", st)
+	}
+}
+
+// TestSweepSparesARefreshedArtifact: a sweep finds an artifact expired,
+// and before it removes it the artifact is stored again (another agent's
+// call, or another replica): the refreshed artifact stays readable.
+func TestSweepSparesARefreshedArtifact(t *testing.T) {
+	offset := time.Duration(0)
+	clock := func() time.Time { return time.Now().Add(offset) }
+	s, err := New(t.TempDir(), Limits{MaxAge: time.Hour, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := []byte("result")
+	sha, err := s.Put("alice", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offset = 2 * time.Hour
+	s.beforeRemove = func(string) {
+		s.beforeRemove = nil
+		if _, err := s.Put("bob", data); err != nil {
+			t.Errorf("the re-Put during the sweep: %v", err)
+		}
+	}
+	if err := s.Sweep(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Get("bob", sha); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("the artifact stored again during the sweep: %q, %v", got, err)
+	}
+	if st := s.Stats(); st.Bytes != int64(len(data)) || st.Count != 1 {
+		t.Fatalf("stats %+v, want the refreshed artifact counted once", st)
+	}
+}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/injection"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/invisible"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
+	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 	"github.com/mcp-operator/mcp-operator/internal/redact"
 )
 

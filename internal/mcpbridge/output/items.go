@@ -3,7 +3,7 @@ package output
 import (
 	"errors"
 
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
+	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
 
 // itemText is the text a model reads in one content item: a text item's

@@ -14,8 +14,9 @@
 //  3. injection scan of the text the model will read; findings go to the
 //     audit event, and with Call.Block the result is withheld;
 //  4. each text content item is prefixed "[mcp:<server>:<tool>] ", so the
-//     model can tell which server said what; look-alike markers in the
-//     server's text are escaped (EscapeMarkers), so none can be forged.
+//     model can tell which server said what; look-alike markers in every
+//     string of the result are escaped (EscapeMarkers, right after
+//     redaction), so none can be forged.
 //
 // The artifact holds the redacted result, never the raw one: a secret that
 // must not reach the agent must not sit on a shared volume either, and the
@@ -39,7 +40,7 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/injection"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/artifact"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
+	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 	"github.com/mcp-operator/mcp-operator/internal/redact"
 )
 
@@ -263,6 +264,12 @@ func (p *Pipeline) redacted(c Call, raw []byte, sum *Summary) (result, error) {
 	}
 	red, err := r.JSON(clean, &sum.Redactions)
 	if err != nil {
+		return result{}, err
+	}
+	// Marker look-alikes are escaped in every string, not only in text
+	// items: a resource's text, a resource_link's name and a prompt's
+	// messages are read by the model too.
+	if red, err = EscapeMarkersJSON(red); err != nil {
 		return result{}, err
 	}
 	if len(red) != len(raw) || &red[0] != &raw[0] {

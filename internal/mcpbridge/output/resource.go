@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/artifact"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
+	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
 
 // ResourceResult runs a resources/read result ({"contents":[…]}) through

@@ -13,8 +13,8 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/catalog"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
+	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
 
 // Tool is one tool the bridge serves: published in status and listed live

@@ -41,6 +41,10 @@ const (
 	// replica: each costs memory until it ends or idles out, and a client
 	// that never ends its sessions must not exhaust a replica.
 	DefaultMaxPerSubject = 100
+	// maxTombstones bounds the ended sessions a replica remembers. Past it
+	// the oldest is forgotten, which lets that session's own identity
+	// resume it here until MaxAge: what any other replica allows anyway.
+	maxTombstones = 1 << 16
 )
 
 // ErrNotFound means the session id is unknown here: not sealed with our key,
@@ -81,8 +85,10 @@ type Options struct {
 	MaxAge time.Duration
 	// MaxConcurrent bounds the requests of one session in flight at once.
 	MaxConcurrent int
-	// MaxPerSubject bounds the sessions one identity opens on this replica
-	// (sessions adopted from another replica count, but are never refused).
+	// MaxPerSubject bounds the sessions one identity holds on this replica.
+	// Open refuses one more; adopting one more from another replica
+	// forgets the identity's least recently used idle session here
+	// instead (see Resume), so moving between replicas still works.
 	MaxPerSubject int
 	// Now reads the clock (time.Now when nil).
 	Now func() time.Time
@@ -98,6 +104,9 @@ type Manager struct {
 	mu    sync.Mutex
 	live  map[string]*Session
 	ended map[string]time.Time // session id → when the tombstone may go
+	// endedOrder holds the ids of ended in the order they ended, to forget
+	// the oldest when there are maxTombstones.
+	endedOrder []string
 	// bySubject counts the live sessions of each identity.
 	bySubject map[string]int
 }
@@ -192,6 +201,11 @@ func (m *Manager) Resume(token, subject, endpoint string) (*Session, error) {
 	}
 	s := m.live[c.ID]
 	if s == nil {
+		// Adopting counts against the cap like opening: a caller must not
+		// hold more sessions here by presenting ones opened elsewhere.
+		if m.bySubject[c.Subject] >= m.opts.MaxPerSubject && !m.forgetLeastRecentLocked(c.Subject) {
+			return nil, fmt.Errorf("%w: %s has %d sessions busy on this replica", ErrTooMany, c.Subject, m.opts.MaxPerSubject)
+		}
 		s = m.newSession(c, token, now)
 		m.live[c.ID] = s
 		m.bySubject[c.Subject]++
@@ -210,13 +224,51 @@ func (m *Manager) End(s *Session) {
 }
 
 func (m *Manager) endLocked(s *Session) {
+	if _, gone := m.ended[s.ID]; !gone {
+		m.ended[s.ID] = time.Unix(s.IssuedAt, 0).Add(m.opts.MaxAge)
+		m.endedOrder = append(m.endedOrder, s.ID)
+		for len(m.ended) > maxTombstones {
+			delete(m.ended, m.endedOrder[0])
+			m.endedOrder = m.endedOrder[1:]
+		}
+	}
+	m.dropLocked(s)
+}
+
+// forgetLeastRecentLocked drops subject's least recently used session that
+// has no call in flight from this replica's memory, without a tombstone:
+// presented again, it is adopted again with no grants (the safe direction).
+// It returns false when every one of them is busy.
+func (m *Manager) forgetLeastRecentLocked(subject string) bool {
+	var lru *Session
+	var lruSeen time.Time
+	for _, s := range m.live {
+		if s.Subject != subject {
+			continue
+		}
+		s.mu.Lock()
+		seen, busy := s.lastSeen, len(s.inflight) > 0
+		s.mu.Unlock()
+		if !busy && (lru == nil || seen.Before(lruSeen)) {
+			lru, lruSeen = s, seen
+		}
+	}
+	if lru == nil {
+		return false
+	}
+	m.dropLocked(lru)
+	return true
+}
+
+// dropLocked takes s out of memory: its grants, calls in flight and
+// clean-ups end with it.
+func (m *Manager) dropLocked(s *Session) {
 	if _, live := m.live[s.ID]; live {
 		if m.bySubject[s.Subject]--; m.bySubject[s.Subject] <= 0 {
 			delete(m.bySubject, s.Subject)
 		}
 	}
 	delete(m.live, s.ID)
-	m.ended[s.ID] = time.Unix(s.IssuedAt, 0).Add(m.opts.MaxAge)
 	s.Grants.Close()
 	s.mu.Lock()
 	for _, cancel := range s.inflight {
@@ -263,6 +315,13 @@ func (m *Manager) Sweep() {
 			delete(m.ended, id)
 		}
 	}
+	order := m.endedOrder[:0:0]
+	for _, id := range m.endedOrder {
+		if _, kept := m.ended[id]; kept {
+			order = append(order, id)
+		}
+	}
+	m.endedOrder = order
 }
 
 // Run sweeps every interval until ctx ends.

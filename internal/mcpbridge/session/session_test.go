@@ -125,8 +125,8 @@ func TestConcurrencyCancelAndAnswers(t *testing.T) {
 
 // TestSessionsPerSubjectCapped: one identity cannot hold more than
 // MaxPerSubject sessions on a replica (issue 13, item 10); ending one, or
-// its idling out, frees a place; other identities are not affected, and a
-// session adopted from another replica is carried on even over the cap.
+// its idling out, frees a place; other identities are not affected, and
+// sessions adopted from another replica count too.
 func TestSessionsPerSubjectCapped(t *testing.T) {
 	c := &clock{time.Unix(1_800_000_000, 0)}
 	sealer, _ := signed.New([]byte(strings.Repeat("k", signed.MinKeyBytes)))
@@ -159,16 +159,75 @@ func TestSessionsPerSubjectCapped(t *testing.T) {
 		t.Fatalf("after the idle ones expired: %v", err)
 	}
 
-	other := NewManager(sealer, Options{MaxPerSubject: 1, Now: c.now})
-	first, _ := other.Open(Claims{Subject: "carol", Version: "2025-11-25"})
-	if _, err := other.Resume(first.Token, "carol", ""); err != nil {
-		t.Fatal(err)
+	// Adopting counts too: carol, at her cap of 2 on this replica, presents
+	// sessions opened elsewhere; each adoption forgets her least recently
+	// used idle one here, so she never holds more than 2.
+	other := NewManager(sealer, Options{MaxPerSubject: 2, Now: c.now})
+	var elsewhere []*Session
+	for range 4 {
+		s, _ := m.Open(Claims{Subject: "carol", Version: "2025-11-25"})
+		if s != nil {
+			m.End(s) // keep m under its cap; the token stays valid on other
+			elsewhere = append(elsewhere, s)
+		}
 	}
-	adopted, _ := m.Open(Claims{Subject: "carol", Version: "2025-11-25"})
-	if _, err := other.Resume(adopted.Token, "carol", ""); err != nil {
-		t.Fatalf("a session from another replica must be carried on even over the cap: %v", err)
+	if len(elsewhere) != 4 {
+		t.Fatalf("opened %d sessions elsewhere, want 4", len(elsewhere))
+	}
+	for i, s := range elsewhere {
+		c.t = c.t.Add(time.Second)
+		if _, err := other.Resume(s.Token, "carol", ""); err != nil {
+			t.Fatalf("adopting session %d: %v", i, err)
+		}
+		if n := other.Len(); n > 2 {
+			t.Fatalf("after adopting %d sessions carol holds %d here, over the cap of 2", i+1, n)
+		}
 	}
 	if _, err := other.Open(Claims{Subject: "carol", Version: "2025-11-25"}); !errors.Is(err, ErrTooMany) {
 		t.Fatalf("adopted sessions count: %v", err)
+	}
+	// A forgotten session is adopted again (no tombstone), with no grants.
+	if _, err := other.Resume(elsewhere[0].Token, "carol", ""); err != nil || other.Len() != 2 {
+		t.Fatalf("re-adopting a forgotten session: %v, %d live", err, other.Len())
+	}
+	// Busy sessions are not forgotten: with both in flight, one more is
+	// refused.
+	for _, s := range elsewhere[2:] {
+		busy, err := other.Resume(s.Token, "carol", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer busy.Track("1", func() {})()
+	}
+	if _, err := other.Resume(elsewhere[1].Token, "carol", ""); !errors.Is(err, ErrTooMany) {
+		t.Fatalf("adopting over the cap with every session busy: %v, want ErrTooMany", err)
+	}
+}
+
+// TestTombstonesBounded: a caller opening and ending sessions without end
+// cannot grow the ended-session memory past maxTombstones.
+func TestTombstonesBounded(t *testing.T) {
+	c := &clock{time.Unix(1_800_000_000, 0)}
+	m := newManager(t, "k", c)
+	for range maxTombstones + 10 {
+		s, err := m.Open(Claims{Subject: "alice", Version: "2025-11-25"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.End(s)
+	}
+	m.mu.Lock()
+	n, order := len(m.ended), len(m.endedOrder)
+	m.mu.Unlock()
+	if n != maxTombstones || order != maxTombstones {
+		t.Fatalf("%d tombstones (%d in order), want at most %d", n, order, maxTombstones)
+	}
+	c.t = c.t.Add(2 * time.Hour)
+	m.Sweep()
+	m.mu.Lock()
+	n, order = len(m.ended), len(m.endedOrder)
+	m.mu.Unlock()
+	if n != 0 || order != 0 {
+		t.Fatalf("after MaxAge: %d tombstones, %d in order, want none", n, order)
 	}
 }

@@ -30,8 +30,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/rawjson"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/strictjson"
+	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
 
 // Reasons a call failed without an answer from the server: the reason of
@@ -311,7 +310,7 @@ func (c *Conn) ListAll(ctx context.Context, method, key string) ([]json.RawMessa
 }
 
 // strict holds what the server answers to the rules the bridge holds agents'
-// requests to (strictjson): a repeated key, or two keys that differ only in
+// requests to (rawjson.Check): a repeated key, or two keys that differ only in
 // case, could be read one way by the bridge's redaction and injection scan
 // (the first value) and another by the agent's parser (the last), so such an
 // answer is refused as invalid_result.
@@ -319,7 +318,7 @@ func strict(what string, doc json.RawMessage) error {
 	if len(doc) == 0 {
 		return nil
 	}
-	if err := strictjson.Check(doc); err != nil {
+	if err := rawjson.Check(doc); err != nil {
 		return &Error{Reason: ReasonInvalid, Err: fmt.Errorf("the server's %s: %w", what, err)}
 	}
 	return nil

@@ -11,15 +11,21 @@
 //
 //   - scheme and host in lower case;
 //   - percent-encoded unreserved characters (A-Z a-z 0-9 - . _ ~) decoded,
-//     other escapes with upper-case hex digits;
+//     other escapes with upper-case hex digits, and every byte of non-ASCII
+//     text escaped (café is caf%C3%A9), so that a glob, which is written
+//     escaped, matches the resource however the agent spelled it;
+//   - default ports dropped (http 80, https 443);
 //   - in a hierarchical path (after an authority, or starting with '/'),
 //     repeated slashes collapsed and dot segments removed;
 //   - file:/p and file://localhost/p written file:///p (RFC 8089).
 //
 // What cannot be put into one form is refused rather than guessed at:
-// control characters, spaces, backslashes, malformed escapes, and escapes
+// control characters, spaces, backslashes, malformed escapes, escapes
 // of '/', '\' or NUL in a path (a server that decodes them would see
-// another path than the policy did).
+// another path than the policy did), user info (user@host: a second name
+// for the same host), hosts ending in a dot (example.com. is example.com),
+// and file: URIs naming a host other than localhost (which file that is
+// depends on the server).
 package resourceuri
 
 import (
@@ -64,7 +70,9 @@ func Canonical(uri string) (string, error) {
 	if authority, err = normalizeEscapes(authority, false); err != nil {
 		return "", fmt.Errorf("in its authority: %w", err)
 	}
-	authority = lowerHost(authority)
+	if authority, err = normalizeAuthority(scheme, lowerHost(authority)); err != nil {
+		return "", err
+	}
 	if p, err = normalizeEscapes(p, true); err != nil {
 		return "", fmt.Errorf("in its path: %w", err)
 	}
@@ -77,8 +85,13 @@ func Canonical(uri string) (string, error) {
 	if hasAuthority || strings.HasPrefix(p, "/") {
 		p = cleanPath(p)
 	}
-	if scheme == "file" && (authority == "localhost" || !hasAuthority && strings.HasPrefix(p, "/")) {
-		authority, hasAuthority = "", true
+	if scheme == "file" {
+		if authority != "" && authority != "localhost" {
+			return "", fmt.Errorf("it names the host %q in a file: URI (only none or localhost is decidable)", authority)
+		}
+		if authority == "localhost" || !hasAuthority && strings.HasPrefix(p, "/") {
+			authority, hasAuthority = "", true
+		}
 	}
 
 	var b strings.Builder
@@ -135,16 +148,20 @@ func validScheme(s string) bool {
 	return true
 }
 
-// normalizeEscapes decodes escaped unreserved characters and writes the
-// other escapes in upper case. In a path, escapes of '/', '\' and NUL are
-// refused.
+// normalizeEscapes decodes escaped unreserved characters, writes the
+// other escapes in upper case and escapes every byte >= 0x80. In a path,
+// escapes of '/', '\' and NUL are refused.
 func normalizeEscapes(s string, inPath bool) (string, error) {
-	if !strings.Contains(s, "%") {
+	if !strings.Contains(s, "%") && isASCII(s) {
 		return s, nil
 	}
 	var b strings.Builder
 	b.Grow(len(s))
 	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			fmt.Fprintf(&b, "%%%02X", s[i])
+			continue
+		}
 		if s[i] != '%' {
 			b.WriteByte(s[i])
 			continue
@@ -165,6 +182,37 @@ func normalizeEscapes(s string, inPath bool) (string, error) {
 		i += 2
 	}
 	return b.String(), nil
+}
+
+// defaultPorts are the ports a scheme's URIs name when they name none.
+var defaultPorts = map[string]string{"http": "80", "https": "443"}
+
+// normalizeAuthority refuses user info and a host ending in a dot, and
+// drops an empty or default port: each is another spelling of one server.
+func normalizeAuthority(scheme, authority string) (string, error) {
+	if strings.Contains(authority, "@") {
+		return "", errors.New("it holds user info (user@host), which names the same host another way")
+	}
+	host, port := authority, ""
+	if i := strings.LastIndexByte(authority, ':'); i >= 0 && i > strings.LastIndexByte(authority, ']') {
+		host, port = authority[:i], authority[i+1:]
+	}
+	if strings.HasSuffix(host, ".") {
+		return "", fmt.Errorf("its host %q ends in a dot (the same host as without it)", host)
+	}
+	if port == "" || port == defaultPorts[scheme] {
+		return host, nil
+	}
+	return host + ":" + port, nil
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // lowerHost lowers the host of an authority ([userinfo@]host[:port]),

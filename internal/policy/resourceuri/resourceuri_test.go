@@ -24,7 +24,14 @@ func TestCanonical(t *testing.T) {
 		{"test://static-text", "test://static-text"},
 		{"demo://resource/static/document/1", "demo://resource/static/document/1"},
 		// Scheme and host lower case; path, user info, query keep their case.
-		{"HTTPS://User@Example.COM:8443/A/B?Q=1#F", "https://User@example.com:8443/A/B?Q=1#F"},
+		{"HTTPS://Example.COM:8443/A/B?Q=1#F", "https://example.com:8443/A/B?Q=1#F"},
+		// Default and empty ports dropped; others kept.
+		{"https://example.com:443/a", "https://example.com/a"},
+		{"http://example.com:80/a", "http://example.com/a"},
+		{"http://example.com:/a", "http://example.com/a"},
+		{"https://example.com:80/a", "https://example.com:80/a"},
+		{"http://[::1]:80/a", "http://[::1]/a"},
+		{"http://[::1]/a", "http://[::1]/a"},
 		// Escapes: unreserved decoded, the rest upper case.
 		{"https://example.com/a%2db%7e?x=%2f%41", "https://example.com/a-b~?x=%2FA"},
 		{"https://ex%41mple.com/", "https://example.com/"},
@@ -44,8 +51,12 @@ func TestCanonical(t *testing.T) {
 		{"urn:ISBN:0451450523", "urn:ISBN:0451450523"},
 		{"mailto:a%2eb@example.com", "mailto:a.b@example.com"},
 		{"file:relative/../x", "file:relative/../x"},
-		// Unicode text stays as it is.
-		{"test://notes/café", "test://notes/café"},
+		// Non-ASCII text is escaped, byte by byte, upper-case hex: a glob
+		// written escaped matches it however it was spelled.
+		{"test://notes/café", "test://notes/caf%C3%A9"},
+		{"file:///data/café/key", "file:///data/caf%C3%A9/key"},
+		{"file:///data/caf%c3%a9/key", "file:///data/caf%C3%A9/key"},
+		{"https://é.example/?q=é#é", "https://%C3%A9.example/?q=%C3%A9#%C3%A9"},
 	} {
 		got, err := Canonical(tc.in)
 		if err != nil || got != tc.want {
@@ -70,6 +81,12 @@ func TestCanonicalRefuses(t *testing.T) {
 		{"file:///data\\secret", "backslash"},
 		{"file:///data/\xff", "UTF-8"},
 		{"file:///" + strings.Repeat("a", MaxLen), "longer"},
+		{"file://server/data/secret", "host"},
+		{"file://127.0.0.1/data/secret", "host"},
+		{"https://user@example.com/", "user info"},
+		{"https://user:pw@example.com/", "user info"},
+		{"https://example.com./", "dot"},
+		{"https://example.com.:443/", "dot"},
 	} {
 		if got, err := Canonical(tc.in); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Canonical(%q) = %q, %v; want an error saying %q", tc.in, got, err, tc.want)
@@ -81,7 +98,7 @@ func TestCanonicalRefuses(t *testing.T) {
 // repeated slash, no dot segment and no escape a server could decode into
 // either.
 func FuzzCanonical(f *testing.F) {
-	for _, s := range []string{"file:///data/./secret//k", "HTTPS://A@B.C:1/%7e/../x?y#z", "urn:a:b", "file:/x/..", "test://h/%2e%2E/%41"} {
+	for _, s := range []string{"file:///data/./secret//k", "HTTPS://B.C:1/%7e/../x?y#z", "file:///café/%c3%a9", "urn:a:b", "file:/x/..", "test://h/%2e%2E/%41"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {

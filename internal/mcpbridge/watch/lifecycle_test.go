@@ -1,4 +1,4 @@
-package routes
+package watch
 
 import (
 	"encoding/json"
@@ -17,7 +17,10 @@ func TestLifecycle(t *testing.T) {
 		f(c)
 		return c
 	}
-	base := server("tools", "fs", time.Hour, nil)
+	// A Ready server (Lifecycle reads its conditions, restarts and spec).
+	var base v1alpha1.MCPServer
+	base.Namespace, base.Name = "tools", "fs"
+	base.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue}}
 	crashed := with(base, func(s *v1alpha1.MCPServer) {
 		s.Status.Restarts = v1alpha1.RestartStatus{Total: 1, Consecutive: 1, LastExitReason: "OOMKilled",
 			LastCrashTime: &metav1.MicroTime{Time: at}, NextRestartTime: &metav1.MicroTime{Time: at.Add(500 * time.Millisecond)}}

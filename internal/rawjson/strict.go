@@ -1,4 +1,16 @@
-// Package strictjson refuses JSON that different readers could read
+package rawjson
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// Check (this file) refuses JSON that different readers could read
 // differently: an object with a key repeated, or with two keys that differ
 // only in case. encoding/json (and the MCP libraries built on it) takes the
 // last of repeated keys and matches struct fields case-insensitively, so
@@ -12,17 +24,6 @@
 // policy, CEL, the approval digest) reads either as U+FFFD, while the
 // upstream gets the raw bytes: an approval for "audit_copy\xff" would run
 // "audit_copy\xfe". JSON text must be valid Unicode (RFC 8259 §8.1).
-package strictjson
-
-import (
-	"encoding/json"
-	"errors"
-	"fmt"
-	"strings"
-	"unicode"
-	"unicode/utf16"
-	"unicode/utf8"
-)
 
 // MaxDepth is how deeply arrays and objects may nest.
 const MaxDepth = 64
@@ -58,7 +59,7 @@ func (w *walker) value(i, depth int) (int, error) {
 	case '[':
 		return w.array(i, depth+1)
 	case '"':
-		end := skipString(w.data, i)
+		end, _ := skipString(w.data, i) // valid JSON (Check ran json.Valid): the string ends
 		return end, checkEscapes(w.data[i:end])
 	}
 	for i < len(w.data) && !isDelimiter(w.data[i]) {
@@ -100,11 +101,13 @@ func (w *walker) object(i, depth int) (int, error) {
 		return i + 1, nil
 	}
 	for {
-		end := skipString(w.data, i)
+		// The document is valid JSON (Check ran json.Valid first): the
+		// string ends and decodes.
+		end, _ := skipString(w.data, i)
 		if err := checkEscapes(w.data[i:end]); err != nil {
 			return 0, err
 		}
-		key := decodeKey(w.data[i:end])
+		key, _ := decodeKey(w.data[i:end])
 		if folded != nil {
 			f := foldKey(key)
 			if prev, dup := folded[f]; dup {
@@ -146,19 +149,6 @@ func keyError(prev, key string) error {
 	return fmt.Errorf("keys %q and %q differ only in case: JSON keys are case-sensitive here", prev, key)
 }
 
-// decodeKey decodes a quoted key; keys without escapes need no decoding.
-func decodeKey(q []byte) string {
-	inner := q[1 : len(q)-1]
-	for _, b := range inner {
-		if b == '\\' {
-			var s string
-			_ = json.Unmarshal(q, &s) // valid JSON, so this succeeds
-			return s
-		}
-	}
-	return string(inner)
-}
-
 // foldKey maps every rune to the smallest rune of its simple case-folding
 // orbit, so two keys fold to the same string exactly when EqualFold says
 // they are equal.
@@ -190,12 +180,12 @@ func checkEscapes(q []byte) error {
 		if q[j] != 'u' {
 			continue
 		}
-		r := hex4(q[j+1 : j+5])
+		r, _ := hex4(q[j+1 : j+5])
 		j += 4
 		switch {
 		case utf16.IsSurrogate(r) && r < 0xdc00: // a high half: a low one must follow
 			if j+6 < len(q) && q[j+1] == '\\' && q[j+2] == 'u' {
-				if low := hex4(q[j+3 : j+7]); low >= 0xdc00 && low <= 0xdfff {
+				if low, _ := hex4(q[j+3 : j+7]); low >= 0xdc00 && low <= 0xdfff {
 					j += 6
 					continue
 				}
@@ -206,45 +196,4 @@ func checkEscapes(q []byte) error {
 		}
 	}
 	return nil
-}
-
-// hex4 reads four hex digits (valid JSON guarantees them).
-func hex4(h []byte) rune {
-	var r rune
-	for _, c := range h {
-		r <<= 4
-		switch {
-		case c >= '0' && c <= '9':
-			r |= rune(c - '0')
-		case c >= 'a' && c <= 'f':
-			r |= rune(c - 'a' + 10)
-		default:
-			r |= rune(c - 'A' + 10)
-		}
-	}
-	return r
-}
-
-// skipString returns the index after the string starting at i.
-func skipString(data []byte, i int) int {
-	for j := i + 1; j < len(data); j++ {
-		switch data[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
-		}
-	}
-	return len(data)
-}
-
-func skipSpace(data []byte, i int) int {
-	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-func isDelimiter(b byte) bool {
-	return b == ',' || b == '}' || b == ']' || b == ' ' || b == '\t' || b == '\n' || b == '\r'
 }

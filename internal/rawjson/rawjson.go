@@ -3,7 +3,10 @@
 // key order and number formatting intact and touches only what it must (a
 // string here and there, a member added). Callers check the whole document
 // once with json.Valid; the functions here still return errors, never panic,
-// on text that is not valid JSON.
+// on text that is not valid JSON. Check (strict.go) is that check for what
+// agents send, stricter than json.Valid. It is the one JSON scanner of the
+// project: the bridge, its output pipeline, redaction and the audit writer
+// use it.
 package rawjson
 
 import (
@@ -19,6 +22,9 @@ import (
 type Member struct {
 	Key   string
 	Value []byte
+	// Start is where Value starts in the object Members read (so a caller
+	// can splice a new value in); not used by AppendObject.
+	Start int
 }
 
 var errTruncated = errors.New("the JSON text ends too early")
@@ -56,7 +62,7 @@ func Members(obj []byte) ([]Member, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, Member{Key: key, Value: obj[start:end]})
+		out = append(out, Member{Key: key, Value: obj[start:end], Start: start})
 		i = skipSpace(obj, end)
 		if i < len(obj) && obj[i] == ',' {
 			i = skipSpace(obj, i+1)
@@ -474,4 +480,39 @@ func what(doc []byte, i int) string {
 		return "the end of the text"
 	}
 	return fmt.Sprintf("%q at byte %d", doc[i], i)
+}
+
+// Set returns obj with its member key set to value (replaced where it is,
+// else added last); obj unchanged when it is not an object.
+func Set(obj []byte, key string, value []byte) []byte {
+	ms, err := Members(obj)
+	if err != nil {
+		return obj
+	}
+	found := false
+	for i := range ms {
+		if ms[i].Key == key {
+			ms[i].Value, found = value, true
+		}
+	}
+	if !found {
+		ms = append(ms, Member{Key: key, Value: value})
+	}
+	return AppendObject(nil, ms)
+}
+
+// Remove returns obj without its member key; obj unchanged when it is not
+// an object.
+func Remove(obj []byte, key string) []byte {
+	ms, err := Members(obj)
+	if err != nil {
+		return obj
+	}
+	kept := ms[:0]
+	for _, m := range ms {
+		if m.Key != key {
+			kept = append(kept, m)
+		}
+	}
+	return AppendObject(nil, kept)
 }

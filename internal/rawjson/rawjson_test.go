@@ -15,7 +15,12 @@ func TestMembersAndElements(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(ms) != 3 || ms[0].Key != "a" || ms[1].Key != "bé" || string(ms[1].Value) != "null" || string(ms[2].Value) != `{"d":true}` {
-		t.Fatalf("members %q", ms)
+		t.Fatalf("members %+v", ms)
+	}
+	for _, m := range ms {
+		if string(doc[m.Start:m.Start+len(m.Value)]) != string(m.Value) {
+			t.Fatalf("member %q starts at %d, where %q stands", m.Key, m.Start, doc[m.Start:])
+		}
 	}
 	els, err := Elements(ms[0].Value)
 	if err != nil {

@@ -1,4 +1,9 @@
-package routes
+// Package watch keeps the bridge in step with the cluster: it watches the
+// MCPServers and ToolPolicies of the bridge's namespaces, reads the Secrets
+// servers were given, installs the routing table (package routes) and turns
+// status changes into the servers' lifecycle events. The routing table
+// itself neither watches nor writes events.
+package watch
 
 import (
 	"context"
@@ -19,6 +24,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/k8s/credentials"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/redact"
 )
@@ -33,7 +39,7 @@ type Watcher struct {
 	// Secrets reads the Secrets servers were given (uncached: only the few
 	// referenced ones are read, not every Secret watched).
 	Secrets  client.Reader
-	Registry *Registry
+	Registry *routes.Registry
 	// Policies receives every ToolPolicy of the namespaces on each change.
 	Policies func([]v1alpha1.ToolPolicy)
 	Log      logr.Logger
@@ -170,7 +176,7 @@ func (w *Watcher) rebuild(ctx context.Context, rereadSecrets bool) {
 		w.Log.Error(err, "while listing MCPServers")
 		return
 	}
-	t := Build(servers.Items)
+	t := routes.Build(servers.Items)
 	specs := map[string]*v1alpha1.MCPServer{}
 	for i := range servers.Items {
 		s := &servers.Items[i]
@@ -204,7 +210,7 @@ func (w *Watcher) rebuild(ctx context.Context, rereadSecrets bool) {
 	w.secrets = readings
 	w.redactors.Store(&redactors)
 	w.publishAllSecrets(readings)
-	w.Registry.Update(t, func(s *Server) (upstream.Target, error) {
+	w.Registry.Update(t, func(s *routes.Server) (upstream.Target, error) {
 		r := readings[s.Key()]
 		return upstream.Target{
 			Namespace: s.Namespace, Name: s.Name, URL: s.URL, Pod: s.Pod,
@@ -234,7 +240,7 @@ func (w *Watcher) publishAllSecrets(readings map[string]secretReading) {
 }
 
 // specsOf are the MCPServers of the served servers, by namespace/name.
-func specsOf(t *Table, specs map[string]*v1alpha1.MCPServer) map[string]*v1alpha1.MCPServer {
+func specsOf(t *routes.Table, specs map[string]*v1alpha1.MCPServer) map[string]*v1alpha1.MCPServer {
 	out := make(map[string]*v1alpha1.MCPServer, len(t.Servers))
 	for _, s := range t.Servers {
 		out[s.Key()] = specs[s.Key()]

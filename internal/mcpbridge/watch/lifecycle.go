@@ -1,4 +1,4 @@
-package routes
+package watch
 
 import (
 	"slices"

@@ -1,0 +1,97 @@
+package mcpbridge
+
+import (
+	"encoding/json"
+
+	"github.com/mcp-operator/mcp-operator/internal/audit"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/toolname"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/translate"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
+	"github.com/mcp-operator/mcp-operator/internal/policy"
+	"github.com/mcp-operator/mcp-operator/internal/redact"
+)
+
+// completion is the completions adapter of the pipeline: one
+// completion/complete on a server's own endpoint. It is decided and
+// recorded like every request that reaches a server (it used to be
+// forwarded with neither: a caller with no policy at all read the
+// completions of prompts nobody may use, issue 13.1). Completing an
+// argument of a prompt is decided as getting that prompt, of a resource
+// template as reading it; a suggestion is not worth a question to the
+// user, so where the policy says ask, it is denied.
+type completion struct {
+	*exchange
+	server   *routes.Server
+	conn     *upstream.Conn
+	ref      string // the prompt's upstream name, or the resource URI
+	argument json.RawMessage
+}
+
+func (b *Bridge) complete(rq *request) *jsonrpc.Message { return b.serve(rq, &completion{}) }
+
+func (c *completion) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
+	c.exchange = x
+	rq := x.rq
+	var p struct {
+		Ref struct {
+			Type string `json:"type"`
+			Name string `json:"name"`
+			URI  string `json:"uri"`
+		} `json:"ref"`
+		Argument json.RawMessage `json:"argument"`
+	}
+	if err := json.Unmarshal(rq.msg.Params, &p); err != nil {
+		return rpcError(rq, jsonrpc.CodeInvalidParams, "completion/complete needs params with a ref", nil)
+	}
+	s, conn, ok := b.cfg.Registry.Server(rq.endpoint)
+	if !ok {
+		return rpcError(rq, CodeUpstream, "server "+rq.endpoint+" is not served", nil)
+	}
+	c.server, c.conn, c.argument, x.noAsk = s, conn, p.Argument, true
+	switch {
+	case p.Ref.Type == "ref/prompt" && p.Ref.Name != "":
+		c.ref, x.method, x.target = p.Ref.Name, methodPrompt, toolname.Namespaced(s.Name, p.Ref.Name)
+	case p.Ref.Type == "ref/resource" && p.Ref.URI != "":
+		c.ref, x.method, x.target = p.Ref.URI, methodRead, BridgeURI(s.Name, p.Ref.URI)
+	default:
+		return rpcError(rq, jsonrpc.CodeInvalidParams, "completion/complete needs ref.type ref/prompt with a name, or ref/resource with a uri", nil)
+	}
+	x.what = "completion for " + x.target
+	return nil
+}
+
+func (c *completion) decide(b *Bridge, x *exchange) (policy.Result, *jsonrpc.Message) {
+	eng, s := b.engine.Load(), c.server
+	if x.method == methodPrompt {
+		return eng.DecidePrompt(x.rq.id.Subject, policy.PromptGet{Name: x.target, Server: s.Name, Namespace: s.Namespace}), nil
+	}
+	return eng.DecideResource(x.rq.id.Subject, policy.ResourceRead{Server: s.Name, Namespace: s.Namespace, URI: c.ref}), nil
+}
+
+func (c *completion) forward(b *Bridge, x *exchange) *jsonrpc.Message {
+	rq, s := x.rq, c.server
+	if _, err := b.audit(rq, audit.MCPCallStarted{Server: s.Name, ToolCallID: x.id, Method: "completion/complete", Args: c.argument}); err != nil {
+		return b.unrecorded(x, err)
+	}
+	ctx, cancel := b.contextWithCallTimeout(rq.ctx)
+	defer cancel()
+	start := b.now()
+	raw, err := c.conn.Call(ctx, "completion/complete", translate.UpstreamParams(rq.msg.Params))
+	took := b.now().Sub(start)
+	b.observe(s.Name, "completion/complete", took, err)
+	if err != nil {
+		return b.callFailed(x, s, took, err)
+	}
+	redactor := b.redactor(s)
+	if redactor == nil {
+		redactor = redact.Shapes
+	}
+	clean, err := redactor.JSON(raw, nil)
+	if err != nil {
+		return b.withheld(x, x.what, err)
+	}
+	_, _ = b.audit(rq, audit.MCPCallCompleted{Server: s.Name, ToolCallID: x.id, DurationMs: audit.Ms(took)})
+	return rpcResult(rq, json.RawMessage(clean))
+}

@@ -1,0 +1,311 @@
+package mcpbridge
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/audit"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
+	"github.com/mcp-operator/mcp-operator/internal/policy"
+)
+
+// The pipeline: every request goes through these stages, in this order.
+// The transport (transport.go, post) runs the first three for every
+// request; serve runs the rest for every request that reaches a server,
+// with an adapter supplying what differs between tools, resources,
+// prompts and completions.
+//
+//	authenticate           post: authenticate           bearer token (TokenReview)
+//	decode and check       post: readBody, rawjson.Check within the connection's budgets,
+//	                                                    then a shared slot is taken
+//	establish              post: establish              era, session, requests in flight
+//	resolve the target     adapter.resolve              params, the tool/resource/prompt
+//	resume                 b.resume                     a retry's requestState (state.go)
+//	decide                 adapter.decide, b.decide     the engine, session grants,
+//	                                                    rate limits, injection floor
+//	ask, record decision   b.settle                     ask.go; a denial is b.refuse
+//	forward, output,       adapter.forward              tools.go, resources.go,
+//	record the result                                   prompts.go, complete.go
+//	answer                 post: responder.finish
+//
+// Lists (tools/list, resources/list, prompts/list) are decided per item:
+// the caller sees what the engine lets it see (dispatch.go says which
+// method is which).
+
+// exchange is one request on its way through the pipeline.
+type exchange struct {
+	rq *request
+	// method is tools/call, resources/read or prompts/get: the kind of
+	// request the engine decides (a completion is decided as the prompt
+	// or resource it completes).
+	method string
+	// target is the canonical name the decision is about and a sealed state
+	// binds: mcp.<server>.<tool>, mcp://<server>/<uri> or
+	// mcp.<server>.<prompt>.
+	target string
+	// args are a tool's or a prompt's arguments (none for a read): the
+	// sealed state binds their digest, the question shows a preview.
+	args json.RawMessage
+	// action names the request in the question, as the agent sees it:
+	// "call mcp.fs.write (risk write)", "read the resource <uri>"; what
+	// names it in a refusal: "call of mcp.fs.write".
+	action, what string
+	// inputResponses and requestState are the params of a 2026-07-28
+	// retry.
+	inputResponses map[string]json.RawMessage
+	requestState   string
+	// noAsk: the request cannot be asked about (a completion, a
+	// subscription); where the policy says ask, it is denied.
+	noAsk bool
+
+	// Set by the stages.
+	resumed        *requestState // resume: the retry's opened state
+	parked         *parkedCall   // resume: the call a resumeParked retry continues
+	res            policy.Result // decide
+	blockInjection bool          // decide: withhold results the injection scan flags
+	id             string        // settle (or resume): the toolCallId of the events
+
+	// tool is set by the tools adapter: the calls' metrics name it.
+	tool *routes.Tool
+	// server is the MCPServer a tool call goes to (a person asked through a
+	// ToolApproval decides in its namespace); progressToken is the agent's,
+	// told what a ToolApproval waits for.
+	server        *routes.Server
+	progressToken json.RawMessage
+}
+
+// adapter is what differs between the kinds of request.
+type adapter interface {
+	// resolve decodes x's params and finds its target; an answer ends the
+	// request (bad params, an unknown target).
+	resolve(b *Bridge, x *exchange) *jsonrpc.Message
+	// decide is the engine's decision about x; an answer ends the request
+	// (a prompt's arguments that do not fit it).
+	decide(b *Bridge, x *exchange) (policy.Result, *jsonrpc.Message)
+	// forward sends the allowed request upstream, runs the server's answer
+	// through the output pipeline, records the result and answers.
+	forward(b *Bridge, x *exchange) *jsonrpc.Message
+}
+
+// serve takes a request that reaches a server through the pipeline.
+func (b *Bridge) serve(rq *request, a adapter) *jsonrpc.Message {
+	x := &exchange{rq: rq}
+	if answer := a.resolve(b, x); answer != nil {
+		return answer
+	}
+	if answer := b.resume(x); answer != nil {
+		return answer
+	}
+	res, answer := a.decide(b, x)
+	if answer != nil {
+		return answer
+	}
+	b.decide(x, res)
+	if answer := b.settle(x); answer != nil {
+		return answer
+	}
+	return a.forward(b, x)
+}
+
+// resume opens a retry's requestState (the only place one is opened) and
+// takes up the request it continues: the same toolCallId, and for a parked
+// call the call itself.
+func (b *Bridge) resume(x *exchange) *jsonrpc.Message {
+	if x.requestState == "" {
+		return nil
+	}
+	st, err := b.openState(x, x.requestState)
+	if err == nil && st.Kind == resumeParked {
+		x.parked, err = b.unpark(st)
+	}
+	if err != nil {
+		return rpcError(x.rq, jsonrpc.CodeInvalidParams, err.Error(), nil)
+	}
+	x.resumed, x.id = st, st.ToolCallID
+	return nil
+}
+
+// decide completes the engine's decision res: the session's grants, the
+// policies' rate limits (tool calls only: every call that goes upstream,
+// retries included, takes from them) and the injection floor.
+func (b *Bridge) decide(x *exchange, res policy.Result) {
+	if x.rq.sess != nil {
+		res = x.rq.sess.Grants.Apply(res)
+	}
+	if x.method == methodCall && b.cfg.Limiter != nil {
+		res = b.cfg.Limiter.Apply(x.rq.id.Subject, res)
+	}
+	x.res = res
+	x.blockInjection = b.cfg.BlockInjection || res.BlockInjection
+}
+
+// settle asks where the decision is ask and records the decision before
+// anything goes upstream. An answer ends the request: the question of a
+// 2026-07-28 request, a refusal, or a record that could not be written.
+func (b *Bridge) settle(x *exchange) *jsonrpc.Message {
+	if st := x.resumed; st != nil && st.Kind != resumeApproval {
+		// The retry of a call that went upstream allowed (and recorded):
+		// it is not asked about again, but a policy that denies it now wins.
+		if x.res.Decision == v1alpha1.DecisionDeny {
+			return b.refuse(x, denial(x.res))
+		}
+		return nil
+	}
+	if x.resumed == nil {
+		x.id = b.cfg.NewCallID()
+		if _, err := b.audit(x.rq, x.requested()); err != nil {
+			return b.unrecorded(x, err)
+		}
+	}
+	o := b.resolve(x)
+	if o.pending != nil {
+		return o.pending
+	}
+	if _, err := b.audit(x.rq, x.resolved(o)); err != nil {
+		return b.unrecorded(x, err)
+	}
+	if o.decision != "allow" {
+		return b.refuse(x, o)
+	}
+	return nil
+}
+
+// refuse answers a denied request and ends its event chain; a parked call
+// it would have continued is ended too (its server is told).
+func (b *Bridge) refuse(x *exchange, o outcome) *jsonrpc.Message {
+	if pc := x.parked; pc != nil {
+		pc.ask.reply <- jsonrpc.NewErrorResponse(nil, CodeDenied, "the call was denied meanwhile")
+		pc.p.cancel()
+		<-pc.p.done
+	}
+	_, _ = b.audit(x.rq, x.failed(o.failReason, o.reason))
+	b.countCall(x, "deny", o.failReason)
+	return rpcError(x.rq, CodeDenied, fmt.Sprintf("%s denied: %s", x.what, o.reason), map[string]any{
+		"reason": o.failReason, "sourcedFrom": o.sourcedFrom, "toolCallId": x.id,
+	})
+}
+
+// unrecorded refuses a request whose audit record could not be written:
+// nothing may go upstream unrecorded.
+func (b *Bridge) unrecorded(x *exchange, err error) *jsonrpc.Message {
+	b.cfg.Log.Error(err, "audit event not recorded: the request is refused", "method", x.method, "target", x.target)
+	b.countCall(x, "deny", reasonAudit)
+	return rpcError(x.rq, jsonrpc.CodeInternalError, "the "+x.noun()+" was not run: its audit record could not be written", map[string]any{"reason": reasonAudit})
+}
+
+// countCall counts a tool call's outcome (reads and prompts have no such
+// metric).
+func (b *Bridge) countCall(x *exchange, decision, outcome string) {
+	if x.tool != nil {
+		b.count(x.tool, decision, outcome)
+	}
+}
+
+// callFailed ends a request that failed upstream, whatever its kind:
+// mcp.call.failed and tool.failed, and the agent's answer.
+func (b *Bridge) callFailed(x *exchange, s *routes.Server, took time.Duration, err error) *jsonrpc.Message {
+	failed := audit.MCPCallFailed{Server: s.Name, ToolCallID: x.id, Error: err.Error(), DurationMs: audit.Ms(took)}
+	reason := reasonUpstreamError
+	var rpcErr *jsonrpc.Error
+	var ue *upstream.Error
+	switch {
+	case errors.As(err, &rpcErr):
+		// The server's error is its output too: scanned and redacted with
+		// its own Secret values, withheld where a result would be.
+		msg, sum := output.Text(b.redactor(s), "error.message", rpcErr.Message)
+		data, dataSum, dataErr := output.JSON(b.redactor(s), "error.data", rpcErr.Data)
+		if dataErr != nil {
+			data = nil
+		}
+		if x.blockInjection && len(sum.Findings)+len(dataSum.Findings) > 0 {
+			msg, data = "the bridge withheld the server's error message: it looks like instructions to the model", nil
+		}
+		err = &jsonrpc.Error{Code: rpcErr.Code, Message: msg, Data: data}
+		failed.Code = rpcErr.Code
+		failed.Error = msg
+	case errors.As(err, &ue):
+		reason = ue.Reason
+	}
+	_, _ = b.audit(x.rq, failed)
+	_, _ = b.audit(x.rq, x.failed(reason, failed.Error))
+	b.countCall(x, "allow", reason)
+	return upstreamError(x.rq, err, x.id)
+}
+
+// requested is x's permission.requested event.
+func (x *exchange) requested() audit.PermissionRequested {
+	ev := audit.PermissionRequested{Args: x.args, RiskAtDecision: string(x.res.RiskAtDecision), SourcedFrom: x.source(), ToolCallID: x.id}
+	ev.Tool, ev.Resource, ev.Prompt = x.names()
+	return ev
+}
+
+// resolved is x's permission.resolved event.
+func (x *exchange) resolved(o outcome) audit.PermissionResolved {
+	ev := audit.PermissionResolved{Decision: o.decision, Actor: o.actor, SourcedFrom: o.sourcedFrom, ToolCallID: x.id, Reason: o.reason, Approver: o.approver}
+	ev.Tool, ev.Resource, ev.Prompt = x.names()
+	return ev
+}
+
+// failed is the tool.failed event that closes x's chain when it ends
+// without a result: the same shape for a call, a read and a prompt.
+func (x *exchange) failed(reason, message string) audit.ToolFailed {
+	ev := audit.ToolFailed{Reason: reason, ToolCallID: x.id, Message: message}
+	ev.Tool, ev.Resource, ev.Prompt = x.names()
+	return ev
+}
+
+// names puts x's target in the event field of its kind.
+func (x *exchange) names() (tool, resource, prompt string) {
+	switch x.method {
+	case methodRead:
+		return "", x.target, ""
+	case methodPrompt:
+		return "", "", x.target
+	}
+	return x.target, "", ""
+}
+
+// source names the endpoint a request came in on, for permission.requested.
+func (x *exchange) source() string {
+	if x.rq.endpoint != "" {
+		return "server:" + x.rq.endpoint
+	}
+	return "mcp"
+}
+
+// noun names the request in reasons: "the user denied the call".
+func (x *exchange) noun() string {
+	switch x.method {
+	case methodRead:
+		return "read"
+	case methodPrompt:
+		return "prompt"
+	}
+	return "call"
+}
+
+// Methods the engine decides.
+const (
+	methodCall   = "tools/call"
+	methodRead   = "resources/read"
+	methodPrompt = "prompts/get"
+)
+
+// retryParams are the params of a 2026-07-28 retry, whatever the method.
+type retryParams struct {
+	InputResponses map[string]json.RawMessage `json:"inputResponses"`
+	RequestState   string                     `json:"requestState"`
+}
+
+// readRetry fills x's retry params from its request's params.
+func (x *exchange) readRetry() {
+	var retry retryParams
+	_ = json.Unmarshal(x.rq.msg.Params, &retry)
+	x.inputResponses, x.requestState = retry.InputResponses, retry.RequestState
+}

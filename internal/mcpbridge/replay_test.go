@@ -1,0 +1,61 @@
+package mcpbridge
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/testpeers"
+)
+
+// TestAllowOnceIsUsedOnce (issue 13.3): one allow_once answer with its
+// requestState runs the call once. Replayed, in either era, it is refused
+// and nothing more goes upstream (before: three replays ran a destructive
+// tool three times under one call id). Raw HTTP, to replay the bytes.
+func TestAllowOnceIsUsedOnce(t *testing.T) {
+	up := testpeers.GoEverything(t, false)
+	server := bridgetest.Published(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{})
+	pol := toolPolicy("tools", "alice", []v1alpha1.Subject{sa("agents", "alice")}, rule("ask", "mcp.everything.*"))
+	pol.Spec.Approval.Timeout = metav1.Duration{Duration: time.Minute}
+	pol.Spec.Approval.Modes = []v1alpha1.ApprovalMode{v1alpha1.ApprovalAllowOnce}
+	h := newHarness(t, []v1alpha1.MCPServer{server}, []v1alpha1.ToolPolicy{pol}, nil)
+
+	params := `"name":"mcp.everything.test_simple_text"`
+	first := statelessPost(t, h.url, "alice-token", "tools/call", params)
+	state := resultString(first, "requestState")
+	if state == "" {
+		t.Fatalf("the first call must be answered input_required: %s", first)
+	}
+	retry := params + `,"requestState":` + string(mustJSON(state)) + `,"inputResponses":{"approval":{"action":"accept","content":{"decision":"allow_once"}}}`
+	if got := statelessPost(t, h.url, "alice-token", "tools/call", retry); !strings.Contains(string(got), "simple text response") {
+		t.Fatalf("the retry with allow_once must run the call: %s", got)
+	}
+	refused := func(era string, got []byte) {
+		t.Helper()
+		var m jsonrpc.Message
+		_ = json.Unmarshal(got, &m)
+		if m.Error == nil || m.Error.Code != jsonrpc.CodeInvalidParams || !strings.Contains(m.Error.Message, "used already") {
+			t.Fatalf("a replayed allow_once (%s) must be refused as used: %s", era, got)
+		}
+	}
+	for range 2 {
+		refused("2026-07-28", statelessPost(t, h.url, "alice-token", "tools/call", retry))
+	}
+	sid := openSession(t, h.url+"/mcp", "alice-token")
+	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{` + retry + `}}`
+	status, code, _ := post(t, h.url+"/mcp", "alice-token", sid, body, map[string]string{"Accept": "application/json"})
+	if status != 200 || code != jsonrpc.CodeInvalidParams {
+		t.Fatalf("a replayed allow_once (2025-11-25 session) got status %d code %d, want 200 with -32602", status, code)
+	}
+	events := h.events(t)
+	id := lastCallID(events, "mcp.everything.test_simple_text")
+	if n := strings.Count(strings.Join(typesOf(events, id), " "), "mcp.call.started"); n != 1 {
+		t.Fatalf("the call went upstream %d times, want once: %v", n, typesOf(events, id))
+	}
+}

@@ -1,0 +1,118 @@
+package mcpbridge
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/mcp-operator/mcp-operator/internal/approval"
+)
+
+// A 2026-07-28 agent answers a question by sending its request again with
+// inputResponses and the requestState the question came with. The bridge
+// asks three kinds of question, and each retry resumes the pipeline
+// (pipeline.go) at its own stage:
+//
+//   - resumeApproval: the bridge's own approval question (ask.go); the
+//     retry resumes at the ask stage, with the user's answer;
+//   - resumeUpstream: a 2026-07-28 server's input_required (inputrequired.go);
+//     the retry was allowed before, so it resumes at the forward stage, with
+//     the answers and the server's own state;
+//   - resumeParked: a session-era server's request in the middle of a call
+//     parked on this replica (parked.go); the retry hands the answer over.
+//
+// All three are one sealed format (statePurpose), opened in one place
+// (openState), which checks the binding, the deadline and single use.
+
+// statePurpose separates requestStates from the bridge's other sealed
+// values (session ids).
+const statePurpose = "mcp-request-state"
+
+// What a requestState resumes.
+const (
+	resumeApproval = "approval"
+	resumeUpstream = "upstream-input"
+	resumeParked   = "parked"
+)
+
+// requestState is the sealed requestState of a question to a 2026-07-28
+// agent: the retry may reach any replica, which verifies it was asked for
+// this caller, this method and target, these exact arguments, and not too
+// long ago.
+type requestState struct {
+	// Kind is what the retry resumes: resumeApproval, resumeUpstream or
+	// resumeParked.
+	Kind string `json:"k"`
+	// ToolCallID is the asking request's id: the retry continues its
+	// event chain.
+	ToolCallID string `json:"tc"`
+	Method     string `json:"m"`
+	// Target is the canonical name the question was about.
+	Target     string `json:"t"`
+	Subject    string `json:"sub"`
+	ArgsDigest string `json:"args"`
+	Expires    int64  `json:"exp"` // Unix milliseconds
+	// Answers are the answers an approval question offered.
+	Answers []string `json:"ans,omitempty"`
+	// Upstream is a 2026-07-28 server's own requestState, passed back to
+	// it as it was.
+	Upstream string `json:"up,omitempty"`
+	// Parked names the parked call on the replica that holds it.
+	Parked string `json:"pk,omitempty"`
+}
+
+// invalidStateError refuses a retry whose requestState does not fit it.
+type invalidStateError struct{ msg string }
+
+func (e *invalidStateError) Error() string { return e.msg }
+
+// argsDigest binds a question to the exact arguments, as a ToolApproval
+// does ("" for arguments that are not JSON).
+func argsDigest(args json.RawMessage) string {
+	d, _ := approval.ArgsDigest(args)
+	return d
+}
+
+// newState is the state of a question about x's request, answerable until
+// deadline.
+func newState(kind string, x *exchange, deadline time.Time) requestState {
+	return requestState{
+		Kind: kind, ToolCallID: x.id, Method: x.method, Target: x.target, Subject: x.rq.id.Username,
+		ArgsDigest: argsDigest(x.args), Expires: deadline.UnixMilli(),
+	}
+}
+
+func (b *Bridge) sealState(st requestState) (string, error) {
+	return b.cfg.Sealer.Seal(statePurpose, st)
+}
+
+// openState is the one place a requestState is opened: it must have been
+// sealed by this bridge (any replica), for x's caller, method, target and
+// exact arguments, before its deadline, and not used before (on this
+// replica: what another replica accepted, this one cannot know; the rate
+// limits still apply to every retry there).
+func (b *Bridge) openState(x *exchange, raw string) (*requestState, error) {
+	var st requestState
+	if err := b.cfg.Sealer.Open(statePurpose, raw, &st); err != nil {
+		return nil, &invalidStateError{"invalid requestState: it was not issued by this bridge"}
+	}
+	switch {
+	case st.Subject != x.rq.id.Username, st.Method != x.method, st.Target != x.target:
+		return nil, &invalidStateError{"invalid requestState: it was issued for another caller or request"}
+	case st.ArgsDigest != argsDigest(x.args):
+		return nil, &invalidStateError{"invalid requestState: the arguments changed since the question; send the request again without requestState"}
+	case b.now().UnixMilli() > st.Expires:
+		return nil, &invalidStateError{"invalid requestState: the question expired; send the request again without requestState"}
+	case !b.useOnce(raw, st.Expires):
+		// One answer serves one retry: an allow_once replayed would run the
+		// request again under the same call id, and each retry of a
+		// server's question is another call upstream.
+		return nil, &invalidStateError{"invalid requestState: it was used already; send the request again without requestState"}
+	}
+	return &st, nil
+}
+
+// useOnce records a sealed state as used until it expires; false when it
+// was used already, in any spelling (signed.Spent keys on what was sealed).
+func (b *Bridge) useOnce(state string, expires int64) bool {
+	return b.spent.Use(state, time.UnixMilli(expires), b.now())
+}
