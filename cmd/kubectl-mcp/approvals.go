@@ -90,7 +90,7 @@ func preview(s string, n int) string {
 }
 
 func approveCmd(fs *flag.FlagSet) func(*env, []string) error {
-	session := fs.Bool("session", false, "approve the same request for the rest of the agent's session (when the approval offers it)")
+	session := fs.Bool("session", false, "approve the tool for the rest of the agent's session, with ANY arguments, not only the ones shown (when the approval offers it)")
 	comment := fs.String("comment", "", "comment recorded with the decision")
 	return func(e *env, args []string) error {
 		verdict := v1alpha1.VerdictAllowOnce
@@ -148,6 +148,12 @@ func decide(e *env, args []string, verdict v1alpha1.ApprovalVerdict, comment str
 	}
 	fmt.Fprintf(e.out, "toolapproval %s/%s %s by %s: %s %s for %s\n", a.Namespace, a.Name, word, user,
 		a.Spec.Request.Method, a.Spec.Request.Target, a.Spec.Request.Requester.Username)
+	if verdict == v1alpha1.VerdictAllowSession {
+		// The bridge grants a session approval by tool, not by arguments:
+		// say so where the person sees the result of what they did.
+		fmt.Fprintf(e.out, "  for the rest of session %s, %s may call %s with any arguments without asking again\n",
+			a.Spec.Request.Requester.Session, a.Spec.Request.Requester.Username, a.Spec.Request.Target)
+	}
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -13,6 +14,9 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
 )
+
+// authenticatedGroup is the group Kubernetes gives every authenticated user.
+const authenticatedGroup = "system:authenticated"
 
 func canICmd(fs *flag.FlagSet) func(*env, []string) error {
 	as := fs.String("as", "", "the subject's user name, as TokenReview reports it: system:serviceaccount:<namespace>:<name> for a ServiceAccount")
@@ -26,6 +30,12 @@ func canICmd(fs *flag.FlagSet) func(*env, []string) error {
 		}
 		if *as == "" {
 			return errors.New("--as is required: the user name of the subject to decide for")
+		}
+		// The API server adds system:authenticated to every authenticated
+		// user's groups, and TokenReview reports it to the bridge: a policy
+		// for that group applies to every agent, so can-i counts it too.
+		if !slices.Contains(groups, authenticatedGroup) {
+			groups = append(groups, authenticatedGroup)
 		}
 		return canI(e, positional[0], policy.SubjectFromUserInfo(*as, groups), *args, v1alpha1.Risk(*risk))
 	}

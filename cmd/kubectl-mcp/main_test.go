@@ -222,7 +222,7 @@ func TestSessionApprovalOnlyWhereOffered(t *testing.T) {
 		t.Errorf("exit %d: %s", code, out)
 	}
 	both := pending(t, v1alpha1.ApprovalAllowOnce, v1alpha1.ApprovalAllowSession)
-	if code, out := kubectlMCP(t, "alice", "approve", both.Name, "--session"); code != 0 {
+	if code, out := kubectlMCP(t, "alice", "approve", both.Name, "--session"); code != 0 || !strings.Contains(out, "with any arguments") {
 		t.Fatalf("exit %d: %s", code, out)
 	}
 	if d := decision(t, both); d == nil || d.Verdict != v1alpha1.VerdictAllowSession {
@@ -264,6 +264,7 @@ func TestCanIAnswersFromThePolicyEngine(t *testing.T) {
 	server.Status.Tools = []v1alpha1.ToolStatus{
 		{Name: "mcp.fs.read_file", UpstreamName: "read_file", Risk: v1alpha1.RiskRead, SchemaDigest: digest},
 		{Name: "mcp.fs.write_file", UpstreamName: "write_file", Risk: v1alpha1.RiskDestructive, SchemaDigest: digest},
+		{Name: "mcp.fs.stat", UpstreamName: "stat", Risk: v1alpha1.RiskRead, SchemaDigest: digest},
 	}
 	if err := cluster.admin.Status().Update(ctx, server); err != nil {
 		t.Fatal(err)
@@ -281,12 +282,25 @@ func TestCanIAnswersFromThePolicyEngine(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// A policy for every authenticated user: TokenReview puts every agent
+	// in system:authenticated, so can-i must too, without --as-group.
+	if err := cluster.admin.Create(ctx, &v1alpha1.ToolPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "everyone"},
+		Spec: v1alpha1.ToolPolicySpec{
+			Subjects: []v1alpha1.Subject{{Kind: v1alpha1.SubjectGroup, Name: "system:authenticated"}},
+			Rules:    []v1alpha1.ToolRule{{Tools: []string{"mcp.fs.stat"}, Decision: v1alpha1.DecisionAllow}},
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name string
 		args []string
 		code int
 		want []string
 	}{
+		{"allowed for every authenticated user", []string{"can-i", "mcp.fs.stat", "--as", "system:serviceaccount:agents:other"}, 0,
+			[]string{"yes\n", "policy:tools/everyone#rules[0]"}},
 		{"allowed by a rule whose condition holds", []string{"can-i", "mcp.fs.read_file", "--as", agentUser, "--args", `{"path":"/data/a"}`}, 0,
 			[]string{"yes\n", "policy:tools/planner#rules[0]", "risk read"}},
 		{"the same rule's condition fails", []string{"can-i", "mcp.fs.read_file", "--as", agentUser, "--args", `{"path":"/etc/passwd"}`}, 1,

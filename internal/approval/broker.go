@@ -293,6 +293,11 @@ func (b *Broker) Wait(ctx context.Context, a *v1alpha1.ToolApproval) (Outcome, e
 	defer timer.Stop()
 	for {
 		if o, ok := b.concluded(current, bound); ok {
+			if ctx.Err() != nil {
+				wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+				defer cancel()
+				return b.finish(wctx, current, agentLeft(o)), nil
+			}
 			return b.finish(ctx, current, o), nil
 		}
 		select {
@@ -324,9 +329,15 @@ func (b *Broker) concluded(a *v1alpha1.ToolApproval, bound v1alpha1.ApprovalRequ
 	case a.Spec.Decision != nil:
 		d := a.Spec.Decision
 		o := Outcome{Verdict: d.Verdict, Decider: d.Decider, Comment: d.Comment}
-		if d.Verdict == v1alpha1.VerdictDeny || !offers(bound.Modes, d.Verdict) {
+		switch {
+		case d.Decider == bound.Requester.Username:
+			// Separation of duties holds even where the admission policy
+			// that checks the decider is missing: nobody approves their
+			// own request.
+			o.Phase, o.Message = v1alpha1.ApprovalDenied, "denied: "+d.Decider+" asked for this call and cannot decide it"
+		case d.Verdict == v1alpha1.VerdictDeny || !offers(bound.Modes, d.Verdict):
 			o.Phase, o.Message = v1alpha1.ApprovalDenied, "denied by "+d.Decider
-		} else {
+		default:
 			o.Phase, o.Message = v1alpha1.ApprovalApproved, fmt.Sprintf("approved by %s (%s)", d.Decider, d.Verdict)
 		}
 		return o, true
@@ -356,6 +367,9 @@ func offers(modes []v1alpha1.ApprovalMode, v v1alpha1.ApprovalVerdict) bool {
 func (b *Broker) finishUnlessDecided(ctx context.Context, a *v1alpha1.ToolApproval, bound v1alpha1.ApprovalRequest, o Outcome) Outcome {
 	for range 3 {
 		if decided, ok := b.concluded(a, bound); ok {
+			if o.Phase == v1alpha1.ApprovalCancelled {
+				decided = agentLeft(decided)
+			}
 			return b.finish(ctx, a, decided)
 		}
 		err := b.writeStatus(ctx, a, o)
@@ -369,6 +383,18 @@ func (b *Broker) finishUnlessDecided(ctx context.Context, a *v1alpha1.ToolApprov
 		a = &fresh
 	}
 	return b.announce(ctx, a, o)
+}
+
+// agentLeft is o for a request whose agent has gone: an approval becomes
+// Cancelled, since nobody would read the tool's answer and the call must
+// not be made upstream.
+func agentLeft(o Outcome) Outcome {
+	if o.Phase != v1alpha1.ApprovalApproved {
+		return o
+	}
+	o.Phase = v1alpha1.ApprovalCancelled
+	o.Message += ", but the agent's request had ended: the call was not made"
+	return o
 }
 
 // finish records an outcome read from the object (a decision) and announces

@@ -471,6 +471,64 @@ func TestWebhookReportsAFailingReceiver(t *testing.T) {
 	}
 }
 
+func TestWebhookFollowsNoRedirect(t *testing.T) {
+	var followed atomic.Int32
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { followed.Add(1) }))
+	defer elsewhere.Close()
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL, http.StatusTemporaryRedirect)
+	}))
+	defer receiver.Close()
+	wh, err := NewWebhook(receiver.URL, []byte("0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wh.Notify(context.Background(), Notification{Type: EventRequested}); err == nil || !strings.Contains(err.Error(), "307") {
+		t.Errorf("Notify = %v, want the receiver's 307 as an error", err)
+	}
+	if n := followed.Load(); n != 0 {
+		t.Errorf("the redirect was followed %d times; want never", n)
+	}
+}
+
+// TestNobodyApprovesTheirOwnRequest: the broker refuses a decision by the
+// requester itself, even where no admission policy checks the decider
+// (envtest runs without it).
+func TestNobodyApprovesTheirOwnRequest(t *testing.T) {
+	c, ns := setup(t)
+	b := replica(t, c, nil)
+	r := request(ns, time.Minute)
+	done := ask(context.Background(), b, r)
+	a := created(t, c, ns)
+	decide(t, c, a, v1alpha1.VerdictAllowOnce, r.Requester.Username, "")
+	if o := wait(t, done); o.Phase != v1alpha1.ApprovalDenied || !strings.Contains(o.Message, "cannot decide") {
+		t.Fatalf("outcome = %+v, want Denied because the requester decided", o)
+	}
+}
+
+// TestApprovedAfterTheAgentLeftIsCancelled: a decision that arrives when the
+// agent's request has ended is recorded Cancelled, so the bridge never
+// makes the call. Wait is given the object as created (no decision yet) and
+// a context that has ended: the decision is found only while recording the
+// cancellation, which is the order the race produces.
+func TestApprovedAfterTheAgentLeftIsCancelled(t *testing.T) {
+	c, ns := setup(t)
+	b := replica(t, c, nil)
+	done := ask(context.Background(), b, request(ns, time.Minute))
+	a := created(t, c, ns)
+	decide(t, c, a, v1alpha1.VerdictAllowOnce, "alice", "")
+	wait(t, done)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	o, err := b.Wait(ctx, a)
+	if err != nil || o.Phase != v1alpha1.ApprovalCancelled || o.Decider != "alice" {
+		t.Fatalf("Wait after the agent left = %+v, %v; want Cancelled", o, err)
+	}
+	if st := get(t, c, ns, a.Name).Status; st.Phase != v1alpha1.ApprovalCancelled {
+		t.Errorf("status = %+v, want Cancelled", st)
+	}
+}
+
 func TestLongRequestsAreCutToTheSchemasBounds(t *testing.T) {
 	c, ns := setup(t)
 	b := replica(t, c, nil)

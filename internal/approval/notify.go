@@ -95,7 +95,8 @@ const SignatureHeader = "X-MCP-Operator-Signature"
 type Webhook struct {
 	URL    string
 	Secret []byte
-	// Client sends the requests (a client with a 10s timeout when nil).
+	// Client sends the requests (when nil, a client with a 10s timeout that
+	// follows no redirects).
 	Client *http.Client
 }
 
@@ -132,7 +133,9 @@ func (w *Webhook) Notify(ctx context.Context, n Notification) error {
 	req.Header.Set(SignatureHeader, Sign(w.Secret, body))
 	c := w.Client
 	if c == nil {
-		c = &http.Client{Timeout: 10 * time.Second}
+		// A redirect is not followed: the signed body would go to an
+		// address nobody configured.
+		c = &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	resp, err := c.Do(req)
 	if err != nil {

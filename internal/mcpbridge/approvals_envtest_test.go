@@ -238,3 +238,32 @@ func TestNoToolApprovalsWithoutTheChannel(t *testing.T) {
 		t.Errorf("ToolApprovals made by a bridge that makes none: %d (%v)", len(list.Items), err)
 	}
 }
+
+// TestNoApprovalModeLeftDeniesEarly: a policy whose only mode is
+// AllowSession, asked by a 2026-07-28 agent (no session), leaves a person
+// nothing to approve with: the bridge says so and makes no ToolApproval
+// (which the API server would refuse for its empty modes).
+func TestNoApprovalModeLeftDeniesEarly(t *testing.T) {
+	const ns = "no-modes"
+	_, url, k, _ := startRuntimeWith(t, func(o *Options) { o.ToolApprovals = true }, ns)
+	up := testpeers.NodeEverything(t)
+	apply(t, k, bridgetest.Published(t, ns, "everything", up.URL, v1alpha1.ToolsSpec{}))
+	p := toolPolicy(ns, "session-only", []v1alpha1.Subject{sa("agents", "alice")}, rule("ask", "mcp.everything.echo"))
+	p.Spec.Approval = v1alpha1.ApprovalSpec{
+		Channels: []v1alpha1.ApprovalChannel{v1alpha1.ChannelToolApproval},
+		Modes:    []v1alpha1.ApprovalMode{v1alpha1.ApprovalAllowSession}, Timeout: metav1.Duration{Duration: time.Minute},
+	}
+	createPolicy(t, k, p)
+	c := connectTo(t, url, "alice-token", mcpclient.EraStateless)
+	eventually(t, "the bridge lists the asked tool", func() bool {
+		return strings.Contains(strings.Join(listNames(t, c), ","), "mcp.everything.echo")
+	})
+	_, err := c.CallTool(ctxT(t), "mcp.everything.echo", json.RawMessage(`{"message":"x"}`))
+	if rpcCode(err) != CodeDenied || !strings.Contains(err.Error(), "no approval mode") {
+		t.Errorf("got %v, want -32010 approval_unavailable saying no approval mode is left", err)
+	}
+	var list v1alpha1.ToolApprovalList
+	if err := k.List(context.Background(), &list, client.InNamespace(ns)); err != nil || len(list.Items) != 0 {
+		t.Errorf("ToolApprovals made with no mode to approve with: %d (%v)", len(list.Items), err)
+	}
+}

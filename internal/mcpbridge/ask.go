@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -102,7 +103,25 @@ func (b *Bridge) ask(x *exchange) outcome {
 	rq, res := x.rq, x.res
 	if st := x.resumed; st != nil {
 		// A 2026-07-28 retry: the answer to the elicitation asked before.
-		return answered(x, x.inputResponses[approvalKey], st.Answers)
+		// The state comes back from the agent, and the policy may have
+		// changed since: the answer counts only if the policy still lets
+		// the agent's client be asked, and only within what it offers now
+		// (otherwise an agent could answer a question that today goes to
+		// a person through a ToolApproval).
+		if !slices.Contains(channels(res), v1alpha1.ChannelElicitation) {
+			return outcome{
+				decision: "deny", actor: "bridge", sourcedFrom: sourceOf(res.SourcedFrom), failReason: reasonApprovalUnavailable,
+				reason: reasonApprovalUnavailable + ": the policy no longer lets the client answer this approval (channels: " + channelNames(channels(res)) + "); send the request again without the answer",
+			}
+		}
+		now := offered(rq, res)
+		var still []string
+		for _, a := range st.Answers {
+			if contains(now, a) {
+				still = append(still, a)
+			}
+		}
+		return answered(x, x.inputResponses[approvalKey], still)
 	}
 	for _, ch := range channels(res) {
 		switch {

@@ -373,6 +373,51 @@ func resultString(msg []byte, key string) string {
 
 // statelessPost sends one 2026-07-28 request whose params are the given
 // members (and the era's _meta) and returns the JSON-RPC answer.
+// TestARetryIsCheckedAgainstTheCurrentPolicy: the answer a 2026-07-28
+// agent brings back counts only if today's policy still lets the client be
+// asked, and only within the modes it offers today (the state, sealed when
+// the question was asked, may offer more).
+func TestARetryIsCheckedAgainstTheCurrentPolicy(t *testing.T) {
+	sealer, _ := signed.New(testKey)
+	state, err := sealer.Seal(statePurpose, requestState{
+		Kind: resumeApproval, ToolCallID: "call-old", Method: methodRead, Target: textURI, Subject: "system:serviceaccount:agents:alice",
+		ArgsDigest: argsDigest(nil), Expires: time.Now().Add(time.Minute).UnixMilli(), Answers: []string{answerAllowOnce, answerDeny},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	retry := `"uri":"` + textURI + `","requestState":` + string(mustJSON(state)) +
+		`,"inputResponses":{"approval":{"action":"accept","content":{"decision":"allow_once"}}}`
+	for _, tc := range []struct {
+		name     string
+		approval v1alpha1.ApprovalSpec
+		want     string
+	}{
+		{"the policy now asks a person only", v1alpha1.ApprovalSpec{
+			Channels: []v1alpha1.ApprovalChannel{v1alpha1.ChannelToolApproval}, Modes: []v1alpha1.ApprovalMode{v1alpha1.ApprovalAllowOnce},
+		}, "no longer lets the client answer"},
+		{"the policy no longer offers the mode answered", v1alpha1.ApprovalSpec{
+			Channels: []v1alpha1.ApprovalChannel{v1alpha1.ChannelElicitation}, Modes: []v1alpha1.ApprovalMode{v1alpha1.ApprovalAllowSession},
+		}, "the user denied"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pol := askingPolicy(time.Minute)
+			tc.approval.Timeout = metav1.Duration{Duration: time.Minute}
+			pol.Spec.Approval = tc.approval
+			up := testpeers.GoEverything(t, false)
+			server := bridgetest.Published(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{})
+			h := newHarness(t, []v1alpha1.MCPServer{server}, []v1alpha1.ToolPolicy{pol}, nil)
+			got := statelessPost(t, h.url, "alice-token", "resources/read", retry)
+			if strings.Contains(string(got), `"contents"`) || !strings.Contains(string(got), tc.want) {
+				t.Fatalf("a retry the current policy does not accept: %s, want a denial saying %q", got, tc.want)
+			}
+			if n := count(h.events(t), "mcp.resource.fetched"); n != 0 {
+				t.Errorf("%d reads made for a refused answer", n)
+			}
+		})
+	}
+}
+
 func statelessPost(t *testing.T, url, token, method, members string) []byte {
 	t.Helper()
 	body := `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":{` + members +
