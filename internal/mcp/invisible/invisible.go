@@ -48,18 +48,27 @@ func Strip(s string) (string, Found) {
 	if first < 0 {
 		return s, Found{}
 	}
+	// Bytes that are not UTF-8 become U+FFFD (as they would in JSON): kept
+	// raw, the bytes on both sides of a removed character could join into
+	// a new one, an invisible one among them (found by FuzzStrip).
+	if !utf8.ValidString(s) {
+		first = 0
+	}
 	var f Found
 	var sb, hidden strings.Builder
 	sb.Grow(len(s))
 	sb.WriteString(s[:first])
 	for i := first; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
-		if Is(r) {
+		switch {
+		case Is(r):
 			f.Removed++
 			if r >= 0xE0020 && r <= 0xE007E {
 				hidden.WriteByte(byte(r - 0xE0000))
 			}
-		} else {
+		case r == utf8.RuneError && n == 1:
+			sb.WriteRune(utf8.RuneError)
+		default:
 			sb.WriteString(s[i : i+n])
 		}
 		i += n
