@@ -235,7 +235,7 @@ func (b *Bridge) callFailed(x *exchange, s *routes.Server, took time.Duration, e
 	_, _ = b.audit(x.rq, failed)
 	_, _ = b.audit(x.rq, x.failed(reason, failed.Error))
 	b.countCall(x, "allow", reason)
-	return upstreamError(x.rq, err, x.id)
+	return upstreamError(x.rq, err, x.id, b.redactor(s))
 }
 
 // requested is x's permission.requested event.

@@ -162,7 +162,7 @@ func (pr *prompt) decide(b *Bridge, x *exchange) (policy.Result, *jsonrpc.Messag
 	}
 	_, parsed, err := b.livePrompts(rq, s, pr.conn)
 	if err != nil {
-		return res, upstreamError(rq, err, "")
+		return res, upstreamError(rq, err, "", b.redactor(s))
 	}
 	i := slices.IndexFunc(parsed, func(c catalog.Prompt) bool { return c.UpstreamName == pr.upstreamName })
 	if i < 0 {

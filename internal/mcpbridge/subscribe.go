@@ -322,7 +322,7 @@ func (b *Bridge) hold(rq *request, l *listener, s *routes.Server, conn *upstream
 	if errors.Is(err, upstream.ErrSubscribeUnsupported) {
 		return rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("server %q does not offer resource subscriptions", s.Name), nil)
 	}
-	return upstreamError(rq, err, "")
+	return upstreamError(rq, err, "", b.redactor(s))
 }
 
 // unsubscribe answers resources/unsubscribe: ending a subscription needs no

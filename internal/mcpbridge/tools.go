@@ -102,7 +102,7 @@ func (b *Bridge) resolveTool(rq *request, name string) (*routes.Tool, *jsonrpc.M
 	if rq.endpoint != "" {
 		c, err := b.cfg.Registry.Catalog(rq.ctx, rq.endpoint)
 		if err != nil {
-			return nil, upstreamError(rq, err, "")
+			return nil, upstreamError(rq, err, "", nil)
 		}
 		if t := c.ByName[name]; t != nil {
 			return t, nil
@@ -115,7 +115,7 @@ func (b *Bridge) resolveTool(rq *request, name string) (*routes.Tool, *jsonrpc.M
 				return t, nil
 			}
 		} else if _, _, served := b.cfg.Registry.Server(server); served {
-			return nil, upstreamError(rq, err, "")
+			return nil, upstreamError(rq, err, "", nil)
 		}
 	}
 	var candidates []string
@@ -348,12 +348,19 @@ func (b *Bridge) observe(server, method string, took time.Duration, err error) {
 // upstreamError answers the agent for a call that failed upstream: the
 // server's own JSON-RPC error passes through (redacted), anything else is
 // CodeUpstream with the reason.
-func upstreamError(rq *request, err error, toolCallID string) *jsonrpc.Message {
+//
+// red is the server's own redactor (its Secret values and the shapes), nil
+// where the server is not known: the error's text may quote the server's
+// answer (a body that was not JSON-RPC), so it is redacted like its output.
+func upstreamError(rq *request, err error, toolCallID string, red *redact.Redactor) *jsonrpc.Message {
+	if red == nil {
+		red = redact.Shapes
+	}
 	var rpcErr *jsonrpc.Error
 	if errors.As(err, &rpcErr) {
-		resp := jsonrpc.NewErrorResponse(rq.msg.ID, rpcErr.Code, redact.Shapes.String(rpcErr.Message, nil))
+		resp := jsonrpc.NewErrorResponse(rq.msg.ID, rpcErr.Code, red.String(rpcErr.Message, nil))
 		if len(rpcErr.Data) > 0 && json.Valid(rpcErr.Data) {
-			resp.Error.Data, _ = redact.Shapes.JSON(rpcErr.Data, nil)
+			resp.Error.Data, _ = red.JSON(rpcErr.Data, nil)
 		}
 		return resp
 	}
@@ -366,7 +373,7 @@ func upstreamError(rq *request, err error, toolCallID string) *jsonrpc.Message {
 	if toolCallID != "" {
 		data["toolCallId"] = toolCallID
 	}
-	return rpcError(rq, CodeUpstream, "the MCP server gave no answer: "+redact.Shapes.String(err.Error(), nil), data)
+	return rpcError(rq, CodeUpstream, "the MCP server gave no answer: "+red.String(err.Error(), nil), data)
 }
 
 func (b *Bridge) redactor(s *routes.Server) *redact.Redactor {
