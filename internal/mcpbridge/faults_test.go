@@ -210,6 +210,16 @@ func TestFaults(t *testing.T) {
 		}
 	})
 
+	// A body that is not JSON-RPC is quoted in the client's error: the
+	// agent got it with the shapes redacted but the server's Secret value
+	// in clear.
+	t.Run("a failure quoting a body that is not JSON-RPC is redacted with the server's Secret values", func(t *testing.T) {
+		_, err := c.CallTool(ctxT(t), "mcp.faults.leakyplain", nil)
+		if err == nil || strings.Contains(err.Error(), bridgetest.LeakedValue) {
+			t.Fatalf("the agent got %v", err)
+		}
+	})
+
 	t.Run("slower than the deadline", func(t *testing.T) {
 		start := time.Now()
 		_, err := c.CallTool(ctxT(t), "mcp.faults.silent", nil)
