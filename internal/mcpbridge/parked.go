@@ -107,13 +107,16 @@ func (b *Bridge) park(c *call, p *parkable, ask serverAsk) *jsonrpc.Message {
 	}
 	b.parked.Store(id, &parkedCall{p: p, ask: ask, subject: subject})
 	// Nobody resumes it by the call's deadline: the server's request gets
-	// no answer and the call ends; its end goes to the audit stream only.
+	// no answer and the call ends, as a timeout: whatever the server sends
+	// after its deadline (it may still answer the refused question in the
+	// moment before its connection closes) reaches nobody. Its end goes to
+	// the audit stream only.
 	context.AfterFunc(p.ctx, func() {
 		if pc, ok := b.parked.LoadAndDelete(id); ok {
 			b.releaseParked(subject)
 			pc.(*parkedCall).ask.reply <- jsonrpc.NewErrorResponse(nil, jsonrpc.CodeInternalError, "the agent did not answer before the call's deadline")
-			end := <-p.done
-			b.finish(c, end.res, end.err, p.start)
+			<-p.done
+			b.finish(c, nil, &upstream.Error{Reason: upstream.ReasonTimeout, Err: errors.New("the agent did not answer before the call's deadline")}, p.start)
 		}
 	})
 	return rpcResult(rq, map[string]any{
