@@ -498,7 +498,7 @@ func TestBridgeSessionKeyAndArtifacts(t *testing.T) {
 		}
 		args := strings.Join(d.Spec.Template.Spec.Containers[0].Args, " ")
 		for _, flag := range []string{"--session-key-file=/etc/mcp-bridge/session/key", "--artifact-dir=/var/lib/mcp-bridge/artifacts",
-			"--artifact-max-size=900Mi", "--artifact-retention=24h"} {
+			"--artifact-max-size=900Mi", "--artifact-retention=24h", "--max-body-bytes-in-flight=67108864"} {
 			if !strings.Contains(args, flag) {
 				t.Errorf("bridge args %q lack %s", args, flag)
 			}
