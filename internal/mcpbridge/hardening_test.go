@@ -28,6 +28,18 @@ import (
 // JSON-RPC error code of the body (0 when none).
 func post(t *testing.T, url, token, sessionID, body string, header map[string]string) (int, int, http.Header) {
 	t.Helper()
+	status, data, hdr := postBody(t, url, token, sessionID, body, header)
+	var m jsonrpc.Message
+	code := 0
+	if json.Unmarshal(data, &m) == nil && m.Error != nil {
+		code = m.Error.Code
+	}
+	return status, code, hdr
+}
+
+// postBody is post returning the answer's body.
+func postBody(t *testing.T, url, token, sessionID, body string, header map[string]string) (int, []byte, http.Header) {
+	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
@@ -50,12 +62,7 @@ func post(t *testing.T, url, token, sessionID, body string, header map[string]st
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
-	var m jsonrpc.Message
-	code := 0
-	if json.Unmarshal(data, &m) == nil && m.Error != nil {
-		code = m.Error.Code
-	}
-	return resp.StatusCode, code, resp.Header
+	return resp.StatusCode, data, resp.Header
 }
 
 const initBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
