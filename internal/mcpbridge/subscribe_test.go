@@ -2,6 +2,7 @@ package mcpbridge
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -52,11 +53,14 @@ func newTap(t *testing.T, upstreamURL string) (string, *tap) {
 				Method string `json:"method"`
 				Params struct {
 					URI string `json:"uri"`
+					Ref struct {
+						URI string `json:"uri"`
+					} `json:"ref"` // completion/complete's
 				} `json:"params"`
 			}
 			if json.Unmarshal(body, &m) == nil && m.Method != "" {
 				tp.mu.Lock()
-				tp.calls = append(tp.calls, m.Method+" "+m.Params.URI)
+				tp.calls = append(tp.calls, m.Method+" "+cmp.Or(m.Params.URI, m.Params.Ref.URI))
 				tp.mu.Unlock()
 			}
 		}
