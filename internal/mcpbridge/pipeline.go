@@ -183,6 +183,8 @@ func (b *Bridge) refuse(x *exchange, o outcome) *jsonrpc.Message {
 		pc.ask.reply <- jsonrpc.NewErrorResponse(nil, CodeDenied, "the call was denied meanwhile")
 		pc.p.cancel()
 		<-pc.p.done
+		// It went upstream: its call ends there first, as any call does.
+		_, _ = b.audit(x.rq, audit.MCPCallFailed{Server: x.server.Name, ToolCallID: x.id, Error: "the call was denied meanwhile: " + o.reason, DurationMs: audit.Ms(b.now().Sub(pc.p.start))})
 	}
 	_, _ = b.audit(x.rq, x.failed(o.failReason, o.reason))
 	b.countCall(x, "deny", o.failReason)

@@ -450,3 +450,39 @@ func TestUpdatedInServerSpelling(t *testing.T) {
 		}
 	}
 }
+
+// TestListenThatAcceptedNothingEnds (review of issue 13): a
+// subscriptions/listen whose subscriptions were all refused has nothing
+// to wait for: it acknowledges none and ends at once, giving back its
+// request slots. Before, it held them until the client went away. Raw
+// HTTP: the stream's end is what is checked.
+func TestListenThatAcceptedNothingEnds(t *testing.T) {
+	up := testpeers.GoEverything(t, false)
+	server := bridgetest.Published(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{})
+	h := newHarness(t, []v1alpha1.MCPServer{server}, subscribePolicies(), nil)
+	// bob may read test://static* only: the watched resource is refused.
+	body := `{"jsonrpc":"2.0","id":5,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":["` + BridgeURI("everything", watched) + `"]},` +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`
+	req, _ := http.NewRequest(http.MethodPost, h.url+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer bob-token")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	stream, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("a listen that accepted nothing did not end: %v (read so far: %q)", err, stream)
+	}
+	if !strings.Contains(string(stream), `"resourceSubscriptions":[]`) || !strings.Contains(string(stream), `"id":5,"result"`) {
+		t.Fatalf("want an empty acknowledgement, then the answer: %q", stream)
+	}
+	eventually(t, "the listen's slots are given back", func() bool {
+		requests, _ := h.b.limits.requests.Used("")
+		_, bob := h.b.limits.callers.Used("system:serviceaccount:agents:bob")
+		return requests == 0 && bob == 0
+	})
+}
