@@ -23,17 +23,18 @@ import (
 // deadline — each ends the call with a reason, never a hang, never a replay.
 func TestFaults(t *testing.T) {
 	faults := bridgetest.Published(t, "tools", "faults", bridgetest.FaultServer(t), v1alpha1.ToolsSpec{})
+	leakyCatalog := bridgetest.Published(t, "tools", "leakycatalog", bridgetest.LeakyCatalogServer(t), v1alpha1.ToolsSpec{})
 	steadyUp := testpeers.GoEverything(t, false)
 	steady := bridgetest.Published(t, "tools", "steady", steadyUp.URL, v1alpha1.ToolsSpec{})
 	flakyUp := testpeers.NodeEverything(t)
 	fwd := bridgetest.Forward(t, strings.TrimSuffix(strings.TrimPrefix(flakyUp.URL, "http://"), "/mcp"), "/mcp")
 	flaky := bridgetest.Published(t, "tools", "flaky", fwd.URL, v1alpha1.ToolsSpec{})
-	pol := toolPolicy("tools", "alice", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.faults.*", "mcp.steady.*", "mcp.flaky.*"))
-	h := newHarness(t, []v1alpha1.MCPServer{faults, steady, flaky}, []v1alpha1.ToolPolicy{pol}, func(c *Config) {
+	pol := toolPolicy("tools", "alice", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.faults.*", "mcp.steady.*", "mcp.flaky.*", "mcp.leakycatalog.*"))
+	h := newHarness(t, []v1alpha1.MCPServer{faults, steady, flaky, leakyCatalog}, []v1alpha1.ToolPolicy{pol}, func(c *Config) {
 		c.CallTimeout = 3 * time.Second
 		leaky := redact.New(bridgetest.LeakedValue)
 		c.Redactor = func(_, name string) *redact.Redactor {
-			if name == "faults" {
+			if name == "faults" || name == "leakycatalog" {
 				return leaky
 			}
 			return nil
@@ -41,6 +42,17 @@ func TestFaults(t *testing.T) {
 	})
 	c := h.connect(t, "alice-token", "/mcp", client.EraSession)
 	long := json.RawMessage(`{"duration":20,"steps":20}`)
+
+	// Review of issue 13: the bridge's own catalog lookup quoted the
+	// server's answer redacted with the shapes only.
+	t.Run("a catalog that cannot be listed is quoted redacted with the server's Secret values", func(t *testing.T) {
+		for path, name := range map[string]string{"/mcp": "mcp.leakycatalog.ok", "/servers/leakycatalog/mcp": "ok"} {
+			_, err := h.connect(t, "alice-token", path, client.EraSession).CallTool(ctxT(t), name, nil)
+			if rpcCode(err) != CodeUpstream || strings.Contains(err.Error(), bridgetest.LeakedValue) || !strings.Contains(err.Error(), "[REDACTED:secret]") {
+				t.Fatalf("a call on %s whose catalog lookup failed: %v, want %d with the server's Secret value redacted", path, err, CodeUpstream)
+			}
+		}
+	})
 
 	t.Run("an agent giving up leaves the shared connection alone", func(t *testing.T) {
 		_, conn, _ := h.reg.Server("flaky")

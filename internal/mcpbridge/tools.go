@@ -102,7 +102,7 @@ func (b *Bridge) resolveTool(rq *request, name string) (*routes.Tool, *jsonrpc.M
 	if rq.endpoint != "" {
 		c, err := b.cfg.Registry.Catalog(rq.ctx, rq.endpoint)
 		if err != nil {
-			return nil, upstreamError(rq, err, "", nil)
+			return nil, b.catalogError(rq, rq.endpoint, err)
 		}
 		if t := c.ByName[name]; t != nil {
 			return t, nil
@@ -115,7 +115,7 @@ func (b *Bridge) resolveTool(rq *request, name string) (*routes.Tool, *jsonrpc.M
 				return t, nil
 			}
 		} else if _, _, served := b.cfg.Registry.Server(server); served {
-			return nil, upstreamError(rq, err, "", nil)
+			return nil, b.catalogError(rq, server, err)
 		}
 	}
 	var candidates []string
@@ -136,6 +136,17 @@ func (b *Bridge) resolveTool(rq *request, name string) (*routes.Tool, *jsonrpc.M
 	}
 	_, _ = b.audit(rq, audit.ToolAmbiguousCall{Tool: name, Candidates: candidates})
 	return nil, rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("ambiguous tool name %q: several servers have it; call one of %s", name, strings.Join(candidates, ", ")), map[string]any{"candidates": candidates})
+}
+
+// catalogError answers a request whose server's catalog could not be
+// listed: the error may quote the server's answer, so it is redacted with
+// the server's own Secret values, as its output is.
+func (b *Bridge) catalogError(rq *request, server string, err error) *jsonrpc.Message {
+	var red *redact.Redactor
+	if s, _, ok := b.cfg.Registry.Server(server); ok {
+		red = b.redactor(s)
+	}
+	return upstreamError(rq, err, "", red)
 }
 
 func (b *Bridge) audit(rq *request, p audit.Payload) (uint64, error) {
