@@ -22,8 +22,9 @@ import (
 // prompts and completions.
 //
 //	authenticate           post: authenticate           bearer token (TokenReview)
-//	decode and check       post: readBody, rawjson.Check within the connection's budgets,
-//	                                                    then a shared slot is taken
+//	decode and check       post: readBody, rawjson.Check within the connection's budgets
+//	                                                    and the replica's body bytes, then a
+//	                                                    shared slot is taken (limits.go)
 //	establish              post: establish              era, session, requests in flight
 //	resolve the target     adapter.resolve              params, the tool/resource/prompt
 //	resume                 b.resume                     a retry's requestState (state.go)
