@@ -31,7 +31,9 @@ func TestFaults(t *testing.T) {
 	flaky := bridgetest.Published(t, "tools", "flaky", fwd.URL, v1alpha1.ToolsSpec{})
 	pol := toolPolicy("tools", "alice", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.faults.*", "mcp.steady.*", "mcp.flaky.*", "mcp.leakycatalog.*"))
 	h := newHarness(t, []v1alpha1.MCPServer{faults, steady, flaky, leakyCatalog}, []v1alpha1.ToolPolicy{pol}, func(c *Config) {
-		c.CallTimeout = 3 * time.Second
+		// Long enough for 50 MB through a loaded machine; the deadline
+		// itself is tested on a bridge of its own, below.
+		c.CallTimeout = 30 * time.Second
 		leaky := redact.New(bridgetest.LeakedValue)
 		c.Redactor = func(_, name string) *redact.Redactor {
 			if name == "faults" || name == "leakycatalog" {
@@ -233,6 +235,8 @@ func TestFaults(t *testing.T) {
 	})
 
 	t.Run("slower than the deadline", func(t *testing.T) {
+		short := newHarness(t, []v1alpha1.MCPServer{faults}, []v1alpha1.ToolPolicy{pol}, func(c *Config) { c.CallTimeout = 3 * time.Second })
+		c := short.connect(t, "alice-token", "/mcp", client.EraSession)
 		start := time.Now()
 		_, err := c.CallTool(ctxT(t), "mcp.faults.silent", nil)
 		if rpcCode(err) != CodeUpstream || !strings.Contains(err.Error(), "timeout") {
