@@ -160,7 +160,14 @@ func (t *TokenReview) Authenticate(ctx context.Context, token string) (Identity,
 	t.flights[key] = f
 	t.mu.Unlock()
 
-	f.id, f.err = t.review(ctx, token, key, now)
+	// The review is shared: the first caller going away must not fail it
+	// for the others, but its deadline still bounds it.
+	rctx, cancel := context.WithoutCancel(ctx), context.CancelFunc(func() {})
+	if deadline, ok := ctx.Deadline(); ok {
+		rctx, cancel = context.WithDeadline(rctx, deadline)
+	}
+	f.id, f.err = t.review(rctx, token, key, now)
+	cancel()
 	t.mu.Lock()
 	delete(t.flights, key)
 	t.mu.Unlock()
