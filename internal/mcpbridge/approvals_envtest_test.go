@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -149,7 +150,7 @@ func eventOf(events []map[string]any, typ, toolCallID string) map[string]any {
 // denied_by_approver), and nobody deciding expires it (approval_timeout).
 // The audit chain names the approval and the approver.
 func TestAPersonDecidesThroughAToolApproval(t *testing.T) {
-	const ns = "approvals"
+	ns := freshNamespace("approvals")
 	rt, url, k, _ := startRuntimeWith(t, func(o *Options) { o.ToolApprovals = true }, ns)
 	up := testpeers.NodeEverything(t)
 	apply(t, k, bridgetest.Published(t, ns, "everything", up.URL, v1alpha1.ToolsSpec{}))
@@ -181,7 +182,7 @@ func TestAPersonDecidesThroughAToolApproval(t *testing.T) {
 	digest, _ := approval.ArgsDigest(json.RawMessage(`{"message":"approved call"}`))
 	if r.Requester.Username != "system:serviceaccount:agents:alice" || r.Method != "tools/call" || r.Server != "everything" ||
 		r.ArgumentsSHA256 != digest || !strings.Contains(r.ArgumentsPreview, "approved call") || len(r.Rules) != 1 ||
-		r.Rules[0] != "policy:approvals/people-decide#rules[0]" || r.ToolCallID == "" || r.Requester.Session == "" {
+		r.Rules[0] != "policy:"+ns+"/people-decide#rules[0]" || r.ToolCallID == "" || r.Requester.Session == "" {
 		t.Errorf("the ToolApproval's request = %+v", r)
 	}
 	stillWaiting(t, done, "the call")
@@ -383,5 +384,78 @@ func TestAPersonDecidesReadsAndPrompts(t *testing.T) {
 	}
 	if resolved := eventOf(events, "permission.resolved", id); resolved == nil || resolved["prompt"] != argsPrompt || resolved["approver"] != "dave" {
 		t.Errorf("the prompt's permission.resolved = %v", resolved)
+	}
+}
+
+// TestAnApprovalCoversWhatItSays: a ToolApproval approved once lets that
+// one call through: the next call, with other arguments, is asked again.
+// Approved for the session, it lets that session call the tool with any
+// arguments without asking, and no other session of the same caller.
+func TestAnApprovalCoversWhatItSays(t *testing.T) {
+	ns := freshNamespace("approvals-scope")
+	rt, url, k, _ := startRuntimeWith(t, func(o *Options) { o.ToolApprovals = true }, ns)
+	up := testpeers.NodeEverything(t)
+	apply(t, k, bridgetest.Published(t, ns, "everything", up.URL, v1alpha1.ToolsSpec{}))
+	p := toolPolicy(ns, "people-decide", []v1alpha1.Subject{sa("agents", "alice")}, rule("ask", "mcp.everything.echo"))
+	p.Spec.Approval = approveOnce(5*time.Minute, v1alpha1.ChannelToolApproval)
+	p.Spec.Approval.Modes = append(p.Spec.Approval.Modes, v1alpha1.ApprovalAllowSession)
+	createPolicy(t, k, p)
+	first := connectTo(t, url, "alice-token", mcpclient.EraSession)
+	eventually(t, "the bridge lists the asked tool", func() bool {
+		return strings.Contains(strings.Join(listNames(t, first), ","), "mcp.everything.echo")
+	})
+	// approved calls echo with args, and a person decides its ToolApproval
+	// (a new one: decided ones are not waiting) with v.
+	approved := func(c *mcpclient.Client, args string, v v1alpha1.ApprovalVerdict) *v1alpha1.ToolApproval {
+		t.Helper()
+		done := callAsync(c, "mcp.everything.echo", args)
+		a := waitingApproval(t, k, ns, "mcp.everything.echo")
+		decideApproval(t, k, a, v, "carol", "")
+		if res := <-done; res.err != nil {
+			t.Fatalf("the call approved %s failed: %v", v, res.err)
+		}
+		return a
+	}
+
+	once := approved(first, `{"message":"one"}`, v1alpha1.VerdictAllowOnce)
+	if !slices.Contains(once.Spec.Request.Modes, v1alpha1.ApprovalAllowSession) {
+		t.Fatalf("the approval offers %v: this test needs AllowSession offered", once.Spec.Request.Modes)
+	}
+	session := approved(first, `{"message":"two"}`, v1alpha1.VerdictAllowSession)
+	if once.Spec.Request.ArgumentsSHA256 == session.Spec.Request.ArgumentsSHA256 || once.Spec.Request.Requester.Session != session.Spec.Request.Requester.Session {
+		t.Errorf("two calls of one session with other arguments: digests %s and %s, sessions %s and %s", once.Spec.Request.ArgumentsSHA256,
+			session.Spec.Request.ArgumentsSHA256, once.Spec.Request.Requester.Session, session.Spec.Request.Requester.Session)
+	}
+
+	// The session's grant: any arguments, no ToolApproval.
+	res, err := first.CallTool(ctxT(t), "mcp.everything.echo", json.RawMessage(`{"message":"three"}`))
+	if err != nil || !strings.Contains(firstText(t, res), "three") {
+		t.Fatalf("a call the session's grant covers: %s, %v", res, err)
+	}
+	events := (&harness{}).eventsFrom(t, rt)
+	var granted []string
+	for _, ev := range events {
+		if ev["type"] == "permission.resolved" && ev["sourcedFrom"] == "session-grant" {
+			granted = append(granted, ev["actor"].(string)+"/"+ev["decision"].(string))
+		}
+	}
+	if !slices.Equal(granted, []string{"policy/allow"}) {
+		t.Errorf("permission.resolved by the session grant: %v, want one allow", granted)
+	}
+
+	// Another session of the same caller is asked again.
+	second := connectTo(t, url, "alice-token", mcpclient.EraSession)
+	done := callAsync(second, "mcp.everything.echo", `{"message":"three"}`)
+	other := waitingApproval(t, k, ns, "mcp.everything.echo")
+	if other.Spec.Request.Requester.Session == session.Spec.Request.Requester.Session {
+		t.Errorf("the second session's approval names the first session %s", other.Spec.Request.Requester.Session)
+	}
+	decideApproval(t, k, other, v1alpha1.VerdictDeny, "carol", "")
+	if res := <-done; rpcCode(res.err) != CodeDenied {
+		t.Errorf("the other session's call ended with %v, want -32010", res.err)
+	}
+	var list v1alpha1.ToolApprovalList
+	if err := k.List(context.Background(), &list, client.InNamespace(ns)); err != nil || len(list.Items) != 3 {
+		t.Errorf("%d ToolApprovals (%v), want 3: once, for the session, the other session's", len(list.Items), err)
 	}
 }
