@@ -57,13 +57,13 @@ var _ = Describe("a person approves what an agent may not do alone", Label("appr
 		out, err := kubectlMCP(asAgent, "approve", first.Name, "-n", servedNamespace)
 		Expect(err).To(HaveOccurred(), "the requester approved its own request: %s", out)
 		Expect(out).To(ContainSubstring("nobody decides their own request"))
-		Consistently(callSteps).WithArguments(pod).WithTimeout(time.Second).Should(BeEmpty(), "the call went on before a person decided")
+		Consistently(callSteps).WithArguments(pod).WithTimeout(time.Second).WithPolling(250*time.Millisecond).Should(BeEmpty(), "the call went on before a person decided")
 
 		// 2. The approver approves it: the call runs.
 		out, err = kubectlMCP(asApprover, "approve", first.Name, "-n", servedNamespace, "--comment", "e2e: fine")
 		Expect(err).NotTo(HaveOccurred(), out)
 		Expect(out).To(ContainSubstring("approved (AllowOnce) by " + approver))
-		Eventually(callSteps).WithArguments(pod).WithTimeout(60 * time.Second).Should(HaveLen(1))
+		Eventually(callSteps).WithArguments(pod).WithTimeout(60 * time.Second).WithPolling(250 * time.Millisecond).Should(HaveLen(1))
 		approved := callSteps(pod)[0]
 		Expect(approved.Error).To(BeEmpty())
 		Expect(string(approved.Result)).To(ContainSubstring("e2e-approved.txt"))
@@ -75,14 +75,14 @@ var _ = Describe("a person approves what an agent may not do alone", Label("appr
 		Expect(second.Spec.Request.ArgumentsSHA256).NotTo(Equal(first.Spec.Request.ArgumentsSHA256))
 		out, err = kubectlMCP(asApprover, "deny", second.Name, "-n", servedNamespace, "--comment", "e2e: not this one")
 		Expect(err).NotTo(HaveOccurred(), out)
-		Eventually(callSteps).WithArguments(pod).WithTimeout(60 * time.Second).Should(HaveLen(2))
+		Eventually(callSteps).WithArguments(pod).WithTimeout(60 * time.Second).WithPolling(250 * time.Millisecond).Should(HaveLen(2))
 		denied := callSteps(pod)[1]
 		Expect(denied.Error).To(ContainSubstring("-32010"))
 		Expect(denied.Error).To(ContainSubstring("denied_by_approver"))
 		Expect(denied.Error).To(ContainSubstring("e2e: not this one"))
 
 		// 4. Nobody decides the third (its policy waits 5s): approval_timeout.
-		Eventually(callSteps).WithArguments(pod).WithTimeout(60 * time.Second).Should(HaveLen(3))
+		Eventually(callSteps).WithArguments(pod).WithTimeout(60 * time.Second).WithPolling(250 * time.Millisecond).Should(HaveLen(3))
 		expired := callSteps(pod)[2]
 		Expect(expired.Error).To(ContainSubstring("-32010"))
 		Expect(expired.Error).To(ContainSubstring("approval_timeout"))
@@ -108,7 +108,7 @@ var _ = Describe("a person approves what an agent may not do alone", Label("appr
 			g.Expect(late).To(HaveKeyWithValue("decision", "deny"))
 			g.Expect(late).To(HaveKeyWithValue("actor", "bridge"))
 			g.Expect(chainOf(events, third.Spec.Request.ToolCallID)).NotTo(ContainElement("mcp.call.started"))
-		}).WithTimeout(20 * time.Second).Should(Succeed())
+		}).WithTimeout(20 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
 	})
 })
 
@@ -199,7 +199,7 @@ func pendingApproval(requester, target, skip string) *mcpv1alpha1.ToolApproval {
 			}
 		}
 		g.Expect(found).NotTo(BeNil(), "no ToolApproval waits for %s of %s", target, requester)
-	}).WithTimeout(90 * time.Second).Should(Succeed())
+	}).WithTimeout(90 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
 	return found
 }
 
@@ -212,7 +212,7 @@ func finishedApproval(requester, target string) *mcpv1alpha1.ToolApproval {
 		g.Expect(list).To(HaveLen(1))
 		found = list[0]
 		g.Expect(found.Status.Phase).NotTo(BeElementOf(mcpv1alpha1.ApprovalPending, mcpv1alpha1.ApprovalPhase("")))
-	}).WithTimeout(30 * time.Second).Should(Succeed())
+	}).WithTimeout(30 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
 	return found
 }
 
