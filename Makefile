@@ -110,9 +110,13 @@ helm-lint: $(HELM) ## Lint the Helm chart (strict), with the bridge on and off.
 dev: images $(HELM) $(BIN)/netpol ## Run the operator on a local single-node cluster (root, no Docker): cluster, images, chart, samples.
 	hack/cluster/dev.sh
 
+# E2E_LABELS runs only the e2e specs of these Ginkgo labels (a label filter,
+# e.g. E2E_LABELS=approvals); empty runs them all.
+E2E_LABELS ?=
+
 .PHONY: e2e
-e2e: ## End-to-end tests on the local cluster: brings it up (make dev), runs test/e2e, tears it down.
-	@status=0; $(MAKE) dev && go test -tags e2e ./test/e2e -count=1 -timeout 20m -v -ginkgo.v || status=$$?; \
+e2e: ## End-to-end tests on the local cluster: brings it up (make dev), runs test/e2e (E2E_LABELS=... for some), tears it down.
+	@status=0; $(MAKE) dev && go test -tags e2e ./test/e2e -count=1 -timeout 20m -v -ginkgo.v -ginkgo.label-filter='$(E2E_LABELS)' || status=$$?; \
 		$(MAKE) dev-down; exit $$status
 
 .PHONY: dev-down
