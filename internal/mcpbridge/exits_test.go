@@ -23,10 +23,9 @@ import (
 // arguments, a resource template's id, a sampling prompt, an elicitation
 // message) the agent sends it one more Secret value and a GitHub token
 // (fake), as a server that got them from elsewhere would say them.
-// JSON-RPC errors are covered by TestFaults (a server that quotes its
-// Secret value there), artifacts by TestArtifactReadRedactedAndScanned and
-// the capped row here; completion is not: the everything-server completes
-// nothing.
+// Completion is asked of the TypeScript server-everything (the go-sdk one
+// completes nothing). JSON-RPC errors are covered by TestFaults (a server
+// that quotes its Secret value there).
 func TestEveryExitRedacted(t *testing.T) {
 	const value = "s3rver-own-Secret-value"
 	token := "ghp_" + strings.Repeat("Zx9Qw3", 6)
@@ -39,6 +38,7 @@ func TestEveryExitRedacted(t *testing.T) {
 		"tools/call":               "This is a simple text response for testing",
 		"notifications/progress":   "Completed step",
 		"notifications/message":    "Tool processing data",
+		"completion/complete":      "Engineering", // server-everything's first department
 	}
 	values := []string{value}
 	for _, v := range said {
@@ -49,10 +49,11 @@ func TestEveryExitRedacted(t *testing.T) {
 	up := testpeers.GoEverything(t, false)
 	server := bridgetest.PublishedRelaying(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{},
 		v1alpha1.ServerRequests{Elicitation: v1alpha1.RelayAllowed, Sampling: v1alpha1.RelayAllowed})
+	teams := bridgetest.Published(t, "tools", "teams", testpeers.NodeEverything(t).URL, v1alpha1.ToolsSpec{})
 	pol := toolPolicy("tools", "alice", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.everything.*"))
 	pol.Spec.Resources = []v1alpha1.ResourceRule{{Servers: []string{"everything"}, Decision: "allow"}}
-	pol.Spec.Prompts = []v1alpha1.PromptRule{{Prompts: []string{"mcp.everything.*"}, Decision: "allow"}}
-	h := newHarness(t, []v1alpha1.MCPServer{server}, []v1alpha1.ToolPolicy{pol}, func(c *Config) {
+	pol.Spec.Prompts = []v1alpha1.PromptRule{{Prompts: []string{"mcp.everything.*", "mcp.teams.*"}, Decision: "allow"}}
+	h := newHarness(t, []v1alpha1.MCPServer{server, teams}, []v1alpha1.ToolPolicy{pol}, func(c *Config) {
 		c.Redactor = func(string, string) *redact.Redactor { return red }
 	})
 	h.audit.SetRedactor(red) // as the bridge's own writer gets every server's values
@@ -109,6 +110,14 @@ func TestEveryExitRedacted(t *testing.T) {
 			call("tools/call", `{"name":"mcp.everything.test_tool_with_progress","arguments":{},"_meta":{"progressToken":"p-1"}}`)()
 			return heard("notifications/progress")()
 		}, []string{said["notifications/progress"]}},
+		{"completion result", func() string {
+			res, err := h.connect(t, "alice-token", "/servers/teams/mcp", client.EraSession).Call(ctxT(t), "completion/complete",
+				json.RawMessage(`{"ref":{"type":"ref/prompt","name":"completable-prompt"},"argument":{"name":"department","value":"Eng"}}`))
+			if err != nil {
+				t.Fatalf("completion/complete: %v", err)
+			}
+			return string(res)
+		}, []string{said["completion/complete"]}},
 		{"log notification", func() string {
 			call("tools/call", `{"name":"mcp.everything.test_tool_with_logging","arguments":{}}`)()
 			return heard("notifications/message")()
