@@ -190,6 +190,17 @@ func (b *Bridge) readArtifact(rq *request, uri, sha string) *jsonrpc.Message {
 		return rpcError(rq, CodeResourceNotFound, "unknown resource "+uri, nil)
 	}
 	_, _ = b.audit(rq, audit.ResourceFetched{URI: uri, SizeBytes: len(data), ContentHash: "sha256:" + sha})
+	// It was stored redacted with its server's Secret values and scanned
+	// whole, but it leaves as any result does: redacted by shape and scanned
+	// again, and withheld when the bridge blocks injections (it may have
+	// been stored by a replica, or before the bridge was set to block).
+	data, _, err = output.Artifact(output.Call{Name: uri, Subject: rq.id.Username, Block: b.cfg.BlockInjection}, data)
+	if errors.Is(err, output.ErrBlocked) {
+		return rpcError(rq, CodeDenied, "resource "+uri+": "+err.Error(), map[string]any{"reason": reasonInjection})
+	}
+	if err != nil {
+		return rpcError(rq, CodeUpstream, err.Error(), map[string]any{"reason": reasonInvalidResult})
+	}
 	out := []byte(`{"contents":[{"uri":`)
 	out = rawjson.AppendString(out, uri)
 	out = append(out, `,"mimeType":"application/json","text":`...)
