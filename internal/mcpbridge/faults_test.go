@@ -137,6 +137,10 @@ func TestFaults(t *testing.T) {
 	})
 
 	t.Run("a 50 MB answer goes to the artifact store", func(t *testing.T) {
+		// Its own bridge, with a deadline that 50 MB read, checked, scanned
+		// and stored meets on a loaded machine (3 s did not, under CI's load).
+		h := newHarness(t, []v1alpha1.MCPServer{faults}, []v1alpha1.ToolPolicy{pol}, func(c *Config) { c.CallTimeout = 25 * time.Second })
+		c := h.connect(t, "alice-token", "/mcp", client.EraSession)
 		res, err := c.CallTool(ctxT(t), "mcp.faults.huge", nil)
 		if err != nil {
 			t.Fatalf("the huge call failed: %v", err)
