@@ -347,9 +347,13 @@ func (b *Broker) concluded(a *v1alpha1.ToolApproval, bound v1alpha1.ApprovalRequ
 	return Outcome{}, false
 }
 
+// sameRequest says whether a decision on a approves the request b: the
+// same caller in the same session (an AllowSession decision grants that
+// session), the same target and arguments, the same call.
 func sameRequest(a, b v1alpha1.ApprovalRequest) bool {
-	return a.Requester.Username == b.Requester.Username && a.Method == b.Method && a.Target == b.Target &&
-		a.Server == b.Server && a.ArgumentsSHA256 == b.ArgumentsSHA256
+	return a.Requester.Username == b.Requester.Username && a.Requester.Session == b.Requester.Session &&
+		a.Method == b.Method && a.Target == b.Target && a.Server == b.Server &&
+		a.ArgumentsSHA256 == b.ArgumentsSHA256 && a.ToolCallID == b.ToolCallID
 }
 
 func offers(modes []v1alpha1.ApprovalMode, v v1alpha1.ApprovalVerdict) bool {

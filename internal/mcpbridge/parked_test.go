@@ -27,7 +27,7 @@ func TestParkedCall(t *testing.T) {
 	up := testpeers.GoEverything(t, false)
 	srv := bridgetest.Published(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{})
 	pol := toolPolicy("tools", "callers", []v1alpha1.Subject{sa("agents", "alice"), sa("agents", "bob")}, rule("allow", "mcp.everything.*"))
-	h := newHarness(t, []v1alpha1.MCPServer{srv}, []v1alpha1.ToolPolicy{pol}, func(c *Config) { c.CallTimeout = 3 * time.Second })
+	h := newHarness(t, []v1alpha1.MCPServer{srv}, []v1alpha1.ToolPolicy{pol}, func(c *Config) { c.CallTimeout = 5 * time.Second })
 	const tool = "mcp.everything.test_elicitation"
 
 	t.Run("the official Go SDK client answers and the server gets it", func(t *testing.T) {
@@ -88,7 +88,7 @@ func TestParkedCall(t *testing.T) {
 
 	t.Run("an unanswered question ends at the call's deadline", func(t *testing.T) {
 		state := first(t, connectAnswering(t, h.url+"/mcp", "alice-token"))
-		eventually(t, "the parked call ends at its 3 s deadline", func() bool {
+		eventually(t, "the parked call ends at its 5 s deadline", func() bool {
 			n := 0
 			h.b.parked.Range(func(any, any) bool { n++; return true })
 			return n == 0

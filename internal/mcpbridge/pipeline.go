@@ -74,9 +74,9 @@ type exchange struct {
 
 	// tool is set by the tools adapter: the calls' metrics name it.
 	tool *routes.Tool
-	// server is the MCPServer a tool call goes to (a person asked through a
-	// ToolApproval decides in its namespace); progressToken is the agent's,
-	// told what a ToolApproval waits for.
+	// server is the MCPServer the request goes to (a person asked through
+	// a ToolApproval decides in its namespace); progressToken is the
+	// agent's, told what a ToolApproval waits for.
 	server        *routes.Server
 	progressToken json.RawMessage
 }

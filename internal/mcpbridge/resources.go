@@ -98,8 +98,7 @@ func (b *Bridge) locateResource(rq *request, agentURI string) (*routes.Server, *
 // read is the resources adapter of the pipeline: one resources/read.
 type read struct {
 	*exchange
-	server *routes.Server
-	conn   *upstream.Conn
+	conn *upstream.Conn
 	// uri is the server's own URI; shown is the one the agent sent.
 	uri, shown string
 }
@@ -110,7 +109,8 @@ func (r *read) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
 	r.exchange = x
 	rq := x.rq
 	var p struct {
-		URI string `json:"uri"`
+		URI  string       `json:"uri"`
+		Meta progressMeta `json:"_meta"`
 	}
 	if err := json.Unmarshal(rq.msg.Params, &p); err != nil || p.URI == "" {
 		return rpcError(rq, jsonrpc.CodeInvalidParams, "resources/read needs params with a uri", nil)
@@ -124,7 +124,8 @@ func (r *read) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
 	if unknown != nil {
 		return unknown
 	}
-	r.server, r.conn, r.uri, r.shown = s, conn, uri, p.URI
+	x.server, x.progressToken = s, p.Meta.ProgressToken
+	r.conn, r.uri, r.shown = conn, uri, p.URI
 	x.method, x.target = methodRead, BridgeURI(s.Name, uri)
 	x.action, x.what = "read the resource "+p.URI, "read of "+p.URI
 	x.readRetry()
@@ -189,6 +190,17 @@ func (b *Bridge) readArtifact(rq *request, uri, sha string) *jsonrpc.Message {
 		return rpcError(rq, CodeResourceNotFound, "unknown resource "+uri, nil)
 	}
 	_, _ = b.audit(rq, audit.ResourceFetched{URI: uri, SizeBytes: len(data), ContentHash: "sha256:" + sha})
+	// It was stored redacted with its server's Secret values and scanned
+	// whole, but it leaves as any result does: redacted by shape and scanned
+	// again, and withheld when the bridge blocks injections (it may have
+	// been stored by a replica, or before the bridge was set to block).
+	data, _, err = output.Artifact(output.Call{Name: uri, Subject: rq.id.Username, Block: b.cfg.BlockInjection}, data)
+	if errors.Is(err, output.ErrBlocked) {
+		return rpcError(rq, CodeDenied, "resource "+uri+": "+err.Error(), map[string]any{"reason": reasonInjection})
+	}
+	if err != nil {
+		return rpcError(rq, CodeUpstream, err.Error(), map[string]any{"reason": reasonInvalidResult})
+	}
 	out := []byte(`{"contents":[{"uri":`)
 	out = rawjson.AppendString(out, uri)
 	out = append(out, `,"mimeType":"application/json","text":`...)

@@ -34,6 +34,7 @@ const watched = "test://watched-resource"
 type tap struct {
 	mu    sync.Mutex
 	calls []string
+	gets  int // GET streams open now (a session's stream of notifications)
 }
 
 func newTap(t *testing.T, upstreamURL string) (string, *tap) {
@@ -64,10 +65,26 @@ func newTap(t *testing.T, upstreamURL string) (string, *tap) {
 				tp.mu.Unlock()
 			}
 		}
+		if r.Method == http.MethodGet {
+			tp.mu.Lock()
+			tp.gets++
+			tp.mu.Unlock()
+			defer func() {
+				tp.mu.Lock()
+				tp.gets--
+				tp.mu.Unlock()
+			}()
+		}
 		proxy.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL + u.Path, tp
+}
+
+func (tp *tap) openStreams() int {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	return tp.gets
 }
 
 func (tp *tap) count(call string) int {
@@ -192,7 +209,10 @@ func TestResourceSubscriptions(t *testing.T) {
 	if _, err := a.Call(ctxT(t), "resources/unsubscribe", sub); err != nil {
 		t.Fatalf("resources/unsubscribe: %v", err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	// An update the server sent before a left may still be on its way to
+	// a; b's copy of it comes at the latest with b's next one, and the
+	// server sends the one after 3 s later.
+	next(t, ub, "session b after a left")
 	drain(ua)
 	next(t, ub, "session b after a left")
 	next(t, ub, "session b after a left")
@@ -406,16 +426,16 @@ func TestRotationMovesSubscriptions(t *testing.T) {
 		t.Fatal("the rotation kept the connection")
 	}
 	eventually(t, "the new connection subscribes", func() bool { return tp.count("resources/subscribe "+watched) == 2 })
-	// The drained connection's stream ends when it closes; it used to
-	// subscribe again right away.
-	time.Sleep(3 * time.Second)
-	if n := tp.count("resources/subscribe " + watched); n != 2 {
-		t.Fatalf("resources/subscribe reached the server %d times, want 2 (the first connection, then its replacement)", n)
-	}
+	// The drained connection's stream ends when it closes (it used to
+	// subscribe again right away, and forever): one stream is left, the
+	// new connection's.
+	eventually(t, "the drained connection's stream ends", func() bool { return tp.openStreams() == 1 })
+	// Updates go on through the new connection's subscription alone.
 	drain(ua)
-	time.Sleep(6500 * time.Millisecond) // the server sends an update every 3 s per subscribed session
-	if n := drain(ua); n < 1 || n > 3 {
-		t.Fatalf("the agent got %d updates in 6.5 s, want 2 or so (doubled updates mean two upstream subscriptions)", n)
+	next(t, ua, "alice after the rotation")
+	next(t, ua, "alice after the rotation")
+	if n, streams := tp.count("resources/subscribe "+watched), tp.openStreams(); n != 2 || streams != 1 {
+		t.Fatalf("resources/subscribe reached the server %d times with %d streams open, want 2 (the first connection, then its replacement) and 1", n, streams)
 	}
 }
 

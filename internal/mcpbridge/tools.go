@@ -90,6 +90,14 @@ func (b *Bridge) listTools(rq *request) *jsonrpc.Message {
 	items := make([][]byte, len(tools))
 	for i, t := range tools {
 		items[i] = t.Rendered(style)
+		// Rendered redacts the shapes; the server's own Secret values go
+		// too. The controller took them out of status already, but a value
+		// the server was given after its probe is known here first.
+		if r := b.redactor(t.Server); r != nil {
+			if clean, err := r.JSON(items[i], nil); err == nil {
+				items[i] = clean
+			}
+		}
 	}
 	out := append([]byte(`{"tools":`), rawjson.AppendArray(nil, items)...)
 	return rpcResult(rq, json.RawMessage(append(out, '}')))

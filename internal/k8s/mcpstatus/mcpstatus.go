@@ -24,8 +24,9 @@ const (
 )
 
 // Tools converts a catalog's tools, sorted by name. Descriptions and titles
-// are cut on a character boundary to fit the status fields.
-func Tools(c *catalog.Catalog) []v1alpha1.ToolStatus {
+// are cleaned with r (see Clean), then cut on a character boundary to fit
+// the status fields: cut first, a secret at the cut would leave its start.
+func Tools(c *catalog.Catalog, r *redact.Redactor) []v1alpha1.ToolStatus {
 	out := make([]v1alpha1.ToolStatus, 0, len(c.Tools))
 	for _, t := range c.Tools {
 		var ann *v1alpha1.ToolAnnotations
@@ -35,8 +36,8 @@ func Tools(c *catalog.Catalog) []v1alpha1.ToolStatus {
 		out = append(out, v1alpha1.ToolStatus{
 			Name:         t.Name,
 			UpstreamName: t.UpstreamName,
-			Title:        Cut(Clean(t.Title), MaxTitle),
-			Description:  Cut(Clean(t.Description), MaxDescription),
+			Title:        Cut(Clean(r, t.Title), MaxTitle),
+			Description:  Cut(Clean(r, t.Description), MaxDescription),
 			Risk:         t.Risk,
 			Annotations:  ann,
 			SchemaDigest: t.SchemaDigest,
@@ -64,11 +65,12 @@ func Prompts(prompts []catalog.Prompt) []v1alpha1.PromptStatus {
 	return out
 }
 
-// ServerInfo converts the server's self-description and the version agreed.
-func ServerInfo(info client.Implementation, protocolVersion string) *v1alpha1.ServerInfo {
+// ServerInfo converts the server's self-description, cleaned with r, and the
+// version agreed.
+func ServerInfo(info client.Implementation, protocolVersion string, r *redact.Redactor) *v1alpha1.ServerInfo {
 	return &v1alpha1.ServerInfo{
-		Name:            Cut(info.Name, MaxInfoField),
-		Version:         Cut(info.Version, MaxInfoField),
+		Name:            Cut(Clean(r, info.Name), MaxInfoField),
+		Version:         Cut(Clean(r, info.Version), MaxInfoField),
 		ProtocolVersion: protocolVersion,
 	}
 }
@@ -88,11 +90,16 @@ func Capabilities(c client.Capabilities) *v1alpha1.ServerCapabilities {
 
 // Clean is the text of a server published in status: without invisible
 // characters (the catalog's findings record them and what they spelled) and
-// with credential shapes redacted. Status is read by anyone who may read
-// MCPServers, and a server may put anything in its descriptions.
-func Clean(s string) string {
+// redacted with r, the server's own Secret values and the credential shapes
+// (the shapes alone when r is nil). Status is read by anyone who may read
+// MCPServers, and a server may put anything in its descriptions, its API key
+// included.
+func Clean(r *redact.Redactor, s string) string {
+	if r == nil {
+		r = redact.Shapes
+	}
 	s, _ = invisible.Strip(s)
-	return redact.Shapes.String(s, nil)
+	return r.String(s, nil)
 }
 
 // Cut shortens s to at most max characters without splitting one; invalid
