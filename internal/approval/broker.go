@@ -289,7 +289,7 @@ func (b *Broker) Wait(ctx context.Context, a *v1alpha1.ToolApproval) (Outcome, e
 		current = &fresh
 	}
 	bound := a.Spec.Request
-	timer := time.NewTimer(max(0, current.Spec.Request.ExpiresAt.Sub(b.now())))
+	timer := time.NewTimer(max(0, bound.ExpiresAt.Sub(b.now())))
 	defer timer.Stop()
 	for {
 		if o, ok := b.concluded(current, bound); ok {
@@ -304,7 +304,7 @@ func (b *Broker) Wait(ctx context.Context, a *v1alpha1.ToolApproval) (Outcome, e
 		case <-updates:
 			current = b.newest(key, current)
 		case <-timer.C:
-			o := Outcome{Phase: v1alpha1.ApprovalExpired, Message: fmt.Sprintf("nobody decided before %s", current.Spec.Request.ExpiresAt.UTC().Format(time.RFC3339))}
+			o := Outcome{Phase: v1alpha1.ApprovalExpired, Message: fmt.Sprintf("nobody decided before %s", bound.ExpiresAt.UTC().Format(time.RFC3339))}
 			return b.finishUnlessDecided(ctx, current, bound, o), nil
 		case <-ctx.Done():
 			o := Outcome{Phase: v1alpha1.ApprovalCancelled, Message: "the agent's request ended before a decision"}

@@ -39,7 +39,7 @@ func (mcpProber) Probe(ctx context.Context, t ProbeTarget) (*Catalog, error) {
 		Capabilities:  *mcpstatus.Capabilities(res.Capabilities),
 		Tools:         mcpstatus.Tools(res.Catalog, t.Redactor),
 		Invalid:       invalid,
-		Prompts:       mcpstatus.Prompts(res.Prompts),
+		Prompts:       mcpstatus.Prompts(res.Prompts, t.Redactor),
 		ResourceCount: int32(len(res.Resources)),
 		Digest:        res.Catalog.Digest,
 	}, nil

@@ -110,9 +110,24 @@ func TestArtifactReadRedactedAndScanned(t *testing.T) {
 	if !strings.Contains(blocked, `"code":`+strconv.Itoa(CodeDenied)) || !strings.Contains(blocked, reasonInjection) || strings.Contains(blocked, "delete_all") {
 		t.Fatalf("a read from a bridge that blocks injections: %s; want it withheld (%d, %s)", blocked, CodeDenied, reasonInjection)
 	}
+	// The log says it was withheld, and why: the fetch carries the
+	// findings, and a failure closes the read.
+	var fetched, failed map[string]any
 	for _, ev := range h.events(t) {
 		if strings.Contains(fmt.Sprint(ev), token) {
 			t.Errorf("the audit log holds the token: %v", ev)
 		}
+		switch ev["type"] {
+		case "mcp.resource.fetched":
+			fetched = ev
+		case "tool.failed":
+			failed = ev
+		}
+	}
+	if fetched == nil || fetched["blocked"] != true || fetched["injection"] == nil {
+		t.Errorf("the withheld read's mcp.resource.fetched: %v; want blocked with its findings", fetched)
+	}
+	if failed == nil || failed["reason"] != reasonInjection || failed["resource"] != uri {
+		t.Errorf("the withheld read's tool.failed: %v; want reason %s for %s", failed, reasonInjection, uri)
 	}
 }

@@ -151,10 +151,13 @@ func (r *read) forward(b *Bridge, x *exchange) *jsonrpc.Message {
 		return b.callFailed(x, s, took, err)
 	}
 	sum := sha256.Sum256(raw)
-	out, _, err := b.cfg.Pipeline.ResourceResult(output.Call{
+	out, scan, err := b.cfg.Pipeline.ResourceResult(output.Call{
 		Server: s.Name, Name: r.uri, Subject: rq.id.Username, Redactor: b.redactor(s), Block: x.blockInjection,
 	}, raw)
-	_, _ = b.audit(rq, audit.ResourceFetched{Server: s.Name, URI: r.uri, SizeBytes: len(raw), ContentHash: "sha256:" + hex.EncodeToString(sum[:]), ToolCallID: x.id})
+	_, _ = b.audit(rq, audit.ResourceFetched{
+		Server: s.Name, URI: r.uri, SizeBytes: len(raw), ContentHash: "sha256:" + hex.EncodeToString(sum[:]),
+		Injection: scan.Findings, Blocked: scan.Blocked, ToolCallID: x.id,
+	})
 	if err != nil {
 		return b.withheld(x, "resource "+r.shown, err)
 	}
@@ -189,16 +192,19 @@ func (b *Bridge) readArtifact(rq *request, uri, sha string) *jsonrpc.Message {
 	if err != nil {
 		return rpcError(rq, CodeResourceNotFound, "unknown resource "+uri, nil)
 	}
-	_, _ = b.audit(rq, audit.ResourceFetched{URI: uri, SizeBytes: len(data), ContentHash: "sha256:" + sha})
 	// It was stored redacted with its server's Secret values and scanned
 	// whole, but it leaves as any result does: redacted by shape and scanned
 	// again, and withheld when the bridge blocks injections (it may have
 	// been stored by a replica, or before the bridge was set to block).
-	data, _, err = output.Artifact(output.Call{Name: uri, Subject: rq.id.Username, Block: b.cfg.BlockInjection}, data)
+	size := len(data)
+	data, scan, err := output.Artifact(output.Call{Name: uri, Subject: rq.id.Username, Block: b.cfg.BlockInjection}, data)
+	_, _ = b.audit(rq, audit.ResourceFetched{URI: uri, SizeBytes: size, ContentHash: "sha256:" + sha, Injection: scan.Findings, Blocked: scan.Blocked})
 	if errors.Is(err, output.ErrBlocked) {
+		_, _ = b.audit(rq, audit.ToolFailed{Reason: reasonInjection, Resource: uri, Message: err.Error()})
 		return rpcError(rq, CodeDenied, "resource "+uri+": "+err.Error(), map[string]any{"reason": reasonInjection})
 	}
 	if err != nil {
+		_, _ = b.audit(rq, audit.ToolFailed{Reason: reasonInvalidResult, Resource: uri, Message: err.Error()})
 		return rpcError(rq, CodeUpstream, err.Error(), map[string]any{"reason": reasonInvalidResult})
 	}
 	out := []byte(`{"contents":[{"uri":`)

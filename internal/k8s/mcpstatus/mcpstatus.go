@@ -17,10 +17,12 @@ import (
 
 // Field limits of the status types (their CRD maxLength, in characters).
 const (
-	MaxDescription = 512
-	MaxTitle       = 256
-	MaxInfoField   = 256
-	MaxPromptArgs  = 64
+	MaxDescription   = 512
+	MaxTitle         = 256
+	MaxInfoField     = 256
+	MaxPromptArgs    = 64
+	MaxPromptName    = 512
+	MaxPromptArgName = 128
 )
 
 // Tools converts a catalog's tools, sorted by name. Descriptions and titles
@@ -48,16 +50,30 @@ func Tools(c *catalog.Catalog, r *redact.Redactor) []v1alpha1.ToolStatus {
 	return out
 }
 
-// Prompts converts prompts (names and arguments), sorted by name.
-func Prompts(prompts []catalog.Prompt) []v1alpha1.PromptStatus {
+// Prompts converts prompts (names and arguments), sorted by name. Names are
+// cleaned with r and cut as descriptions are: a server may put anything in
+// them, and both lists are keyed by name, so a name that cleaning or
+// cutting makes equal to an earlier one is left out.
+func Prompts(prompts []catalog.Prompt, r *redact.Redactor) []v1alpha1.PromptStatus {
 	out := make([]v1alpha1.PromptStatus, 0, len(prompts))
+	seen := map[string]bool{}
 	for _, p := range prompts {
-		ps := v1alpha1.PromptStatus{Name: p.Name}
-		for i, a := range p.Arguments {
-			if i == MaxPromptArgs {
+		ps := v1alpha1.PromptStatus{Name: Cut(Clean(r, p.Name), MaxPromptName)}
+		if seen[ps.Name] {
+			continue
+		}
+		seen[ps.Name] = true
+		args := map[string]bool{}
+		for _, a := range p.Arguments {
+			if len(ps.Arguments) == MaxPromptArgs {
 				break
 			}
-			ps.Arguments = append(ps.Arguments, v1alpha1.PromptArgument{Name: a.Name, Required: a.Required})
+			name := Cut(Clean(r, a.Name), MaxPromptArgName)
+			if args[name] {
+				continue
+			}
+			args[name] = true
+			ps.Arguments = append(ps.Arguments, v1alpha1.PromptArgument{Name: name, Required: a.Required})
 		}
 		out = append(out, ps)
 	}

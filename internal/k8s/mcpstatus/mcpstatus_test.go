@@ -63,7 +63,7 @@ func TestToolsAndPromptsConvertSorted(t *testing.T) {
 	prompts := Prompts([]catalog.Prompt{
 		{Name: "mcp.srv.b", Arguments: []catalog.PromptArgument{{Name: "city", Required: true}, {Name: "state"}}},
 		{Name: "mcp.srv.a"},
-	})
+	}, nil)
 	if len(prompts) != 2 || prompts[0].Name != "mcp.srv.a" || len(prompts[1].Arguments) != 2 || !prompts[1].Arguments[0].Required {
 		t.Errorf("prompts %+v", prompts)
 	}
@@ -122,5 +122,33 @@ func TestSecretAtTheCutIsRedacted(t *testing.T) {
 	got := Tools(cat, redact.New(value))[0].Description
 	if strings.Contains(got, value[:9]) || utf8.RuneCountInString(got) > MaxDescription {
 		t.Fatalf("description ends %q (%d characters)", got[len(got)-20:], utf8.RuneCountInString(got))
+	}
+}
+
+// A prompt's name and its arguments' names reach status cleaned and cut to
+// their fields' bounds like any other text of the server; two arguments
+// that cleaning makes one are published once (the list is keyed by name,
+// and a repeated key fails the whole status write).
+func TestPromptNamesAreCleaned(t *testing.T) {
+	token := "ghp_" + strings.Repeat("k9Q", 12)
+	value := "the-servers-own-value"
+	long := strings.Repeat("a", 300)
+	prompts := Prompts([]catalog.Prompt{{
+		Name: "mcp.srv.leak-" + value + invisible.Tags("hidden"),
+		Arguments: []catalog.PromptArgument{
+			{Name: "key_" + token}, {Name: "key_" + "ghp_" + strings.Repeat("x7Z", 12)},
+			{Name: long + "1", Required: true}, {Name: long + "2"},
+		},
+	}}, redact.New(value))
+	if len(prompts) != 1 {
+		t.Fatalf("prompts %+v", prompts)
+	}
+	p := prompts[0]
+	if p.Name != "mcp.srv.leak-[REDACTED:secret]" {
+		t.Errorf("prompt name %q", p.Name)
+	}
+	if len(p.Arguments) != 2 || p.Arguments[0].Name != "key_[REDACTED:github-token]" ||
+		p.Arguments[1].Name != strings.Repeat("a", MaxPromptArgName) || !p.Arguments[1].Required {
+		t.Errorf("arguments %+v", p.Arguments)
 	}
 }
