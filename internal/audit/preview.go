@@ -59,7 +59,9 @@ func previewValue(b, raw []byte, depth, budget int) []byte {
 		return previewMembers(b, '{', '}', "keys", len(members), budget, func(b []byte, i, share int) []byte {
 			key := cutBothEnds(members[i].Key, max(share/3, 8))
 			b = append(rawjson.AppendString(b, key), ':')
-			return previewValue(b, members[i].Value, depth+1, share-len(key))
+			// A key longer than its part of the share still leaves its
+			// value a few bytes.
+			return previewValue(b, members[i].Value, depth+1, max(share-len(key), previewShare/3))
 		})
 	case '[':
 		items, err := rawjson.Elements(raw)
@@ -77,11 +79,7 @@ func previewValue(b, raw []byte, depth, budget int) []byte {
 		if json.Unmarshal(raw, &s) != nil {
 			return append(b, "\"…\""...)
 		}
-		b = rawjson.AppendString(b, cutBothEnds(s, budget))
-		if len(s) > budget {
-			b = append(b, "("+strconv.Itoa(len(s))+" bytes)"...)
-		}
-		return b
+		return previewString(b, s, budget)
 	}
 	return append(b, cutBothEnds(string(raw), budget)...)
 }
@@ -114,12 +112,35 @@ func previewMembers(b []byte, open, close byte, noun string, n, budget int, memb
 	return append(b, close)
 }
 
+// previewString appends s quoted, cut at both ends so that its quoted form
+// takes about budget bytes: a control character is escaped in six
+// (\u0001), so the cut is measured on what is written.
+func previewString(b []byte, s string, budget int) []byte {
+	quoted := rawjson.AppendString(nil, s)
+	if len(quoted) <= budget {
+		return append(b, quoted...)
+	}
+	n := budget
+	for {
+		quoted = rawjson.AppendString(quoted[:0], cutBothEnds(s, n))
+		if len(quoted) <= budget+len("…")+2 || n == 1 {
+			break
+		}
+		n = max(1, min(n-1, n*budget/len(quoted)))
+	}
+	if b = append(b, quoted...); len(s) > n {
+		b = append(b, "("+strconv.Itoa(len(s))+" bytes)"...)
+	}
+	return b
+}
+
 // cutBothEnds keeps about n bytes of s, half from each end (whole runes),
 // joined by … when cut.
 func cutBothEnds(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
+	n = max(n, 0)
 	head := n / 2
 	for head > 0 && !utf8.RuneStart(s[head]) {
 		head--

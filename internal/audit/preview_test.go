@@ -66,3 +66,44 @@ func TestCutBothEnds(t *testing.T) {
 		}
 	}
 }
+
+// A key longer than its member's share, with an object under it, left the
+// value a negative budget (a panic serving the request); a string of
+// control characters, escaped in six bytes each, took many times its
+// budget. Found by review.
+func TestPreviewOfOddShapes(t *testing.T) {
+	var keys strings.Builder
+	keys.WriteString(`{`)
+	for i := range 12 {
+		keys.WriteString(`"k` + strconv.Itoa(i) + `":{"bbbbbbbbbbbbbbbb":{"ccccc":"xx"}},`)
+	}
+	keys.WriteString(`"spec":{"containerSpec":{"imageName":"nginx"}}}`)
+	if got := structurePreview([]byte(keys.String()), 256); !strings.Contains(got, "spec") || len(got) > 2*256 {
+		t.Errorf("many members with long keys: %s", got)
+	}
+	controls := `{"s":"` + strings.Repeat(`\u0001`, 400) + `"}`
+	if got := structurePreview([]byte(controls), 256); len(got) > 256+64 {
+		t.Errorf("a string of control characters: a preview of %d bytes for a budget of 256: %s", len(got), got)
+	}
+}
+
+// FuzzStructurePreview: any JSON, any budget: no panic, and a preview of
+// bounded size.
+func FuzzStructurePreview(f *testing.F) {
+	f.Add([]byte(`{"a":{"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb":{"c":"xx"}},"b":[1,2,{"d":"\u0001\u0002"}]}`), 64)
+	f.Add([]byte(`["`+strings.Repeat("é", 100)+`"]`), 16)
+	f.Fuzz(func(t *testing.T, data []byte, budget int) {
+		budget = 16 + abs(budget)%1024
+		got := structurePreview(data, budget)
+		if len(got) > 8*budget+64 {
+			t.Fatalf("a preview of %d bytes for a budget of %d", len(got), budget)
+		}
+	})
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
+}

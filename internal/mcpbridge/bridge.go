@@ -95,8 +95,9 @@ type Config struct {
 	MaxBodyBytesInFlight int64
 	// MaxConcurrent bounds the requests served at once on this replica.
 	MaxConcurrent int
-	// MaxSubjectConcurrent bounds the stateless-era requests of one caller
-	// in flight at once (sessions have their own bound).
+	// MaxSubjectConcurrent bounds the requests of one caller in flight at
+	// once, in all its sessions or in none (a session has its own bound
+	// too).
 	MaxSubjectConcurrent int
 	// CallTimeout is the deadline of a forwarded call.
 	CallTimeout time.Duration

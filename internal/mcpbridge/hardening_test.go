@@ -215,13 +215,18 @@ func TestConcurrencyLimits(t *testing.T) {
 	if status, _, _ := post(t, h.url+"/mcp", "alice-token", sid, `{"jsonrpc":"2.0","id":2,"method":"ping"}`, nil); status != http.StatusTooManyRequests {
 		t.Fatalf("a full session answered %d, want 429", status)
 	}
-	// Stateless callers are bounded per caller.
+	// Callers are bounded per caller, stateless or in any of their
+	// sessions (a caller with many sessions took the replica's slots).
+	other := openSession(t, h.url+"/mcp", "alice-token")
 	for h.b.limits.callers.Take("system:serviceaccount:agents:alice", 1) {
 	}
 	stateless := map[string]string{"MCP-Protocol-Version": "2026-07-28"}
 	ping := `{"jsonrpc":"2.0","id":3,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`
 	if status, _, _ := post(t, h.url+"/mcp", "alice-token", "", ping, stateless); status != http.StatusTooManyRequests {
 		t.Fatalf("a stateless caller at its limit answered %d, want 429", status)
+	}
+	if status, _, _ := post(t, h.url+"/mcp", "alice-token", other, `{"jsonrpc":"2.0","id":4,"method":"ping"}`, nil); status != http.StatusTooManyRequests {
+		t.Fatalf("a caller at its limit, in another of its sessions, answered %d, want 429", status)
 	}
 	if status, _, _ := post(t, h.url+"/mcp", "bob-token", "", ping, stateless); status != http.StatusOK {
 		t.Fatalf("another caller must not be limited by alice's requests: %d", status)
@@ -411,9 +416,14 @@ func TestBodyBytesInFlightAreBounded(t *testing.T) {
 	if status != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" {
 		t.Fatalf("a body over the budget left: %d (Retry-After %q), want 503 with Retry-After", status, hdr.Get("Retry-After"))
 	}
-	// A small one still fits.
+	// A small one still fits, but not from alice, whose stalled body holds
+	// nearly her share (a quarter of the budget, or one body of the
+	// largest size: 600 bytes here): one identity cannot take it all.
 	if status, _, _ := post(t, h.url+"/mcp", "bob-token", "", initBody, nil); status != http.StatusOK {
 		t.Fatalf("a %d-byte body with 450 bytes of budget left: %d, want 200", len(initBody), status)
+	}
+	if status, _, hdr := post(t, h.url+"/mcp", "alice-token", "", initBody, nil); status != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" {
+		t.Fatalf("a %d-byte body from a caller holding 550 of her 600 bytes: %d, want 503 with Retry-After", len(initBody), status)
 	}
 	// The slow body completes and is answered; its bytes are given back.
 	fmt.Fprint(conn, body[550:])

@@ -16,10 +16,12 @@ import (
 // one answer overLimit writes. In the order a request meets them:
 //
 //	token reviews  authn.TokenReview.MaxReviews        new tokens being checked
-//	body bytes     Config.MaxBodyBytesInFlight         bodies read or being read
+//	body bytes     Config.MaxBodyBytesInFlight,        bodies read or being read,
+//	               a quarter of it per caller          in total and per caller
 //	requests       Config.MaxConcurrent                requests served at once
 //	per session    session.Options.MaxConcurrent       a session's requests
-//	per caller     Config.MaxSubjectConcurrent         a stateless caller's requests
+//	per caller     Config.MaxSubjectConcurrent         a caller's requests, in
+//	                                                   all its sessions or none
 //	parked calls   MaxConcurrent and, per caller,      calls waiting for their
 //	               MaxSubjectConcurrent                agent's answer (parked.go)
 type limits struct {
@@ -31,7 +33,10 @@ type limits struct {
 
 func newLimits(cfg Config) limits {
 	return limits{
-		bodyBytes: inflight.New(cfg.MaxBodyBytesInFlight, 0),
+		// One caller reads at most a quarter of the budget at once (or one
+		// body of the largest size): a single identity stalling its bodies
+		// cannot refuse everyone else.
+		bodyBytes: inflight.New(cfg.MaxBodyBytesInFlight, max(cfg.MaxBodyBytes, cfg.MaxBodyBytesInFlight/4)),
 		requests:  inflight.New(int64(cfg.MaxConcurrent), 0),
 		callers:   inflight.New(0, int64(cfg.MaxSubjectConcurrent)),
 		parked:    inflight.New(int64(cfg.MaxConcurrent), int64(cfg.MaxSubjectConcurrent)),
@@ -55,26 +60,27 @@ func (b *Bridge) takeRequest(w http.ResponseWriter) (func(), bool) {
 	return func() { b.limits.requests.Give("", 1) }, true
 }
 
-// takeCaller takes a slot of rq's session, or of its caller in the
-// stateless era; the func gives it back.
+// takeCaller takes a slot of rq's caller and one of its session, if it has
+// one (a caller with many sessions is bounded too); the func gives them
+// back.
 func (b *Bridge) takeCaller(w http.ResponseWriter, rq *request) (func(), bool) {
-	switch {
-	case rq.sess != nil:
-		if !rq.sess.Acquire() {
-			overLimit(w, http.StatusTooManyRequests, rq.msg.ID, "this session has too many requests in flight")
-			return nil, false
-		}
-		return rq.sess.Release, true
-	case rq.stateless:
-		// No session to bound: the caller's requests in flight are.
-		user := rq.id.Username
-		if !b.limits.callers.Take(user, 1) {
-			overLimit(w, http.StatusTooManyRequests, rq.msg.ID, "this caller has too many requests in flight")
-			return nil, false
-		}
+	user := rq.id.Username
+	if !b.limits.callers.Take(user, 1) {
+		overLimit(w, http.StatusTooManyRequests, rq.msg.ID, "this caller has too many requests in flight")
+		return nil, false
+	}
+	if rq.sess == nil {
 		return func() { b.limits.callers.Give(user, 1) }, true
 	}
-	return func() {}, true
+	if !rq.sess.Acquire() {
+		b.limits.callers.Give(user, 1)
+		overLimit(w, http.StatusTooManyRequests, rq.msg.ID, "this session has too many requests in flight")
+		return nil, false
+	}
+	return func() {
+		rq.sess.Release()
+		b.limits.callers.Give(user, 1)
+	}, true
 }
 
 // errBodyBudget: the replica's budget of body bytes is spent.
@@ -88,15 +94,16 @@ const bodyChunk = 32 << 10
 // budgetReader takes the bytes of each read from the replica's budget;
 // taken is what it holds, given back when the request ends.
 type budgetReader struct {
-	r     io.Reader
-	l     *inflight.Limit
-	taken int64
+	r      io.Reader
+	l      *inflight.Limit
+	caller string
+	taken  int64
 }
 
 func (br *budgetReader) Read(p []byte) (int, error) {
 	n, err := br.r.Read(p[:min(len(p), bodyChunk)])
 	if n > 0 {
-		if !br.l.Take("", int64(n)) {
+		if !br.l.Take(br.caller, int64(n)) {
 			return 0, errBodyBudget
 		}
 		br.taken += int64(n)

@@ -34,6 +34,7 @@ type parkable struct {
 	start  time.Time
 	asks   chan serverAsk   // the server's requests, from the relay hook
 	done   chan parkableEnd // the server's answer to the call
+	ended  chan struct{}    // closed once done holds it
 }
 
 // serverAsk is a server's request waiting for the agent's answer.
@@ -53,11 +54,12 @@ type parkableEnd struct {
 // gives up.
 func (b *Bridge) startParkable(c *call, conn *upstream.Conn, params json.RawMessage, hooks upstream.CallHooks) *parkable {
 	ctx, cancel := b.contextWithCallTimeout(context.WithoutCancel(c.rq.ctx))
-	p := &parkable{ctx: ctx, cancel: cancel, start: b.now(), asks: make(chan serverAsk), done: make(chan parkableEnd, 1)}
+	p := &parkable{ctx: ctx, cancel: cancel, start: b.now(), asks: make(chan serverAsk), done: make(chan parkableEnd, 1), ended: make(chan struct{})}
 	c.parkable = p
 	go func() {
 		res, err := conn.CallTool(ctx, params, hooks)
 		p.done <- parkableEnd{res, err}
+		close(p.ended)
 	}()
 	return p
 }
@@ -108,24 +110,43 @@ func (b *Bridge) park(c *call, p *parkable, ask serverAsk) *jsonrpc.Message {
 		return b.await(c, p)
 	}
 	b.parked.Store(id, &parkedCall{p: p, ask: ask, subject: subject})
-	// Nobody resumes it by the call's deadline: the server's request gets
-	// no answer and the call ends, as a timeout: whatever the server sends
-	// after its deadline (it may still answer the refused question in the
-	// moment before its connection closes) reaches nobody. Its end goes to
-	// the audit stream only.
-	context.AfterFunc(p.ctx, func() {
-		if pc, ok := b.parked.LoadAndDelete(id); ok {
-			b.limits.parked.Give(subject, 1)
-			pc.(*parkedCall).ask.reply <- jsonrpc.NewErrorResponse(nil, jsonrpc.CodeInternalError, "the agent did not answer before the call's deadline")
-			<-p.done
-			b.finish(c, nil, &upstream.Error{Reason: upstream.ReasonTimeout, Err: errors.New("the agent did not answer before the call's deadline")}, p.start)
-		}
-	})
+	go b.leaveUnresumed(c, p, id, subject)
 	return rpcResult(rq, map[string]any{
 		"resultType":    "input_required",
 		"inputRequests": map[string]any{parkedInputKey: map[string]any{"method": ask.method, "params": ask.params}},
 		"requestState":  state,
 	})
+}
+
+// leaveUnresumed takes parked call id off the replica if its agent has not
+// resumed it by the time it ends: at its deadline, or when the call ends
+// upstream first (the server gave up, its connection died), rather than
+// hold its slot to the deadline and be called a timeout. At the deadline
+// it ends as a timeout, whatever the server sends after it (it may answer
+// the refused question in the moment before its connection closes). Its
+// end goes to the audit stream only: its agent's request was answered.
+func (b *Bridge) leaveUnresumed(c *call, p *parkable, id, subject string) {
+	select {
+	case <-p.ended:
+	case <-p.ctx.Done():
+	}
+	v, held := b.parked.LoadAndDelete(id)
+	if !held {
+		return // its agent resumed it (unpark)
+	}
+	b.limits.parked.Give(subject, 1)
+	why := "the call ended before the agent answered"
+	timedOut := p.ctx.Err() != nil
+	if timedOut {
+		why = "the agent did not answer before the call's deadline"
+	}
+	v.(*parkedCall).ask.reply <- jsonrpc.NewErrorResponse(nil, jsonrpc.CodeInternalError, why)
+	end := <-p.done
+	p.cancel()
+	if timedOut {
+		end = parkableEnd{err: &upstream.Error{Reason: upstream.ReasonTimeout, Err: errors.New(why)}}
+	}
+	b.finish(c, end.res, end.err, p.start)
 }
 
 // parkedCall is a call waiting on this replica for its agent's answer.

@@ -180,3 +180,39 @@ func TestParkedCallDeniedMeanwhile(t *testing.T) {
 		t.Fatalf("the chain of a parked call denied meanwhile: %v, want it to end mcp.call.failed, tool.failed", types)
 	}
 }
+
+// TestParkedCallEndsWithItsServer: a parked call whose server goes away
+// leaves the replica then, with the real reason, instead of holding its
+// slot until its deadline (30 s here) and being recorded as a timeout.
+// Found by review.
+func TestParkedCallEndsWithItsServer(t *testing.T) {
+	up := testpeers.GoEverything(t, false)
+	srv := bridgetest.Published(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{})
+	pol := toolPolicy("tools", "callers", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.everything.*"))
+	h := newHarness(t, []v1alpha1.MCPServer{srv}, []v1alpha1.ToolPolicy{pol}, func(c *Config) { c.CallTimeout = 30 * time.Second })
+	raw, err := connectAnswering(t, h.url+"/mcp", "alice-token").CallTool(ctxT(t), "mcp.everything.test_elicitation", json.RawMessage(`{"message":"q"}`))
+	if err != nil || !strings.Contains(string(raw), "input_required") {
+		t.Fatalf("want the call parked: %s %v", raw, err)
+	}
+	up.Kill()
+	eventually(t, "the parked call leaves with its server", func() bool {
+		n := 0
+		h.b.parked.Range(func(any, any) bool { n++; return true })
+		return n == 0
+	})
+	var failed map[string]any
+	eventually(t, "the call's tool.failed", func() bool {
+		for _, ev := range h.events(t) {
+			if ev["type"] == "tool.failed" {
+				failed = ev
+			}
+		}
+		return failed != nil
+	})
+	if failed["reason"] == "timeout" {
+		t.Errorf("the call was recorded as a timeout: %v", failed)
+	}
+	if used, _ := h.b.limits.parked.Used("system:serviceaccount:agents:alice"); used != 0 {
+		t.Errorf("%d parked slots still taken", used)
+	}
+}

@@ -97,12 +97,12 @@ func (b *Bridge) serveMCP(w http.ResponseWriter, r *http.Request, endpoint strin
 // RequestReadTimeout and the replica's MaxBodyBytesInFlight; false when it
 // wrote the refusal. The body's bytes stay taken from the budget until
 // the func (also given with a refusal) is called, when the request ends.
-func (b *Bridge) readBody(w http.ResponseWriter, r *http.Request) ([]byte, func(), bool) {
+func (b *Bridge) readBody(w http.ResponseWriter, r *http.Request, caller string) ([]byte, func(), bool) {
 	// The deadline is the connection's (wall clock, not the bridge's
 	// clock); it replaces the server's longer ReadTimeout for this request.
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(b.cfg.RequestReadTimeout))
-	br := &budgetReader{r: http.MaxBytesReader(w, r.Body, b.cfg.MaxBodyBytes), l: b.limits.bodyBytes}
-	give := func() { b.limits.bodyBytes.Give("", br.taken) }
+	br := &budgetReader{r: http.MaxBytesReader(w, r.Body, b.cfg.MaxBodyBytes), l: b.limits.bodyBytes, caller: caller}
+	give := func() { b.limits.bodyBytes.Give(caller, br.taken) }
 	body, err := io.ReadAll(br)
 	if err == nil {
 		return body, give, true
@@ -112,7 +112,7 @@ func (b *Bridge) readBody(w http.ResponseWriter, r *http.Request) ([]byte, func(
 	switch {
 	case errors.Is(err, errBodyBudget):
 		w.Header().Set("Connection", "close")
-		overLimit(w, http.StatusServiceUnavailable, nil, fmt.Sprintf("the bridge is reading its limit of %d request bytes; retry", b.cfg.MaxBodyBytesInFlight))
+		overLimit(w, http.StatusServiceUnavailable, nil, fmt.Sprintf("the bridge is reading its limit of request bytes (%d in all, a quarter of it per caller); retry", b.cfg.MaxBodyBytesInFlight))
 	case errors.As(err, &tooBig):
 		writeError(w, http.StatusRequestEntityTooLarge, nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("the request body is larger than %d bytes", b.cfg.MaxBodyBytes))
 	case errors.As(err, &netErr) && netErr.Timeout():
@@ -142,8 +142,11 @@ func (b *Bridge) authenticate(w http.ResponseWriter, r *http.Request) (authn.Ide
 		overLimit(w, http.StatusServiceUnavailable, nil, "the bridge is checking its limit of new tokens at once; retry")
 		return id, false
 	}
+	if r.Context().Err() != nil {
+		return id, false // the caller left while its token was being checked
+	}
 	b.cfg.Log.Error(err, "authentication failed")
-	writeError(w, http.StatusServiceUnavailable, nil, jsonrpc.CodeInternalError, "the bridge could not check the token: the API server did not answer")
+	overLimit(w, http.StatusServiceUnavailable, nil, "the bridge could not check the token: the API server did not answer")
 	return id, false
 }
 
@@ -170,7 +173,7 @@ func (b *Bridge) post(w http.ResponseWriter, r *http.Request, endpoint string) {
 	if !ok {
 		return
 	}
-	body, giveBody, ok := b.readBody(w, r)
+	body, giveBody, ok := b.readBody(w, r, id.Username)
 	defer giveBody()
 	if !ok {
 		return

@@ -166,13 +166,18 @@ func (t *TokenReview) Authenticate(ctx context.Context, token string) (Identity,
 	if deadline, ok := ctx.Deadline(); ok {
 		rctx, cancel = context.WithDeadline(rctx, deadline)
 	}
+	defer func() {
+		// Deferred, so that a review that panics still ends its flight
+		// (its waiters would wait to their deadline, the token never be
+		// reviewed again) and gives its slot back.
+		cancel()
+		t.mu.Lock()
+		delete(t.flights, key)
+		t.mu.Unlock()
+		t.reviews.Give("", 1)
+		close(f.done)
+	}()
 	f.id, f.err = t.review(rctx, token, key, now)
-	cancel()
-	t.mu.Lock()
-	delete(t.flights, key)
-	t.mu.Unlock()
-	t.reviews.Give("", 1)
-	close(f.done)
 	return f.id, f.err
 }
 
