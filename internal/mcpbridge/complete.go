@@ -78,7 +78,9 @@ func (c *completion) forward(b *Bridge, x *exchange) *jsonrpc.Message {
 	ctx, cancel := b.contextWithCallTimeout(rq.ctx)
 	defer cancel()
 	start := b.now()
+	ctx, span := b.forwardSpan(ctx, x, "completion/complete", "")
 	raw, err := c.conn.Call(ctx, "completion/complete", translate.UpstreamParams(rq.msg.Params))
+	endForward(span, err)
 	took := b.now().Sub(start)
 	b.observe(s.Name, "completion/complete", took, err)
 	if err != nil {

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/protocol"
@@ -57,6 +59,9 @@ type request struct {
 	elicitationURL, sampling bool
 	msg                      *jsonrpc.Message
 	out                      *responder
+	// span is the request's trace span (spans.go), nil when tracing is
+	// off.
+	span trace.Span
 }
 
 // sessionID is what audit events name the session by.
@@ -155,9 +160,16 @@ func (b *Bridge) post(w http.ResponseWriter, r *http.Request, endpoint string) {
 	// budget of this connection's own, and only then does the request take
 	// one of the replica's shared slots: slow or unauthenticated clients
 	// hold their own connections, never what authenticated callers need.
+	var began, authenticated time.Time
+	if b.cfg.Tracer != nil {
+		began = time.Now()
+	}
 	id, ok := b.authenticate(w, r)
 	if !ok {
 		return
+	}
+	if b.cfg.Tracer != nil {
+		authenticated = time.Now()
 	}
 	body, ok := b.readBody(w, r)
 	if !ok {
@@ -225,8 +237,9 @@ func (b *Bridge) post(w http.ResponseWriter, r *http.Request, endpoint string) {
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel := context.WithCancel(b.startRequest(r.Context(), r, rq, began, authenticated))
 	defer cancel()
+	defer endRequest(rq)
 	if rq.sess != nil {
 		defer rq.sess.Track(string(msg.ID), cancel)()
 	}
