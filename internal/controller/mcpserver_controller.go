@@ -172,10 +172,14 @@ func (r *MCPServerReconciler) phases(s *mcpv1alpha1.MCPServer) []phase {
 func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var s mcpv1alpha1.MCPServer
 	if err := r.Get(ctx, req.NamespacedName, &s); err != nil {
+		if apierrors.IsNotFound(err) {
+			forgetMetrics(req.Namespace, req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !s.DeletionTimestamp.IsZero() {
 		// ownerReferences delete the pod, Service and NetworkPolicy.
+		forgetMetrics(s.Namespace, s.Name)
 		return ctrl.Result{}, nil
 	}
 	ctx, span := r.startReconcile(ctx, &s)
@@ -244,6 +248,7 @@ func (r *MCPServerReconciler) summarize(ctx context.Context, sc *scope, orig *mc
 	}
 	r.emit(s, sc.events)
 	traceEvents(ctx, sc.events)
+	recordMetrics(s, sc.events)
 	if transient {
 		return ctrl.Result{}, phaseErr
 	}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
@@ -48,9 +49,11 @@ var _ = Describe("MCPServer controller traces", func() {
 		// Without its Secret the probe phase stalls: its span names the
 		// reason, and the reconcile's span has the Warning as an event.
 		Eventually(condition(s, mcpv1alpha1.ConditionReady)).WithTimeout(30 * time.Second).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonCredentialsMissing))
+		Eventually(func() *float64 { return serverMetric("mcp_operator_server_ready", ns, "traced") }).WithTimeout(30 * time.Second).Should(HaveValue(BeZero()))
 		Expect(k8sClient.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "token"}, StringData: map[string]string{"token": "s3cret"}})).To(Succeed())
 		poke(s)
 		Eventually(condition(s, mcpv1alpha1.ConditionReady)).WithTimeout(30 * time.Second).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonServing))
+		Eventually(func() *float64 { return serverMetric("mcp_operator_server_ready", ns, "traced") }).WithTimeout(30 * time.Second).Should(HaveValue(BeEquivalentTo(1)))
 
 		// reconciles are the names of the child spans of each reconcile of s,
 		// with the reason a phase span names, in the order they ended.
@@ -96,3 +99,29 @@ var _ = Describe("MCPServer controller traces", func() {
 		Eventually(reconciles).WithTimeout(30 * time.Second).Should(ContainElement(HaveField("Phases", []string{"name check", "suspend", "probe", "publish"})))
 	})
 })
+
+// serverMetric is the value of the controller's metric name for a server,
+// as the controller's registry exports it; nil when it exports none.
+func serverMetric(name, namespace, server string) *float64 {
+	families, err := ctrlmetrics.Registry.Gather()
+	Expect(err).NotTo(HaveOccurred())
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["namespace"] == namespace && labels["server"] == server {
+				v := m.GetGauge().GetValue()
+				if m.GetCounter() != nil {
+					v = m.GetCounter().GetValue()
+				}
+				return &v
+			}
+		}
+	}
+	return nil
+}

@@ -197,8 +197,7 @@ func (pr *prompt) forward(b *Bridge, x *exchange) *jsonrpc.Message {
 	out, sum, err := b.cfg.Pipeline.PromptResult(output.Call{
 		Server: s.Name, Name: pr.upstreamName, Subject: rq.id.Username, Redactor: b.redactor(s), Block: x.blockInjection,
 	}, raw)
-	traceOutput(span, sum)
-	span.End()
+	b.outputDone(span, s.Name, sum)
 	expanded := audit.PromptExpanded{Server: s.Name, Prompt: pr.upstreamName, SizeBytes: len(raw), Injection: sum.Findings, Blocked: sum.Blocked, ToolCallID: x.id}
 	if msgs, e := rawjson.Elements(rawjson.Get(raw, "messages")); e == nil {
 		expanded.Messages = len(msgs)

@@ -158,8 +158,7 @@ func (r *read) forward(b *Bridge, x *exchange) *jsonrpc.Message {
 	out, outSum, err := b.cfg.Pipeline.ResourceResult(output.Call{
 		Server: s.Name, Name: r.uri, Subject: rq.id.Username, Redactor: b.redactor(s), Block: x.blockInjection,
 	}, raw)
-	traceOutput(span, outSum)
-	span.End()
+	b.outputDone(span, s.Name, outSum)
 	_, _ = b.audit(rq, audit.ResourceFetched{Server: s.Name, URI: r.uri, SizeBytes: len(raw), ContentHash: "sha256:" + hex.EncodeToString(sum[:]), ToolCallID: x.id})
 	if err != nil {
 		return b.withheld(x, "resource "+r.shown, err)

@@ -230,9 +230,18 @@ func endForward(span trace.Span, err error) {
 	span.End()
 }
 
-// traceOutput records what the output pipeline did to a result: sizes and
-// counts, never content.
-func traceOutput(span trace.Span, sum output.Summary) {
+// outputDone records what the output pipeline did to a result of server,
+// in its metrics and on the output span: sizes and counts, never content.
+func (b *Bridge) outputDone(span trace.Span, server string, sum output.Summary) {
+	if m := b.cfg.Metrics; m != nil {
+		if n := sum.Redactions.Total(); n > 0 {
+			m.Redactions.WithLabelValues(server).Add(float64(n))
+		}
+		if n := len(sum.Findings); n > 0 {
+			m.InjectionFindings.WithLabelValues(server).Add(float64(n))
+		}
+	}
+	defer span.End()
 	if !span.IsRecording() {
 		return
 	}

@@ -315,8 +315,7 @@ func (b *Bridge) finish(c *call, res json.RawMessage, err error, start time.Time
 		Server: server, Name: tool.Upstream, Subject: rq.id.Username,
 		Redactor: b.redactor(tool.Server), Block: c.blockInjection,
 	}, res)
-	traceOutput(span, sum)
-	span.End()
+	b.outputDone(span, server, sum)
 	if err != nil {
 		c.traceFailure(upstream.ReasonInvalid)
 		_, _ = b.audit(rq, c.failed(upstream.ReasonInvalid, err.Error()))

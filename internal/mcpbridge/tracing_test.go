@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -21,6 +23,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/metrics"
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
@@ -97,15 +100,21 @@ type tracedBridge struct {
 
 func newTracedBridge(t *testing.T, on bool) *tracedBridge {
 	t.Helper()
+	return newTracedBridgeTo(t, on, testpeers.GoEverything(t, true).URL)
+}
+
+func newTracedBridgeTo(t *testing.T, on bool, upstreamURL string) *tracedBridge {
+	t.Helper()
 	spans := tracetest.NewSpanRecorder()
 	provider := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	t.Cleanup(func() { _ = provider.Shutdown(context.Background()) })
-	up := recordTraces(t, testpeers.GoEverything(t, true).URL)
+	up := recordTraces(t, upstreamURL)
 	server := bridgetest.Published(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{})
 	pol := toolPolicy("tools", "alice", []v1alpha1.Subject{sa("agents", "alice")},
-		rule("allow", "mcp.everything.test_simple_text", "mcp.everything.json_schema_2020_12_tool"),
+		rule("allow", "mcp.everything.test_simple_text", "mcp.everything.json_schema_2020_12_tool", "mcp.everything.echo"),
 		rule("ask", "mcp.everything.test_image_content"))
 	h := newHarness(t, []v1alpha1.MCPServer{server}, []v1alpha1.ToolPolicy{pol}, func(c *Config) {
+		c.Metrics = metrics.New(prometheus.NewRegistry(), func() float64 { return 0 }, func() float64 { return 0 })
 		if on {
 			c.Tracer = provider.Tracer("bridge-test")
 		}
@@ -351,6 +360,37 @@ func TestTraceCarriesNoArgumentsOrResults(t *testing.T) {
 		for k, v := range attrs(s) {
 			if strings.Contains(v, marker) || (len(result) > 8 && strings.Contains(v, result)) || strings.Contains(v, "simple text response") {
 				t.Errorf("span %q attribute %s = %q carries the call's arguments or result", s.Name(), k, v)
+			}
+		}
+	}
+}
+
+// TestOutputStage: what the output pipeline did to a result (a token
+// redacted, an injection flagged) is counted on the output span and in the
+// bridge's metrics; server-everything (npm) echoes the text back.
+func TestOutputStage(t *testing.T) {
+	tb := newTracedBridgeTo(t, true, testpeers.NodeEverything(t).URL)
+	c := tb.agent(t, nil)
+	token := "ghp_" + strings.Repeat("A1b2C3", 6)
+	if _, err := c.CallTool(ctxT(t), "mcp.everything.echo", json.RawMessage(`{"message":"`+token+` `+injected+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	_, stages := tb.requestSpan(t, "tools/call mcp.everything.echo")
+	out := attrs(stages["output"])
+	if out["mcp_operator.redactions"] != "1" || out["mcp_operator.injection.findings"] == "0" || out["mcp_operator.result.blocked"] != "false" {
+		t.Errorf("output stage attributes %v, want one redaction and findings, not blocked", out)
+	}
+	m := tb.b.cfg.Metrics
+	if n := testutil.ToFloat64(m.Redactions.WithLabelValues("everything")); n != 1 {
+		t.Errorf("mcp_bridge_redactions_total %v, want 1", n)
+	}
+	if n := testutil.ToFloat64(m.InjectionFindings.WithLabelValues("everything")); n < 1 {
+		t.Errorf("mcp_bridge_injection_findings_total %v, want some", n)
+	}
+	for _, s := range tb.spans.Ended() {
+		for k, v := range attrs(s) {
+			if strings.Contains(v, token) || strings.Contains(v, "delete_all") {
+				t.Errorf("span %q attribute %s = %q carries the result", s.Name(), k, v)
 			}
 		}
 	}
