@@ -49,6 +49,7 @@ const (
 	attrOperation    = "gen_ai.operation.name"
 	attrErrorType    = "error.type"
 	attrTransport    = "network.transport"
+	attrStatusCode   = "rpc.response.status_code"
 	attrNetProtocol  = "network.protocol.name"
 	attrServer       = "mcp_operator.server"
 	attrToolCallID   = "mcp_operator.tool_call.id"
@@ -95,11 +96,21 @@ func (b *Bridge) startRequest(ctx context.Context, r *http.Request, rq *request,
 	return ctx
 }
 
-// endRequest ends rq's span.
-func endRequest(rq *request) {
-	if rq.span != nil {
-		rq.span.End()
+// endRequest ends rq's span; an error answer is recorded by its JSON-RPC
+// code (the span is failed already when a stage said why).
+func endRequest(rq *request, resp *jsonrpc.Message) {
+	if rq.span == nil {
+		return
 	}
+	if resp != nil && resp.Error != nil && rq.span.IsRecording() {
+		code := strconv.Itoa(resp.Error.Code)
+		rq.span.SetAttributes(attribute.String(attrStatusCode, code))
+		if !rq.failed {
+			rq.span.SetAttributes(attribute.String(attrErrorType, code))
+			rq.span.SetStatus(codes.Error, "JSON-RPC error "+code)
+		}
+	}
+	rq.span.End()
 }
 
 // stage starts the span of one stage of x's pipeline.
@@ -189,6 +200,7 @@ func (x *exchange) traceFailure(reason string) {
 	}
 	span.SetAttributes(attribute.String(attrErrorType, reason))
 	span.SetStatus(codes.Error, reason)
+	x.rq.failed = true
 }
 
 // forwardSpan starts the CLIENT span of the call x makes to its server:

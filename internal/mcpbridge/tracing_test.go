@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -319,7 +320,7 @@ func TestTraceOfRefusals(t *testing.T) {
 	}
 	req, stages := tb.requestSpan(t, "tools/call mcp.everything.test_audio_content")
 	wantNames(t, stages, "authenticate", "decide")
-	wantAttrs(t, req, map[string]string{"mcp_operator.decision": "deny", "mcp_operator.rule": "default", "error.type": "denied"})
+	wantAttrs(t, req, map[string]string{"mcp_operator.decision": "deny", "mcp_operator.rule": "default", "error.type": "denied", "rpc.response.status_code": "-32010"})
 	if req.Status().Code.String() != "Error" {
 		t.Errorf("status %v, want Error", req.Status())
 	}
@@ -337,6 +338,19 @@ func TestTraceOfRefusals(t *testing.T) {
 	wantAttrs(t, req, map[string]string{"mcp_operator.decision": "deny", "error.type": "approval_unavailable"})
 	if n := len(tb.up.calls()); n != 0 {
 		t.Errorf("%d refused calls reached the server", n)
+	}
+
+	// A request refused before any stage: its error code is the reason.
+	_, err := c.CallTool(ctxT(t), "mcp.everything.no_such_tool", nil)
+	code := rpcCode(err)
+	if code == 0 {
+		t.Fatalf("an unknown tool: %v, want a JSON-RPC error", err)
+	}
+	req, stages = tb.requestSpan(t, "tools/call")
+	wantNames(t, stages, "authenticate")
+	wantAttrs(t, req, map[string]string{"error.type": strconv.Itoa(code), "rpc.response.status_code": strconv.Itoa(code)})
+	if req.Status().Code.String() != "Error" {
+		t.Errorf("status %v, want Error", req.Status())
 	}
 }
 

@@ -60,8 +60,9 @@ type request struct {
 	msg                      *jsonrpc.Message
 	out                      *responder
 	// span is the request's trace span (spans.go), nil when tracing is
-	// off.
-	span trace.Span
+	// off; failed says a stage recorded why the request failed on it.
+	span   trace.Span
+	failed bool
 }
 
 // sessionID is what audit events name the session by.
@@ -239,13 +240,14 @@ func (b *Bridge) post(w http.ResponseWriter, r *http.Request, endpoint string) {
 	}
 	ctx, cancel := context.WithCancel(b.startRequest(r.Context(), r, rq, began, authenticated))
 	defer cancel()
-	defer endRequest(rq)
+	var resp *jsonrpc.Message
+	defer func() { endRequest(rq, resp) }()
 	if rq.sess != nil {
 		defer rq.sess.Track(string(msg.ID), cancel)()
 	}
 	rq.ctx = ctx
 	rq.out = &responder{w: w, canStream: acceptsEventStream(r)}
-	resp := b.dispatch(rq)
+	resp = b.dispatch(rq)
 	if rq.msg.Method == "initialize" && rq.sess != nil {
 		w.Header().Set("Mcp-Session-Id", rq.sess.Token)
 	}
