@@ -2,6 +2,7 @@ package mcpbridge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -83,7 +84,7 @@ func (b *Bridge) startRequest(ctx context.Context, r *http.Request, rq *request,
 	ctx, rq.span = b.cfg.Tracer.Start(ctx, rq.msg.Method, trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(began),
 		trace.WithAttributes(
 			attribute.String(attrMethod, rq.msg.Method),
-			attribute.String(attrRequestID, strings.Trim(string(rq.msg.ID), `"`)),
+			attribute.String(attrRequestID, requestIDAttr(rq.msg.ID)),
 			attribute.String(attrProtocol, rq.version),
 			attribute.String(attrTransport, "tcp"),
 			attribute.String(attrNetProtocol, "http"),
@@ -94,6 +95,17 @@ func (b *Bridge) startRequest(ctx context.Context, r *http.Request, rq *request,
 	_, auth := b.cfg.Tracer.Start(ctx, spanAuthenticate, trace.WithTimestamp(began))
 	auth.End(trace.WithTimestamp(authenticated))
 	return ctx
+}
+
+// requestIDAttr is the agent's JSON-RPC id for jsonrpc.request.id: a
+// string without its quotes, cut at 64 bytes (the agent chooses it, of any
+// length).
+func requestIDAttr(id json.RawMessage) string {
+	s := strings.Trim(string(id), `"`)
+	if len(s) > 64 {
+		s = s[:64]
+	}
+	return s
 }
 
 // endRequest ends rq's span; an error answer is recorded by its JSON-RPC
