@@ -110,7 +110,7 @@ func serveBridge(listen, upstreamURL string) error {
 	s.Status = v1alpha1.MCPServerStatus{
 		Endpoint:      &v1alpha1.Endpoint{URL: upstreamURL, PodName: "pod-1"},
 		Capabilities:  mcpstatus.Capabilities(res.Capabilities),
-		Tools:         mcpstatus.Tools(res.Catalog),
+		Tools:         mcpstatus.Tools(res.Catalog, nil),
 		CatalogDigest: res.Catalog.Digest,
 		Conditions:    []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Serving"}},
 	}

@@ -2,12 +2,13 @@
 // result (prose, JSON lines, source code, base64 blobs, log lines and a few
 // secrets) and on a 2 KB result: the new redactor (internal/redact: its own
 // shapes and gitleaks' 217 text rules) against the redactor it replaced
-// (baseline/, a copy of internal/redact at commit 34976b4) and against
-// gitleaks' own detector with its default config, on the same input, in
-// alternating rounds of one run. gitleaks runs every rule whose keyword is
-// anywhere in the text over the whole text, which takes minutes on 10 MiB
-// of text full of "key" and "token": it gets the first MiB of the large
-// input, in one round, and its throughput is compared. It prints throughput
+// (baseline/: internal/redact at commit 34976b4, which make bench-redact
+// takes from the git history) and against gitleaks' own detector with its
+// default config, on the same input, in alternating rounds of one run.
+// gitleaks runs every rule whose keyword is anywhere in the text over the
+// whole text, which takes minutes on 10 MiB of text full of "key" and
+// "token": it gets the first MiB of the large input, in one round, and its
+// throughput is compared. It prints throughput
 // (MB/s of wall time and of the process's CPU time, which the machine's
 // other load disturbs less) and the ratios, and checks the target: >= 100
 // MB/s on 10 MiB.

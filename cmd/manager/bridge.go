@@ -43,6 +43,7 @@ type bridgeFlags struct {
 	artifactMaxSize   string
 	maxResultBytes    int
 	maxBodyBytes      int64
+	bodyBytesInFlight int64
 	maxConcurrent     int
 	sessionConcurrent int
 	callerConcurrent  int
@@ -77,6 +78,7 @@ func parseBridgeFlags(args []string, stderr io.Writer) (bridgeFlags, error) {
 	fs.StringVar(&f.artifactMaxSize, "artifact-max-size", resource.NewQuantity(artifact.DefaultMaxBytes, resource.BinarySI).String(), "most the artifact store holds (a quantity: 900Mi, 10Gi); past it, results over --max-result-bytes fail. Keep it under the volume's size")
 	fs.IntVar(&f.maxResultBytes, "max-result-bytes", output.DefaultMaxResultBytes, "largest result passed to an agent whole; larger ones go to the artifact store")
 	fs.Int64Var(&f.maxBodyBytes, "max-body-bytes", mcpbridge.DefaultMaxBodyBytes, "largest request body accepted")
+	fs.Int64Var(&f.bodyBytesInFlight, "max-body-bytes-in-flight", mcpbridge.DefaultMaxBodyBytesInFlight, "request body bytes this replica holds at once, all requests together (at least --max-body-bytes); past it a request is answered 503")
 	fs.IntVar(&f.maxConcurrent, "max-concurrent-requests", mcpbridge.DefaultMaxConcurrent, "requests served at once by this replica")
 	fs.IntVar(&f.sessionConcurrent, "max-session-requests", session.DefaultMaxConcurrent, "requests in flight at once in one session")
 	fs.IntVar(&f.callerConcurrent, "max-caller-requests", 4*session.DefaultMaxConcurrent, "stateless-era (2026-07-28) requests in flight at once from one caller")
@@ -102,6 +104,8 @@ func parseBridgeFlags(args []string, stderr io.Writer) (bridgeFlags, error) {
 		err = fmt.Errorf("--metrics-bind-address must differ from --listen (%s): metrics are not served on the agents' port", f.listen)
 	case len(splitList(f.namespaces)) == 0:
 		err = errors.New("--namespaces (or $POD_NAMESPACE) is required")
+	case f.maxBodyBytes <= 0 || f.bodyBytesInFlight < f.maxBodyBytes:
+		err = fmt.Errorf("--max-body-bytes must be positive and --max-body-bytes-in-flight at least as large, not %d and %d", f.maxBodyBytes, f.bodyBytesInFlight)
 	case f.toolNameStyle != mcpbridge.StyleDotted && f.toolNameStyle != mcpbridge.StyleUnderscore:
 		err = fmt.Errorf("--tool-name-style must be dotted or underscore, not %q", f.toolNameStyle)
 	case (f.webhookURL == "") != (f.webhookSecretFile == ""):
@@ -291,7 +295,7 @@ func bridgeOptions(f bridgeFlags, log interface {
 	}
 	o.Session = session.Options{IdleTimeout: f.idleTimeout, MaxConcurrent: f.sessionConcurrent, MaxPerSubject: f.callerSessions}
 	o.Bridge = mcpbridge.Config{
-		ToolNameStyle: f.toolNameStyle, MaxBodyBytes: f.maxBodyBytes, MaxConcurrent: f.maxConcurrent,
+		ToolNameStyle: f.toolNameStyle, MaxBodyBytes: f.maxBodyBytes, MaxBodyBytesInFlight: f.bodyBytesInFlight, MaxConcurrent: f.maxConcurrent,
 		MaxSubjectConcurrent: f.callerConcurrent, CallTimeout: f.callTimeout, AllowedHosts: splitList(f.allowedHosts), AllowedOrigins: splitList(f.allowedOrigins),
 		LoopbackOnly:   isLoopback(f.listen) || f.insecureAnonymous && len(splitList(f.allowedHosts)) == 0,
 		BlockInjection: f.blockInjection, Version: version.String(),

@@ -28,6 +28,7 @@ func TestBridgeFlags(t *testing.T) {
 		{"metrics on the agents' port", []string{"--namespaces=a", "--listen=:8090", "--metrics-bind-address=:8090"}, "must differ from --listen"},
 		{"no metrics address, no listen host", []string{"--namespaces=a", "--listen=8090"}, "cannot default to its host"},
 		{"bad artifact size", []string{"--namespaces=a", "--artifact-max-size=lots"}, "positive quantity"},
+		{"body budget under one body", []string{"--namespaces=a", "--max-body-bytes=1000", "--max-body-bytes-in-flight=999"}, "at least as large"},
 		{"no artifact retention", []string{"--namespaces=a", "--artifact-retention=0s"}, "must be positive"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -52,7 +53,7 @@ func TestBridgeOptions(t *testing.T) {
 
 	f, err := parseBridgeFlags([]string{"--namespaces=a, b", "--listen=127.0.0.1:9000", "--session-key-file=" + keyFile,
 		"--audit-args=none", "--tool-name-style=underscore", "--allowed-origins=https://x",
-		"--artifact-max-size=2Gi", "--artifact-retention=2h", "--max-caller-sessions=7"}, &bytes.Buffer{})
+		"--artifact-max-size=2Gi", "--artifact-retention=2h", "--max-caller-sessions=7", "--max-body-bytes-in-flight=8388608"}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,8 @@ func TestBridgeOptions(t *testing.T) {
 	if strings.Join(o.Namespaces, ",") != "a,b" || string(o.SessionKey) != "0123456789abcdef0123456789abcdef" ||
 		o.ArgsMode != audit.ArgsNone || o.Bridge.ToolNameStyle != "underscore" || !o.Bridge.LoopbackOnly ||
 		len(o.Bridge.AllowedOrigins) != 1 || o.Auth != nil ||
-		o.ArtifactLimits.MaxBytes != 2<<30 || o.ArtifactLimits.MaxAge != 2*time.Hour || o.Session.MaxPerSubject != 7 {
+		o.ArtifactLimits.MaxBytes != 2<<30 || o.ArtifactLimits.MaxAge != 2*time.Hour || o.Session.MaxPerSubject != 7 ||
+		o.Bridge.MaxBodyBytesInFlight != 8<<20 {
 		t.Fatalf("options %+v", o)
 	}
 	if len(logged) != 0 {

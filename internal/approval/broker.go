@@ -289,7 +289,7 @@ func (b *Broker) Wait(ctx context.Context, a *v1alpha1.ToolApproval) (Outcome, e
 		current = &fresh
 	}
 	bound := a.Spec.Request
-	timer := time.NewTimer(max(0, current.Spec.Request.ExpiresAt.Sub(b.now())))
+	timer := time.NewTimer(max(0, bound.ExpiresAt.Sub(b.now())))
 	defer timer.Stop()
 	for {
 		if o, ok := b.concluded(current, bound); ok {
@@ -304,7 +304,7 @@ func (b *Broker) Wait(ctx context.Context, a *v1alpha1.ToolApproval) (Outcome, e
 		case <-updates:
 			current = b.newest(key, current)
 		case <-timer.C:
-			o := Outcome{Phase: v1alpha1.ApprovalExpired, Message: fmt.Sprintf("nobody decided before %s", current.Spec.Request.ExpiresAt.UTC().Format(time.RFC3339))}
+			o := Outcome{Phase: v1alpha1.ApprovalExpired, Message: fmt.Sprintf("nobody decided before %s", bound.ExpiresAt.UTC().Format(time.RFC3339))}
 			return b.finishUnlessDecided(ctx, current, bound, o), nil
 		case <-ctx.Done():
 			o := Outcome{Phase: v1alpha1.ApprovalCancelled, Message: "the agent's request ended before a decision"}
@@ -347,9 +347,13 @@ func (b *Broker) concluded(a *v1alpha1.ToolApproval, bound v1alpha1.ApprovalRequ
 	return Outcome{}, false
 }
 
+// sameRequest says whether a decision on a approves the request b: the
+// same caller in the same session (an AllowSession decision grants that
+// session), the same target and arguments, the same call.
 func sameRequest(a, b v1alpha1.ApprovalRequest) bool {
-	return a.Requester.Username == b.Requester.Username && a.Method == b.Method && a.Target == b.Target &&
-		a.Server == b.Server && a.ArgumentsSHA256 == b.ArgumentsSHA256
+	return a.Requester.Username == b.Requester.Username && a.Requester.Session == b.Requester.Session &&
+		a.Method == b.Method && a.Target == b.Target && a.Server == b.Server &&
+		a.ArgumentsSHA256 == b.ArgumentsSHA256 && a.ToolCallID == b.ToolCallID
 }
 
 func offers(modes []v1alpha1.ApprovalMode, v v1alpha1.ApprovalVerdict) bool {

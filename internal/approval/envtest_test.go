@@ -309,22 +309,34 @@ func TestCancelledWhenTheAgentGoesAway(t *testing.T) {
 
 func TestAChangedRequestNeverApproves(t *testing.T) {
 	// The admission policy keeps the request immutable (test/api); this is
-	// the broker's own check for an API server without it.
-	c, ns := setup(t)
-	b := replica(t, c, nil)
-	done := ask(context.Background(), b, request(ns, time.Minute))
-	a := created(t, c, ns)
+	// the broker's own check for an API server without it: a decision
+	// approves the exact request that waits, never one whose caller,
+	// session, target, arguments or call were changed under it.
 	other, err := ArgsDigest(json.RawMessage(`{"path":"/etc/passwd"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.Spec.Request.ArgumentsSHA256 = other
-	a.Spec.Decision = &v1alpha1.ApprovalDecision{Verdict: v1alpha1.VerdictAllowOnce, Decider: "alice"}
-	if err := c.Update(context.Background(), a); err != nil {
-		t.Fatal(err)
-	}
-	if o := wait(t, done); o.Phase != v1alpha1.ApprovalDenied || !strings.Contains(o.Message, "changed") {
-		t.Errorf("outcome = %+v, want denied because the request changed", o)
+	for name, change := range map[string]func(r *v1alpha1.ApprovalRequest){
+		"arguments": func(r *v1alpha1.ApprovalRequest) { r.ArgumentsSHA256 = other },
+		"requester": func(r *v1alpha1.ApprovalRequest) { r.Requester.Username = "system:serviceaccount:agents:other" },
+		"session":   func(r *v1alpha1.ApprovalRequest) { r.Requester.Session = "s-2" },
+		"target":    func(r *v1alpha1.ApprovalRequest) { r.Target = "mcp.fs.move_file" },
+		"call":      func(r *v1alpha1.ApprovalRequest) { r.ToolCallID = "tc-2" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			c, ns := setup(t)
+			b := replica(t, c, nil)
+			done := ask(context.Background(), b, request(ns, time.Minute))
+			a := created(t, c, ns)
+			change(&a.Spec.Request)
+			a.Spec.Decision = &v1alpha1.ApprovalDecision{Verdict: v1alpha1.VerdictAllowOnce, Decider: "alice"}
+			if err := c.Update(context.Background(), a); err != nil {
+				t.Fatal(err)
+			}
+			if o := wait(t, done); o.Phase != v1alpha1.ApprovalDenied || !strings.Contains(o.Message, "changed") {
+				t.Errorf("outcome = %+v, want denied because the request changed", o)
+			}
+		})
 	}
 }
 

@@ -177,7 +177,11 @@ type ResourceFetched struct {
 	SizeBytes int `json:"sizeBytes"`
 	// ContentHash is "sha256:<hex>" of that result.
 	ContentHash string `json:"contentHash"`
-	ToolCallID  string `json:"toolCallId,omitempty"`
+	// Injection are the findings of the scan of what the agent gets;
+	// Blocked says it was withheld for them.
+	Injection  []injection.Finding `json:"injection,omitempty"`
+	Blocked    bool                `json:"blocked,omitempty"`
+	ToolCallID string              `json:"toolCallId,omitempty"`
 }
 
 // PromptInvoked: an agent asked for a prompt (prompts/get).
@@ -376,6 +380,8 @@ func (p ResourceFetched) fields(e *fieldWriter) {
 	e.str("uri", p.URI)
 	e.int("sizeBytes", int64(p.SizeBytes))
 	e.str("contentHash", p.ContentHash)
+	e.findings("injection", p.Injection)
+	e.boolOmitFalse("blocked", p.Blocked)
 	e.strOmitEmpty("toolCallId", p.ToolCallID)
 }
 

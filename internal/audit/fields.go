@@ -2,6 +2,8 @@ package audit
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"math"
 	"slices"
@@ -155,7 +157,13 @@ func (e *fieldWriter) args(args json.RawMessage) {
 	}
 	text := string(red)
 	if len(text) > e.argsPreview {
-		text = structurePreview(red)
+		text = structurePreview(red, e.argsPreview)
 	}
 	e.b = rawjson.AppendString(e.b, text)
+	// A preview may leave out the middle of a long value: the digest names
+	// the exact argument bytes the server was sent (to match against its
+	// own logs, or arguments kept elsewhere).
+	sum := sha256.Sum256(args)
+	e.key("argumentsSha256")
+	e.b = rawjson.AppendString(e.b, hex.EncodeToString(sum[:]))
 }

@@ -9,31 +9,40 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
 
-// Bounds of the arguments' preview: arguments over the preview size are
-// shown by their structure, with every value cut, rather than by a prefix
-// of their text. A prefix can be padded ({"pad":"xxx…","path":"/etc"}) so
-// that what the call really does never shows; the structure shows each
-// key, so a padded argument only gets its own value cut.
+// Arguments over the preview size are shown by their structure within
+// that many bytes, rather than by a prefix of their text, which can be
+// padded so that what the call really does never shows
+// ({"pad":"xxx…","path":"/etc"}). So that padding cannot push anything out
+// of sight:
+//
+//   - the members of an object (items of an array) share the budget
+//     fairly: a long one gets its share, not what the ones before it left;
+//   - where there are more members than shares, the first and the last
+//     ones are shown, and the count of those between;
+//   - a long string shows both its ends ("xxxx…/etc/shadow"), with its size.
+//
+// The preview can still leave out what sits in the middle of long values
+// or between many members: argumentsSha256 names the exact arguments.
 const (
-	previewString     = 32 // bytes of a string value or key shown
-	previewKeys       = 16 // keys of a top-level object shown with values
-	previewKeyNames   = 64 // keys of a top-level object named at all
-	previewNestedKeys = 4  // keys of a nested object shown with values
-	previewItems      = 3  // items of an array shown
-	previewDepth      = 3  // deeper objects and arrays show their size only
+	// previewShare is the least a member or item is shown with; the budget
+	// divided by it is how many are shown.
+	previewShare = 24
+	// previewDepth: deeper objects and arrays show their size only.
+	previewDepth = 3
 )
 
 // structurePreview writes the preview of valid JSON data, which is larger
-// than the preview size.
-func structurePreview(data []byte) string {
+// than budget bytes.
+func structurePreview(data []byte, budget int) string {
 	if !json.Valid(data) {
 		return "(arguments of " + strconv.Itoa(len(data)) + " bytes that are not valid JSON)"
 	}
-	return string(previewValue(nil, data, 1)) + " (" + strconv.Itoa(len(data)) + " bytes)"
+	return string(previewValue(nil, data, 1, max(budget, previewShare))) + " (" + strconv.Itoa(len(data)) + " bytes)"
 }
 
-// previewValue appends the preview of the JSON value raw at depth.
-func previewValue(b, raw []byte, depth int) []byte {
+// previewValue appends the preview of the JSON value raw at depth, in
+// about budget bytes.
+func previewValue(b, raw []byte, depth, budget int) []byte {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
 		return b
@@ -47,28 +56,11 @@ func previewValue(b, raw []byte, depth int) []byte {
 		if depth > previewDepth {
 			return append(b, "{…"+strconv.Itoa(len(members))+" keys}"...)
 		}
-		shown, named := previewNestedKeys, previewNestedKeys
-		if depth == 1 {
-			shown, named = previewKeys, previewKeyNames
-		}
-		b = append(b, '{')
-		for i, m := range members {
-			if i == named {
-				b = append(b, ",… +"+strconv.Itoa(len(members)-named)+" keys"...)
-				break
-			}
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = rawjson.AppendString(b, cutString(m.Key))
-			b = append(b, ':')
-			if i < shown {
-				b = previewValue(b, m.Value, depth+1)
-			} else {
-				b = append(b, "…"...)
-			}
-		}
-		return append(b, '}')
+		return previewMembers(b, '{', '}', "keys", len(members), budget, func(b []byte, i, share int) []byte {
+			key := cutBothEnds(members[i].Key, max(share/3, 8))
+			b = append(rawjson.AppendString(b, key), ':')
+			return previewValue(b, members[i].Value, depth+1, share-len(key))
+		})
 	case '[':
 		items, err := rawjson.Elements(raw)
 		if err != nil {
@@ -77,44 +69,64 @@ func previewValue(b, raw []byte, depth int) []byte {
 		if depth > previewDepth {
 			return append(b, "[…"+strconv.Itoa(len(items))+" items]"...)
 		}
-		b = append(b, '[')
-		for i, it := range items {
-			if i == previewItems {
-				b = append(b, ",… +"+strconv.Itoa(len(items)-previewItems)+" items"...)
-				break
-			}
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = previewValue(b, it, depth+1)
-		}
-		return append(b, ']')
+		return previewMembers(b, '[', ']', "items", len(items), budget, func(b []byte, i, share int) []byte {
+			return previewValue(b, items[i], depth+1, share)
+		})
 	case '"':
 		var s string
 		if json.Unmarshal(raw, &s) != nil {
 			return append(b, "\"…\""...)
 		}
-		b = rawjson.AppendString(b, cutString(s))
-		if len(s) > previewString {
+		b = rawjson.AppendString(b, cutBothEnds(s, budget))
+		if len(s) > budget {
 			b = append(b, "("+strconv.Itoa(len(s))+" bytes)"...)
 		}
 		return b
 	}
-	if len(raw) > previewString {
-		return append(append(b, raw[:previewString]...), "…"...)
-	}
-	return append(b, raw...)
+	return append(b, cutBothEnds(string(raw), budget)...)
 }
 
-// cutString keeps the first previewString bytes of s (whole runes), marked
-// with … when cut.
-func cutString(s string) string {
-	if len(s) <= previewString {
+// previewMembers appends n members (or items) between open and close,
+// each shown by member within a fair share of budget: all of them when
+// the shares allow, else the first and the last with the count of those
+// between.
+func previewMembers(b []byte, open, close byte, noun string, n, budget int, member func(b []byte, i, share int) []byte) []byte {
+	b = append(b, open)
+	if n == 0 {
+		return append(b, close)
+	}
+	shown := min(n, max(budget/previewShare, 1))
+	share := budget / shown
+	tail := shown / 2
+	head := shown - tail
+	for i := range n {
+		if i >= head && i < n-tail {
+			if i == head {
+				b = append(b, ",… +"+strconv.Itoa(n-shown)+" "+noun...)
+			}
+			continue
+		}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = member(b, i, share)
+	}
+	return append(b, close)
+}
+
+// cutBothEnds keeps about n bytes of s, half from each end (whole runes),
+// joined by … when cut.
+func cutBothEnds(s string, n int) string {
+	if len(s) <= n {
 		return s
 	}
-	n := previewString
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
+	head := n / 2
+	for head > 0 && !utf8.RuneStart(s[head]) {
+		head--
 	}
-	return s[:n] + "…"
+	tail := len(s) - (n - n/2)
+	for tail < len(s) && !utf8.RuneStart(s[tail]) {
+		tail++
+	}
+	return s[:head] + "…" + s[tail:]
 }

@@ -7,32 +7,62 @@ import (
 )
 
 func TestStructurePreview(t *testing.T) {
-	var many strings.Builder
-	many.WriteString(`{`)
-	for i := range 70 {
-		if i > 0 {
-			many.WriteString(",")
-		}
-		many.WriteString(`"k` + strconv.Itoa(i) + `":` + strconv.Itoa(i))
-	}
-	many.WriteString(`}`)
 	for _, tc := range []struct{ name, in, want string }{
-		{"nesting cut by depth", `{"a":{"b":{"c":{"d":1}},"l":[1,2,3,4,5]}}`, `{"a":{"b":{"c":{…1 keys}},"l":[1,2,3,… +2 items]}}`},
+		{"nesting cut by depth", `{"a":{"b":{"c":{"d":1}},"l":[1,2,3,4,5]}}`, `{"a":{"b":{"c":{…1 keys}},"l":[1,2,3,4,5]}}`},
 		{"padding in front does not hide the path", `{"p1":"` + strings.Repeat("a", 100) + `","p2":"` + strings.Repeat("b", 100) + `","path":"/etc/shadow"}`,
-			`{"p1":"` + strings.Repeat("a", 32) + `…"(100 bytes),"p2":"` + strings.Repeat("b", 32) + `…"(100 bytes),"path":"/etc/shadow"}`},
-		{"nested objects show few keys", `{"o":{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6}}`, `{"o":{"a":1,"b":2,"c":3,"d":4,… +2 keys}}`},
-		{"long key and number", `{"` + strings.Repeat("k", 40) + `":` + strings.Repeat("9", 40) + `}`, `{"` + strings.Repeat("k", 32) + `…":` + strings.Repeat("9", 32) + `…}`},
+			`{"p1":"` + strings.Repeat("a", 41) + `…` + strings.Repeat("a", 42) + `"(100 bytes),"p2":"` + strings.Repeat("b", 41) + `…` + strings.Repeat("b", 42) + `"(100 bytes),"path":"/etc/shadow"}`},
+		{"long key and number", `{"` + strings.Repeat("k", 300) + `":` + strings.Repeat("9", 300) + `}`,
+			`{"` + strings.Repeat("k", 42) + `…` + strings.Repeat("k", 43) + `":` + strings.Repeat("9", 84) + `…` + strings.Repeat("9", 84) + `}`},
 		{"array at the top", `["x",{"y":[true,null]}]`, `["x",{"y":[true,null]}]`},
 	} {
-		got := structurePreview([]byte(tc.in))
+		got := structurePreview([]byte(tc.in), 256)
 		want := tc.want + " (" + strconv.Itoa(len(tc.in)) + " bytes)"
 		if got != want {
 			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, want)
 		}
 	}
-	// Every top-level key is named, up to previewKeyNames; values for the first previewKeys.
-	got := structurePreview([]byte(many.String()))
-	if !strings.Contains(got, `"k15":15,"k16":…`) || !strings.Contains(got, `"k63":…,… +6 keys}`) {
-		t.Errorf("many keys: %s", got)
+}
+
+// TestPaddingCannotHideTheArguments (review of issue 13): the arguments
+// that matter show in the preview however they are padded: at the end of
+// a long string, after a long member, after many members.
+func TestPaddingCannotHideTheArguments(t *testing.T) {
+	pad := strings.Repeat("x", 4000)
+	var many strings.Builder
+	many.WriteString(`{`)
+	for i := range 100 {
+		many.WriteString(`"pad` + strconv.Itoa(i) + `":"` + pad + `",`)
+	}
+	many.WriteString(`"path":"/etc/shadow"}`)
+	for name, args := range map[string]string{
+		"the end of a long string":  `{"command":"` + pad + `; cat /etc/shadow"}`,
+		"after a long member":       `{"pad":"` + pad + `","path":"/etc/shadow"}`,
+		"after many members":        many.String(),
+		"at the end of a long list": `{"paths":["` + strings.Repeat(pad+`","`, 50) + `/etc/shadow"]}`,
+		"nested after padding":      `{"pad":"` + pad + `","opts":{"pad":"` + pad + `","path":"/etc/shadow"}}`,
+	} {
+		got := structurePreview([]byte(args), 256)
+		if !strings.Contains(got, "/etc/shadow") {
+			t.Errorf("%s: the preview hides /etc/shadow: %s", name, got)
+		}
+		if len(got) > 2*256 {
+			t.Errorf("%s: a preview of %d bytes for a budget of 256: %s", name, len(got), got)
+		}
+	}
+}
+
+func TestCutBothEnds(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"abcdefghij", 4, "ab…ij"},
+		{"ééééé", 4, "é…é"}, // whole runes only
+	} {
+		if got := cutBothEnds(tc.in, tc.n); got != tc.want {
+			t.Errorf("cutBothEnds(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
 	}
 }

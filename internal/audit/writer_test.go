@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -247,17 +249,23 @@ func TestArgsModes(t *testing.T) {
 		mode ArgsMode
 		want func(string) bool
 	}{
-		{ArgsNone, func(l string) bool { return !strings.Contains(l, `"args"`) }},
+		{ArgsNone, func(l string) bool { return !strings.Contains(l, `"args"`) && !strings.Contains(l, "argumentsSha256") }},
 		{ArgsFull, func(l string) bool {
 			return strings.Contains(l, `"args":{"pad":"xxx`) && strings.Contains(l, `"token":"[REDACTED:github-token]","more":"yyy`)
 		}},
 		{ArgsPreview, func(l string) bool {
-			var ev struct{ Args string }
+			var ev struct {
+				Args            string
+				ArgumentsSha256 string
+			}
 			// The structure, not a prefix: padding cannot push the other
-			// arguments out of sight (issue 13, item 10).
-			want := `{"pad":"` + strings.Repeat("x", 32) + `…"(240 bytes),"token":"[REDACTED:github-token]","more":"` +
-				strings.Repeat("y", 32) + `…"(500 bytes)} (` + itoa(uint64(redactedLen)) + ` bytes)`
-			return json.Unmarshal([]byte(l), &ev) == nil && ev.Args == want
+			// arguments out of sight (issue 13, item 10); each member has
+			// its share, and long strings show both ends. The digest is of
+			// the exact arguments.
+			want := `{"pad":"` + strings.Repeat("x", 41) + `…` + strings.Repeat("x", 41) + `"(240 bytes),"token":"[REDACTED:github-token]","more":"` +
+				strings.Repeat("y", 40) + `…` + strings.Repeat("y", 41) + `"(500 bytes)} (` + itoa(uint64(redactedLen)) + ` bytes)`
+			sum := sha256.Sum256(big)
+			return json.Unmarshal([]byte(l), &ev) == nil && ev.Args == want && ev.ArgumentsSha256 == hex.EncodeToString(sum[:])
 		}},
 	} {
 		var out bytes.Buffer

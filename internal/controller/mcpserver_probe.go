@@ -12,9 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/k8s/credentials"
+	"github.com/mcp-operator/mcp-operator/internal/redact"
 )
 
 // Prober reads a server's catalog. The real one speaks MCP (internal/mcp);
@@ -33,6 +35,10 @@ type ProbeTarget struct {
 	// TLS is nil for the default TLS settings.
 	TLS     *tls.Config
 	Timeout time.Duration
+	// Redactor redacts the server's own Secret values (and the credential
+	// shapes) from what the probe publishes: descriptions, titles, errors.
+	// Nil: the shapes alone.
+	Redactor *redact.Redactor
 }
 
 // Catalog is what a probe publishes in status.
@@ -47,6 +53,23 @@ type Catalog struct {
 	ResourceCount int32
 	// Digest is "sha256:<hex>" of the canonical catalog.
 	Digest string
+}
+
+// secretRedactor redacts the values of the Secrets s is given, read at each
+// probe like its credentials; nil when it is given none. A Secret that can't
+// be read leaves its value out (the pod or the probe fails without it).
+func (r *MCPServerReconciler) secretRedactor(ctx context.Context, s *mcpv1alpha1.MCPServer) *redact.Redactor {
+	if r.Secrets == nil {
+		return nil
+	}
+	values, err := credentials.Values(ctx, r.Secrets, s)
+	if err != nil {
+		log.FromContext(ctx).V(1).Info("a Secret the server is given could not be read to redact its value", "error", err.Error())
+	}
+	if len(values) == 0 {
+		return nil
+	}
+	return redact.New(values...)
 }
 
 // remoteTarget reads the Secrets a remote server's spec names.
@@ -84,7 +107,7 @@ func workloadURL(s *mcpv1alpha1.MCPServer, pod *corev1.Pod) string {
 // probeFailuresToCrash in a row are a crash.
 func (r *MCPServerReconciler) probeWorkload(ctx context.Context, sc *scope) (phaseResult, error) {
 	s := sc.server
-	target := ProbeTarget{Server: s, URL: workloadURL(s, sc.pod), Timeout: s.Spec.Probe.Timeout.Duration}
+	target := ProbeTarget{Server: s, URL: workloadURL(s, sc.pod), Timeout: s.Spec.Probe.Timeout.Duration, Redactor: r.secretRedactor(ctx, s)}
 	cat, err := r.Prober.Probe(ctx, target)
 	if err != nil {
 		return r.probeFailed(sc, err)
@@ -116,6 +139,7 @@ func (r *MCPServerReconciler) probeRemote(ctx context.Context, sc *scope) (phase
 	if err != nil {
 		return phaseResult{}, &stalledError{reason: mcpv1alpha1.ReasonCredentialsMissing, message: err.Error(), recheck: credentialsRecheck}
 	}
+	target.Redactor = r.secretRedactor(ctx, s)
 	cat, err := r.Prober.Probe(ctx, target)
 	if err != nil {
 		return phaseResult{}, &waitingError{reason: mcpv1alpha1.ReasonProbeFailed, message: "probe failed: " + err.Error(), after: remoteProbeRetry}

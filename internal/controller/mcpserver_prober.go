@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"sort"
 
 	"github.com/mcp-operator/mcp-operator/internal/k8s/mcpstatus"
@@ -25,19 +26,20 @@ func (mcpProber) Probe(ctx context.Context, t ProbeTarget) (*Catalog, error) {
 			ClientCapabilities: t.Server.Spec.ServerRequests.ClientCapabilities(),
 		})
 	if err != nil {
-		return nil, err
+		// The error may quote what the server said.
+		return nil, errors.New(mcpstatus.Clean(t.Redactor, err.Error()))
 	}
 	invalid := make([]string, 0, len(res.Catalog.Rejected))
 	for _, r := range res.Catalog.Rejected {
-		invalid = append(invalid, r.String())
+		invalid = append(invalid, mcpstatus.Clean(t.Redactor, r.String()))
 	}
 	sort.Strings(invalid)
 	return &Catalog{
-		ServerInfo:    *mcpstatus.ServerInfo(res.ServerInfo, res.ProtocolVersion),
+		ServerInfo:    *mcpstatus.ServerInfo(res.ServerInfo, res.ProtocolVersion, t.Redactor),
 		Capabilities:  *mcpstatus.Capabilities(res.Capabilities),
-		Tools:         mcpstatus.Tools(res.Catalog),
+		Tools:         mcpstatus.Tools(res.Catalog, t.Redactor),
 		Invalid:       invalid,
-		Prompts:       mcpstatus.Prompts(res.Prompts),
+		Prompts:       mcpstatus.Prompts(res.Prompts, t.Redactor),
 		ResourceCount: int32(len(res.Resources)),
 		Digest:        res.Catalog.Digest,
 	}, nil

@@ -142,3 +142,9 @@ func (b *Bridge) progressWhileWaiting(x *exchange, namespace, name string, expir
 		}
 	}()
 }
+
+// progressMeta is the params._meta of a read or a prompt: the progress
+// token a request waiting for a person's decision is told about.
+type progressMeta struct {
+	ProgressToken json.RawMessage `json:"progressToken"`
+}

@@ -3,8 +3,11 @@ package mcpbridge
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,28 +58,81 @@ type callResult struct {
 	err error
 }
 
-func callAsync(c *mcpclient.Client, tool, args string) <-chan callResult {
+// async runs a request in the background and hands over its answer.
+func async(do func(ctx context.Context) (json.RawMessage, error)) <-chan callResult {
 	ch := make(chan callResult, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		res, err := c.CallTool(ctx, tool, json.RawMessage(args))
+		res, err := do(ctx)
 		ch <- callResult{res, err}
 	}()
 	return ch
 }
 
+func callAsync(c *mcpclient.Client, tool, args string) <-chan callResult {
+	return async(func(ctx context.Context) (json.RawMessage, error) {
+		return c.CallTool(ctx, tool, json.RawMessage(args))
+	})
+}
+
 // callWithProgressAsync is callAsync with a progress token.
 func callWithProgressAsync(c *mcpclient.Client, tool, args, token string) <-chan callResult {
-	ch := make(chan callResult, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		params := `{"name":"` + tool + `","arguments":` + args + `,"_meta":{"progressToken":"` + token + `"}}`
-		res, err := c.CallToolParams(ctx, json.RawMessage(params))
-		ch <- callResult{res, err}
-	}()
-	return ch
+	params := `{"name":"` + tool + `","arguments":` + args + `,"_meta":{"progressToken":"` + token + `"}}`
+	return async(func(ctx context.Context) (json.RawMessage, error) {
+		return c.CallToolParams(ctx, json.RawMessage(params))
+	})
+}
+
+// requestAsync sends any request with raw params in the background.
+func requestAsync(c *mcpclient.Client, method, params string) <-chan callResult {
+	return async(func(ctx context.Context) (json.RawMessage, error) {
+		return c.Call(ctx, method, json.RawMessage(params))
+	})
+}
+
+// progressHeard are the progress notifications a client has received.
+type progressHeard struct {
+	mu     sync.Mutex
+	params []string
+}
+
+func hearProgress(c *mcpclient.Client) *progressHeard {
+	h := &progressHeard{}
+	c.SetNotificationHandler(func(m *jsonrpc.Message) {
+		if m.Method == "notifications/progress" {
+			h.mu.Lock()
+			h.params = append(h.params, string(m.Params))
+			h.mu.Unlock()
+		}
+	})
+	return h
+}
+
+// first is the first notification's params ("" before any came).
+func (h *progressHeard) first() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.params) == 0 {
+		return ""
+	}
+	return h.params[0]
+}
+
+// stillWaiting fails t if the request whose answer done brings has been
+// answered (a short look: nobody has decided it yet, so no answer may come).
+func stillWaiting(t *testing.T, done <-chan callResult, what string) {
+	t.Helper()
+	select {
+	case res := <-done:
+		t.Fatalf("%s went on before anyone decided: %+v", what, res)
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// approveOnce asks through channels, offering AllowOnce, waiting timeout.
+func approveOnce(timeout time.Duration, channels ...v1alpha1.ApprovalChannel) v1alpha1.ApprovalSpec {
+	return v1alpha1.ApprovalSpec{Channels: channels, Modes: []v1alpha1.ApprovalMode{v1alpha1.ApprovalAllowOnce}, Timeout: metav1.Duration{Duration: timeout}}
 }
 
 func eventOf(events []map[string]any, typ, toolCallID string) map[string]any {
@@ -94,21 +150,15 @@ func eventOf(events []map[string]any, typ, toolCallID string) map[string]any {
 // denied_by_approver), and nobody deciding expires it (approval_timeout).
 // The audit chain names the approval and the approver.
 func TestAPersonDecidesThroughAToolApproval(t *testing.T) {
-	const ns = "approvals"
+	ns := freshNamespace("approvals")
 	rt, url, k, _ := startRuntimeWith(t, func(o *Options) { o.ToolApprovals = true }, ns)
 	up := testpeers.NodeEverything(t)
 	apply(t, k, bridgetest.Published(t, ns, "everything", up.URL, v1alpha1.ToolsSpec{}))
 	asking := toolPolicy(ns, "people-decide", []v1alpha1.Subject{sa("agents", "alice")}, rule("ask", "mcp.everything.echo"))
-	asking.Spec.Approval = v1alpha1.ApprovalSpec{
-		Channels: []v1alpha1.ApprovalChannel{v1alpha1.ChannelElicitation, v1alpha1.ChannelToolApproval},
-		Modes:    []v1alpha1.ApprovalMode{v1alpha1.ApprovalAllowOnce}, Timeout: metav1.Duration{Duration: 5 * time.Minute},
-	}
+	asking.Spec.Approval = approveOnce(5*time.Minute, v1alpha1.ChannelElicitation, v1alpha1.ChannelToolApproval)
 	createPolicy(t, k, asking)
 	quick := toolPolicy(ns, "quick", []v1alpha1.Subject{sa("agents", "alice")}, rule("ask", "mcp.everything.get-sum"))
-	quick.Spec.Approval = v1alpha1.ApprovalSpec{
-		Channels: []v1alpha1.ApprovalChannel{v1alpha1.ChannelToolApproval},
-		Modes:    []v1alpha1.ApprovalMode{v1alpha1.ApprovalAllowOnce}, Timeout: metav1.Duration{Duration: 2 * time.Second},
-	}
+	quick.Spec.Approval = approveOnce(2*time.Second, v1alpha1.ChannelToolApproval)
 	createPolicy(t, k, quick)
 
 	// Our test client declares no elicitation: the first channel cannot be
@@ -121,35 +171,21 @@ func TestAPersonDecidesThroughAToolApproval(t *testing.T) {
 
 	// Approved; the agent sent a progress token, so it hears what it waits
 	// for.
-	var mu sync.Mutex
-	var progress []string
-	c.SetNotificationHandler(func(m *jsonrpc.Message) {
-		if m.Method == "notifications/progress" {
-			mu.Lock()
-			progress = append(progress, string(m.Params))
-			mu.Unlock()
-		}
-	})
+	progress := hearProgress(c)
 	done := callWithProgressAsync(c, "mcp.everything.echo", `{"message":"approved call"}`, "tok-7")
 	a := waitingApproval(t, k, ns, "mcp.everything.echo")
 	eventually(t, "the waiting agent hears how its request is decided", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(progress) > 0 && strings.Contains(progress[0], `"progressToken":"tok-7"`) &&
-			strings.Contains(progress[0], "kubectl mcp approve "+a.Name+" -n "+ns)
+		first := progress.first()
+		return strings.Contains(first, `"progressToken":"tok-7"`) && strings.Contains(first, "kubectl mcp approve "+a.Name+" -n "+ns)
 	})
 	r := a.Spec.Request
 	digest, _ := approval.ArgsDigest(json.RawMessage(`{"message":"approved call"}`))
 	if r.Requester.Username != "system:serviceaccount:agents:alice" || r.Method != "tools/call" || r.Server != "everything" ||
 		r.ArgumentsSHA256 != digest || !strings.Contains(r.ArgumentsPreview, "approved call") || len(r.Rules) != 1 ||
-		r.Rules[0] != "policy:approvals/people-decide#rules[0]" || r.ToolCallID == "" || r.Requester.Session == "" {
+		r.Rules[0] != "policy:"+ns+"/people-decide#rules[0]" || r.ToolCallID == "" || r.Requester.Session == "" {
 		t.Errorf("the ToolApproval's request = %+v", r)
 	}
-	select {
-	case res := <-done:
-		t.Fatalf("the call went on before anyone decided: %+v", res)
-	case <-time.After(300 * time.Millisecond):
-	}
+	stillWaiting(t, done, "the call")
 	decideApproval(t, k, a, v1alpha1.VerdictAllowOnce, "carol", "looks fine")
 	res := <-done
 	if res.err != nil {
@@ -265,5 +301,161 @@ func TestNoApprovalModeLeftDeniesEarly(t *testing.T) {
 	var list v1alpha1.ToolApprovalList
 	if err := k.List(context.Background(), &list, client.InNamespace(ns)); err != nil || len(list.Items) != 0 {
 		t.Errorf("ToolApprovals made with no mode to approve with: %d (%v)", len(list.Items), err)
+	}
+}
+
+var namespaceRuns atomic.Int32
+
+// freshNamespace is a namespace name no earlier run of a test in this
+// process used (the API server is shared, and -count=N runs a test again).
+func freshNamespace(prefix string) string {
+	return fmt.Sprintf("%s-%d", prefix, namespaceRuns.Add(1))
+}
+
+// TestAPersonDecidesReadsAndPrompts: a read and a prompt a policy asks
+// about, from a client that cannot be asked, wait on a ToolApproval as a
+// tool call does (the pipeline's ask stage is one for all three): the
+// approval names the resource URI or the prompt and its arguments' digest,
+// an approved read runs, a denied prompt never reaches the server.
+func TestAPersonDecidesReadsAndPrompts(t *testing.T) {
+	ns := freshNamespace("approvals-reads")
+	rt, url, k, _ := startRuntimeWith(t, func(o *Options) { o.ToolApprovals = true }, ns)
+	up := testpeers.GoEverything(t, false)
+	apply(t, k, bridgetest.Published(t, ns, "everything", up.URL, v1alpha1.ToolsSpec{}))
+	p := toolPolicy(ns, "people-decide", []v1alpha1.Subject{sa("agents", "alice")})
+	p.Spec.Resources = []v1alpha1.ResourceRule{{Servers: []string{"everything"}, Decision: v1alpha1.DecisionAsk}}
+	p.Spec.Prompts = []v1alpha1.PromptRule{{Prompts: []string{"mcp.everything.*"}, Decision: v1alpha1.DecisionAsk}}
+	p.Spec.Approval = approveOnce(5*time.Minute, v1alpha1.ChannelToolApproval)
+	createPolicy(t, k, p)
+	c := connectTo(t, url, "alice-token", mcpclient.EraSession)
+	eventually(t, "the bridge lists the server's prompts", func() bool {
+		prompts, err := c.ListPrompts(ctxT(t), mcpclient.Limits{})
+		return err == nil && len(prompts) > 0
+	})
+	progress := hearProgress(c)
+	h := &harness{}
+
+	// A read: approved once, it runs.
+	done := requestAsync(c, "resources/read", `{"uri":"`+textURI+`","_meta":{"progressToken":"read-1"}}`)
+	a := waitingApproval(t, k, ns, textURI)
+	// A read has no arguments: its URI is the whole request.
+	if r := a.Spec.Request; r.Method != "resources/read" || r.Server != "everything" || r.Requester.Username != "system:serviceaccount:agents:alice" ||
+		r.ArgumentsSHA256 != "" || r.Rules[0] != "policy:"+ns+"/people-decide#resources[0]" {
+		t.Errorf("the read's ToolApproval request = %+v", r)
+	}
+	eventually(t, "the waiting reader hears how its read is decided", func() bool {
+		first := progress.first()
+		return strings.Contains(first, `"progressToken":"read-1"`) && strings.Contains(first, "kubectl mcp approve "+a.Name+" -n "+ns)
+	})
+	stillWaiting(t, done, "the read")
+	decideApproval(t, k, a, v1alpha1.VerdictAllowOnce, "carol", "")
+	res := <-done
+	if res.err != nil || !strings.Contains(string(res.res), `"uri":"`+textURI+`"`) {
+		t.Fatalf("the approved read: %s, %v", res.res, res.err)
+	}
+	events := h.eventsFrom(t, rt)
+	id := a.Spec.Request.ToolCallID
+	resolved := eventOf(events, "permission.resolved", id)
+	if resolved == nil || resolved["resource"] != textURI || resolved["actor"] != "user" || resolved["approver"] != "carol" ||
+		resolved["sourcedFrom"] != "approval:"+ns+"/"+a.Name {
+		t.Errorf("the read's permission.resolved = %v", resolved)
+	}
+	if got := strings.Join(typesOf(events, id), " "); got != "permission.requested permission.resolved mcp.resource.requested mcp.resource.fetched" {
+		t.Errorf("the approved read's events: %s", got)
+	}
+
+	// A prompt: the approval is bound to its arguments; denied, nothing
+	// goes upstream.
+	done = requestAsync(c, "prompts/get", `{"name":"`+argsPrompt+`","arguments":{"arg1":"alpha","arg2":"beta"}}`)
+	a = waitingApproval(t, k, ns, argsPrompt)
+	digest, _ := approval.ArgsDigest(json.RawMessage(`{"arg2":"beta","arg1":"alpha"}`))
+	if r := a.Spec.Request; r.Method != "prompts/get" || r.ArgumentsSHA256 != digest || !strings.Contains(r.ArgumentsPreview, "alpha") {
+		t.Errorf("the prompt's ToolApproval request = %+v", r)
+	}
+	decideApproval(t, k, a, v1alpha1.VerdictDeny, "dave", "no prompts today")
+	res = <-done
+	if rpcCode(res.err) != CodeDenied || !strings.Contains(res.err.Error(), "denied_by_approver") || !strings.Contains(res.err.Error(), "no prompts today") {
+		t.Errorf("the denied prompt ended with %v, want -32010 denied_by_approver with the comment", res.err)
+	}
+	events = h.eventsFrom(t, rt)
+	id = a.Spec.Request.ToolCallID
+	if got := strings.Join(typesOf(events, id), " "); got != "permission.requested permission.resolved tool.failed" {
+		t.Errorf("the denied prompt's events: %s (nothing may go upstream)", got)
+	}
+	if resolved := eventOf(events, "permission.resolved", id); resolved == nil || resolved["prompt"] != argsPrompt || resolved["approver"] != "dave" {
+		t.Errorf("the prompt's permission.resolved = %v", resolved)
+	}
+}
+
+// TestAnApprovalCoversWhatItSays: a ToolApproval approved once lets that
+// one call through: the next call, with other arguments, is asked again.
+// Approved for the session, it lets that session call the tool with any
+// arguments without asking, and no other session of the same caller.
+func TestAnApprovalCoversWhatItSays(t *testing.T) {
+	ns := freshNamespace("approvals-scope")
+	rt, url, k, _ := startRuntimeWith(t, func(o *Options) { o.ToolApprovals = true }, ns)
+	up := testpeers.NodeEverything(t)
+	apply(t, k, bridgetest.Published(t, ns, "everything", up.URL, v1alpha1.ToolsSpec{}))
+	p := toolPolicy(ns, "people-decide", []v1alpha1.Subject{sa("agents", "alice")}, rule("ask", "mcp.everything.echo"))
+	p.Spec.Approval = approveOnce(5*time.Minute, v1alpha1.ChannelToolApproval)
+	p.Spec.Approval.Modes = append(p.Spec.Approval.Modes, v1alpha1.ApprovalAllowSession)
+	createPolicy(t, k, p)
+	first := connectTo(t, url, "alice-token", mcpclient.EraSession)
+	eventually(t, "the bridge lists the asked tool", func() bool {
+		return strings.Contains(strings.Join(listNames(t, first), ","), "mcp.everything.echo")
+	})
+	// approved calls echo with args, and a person decides its ToolApproval
+	// (a new one: decided ones are not waiting) with v.
+	approved := func(c *mcpclient.Client, args string, v v1alpha1.ApprovalVerdict) *v1alpha1.ToolApproval {
+		t.Helper()
+		done := callAsync(c, "mcp.everything.echo", args)
+		a := waitingApproval(t, k, ns, "mcp.everything.echo")
+		decideApproval(t, k, a, v, "carol", "")
+		if res := <-done; res.err != nil {
+			t.Fatalf("the call approved %s failed: %v", v, res.err)
+		}
+		return a
+	}
+
+	once := approved(first, `{"message":"one"}`, v1alpha1.VerdictAllowOnce)
+	if !slices.Contains(once.Spec.Request.Modes, v1alpha1.ApprovalAllowSession) {
+		t.Fatalf("the approval offers %v: this test needs AllowSession offered", once.Spec.Request.Modes)
+	}
+	session := approved(first, `{"message":"two"}`, v1alpha1.VerdictAllowSession)
+	if once.Spec.Request.ArgumentsSHA256 == session.Spec.Request.ArgumentsSHA256 || once.Spec.Request.Requester.Session != session.Spec.Request.Requester.Session {
+		t.Errorf("two calls of one session with other arguments: digests %s and %s, sessions %s and %s", once.Spec.Request.ArgumentsSHA256,
+			session.Spec.Request.ArgumentsSHA256, once.Spec.Request.Requester.Session, session.Spec.Request.Requester.Session)
+	}
+
+	// The session's grant: any arguments, no ToolApproval.
+	res, err := first.CallTool(ctxT(t), "mcp.everything.echo", json.RawMessage(`{"message":"three"}`))
+	if err != nil || !strings.Contains(firstText(t, res), "three") {
+		t.Fatalf("a call the session's grant covers: %s, %v", res, err)
+	}
+	events := (&harness{}).eventsFrom(t, rt)
+	var granted []string
+	for _, ev := range events {
+		if ev["type"] == "permission.resolved" && ev["sourcedFrom"] == "session-grant" {
+			granted = append(granted, ev["actor"].(string)+"/"+ev["decision"].(string))
+		}
+	}
+	if !slices.Equal(granted, []string{"policy/allow"}) {
+		t.Errorf("permission.resolved by the session grant: %v, want one allow", granted)
+	}
+
+	// Another session of the same caller is asked again.
+	second := connectTo(t, url, "alice-token", mcpclient.EraSession)
+	done := callAsync(second, "mcp.everything.echo", `{"message":"three"}`)
+	other := waitingApproval(t, k, ns, "mcp.everything.echo")
+	if other.Spec.Request.Requester.Session == session.Spec.Request.Requester.Session {
+		t.Errorf("the second session's approval names the first session %s", other.Spec.Request.Requester.Session)
+	}
+	decideApproval(t, k, other, v1alpha1.VerdictDeny, "carol", "")
+	if res := <-done; rpcCode(res.err) != CodeDenied {
+		t.Errorf("the other session's call ended with %v, want -32010", res.err)
+	}
+	var list v1alpha1.ToolApprovalList
+	if err := k.List(context.Background(), &list, client.InNamespace(ns)); err != nil || len(list.Items) != 3 {
+		t.Errorf("%d ToolApprovals (%v), want 3: once, for the session, the other session's", len(list.Items), err)
 	}
 }

@@ -2,7 +2,9 @@ package mcpbridge
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -87,5 +89,65 @@ func TestTokenReviewOnARealAPIServer(t *testing.T) {
 	post(t, mcp, short, "", initBody, nil)
 	if reviews.n.Load() != before+1 {
 		t.Fatal("a token past its expiry was trusted from the cache")
+	}
+}
+
+// boundedReviews counts the TokenReviews in flight at the API server, and
+// the most at once.
+type boundedReviews struct {
+	authn.TokenReviewCreator
+	n, inFlight, most atomic.Int32
+}
+
+func (c *boundedReviews) Create(ctx context.Context, tr *authv1.TokenReview, o metav1.CreateOptions) (*authv1.TokenReview, error) {
+	c.n.Add(1)
+	now := c.inFlight.Add(1)
+	defer c.inFlight.Add(-1)
+	for most := c.most.Load(); now > most && !c.most.CompareAndSwap(most, now); most = c.most.Load() {
+	}
+	return c.TokenReviewCreator.Create(ctx, tr, o)
+}
+
+// TestTokenReviewsBoundedOnARealAPIServer (review of issue 13): many
+// requests with distinct made-up tokens at once never have more than
+// MaxReviews TokenReviews in flight at envtest's kube-apiserver; each is
+// answered 401 (reviewed) or 503 with Retry-After (not reviewed), and only
+// the 401s cost a review.
+func TestTokenReviewsBoundedOnARealAPIServer(t *testing.T) {
+	_, cs := startAPIServer(t)
+	reviews := &boundedReviews{TokenReviewCreator: cs.AuthenticationV1().TokenReviews()}
+	h := newHarness(t, nil, nil, func(c *Config) { c.Auth = &authn.TokenReview{Reviews: reviews, MaxReviews: 2} })
+	const requests = 24
+	statuses := make(chan int, requests)
+	var wg sync.WaitGroup
+	for i := range requests {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			status, _, hdr := post(t, h.url+"/mcp", fmt.Sprintf("made-up-token-%d", i), "", initBody, nil)
+			if status == http.StatusServiceUnavailable && hdr.Get("Retry-After") == "" {
+				status = -status // a 503 without Retry-After
+			}
+			statuses <- status
+		}()
+	}
+	wg.Wait()
+	close(statuses)
+	unauthorized := int32(0)
+	for status := range statuses {
+		switch status {
+		case http.StatusUnauthorized:
+			unauthorized++
+		case http.StatusServiceUnavailable:
+		default:
+			t.Fatalf("a made-up token was answered %d, want 401, or 503 with Retry-After", status)
+		}
+	}
+	t.Logf("%d of %d requests reviewed (401), the others refused for the bound (503); at most %d reviews at once", unauthorized, requests, reviews.most.Load())
+	if most := reviews.most.Load(); most > 2 {
+		t.Fatalf("%d TokenReviews in flight at once, over the bound of 2", most)
+	}
+	if n := reviews.n.Load(); n != unauthorized {
+		t.Fatalf("%d reviews for %d requests answered 401: a request refused for the bound was reviewed, or a reviewed one not answered 401", n, unauthorized)
 	}
 }

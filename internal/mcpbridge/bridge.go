@@ -53,7 +53,9 @@ const (
 const (
 	DefaultMaxBodyBytes  = 4 << 20
 	DefaultMaxConcurrent = 1024
-	DefaultCallTimeout   = 60 * time.Second
+	// DefaultMaxBodyBytesInFlight is 16 bodies of the largest size.
+	DefaultMaxBodyBytesInFlight = 16 * DefaultMaxBodyBytes
+	DefaultCallTimeout          = 60 * time.Second
 	// DefaultRequestReadTimeout is a third of the server's ReadTimeout: a
 	// request that has not arrived by then is not coming soon.
 	DefaultRequestReadTimeout = 10 * time.Second
@@ -90,6 +92,11 @@ type Config struct {
 	ToolNameStyle string
 	// MaxBodyBytes bounds a request body.
 	MaxBodyBytes int64
+	// MaxBodyBytesInFlight bounds the bytes of the request bodies this
+	// replica has read or is reading, together: many slow bodies, each
+	// within MaxBodyBytes, must not take unbounded memory (at least
+	// MaxBodyBytes).
+	MaxBodyBytesInFlight int64
 	// MaxConcurrent bounds the requests served at once on this replica.
 	MaxConcurrent int
 	// MaxSubjectConcurrent bounds the stateless-era requests of one caller
@@ -130,22 +137,15 @@ type Config struct {
 type Bridge struct {
 	cfg    Config
 	engine atomic.Pointer[policy.Engine]
-	sem    chan struct{}
+	limits limits
 	ready  atomic.Bool
 	subs   *hub
 	// parked are the calls waiting here for their agent's answer to the
 	// server's question, by id (parked.go).
 	parked sync.Map
-	// parkedTotal and parkedBy count them, all and by caller.
-	parkMu      sync.Mutex
-	parkedTotal int
-	parkedBy    map[string]int
 	// spent are the sealed requestStates already used (state.go),
 	// until they expire.
 	spent signed.Spent
-
-	subjectMu       sync.Mutex
-	subjectInFlight map[string]int
 }
 
 // New returns a bridge; it denies everything until SetEngine is called.
@@ -156,6 +156,10 @@ func New(cfg Config) *Bridge {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if cfg.MaxBodyBytesInFlight <= 0 {
+		cfg.MaxBodyBytesInFlight = DefaultMaxBodyBytesInFlight
+	}
+	cfg.MaxBodyBytesInFlight = max(cfg.MaxBodyBytesInFlight, cfg.MaxBodyBytes)
 	if cfg.MaxConcurrent <= 0 {
 		cfg.MaxConcurrent = DefaultMaxConcurrent
 	}
@@ -180,7 +184,7 @@ func New(cfg Config) *Bridge {
 	if cfg.UpdateQueue <= 0 {
 		cfg.UpdateQueue = DefaultUpdateQueue
 	}
-	b := &Bridge{cfg: cfg, sem: make(chan struct{}, cfg.MaxConcurrent), subjectInFlight: map[string]int{}}
+	b := &Bridge{cfg: cfg, limits: newLimits(cfg)}
 	b.engine.Store(policy.NewEngine())
 	b.subs = newHub(b)
 	if cfg.Registry != nil {
@@ -195,24 +199,6 @@ func randomID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return "call-" + hex.EncodeToString(b[:])
-}
-
-func (b *Bridge) acquireSubject(user string) bool {
-	b.subjectMu.Lock()
-	defer b.subjectMu.Unlock()
-	if b.subjectInFlight[user] >= b.cfg.MaxSubjectConcurrent {
-		return false
-	}
-	b.subjectInFlight[user]++
-	return true
-}
-
-func (b *Bridge) releaseSubject(user string) {
-	b.subjectMu.Lock()
-	defer b.subjectMu.Unlock()
-	if b.subjectInFlight[user]--; b.subjectInFlight[user] <= 0 {
-		delete(b.subjectInFlight, user)
-	}
 }
 
 // SetEngine installs the compiled policies (on every ToolPolicy change).

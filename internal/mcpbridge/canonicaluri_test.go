@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
@@ -88,4 +89,56 @@ func TestResourceURIsDecidedCanonical(t *testing.T) {
 func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// TestCompletionURIsDecidedCanonical (review of issue 13): a completion
+// of a resource template's argument is decided as a read of its URI, in
+// the canonical form, and that form is what reaches the server. Before,
+// the raw ref.uri was decided and forwarded: test://template//secret/…
+// escaped a rule denying test://template/secret/**.
+func TestCompletionURIsDecidedCanonical(t *testing.T) {
+	up := testpeers.GoEverything(t, true)
+	tapURL, tp := newTap(t, up.URL)
+	server := bridgetest.Published(t, "tools", "files", tapURL, v1alpha1.ToolsSpec{})
+	pol := toolPolicy("tools", "alice", []v1alpha1.Subject{sa("agents", "alice")})
+	pol.Spec.Resources = []v1alpha1.ResourceRule{
+		{Servers: []string{"files"}, URIs: []string{"test://template/**"}, Decision: "allow"},
+		{Servers: []string{"files"}, URIs: []string{"test://template/secret/**"}, Decision: "deny"},
+	}
+	h := newHarness(t, []v1alpha1.MCPServer{server}, []v1alpha1.ToolPolicy{pol}, nil)
+	complete := func(uri string) *jsonrpc.Message {
+		t.Helper()
+		params := `"ref":{"type":"ref/resource","uri":` + jsonString(uri) + `},"argument":{"name":"id","value":"a"}`
+		var m jsonrpc.Message
+		if data := statelessPost(t, h.url+"/servers/files", "alice-token", "completion/complete", params); json.Unmarshal(data, &m) != nil {
+			t.Fatalf("%s: not JSON-RPC: %s", uri, data)
+		}
+		return &m
+	}
+	for _, spelling := range []string{
+		"test://template/secret/{id}",
+		"test://template//secret/{id}",
+		"test://template/./secret/{id}",
+		"test://template/%73ecret/{id}",
+		"TEST://template/secret/{id}",
+	} {
+		if m := complete(spelling); m.Error == nil || m.Error.Code != CodeDenied {
+			t.Errorf("completion for %s: %+v, want denied (%d)", spelling, m, CodeDenied)
+		}
+	}
+	if m := complete(`test://template\secret/{id}`); m.Error == nil || m.Error.Code != jsonrpc.CodeInvalidParams {
+		t.Errorf("a URI with no canonical form: %+v, want refused (-32602)", m)
+	}
+	complete("test://template/./{id}//data")
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	var reached []string
+	for _, c := range tp.calls {
+		if strings.HasPrefix(c, "completion/complete ") {
+			reached = append(reached, strings.TrimPrefix(c, "completion/complete "))
+		}
+	}
+	if strings.Join(reached, " ") != "test://template/{id}/data" {
+		t.Fatalf("completions reached the server for %q, want only the canonical test://template/{id}/data", reached)
+	}
 }

@@ -68,7 +68,7 @@ func TestEventChainsByteForByte(t *testing.T) {
 	}
 }
 
-// TestReadAndPromptFailureChains: a read and a prompt that fail upstream
+// TestReadAndPromptFailureChains: a read, a subscription and a prompt that fail upstream
 // end their event chains as a failed call does (mcp.call.failed, then
 // tool.failed with the same reasons), byte for byte. The prompt's server
 // is the official Go SDK's, with a prompt whose handler fails.
@@ -79,17 +79,30 @@ func TestReadAndPromptFailureChains(t *testing.T) {
 	failing.AddPrompt(&mcp.Prompt{Name: "broken"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 		return nil, errors.New("the template could not be expanded")
 	})
+	// A resource, and no subscriptions: a subscription to it fails.
+	failing.AddResource(&mcp.Resource{URI: "test://plain", Name: "plain"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "test://plain", Text: "plain"}}}, nil
+	})
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return failing }, nil))
 	t.Cleanup(srv.Close)
 	prompts := bridgetest.Published(t, "tools", "prompts", srv.URL, v1alpha1.ToolsSpec{})
 	pol := toolPolicy("tools", "researchers", []v1alpha1.Subject{sa("agents", "alice")})
-	pol.Spec.Resources = []v1alpha1.ResourceRule{{Servers: []string{"everything"}, Decision: "allow"}}
+	pol.Spec.Resources = []v1alpha1.ResourceRule{{Servers: []string{"everything", "prompts"}, Decision: "allow"}}
 	pol.Spec.Prompts = []v1alpha1.PromptRule{{Prompts: []string{"mcp.prompts.*"}, Decision: "allow"}}
 
 	t.Run("chain-read-failure.jsonl", func(t *testing.T) {
 		goldenChain(t, "chain-read-failure.jsonl", everything, pol, func(c *client.Client) {
 			if _, err := c.Call(ctxT(t), "resources/read", json.RawMessage(`{"uri":"mcp://everything/test://no-such-resource"}`)); err == nil {
 				t.Fatal("a read of a resource the server does not have must fail")
+			}
+		})
+	})
+	// A subscription allowed and then refused by its server ends its chain
+	// as a failed read does (review of issue 13: it wrote no tool.failed).
+	t.Run("chain-subscribe-failure.jsonl", func(t *testing.T) {
+		goldenChain(t, "chain-subscribe-failure.jsonl", prompts, pol, func(c *client.Client) {
+			if _, err := c.Call(ctxT(t), "resources/subscribe", json.RawMessage(`{"uri":"mcp://prompts/test://plain"}`)); rpcCode(err) != -32602 {
+				t.Fatalf("a subscription to a server without subscriptions: %v, want -32602", err)
 			}
 		})
 	})

@@ -2,6 +2,7 @@ package mcpbridge
 
 import (
 	"encoding/json"
+	"fmt"
 
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
@@ -10,6 +11,8 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/translate"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
+	"github.com/mcp-operator/mcp-operator/internal/policy/resourceuri"
+	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 	"github.com/mcp-operator/mcp-operator/internal/redact"
 )
 
@@ -20,12 +23,13 @@ import (
 // completions of prompts nobody may use, issue 13.1). Completing an
 // argument of a prompt is decided as getting that prompt, of a resource
 // template as reading it; a suggestion is not worth a question to the
-// user, so where the policy says ask, it is denied.
+// user, so where the policy says ask, it is denied. A resource URI is
+// decided and forwarded in its canonical form, as a read's is.
 type completion struct {
 	*exchange
 	server   *routes.Server
 	conn     *upstream.Conn
-	ref      string // the prompt's upstream name, or the resource URI
+	ref      string // the prompt's upstream name, or the canonical resource URI
 	argument json.RawMessage
 }
 
@@ -54,7 +58,11 @@ func (c *completion) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
 	case p.Ref.Type == "ref/prompt" && p.Ref.Name != "":
 		c.ref, x.method, x.target = p.Ref.Name, methodPrompt, toolname.Namespaced(s.Name, p.Ref.Name)
 	case p.Ref.Type == "ref/resource" && p.Ref.URI != "":
-		c.ref, x.method, x.target = p.Ref.URI, methodRead, BridgeURI(s.Name, p.Ref.URI)
+		uri, err := resourceuri.Canonical(p.Ref.URI)
+		if err != nil {
+			return rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("resource URI %q refused: %v", p.Ref.URI, err), nil)
+		}
+		c.ref, x.method, x.target = uri, methodRead, BridgeURI(s.Name, uri)
 	default:
 		return rpcError(rq, jsonrpc.CodeInvalidParams, "completion/complete needs ref.type ref/prompt with a name, or ref/resource with a uri", nil)
 	}
@@ -78,8 +86,14 @@ func (c *completion) forward(b *Bridge, x *exchange) *jsonrpc.Message {
 	ctx, cancel := b.contextWithCallTimeout(rq.ctx)
 	defer cancel()
 	start := b.now()
+	params := translate.UpstreamParams(rq.msg.Params)
+	if x.method == methodRead {
+		// The URI decided goes upstream, not the agent's spelling of it.
+		ref := rawjson.Set(rawjson.Get(params, "ref"), "uri", rawjson.AppendString(nil, c.ref))
+		params = rawjson.Set(params, "ref", ref)
+	}
 	ctx, span := b.forwardSpan(ctx, x, "completion/complete", "")
-	raw, err := c.conn.Call(ctx, "completion/complete", translate.UpstreamParams(rq.msg.Params))
+	raw, err := c.conn.Call(ctx, "completion/complete", params)
 	endForward(span, err)
 	took := b.now().Sub(start)
 	b.observe(s.Name, "completion/complete", took, err)

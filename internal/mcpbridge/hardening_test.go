@@ -1,6 +1,7 @@
 package mcpbridge
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -27,6 +28,18 @@ import (
 // JSON-RPC error code of the body (0 when none).
 func post(t *testing.T, url, token, sessionID, body string, header map[string]string) (int, int, http.Header) {
 	t.Helper()
+	status, data, hdr := postBody(t, url, token, sessionID, body, header)
+	var m jsonrpc.Message
+	code := 0
+	if json.Unmarshal(data, &m) == nil && m.Error != nil {
+		code = m.Error.Code
+	}
+	return status, code, hdr
+}
+
+// postBody is post returning the answer's body.
+func postBody(t *testing.T, url, token, sessionID, body string, header map[string]string) (int, []byte, http.Header) {
+	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
@@ -49,12 +62,7 @@ func post(t *testing.T, url, token, sessionID, body string, header map[string]st
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
-	var m jsonrpc.Message
-	code := 0
-	if json.Unmarshal(data, &m) == nil && m.Error != nil {
-		code = m.Error.Code
-	}
-	return resp.StatusCode, code, resp.Header
+	return resp.StatusCode, data, resp.Header
 }
 
 const initBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
@@ -191,12 +199,12 @@ func TestHardening(t *testing.T) {
 // and neither waits.
 func TestConcurrencyLimits(t *testing.T) {
 	h := newHarness(t, nil, nil, func(c *Config) { c.MaxConcurrent = 1 })
-	h.b.sem <- struct{}{} // one request in flight: the bridge is full
+	h.b.limits.requests.Take("", 1) // one request in flight: the bridge is full
 	status, _, hdr := post(t, h.url+"/mcp", "alice-token", "", initBody, nil)
 	if status != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" {
 		t.Fatalf("a full bridge answered %d (Retry-After %q), want 503", status, hdr.Get("Retry-After"))
 	}
-	<-h.b.sem
+	h.b.limits.requests.Give("", 1)
 	sid := openSession(t, h.url+"/mcp", "alice-token")
 	s, err := h.b.cfg.Sessions.Resume(sid, "system:serviceaccount:agents:alice", "")
 	if err != nil {
@@ -208,7 +216,7 @@ func TestConcurrencyLimits(t *testing.T) {
 		t.Fatalf("a full session answered %d, want 429", status)
 	}
 	// Stateless callers are bounded per caller.
-	for h.b.acquireSubject("system:serviceaccount:agents:alice") {
+	for h.b.limits.callers.Take("system:serviceaccount:agents:alice", 1) {
 	}
 	stateless := map[string]string{"MCP-Protocol-Version": "2026-07-28"}
 	ping := `{"jsonrpc":"2.0","id":3,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`
@@ -360,5 +368,87 @@ func TestMetricsNotOnTheAgentsPort(t *testing.T) {
 		if resp.StatusCode != 200 || string(body) != want {
 			t.Errorf("GET %s on the ops listener: %d %q, want 200 %q", path, resp.StatusCode, body, want)
 		}
+	}
+}
+
+// TestBodyBytesInFlightAreBounded (issue 13, review): slow bodies, each
+// within the per-request limit, together could take unbounded memory
+// before any slot bounded them. The replica's budget of body bytes is
+// spent by what its requests have read: past it, a request is refused with
+// 503 and Retry-After before it takes a slot. Raw TCP: an HTTP client sends
+// a body at once.
+func TestBodyBytesInFlightAreBounded(t *testing.T) {
+	h := newHarness(t, nil, nil, func(c *Config) {
+		c.MaxBodyBytes = 600
+		c.MaxBodyBytesInFlight = 1000
+	})
+	addr := strings.TrimPrefix(h.url, "http://")
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	// A ping padded to 600 bytes, of which 550 arrive now.
+	ping := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
+	body := ping + strings.Repeat(" ", 600-len(ping))
+	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer alice-token\r\nContent-Type: application/json\r\nContent-Length: 600\r\n\r\n%s", addr, body[:550])
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) {
+		if used, _ := h.b.limits.bodyBytes.Used(""); used == 550 {
+			break
+		}
+		if time.Now().After(deadline) {
+			used, _ := h.b.limits.bodyBytes.Used("")
+			t.Fatalf("the slow body holds %d bytes of the budget, want 550", used)
+		}
+	}
+	if used, _ := h.b.limits.requests.Used(""); used != 0 {
+		t.Fatalf("a body still being read holds %d request slots, want 0", used)
+	}
+	// 450 bytes are left: a 500-byte body does not fit.
+	big := `{"jsonrpc":"2.0","id":2,"method":"initialize","params":` + strings.TrimPrefix(initBody, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":`)
+	big += strings.Repeat(" ", 500-len(big))
+	status, _, hdr := post(t, h.url+"/mcp", "bob-token", "", big, nil)
+	if status != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" {
+		t.Fatalf("a body over the budget left: %d (Retry-After %q), want 503 with Retry-After", status, hdr.Get("Retry-After"))
+	}
+	// A small one still fits.
+	if status, _, _ := post(t, h.url+"/mcp", "bob-token", "", initBody, nil); status != http.StatusOK {
+		t.Fatalf("a %d-byte body with 450 bytes of budget left: %d, want 200", len(initBody), status)
+	}
+	// The slow body completes and is answered; its bytes are given back.
+	fmt.Fprint(conn, body[550:])
+	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 ") {
+		t.Fatalf("the slow request's answer: %q, %v", line, err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) {
+		if used, _ := h.b.limits.bodyBytes.Used(""); used == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the answered requests did not give their body bytes back")
+		}
+	}
+	if status, _, _ := post(t, h.url+"/mcp", "bob-token", "", big, nil); status != http.StatusOK {
+		t.Fatalf("the 500-byte body once the budget is free: %d, want 200", status)
+	}
+}
+
+// busyAuth stands in for a TokenReview at its bound of reviews in flight
+// (the bound itself is tested in package authn).
+type busyAuth struct{}
+
+func (busyAuth) Authenticate(context.Context, string) (authn.Identity, error) {
+	return authn.Identity{}, authn.ErrBusy
+}
+
+// TestBusyReviewsAnswer503: a token that cannot be reviewed now is
+// answered 503 with Retry-After, not 401 (the token may be good).
+func TestBusyReviewsAnswer503(t *testing.T) {
+	h := newHarness(t, nil, nil, func(c *Config) { c.Auth = busyAuth{} })
+	status, _, hdr := post(t, h.url+"/mcp", "alice-token", "", initBody, nil)
+	if status != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" {
+		t.Fatalf("reviews at their bound: %d (Retry-After %q), want 503 with Retry-After", status, hdr.Get("Retry-After"))
 	}
 }

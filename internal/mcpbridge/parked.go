@@ -103,7 +103,9 @@ func (b *Bridge) park(c *call, p *parkable, ask serverAsk) *jsonrpc.Message {
 		return b.await(c, p)
 	}
 	subject := rq.id.Username
-	if !b.holdParked(subject) {
+	// A parked call holds an upstream call open, though its agent's
+	// request has been answered: it counts against the same bounds.
+	if !b.limits.parked.Take(subject, 1) {
 		ask.reply <- jsonrpc.NewErrorResponse(nil, jsonrpc.CodeInternalError, "too many calls of this caller wait for their agent's answer on this replica")
 		return b.await(c, p)
 	}
@@ -115,7 +117,7 @@ func (b *Bridge) park(c *call, p *parkable, ask serverAsk) *jsonrpc.Message {
 	// the audit stream only.
 	context.AfterFunc(p.ctx, func() {
 		if pc, ok := b.parked.LoadAndDelete(id); ok {
-			b.releaseParked(subject)
+			b.limits.parked.Give(subject, 1)
 			pc.(*parkedCall).ask.reply <- jsonrpc.NewErrorResponse(nil, jsonrpc.CodeInternalError, "the agent did not answer before the call's deadline")
 			<-p.done
 			b.finish(c, nil, &upstream.Error{Reason: upstream.ReasonTimeout, Err: errors.New("the agent did not answer before the call's deadline")}, p.start)
@@ -135,32 +137,6 @@ type parkedCall struct {
 	subject string
 }
 
-// holdParked counts a call parked for subject, within the limits of
-// requests in flight: a parked call holds an upstream call open, though
-// its agent's request has been answered.
-func (b *Bridge) holdParked(subject string) bool {
-	b.parkMu.Lock()
-	defer b.parkMu.Unlock()
-	if b.parkedTotal >= b.cfg.MaxConcurrent || b.parkedBy[subject] >= b.cfg.MaxSubjectConcurrent {
-		return false
-	}
-	if b.parkedBy == nil {
-		b.parkedBy = map[string]int{}
-	}
-	b.parkedTotal++
-	b.parkedBy[subject]++
-	return true
-}
-
-func (b *Bridge) releaseParked(subject string) {
-	b.parkMu.Lock()
-	defer b.parkMu.Unlock()
-	b.parkedTotal--
-	if b.parkedBy[subject]--; b.parkedBy[subject] <= 0 {
-		delete(b.parkedBy, subject)
-	}
-}
-
 // unpark takes the call a resumeParked state names off this replica.
 func (b *Bridge) unpark(st *requestState) (*parkedCall, error) {
 	v, held := b.parked.LoadAndDelete(st.Parked)
@@ -168,7 +144,7 @@ func (b *Bridge) unpark(st *requestState) (*parkedCall, error) {
 		return nil, &invalidStateError{"invalid requestState: the call it continues is not held by this replica (it ended, or another replica holds it); call again without requestState"}
 	}
 	pc := v.(*parkedCall)
-	b.releaseParked(pc.subject)
+	b.limits.parked.Give(pc.subject, 1)
 	return pc, nil
 }
 

@@ -2,6 +2,7 @@ package mcpbridge
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/policy"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -25,7 +27,7 @@ func TestParkedCall(t *testing.T) {
 	up := testpeers.GoEverything(t, false)
 	srv := bridgetest.Published(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{})
 	pol := toolPolicy("tools", "callers", []v1alpha1.Subject{sa("agents", "alice"), sa("agents", "bob")}, rule("allow", "mcp.everything.*"))
-	h := newHarness(t, []v1alpha1.MCPServer{srv}, []v1alpha1.ToolPolicy{pol}, func(c *Config) { c.CallTimeout = 3 * time.Second })
+	h := newHarness(t, []v1alpha1.MCPServer{srv}, []v1alpha1.ToolPolicy{pol}, func(c *Config) { c.CallTimeout = 5 * time.Second })
 	const tool = "mcp.everything.test_elicitation"
 
 	t.Run("the official Go SDK client answers and the server gets it", func(t *testing.T) {
@@ -86,7 +88,7 @@ func TestParkedCall(t *testing.T) {
 
 	t.Run("an unanswered question ends at the call's deadline", func(t *testing.T) {
 		state := first(t, connectAnswering(t, h.url+"/mcp", "alice-token"))
-		eventually(t, "the parked call ends at its 3 s deadline", func() bool {
+		eventually(t, "the parked call ends at its 5 s deadline", func() bool {
 			n := 0
 			h.b.parked.Range(func(any, any) bool { n++; return true })
 			return n == 0
@@ -147,5 +149,34 @@ func TestParkedCallsBounded(t *testing.T) {
 	h.b.parked.Range(func(any, any) bool { n++; return true })
 	if n != 2 {
 		t.Fatalf("%d calls parked, want 2", n)
+	}
+}
+
+// TestParkedCallDeniedMeanwhile (review of issue 13): a parked call whose
+// policy denies it by the agent's retry is ended, and its chain closes as
+// any call that went upstream does: mcp.call.failed, then tool.failed.
+// Before, the refusal wrote tool.failed only.
+func TestParkedCallDeniedMeanwhile(t *testing.T) {
+	up := testpeers.GoEverything(t, false)
+	srv := bridgetest.Published(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{})
+	pol := toolPolicy("tools", "callers", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.everything.*"))
+	h := newHarness(t, []v1alpha1.MCPServer{srv}, []v1alpha1.ToolPolicy{pol}, nil)
+	const tool = "mcp.everything.test_elicitation"
+	alice := connectAnswering(t, h.url+"/mcp", "alice-token")
+	raw, err := alice.CallTool(ctxT(t), tool, json.RawMessage(`{"message":"q"}`))
+	state := resultString([]byte(`{"jsonrpc":"2.0","id":1,"result":`+string(raw)+`}`), "requestState")
+	if err != nil || state == "" {
+		t.Fatalf("want the call parked with input_required: %s %v", raw, err)
+	}
+	h.b.SetEngine(policy.NewEngine()) // the policy is withdrawn: everything is denied
+	_, err = alice.Call(ctxT(t), "tools/call", json.RawMessage(`{"name":"`+tool+`","arguments":{"message":"q"},"inputResponses":{"server":{"action":"accept","content":{"username":"eve"}}},"requestState":"`+state+`"}`))
+	if rpcCode(err) != CodeDenied {
+		t.Fatalf("the retry of a call denied meanwhile: %v, want %d", err, CodeDenied)
+	}
+	events := h.events(t)
+	types := typesOf(events, lastCallID(events, tool))
+	if n := len(types); n < 3 || !slices.Contains(types, "mcp.call.started") ||
+		types[n-2] != "mcp.call.failed" || types[n-1] != "tool.failed" {
+		t.Fatalf("the chain of a parked call denied meanwhile: %v, want it to end mcp.call.failed, tool.failed", types)
 	}
 }

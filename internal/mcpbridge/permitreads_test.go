@@ -288,7 +288,7 @@ func TestAskOnReadsStateless(t *testing.T) {
 	sealer, _ := signed.New(testKey)
 	sameName, err := sealer.Seal(statePurpose, requestState{
 		Kind: resumeApproval, ToolCallID: "call-x", Method: methodPrompt, Target: "mcp.everything.test_simple_text", Subject: "system:serviceaccount:agents:alice",
-		ArgsDigest: argsDigest(nil), Expires: time.Now().Add(time.Minute).UnixMilli(), Answers: []string{answerAllowOnce, answerDeny},
+		Era: eraStateless, ArgsDigest: argsDigest(nil), Expires: time.Now().Add(time.Minute).UnixMilli(), Answers: []string{answerAllowOnce, answerDeny},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -381,7 +381,7 @@ func TestARetryIsCheckedAgainstTheCurrentPolicy(t *testing.T) {
 	sealer, _ := signed.New(testKey)
 	state, err := sealer.Seal(statePurpose, requestState{
 		Kind: resumeApproval, ToolCallID: "call-old", Method: methodRead, Target: textURI, Subject: "system:serviceaccount:agents:alice",
-		ArgsDigest: argsDigest(nil), Expires: time.Now().Add(time.Minute).UnixMilli(), Answers: []string{answerAllowOnce, answerDeny},
+		Era: eraStateless, ArgsDigest: argsDigest(nil), Expires: time.Now().Add(time.Minute).UnixMilli(), Answers: []string{answerAllowOnce, answerDeny},
 	})
 	if err != nil {
 		t.Fatal(err)

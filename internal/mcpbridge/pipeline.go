@@ -24,8 +24,9 @@ import (
 // prompts and completions.
 //
 //	authenticate           post: authenticate           bearer token (TokenReview)
-//	decode and check       post: readBody, rawjson.Check within the connection's budgets,
-//	                                                    then a shared slot is taken
+//	decode and check       post: readBody, rawjson.Check within the connection's budgets
+//	                                                    and the replica's body bytes, then a
+//	                                                    shared slot is taken (limits.go)
 //	establish              post: establish              era, session, requests in flight
 //	resolve the target     adapter.resolve              params, the tool/resource/prompt
 //	resume                 b.resume                     a retry's requestState (state.go)
@@ -75,9 +76,9 @@ type exchange struct {
 
 	// tool is set by the tools adapter: the calls' metrics name it.
 	tool *routes.Tool
-	// server is the MCPServer a tool call goes to (a person asked through a
-	// ToolApproval decides in its namespace); progressToken is the agent's,
-	// told what a ToolApproval waits for.
+	// server is the MCPServer the request goes to (a person asked through
+	// a ToolApproval decides in its namespace); progressToken is the
+	// agent's, told what a ToolApproval waits for.
 	server        *routes.Server
 	progressToken json.RawMessage
 }
@@ -197,6 +198,8 @@ func (b *Bridge) refuse(x *exchange, o outcome) *jsonrpc.Message {
 		pc.ask.reply <- jsonrpc.NewErrorResponse(nil, CodeDenied, "the call was denied meanwhile")
 		pc.p.cancel()
 		<-pc.p.done
+		// It went upstream: its call ends there first, as any call does.
+		_, _ = b.audit(x.rq, audit.MCPCallFailed{Server: x.server.Name, ToolCallID: x.id, Error: "the call was denied meanwhile: " + o.reason, DurationMs: audit.Ms(b.now().Sub(pc.p.start))})
 	}
 	_, _ = b.audit(x.rq, x.failed(o.failReason, o.reason))
 	b.countCall(x, "deny", o.failReason)

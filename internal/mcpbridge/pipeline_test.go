@@ -14,6 +14,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
 )
@@ -127,6 +128,28 @@ func TestResumeStage(t *testing.T) {
 	sb.now = sb.now.Add(61 * time.Second)
 	if answer := resume(sb.exchange(methodCall, "mcp.fs.write", `{}`), late); answer == nil || !strings.Contains(answer.Error.Message, "expired") {
 		t.Fatalf("past its deadline: %+v", answer)
+	}
+	// A state is answered in the era and the session it was asked in
+	// (review of issue 13: a stateless question's state was accepted in a
+	// session, and a parked call could be continued by a session's request).
+	inSession := func(id string) *exchange {
+		x := sb.exchange(methodCall, "mcp.fs.write", `{}`)
+		x.rq.stateless, x.rq.sess = false, &session.Session{Claims: session.Claims{ID: id}}
+		return x
+	}
+	stateless := issue(resumeParked, sb.exchange(methodCall, "mcp.fs.write", `{}`), time.Hour)
+	if answer := resume(inSession("s-1"), stateless); answer == nil || answer.Error.Code != jsonrpc.CodeInvalidParams || !strings.Contains(answer.Error.Message, "issued to a request without a session (2026-07-28) and is used in a request in a session") {
+		t.Fatalf("a stateless state in a session: %+v", answer)
+	}
+	sessions := issue(resumeApproval, inSession("s-1"), time.Hour)
+	if answer := resume(sb.exchange(methodCall, "mcp.fs.write", `{}`), sessions); answer == nil || answer.Error.Code != jsonrpc.CodeInvalidParams || !strings.Contains(answer.Error.Message, "issued to a request in a session") {
+		t.Fatalf("a session's state without a session: %+v", answer)
+	}
+	if answer := resume(inSession("s-2"), sessions); answer == nil || answer.Error.Code != jsonrpc.CodeInvalidParams || !strings.Contains(answer.Error.Message, "another session") {
+		t.Fatalf("a session's state in another session: %+v", answer)
+	}
+	if answer := resume(inSession("s-1"), sessions); answer != nil {
+		t.Fatalf("a session's state in its own session, after the refusals: %+v", answer)
 	}
 	parked := issue(resumeParked, sb.exchange(methodCall, "mcp.fs.write", `{}`), time.Hour)
 	if answer := resume(sb.exchange(methodCall, "mcp.fs.write", `{}`), parked); answer == nil || !strings.Contains(answer.Error.Message, "not held by this replica") {

@@ -112,7 +112,6 @@ func (b *Bridge) resolvePrompt(rq *request, name string) (server, upstreamName s
 // prompt is the prompts adapter of the pipeline: one prompts/get.
 type prompt struct {
 	*exchange
-	server       *routes.Server
 	conn         *upstream.Conn
 	upstreamName string
 	// name is the prompt's name as the agent sent it.
@@ -128,6 +127,7 @@ func (pr *prompt) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
 	var p struct {
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments"`
+		Meta      progressMeta    `json:"_meta"`
 	}
 	if err := json.Unmarshal(rq.msg.Params, &p); err != nil || p.Name == "" {
 		return rpcError(rq, jsonrpc.CodeInvalidParams, "prompts/get needs params with a prompt name", nil)
@@ -143,7 +143,8 @@ func (pr *prompt) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
 	if !ok || !served || !s.Capabilities.Prompts {
 		return rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("unknown prompt %q", p.Name), nil)
 	}
-	pr.server, pr.conn, pr.upstreamName, pr.name = s, conn, upstreamName, p.Name
+	x.server, x.progressToken = s, p.Meta.ProgressToken
+	pr.conn, pr.upstreamName, pr.name = conn, upstreamName, p.Name
 	full := toolname.Namespaced(s.Name, upstreamName)
 	if string(p.Arguments) != "null" {
 		x.args = p.Arguments

@@ -19,12 +19,7 @@ import (
 // and nothing more goes upstream (before: three replays ran a destructive
 // tool three times under one call id). Raw HTTP, to replay the bytes.
 func TestAllowOnceIsUsedOnce(t *testing.T) {
-	up := testpeers.GoEverything(t, false)
-	server := bridgetest.Published(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{})
-	pol := toolPolicy("tools", "alice", []v1alpha1.Subject{sa("agents", "alice")}, rule("ask", "mcp.everything.*"))
-	pol.Spec.Approval.Timeout = metav1.Duration{Duration: time.Minute}
-	pol.Spec.Approval.Modes = []v1alpha1.ApprovalMode{v1alpha1.ApprovalAllowOnce}
-	h := newHarness(t, []v1alpha1.MCPServer{server}, []v1alpha1.ToolPolicy{pol}, nil)
+	h := allowOnceHarness(t)
 
 	params := `"name":"mcp.everything.test_simple_text"`
 	first := statelessPost(t, h.url, "alice-token", "tools/call", params)
@@ -58,4 +53,48 @@ func TestAllowOnceIsUsedOnce(t *testing.T) {
 	if n := strings.Count(strings.Join(typesOf(events, id), " "), "mcp.call.started"); n != 1 {
 		t.Fatalf("the call went upstream %d times, want once: %v", n, typesOf(events, id))
 	}
+}
+
+// TestStateIsBoundToItsEra (review of issue 13): a 2026-07-28 question's
+// requestState with an allow_once answer, sent inside a session before
+// its own retry, is refused with -32602 and runs nothing; the stateless
+// retry it was issued for still runs once. Before, the session's request
+// ran the call. Raw HTTP, to carry the bytes across eras.
+func TestStateIsBoundToItsEra(t *testing.T) {
+	h := allowOnceHarness(t)
+
+	params := `"name":"mcp.everything.test_simple_text"`
+	state := resultString(statelessPost(t, h.url, "alice-token", "tools/call", params), "requestState")
+	if state == "" {
+		t.Fatal("the first call must be answered input_required")
+	}
+	retry := params + `,"requestState":` + string(mustJSON(state)) + `,"inputResponses":{"approval":{"action":"accept","content":{"decision":"allow_once"}}}`
+	sid := openSession(t, h.url+"/mcp", "alice-token")
+	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{` + retry + `}}`
+	_, got, _ := postBody(t, h.url+"/mcp", "alice-token", sid, body, map[string]string{"Accept": "application/json"})
+	var m jsonrpc.Message
+	_ = json.Unmarshal(got, &m)
+	if m.Error == nil || m.Error.Code != jsonrpc.CodeInvalidParams || !strings.Contains(m.Error.Message, "used in a request in a session") {
+		t.Fatalf("a stateless question's state inside a session: %s, want -32602 naming the eras", got)
+	}
+	if got := statelessPost(t, h.url, "alice-token", "tools/call", retry); !strings.Contains(string(got), "simple text response") {
+		t.Fatalf("the stateless retry the state was issued for must still run: %s", got)
+	}
+	events := h.events(t)
+	id := lastCallID(events, "mcp.everything.test_simple_text")
+	if n := strings.Count(strings.Join(typesOf(events, id), " "), "mcp.call.started"); n != 1 {
+		t.Fatalf("the call went upstream %d times, want once: %v", n, typesOf(events, id))
+	}
+}
+
+// allowOnceHarness is a bridge in front of the everything server whose policy
+// asks alice about every call, offering allow_once.
+func allowOnceHarness(t *testing.T) *harness {
+	up := testpeers.GoEverything(t, false)
+	server := bridgetest.Published(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{})
+	pol := toolPolicy("tools", "alice", []v1alpha1.Subject{sa("agents", "alice")}, rule("ask", "mcp.everything.*"))
+	pol.Spec.Approval.Timeout = metav1.Duration{Duration: time.Minute}
+	pol.Spec.Approval.Modes = []v1alpha1.ApprovalMode{v1alpha1.ApprovalAllowOnce}
+	h := newHarness(t, []v1alpha1.MCPServer{server}, []v1alpha1.ToolPolicy{pol}, nil)
+	return h
 }

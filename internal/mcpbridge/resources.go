@@ -100,8 +100,7 @@ func (b *Bridge) locateResource(rq *request, agentURI string) (*routes.Server, *
 // read is the resources adapter of the pipeline: one resources/read.
 type read struct {
 	*exchange
-	server *routes.Server
-	conn   *upstream.Conn
+	conn *upstream.Conn
 	// uri is the server's own URI; shown is the one the agent sent.
 	uri, shown string
 }
@@ -112,7 +111,8 @@ func (r *read) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
 	r.exchange = x
 	rq := x.rq
 	var p struct {
-		URI string `json:"uri"`
+		URI  string       `json:"uri"`
+		Meta progressMeta `json:"_meta"`
 	}
 	if err := json.Unmarshal(rq.msg.Params, &p); err != nil || p.URI == "" {
 		return rpcError(rq, jsonrpc.CodeInvalidParams, "resources/read needs params with a uri", nil)
@@ -126,7 +126,8 @@ func (r *read) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
 	if unknown != nil {
 		return unknown
 	}
-	r.server, r.conn, r.uri, r.shown = s, conn, uri, p.URI
+	x.server, x.progressToken = s, p.Meta.ProgressToken
+	r.conn, r.uri, r.shown = conn, uri, p.URI
 	x.method, x.target = methodRead, BridgeURI(s.Name, uri)
 	x.action, x.what = "read the resource "+p.URI, "read of "+p.URI
 	x.readRetry()
@@ -155,11 +156,14 @@ func (r *read) forward(b *Bridge, x *exchange) *jsonrpc.Message {
 	}
 	sum := sha256.Sum256(raw)
 	_, span = b.stage(x, spanOutput, trace.SpanKindInternal)
-	out, outSum, err := b.cfg.Pipeline.ResourceResult(output.Call{
+	out, scan, err := b.cfg.Pipeline.ResourceResult(output.Call{
 		Server: s.Name, Name: r.uri, Subject: rq.id.Username, Redactor: b.redactor(s), Block: x.blockInjection,
 	}, raw)
-	b.outputDone(span, s.Name, outSum)
-	_, _ = b.audit(rq, audit.ResourceFetched{Server: s.Name, URI: r.uri, SizeBytes: len(raw), ContentHash: "sha256:" + hex.EncodeToString(sum[:]), ToolCallID: x.id})
+	b.outputDone(span, s.Name, scan)
+	_, _ = b.audit(rq, audit.ResourceFetched{
+		Server: s.Name, URI: r.uri, SizeBytes: len(raw), ContentHash: "sha256:" + hex.EncodeToString(sum[:]),
+		Injection: scan.Findings, Blocked: scan.Blocked, ToolCallID: x.id,
+	})
 	if err != nil {
 		return b.withheld(x, "resource "+r.shown, err)
 	}
@@ -194,7 +198,21 @@ func (b *Bridge) readArtifact(rq *request, uri, sha string) *jsonrpc.Message {
 	if err != nil {
 		return rpcError(rq, CodeResourceNotFound, "unknown resource "+uri, nil)
 	}
-	_, _ = b.audit(rq, audit.ResourceFetched{URI: uri, SizeBytes: len(data), ContentHash: "sha256:" + sha})
+	// It was stored redacted with its server's Secret values and scanned
+	// whole, but it leaves as any result does: redacted by shape and scanned
+	// again, and withheld when the bridge blocks injections (it may have
+	// been stored by a replica, or before the bridge was set to block).
+	size := len(data)
+	data, scan, err := output.Artifact(output.Call{Name: uri, Subject: rq.id.Username, Block: b.cfg.BlockInjection}, data)
+	_, _ = b.audit(rq, audit.ResourceFetched{URI: uri, SizeBytes: size, ContentHash: "sha256:" + sha, Injection: scan.Findings, Blocked: scan.Blocked})
+	if errors.Is(err, output.ErrBlocked) {
+		_, _ = b.audit(rq, audit.ToolFailed{Reason: reasonInjection, Resource: uri, Message: err.Error()})
+		return rpcError(rq, CodeDenied, "resource "+uri+": "+err.Error(), map[string]any{"reason": reasonInjection})
+	}
+	if err != nil {
+		_, _ = b.audit(rq, audit.ToolFailed{Reason: reasonInvalidResult, Resource: uri, Message: err.Error()})
+		return rpcError(rq, CodeUpstream, err.Error(), map[string]any{"reason": reasonInvalidResult})
+	}
 	out := []byte(`{"contents":[{"uri":`)
 	out = rawjson.AppendString(out, uri)
 	out = append(out, `,"mimeType":"application/json","text":`...)

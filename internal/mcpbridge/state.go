@@ -2,6 +2,7 @@ package mcpbridge
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/mcp-operator/mcp-operator/internal/approval"
@@ -36,8 +37,8 @@ const (
 
 // requestState is the sealed requestState of a question to a 2026-07-28
 // agent: the retry may reach any replica, which verifies it was asked for
-// this caller, this method and target, these exact arguments, and not too
-// long ago.
+// this caller, in this era and session, this method and target, these
+// exact arguments, and not too long ago.
 type requestState struct {
 	// Kind is what the retry resumes: resumeApproval, resumeUpstream or
 	// resumeParked.
@@ -47,8 +48,15 @@ type requestState struct {
 	ToolCallID string `json:"tc"`
 	Method     string `json:"m"`
 	// Target is the canonical name the question was about.
-	Target     string `json:"t"`
-	Subject    string `json:"sub"`
+	Target  string `json:"t"`
+	Subject string `json:"sub"`
+	// Era is the protocol era of the request asked about (stateEra), and
+	// Session its session's id ("" in the stateless era): a state is
+	// answered in the same era and session, never carried across (a
+	// stateless question's allow_once replayed inside a session, or a
+	// parked call continued by a session's request).
+	Era        string `json:"era"`
+	Session    string `json:"sess,omitempty"`
 	ArgsDigest string `json:"args"`
 	Expires    int64  `json:"exp"` // Unix milliseconds
 	// Answers are the answers an approval question offered.
@@ -77,8 +85,21 @@ func argsDigest(args json.RawMessage) string {
 func newState(kind string, x *exchange, deadline time.Time) requestState {
 	return requestState{
 		Kind: kind, ToolCallID: x.id, Method: x.method, Target: x.target, Subject: x.rq.id.Username,
-		ArgsDigest: argsDigest(x.args), Expires: deadline.UnixMilli(),
+		Era: stateEra(x.rq), Session: x.rq.sessionID(), ArgsDigest: argsDigest(x.args), Expires: deadline.UnixMilli(),
 	}
+}
+
+// Eras a requestState is sealed in.
+const (
+	eraStateless = "stateless"
+	eraSession   = "session"
+)
+
+func stateEra(rq *request) string {
+	if rq.stateless {
+		return eraStateless
+	}
+	return eraSession
 }
 
 func (b *Bridge) sealState(st requestState) (string, error) {
@@ -98,6 +119,10 @@ func (b *Bridge) openState(x *exchange, raw string) (*requestState, error) {
 	switch {
 	case st.Subject != x.rq.id.Username, st.Method != x.method, st.Target != x.target:
 		return nil, &invalidStateError{"invalid requestState: it was issued for another caller or request"}
+	case st.Era != stateEra(x.rq):
+		return nil, &invalidStateError{fmt.Sprintf("invalid requestState: it was issued to a request %s and is used in a request %s; answer a question in the era it was asked in", eraPhrase(st.Era), eraPhrase(stateEra(x.rq)))}
+	case st.Session != x.rq.sessionID():
+		return nil, &invalidStateError{"invalid requestState: it was issued in another session"}
 	case st.ArgsDigest != argsDigest(x.args):
 		return nil, &invalidStateError{"invalid requestState: the arguments changed since the question; send the request again without requestState"}
 	case b.now().UnixMilli() > st.Expires:
@@ -109,6 +134,14 @@ func (b *Bridge) openState(x *exchange, raw string) (*requestState, error) {
 		return nil, &invalidStateError{"invalid requestState: it was used already; send the request again without requestState"}
 	}
 	return &st, nil
+}
+
+// eraPhrase names an era in a refusal.
+func eraPhrase(era string) string {
+	if era == eraSession {
+		return "in a session (2025-11-25 and older)"
+	}
+	return "without a session (2026-07-28)"
 }
 
 // useOnce records a sealed state as used until it expires; false when it

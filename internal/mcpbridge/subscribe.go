@@ -252,20 +252,20 @@ func (h *hub) endSession(id string) {
 // resolveResource finds the server and upstream URI of a URI in the agent's
 // view and decides it as a read is decided, recording the decision (ask
 // denies: updates cannot be asked about one by one; a read can). It
-// returns the id of the decision's events, or the refusal.
-func (b *Bridge) resolveResource(rq *request, agentURI, what string) (*routes.Server, *upstream.Conn, string, string, *jsonrpc.Message) {
+// returns the exchange the decision's events are about, or the refusal.
+func (b *Bridge) resolveResource(rq *request, agentURI, what string) (*routes.Server, *upstream.Conn, string, *exchange, *jsonrpc.Message) {
 	s, conn, uri, unknown := b.locateResource(rq, agentURI)
 	if unknown != nil {
-		return nil, nil, "", "", unknown
+		return nil, nil, "", nil, unknown
 	}
 	// Decided and recorded as the pipeline does (pipeline.go), with no
 	// question to ask.
 	x := &exchange{rq: rq, method: methodRead, target: BridgeURI(s.Name, uri), what: what + " of " + agentURI, noAsk: true}
 	b.decide(x, b.engine.Load().DecideResource(rq.id.Subject, policy.ResourceRead{Server: s.Name, Namespace: s.Namespace, URI: uri}))
 	if refused := b.settle(x); refused != nil {
-		return nil, nil, "", "", refused
+		return nil, nil, "", nil, refused
 	}
-	return s, conn, uri, x.id, nil
+	return s, conn, uri, x, nil
 }
 
 // subscribeURI reads {uri}.
@@ -286,7 +286,7 @@ func (b *Bridge) subscribe(rq *request) *jsonrpc.Message {
 	if bad != nil {
 		return bad
 	}
-	s, conn, uri, id, refused := b.resolveResource(rq, agentURI, "subscription")
+	s, conn, uri, x, refused := b.resolveResource(rq, agentURI, "subscription")
 	if refused != nil {
 		return refused
 	}
@@ -294,17 +294,19 @@ func (b *Bridge) subscribe(rq *request) *jsonrpc.Message {
 	if l == nil {
 		return rpcError(rq, jsonrpc.CodeInvalidRequest, "the session has ended", nil)
 	}
-	if err := b.hold(rq, l, s, conn, uri, agentURI, id, "resources/subscribe"); err != nil {
+	if err := b.hold(x, l, s, conn, uri, agentURI, "resources/subscribe"); err != nil {
 		return err
 	}
 	return rpcResult(rq, json.RawMessage(`{}`))
 }
 
-// hold records l's subscription and waits until the server holds it; the
-// message is the refusal.
-func (b *Bridge) hold(rq *request, l *listener, s *routes.Server, conn *upstream.Conn, uri, agentURI, id, method string) *jsonrpc.Message {
-	if _, err := b.audit(rq, audit.ResourceRequested{Server: s.Name, URI: uri, Method: method, ToolCallID: id}); err != nil {
-		return rpcError(rq, jsonrpc.CodeInternalError, "the subscription was not made: its audit record could not be written", nil)
+// hold records l's subscription, allowed by x's decision, and waits until
+// the server holds it; the message is the refusal. A subscription that
+// fails ends x's event chain as a failed call does.
+func (b *Bridge) hold(x *exchange, l *listener, s *routes.Server, conn *upstream.Conn, uri, agentURI, method string) *jsonrpc.Message {
+	rq := x.rq
+	if _, err := b.audit(rq, audit.ResourceRequested{Server: s.Name, URI: uri, Method: method, ToolCallID: x.id}); err != nil {
+		return b.unrecorded(x, err)
 	}
 	k := topicKey{s.Name, uri}
 	if !b.subs.add(l, k, agentURI) {
@@ -314,15 +316,17 @@ func (b *Bridge) hold(rq *request, l *listener, s *routes.Server, conn *upstream
 	defer cancel()
 	start := b.now()
 	err := conn.Subscribe(ctx, uri)
-	b.observe(s.Name, "resources/subscribe", b.now().Sub(start), err)
+	took := b.now().Sub(start)
+	b.observe(s.Name, "resources/subscribe", took, err)
 	if err == nil {
 		return nil
 	}
 	b.subs.remove(l, k)
+	failed := b.callFailed(x, s, took, err)
 	if errors.Is(err, upstream.ErrSubscribeUnsupported) {
 		return rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("server %q does not offer resource subscriptions", s.Name), nil)
 	}
-	return upstreamError(rq, err, "", b.redactor(s))
+	return failed
 }
 
 // unsubscribe answers resources/unsubscribe: ending a subscription needs no
@@ -377,12 +381,12 @@ func (b *Bridge) listen(rq *request) *jsonrpc.Message {
 	defer b.subs.remove(l)
 	accepted := []string{}
 	for _, agentURI := range p.Notifications.ResourceSubscriptions {
-		s, conn, uri, id, refused := b.resolveResource(rq, agentURI, "subscription")
+		s, conn, uri, x, refused := b.resolveResource(rq, agentURI, "subscription")
 		if refused != nil {
 			b.cfg.Log.Info("a resource subscription was refused", "subject", rq.id.Username, "uri", agentURI, "why", refused.Error.Message)
 			continue
 		}
-		if failed := b.hold(rq, l, s, conn, uri, agentURI, id, "subscriptions/listen"); failed != nil {
+		if failed := b.hold(x, l, s, conn, uri, agentURI, "subscriptions/listen"); failed != nil {
 			b.cfg.Log.Info("a resource subscription was not made", "subject", rq.id.Username, "uri", agentURI, "why", failed.Error.Message)
 			continue
 		}
@@ -393,10 +397,16 @@ func (b *Bridge) listen(rq *request) *jsonrpc.Message {
 	if !rq.out.send(jsonrpc.NewNotification("notifications/subscriptions/acknowledged", append(ack, '}'))) {
 		return rpcError(rq, jsonrpc.CodeInternalError, "the stream broke", nil)
 	}
+	end := rpcResult(rq, json.RawMessage(append(append([]byte(`{"_meta":`), meta...), '}')))
+	if len(accepted) == 0 {
+		// Nothing will come on this stream: it ends at once, giving back
+		// the slots it holds.
+		return end
+	}
 	for {
 		select {
 		case <-rq.ctx.Done():
-			return rpcResult(rq, json.RawMessage(append(append([]byte(`{"_meta":`), meta...), '}')))
+			return end
 		case m := <-l.queue:
 			if !rq.out.send(m) {
 				return rpcError(rq, jsonrpc.CodeInternalError, "the stream broke", nil)

@@ -2,6 +2,7 @@ package mcpbridge
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -33,6 +34,7 @@ const watched = "test://watched-resource"
 type tap struct {
 	mu    sync.Mutex
 	calls []string
+	gets  int // GET streams open now (a session's stream of notifications)
 }
 
 func newTap(t *testing.T, upstreamURL string) (string, *tap) {
@@ -52,18 +54,37 @@ func newTap(t *testing.T, upstreamURL string) (string, *tap) {
 				Method string `json:"method"`
 				Params struct {
 					URI string `json:"uri"`
+					Ref struct {
+						URI string `json:"uri"`
+					} `json:"ref"` // completion/complete's
 				} `json:"params"`
 			}
 			if json.Unmarshal(body, &m) == nil && m.Method != "" {
 				tp.mu.Lock()
-				tp.calls = append(tp.calls, m.Method+" "+m.Params.URI)
+				tp.calls = append(tp.calls, m.Method+" "+cmp.Or(m.Params.URI, m.Params.Ref.URI))
 				tp.mu.Unlock()
 			}
+		}
+		if r.Method == http.MethodGet {
+			tp.mu.Lock()
+			tp.gets++
+			tp.mu.Unlock()
+			defer func() {
+				tp.mu.Lock()
+				tp.gets--
+				tp.mu.Unlock()
+			}()
 		}
 		proxy.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL + u.Path, tp
+}
+
+func (tp *tap) openStreams() int {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	return tp.gets
 }
 
 func (tp *tap) count(call string) int {
@@ -188,9 +209,12 @@ func TestResourceSubscriptions(t *testing.T) {
 	if _, err := a.Call(ctxT(t), "resources/unsubscribe", sub); err != nil {
 		t.Fatalf("resources/unsubscribe: %v", err)
 	}
-	time.Sleep(300 * time.Millisecond)
-	drain(ua)
+	// An update the server sent before a left may still be on its way to
+	// a, on a's own stream: b's copies say nothing of it. Two updates to b
+	// (the server sends one every 3 s) give it that long to land.
 	next(t, ub, "session b after a left")
+	next(t, ub, "session b after a left")
+	drain(ua)
 	next(t, ub, "session b after a left")
 	if n := drain(ua); n != 0 {
 		t.Fatalf("session a got %d updates after it unsubscribed", n)
@@ -402,16 +426,16 @@ func TestRotationMovesSubscriptions(t *testing.T) {
 		t.Fatal("the rotation kept the connection")
 	}
 	eventually(t, "the new connection subscribes", func() bool { return tp.count("resources/subscribe "+watched) == 2 })
-	// The drained connection's stream ends when it closes; it used to
-	// subscribe again right away.
-	time.Sleep(3 * time.Second)
-	if n := tp.count("resources/subscribe " + watched); n != 2 {
-		t.Fatalf("resources/subscribe reached the server %d times, want 2 (the first connection, then its replacement)", n)
-	}
+	// The drained connection's stream ends when it closes (it used to
+	// subscribe again right away, and forever): one stream is left, the
+	// new connection's.
+	eventually(t, "the drained connection's stream ends", func() bool { return tp.openStreams() == 1 })
+	// Updates go on through the new connection's subscription alone.
 	drain(ua)
-	time.Sleep(6500 * time.Millisecond) // the server sends an update every 3 s per subscribed session
-	if n := drain(ua); n < 1 || n > 3 {
-		t.Fatalf("the agent got %d updates in 6.5 s, want 2 or so (doubled updates mean two upstream subscriptions)", n)
+	next(t, ua, "alice after the rotation")
+	next(t, ua, "alice after the rotation")
+	if n, streams := tp.count("resources/subscribe "+watched), tp.openStreams(); n != 2 || streams != 1 {
+		t.Fatalf("resources/subscribe reached the server %d times with %d streams open, want 2 (the first connection, then its replacement) and 1", n, streams)
 	}
 }
 
@@ -445,4 +469,40 @@ func TestUpdatedInServerSpelling(t *testing.T) {
 			t.Fatalf("got %d of 5 updates the server sent in its own spelling", i)
 		}
 	}
+}
+
+// TestListenThatAcceptedNothingEnds (review of issue 13): a
+// subscriptions/listen whose subscriptions were all refused has nothing
+// to wait for: it acknowledges none and ends at once, giving back its
+// request slots. Before, it held them until the client went away. Raw
+// HTTP: the stream's end is what is checked.
+func TestListenThatAcceptedNothingEnds(t *testing.T) {
+	up := testpeers.GoEverything(t, false)
+	server := bridgetest.Published(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{})
+	h := newHarness(t, []v1alpha1.MCPServer{server}, subscribePolicies(), nil)
+	// bob may read test://static* only: the watched resource is refused.
+	body := `{"jsonrpc":"2.0","id":5,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":["` + BridgeURI("everything", watched) + `"]},` +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`
+	req, _ := http.NewRequest(http.MethodPost, h.url+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer bob-token")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	stream, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("a listen that accepted nothing did not end: %v (read so far: %q)", err, stream)
+	}
+	if !strings.Contains(string(stream), `"resourceSubscriptions":[]`) || !strings.Contains(string(stream), `"id":5,"result"`) {
+		t.Fatalf("want an empty acknowledgement, then the answer: %q", stream)
+	}
+	eventually(t, "the listen's slots are given back", func() bool {
+		requests, _ := h.b.limits.requests.Used("")
+		_, bob := h.b.limits.callers.Used("system:serviceaccount:agents:bob")
+		return requests == 0 && bob == 0
+	})
 }

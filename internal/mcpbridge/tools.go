@@ -92,6 +92,14 @@ func (b *Bridge) listTools(rq *request) *jsonrpc.Message {
 	items := make([][]byte, len(tools))
 	for i, t := range tools {
 		items[i] = t.Rendered(style)
+		// Rendered redacts the shapes; the server's own Secret values go
+		// too. The controller took them out of status already, but a value
+		// the server was given after its probe is known here first.
+		if r := b.redactor(t.Server); r != nil {
+			if clean, err := r.JSON(items[i], nil); err == nil {
+				items[i] = clean
+			}
+		}
 	}
 	out := append([]byte(`{"tools":`), rawjson.AppendArray(nil, items)...)
 	return rpcResult(rq, json.RawMessage(append(out, '}')))
@@ -104,7 +112,7 @@ func (b *Bridge) resolveTool(rq *request, name string) (*routes.Tool, *jsonrpc.M
 	if rq.endpoint != "" {
 		c, err := b.cfg.Registry.Catalog(rq.ctx, rq.endpoint)
 		if err != nil {
-			return nil, upstreamError(rq, err, "", nil)
+			return nil, b.catalogError(rq, rq.endpoint, err)
 		}
 		if t := c.ByName[name]; t != nil {
 			return t, nil
@@ -117,7 +125,7 @@ func (b *Bridge) resolveTool(rq *request, name string) (*routes.Tool, *jsonrpc.M
 				return t, nil
 			}
 		} else if _, _, served := b.cfg.Registry.Server(server); served {
-			return nil, upstreamError(rq, err, "", nil)
+			return nil, b.catalogError(rq, server, err)
 		}
 	}
 	var candidates []string
@@ -138,6 +146,17 @@ func (b *Bridge) resolveTool(rq *request, name string) (*routes.Tool, *jsonrpc.M
 	}
 	_, _ = b.audit(rq, audit.ToolAmbiguousCall{Tool: name, Candidates: candidates})
 	return nil, rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("ambiguous tool name %q: several servers have it; call one of %s", name, strings.Join(candidates, ", ")), map[string]any{"candidates": candidates})
+}
+
+// catalogError answers a request whose server's catalog could not be
+// listed: the error may quote the server's answer, so it is redacted with
+// the server's own Secret values, as its output is.
+func (b *Bridge) catalogError(rq *request, server string, err error) *jsonrpc.Message {
+	var red *redact.Redactor
+	if s, _, ok := b.cfg.Registry.Server(server); ok {
+		red = b.redactor(s)
+	}
+	return upstreamError(rq, err, "", red)
 }
 
 func (b *Bridge) audit(rq *request, p audit.Payload) (uint64, error) {

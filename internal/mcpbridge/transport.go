@@ -99,19 +99,26 @@ func (b *Bridge) serveMCP(w http.ResponseWriter, r *http.Request, endpoint strin
 	}
 }
 
-// readBody reads a request's body within MaxBodyBytes and the
-// connection's RequestReadTimeout; false when it wrote the refusal.
-func (b *Bridge) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+// readBody reads a request's body within MaxBodyBytes, the connection's
+// RequestReadTimeout and the replica's MaxBodyBytesInFlight; false when it
+// wrote the refusal. The body's bytes stay taken from the budget until
+// the func (also given with a refusal) is called, when the request ends.
+func (b *Bridge) readBody(w http.ResponseWriter, r *http.Request) ([]byte, func(), bool) {
 	// The deadline is the connection's (wall clock, not the bridge's
 	// clock); it replaces the server's longer ReadTimeout for this request.
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(b.cfg.RequestReadTimeout))
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, b.cfg.MaxBodyBytes))
+	br := &budgetReader{r: http.MaxBytesReader(w, r.Body, b.cfg.MaxBodyBytes), l: b.limits.bodyBytes}
+	give := func() { b.limits.bodyBytes.Give("", br.taken) }
+	body, err := io.ReadAll(br)
 	if err == nil {
-		return body, true
+		return body, give, true
 	}
 	var tooBig *http.MaxBytesError
 	var netErr net.Error
 	switch {
+	case errors.Is(err, errBodyBudget):
+		w.Header().Set("Connection", "close")
+		overLimit(w, http.StatusServiceUnavailable, nil, fmt.Sprintf("the bridge is reading its limit of %d request bytes; retry", b.cfg.MaxBodyBytesInFlight))
 	case errors.As(err, &tooBig):
 		writeError(w, http.StatusRequestEntityTooLarge, nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("the request body is larger than %d bytes", b.cfg.MaxBodyBytes))
 	case errors.As(err, &netErr) && netErr.Timeout():
@@ -120,7 +127,7 @@ func (b *Bridge) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 	default:
 		writeError(w, http.StatusBadRequest, nil, jsonrpc.CodeParseError, "while reading the request body: "+err.Error())
 	}
-	return nil, false
+	return nil, give, false
 }
 
 // authenticate checks the bearer token within RequestReadTimeout (an API
@@ -132,9 +139,13 @@ func (b *Bridge) authenticate(w http.ResponseWriter, r *http.Request) (authn.Ide
 	if err == nil {
 		return id, true
 	}
-	if errors.Is(err, authn.ErrUnauthenticated) {
+	switch {
+	case errors.Is(err, authn.ErrUnauthenticated):
 		w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-operator"`)
 		writeError(w, http.StatusUnauthorized, nil, jsonrpc.CodeInvalidRequest, "a valid bearer token with audience "+authn.Audience+" is required")
+		return id, false
+	case errors.Is(err, authn.ErrBusy):
+		overLimit(w, http.StatusServiceUnavailable, nil, "the bridge is checking its limit of new tokens at once; retry")
 		return id, false
 	}
 	b.cfg.Log.Error(err, "authentication failed")
@@ -172,18 +183,16 @@ func (b *Bridge) post(w http.ResponseWriter, r *http.Request, endpoint string) {
 	if b.cfg.Tracer != nil {
 		authenticated = time.Now()
 	}
-	body, ok := b.readBody(w, r)
+	body, giveBody, ok := b.readBody(w, r)
+	defer giveBody()
 	if !ok {
 		return
 	}
-	select {
-	case b.sem <- struct{}{}:
-		defer func() { <-b.sem }()
-	default:
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, nil, jsonrpc.CodeInternalError, fmt.Sprintf("the bridge is serving its limit of %d requests; retry", b.cfg.MaxConcurrent))
+	giveRequest, ok := b.takeRequest(w)
+	if !ok {
 		return
 	}
+	defer giveRequest()
 	if m := b.cfg.Metrics; m != nil {
 		m.InFlight.Inc()
 		defer m.InFlight.Dec()
@@ -209,23 +218,11 @@ func (b *Bridge) post(w http.ResponseWriter, r *http.Request, endpoint string) {
 	if !b.establish(w, r, rq) {
 		return
 	}
-	switch {
-	case rq.sess != nil:
-		if !rq.sess.Acquire() {
-			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusTooManyRequests, msg.ID, jsonrpc.CodeInternalError, "this session has too many requests in flight")
-			return
-		}
-		defer rq.sess.Release()
-	case rq.stateless:
-		// No session to bound: the caller's requests in flight are.
-		if !b.acquireSubject(id.Username) {
-			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusTooManyRequests, msg.ID, jsonrpc.CodeInternalError, "this caller has too many requests in flight")
-			return
-		}
-		defer b.releaseSubject(id.Username)
+	giveCaller, ok := b.takeCaller(w, rq)
+	if !ok {
+		return
 	}
+	defer giveCaller()
 	switch {
 	case msg.IsResponse():
 		if rq.sess != nil {

@@ -136,16 +136,18 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	t.Fatalf("timed out waiting until %s", what)
 }
 
-// callDuringRestart starts a long call, then reports a new pod after the
-// given number of consecutive crashes, and returns how the call ended.
-func callDuringRestart(t *testing.T, c *mcpclient.Client, k client.Client, obj *v1alpha1.MCPServer, pod string, crashes int32) error {
+// callDuringRestart starts a long call and, once it has gone through fwd
+// to the server, reports a new pod after the given number of consecutive
+// crashes, and returns how the call ended.
+func callDuringRestart(t *testing.T, c *mcpclient.Client, fwd *bridgetest.Forwarder, k client.Client, obj *v1alpha1.MCPServer, pod string, crashes int32) error {
 	t.Helper()
+	before := fwd.Calls()
 	errc := make(chan error, 1)
 	go func() {
 		_, err := c.CallTool(ctxT(t), "mcp.everything.trigger-long-running-operation", json.RawMessage(`{"duration":20,"steps":20}`))
 		errc <- err
 	}()
-	time.Sleep(500 * time.Millisecond)
+	eventually(t, "the call reaches the server", func() bool { return fwd.Calls() > before })
 	updateStatus(t, k, obj, func(s *v1alpha1.MCPServerStatus) {
 		s.Endpoint.PodName = pod
 		s.Restarts.Total, s.Restarts.Consecutive = crashes, crashes
@@ -170,7 +172,8 @@ func connectTo(t *testing.T, url, token string, era mcpclient.Era) *mcpclient.Cl
 func TestRoutingFromMCPServerStatus(t *testing.T) {
 	rt, url, k, sink := startRuntime(t, "routing")
 	up := testpeers.NodeEverything(t)
-	obj := apply(t, k, bridgetest.Published(t, "routing", "everything", up.URL, v1alpha1.ToolsSpec{}))
+	fwd := bridgetest.Forward(t, strings.TrimSuffix(strings.TrimPrefix(up.URL, "http://"), "/mcp"), "/mcp")
+	obj := apply(t, k, bridgetest.Published(t, "routing", "everything", fwd.URL, v1alpha1.ToolsSpec{}))
 	createPolicy(t, k, toolPolicy("routing", "agents", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.everything.*")))
 
 	c := connectTo(t, url, "alice-token", mcpclient.EraSession)
@@ -184,7 +187,7 @@ func TestRoutingFromMCPServerStatus(t *testing.T) {
 
 	// A call in flight when the controller reports a new pod fails with
 	// mcp_server_restarted.
-	if err := callDuringRestart(t, c, k, obj, "pod-2", 1); rpcCode(err) != CodeUpstream || !strings.Contains(err.Error(), "mcp_server_restarted") {
+	if err := callDuringRestart(t, c, fwd, k, obj, "pod-2", 1); rpcCode(err) != CodeUpstream || !strings.Contains(err.Error(), "mcp_server_restarted") {
 		t.Fatalf("the call in flight ended with %v, want mcp_server_restarted", err)
 	}
 	fctx, fcancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -233,7 +236,7 @@ func TestRoutingFromMCPServerStatus(t *testing.T) {
 	}
 
 	// Crashing again: calls in flight now fail mcp_server_unstable.
-	if err := callDuringRestart(t, c, k, obj, "pod-3", 2); !strings.Contains(err.Error(), "mcp_server_unstable") {
+	if err := callDuringRestart(t, c, fwd, k, obj, "pod-3", 2); !strings.Contains(err.Error(), "mcp_server_unstable") {
 		t.Fatalf("the second crash ended the call with %v, want mcp_server_unstable", err)
 	}
 

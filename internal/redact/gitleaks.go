@@ -56,9 +56,11 @@ type glMatcher struct {
 	re       *regexp.Regexp // the rule's own regexp, for windows
 	anchored *regexp.Regexp // ^(?:re) without a leading identifier run; nil: search in windows
 	boundary bool           // anchored matches start at a word boundary (\b)
+	leads    leads          // what the first bytes of an anchored match may be
 	idRun    bool           // the rule starts with identifierRun, which anchored leaves out
 	named    bool           // its groups are named parts of the match, not the secret
 	assign   int            // > 0: an assignment rule (assignment), whose value is at least this long
+	nameLen  int            // for assign: the longest name, keyword included
 	maxLen   int            // longest match, at most windowMaxLen
 	group    int
 	entropy  float64
@@ -117,8 +119,15 @@ func compileGitleaks(rules []glRule, global []glAllowlist) *keywordIndex {
 			allow:   compileAllowlists(r.Allowlists),
 		}
 		m.anchored, m.boundary, m.maxLen = anchor(r.Regex, r.Keywords)
+		if m.anchored != nil {
+			tree, err := syntax.Parse(m.anchored.String(), syntax.Perl)
+			if err != nil {
+				panic(err) // it compiled
+			}
+			m.leads = leadsOf(tree)
+		}
 		m.idRun = m.anchored != nil && strings.HasPrefix(strings.TrimPrefix(r.Regex, "(?i)"), identifierRun)
-		m.assign = assignedValueLen(r.Regex)
+		m.assign, m.nameLen = assignedValueLen(r.Regex, r.Keywords)
 		for _, name := range m.re.SubexpNames() {
 			m.named = m.named || name != ""
 		}
@@ -171,18 +180,48 @@ func compileAllowlists(as []glAllowlist) []glAllow {
 }
 
 // assignment is how gitleaks' generated rules for a name and a value go on
-// after the name: an operator, then the value.
-const assignment = `(?:[ \t\w.-]{0,20})[\s'"]{0,3}(?:=|>|:{1,3}=|\|\||:|=>|\?=|,)[\x60'"\s=]{0,5}(`
+// after the name: an operator, then the value. Some rules close a group of
+// their own between the blanks and the operator (wrappedAssignment).
+const (
+	assignment        = `(?:[ \t\w.-]{0,20})[\s'"]{0,3}(?:=|>|:{1,3}=|\|\||:|=>|\?=|,)[\x60'"\s=]{0,5}(`
+	wrappedAssignment = `(?:[ \t\w.-]{0,20})[\s'"]{0,3})(?:=|>|:{1,3}=|\|\||:|=>|\?=|,)[\x60'"\s=]{0,5}(`
+)
 
 // assignedValueLen returns, for a rule made of a name, an assignment and a
-// value, the shortest value it matches; 0 for other rules.
-func assignedValueLen(re string) int {
-	if !strings.Contains(re, assignment) || !strings.HasPrefix(strings.TrimPrefix(re, "(?i)"), identifierRun) {
-		return 0
+// value, whose keywords are all names (so a keyword found is followed by
+// the assignment), the shortest value it matches and the longest name; 0
+// for other rules (a keyword of the value, as
+// "live_" of Lob's keys, says nothing of what follows it).
+func assignedValueLen(re string, keywords []string) (valueLen, nameLen int) {
+	at, wrapped := strings.Index(re, assignment), false
+	if at < 0 {
+		at, wrapped = strings.Index(re, wrappedAssignment), true
+	}
+	if at < 0 || !strings.HasPrefix(strings.TrimPrefix(re, "(?i)"), identifierRun) {
+		return 0, 0
+	}
+	name := re[:at]
+	if wrapped {
+		name += ")"
+	}
+	nameRe, err := regexp.Compile("(?i)" + name)
+	if err != nil {
+		return 0, 0
+	}
+	for _, k := range keywords {
+		if !nameRe.MatchString(k) {
+			return 0, 0
+		}
+	}
+	// The name itself, without the runs of name bytes before it.
+	bare := strings.ReplaceAll(strings.TrimPrefix(name, "(?i)"), identifierRun, "")
+	bareTree, err := syntax.Parse(bare, syntax.Perl|syntax.FoldCase)
+	if err != nil {
+		return 0, 0
 	}
 	tree, err := syntax.Parse(re, syntax.Perl)
 	if err != nil || tree.Op != syntax.OpConcat {
-		return 0 // an alternation: the rule also matches other text
+		return 0, 0 // an alternation: the rule also matches other text
 	}
 	var value *syntax.Regexp
 	var walk func(*syntax.Regexp)
@@ -196,9 +235,9 @@ func assignedValueLen(re string) int {
 	}
 	walk(tree)
 	if value == nil {
-		return 0
+		return 0, 0
 	}
-	return max(1, shortest(value.Simplify()))
+	return max(1, shortest(value.Simplify())), longest(bareTree.Simplify())
 }
 
 // shortest is the length in bytes of re's shortest match.
@@ -230,31 +269,46 @@ func shortest(re *syntax.Regexp) int {
 
 // mayAssign says, cheaply, whether the name found at s[at:] may be followed
 // by an assignment of a value at least n bytes long, as assignment
-// describes: the rest of the name and up to 20 more name bytes or blanks, up
-// to 3 blanks or quotes, an operator, up to 5 quotes or blanks, and then n
-// bytes that are neither blanks nor quotes. It never says no to a match.
-func mayAssign(s string, at, n int) bool {
-	i, limit := at, min(len(s), at+50+20)
-	for i < limit && (isWordChar(s[i]) || s[i] == ' ' || s[i] == '\t' || s[i] == '.' || s[i] == '-') {
+// describes: the name (up to nameLen bytes from the keyword on) and up to 20
+// more name bytes or blanks, up to 3 blanks or quotes, an operator, up to 5 quotes or
+// blanks, and then n bytes that are neither blanks nor quotes. It never says
+// no to a match.
+func mayAssign(s string, at, n, nameLen int) bool {
+	i, limit := at, min(len(s), at+nameLen+20)
+	for i < limit && isNameRunByte[s[i]] {
 		i++
 	}
-	for j := 0; j < 3 && i < len(s) && strings.IndexByte(" \t\r\n\v\f'\"", s[i]) >= 0; j++ {
+	for j := 0; j < 3 && i < len(s) && isBlankOrQuote[s[i]]; j++ {
 		i++
 	}
-	if i == len(s) || strings.IndexByte("=>:|?,", s[i]) < 0 {
+	if i == len(s) || !isOperatorByte[s[i]] {
 		return false
 	}
-	for i < len(s) && strings.IndexByte("=>:|?,", s[i]) >= 0 {
+	for i < len(s) && isOperatorByte[s[i]] {
 		i++
 	}
-	for j := 0; j < 5 && i < len(s) && strings.IndexByte(" \t\r\n\v\f'\"`=", s[i]) >= 0; j++ {
+	for j := 0; j < 5 && i < len(s) && (isBlankOrQuote[s[i]] || s[i] == '`' || s[i] == '='); j++ {
 		i++
 	}
 	from := i
-	for i < len(s) && i-from < n && strings.IndexByte(" \t\r\n\v\f'\"`", s[i]) < 0 {
+	for i < len(s) && i-from < n && !isBlankOrQuote[s[i]] && s[i] != '`' {
 		i++
 	}
 	return i-from >= n
+}
+
+// Byte classes of mayAssign, as tables: it runs at every keyword.
+var (
+	isNameRunByte  = byteSet(func(b byte) bool { return isWordChar(b) || b == ' ' || b == '\t' || b == '.' || b == '-' })
+	isBlankOrQuote = byteSet(func(b byte) bool { return strings.IndexByte(" \t\r\n\v\f'\"", b) >= 0 })
+	isOperatorByte = byteSet(func(b byte) bool { return strings.IndexByte("=>:|?,", b) >= 0 })
+)
+
+func byteSet(in func(byte) bool) (set [256]bool) {
+	for b := range set {
+		set[b] = in(byte(b))
+	}
+	return set
 }
 
 // identifierRun is how gitleaks' generated rules start: the rest of the
@@ -458,30 +512,33 @@ var toLower = func() (t [256]byte) {
 	return t
 }()
 
-// rawPairs are the keywords' first two bytes in every case, as bits over
-// the raw bytes: Redactor.find tests them with its own literals' in one
-// lookup per position.
-func (ix *keywordIndex) rawPairs() (set [1 << 16 / 64]uint64) {
-	for lower := range 1 << 16 {
-		if ix.pairs[lower/64]&(1<<(lower%64)) == 0 {
-			continue
+// thirdByte is what may follow a two-byte keyword ("ey" of a JWT takes a
+// letter or digit) when each of its rules tells, or nil.
+func (ix *keywordIndex) thirdByte(k keyword) *byteClass {
+	if len(k.lit) != 2 {
+		return nil
+	}
+	var third byteClass
+	for _, ri := range k.rules {
+		l := ix.matchers[ri].leads
+		if len(l) < 3 {
+			return nil
 		}
-		for _, a := range caseVariants(byte(lower >> 8)) {
-			for _, b := range caseVariants(byte(lower)) {
-				raw := uint16(a)<<8 | uint16(b)
-				set[raw/64] |= 1 << (raw % 64)
-			}
+		for i := range third {
+			third[i] |= l[2][i]
 		}
 	}
-	return set
+	return &third
 }
 
 // matcher runs the rules at the keywords found in one text.
 type matcher struct {
 	ix *keywordIndex
-	// last is where each rule last ran at a keyword, so a rule runs once at
-	// a place two of its keywords share ("api_key").
-	last map[int]int
+	// last is where each rule last ran at a keyword, plus one, so a rule
+	// runs once at a place two of its keywords share ("access" and
+	// "accesskey"). An array, not a map: a text with no keyword allocates
+	// nothing.
+	last [numGitleaksRules]int32
 }
 
 // at runs the rules whose keywords start at s[i:].
@@ -502,13 +559,10 @@ func (m *matcher) at(s string, i int, spans []span) []span {
 			continue
 		}
 		for _, ri := range kw.rules {
-			if m.last == nil {
-				m.last = map[int]int{}
-			}
-			if at, ok := m.last[ri]; ok && at == i {
+			if m.last[ri] == int32(i+1) {
 				continue
 			}
-			m.last[ri] = i
+			m.last[ri] = int32(i + 1)
 			spans = ix.matchAt(s, i, ri, spans)
 		}
 	}
@@ -549,13 +603,13 @@ func isWordChar(b byte) bool { return isAlnum(b) || b == '_' }
 // matchAt runs rule ri at the keyword found at s[at:].
 func (ix *keywordIndex) matchAt(s string, at, ri int, spans []span) []span {
 	m := &ix.matchers[ri]
-	if m.assign > 0 && !mayAssign(s, at, m.assign) {
+	if m.assign > 0 && !mayAssign(s, at, m.assign, m.nameLen) {
 		return spans
 	}
 	if m.anchored == nil {
 		return ix.search(s, max(0, at-windowBefore), min(len(s), at+m.maxLen+windowAfter), ri, spans)
 	}
-	if m.boundary && at > 0 && isWordChar(s[at-1]) == isWordChar(s[at]) {
+	if m.boundary && at > 0 && isWordChar(s[at-1]) == isWordChar(s[at]) || !m.leads.fits(s[at:]) {
 		return spans
 	}
 	end := min(len(s), at+m.maxLen)

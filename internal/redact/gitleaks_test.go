@@ -84,3 +84,20 @@ func TestGitleaksExamples(t *testing.T) {
 	}
 	t.Logf("%d rules, %d true positives redacted, %d false positives left alone by their rule (%d redacted by another)", len(ex), tps, fps, otherFPs)
 }
+
+// A rule whose keywords are in its value, not its name (Lob's "live_", New
+// Relic's "NRAK"), runs at them too: the secret is named by the rule, not
+// only caught by the generic ones.
+func TestRuleKeyedByItsValue(t *testing.T) {
+	for _, tc := range []struct{ text, kind string }{
+		{"LOB_KEY=test_0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7\n", "lob-api-key"},
+		{"newrelic_key = NRAK-ABCDEFGHIJKLMNOPQRSTUVWXY12\n", "new-relic-user-api-key"},
+		{"okta_token: 00aB3dE5fG7hI9jK1lM3nO5pQ7rS9tU1vW3xY5zA7b\n", "okta-access-token"},
+	} {
+		var c Counts
+		got := Shapes.String(tc.text, &c)
+		if c.Map()[tc.kind] != 1 {
+			t.Errorf("%q became %q, counted %v; want one %s", tc.text, got, c.Map(), tc.kind)
+		}
+	}
+}

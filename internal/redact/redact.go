@@ -5,10 +5,11 @@
 // URL-encoded forms. A secret becomes "[REDACTED:<kind>]".
 //
 // A Redactor makes one pass over a text: each credential shape starts with a
-// literal ("ghp_", "AKIA", "-----BEGIN "), and so does each secret value, so
-// the pass tests two bytes per position against a bitset and looks closer
-// only where a literal may start. Text without any costs about a nanosecond
-// a byte and allocates nothing.
+// literal ("ghp_", "AKIA", "-----BEGIN "), and so does each secret value and
+// each keyword of gitleaks' rules, so the pass tests three bytes per
+// position against one hashed bitset (gramSet) and looks closer only where
+// a literal may start. Text without any costs about a nanosecond a byte and
+// allocates nothing.
 package redact
 
 import (
@@ -142,8 +143,8 @@ type trigger struct {
 // values. It is immutable and safe for concurrent use.
 type Redactor struct {
 	first   [256][]trigger
-	bigrams [1 << 16 / 64]uint64 // the first two bytes of own and gitleaks literals
-	own     [1 << 16 / 64]uint64 // those of own literals only
+	grams   gramSet              // the first three bytes of own and gitleaks literals
+	own     [1 << 16 / 64]uint64 // the first two bytes of own literals
 	secrets int
 }
 
@@ -159,18 +160,23 @@ func New(secrets ...string) *Redactor {
 		r.add(trigger{lit: n.lit, kind: n.kind, match: exact(len(n.lit))})
 		r.secrets++
 	}
-	// One test of a position's two bytes looks for the gitleaks rules'
+	// One test of a position's three bytes looks for the gitleaks rules'
 	// keywords too.
-	gl := gitleaksPairs()
-	r.own = r.bigrams
-	for i := range r.bigrams {
-		r.bigrams[i] |= gl[i]
+	gl := gitleaksGrams()
+	for i := range r.grams {
+		r.grams[i] |= gl[i]
 	}
 	return r
 }
 
-var gitleaksPairs = sync.OnceValue(func() *[1 << 16 / 64]uint64 {
-	set := gitleaks().rawPairs()
+var gitleaksGrams = sync.OnceValue(func() *gramSet {
+	var set gramSet
+	ix := gitleaks()
+	for _, g := range ix.groups {
+		for _, k := range g {
+			set.add(k.lit, true, ix.thirdByte(k))
+		}
+	}
 	return &set
 })
 
@@ -179,6 +185,7 @@ var Shapes = New()
 
 func (r *Redactor) add(t trigger) {
 	t.lower = strings.ToLower(t.lit)
+	r.grams.add(t.lit, t.fold, nil)
 	r.first[t.lit[0]] = append(r.first[t.lit[0]], t)
 	firsts, seconds := []byte{t.lit[0]}, []byte{t.lit[1]}
 	if t.fold {
@@ -190,7 +197,7 @@ func (r *Redactor) add(t trigger) {
 	for _, a := range firsts {
 		for _, b := range seconds {
 			bg := uint16(a)<<8 | uint16(b)
-			r.bigrams[bg/64] |= 1 << (bg % 64)
+			r.own[bg/64] |= 1 << (bg % 64)
 		}
 	}
 }
@@ -294,32 +301,46 @@ func isAWSSecretField(key string) bool {
 // key counts too (see clean).
 func (r *Redactor) find(s string, spans []span, names bool) []span {
 	gl := matcher{ix: gitleaks()}
-	for i := 0; i+1 < len(s); i++ {
-		bg := uint16(s[i])<<8 | uint16(s[i+1])
-		if r.bigrams[bg/64]&(1<<(bg%64)) == 0 {
-			continue
-		}
-		spans = gl.at(s, i, spans)
-		if r.own[bg/64]&(1<<(bg%64)) == 0 {
-			continue
-		}
-		for _, t := range r.first[s[i]] {
-			if len(s)-i < len(t.lit) {
-				continue
-			}
-			if t.fold && !hasPrefixFold(s[i:], t.lower) || !t.fold && s[i:i+len(t.lit)] != t.lit {
-				continue
-			}
-			if names && t.kind == AWSSecretAccessKey {
-				spans = append(spans, span{i, i, t.kind})
-				continue
-			}
-			if start, end, ok := t.match(s, i); ok {
-				spans = append(spans, span{start, end, t.kind})
-			}
+	if len(s) < 2 {
+		return gl.done(s, spans)
+	}
+	// x rolls the three bytes at s[i-2:i+1] (gramHash's argument) along, one
+	// load a byte.
+	x := uint32(s[0])<<8 | uint32(s[1])
+	for i := 2; i < len(s); i++ {
+		x = (x<<8 | uint32(s[i])) & 0xffffff
+		if h := x * gramMul >> (32 - gramBits); r.grams[h/64]&(1<<(h%64)) != 0 {
+			spans = r.at(s, i-2, &gl, spans, names)
 		}
 	}
+	// Only a two-byte literal fits at the end.
+	spans = r.at(s, len(s)-2, &gl, spans, names)
 	return gl.done(s, spans)
+}
+
+// at appends the secrets that start with a literal at s[i:].
+func (r *Redactor) at(s string, i int, gl *matcher, spans []span, names bool) []span {
+	spans = gl.at(s, i, spans)
+	bg := uint16(s[i])<<8 | uint16(s[i+1])
+	if r.own[bg/64]&(1<<(bg%64)) == 0 {
+		return spans
+	}
+	for _, t := range r.first[s[i]] {
+		if len(s)-i < len(t.lit) {
+			continue
+		}
+		if t.fold && !hasPrefixFold(s[i:], t.lower) || !t.fold && s[i:i+len(t.lit)] != t.lit {
+			continue
+		}
+		if names && t.kind == AWSSecretAccessKey {
+			spans = append(spans, span{i, i, t.kind})
+			continue
+		}
+		if start, end, ok := t.match(s, i); ok {
+			spans = append(spans, span{start, end, t.kind})
+		}
+	}
+	return spans
 }
 
 // replace merges overlapping spans (the leftmost's kind names the merged

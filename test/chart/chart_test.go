@@ -525,7 +525,7 @@ func TestBridgeSessionKeyAndArtifacts(t *testing.T) {
 		}
 		args := strings.Join(d.Spec.Template.Spec.Containers[0].Args, " ")
 		for _, flag := range []string{"--session-key-file=/etc/mcp-bridge/session/key", "--artifact-dir=/var/lib/mcp-bridge/artifacts",
-			"--artifact-max-size=900Mi", "--artifact-retention=24h"} {
+			"--artifact-max-size=900Mi", "--artifact-retention=24h", "--max-body-bytes-in-flight=67108864"} {
 			if !strings.Contains(args, flag) {
 				t.Errorf("bridge args %q lack %s", args, flag)
 			}
@@ -550,5 +550,65 @@ func TestBridgeSessionKeyAndArtifacts(t *testing.T) {
 	vols = volumesOf(own)
 	if vols["session-key"].Secret.SecretName != "my-key" || vols["artifacts"].PersistentVolumeClaim == nil || vols["artifacts"].PersistentVolumeClaim.ClaimName != "shared" {
 		t.Errorf("volumes with existing secret and claim %+v", vols)
+	}
+}
+
+// TestBridgeApprovalWebhook: bridge.approvalWebhook gives the bridge the
+// webhook's URL and the file its flag names, mounted from the named key of
+// the Secret; without a URL there is neither; a URL without a Secret is
+// refused with a message that says what is missing.
+func TestBridgeApprovalWebhook(t *testing.T) {
+	bridge := func(o objects) *appsv1.Deployment {
+		return typed[appsv1.Deployment](t, o.find("Deployment", "mcp-operator-bridge"))
+	}
+	for _, a := range bridge(helmTemplate(t)).Spec.Template.Spec.Containers[0].Args {
+		if strings.Contains(a, "approval-webhook") {
+			t.Errorf("a webhook flag without bridge.approvalWebhook.url: %s", a)
+		}
+	}
+
+	d := bridge(helmTemplate(t, "--set", "bridge.approvalWebhook.url=https://hooks.example/mcp",
+		"--set", "bridge.approvalWebhook.secretRef.name=mcp-hook", "--set", "bridge.approvalWebhook.secretRef.key=hmac"))
+	c := d.Spec.Template.Spec.Containers[0]
+	secretFile := ""
+	var url string
+	for _, a := range c.Args {
+		if v, ok := strings.CutPrefix(a, "--approval-webhook-url="); ok {
+			url = v
+		}
+		if v, ok := strings.CutPrefix(a, "--approval-webhook-secret-file="); ok {
+			secretFile = v
+		}
+	}
+	if url != "https://hooks.example/mcp" || secretFile == "" {
+		t.Fatalf("bridge args %q: want the webhook's URL and secret file", c.Args)
+	}
+	var mount *corev1.VolumeMount
+	for i, m := range c.VolumeMounts {
+		if strings.HasPrefix(secretFile, m.MountPath+"/") {
+			mount = &c.VolumeMounts[i]
+		}
+	}
+	if mount == nil || !mount.ReadOnly {
+		t.Fatalf("no read-only mount holds %s: %+v", secretFile, c.VolumeMounts)
+	}
+	var source *corev1.SecretVolumeSource
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Name == mount.Name {
+			source = v.Secret
+		}
+	}
+	want := strings.TrimPrefix(secretFile, mount.MountPath+"/")
+	if source == nil || source.SecretName != "mcp-hook" || len(source.Items) != 1 || source.Items[0].Key != "hmac" || source.Items[0].Path != want {
+		t.Errorf("volume %s = %+v, want key hmac of Secret mcp-hook at %s", mount.Name, source, want)
+	}
+
+	_, err := helmTemplateErr(t, "--set", "bridge.approvalWebhook.url=https://hooks.example/mcp")
+	if err == nil || !strings.Contains(err.Error(), "bridge.approvalWebhook.url needs bridge.approvalWebhook.secretRef.name") {
+		t.Errorf("a webhook without its Secret: %v", err)
+	}
+	_, err = helmTemplateErr(t, "--set", "bridge.approvalWebhook.url=hooks.example/mcp", "--set", "bridge.approvalWebhook.secretRef.name=mcp-hook")
+	if err == nil || !strings.Contains(err.Error(), "url") {
+		t.Errorf("a webhook URL that is no http(s) URL: %v", err)
 	}
 }

@@ -25,7 +25,10 @@ var (
 	clientset *kubernetes.Clientset
 	// kubectl runs commands in pods (exec); it is built for the dev cluster.
 	kubectl []string
-	ctx     = context.Background()
+	// kubeconfigPath is the cluster's kubeconfig (KUBECONFIG, or the dev
+	// cluster's).
+	kubeconfigPath string
+	ctx            = context.Background()
 )
 
 func TestE2E(t *testing.T) {
@@ -43,6 +46,7 @@ var _ = BeforeSuite(func() {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	Expect(err).NotTo(HaveOccurred(), "no dev cluster: run 'make e2e', which starts one")
 	kubectl = []string{filepath.Join(root, "bin", "k8s", "kubectl"), "--kubeconfig", kubeconfig}
+	kubeconfigPath = kubeconfig
 	k8sClient, err = client.New(cfg, client.Options{Scheme: testenv.Scheme()})
 	Expect(err).NotTo(HaveOccurred())
 	clientset, err = kubernetes.NewForConfig(cfg)

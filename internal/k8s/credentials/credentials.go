@@ -1,7 +1,9 @@
 // Package credentials reads the Secrets a remote MCPServer names — a bearer
 // token, extra headers, a CA and client certificate — into what a Streamable
 // HTTP connection presents. The controller's probe and the bridge's upstream
-// connections use the same code, so they reach a server the same way.
+// connections use the same code, so they reach a server the same way. Values
+// lists every Secret value a server is given, which both redact from what
+// the server says.
 package credentials
 
 import (
@@ -10,6 +12,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
 	"net/http"
@@ -100,6 +103,51 @@ func Value(ctx context.Context, c client.Reader, namespace string, ref v1alpha1.
 		return "", &MissingError{fmt.Sprintf("Secret %s has no key %q", ref.Name, ref.Key)}
 	}
 	return string(v), nil
+}
+
+// Values are the values of every Secret key a server's spec gives it: a
+// workload's env and envFrom, a remote server's bearer token and headers.
+// What the server sends may quote them, so whoever publishes it redacts
+// them. An error names what could not be read; values holds the rest.
+func Values(ctx context.Context, c client.Reader, s *v1alpha1.MCPServer) (values []string, err error) {
+	var errs []error
+	add := func(sel v1alpha1.SecretKeySelector) {
+		v, err := Value(ctx, c, s.Namespace, sel)
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
+		values = append(values, v)
+	}
+	if wl := s.Spec.Workload; wl != nil {
+		for _, e := range wl.Env {
+			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+				add(v1alpha1.SecretKeySelector{Name: e.ValueFrom.SecretKeyRef.Name, Key: e.ValueFrom.SecretKeyRef.Key})
+			}
+		}
+		for _, ef := range wl.EnvFrom {
+			if ef.SecretRef == nil {
+				continue
+			}
+			var secret corev1.Secret
+			if err := c.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: ef.SecretRef.Name}, &secret); err != nil {
+				errs = append(errs, &MissingError{fmt.Sprintf("Secret %s: %v", ef.SecretRef.Name, err)})
+				continue
+			}
+			for _, v := range secret.Data {
+				values = append(values, string(v))
+			}
+		}
+	}
+	if r := s.Spec.Remote; r != nil {
+		if r.Auth != nil && r.Auth.BearerTokenSecretRef != nil {
+			add(*r.Auth.BearerTokenSecretRef)
+		}
+		for _, h := range r.HeadersFrom {
+			add(h.SecretKeyRef)
+		}
+	}
+	return values, errors.Join(errs...)
 }
 
 // tlsConfig builds client TLS settings from a Secret holding ca.crt and, for

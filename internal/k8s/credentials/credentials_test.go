@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"math/big"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -144,5 +145,41 @@ func TestDigestFollowsRotation(t *testing.T) {
 	}
 	if creds, _ := Read(ctx, c, remote(nil)); creds.Digest != "" {
 		t.Errorf("a server without credentials has digest %q", creds.Digest)
+	}
+}
+
+// Values lists every Secret value a server is given, workload and remote;
+// one that can't be read is named in the error and the rest still listed
+// (redaction with what could be read beats none).
+func TestValues(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(
+		secret("env", map[string][]byte{"db": []byte("db-password-1"), "other": []byte("not-given")}),
+		secret("all", map[string][]byte{"a": []byte("value-a-1234"), "b": []byte("value-b-5678")}),
+		secret("token", map[string][]byte{"token": []byte("bearer-token-1")}),
+		secret("api", map[string][]byte{"key": []byte("header-key-1")}),
+	).Build()
+	ctx := context.Background()
+
+	wl := &v1alpha1.MCPServer{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "near"}}
+	wl.Spec.Workload = &v1alpha1.Workload{
+		Env: []corev1.EnvVar{
+			{Name: "PLAIN", Value: "not-a-secret"},
+			{Name: "DB", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "env"}, Key: "db"}}},
+		},
+		EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "all"}}}},
+	}
+	got, err := Values(ctx, c, wl)
+	slices.Sort(got)
+	if err != nil || !slices.Equal(got, []string{"db-password-1", "value-a-1234", "value-b-5678"}) {
+		t.Fatalf("workload values %q, %v", got, err)
+	}
+
+	far := remote(&v1alpha1.RemoteAuth{BearerTokenSecretRef: &v1alpha1.SecretKeySelector{Name: "token", Key: "token"}},
+		v1alpha1.HeaderFromSecret{Name: "X-Api-Key", SecretKeyRef: v1alpha1.SecretKeySelector{Name: "api", Key: "key"}},
+		v1alpha1.HeaderFromSecret{Name: "X-Other", SecretKeyRef: v1alpha1.SecretKeySelector{Name: "gone", Key: "key"}})
+	got, err = Values(ctx, c, far)
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"bearer-token-1", "header-key-1"}) || err == nil || !strings.Contains(err.Error(), "Secret gone") {
+		t.Fatalf("remote values %q, %v; want both values and an error naming Secret gone", got, err)
 	}
 }

@@ -17,15 +17,18 @@ import (
 
 // Field limits of the status types (their CRD maxLength, in characters).
 const (
-	MaxDescription = 512
-	MaxTitle       = 256
-	MaxInfoField   = 256
-	MaxPromptArgs  = 64
+	MaxDescription   = 512
+	MaxTitle         = 256
+	MaxInfoField     = 256
+	MaxPromptArgs    = 64
+	MaxPromptName    = 512
+	MaxPromptArgName = 128
 )
 
 // Tools converts a catalog's tools, sorted by name. Descriptions and titles
-// are cut on a character boundary to fit the status fields.
-func Tools(c *catalog.Catalog) []v1alpha1.ToolStatus {
+// are cleaned with r (see Clean), then cut on a character boundary to fit
+// the status fields: cut first, a secret at the cut would leave its start.
+func Tools(c *catalog.Catalog, r *redact.Redactor) []v1alpha1.ToolStatus {
 	out := make([]v1alpha1.ToolStatus, 0, len(c.Tools))
 	for _, t := range c.Tools {
 		var ann *v1alpha1.ToolAnnotations
@@ -35,8 +38,8 @@ func Tools(c *catalog.Catalog) []v1alpha1.ToolStatus {
 		out = append(out, v1alpha1.ToolStatus{
 			Name:         t.Name,
 			UpstreamName: t.UpstreamName,
-			Title:        Cut(Clean(t.Title), MaxTitle),
-			Description:  Cut(Clean(t.Description), MaxDescription),
+			Title:        Cut(Clean(r, t.Title), MaxTitle),
+			Description:  Cut(Clean(r, t.Description), MaxDescription),
 			Risk:         t.Risk,
 			Annotations:  ann,
 			SchemaDigest: t.SchemaDigest,
@@ -47,16 +50,30 @@ func Tools(c *catalog.Catalog) []v1alpha1.ToolStatus {
 	return out
 }
 
-// Prompts converts prompts (names and arguments), sorted by name.
-func Prompts(prompts []catalog.Prompt) []v1alpha1.PromptStatus {
+// Prompts converts prompts (names and arguments), sorted by name. Names are
+// cleaned with r and cut as descriptions are: a server may put anything in
+// them, and both lists are keyed by name, so a name that cleaning or
+// cutting makes equal to an earlier one is left out.
+func Prompts(prompts []catalog.Prompt, r *redact.Redactor) []v1alpha1.PromptStatus {
 	out := make([]v1alpha1.PromptStatus, 0, len(prompts))
+	seen := map[string]bool{}
 	for _, p := range prompts {
-		ps := v1alpha1.PromptStatus{Name: p.Name}
-		for i, a := range p.Arguments {
-			if i == MaxPromptArgs {
+		ps := v1alpha1.PromptStatus{Name: Cut(Clean(r, p.Name), MaxPromptName)}
+		if seen[ps.Name] {
+			continue
+		}
+		seen[ps.Name] = true
+		args := map[string]bool{}
+		for _, a := range p.Arguments {
+			if len(ps.Arguments) == MaxPromptArgs {
 				break
 			}
-			ps.Arguments = append(ps.Arguments, v1alpha1.PromptArgument{Name: a.Name, Required: a.Required})
+			name := Cut(Clean(r, a.Name), MaxPromptArgName)
+			if args[name] {
+				continue
+			}
+			args[name] = true
+			ps.Arguments = append(ps.Arguments, v1alpha1.PromptArgument{Name: name, Required: a.Required})
 		}
 		out = append(out, ps)
 	}
@@ -64,11 +81,12 @@ func Prompts(prompts []catalog.Prompt) []v1alpha1.PromptStatus {
 	return out
 }
 
-// ServerInfo converts the server's self-description and the version agreed.
-func ServerInfo(info client.Implementation, protocolVersion string) *v1alpha1.ServerInfo {
+// ServerInfo converts the server's self-description, cleaned with r, and the
+// version agreed.
+func ServerInfo(info client.Implementation, protocolVersion string, r *redact.Redactor) *v1alpha1.ServerInfo {
 	return &v1alpha1.ServerInfo{
-		Name:            Cut(info.Name, MaxInfoField),
-		Version:         Cut(info.Version, MaxInfoField),
+		Name:            Cut(Clean(r, info.Name), MaxInfoField),
+		Version:         Cut(Clean(r, info.Version), MaxInfoField),
 		ProtocolVersion: protocolVersion,
 	}
 }
@@ -88,11 +106,16 @@ func Capabilities(c client.Capabilities) *v1alpha1.ServerCapabilities {
 
 // Clean is the text of a server published in status: without invisible
 // characters (the catalog's findings record them and what they spelled) and
-// with credential shapes redacted. Status is read by anyone who may read
-// MCPServers, and a server may put anything in its descriptions.
-func Clean(s string) string {
+// redacted with r, the server's own Secret values and the credential shapes
+// (the shapes alone when r is nil). Status is read by anyone who may read
+// MCPServers, and a server may put anything in its descriptions, its API key
+// included.
+func Clean(r *redact.Redactor, s string) string {
+	if r == nil {
+		r = redact.Shapes
+	}
 	s, _ = invisible.Strip(s)
-	return redact.Shapes.String(s, nil)
+	return r.String(s, nil)
 }
 
 // Cut shortens s to at most max characters without splitting one; invalid

@@ -2,11 +2,14 @@
 // the Kubernetes API server (TokenReview, audience mcp-operator), with
 // results cached for at most a minute and never past the token's own
 // expiry. A refused token is remembered for a short while too, so a client
-// repeating a bad token does not cost a TokenReview each time. Anonymous
-// stands in for local development only.
+// repeating a bad token does not cost a TokenReview each time; requests
+// with the same new token share one review, and the reviews in flight are
+// bounded, so that many distinct bad tokens cannot load the API server
+// without end. Anonymous stands in for local development only.
 package authn
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -21,6 +24,7 @@ import (
 	authv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/inflight"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
 )
 
@@ -36,6 +40,10 @@ type Identity struct {
 
 // ErrUnauthenticated means the token was missing or not accepted.
 var ErrUnauthenticated = errors.New("unauthenticated")
+
+// ErrBusy means the token could not be checked now: the reviews in flight
+// are at their bound. The caller may retry.
+var ErrBusy = errors.New("the bridge is checking as many tokens as it may at once")
 
 // Authenticator checks a bearer token ("" when none was sent).
 type Authenticator interface {
@@ -66,6 +74,9 @@ const (
 	// asking again. Short: a token is refused for good (bad signature,
 	// wrong audience, expired) or, rarely, not yet valid.
 	DefaultRefusedTTL = 10 * time.Second
+	// DefaultMaxReviews bounds the TokenReviews in flight: each is a
+	// request to the API server, made before the caller is known.
+	DefaultMaxReviews = 32
 	maxTokenBytes     = 16 << 10
 )
 
@@ -78,8 +89,14 @@ type TokenReview struct {
 	// RefusedTTL is how long a refused token is refused from memory
 	// (DefaultRefusedTTL when zero, at most DefaultCacheTTL).
 	RefusedTTL time.Duration
+	// MaxReviews bounds the reviews in flight (DefaultMaxReviews when
+	// zero); past it a new token is refused with ErrBusy.
+	MaxReviews int
 	// Now reads the clock (time.Now when nil).
 	Now func() time.Time
+
+	initOnce sync.Once
+	reviews  *inflight.Limit
 
 	mu    sync.Mutex
 	cache map[[32]byte]cached
@@ -87,6 +104,17 @@ type TokenReview struct {
 	// are refused without a review. An API server that did not answer is
 	// never remembered: that is not a refusal.
 	refused map[[32]byte]time.Time
+	// flights are the reviews in flight, by token: a request with a token
+	// being reviewed waits for that review instead of starting another.
+	flights map[[32]byte]*flight
+}
+
+// flight is one review in flight, and its result once done is closed.
+type flight struct {
+	done    chan struct{}
+	waiters int // requests sharing it besides the first (tests read it)
+	id      Identity
+	err     error
 }
 
 type cached struct {
@@ -110,8 +138,46 @@ func (t *TokenReview) Authenticate(ctx context.Context, token string) (Identity,
 		t.mu.Unlock()
 		return Identity{}, ErrUnauthenticated
 	}
+	if f, ok := t.flights[key]; ok {
+		f.waiters++
+		t.mu.Unlock()
+		select {
+		case <-f.done:
+			return f.id, f.err
+		case <-ctx.Done():
+			return Identity{}, fmt.Errorf("while waiting for the review of the bearer token: %w", ctx.Err())
+		}
+	}
+	t.initOnce.Do(func() { t.reviews = inflight.New(int64(cmp.Or(t.MaxReviews, DefaultMaxReviews)), 0) })
+	if !t.reviews.Take("", 1) {
+		t.mu.Unlock()
+		return Identity{}, ErrBusy
+	}
+	f := &flight{done: make(chan struct{})}
+	if t.flights == nil {
+		t.flights = map[[32]byte]*flight{}
+	}
+	t.flights[key] = f
 	t.mu.Unlock()
 
+	// The review is shared: the first caller going away must not fail it
+	// for the others, but its deadline still bounds it.
+	rctx, cancel := context.WithoutCancel(ctx), context.CancelFunc(func() {})
+	if deadline, ok := ctx.Deadline(); ok {
+		rctx, cancel = context.WithDeadline(rctx, deadline)
+	}
+	f.id, f.err = t.review(rctx, token, key, now)
+	cancel()
+	t.mu.Lock()
+	delete(t.flights, key)
+	t.mu.Unlock()
+	t.reviews.Give("", 1)
+	close(f.done)
+	return f.id, f.err
+}
+
+// review asks the API server about token and remembers the answer.
+func (t *TokenReview) review(ctx context.Context, token string, key [32]byte, now time.Time) (Identity, error) {
 	res, err := t.Reviews.Create(ctx, &authv1.TokenReview{
 		Spec: authv1.TokenReviewSpec{Token: token, Audiences: []string{Audience}},
 	}, metav1.CreateOptions{})

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/inflight"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
 )
@@ -139,7 +140,8 @@ type Session struct {
 	// Grants are the approvals given in this session.
 	Grants *policy.SessionGrants
 
-	sem chan struct{}
+	// requests bounds its requests in flight (Options.MaxConcurrent).
+	requests *inflight.Limit
 
 	mu       sync.Mutex
 	logLevel string
@@ -178,7 +180,7 @@ func (m *Manager) Open(c Claims) (*Session, error) {
 }
 
 func (m *Manager) newSession(c Claims, token string, now time.Time) *Session {
-	return &Session{Claims: c, Token: token, Grants: policy.NewSessionGrants(), sem: make(chan struct{}, m.opts.MaxConcurrent), lastSeen: now}
+	return &Session{Claims: c, Token: token, Grants: policy.NewSessionGrants(), requests: inflight.New(int64(m.opts.MaxConcurrent), 0), lastSeen: now}
 }
 
 // Resume finds the session of token for subject on endpoint, adopting it
@@ -347,17 +349,10 @@ func (m *Manager) Len() int {
 
 // Acquire takes one of the session's concurrency slots; false when all are
 // taken.
-func (s *Session) Acquire() bool {
-	select {
-	case s.sem <- struct{}{}:
-		return true
-	default:
-		return false
-	}
-}
+func (s *Session) Acquire() bool { return s.requests.Take("", 1) }
 
 // Release returns a slot taken by Acquire.
-func (s *Session) Release() { <-s.sem }
+func (s *Session) Release() { s.requests.Give("", 1) }
 
 // Track records a request in flight so that notifications/cancelled can stop
 // it; the returned func forgets it.

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -269,59 +268,15 @@ func (w *Watcher) readSecrets(ctx context.Context, s *v1alpha1.MCPServer) secret
 	return r
 }
 
-func (w *Watcher) secretKey(ctx context.Context, namespace string, sel v1alpha1.SecretKeySelector) (string, bool) {
-	if w.Secrets == nil {
-		return "", false
-	}
-	v, err := credentials.Value(ctx, w.Secrets, namespace, sel)
-	if err != nil {
-		w.Log.Info("a Secret a server needs could not be read", "namespace", namespace, "secret", sel.Name, "error", err.Error())
-		return "", false
-	}
-	return v, true
-}
-
 // secretValues are the values of every Secret key the server's spec
-// references: env, envFrom and the remote credentials; incomplete when one
-// could not be read.
+// references (credentials.Values); incomplete when one could not be read.
 func (w *Watcher) secretValues(ctx context.Context, s *v1alpha1.MCPServer) (values []string, incomplete bool) {
 	if s == nil || w.Secrets == nil {
 		return nil, false
 	}
-	add := func(sel v1alpha1.SecretKeySelector) {
-		if v, ok := w.secretKey(ctx, s.Namespace, sel); ok {
-			values = append(values, v)
-		} else {
-			incomplete = true
-		}
+	values, err := credentials.Values(ctx, w.Secrets, s)
+	if err != nil {
+		w.Log.Info("a Secret a server needs could not be read", "server", s.Namespace+"/"+s.Name, "error", err.Error())
 	}
-	if wl := s.Spec.Workload; wl != nil {
-		for _, e := range wl.Env {
-			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
-				add(v1alpha1.SecretKeySelector{Name: e.ValueFrom.SecretKeyRef.Name, Key: e.ValueFrom.SecretKeyRef.Key})
-			}
-		}
-		for _, ef := range wl.EnvFrom {
-			if ef.SecretRef == nil {
-				continue
-			}
-			var sec corev1.Secret
-			if err := w.Secrets.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: ef.SecretRef.Name}, &sec); err != nil {
-				incomplete = true
-				continue
-			}
-			for _, v := range sec.Data {
-				values = append(values, string(v))
-			}
-		}
-	}
-	if r := s.Spec.Remote; r != nil {
-		if r.Auth != nil && r.Auth.BearerTokenSecretRef != nil {
-			add(*r.Auth.BearerTokenSecretRef)
-		}
-		for _, h := range r.HeadersFrom {
-			add(h.SecretKeyRef)
-		}
-	}
-	return values, incomplete
+	return values, err != nil
 }

@@ -62,8 +62,11 @@ func main() {
 	every := flag.Duration("every", 500*time.Millisecond, "the pause between repeated calls")
 	repeatFor := flag.Duration("for", 15*time.Second, "how long to keep repeating")
 	callTimeout := flag.Duration("call-timeout", 5*time.Second, "how long a repeated call may take")
+	// A call a person approves waits for them: a test that decides
+	// ToolApprovals gives the calls more time.
+	callsFor := flag.Duration("timeout", time.Minute, "how long connecting and the --call calls may take in all")
 	flag.Parse()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute+*repeatFor)
+	ctx, cancel := context.WithTimeout(context.Background(), *callsFor+*repeatFor)
 	defer cancel()
 
 	// Without a token the bridge must refuse.

@@ -65,11 +65,11 @@ func publish(t testing.TB, namespace, name string, opts streamhttp.Options, spec
 func StatusOf(res *probe.Result, url, pod string) v1alpha1.MCPServerStatus {
 	st := v1alpha1.MCPServerStatus{
 		Endpoint:      &v1alpha1.Endpoint{URL: url, PodName: pod},
-		ServerInfo:    mcpstatus.ServerInfo(res.ServerInfo, res.ProtocolVersion),
+		ServerInfo:    mcpstatus.ServerInfo(res.ServerInfo, res.ProtocolVersion, nil),
 		Capabilities:  mcpstatus.Capabilities(res.Capabilities),
-		Tools:         mcpstatus.Tools(res.Catalog),
+		Tools:         mcpstatus.Tools(res.Catalog, nil),
 		ToolCount:     int32(len(res.Catalog.Tools)),
-		Prompts:       mcpstatus.Prompts(res.Prompts),
+		Prompts:       mcpstatus.Prompts(res.Prompts, nil),
 		CatalogDigest: res.Catalog.Digest,
 	}
 	st.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonServing, Message: "the catalog is published", LastTransitionTime: metav1.Now()}}

@@ -186,3 +186,26 @@ func Forward(t testing.TB, upstreamAddr, path string) *Forwarder {
 	}()
 	return f
 }
+
+// LeakyCatalogServer is FaultServer, except that only its first tools/list
+// (the probe's, when it is Published) is answered: later ones get a body
+// that is not JSON-RPC, quoting LeakedValue, so that the bridge's own
+// catalog lookup fails with an error quoting the server.
+func LeakyCatalogServer(t testing.TB) string {
+	t.Helper()
+	var lists atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			if m, err := jsonrpc.Decode(body); err == nil && m.Method == "tools/list" && lists.Add(1) > 1 {
+				w.Header().Set("Content-Type", "text/plain")
+				_, _ = io.WriteString(w, "catalog of admin with "+LeakedValue+" unavailable")
+				return
+			}
+		}
+		serveFault(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/mcp"
+}

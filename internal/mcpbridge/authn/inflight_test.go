@@ -1,0 +1,135 @@
+package authn
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	authv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// slowReviews is an API server that holds every review until the test
+// lets it answer: a slow API server is the fault here, and a real one
+// cannot be made slow on demand. It refuses every token, as for an
+// attacker's made-up ones.
+type slowReviews struct {
+	n       atomic.Int32
+	entered chan string
+	answer  chan struct{}
+}
+
+func (r *slowReviews) Create(ctx context.Context, tr *authv1.TokenReview, _ metav1.CreateOptions) (*authv1.TokenReview, error) {
+	r.n.Add(1)
+	r.entered <- tr.Spec.Token
+	select {
+	case <-r.answer:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	out := tr.DeepCopy()
+	out.Status = authv1.TokenReviewStatus{Authenticated: false, Error: "invalid bearer token"}
+	return out, nil
+}
+
+func newSlowReviews() *slowReviews {
+	return &slowReviews{entered: make(chan string, 16), answer: make(chan struct{})}
+}
+
+// TestReviewsInFlightAreBounded (issue 13, review): requests with distinct
+// bad tokens each cost a TokenReview, and before there was no bound on how
+// many were in flight at once. Past MaxReviews, a new token is refused
+// with ErrBusy at once, without a review.
+func TestReviewsInFlightAreBounded(t *testing.T) {
+	r := newSlowReviews()
+	tr := &TokenReview{Reviews: r, MaxReviews: 2}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for _, tok := range []string{"bad-1", "bad-2"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := tr.Authenticate(ctx, tok)
+			errs <- err
+		}()
+	}
+	<-r.entered
+	<-r.entered // both reviews are at the API server now
+	if _, err := tr.Authenticate(ctx, "bad-3"); !errors.Is(err, ErrBusy) {
+		t.Fatalf("a third distinct token with two reviews in flight: %v, want ErrBusy", err)
+	}
+	if n := r.n.Load(); n != 2 {
+		t.Fatalf("%d reviews reached the API server, want 2 (the bound)", n)
+	}
+	close(r.answer)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if !errors.Is(err, ErrUnauthenticated) {
+			t.Fatalf("a reviewed bad token: %v, want ErrUnauthenticated", err)
+		}
+	}
+	// The slots are given back: the next new token is reviewed.
+	if _, err := tr.Authenticate(ctx, "bad-3"); !errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("a new token after the reviews ended: %v, want ErrUnauthenticated", err)
+	}
+	if n := r.n.Load(); n != 3 {
+		t.Fatalf("%d reviews, want 3", n)
+	}
+}
+
+// TestConcurrentRequestsWithOneTokenShareAReview: requests carrying the
+// same token while it is being reviewed wait for that review; they neither
+// start another nor take a slot.
+func TestConcurrentRequestsWithOneTokenShareAReview(t *testing.T) {
+	r := newSlowReviews()
+	tr := &TokenReview{Reviews: r, MaxReviews: 1}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	const callers = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := tr.Authenticate(ctx, "same-bad-token")
+			errs <- err
+		}()
+	}
+	<-r.entered
+	// Wait until every other caller has joined the review in flight.
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		tr.mu.Lock()
+		joined := 0
+		for _, f := range tr.flights {
+			joined = f.waiters
+		}
+		tr.mu.Unlock()
+		if joined == callers-1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d callers joined the review in flight, want %d", joined, callers-1)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(r.answer)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if !errors.Is(err, ErrUnauthenticated) {
+			t.Fatalf("a caller sharing the review: %v, want ErrUnauthenticated", err)
+		}
+	}
+	if n := r.n.Load(); n != 1 {
+		t.Fatalf("%d concurrent requests with one token cost %d reviews, want 1", callers, n)
+	}
+}
