@@ -34,6 +34,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
+	"github.com/mcp-operator/mcp-operator/internal/tracing"
 )
 
 // benchToken is the agent's bearer token.
@@ -135,10 +136,18 @@ func serveBridge(listen, upstreamURL string) error {
 	if len(errs) > 0 {
 		return fmt.Errorf("bench policies: %v", errs)
 	}
+	// Traced as the manager's bridge is: when the OTEL_* environment says
+	// so (the bridge+otel child's).
+	tp, err := tracing.Setup(ctx, "bench-bridge", "bench")
+	if err != nil {
+		return err
+	}
+	// One bench caller opens the 1,000 idle sessions of heapPerSession,
+	// past the default cap of sessions per caller.
 	b := mcpbridge.New(mcpbridge.Config{
-		Registry: reg, Auth: &authn.TokenReview{Reviews: reviewer{}}, Sessions: session.NewManager(sealer, session.Options{}),
+		Registry: reg, Auth: &authn.TokenReview{Reviews: reviewer{}}, Sessions: session.NewManager(sealer, session.Options{MaxPerSubject: 10000}),
 		Sealer: sealer, Audit: audit.New(audit.Options{Sink: sink}), Pipeline: &output.Pipeline{Store: store}, Artifacts: store,
-		Limiter: policy.NewRateLimiter(nil), Log: logr.Discard(), CallTimeout: 30 * time.Second,
+		Limiter: policy.NewRateLimiter(nil), Log: logr.Discard(), CallTimeout: 30 * time.Second, Tracer: tp.Tracer("bench"),
 	})
 	b.SetEngine(engine)
 	b.SetReady(true)

@@ -9,7 +9,9 @@
 //	bridge  through the bridge with authentication (TokenReview, served from
 //	        its cache as in steady state) and a realistic policy (several
 //	        policies, globs, a CEL condition, a rate limit), the output
-//	        pipeline and audit events written to a file.
+//	        pipeline and audit events written to a file;
+//	bridge+otel  the same bridge with tracing on: every request sampled,
+//	        its spans exported over OTLP to Jaeger on loopback.
 //
 // The proxy and the bridge run as child processes, so their CPU and memory
 // are theirs alone. It prints p50 and p99 of one tools/call, calls/s at 32
@@ -27,6 +29,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,6 +40,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
 	"github.com/mcp-operator/mcp-operator/internal/testenv"
+	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
 func main() {
@@ -81,20 +85,34 @@ type target struct {
 
 // start runs a process and waits until addr accepts connections.
 func start(addr string, name string, args ...string) (*exec.Cmd, error) {
+	return startEnv(nil, addr, name, args...)
+}
+
+// startEnv is start with more environment.
+func startEnv(env []string, addr string, name string, args ...string) (*exec.Cmd, error) {
 	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
+	if !listening(addr) {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		return nil, fmt.Errorf("%s did not listen on %s", name, addr)
+	}
+	return cmd, nil
+}
+
+// listening waits up to 30 s until addr accepts connections.
+func listening(addr string) bool {
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
 			c.Close()
-			return cmd, nil
+			return true
 		}
 	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	return nil, fmt.Errorf("%s did not listen on %s", name, addr)
+	return false
 }
 
 func run(rounds, calls int, loadFor time.Duration, sessions, idle int) error {
@@ -126,6 +144,18 @@ func run(rounds, calls int, loadFor time.Duration, sessions, idle int) error {
 		return err
 	}
 	defer benchutil.Stop(mcpgo)
+	otlp, stopJaeger, err := startJaeger()
+	if err != nil {
+		return err
+	}
+	defer stopJaeger()
+	tracedAddr := benchutil.FreeAddr()
+	traced, err := startEnv([]string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + otlp, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf", "OTEL_TRACES_SAMPLER=always_on"},
+		tracedAddr, self, "-role=bridge", "-listen="+tracedAddr, "-upstream="+upURL)
+	if err != nil {
+		return err
+	}
+	defer benchutil.Stop(traced)
 
 	targets := []*target{
 		{name: "direct", url: upURL},
@@ -135,13 +165,15 @@ func run(rounds, calls int, loadFor time.Duration, sessions, idle int) error {
 		// The same bridge with 2026-07-28 agents (no session; each call
 		// runs detached from its request, so the server may ask mid-call).
 		{name: "bridge26", url: "http://" + bridgeAddr + "/mcp", era: client.EraStateless, pid: bridge.Process.Pid},
+		{name: "bridge+otel", url: "http://" + tracedAddr + "/mcp", pid: traced.Process.Pid},
 	}
 	for _, t := range targets {
 		if t.era == "" {
 			t.era = client.EraSession
 		}
 	}
-	tool := map[string]string{"direct": "test_simple_text", "proxy": "test_simple_text", "bridge": "mcp.everything.test_simple_text", "mcp-go": "test_simple_text", "bridge26": "mcp.everything.test_simple_text"}
+	tool := map[string]string{"direct": "test_simple_text", "proxy": "test_simple_text", "bridge": "mcp.everything.test_simple_text", "mcp-go": "test_simple_text",
+		"bridge26": "mcp.everything.test_simple_text", "bridge+otel": "mcp.everything.test_simple_text"}
 	fmt.Printf("bridge benchmark: %d rounds x (%d sequential calls + %s at %d sessions) per target, GOMAXPROCS=%d\n", rounds, calls, loadFor, sessions, runtime.GOMAXPROCS(0))
 
 	// Warm up every path (connections, caches, the bridge's catalog).
@@ -174,16 +206,16 @@ func run(rounds, calls int, loadFor time.Duration, sessions, idle int) error {
 		return err
 	}
 
-	fmt.Printf("\n%-9s %10s %10s %12s %14s %10s\n", "target", "p50", "p99", "calls/s", "CPU/1k calls", "RSS")
+	fmt.Printf("\n%-11s %10s %10s %12s %14s %10s\n", "target", "p50", "p99", "calls/s", "CPU/1k calls", "RSS")
 	for _, t := range targets {
 		cpu, rss := "-", "-"
 		if t.pid != 0 {
 			cpu = (t.cpu * 1000 / time.Duration(max(t.done, 1))).Round(time.Microsecond).String()
 			rss = fmt.Sprintf("%.1f MB", float64(t.rss)/1e6)
 		}
-		fmt.Printf("%-9s %10s %10s %12.0f %14s %10s\n", t.name, benchutil.Pct(t.lat, 50), benchutil.Pct(t.lat, 99), benchutil.Median(t.rate), cpu, rss)
+		fmt.Printf("%-11s %10s %10s %12.0f %14s %10s\n", t.name, benchutil.Pct(t.lat, 50), benchutil.Pct(t.lat, 99), benchutil.Median(t.rate), cpu, rss)
 	}
-	d, p, b, g, b26 := targets[0], targets[1], targets[2], targets[3], targets[4]
+	d, p, b, g, b26, bt := targets[0], targets[1], targets[2], targets[3], targets[4], targets[5]
 	p50ratio := float64(benchutil.Pct(b.lat, 50)) / float64(benchutil.Pct(p.lat, 50))
 	tputRatio := benchutil.Median(b.rate) / benchutil.Median(p.rate)
 	fmt.Printf("\nproxy vs direct: p50 %.2fx, throughput %.2fx\n", float64(benchutil.Pct(p.lat, 50))/float64(benchutil.Pct(d.lat, 50)), benchutil.Median(p.rate)/benchutil.Median(d.rate))
@@ -192,6 +224,8 @@ func run(rounds, calls int, loadFor time.Duration, sessions, idle int) error {
 		float64(benchutil.Pct(g.lat, 50))/float64(benchutil.Pct(p.lat, 50)), benchutil.Median(g.rate)/benchutil.Median(p.rate), perCall(g)/perCall(b))
 	fmt.Printf("bridge with 2026-07-28 agents vs 2025-11-25 sessions: p50 %.2fx, throughput %.2fx, CPU per call %.2fx\n",
 		float64(benchutil.Pct(b26.lat, 50))/float64(benchutil.Pct(b.lat, 50)), benchutil.Median(b26.rate)/benchutil.Median(b.rate), perCall(b26)/perCall(b))
+	fmt.Printf("bridge with tracing on (all sampled, to Jaeger on loopback) vs off: p50 %.2fx, throughput %.2fx, CPU per call %.2fx\n",
+		float64(benchutil.Pct(bt.lat, 50))/float64(benchutil.Pct(b.lat, 50)), benchutil.Median(bt.rate)/benchutil.Median(b.rate), perCall(bt)/perCall(b))
 	fmt.Printf("bridge vs direct: p50 %.2fx, throughput %.2fx\n", float64(benchutil.Pct(b.lat, 50))/float64(benchutil.Pct(d.lat, 50)), benchutil.Median(b.rate)/benchutil.Median(d.rate))
 	fmt.Printf("bridge RSS: idle %.1f MB (target <= 40 MB), loaded %.1f MB\n", float64(idleRSS)/1e6, float64(b.rss)/1e6)
 	fmt.Printf("bridge heap per idle session at %d sessions: %.1f KB (target <= 30 KB)\n", idle, heapPer/1e3)
@@ -305,4 +339,35 @@ func heapPerSession(url string, n int) (float64, error) {
 		return 0, err
 	}
 	return float64(after-before) / float64(n), nil
+}
+
+// startJaeger runs the collector the traced bridge exports to (bin/jaeger,
+// built by make peers) and returns its OTLP HTTP endpoint.
+func startJaeger() (otlp string, stop func(), err error) {
+	bin, err := testpeers.JaegerBinary()
+	if err != nil {
+		return "", nil, err
+	}
+	dir, err := os.MkdirTemp("", "bench-jaeger-")
+	if err != nil {
+		return "", nil, err
+	}
+	port := func() int { _, p, _ := net.SplitHostPort(benchutil.FreeAddr()); n, _ := strconv.Atoi(p); return n }
+	query, queryGRPC, otlpGRPC, otlpHTTP := port(), port(), port(), port()
+	config := filepath.Join(dir, "jaeger.yaml")
+	if err := os.WriteFile(config, []byte(testpeers.JaegerConfig(query, queryGRPC, otlpGRPC, otlpHTTP)), 0o600); err != nil {
+		return "", nil, err
+	}
+	otlpAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(otlpHTTP))
+	cmd, err := start(net.JoinHostPort("127.0.0.1", strconv.Itoa(query)), bin, "--config", config)
+	if err == nil && !listening(otlpAddr) {
+		// The receivers open just after the query API, or not at all.
+		benchutil.Stop(cmd)
+		err = fmt.Errorf("no OTLP receiver on %s", otlpAddr)
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("while starting jaeger (run make peers): %w", err)
+	}
+	return "http://" + otlpAddr, func() { benchutil.Stop(cmd); os.RemoveAll(dir) }, nil
 }

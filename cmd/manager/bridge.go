@@ -24,6 +24,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
+	"github.com/mcp-operator/mcp-operator/internal/tracing"
 	"github.com/mcp-operator/mcp-operator/internal/version"
 )
 
@@ -197,6 +198,13 @@ func runBridge(args []string, _, stderr io.Writer) int {
 	defer closeSink()
 	opts.Rest, opts.Scheme = cfg, newScheme()
 	ctx := ctrl.SetupSignalHandler()
+	tp, err := tracing.Setup(ctx, "mcp-operator-bridge", version.String())
+	if err != nil {
+		fmt.Fprintf(stderr, "manager bridge: %v\n", err)
+		return 1
+	}
+	log.Info("tracing", "enabled", tp.Enabled())
+	opts.Bridge.Tracer = tp.Tracer("github.com/mcp-operator/mcp-operator/internal/mcpbridge")
 	rt, err := mcpbridge.Start(ctx, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "manager bridge: %v\n", err)
@@ -224,6 +232,7 @@ func runBridge(args []string, _, stderr io.Writer) int {
 		_ = mcpbridge.Shutdown(sctx, srv, f.shutdownDelay)
 		_ = ops.Shutdown(sctx)
 		_ = rt.Audit.Close(sctx)
+		_ = tp.Shutdown(sctx)
 	}()
 	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		fmt.Fprintf(stderr, "manager bridge: while serving %s: %v\n", f.listen, err)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -22,6 +23,7 @@ import (
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/approval"
 	"github.com/mcp-operator/mcp-operator/internal/controller"
+	"github.com/mcp-operator/mcp-operator/internal/tracing"
 	"github.com/mcp-operator/mcp-operator/internal/version"
 )
 
@@ -46,6 +48,8 @@ type controllerFlags struct {
 	bridgeScope     string
 	retention       time.Duration
 	zap             zap.Options
+	// tracer is the process's tracing (OTEL_* environment), nil when off.
+	tracer trace.Tracer
 }
 
 func parseControllerFlags(args []string, stderr io.Writer) (controllerFlags, error) {
@@ -101,7 +105,7 @@ func newControllerManager(cfg *rest.Config, f controllerFlags) (ctrl.Manager, er
 	if f.workload.APIServerAddresses, err = controller.APIServerAddresses(context.Background(), mgr.GetAPIReader()); err != nil {
 		return nil, err
 	}
-	opts := controller.Options{MaxConcurrentReconciles: f.workers, Workload: f.workload, ApprovalRetention: f.retention}
+	opts := controller.Options{MaxConcurrentReconciles: f.workers, Workload: f.workload, ApprovalRetention: f.retention, Tracer: f.tracer}
 	for _, ns := range strings.Split(f.bridgeScope, ",") {
 		if ns = strings.TrimSpace(ns); ns != "" {
 			opts.BridgeNamespaces = append(opts.BridgeNamespaces, ns)
@@ -144,12 +148,24 @@ func runController(args []string, _, stderr io.Writer) int {
 		return 1
 	}
 	cfg.QPS, cfg.Burst = float32(f.apiQPS), f.apiBurst
+	ctx := ctrl.SetupSignalHandler()
+	tp, err := tracing.Setup(ctx, "mcp-operator-controller", version.String())
+	if err != nil {
+		fmt.Fprintf(stderr, "manager controller: %v\n", err)
+		return 1
+	}
+	f.tracer = tp.Tracer("github.com/mcp-operator/mcp-operator/internal/controller")
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tp.Shutdown(sctx)
+	}()
 	mgr, err := newControllerManager(cfg, f)
 	if err != nil {
 		fmt.Fprintf(stderr, "manager controller: %v\n", err)
 		return 1
 	}
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	if err := mgr.Start(ctx); err != nil {
 		fmt.Fprintf(stderr, "manager controller: %v\n", err)
 		return 1
 	}

@@ -61,7 +61,7 @@ func TestFieldsAgreeWithJSONTags(t *testing.T) {
 	w := New(Options{Sink: &bytes.Buffer{}, ArgsMode: ArgsFull})
 	defer w.Close(ctx(t))
 	for _, p := range payloads {
-		got, err := w.encodeBody("", "", p)
+		got, err := w.encodeBody("", "", Trace{}, p)
 		if err != nil {
 			t.Fatal(err)
 		}

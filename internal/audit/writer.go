@@ -200,7 +200,19 @@ func (w *Writer) currentRedactor() *redact.Redactor {
 // for events of no session (server lifecycle); subject is the caller's
 // identity, "" likewise.
 func (w *Writer) Write(session, subject string, p Payload) (uint64, error) {
-	body, err := w.encodeBody(session, subject, p)
+	return w.WriteTraced(session, subject, Trace{}, p)
+}
+
+// Trace names the span an event was written in, so that one can go from an
+// audit line to its trace: W3C ids in lower-case hex, empty when the
+// request was not traced.
+type Trace struct {
+	TraceID, SpanID string
+}
+
+// WriteTraced is Write with the event's traceId and spanId.
+func (w *Writer) WriteTraced(session, subject string, t Trace, p Payload) (uint64, error) {
+	body, err := w.encodeBody(session, subject, t, p)
 	if err != nil {
 		return 0, err
 	}
@@ -263,7 +275,7 @@ func (w *Writer) reportLost() {
 	if w.lostCount == 0 {
 		return
 	}
-	body, err := w.encodeBody("", "", Dropped{Count: w.lostCount})
+	body, err := w.encodeBody("", "", Trace{}, Dropped{Count: w.lostCount})
 	if err != nil {
 		return // cannot happen: Dropped always encodes
 	}
@@ -321,9 +333,10 @@ func (w *Writer) appendTime(b []byte, t time.Time) []byte {
 	return append(b, 'Z')
 }
 
-// encodeBody writes everything after "time": the type, session, subject and
+// encodeBody writes everything after "time": the type, session, subject, the
+// trace ids and
 // the payload's fields, redacted, and the closing brace and newline.
-func (w *Writer) encodeBody(session, subject string, p Payload) ([]byte, error) {
+func (w *Writer) encodeBody(session, subject string, t Trace, p Payload) ([]byte, error) {
 	e := fieldWriters.Get().(*fieldWriter)
 	defer fieldWriters.Put(e)
 	e.b, e.r, e.argsMode, e.argsPreview = e.b[:0], w.currentRedactor(), w.opts.ArgsMode, w.opts.ArgsPreviewBytes
@@ -331,6 +344,14 @@ func (w *Writer) encodeBody(session, subject string, p Payload) ([]byte, error) 
 	e.b = rawjson.AppendString(e.b, p.EventType())
 	e.str("session", session)
 	e.str("subject", subject)
+	if t.TraceID != "" {
+		// Hex ids the bridge made: nothing to redact (and a 32-digit hex
+		// string must not look like a secret to the redactor).
+		e.key("traceId")
+		e.b = rawjson.AppendString(e.b, t.TraceID)
+		e.key("spanId")
+		e.b = rawjson.AppendString(e.b, t.SpanID)
+	}
 	p.fields(e)
 	e.b = append(e.b, "}\n"...)
 	return slices.Clone(e.b), nil

@@ -131,6 +131,29 @@ func TestGoldenFailureChain(t *testing.T) {
 	checkGolden(t, "failure-chain.jsonl", out.Bytes())
 }
 
+// A traced request's events carry its trace and span ids after the subject;
+// an event written without them (Write) has none.
+func TestGoldenTracedChain(t *testing.T) {
+	var out bytes.Buffer
+	w := newTestWriter(t, &out, ArgsNone)
+	tr := Trace{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7"}
+	for _, p := range []Payload{
+		PermissionRequested{Tool: "mcp.everything.echo", Args: callArgs, RiskAtDecision: "read", SourcedFrom: "mcp", ToolCallID: "call-3"},
+		PermissionResolved{Decision: "deny", Actor: "policy", SourcedFrom: "default", ToolCallID: "call-3", Tool: "mcp.everything.echo", Reason: "no rule allows it"},
+	} {
+		if _, err := w.WriteTraced(session, subject, tr, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := w.Write("", "", ServerCrashed{Server: "everything", Reason: "OOMKilled", Crashes: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	checkGolden(t, "traced-chain.jsonl", out.Bytes())
+}
+
 // Every event type, with the field names docs/audit.md lists: the design's
 // payload fields first, in its order.
 func TestEveryEventsFields(t *testing.T) {

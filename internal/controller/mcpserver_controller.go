@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -54,6 +55,9 @@ type MCPServerReconciler struct {
 	// share one name space of mcp.<server>.<tool>, so two of the same name
 	// conflict. Empty: each namespace is its own scope.
 	BridgeNamespaces []string
+	// Tracer makes a span of each reconcile and its phases (tracing.go);
+	// nil: none.
+	Tracer trace.Tracer
 }
 
 // NewMCPServerReconciler is the reconciler `manager controller` runs: the
@@ -71,6 +75,7 @@ func NewMCPServerReconciler(mgr ctrl.Manager, opts Options) *MCPServerReconciler
 		Prober:           prober,
 		Workload:         opts.Workload,
 		BridgeNamespaces: opts.BridgeNamespaces,
+		Tracer:           opts.Tracer,
 	}
 }
 
@@ -167,19 +172,27 @@ func (r *MCPServerReconciler) phases(s *mcpv1alpha1.MCPServer) []phase {
 func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var s mcpv1alpha1.MCPServer
 	if err := r.Get(ctx, req.NamespacedName, &s); err != nil {
+		if apierrors.IsNotFound(err) {
+			forgetMetrics(req.Namespace, req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !s.DeletionTimestamp.IsZero() {
 		// ownerReferences delete the pod, Service and NetworkPolicy.
+		forgetMetrics(s.Namespace, s.Name)
 		return ctrl.Result{}, nil
 	}
+	ctx, span := r.startReconcile(ctx, &s)
+	defer span.End()
 	orig := s.DeepCopy()
 	sc := &scope{server: &s, now: r.Clock.Now(), restart: restartSettingsOf(s.Spec.RestartPolicy)}
 	var res phaseResult
 	var err error
 	for _, p := range r.phases(&s) {
 		var pr phaseResult
-		pr, err = p.run(ctx, sc)
+		pctx, pspan := r.tracer().Start(ctx, p.name)
+		pr, err = p.run(pctx, sc)
+		endPhase(pspan, pr, err)
 		res.requeueAfter = earliest(res.requeueAfter, pr.requeueAfter)
 		if err != nil {
 			log.FromContext(ctx).V(1).Info("phase ended the reconcile", "phase", p.name, "reason", err.Error())
@@ -234,6 +247,8 @@ func (r *MCPServerReconciler) summarize(ctx context.Context, sc *scope, orig *mc
 		return ctrl.Result{}, err
 	}
 	r.emit(s, sc.events)
+	traceEvents(ctx, sc.events)
+	recordMetrics(s, sc.events)
 	if transient {
 		return ctrl.Result{}, phaseErr
 	}

@@ -255,6 +255,9 @@ var _ = Describe("MCPServer controller", func() {
 			Eventually(condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonPermanentlyFailed))
 			Expect(get(s).Status.Restarts).To(And(HaveField("Consecutive", BeEquivalentTo(4)), HaveField("Total", BeEquivalentTo(4)),
 				HaveField("LastExitReason", "OOMKilled"), HaveField("NextRestartTime", BeNil())))
+			// The controller's metrics count the crashes, and the server down.
+			Eventually(func() *float64 { return serverMetric("mcp_operator_server_crashes_total", ns, "crashy") }).WithTimeout(10 * time.Second).Should(HaveValue(BeEquivalentTo(4)))
+			Expect(serverMetric("mcp_operator_server_ready", ns, "crashy")).To(HaveValue(BeZero()))
 			Eventually(func() []corev1.Pod { return serverPods(s) }).Should(BeEmpty())
 			clk.Step(time.Hour)
 			poke(s)

@@ -3,7 +3,11 @@
 // with the manager explicitly, so its wiring shows which controllers run.
 package controller
 
-import "time"
+import (
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+)
 
 // Options are the settings every reconciler may need.
 type Options struct {
@@ -21,6 +25,8 @@ type Options struct {
 	// ApprovalRetention is how long finished ToolApprovals are kept
 	// (approval.DefaultRetention when zero).
 	ApprovalRetention time.Duration
+	// Tracer makes spans of reconciles (nil: no tracing).
+	Tracer trace.Tracer
 }
 
 // The API client's rate limits of `manager controller` (its

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcp-operator/mcp-operator/internal/approval"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
@@ -83,6 +84,9 @@ type Config struct {
 	Approvals *approval.Broker
 	Metrics   *metrics.Metrics
 	Log       logr.Logger
+	// Tracer makes a span of every request and of its pipeline's stages
+	// (spans.go); nil: no tracing, at no cost.
+	Tracer trace.Tracer
 
 	// ToolNameStyle is dotted (mcp.<server>.<tool>) or underscore.
 	ToolNameStyle string

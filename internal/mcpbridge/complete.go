@@ -92,7 +92,9 @@ func (c *completion) forward(b *Bridge, x *exchange) *jsonrpc.Message {
 		ref := rawjson.Set(rawjson.Get(params, "ref"), "uri", rawjson.AppendString(nil, c.ref))
 		params = rawjson.Set(params, "ref", ref)
 	}
+	ctx, span := b.forwardSpan(ctx, x, "completion/complete", "")
 	raw, err := c.conn.Call(ctx, "completion/complete", params)
+	endForward(span, err)
 	took := b.now().Sub(start)
 	b.observe(s.Name, "completion/complete", took, err)
 	if err != nil {

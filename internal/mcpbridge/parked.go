@@ -56,8 +56,10 @@ func (b *Bridge) startParkable(c *call, conn *upstream.Conn, params json.RawMess
 	ctx, cancel := b.contextWithCallTimeout(context.WithoutCancel(c.rq.ctx))
 	p := &parkable{ctx: ctx, cancel: cancel, start: b.now(), asks: make(chan serverAsk), done: make(chan parkableEnd, 1), ended: make(chan struct{})}
 	c.parkable = p
+	ctx, span := b.forwardSpan(ctx, c.exchange, methodCall, c.tool.Upstream)
 	go func() {
 		res, err := conn.CallTool(ctx, params, hooks)
+		endForward(span, err)
 		p.done <- parkableEnd{res, err}
 		close(p.ended)
 	}()

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
@@ -100,14 +102,20 @@ func (b *Bridge) serve(rq *request, a adapter) *jsonrpc.Message {
 	if answer := a.resolve(b, x); answer != nil {
 		return answer
 	}
+	x.traceTarget()
+	defer x.traceCallID()
 	if answer := b.resume(x); answer != nil {
 		return answer
 	}
+	_, span := b.stage(x, spanDecide, trace.SpanKindInternal)
 	res, answer := a.decide(b, x)
 	if answer != nil {
+		span.End()
 		return answer
 	}
 	b.decide(x, res)
+	x.traceDecision(span)
+	span.End()
 	if answer := b.settle(x); answer != nil {
 		return answer
 	}
@@ -164,7 +172,13 @@ func (b *Bridge) settle(x *exchange) *jsonrpc.Message {
 			return b.unrecorded(x, err)
 		}
 	}
+	span := noSpan
+	if x.res.Decision == v1alpha1.DecisionAsk {
+		_, span = b.stage(x, spanAsk, trace.SpanKindInternal)
+	}
 	o := b.resolve(x)
+	x.traceOutcome(span, o)
+	span.End()
 	if o.pending != nil {
 		return o.pending
 	}
@@ -189,6 +203,7 @@ func (b *Bridge) refuse(x *exchange, o outcome) *jsonrpc.Message {
 	}
 	_, _ = b.audit(x.rq, x.failed(o.failReason, o.reason))
 	b.countCall(x, "deny", o.failReason)
+	x.traceFailure(o.failReason)
 	return rpcError(x.rq, CodeDenied, fmt.Sprintf("%s denied: %s", x.what, o.reason), map[string]any{
 		"reason": o.failReason, "sourcedFrom": o.sourcedFrom, "toolCallId": x.id,
 	})
@@ -199,6 +214,7 @@ func (b *Bridge) refuse(x *exchange, o outcome) *jsonrpc.Message {
 func (b *Bridge) unrecorded(x *exchange, err error) *jsonrpc.Message {
 	b.cfg.Log.Error(err, "audit event not recorded: the request is refused", "method", x.method, "target", x.target)
 	b.countCall(x, "deny", reasonAudit)
+	x.traceFailure(reasonAudit)
 	return rpcError(x.rq, jsonrpc.CodeInternalError, "the "+x.noun()+" was not run: its audit record could not be written", map[string]any{"reason": reasonAudit})
 }
 
@@ -238,6 +254,7 @@ func (b *Bridge) callFailed(x *exchange, s *routes.Server, took time.Duration, e
 	_, _ = b.audit(x.rq, failed)
 	_, _ = b.audit(x.rq, x.failed(reason, failed.Error))
 	b.countCall(x, "allow", reason)
+	x.traceFailure(reason)
 	return upstreamError(x.rq, err, x.id, b.redactor(s))
 }
 

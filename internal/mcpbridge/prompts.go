@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/catalog"
@@ -184,15 +186,19 @@ func (pr *prompt) forward(b *Bridge, x *exchange) *jsonrpc.Message {
 	ctx, cancel := b.contextWithCallTimeout(rq.ctx)
 	defer cancel()
 	start := b.now()
+	ctx, span := b.forwardSpan(ctx, x, methodPrompt, pr.upstreamName)
 	raw, err := pr.conn.Call(ctx, "prompts/get", params)
+	endForward(span, err)
 	took := b.now().Sub(start)
 	b.observe(s.Name, "prompts/get", took, err)
 	if err != nil {
 		return b.callFailed(x, s, took, err)
 	}
+	_, span = b.stage(x, spanOutput, trace.SpanKindInternal)
 	out, sum, err := b.cfg.Pipeline.PromptResult(output.Call{
 		Server: s.Name, Name: pr.upstreamName, Subject: rq.id.Username, Redactor: b.redactor(s), Block: x.blockInjection,
 	}, raw)
+	b.outputDone(span, s.Name, sum)
 	expanded := audit.PromptExpanded{Server: s.Name, Prompt: pr.upstreamName, SizeBytes: len(raw), Injection: sum.Findings, Blocked: sum.Blocked, ToolCallID: x.id}
 	if msgs, e := rawjson.Elements(rawjson.Get(raw, "messages")); e == nil {
 		expanded.Messages = len(msgs)

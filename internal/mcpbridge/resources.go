@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
@@ -144,16 +146,20 @@ func (r *read) forward(b *Bridge, x *exchange) *jsonrpc.Message {
 	ctx, cancel := b.contextWithCallTimeout(rq.ctx)
 	defer cancel()
 	start := b.now()
+	ctx, span := b.forwardSpan(ctx, x, methodRead, "")
 	raw, err := r.conn.Call(ctx, "resources/read", rawjson.Set(translate.UpstreamParams(rq.msg.Params), "uri", rawjson.AppendString(nil, r.uri)))
+	endForward(span, err)
 	took := b.now().Sub(start)
 	b.observe(s.Name, "resources/read", took, err)
 	if err != nil {
 		return b.callFailed(x, s, took, err)
 	}
 	sum := sha256.Sum256(raw)
+	_, span = b.stage(x, spanOutput, trace.SpanKindInternal)
 	out, scan, err := b.cfg.Pipeline.ResourceResult(output.Call{
 		Server: s.Name, Name: r.uri, Subject: rq.id.Username, Redactor: b.redactor(s), Block: x.blockInjection,
 	}, raw)
+	b.outputDone(span, s.Name, scan)
 	_, _ = b.audit(rq, audit.ResourceFetched{
 		Server: s.Name, URI: r.uri, SizeBytes: len(raw), ContentHash: "sha256:" + hex.EncodeToString(sum[:]),
 		Injection: scan.Findings, Blocked: scan.Blocked, ToolCallID: x.id,

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/toolname"
@@ -158,7 +160,7 @@ func (b *Bridge) catalogError(rq *request, server string, err error) *jsonrpc.Me
 }
 
 func (b *Bridge) audit(rq *request, p audit.Payload) (uint64, error) {
-	return b.cfg.Audit.Write(rq.sessionID(), rq.id.Username, p)
+	return b.cfg.Audit.WriteTraced(rq.sessionID(), rq.id.Username, rq.traceIDs(), p)
 }
 
 // callParams are the tools/call params the bridge reads.
@@ -297,6 +299,7 @@ func (b *Bridge) execute(c *call) *jsonrpc.Message {
 	ctx, cancel := b.contextWithCallTimeout(rq.ctx)
 	defer cancel()
 	start := b.now()
+	ctx, span := b.forwardSpan(ctx, c.exchange, methodCall, tool.Upstream)
 	res, err := conn.CallTool(ctx, params, hooks)
 	for round := 0; err == nil && isInputRequired(res); round++ {
 		if round == maxInputRounds {
@@ -305,11 +308,13 @@ func (b *Bridge) execute(c *call) *jsonrpc.Message {
 		}
 		next, answer := b.answerInputRequests(ctx, c, params, res)
 		if answer != nil {
+			endForward(span, nil)
 			return answer
 		}
 		params = next
 		res, err = conn.CallTool(ctx, params, hooks)
 	}
+	endForward(span, err)
 	return b.finish(c, res, err, start)
 }
 
@@ -324,11 +329,14 @@ func (b *Bridge) finish(c *call, res json.RawMessage, err error, start time.Time
 		return b.callFailed(c.exchange, c.tool.Server, took, err)
 	}
 	_, _ = b.audit(rq, audit.MCPCallCompleted{Server: server, ToolCallID: c.id, DurationMs: audit.Ms(took)})
+	_, span := b.stage(c.exchange, spanOutput, trace.SpanKindInternal)
 	out, sum, err := b.cfg.Pipeline.ToolResult(output.Call{
 		Server: server, Name: tool.Upstream, Subject: rq.id.Username,
 		Redactor: b.redactor(tool.Server), Block: c.blockInjection,
 	}, res)
+	b.outputDone(span, server, sum)
 	if err != nil {
+		c.traceFailure(upstream.ReasonInvalid)
 		_, _ = b.audit(rq, c.failed(upstream.ReasonInvalid, err.Error()))
 		b.count(tool, "allow", upstream.ReasonInvalid)
 		return rpcError(rq, CodeUpstream, "the server's result could not be passed on: "+err.Error(), map[string]any{"reason": upstream.ReasonInvalid, "toolCallId": c.id})
@@ -345,6 +353,7 @@ func (b *Bridge) finish(c *call, res json.RawMessage, err error, start time.Time
 	outcome := "ok"
 	if isError {
 		outcome = "tool_error"
+		c.traceFailure(outcome)
 	}
 	b.count(tool, "allow", outcome)
 	return rpcResult(rq, json.RawMessage(out))

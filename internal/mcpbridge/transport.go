@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/protocol"
@@ -57,6 +59,10 @@ type request struct {
 	elicitationURL, sampling bool
 	msg                      *jsonrpc.Message
 	out                      *responder
+	// span is the request's trace span (spans.go), nil when tracing is
+	// off; failed says a stage recorded why the request failed on it.
+	span   trace.Span
+	failed bool
 }
 
 // sessionID is what audit events name the session by.
@@ -169,9 +175,16 @@ func (b *Bridge) post(w http.ResponseWriter, r *http.Request, endpoint string) {
 	// budget of this connection's own, and only then does the request take
 	// one of the replica's shared slots: slow or unauthenticated clients
 	// hold their own connections, never what authenticated callers need.
+	var began, authenticated time.Time
+	if b.cfg.Tracer != nil {
+		began = time.Now()
+	}
 	id, ok := b.authenticate(w, r)
 	if !ok {
 		return
+	}
+	if b.cfg.Tracer != nil {
+		authenticated = time.Now()
 	}
 	body, giveBody, ok := b.readBody(w, r, id.Username)
 	defer giveBody()
@@ -225,14 +238,16 @@ func (b *Bridge) post(w http.ResponseWriter, r *http.Request, endpoint string) {
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel := context.WithCancel(b.startRequest(r.Context(), r, rq, began, authenticated))
 	defer cancel()
+	var resp *jsonrpc.Message
+	defer func() { endRequest(rq, resp) }()
 	if rq.sess != nil {
 		defer rq.sess.Track(string(msg.ID), cancel)()
 	}
 	rq.ctx = ctx
 	rq.out = &responder{w: w, canStream: acceptsEventStream(r)}
-	resp := b.dispatch(rq)
+	resp = b.dispatch(rq)
 	if rq.msg.Method == "initialize" && rq.sess != nil {
 		w.Header().Set("Mcp-Session-Id", rq.sess.Token)
 	}

@@ -379,6 +379,30 @@ func TestValues(t *testing.T) {
 			t.Error("a ServiceMonitor is rendered by default (its CRD may not exist)")
 		}
 	})
+	t.Run("tracing", func(t *testing.T) {
+		// Off by default: no OTEL_* variable at all.
+		for _, u := range helmTemplate(t).ofKind("Deployment") {
+			for _, e := range typed[appsv1.Deployment](t, u).Spec.Template.Spec.Containers[0].Env {
+				if strings.HasPrefix(e.Name, "OTEL_") {
+					t.Errorf("%s has %s with tracing off", u.GetName(), e.Name)
+				}
+			}
+		}
+		rendered := helmTemplate(t, "--set", "tracing.endpoint=http://collector.observability:4317", "--set", "tracing.protocol=grpc",
+			"--set", "tracing.sampler=parentbased_traceidratio", "--set-string", "tracing.samplerArg=0.25")
+		for name, service := range map[string]string{"mcp-operator-bridge": "mcp-operator-bridge", "mcp-operator-controller": "mcp-operator-controller"} {
+			c := typed[appsv1.Deployment](t, rendered.find("Deployment", name)).Spec.Template.Spec.Containers[0]
+			want := map[string]string{
+				"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector.observability:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+				"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.25", "OTEL_SERVICE_NAME": service,
+			}
+			for k, v := range want {
+				if got := envValue(c, k); got != v {
+					t.Errorf("%s: %s=%q, want %q", name, k, got, v)
+				}
+			}
+		}
+	})
 	t.Run("pod annotations", func(t *testing.T) {
 		d := typed[appsv1.Deployment](t, helmTemplate(t, "--set-string", "controller.podAnnotations.rev=7").find("Deployment", "mcp-operator-controller"))
 		if d.Spec.Template.Annotations["rev"] != "7" {
@@ -407,6 +431,9 @@ func TestSchemaRejectsMistakes(t *testing.T) {
 		"pull policy":           {"image.pullPolicy=Sometimes", "pullPolicy"},
 		"bad namespace":         {"bridge.namespaces={Team_A}", "namespaces"},
 		"bad digest":            {"image.digest=latest", "digest"},
+		"tracing protocol":      {"tracing.protocol=http/json", "protocol"},
+		"tracing sampler":       {"tracing.sampler=sometimes", "sampler"},
+		"tracing endpoint":      {"tracing.endpoint=collector:4317", "endpoint"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			out, err := helmTemplateErr(t, "--set", tc.set)

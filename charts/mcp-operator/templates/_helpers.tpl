@@ -60,6 +60,28 @@ The namespaces the bridge serves: bridge.namespaces, or the release's own.
 {{- end }}
 
 {{/*
+The OTEL_* environment of a container from .Values.tracing: nothing while no
+endpoint is set (tracing off). Call with (dict "root" $ "service" "name").
+*/}}
+{{- define "mcp-operator.tracingEnv" -}}
+{{- $t := .root.Values.tracing -}}
+{{- if $t.endpoint }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ $t.endpoint | quote }}
+- name: OTEL_EXPORTER_OTLP_PROTOCOL
+  value: {{ $t.protocol | quote }}
+- name: OTEL_TRACES_SAMPLER
+  value: {{ $t.sampler | quote }}
+{{- if $t.samplerArg }}
+- name: OTEL_TRACES_SAMPLER_ARG
+  value: {{ $t.samplerArg | quote }}
+{{- end }}
+- name: OTEL_SERVICE_NAME
+  value: {{ .service | quote }}
+{{- end }}
+{{- end }}
+
+{{/*
 The pod-level settings both Deployments share. Call with
 (dict "root" $ "c" .Values.controller).
 */}}

@@ -199,6 +199,15 @@ func WithCallRequests(ctx context.Context, h RequestHandler) context.Context {
 
 type callRequestsKey struct{}
 
+type callHeaderKey struct{}
+
+// WithCallHeader adds h to the HTTP requests of the call made with ctx (its
+// POST and any GET resuming its stream): per-call headers on a shared
+// connection, such as the W3C trace context of the call's span.
+func WithCallHeader(ctx context.Context, h http.Header) context.Context {
+	return context.WithValue(ctx, callHeaderKey{}, h)
+}
+
 func callNotifications(ctx context.Context) jsonrpc.NotificationHandler {
 	h, _ := ctx.Value(callNotificationsKey{}).(jsonrpc.NotificationHandler)
 	return h
@@ -458,6 +467,11 @@ func (c *Conn) do(ctx context.Context, method string, body []byte, m *jsonrpc.Me
 	for k, vs := range m.Header {
 		for _, v := range vs {
 			hreq.Header.Add(k, v)
+		}
+	}
+	if h, _ := ctx.Value(callHeaderKey{}).(http.Header); h != nil {
+		for k, vs := range h {
+			hreq.Header[k] = vs
 		}
 	}
 	for i := 0; i+1 < len(extra); i += 2 {

@@ -29,6 +29,12 @@ type Metrics struct {
 	// outcome: queued for the agent's stream, or dropped because the
 	// agent's queue was full.
 	ResourceUpdates *prometheus.CounterVec
+	// Redactions counts the secrets the output pipeline replaced in
+	// servers' results, by server.
+	Redactions *prometheus.CounterVec
+	// InjectionFindings counts the injection scan's findings in servers'
+	// results, by server.
+	InjectionFindings *prometheus.CounterVec
 }
 
 // New makes the collectors and registers them with reg. sessions and
@@ -60,8 +66,14 @@ func New(reg prometheus.Registerer, sessions func() float64, auditDropped func()
 		ResourceUpdates: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcp_bridge_resource_updates_total", Help: "Resource updates for agents by server and outcome (queued, dropped: the agent's queue was full).",
 		}, []string{"server", "outcome"}),
+		Redactions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcp_bridge_redactions_total", Help: "Secrets replaced in servers' results (tool results, resources, prompts) by the output pipeline, by server.",
+		}, []string{"server"}),
+		InjectionFindings: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcp_bridge_injection_findings_total", Help: "Injection scan findings in servers' results (tool results, resources, prompts), by server.",
+		}, []string{"server"}),
 	}
-	reg.MustRegister(m.Calls, m.CallDuration, m.Requests, m.InFlight, m.Sessions, m.UpstreamUp, m.AuditDropped, m.ResourceUpdates)
+	reg.MustRegister(m.Calls, m.CallDuration, m.Requests, m.InFlight, m.Sessions, m.UpstreamUp, m.AuditDropped, m.ResourceUpdates, m.Redactions, m.InjectionFindings)
 	return m
 }
 

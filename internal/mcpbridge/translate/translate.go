@@ -92,6 +92,26 @@ func SetMeta(params json.RawMessage, key string, value []byte) json.RawMessage {
 	return rawjson.Set(params, "_meta", rawjson.Set(meta, key, value))
 }
 
+// TraceContext puts the bridge's own W3C trace context in params._meta
+// (traceparent and tracestate, as OpenTelemetry's conventions for MCP
+// carry it), replacing the agent's: the server's spans are then children of
+// the bridge's call, not of the agent's span. A tracestate the agent sent
+// goes when the bridge has none.
+func TraceContext(params json.RawMessage, traceparent, tracestate string) json.RawMessage {
+	if len(params) == 0 || string(params) == "null" {
+		params = json.RawMessage(`{}`)
+	}
+	meta := rawjson.Get(params, "_meta")
+	if meta == nil {
+		meta = []byte(`{}`)
+	}
+	meta = rawjson.Set(rawjson.Remove(meta, "tracestate"), "traceparent", rawjson.AppendString(nil, traceparent))
+	if tracestate != "" {
+		meta = rawjson.Set(meta, "tracestate", rawjson.AppendString(nil, tracestate))
+	}
+	return rawjson.Set(params, "_meta", meta)
+}
+
 // UpstreamParams are the params of a read or a prompt as they go upstream:
 // without the agent's connection _meta, and without the answer to the
 // bridge's own question (a 2026-07-28 retry), which is not the server's.

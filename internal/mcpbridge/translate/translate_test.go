@@ -34,6 +34,16 @@ var translations = map[string]func(in map[string]json.RawMessage) ([]byte, error
 		}
 		return SetMeta(in["params"], key, in["value"]), nil
 	},
+	"trace-context": func(in map[string]json.RawMessage) ([]byte, error) {
+		var parent, state string
+		if err := json.Unmarshal(in["traceparent"], &parent); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(in["tracestate"], &state); err != nil {
+			return nil, err
+		}
+		return TraceContext(in["params"], parent, state), nil
+	},
 	"with-input-responses": func(in map[string]json.RawMessage) ([]byte, error) {
 		var responses map[string]json.RawMessage
 		var state string

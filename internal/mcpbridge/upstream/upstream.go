@@ -30,7 +30,9 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/translate"
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
+	"github.com/mcp-operator/mcp-operator/internal/tracing"
 )
 
 // Reasons a call failed without an answer from the server: the reason of
@@ -288,6 +290,7 @@ func (c *Conn) onNotification(m *jsonrpc.Message) {
 // JSON-RPC error from the server comes back as a *jsonrpc.Error; a call
 // without an answer as an *Error.
 func (c *Conn) Call(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	ctx, params = propagate(ctx, params)
 	return c.do(ctx, func(ctx context.Context, cli *client.Client) (json.RawMessage, error) {
 		return cli.Call(ctx, method, params)
 	})
@@ -362,9 +365,27 @@ func (c *Conn) CallTool(ctx context.Context, params json.RawMessage, hooks CallH
 		c.progress.Store(tok, hooks.Progress)
 		defer c.progress.Delete(tok)
 	}
+	ctx, params = propagate(ctx, params)
 	return c.do(ctx, func(ctx context.Context, cli *client.Client) (json.RawMessage, error) {
 		return cli.CallToolParams(ctx, params)
 	})
+}
+
+// propagate passes the trace context of ctx's span (the bridge's call) on
+// to the server both ways OpenTelemetry's conventions for MCP know: in
+// params._meta, which names this one message, and in the headers of the
+// HTTP request. Without a span (tracing off) params go as they are.
+func propagate(ctx context.Context, params json.RawMessage) (context.Context, json.RawMessage) {
+	parent, state := tracing.Context(ctx)
+	if parent == "" {
+		return ctx, params
+	}
+	h := http.Header{}
+	h.Set(tracing.KeyTraceparent, parent)
+	if state != "" {
+		h.Set(tracing.KeyTracestate, state)
+	}
+	return streamhttp.WithCallHeader(ctx, h), translate.TraceContext(params, parent, state)
 }
 
 // withProgressToken sets params._meta.progressToken to tok (a JSON value).
