@@ -98,7 +98,7 @@ func serverFromProbe(ctx context.Context, name, url string) (v1alpha1.MCPServer,
 		Capabilities:  mcpstatus.Capabilities(res.Capabilities),
 		Tools:         mcpstatus.Tools(res.Catalog),
 		CatalogDigest: res.Catalog.Digest,
-		Conditions:    []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Serving"}},
+		Conditions:    []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Serving", LastTransitionTime: metav1.Now()}},
 	}
 	return s, nil
 }

@@ -67,6 +67,7 @@ func managerIdleRSS(root string, fast *mcpServer) (int64, error) {
 		return 0, err
 	}
 	status := s.Status
+	s.Spec.Transport = v1alpha1.TransportStreamableHTTP
 	s.Spec.Remote = &v1alpha1.Remote{URL: fast.url} // no pod to run
 	if err := c.Create(ctx, &s); err != nil {
 		return 0, err
