@@ -16,8 +16,8 @@ func TestWithMeta(t *testing.T) {
 		{Key: metaProtocolVersion, Value: []byte(`"2026-07-28"`)},
 	}}
 	for in, want := range map[string]string{
-		``:                                          `{"_meta":{"` + metaClientCapabilities + `":{},"` + metaProtocolVersion + `":"2026-07-28"}}`,
-		`{"name":"x","arguments":{"b":1,"a":2.50}}`: `{"name":"x","arguments":{"b":1,"a":2.50},"_meta":{"` + metaClientCapabilities + `":{},"` + metaProtocolVersion + `":"2026-07-28"}}`,
+		``: `{"_meta":{"` + metaClientCapabilities + `":{},"` + metaProtocolVersion + `":"2026-07-28"}}`,
+		`{"name":"x","arguments":{"b":1,"a":2.50}}`:                                          `{"name":"x","arguments":{"b":1,"a":2.50},"_meta":{"` + metaClientCapabilities + `":{},"` + metaProtocolVersion + `":"2026-07-28"}}`,
 		`{"_meta":{"progressToken":7,"` + metaClientCapabilities + `":{"x":{}}},"name":"x"}`: `{"name":"x","_meta":{"progressToken":7,"` + metaClientCapabilities + `":{"x":{}},"` + metaProtocolVersion + `":"2026-07-28"}}`,
 	} {
 		got, err := c.withMeta([]byte(in))
