@@ -181,13 +181,18 @@ $(BIN)/jaeger: hack/jaeger/go.mod hack/jaeger/go.sum
 	@echo ">> building jaeger from Go modules into bin/ (first run only; several minutes)"
 	cd hack/jaeger && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $@ github.com/jaegertracing/jaeger/cmd/jaeger
 
+# ToolHive's standalone proxy (thv proxy), pinned in bench/thv/go.mod: the
+# peer gateway make bench-bridge compares the bridge with. Bench only.
+$(BIN)/thv: bench/thv/go.mod bench/thv/go.sum
+	cd bench/thv && go build -trimpath -ldflags "-s -w" -o $@ github.com/stacklok/toolhive/cmd/thv
+
 ##@ Benchmarks
 
 .PHONY: bench
 bench: bench-policy bench-bridge bench-controller bench-redact ## Run every benchmark under bench/ (each prints its ratio against a baseline).
 
 .PHONY: bench-bridge
-bench-bridge: peers ## The bridge against a direct connection and a bare reverse proxy: latency, throughput, CPU, memory.
+bench-bridge: peers envtest-assets $(BIN)/thv ## The bridge against a direct connection, a bare reverse proxy and ToolHive's proxy, on two upstreams: latency, throughput, CPU, memory; exits 1 on a missed target.
 	go run ./bench/bridge
 
 .PHONY: bench-controller

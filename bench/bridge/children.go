@@ -8,12 +8,14 @@ import (
 	"log"
 	"net/http"
 	"net/http/httputil"
+	_ "net/http/pprof" // BENCH_BRIDGE_PPROF
 	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -73,49 +75,52 @@ func (reviewer) Create(_ context.Context, tr *authv1.TokenReview, _ metav1.Creat
 	return out, nil
 }
 
-// realisticPolicies: several policies, globs, one CEL condition on the
-// called tool's rule, a deny, an ask, and a generous rate limit.
-func realisticPolicies() []v1alpha1.ToolPolicy {
-	mk := func(name string, subjects []v1alpha1.Subject, rules ...v1alpha1.ToolRule) v1alpha1.ToolPolicy {
-		var p v1alpha1.ToolPolicy
-		p.Namespace, p.Name = "tools", name
-		p.Spec.Subjects = subjects
-		p.Spec.Rules = rules
-		return p
-	}
-	agents := []v1alpha1.Subject{{Kind: v1alpha1.SubjectGroup, Name: "system:serviceaccounts:agents"}}
-	bench := []v1alpha1.Subject{{Kind: v1alpha1.SubjectServiceAccount, Namespace: "agents", Name: "bench"}}
-	others := []v1alpha1.Subject{{Kind: v1alpha1.SubjectServiceAccount, Namespace: "other", Name: "x"}}
-	a := mk("baseline", agents,
-		v1alpha1.ToolRule{Tools: []string{"mcp.everything.test_*"}, Decision: "allow", When: `!has(args.path) || !args.path.startsWith("/etc")`},
-		v1alpha1.ToolRule{Tools: []string{"mcp.everything.test_sampling", "mcp.everything.test_elicitation*"}, Decision: "deny"},
-		v1alpha1.ToolRule{Risks: []v1alpha1.Risk{"destructive"}, Decision: "ask"},
-	)
-	a.Spec.RateLimit = &v1alpha1.RateLimit{CallsPerMinute: 10_000_000}
-	b := mk("bench", bench, v1alpha1.ToolRule{Tools: []string{"mcp.*.test_simple_text"}, Decision: "allow"})
-	c := mk("unrelated", others, v1alpha1.ToolRule{Tools: []string{"mcp.**"}, Decision: "allow"})
-	return []v1alpha1.ToolPolicy{a, b, c}
+// benchPolicy is one ToolPolicy with one allow rule for the bench's
+// ServiceAccount: the two tools the bench calls.
+func benchPolicy() []v1alpha1.ToolPolicy {
+	var p v1alpha1.ToolPolicy
+	p.Namespace, p.Name = "tools", "bench"
+	p.Spec.Subjects = []v1alpha1.Subject{{Kind: v1alpha1.SubjectServiceAccount, Namespace: "agents", Name: "bench"}}
+	p.Spec.Rules = []v1alpha1.ToolRule{{Tools: []string{"mcp.everything.test_simple_text", "mcp.fast.echo"}, Decision: "allow"}}
+	return []v1alpha1.ToolPolicy{p}
 }
 
-// serveBridge runs the bridge in front of the upstream with a table made
-// from a probe (as the controller publishes it) instead of an API server.
-func serveBridge(listen, upstreamURL string) error {
-	ctx := context.Background()
-	res, err := probe.Run(ctx, probe.Target{HTTP: &streamhttp.Options{URL: upstreamURL}}, probe.Options{Server: "everything"})
-	if err != nil {
-		return err
-	}
+// serverFromProbe is the MCPServer the controller would publish for an
+// upstream: its catalog from a real probe.
+func serverFromProbe(ctx context.Context, name, url string) (v1alpha1.MCPServer, error) {
 	var s v1alpha1.MCPServer
-	s.Namespace, s.Name = "tools", "everything"
+	res, err := probe.Run(ctx, probe.Target{HTTP: &streamhttp.Options{URL: url}}, probe.Options{Server: name})
+	if err != nil {
+		return s, fmt.Errorf("probing %s: %w", name, err)
+	}
+	s.Namespace, s.Name = "tools", name
 	s.Status = v1alpha1.MCPServerStatus{
-		Endpoint:      &v1alpha1.Endpoint{URL: upstreamURL, PodName: "pod-1"},
+		Endpoint:      &v1alpha1.Endpoint{URL: url, PodName: "pod-1"},
 		Capabilities:  mcpstatus.Capabilities(res.Capabilities),
 		Tools:         mcpstatus.Tools(res.Catalog, nil),
 		CatalogDigest: res.Catalog.Digest,
-		Conditions:    []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Serving"}},
+		Conditions:    []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Serving", LastTransitionTime: metav1.Now()}},
+	}
+	return s, nil
+}
+
+// serveBridge runs the bridge in front of the upstreams (name=URL,...) with
+// a table made from probes (as the controller publishes it) instead of an
+// API server: what is measured is the request path. The real process, with
+// its informers, is measured for memory in manager.go.
+func serveBridge(listen, upstreams string) error {
+	ctx := context.Background()
+	var servers []v1alpha1.MCPServer
+	for _, kv := range strings.Split(upstreams, ",") {
+		name, url, _ := strings.Cut(kv, "=")
+		s, err := serverFromProbe(ctx, name, url)
+		if err != nil {
+			return err
+		}
+		servers = append(servers, s)
 	}
 	reg := routes.NewRegistry(upstream.Options{}, logr.Discard())
-	reg.Update(routes.Build([]v1alpha1.MCPServer{s}), func(s *routes.Server) (upstream.Target, error) {
+	reg.Update(routes.Build(servers), func(s *routes.Server) (upstream.Target, error) {
 		return upstream.Target{Namespace: s.Namespace, Name: s.Name, URL: s.URL, Pod: s.Pod}, nil
 	})
 	dir, err := os.MkdirTemp("", "bench-bridge-")
@@ -132,9 +137,9 @@ func serveBridge(listen, upstreamURL string) error {
 		return err
 	}
 	sealer, _ := signed.New(signed.RandomKey())
-	engine, errs := policy.Compile(realisticPolicies())
+	engine, errs := policy.Compile(benchPolicy())
 	if len(errs) > 0 {
-		return fmt.Errorf("bench policies: %v", errs)
+		return fmt.Errorf("bench policy: %v", errs)
 	}
 	// Traced as the manager's bridge is: when the OTEL_* environment says
 	// so (the bridge+otel child's).
@@ -142,10 +147,8 @@ func serveBridge(listen, upstreamURL string) error {
 	if err != nil {
 		return err
 	}
-	// One bench caller opens the 1,000 idle sessions of heapPerSession,
-	// past the default cap of sessions per caller.
 	b := mcpbridge.New(mcpbridge.Config{
-		Registry: reg, Auth: &authn.TokenReview{Reviews: reviewer{}}, Sessions: session.NewManager(sealer, session.Options{MaxPerSubject: 10000}),
+		Registry: reg, Auth: &authn.TokenReview{Reviews: reviewer{}}, Sessions: session.NewManager(sealer, session.Options{MaxPerSubject: 4000}), // one identity opens the idle sessions
 		Sealer: sealer, Audit: audit.New(audit.Options{Sink: sink}), Pipeline: &output.Pipeline{Store: store}, Artifacts: store,
 		Limiter: policy.NewRateLimiter(nil), Log: logr.Discard(), CallTimeout: 30 * time.Second, Tracer: tp.Tracer("bench"),
 	})
@@ -153,14 +156,19 @@ func serveBridge(listen, upstreamURL string) error {
 	b.SetReady(true)
 	mux := http.NewServeMux()
 	mux.Handle("/", b.Handler())
-	// Bench only: the heap after a GC, for heap per session.
+	// Bench only: the heap and goroutine stacks after a GC, for the memory
+	// an idle session holds.
 	mux.HandleFunc("/debug/heap", func(w http.ResponseWriter, _ *http.Request) {
 		runtime.GC()
 		debug.FreeOSMemory()
 		var m runtime.MemStats
 		runtime.ReadMemStats(&m)
-		_, _ = io.WriteString(w, strconv.FormatUint(m.HeapAlloc, 10))
+		_, _ = io.WriteString(w, strconv.FormatUint(m.HeapAlloc+m.StackInuse, 10))
 	})
+	if os.Getenv("BENCH_BRIDGE_PPROF") != "" {
+		// Profiles under load, for finding where the bridge's time goes.
+		mux.Handle("/debug/pprof/", http.DefaultServeMux)
+	}
 	return mcpbridge.NewServer(listen, mux).ListenAndServe()
 }
 

@@ -3,57 +3,96 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"maps"
 	"net/http"
-	"time"
+	"slices"
+	"strings"
+	"sync"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 	mcpgoserver "github.com/mark3labs/mcp-go/server"
-
-	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
-	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
 )
 
-// serveMCPGo is the alternative the design suggested for the bridge's
-// server side: mcp-go's Streamable HTTP server, forwarding each upstream
-// tool over one shared upstream connection — with no authentication,
-// policy, output pipeline or audit, so it shows the floor of that design.
-func serveMCPGo(listen, upstreamURL string) error {
-	conn, err := streamhttp.New(streamhttp.Options{URL: upstreamURL})
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	up, err := client.Connect(ctx, conn, client.Options{ClientName: "bench-mcp-go"})
-	if err != nil {
-		return err
-	}
-	items, err := up.ListTools(ctx, client.Limits{})
-	if err != nil {
-		return err
-	}
-	s := mcpgoserver.NewMCPServer("bench-mcp-go", "1")
-	for _, raw := range items {
-		var t struct {
-			Name        string          `json:"name"`
-			Description string          `json:"description"`
-			InputSchema json.RawMessage `json:"inputSchema"`
-		}
-		if err := json.Unmarshal(raw, &t); err != nil {
-			return fmt.Errorf("upstream tool: %w", err)
-		}
-		tool := mcpgo.NewTool(t.Name, mcpgo.WithDescription(t.Description))
-		tool.RawInputSchema = t.InputSchema
-		name := t.Name
-		s.AddTool(tool, func(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
-			args, _ := json.Marshal(req.GetArguments())
-			res, err := up.CallTool(ctx, name, args)
-			if err != nil {
-				return nil, err
-			}
-			return mcpgo.ParseCallToolResult(&res)
+// serveFast is the fast upstream: mcp-go's Streamable HTTP server with its
+// defaults, which speak both protocol eras (server/discover and stateless
+// 2026-07-28 requests, and initialize with 2025-11-25 sessions), with one
+// tool, echo, that answers in about 0.2 ms. It counts what it is sent
+// (upstreamStats) so the bench can print what each path does to it.
+func serveFast(listen string) error {
+	s := mcpgoserver.NewMCPServer("bench-fast", "1", mcpgoserver.WithToolCapabilities(false))
+	s.AddTool(mcpgo.NewTool("echo", mcpgo.WithDescription("Echoes its text."), mcpgo.WithString("text"), mcpgo.WithReadOnlyHintAnnotation(true), mcpgo.WithDestructiveHintAnnotation(false)),
+		func(_ context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+			return mcpgo.NewToolResultText(req.GetString("text", "")), nil
 		})
+	counter := &upstreamCounter{}
+	counter.reset()
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", counter.wrap(mcpgoserver.NewStreamableHTTPServer(s)))
+	mux.HandleFunc("/stats", counter.serve)
+	return http.ListenAndServe(listen, mux)
+}
+
+// upstreamStats is what the fast upstream was sent since the last reset:
+// POSTs by protocol version header (none: the handshake's first request),
+// distinct session ids, and the content types it answered with.
+type upstreamStats struct {
+	Posts     int            `json:"posts"`
+	Versions  map[string]int `json:"versions"`
+	Sessions  int            `json:"sessions"`
+	Responses map[string]int `json:"responses"`
+}
+
+func (s upstreamStats) String() string {
+	list := func(m map[string]int) string {
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			parts = append(parts, k+" "+itoa(m[k]))
+		}
+		return strings.Join(parts, ", ")
 	}
-	return http.ListenAndServe(listen, mcpgoserver.NewStreamableHTTPServer(s))
+	return "upstream sessions " + itoa(s.Sessions) + "; versions: " + list(s.Versions) + "; answered: " + list(s.Responses)
+}
+
+type upstreamCounter struct {
+	mu       sync.Mutex
+	stats    upstreamStats
+	sessions map[string]bool
+}
+
+func (c *upstreamCounter) reset() {
+	c.stats = upstreamStats{Versions: map[string]int{}, Responses: map[string]int{}}
+	c.sessions = map[string]bool{}
+}
+
+func (c *upstreamCounter) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r)
+		if r.Method != http.MethodPost {
+			return
+		}
+		version := r.Header.Get("MCP-Protocol-Version")
+		if version == "" {
+			version = "none"
+		}
+		ct, _, _ := strings.Cut(w.Header().Get("Content-Type"), ";")
+		c.mu.Lock()
+		c.stats.Posts++
+		c.stats.Versions[version]++
+		c.stats.Responses[ct]++
+		if id := r.Header.Get("Mcp-Session-Id"); id != "" {
+			c.sessions[id] = true
+		}
+		c.mu.Unlock()
+	})
+}
+
+// serve answers /stats with the counts, and resets them on POST.
+func (c *upstreamCounter) serve(w http.ResponseWriter, r *http.Request) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stats.Sessions = len(c.sessions)
+	_ = json.NewEncoder(w).Encode(c.stats)
+	if r.Method == http.MethodPost {
+		c.reset()
+	}
 }

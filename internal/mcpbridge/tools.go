@@ -264,7 +264,7 @@ func (b *Bridge) execute(c *call) *jsonrpc.Message {
 	if c.answersServer {
 		params = translate.WithInputResponses(params, c.params.InputResponses, c.upstreamState)
 	}
-	hooks := upstream.CallHooks{Request: b.relayRequests(c)}
+	hooks := upstream.CallHooks{Request: b.relayRequests(c), SessionAgent: !rq.stateless}
 	if tok := c.params.Meta.ProgressToken; tok != nil && rq.out.canStream {
 		hooks.Progress = func(p json.RawMessage) {
 			// A progress message is the server's output too.

@@ -13,11 +13,13 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/protocol"
+	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
 
 // Protocol versions this client speaks (package protocol names them).
@@ -91,6 +93,11 @@ type Client struct {
 	caps         Capabilities
 	instructions string
 	discoverNote string
+	// sessionVersion is the newest session-era version a stateless server
+	// also listed in server/discover ("" when it speaks only its era).
+	sessionVersion string
+	// meta is the stateless era's per-request _meta, encoded once.
+	meta []rawjson.Member
 
 	paramMu      sync.Mutex
 	paramHeaders map[string][]paramBinding // by tool name, from the last ListTools
@@ -176,6 +183,12 @@ func (c *Client) discover(ctx context.Context) (ok bool, legacy string, err erro
 		_ = json.Unmarshal(raw, &c.info)
 	}
 	c.era, c.version, c.instructions = EraStateless, StatelessVersion, res.Instructions
+	c.sessionVersion = bestLegacy(res.SupportedVersions)
+	for k, v := range c.requestMeta(StatelessVersion) {
+		raw, _ := json.Marshal(v)
+		c.meta = append(c.meta, rawjson.Member{Key: k, Value: raw})
+	}
+	slices.SortFunc(c.meta, func(a, b rawjson.Member) int { return strings.Compare(a.Key, b.Key) })
 	c.conn.SetProtocolVersion(StatelessVersion)
 	return true, "", nil
 }
@@ -280,6 +293,10 @@ func (c *Client) Capabilities() Capabilities { return c.caps }
 // Instructions is the server's usage text for models (untrusted).
 func (c *Client) Instructions() string { return c.instructions }
 
+// SpeaksSessionsToo is whether a server connected in the stateless era also
+// listed a session-era version in server/discover: it can be called in either.
+func (c *Client) SpeaksSessionsToo() bool { return c.era == EraStateless && c.sessionVersion != "" }
+
 // DiscoverNote says why server/discover did not settle the era ("" when it did
 // or was not tried).
 func (c *Client) DiscoverNote() string { return c.discoverNote }
@@ -333,27 +350,32 @@ func (c *Client) call(ctx context.Context, method string, params json.RawMessage
 }
 
 // withMeta adds the stateless revision's per-request _meta, keeping every
-// other byte of params as it was.
+// other byte of params as it was. It runs on every call: the _meta is
+// encoded once (c.meta) and spliced in, without decoding params.
 func (c *Client) withMeta(params json.RawMessage) (json.RawMessage, error) {
-	fields := map[string]json.RawMessage{}
-	if len(params) > 0 && string(params) != "null" {
-		if err := json.Unmarshal(params, &fields); err != nil {
-			return nil, fmt.Errorf("params are not a JSON object: %w", err)
-		}
+	if len(params) == 0 || string(params) == "null" {
+		params = json.RawMessage(`{}`)
 	}
-	meta := map[string]json.RawMessage{}
-	if raw, ok := fields["_meta"]; ok {
-		if err := json.Unmarshal(raw, &meta); err != nil {
+	fields, err := rawjson.Members(params)
+	if err != nil {
+		return nil, fmt.Errorf("params are not a JSON object: %w", err)
+	}
+	var meta []rawjson.Member
+	out := make([]rawjson.Member, 0, len(fields)+1)
+	for _, f := range fields {
+		if f.Key != "_meta" {
+			out = append(out, f)
+		} else if meta, err = rawjson.Members(f.Value); err != nil {
 			return nil, fmt.Errorf("params._meta is not a JSON object: %w", err)
 		}
 	}
-	for k, v := range c.requestMeta(c.version) {
-		if _, set := meta[k]; !set {
-			meta[k], _ = json.Marshal(v)
+	for _, m := range c.meta {
+		if !slices.ContainsFunc(meta, func(set rawjson.Member) bool { return set.Key == m.Key }) {
+			meta = append(meta, m)
 		}
 	}
-	fields["_meta"], _ = json.Marshal(meta)
-	return json.Marshal(fields)
+	out = append(out, rawjson.Member{Key: "_meta", Value: rawjson.AppendObject(nil, meta)})
+	return rawjson.AppendObject(make([]byte, 0, len(params)+256), out), nil
 }
 
 // CallTool calls a tool with raw JSON arguments (nil means none: sent as {},

@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
 
 // Version is the only JSON-RPC version MCP speaks.
@@ -128,15 +130,18 @@ var envelopeKeys = []string{"jsonrpc", "id", "method", "params", "result", "erro
 // encoding/json would match them anyway, and a message whose "METHOD" means
 // something to us but nothing to the peer (or the reverse) is a way past
 // checks.
+//
+// It runs on every message: the members are split (keys decoded, values
+// left as they are) rather than decoded a second time into a map.
 func caseExact(data []byte) error {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(data, &fields); err != nil {
+	fields, err := rawjson.Members(data)
+	if err != nil {
 		return err
 	}
-	for k := range fields {
+	for _, f := range fields {
 		for _, want := range envelopeKeys {
-			if k != want && strings.EqualFold(k, want) {
-				return fmt.Errorf("key %q: JSON-RPC keys are case-sensitive (want %q)", k, want)
+			if f.Key != want && strings.EqualFold(f.Key, want) {
+				return fmt.Errorf("key %q: JSON-RPC keys are case-sensitive (want %q)", f.Key, want)
 			}
 		}
 	}

@@ -112,18 +112,46 @@ type Conn struct {
 	stopSubs context.CancelFunc
 
 	mu      sync.Mutex
-	cli     *client.Client
-	dialing chan struct{}
+	cli     [slots]*client.Client
+	dialing [slots]chan struct{}
 	// inFlight counts the calls running; once draining, the last one to
 	// end closes the connection.
 	inFlight int
 	draining bool
+
+	// noSessions is set once the server answered initialize without a
+	// session id: session-era agents' calls stay on firstChoice.
+	noSessions atomic.Bool
 
 	progress sync.Map // upstream progress token → func(params json.RawMessage)
 	tokens   atomic.Int64
 
 	subs subs
 }
+
+// A Conn holds up to two connections to its server, one per slot.
+type slot int
+
+const (
+	// firstChoice is connected with server/discover first: the stateless
+	// era where the server speaks it, else a session. Everything but
+	// session-era agents' tool calls goes here.
+	firstChoice slot = iota
+	// sessionEra is a 2025-11-25 session to a server that speaks both eras,
+	// for session-era agents' tool calls: called in the agent's own era, the
+	// server does not read the stateless era's per-request _meta (client
+	// info and capabilities) on every call — behind the bridge an mcp-go
+	// server worked about 1.6x as hard per call in that era (issue 14) — and
+	// a question it asks mid-call comes on the call's stream, as the agent
+	// is asked. Stateless agents' calls stay on firstChoice, so that such a
+	// question comes as an input_required result the bridge can seal
+	// instead of parking the call on this replica. A server that answers
+	// initialize without a session id keeps no session (the go-sdk's
+	// stateless mode: it cannot ask anything on a call's stream), so it is
+	// left in the stateless era (Conn.noSessions).
+	sessionEra
+	slots
+)
 
 // New returns a Conn for t; nothing is dialled yet.
 func New(t Target, o Options) *Conn {
@@ -145,11 +173,17 @@ func (c *Conn) Target() Target { return c.target }
 func (c *Conn) Retire(reason string) {
 	c.retire(&Error{Reason: reason, Err: fmt.Errorf("server %s/%s changed under the call (pod %q)", c.target.Namespace, c.target.Name, c.target.Pod)})
 	c.mu.Lock()
-	cli := c.cli
-	c.cli = nil
+	clis := c.cli
+	c.cli = [slots]*client.Client{}
 	c.mu.Unlock()
-	if cli != nil {
-		go cli.Close()
+	closeAll(clis)
+}
+
+func closeAll(clis [slots]*client.Client) {
+	for _, cli := range clis {
+		if cli != nil {
+			go cli.Close()
+		}
 	}
 }
 
@@ -162,22 +196,20 @@ func (c *Conn) Drain() {
 	c.stopSubs()
 	c.mu.Lock()
 	c.draining = true
-	cli := c.idleClient()
+	clis := c.idleClients()
 	c.mu.Unlock()
-	if cli != nil {
-		go cli.Close()
-	}
+	closeAll(clis)
 }
 
-// idleClient takes the client away when a draining Conn has no call in
+// idleClients takes the clients away when a draining Conn has no call in
 // flight; c.mu is held.
-func (c *Conn) idleClient() *client.Client {
+func (c *Conn) idleClients() [slots]*client.Client {
 	if !c.draining || c.inFlight > 0 {
-		return nil
+		return [slots]*client.Client{}
 	}
-	cli := c.cli
-	c.cli = nil
-	return cli
+	clis := c.cli
+	c.cli = [slots]*client.Client{}
+	return clis
 }
 
 func (c *Conn) begin() {
@@ -189,27 +221,47 @@ func (c *Conn) begin() {
 func (c *Conn) end() {
 	c.mu.Lock()
 	c.inFlight--
-	cli := c.idleClient()
+	clis := c.idleClients()
 	c.mu.Unlock()
-	if cli != nil {
-		go cli.Close()
-	}
+	closeAll(clis)
 }
 
 // Client returns the connected client, dialling when there is none.
 func (c *Conn) Client(ctx context.Context) (*client.Client, error) {
+	return c.client(ctx, firstChoice)
+}
+
+// clientFor returns the client for a call: a session-era agent's tool call
+// goes to a server that speaks both eras over a session (sessionEra).
+func (c *Conn) clientFor(ctx context.Context, sessionAgent bool) (*client.Client, error) {
+	cli, err := c.client(ctx, firstChoice)
+	if err != nil || !sessionAgent || !cli.SpeaksSessionsToo() || c.noSessions.Load() {
+		return cli, err
+	}
+	scli, err := c.client(ctx, sessionEra)
+	if errors.Is(err, errNoSession) {
+		c.noSessions.Store(true)
+		return cli, nil
+	}
+	return scli, err
+}
+
+// errNoSession is a server that answered initialize without a session id.
+var errNoSession = errors.New("the server keeps no session")
+
+func (c *Conn) client(ctx context.Context, s slot) (*client.Client, error) {
 	for {
 		c.mu.Lock()
 		if err := context.Cause(c.life); err != nil {
 			c.mu.Unlock()
 			return nil, err
 		}
-		if c.cli != nil {
-			cli := c.cli
+		if c.cli[s] != nil {
+			cli := c.cli[s]
 			c.mu.Unlock()
 			return cli, nil
 		}
-		if wait := c.dialing; wait != nil {
+		if wait := c.dialing[s]; wait != nil {
 			c.mu.Unlock()
 			select {
 			case <-wait:
@@ -219,13 +271,13 @@ func (c *Conn) Client(ctx context.Context) (*client.Client, error) {
 			}
 		}
 		done := make(chan struct{})
-		c.dialing = done
+		c.dialing[s] = done
 		c.mu.Unlock()
-		cli, err := c.dial(ctx)
+		cli, err := c.dial(ctx, s)
 		c.mu.Lock()
-		c.dialing = nil
+		c.dialing[s] = nil
 		if err == nil && c.life.Err() == nil {
-			c.cli = cli
+			c.cli[s] = cli
 		} else if err == nil {
 			go cli.Close()
 			err = context.Cause(c.life)
@@ -239,7 +291,7 @@ func (c *Conn) Client(ctx context.Context) (*client.Client, error) {
 	}
 }
 
-func (c *Conn) dial(ctx context.Context) (*client.Client, error) {
+func (c *Conn) dial(ctx context.Context, s slot) (*client.Client, error) {
 	conn, err := streamhttp.New(streamhttp.Options{
 		URL: c.target.URL, Header: c.target.Header, BearerToken: c.target.BearerToken, TLS: c.target.TLS,
 		MaxMessageBytes: c.opts.MaxMessageBytes, MaxIdleConns: IdleConns,
@@ -251,13 +303,21 @@ func (c *Conn) dial(ctx context.Context) (*client.Client, error) {
 	defer cancel()
 	stop := context.AfterFunc(c.life, cancel)
 	defer stop()
-	cli, err := client.Connect(dctx, conn, client.Options{ClientName: "mcp-operator-bridge", Capabilities: c.opts.ClientCapabilities})
+	opts := client.Options{ClientName: "mcp-operator-bridge", Capabilities: c.opts.ClientCapabilities}
+	if s == sessionEra {
+		opts.Era = client.EraSession
+	}
+	cli, err := client.Connect(dctx, conn, opts)
 	if err != nil {
 		conn.Close()
 		if cause := context.Cause(c.life); cause != nil {
 			return nil, cause
 		}
 		return nil, &Error{Reason: ReasonUnavailable, Err: fmt.Errorf("while connecting to server %s/%s at %s: %w", c.target.Namespace, c.target.Name, c.target.URL, err)}
+	}
+	if s == sessionEra && conn.SessionID() == "" {
+		cli.Close()
+		return nil, errNoSession
 	}
 	cli.SetNotificationHandler(c.onNotification)
 	if cli.Capabilities().Logging && cli.Era() == client.EraSession {
@@ -339,6 +399,9 @@ type CallHooks struct {
 	// Request answers the server's own requests (elicitation, sampling);
 	// without it they are refused.
 	Request streamhttp.RequestHandler
+	// SessionAgent says the call is a session-era agent's: a server that
+	// speaks both eras gets it over a session (see sessionEra).
+	SessionAgent bool
 }
 
 // CallTool forwards tools/call params (name already the upstream's), with
@@ -366,7 +429,7 @@ func (c *Conn) CallTool(ctx context.Context, params json.RawMessage, hooks CallH
 		defer c.progress.Delete(tok)
 	}
 	ctx, params = propagate(ctx, params)
-	return c.do(ctx, func(ctx context.Context, cli *client.Client) (json.RawMessage, error) {
+	return c.doOn(ctx, hooks.SessionAgent, func(ctx context.Context, cli *client.Client) (json.RawMessage, error) {
 		return cli.CallToolParams(ctx, params)
 	})
 }
@@ -420,13 +483,18 @@ func withProgressToken(params json.RawMessage, tok string) (json.RawMessage, err
 // into reasons. A transport failure drops the client so that the next call
 // dials again; the failed call itself is not retried.
 func (c *Conn) do(ctx context.Context, f func(context.Context, *client.Client) (json.RawMessage, error)) (json.RawMessage, error) {
+	return c.doOn(ctx, false, f)
+}
+
+// doOn is do with the client clientFor picks.
+func (c *Conn) doOn(ctx context.Context, sessionAgent bool, f func(context.Context, *client.Client) (json.RawMessage, error)) (json.RawMessage, error) {
 	c.begin()
 	defer c.end()
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := context.AfterFunc(c.life, func() { cancel(context.Cause(c.life)) })
 	defer stop()
-	cli, err := c.Client(cctx)
+	cli, err := c.clientFor(cctx, sessionAgent)
 	if err != nil {
 		return nil, c.classify(ctx, cctx, err)
 	}
@@ -486,15 +554,15 @@ func containsAny(s string, subs ...string) bool {
 
 func (c *Conn) drop(cli *client.Client) {
 	c.mu.Lock()
-	if c.cli == cli {
-		c.cli = nil
-	} else {
-		cli = nil
+	for s := range c.cli {
+		if c.cli[s] == cli {
+			c.cli[s] = nil
+			c.mu.Unlock()
+			go cli.Close()
+			return
+		}
 	}
 	c.mu.Unlock()
-	if cli != nil {
-		go cli.Close()
-	}
 }
 
 // Close ends the Conn for good (the server left the bridge's scope).

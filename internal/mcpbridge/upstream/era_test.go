@@ -1,0 +1,169 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
+	mcpgoserver "github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+	"github.com/mcp-operator/mcp-operator/internal/testpeers"
+)
+
+// seenCall is what a server was sent with one tools/call.
+type seenCall struct{ version, session string }
+
+// dualEraServer is a real MCP server that speaks both eras (mcp-go's, with
+// its defaults), with a tool that echoes and one that asks the client to
+// confirm mid-call (in the multi round-trip style: an input_required result
+// in the stateless era, an elicitation/create on the call's stream in a
+// session). It records the protocol version and session of each tools/call.
+func dualEraServer(t *testing.T) (url string, calls func() []seenCall) {
+	s := mcpgoserver.NewMCPServer("dual", "1", mcpgoserver.WithElicitation())
+	s.AddTool(mcpgo.NewTool("echo", mcpgo.WithString("text")), func(_ context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+		return mcpgo.NewToolResultText(req.GetString("text", "")), nil
+	})
+	s.AddTool(mcpgo.NewTool("confirm"), func(_ context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+		if answer := mcpgoserver.ElicitationResponse(req.Params.InputResponses, "ok"); answer != nil {
+			return mcpgo.NewToolResultText("answered " + string(answer.Action)), nil
+		}
+		return mcpgoserver.NewInputRequestBuilder("").Elicit("ok", mcpgo.ElicitationParams{
+			Message: "Go ahead?", RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{}},
+		}).ToolResult(), nil
+	})
+	var mu sync.Mutex
+	var seen []seenCall
+	h := mcpgoserver.NewStreamableHTTPServer(s)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var m struct{ Method string }
+		if json.Unmarshal(body, &m) == nil && m.Method == "tools/call" {
+			mu.Lock()
+			seen = append(seen, seenCall{r.Header.Get("MCP-Protocol-Version"), r.Header.Get("Mcp-Session-Id")})
+			mu.Unlock()
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/mcp", func() []seenCall {
+		mu.Lock()
+		defer mu.Unlock()
+		out := seen
+		seen = nil
+		return out
+	}
+}
+
+func newTestConn(t *testing.T, url string) *Conn {
+	c := New(Target{Namespace: "ns", Name: "s", URL: url}, Options{ClientCapabilities: map[string]any{"elicitation": map[string]any{}}})
+	t.Cleanup(c.Close)
+	return c
+}
+
+func callTool(t *testing.T, c *Conn, params string, hooks CallHooks) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := c.CallTool(ctx, json.RawMessage(params), hooks)
+	if err != nil {
+		t.Fatalf("tools/call %s: %v", params, err)
+	}
+	return string(res)
+}
+
+// A server that speaks both eras is called in the agent's era: a session
+// for a session-era agent's call, the stateless era for the rest.
+func TestDualEraServerIsCalledInTheAgentsEra(t *testing.T) {
+	url, calls := dualEraServer(t)
+	c := newTestConn(t, url)
+
+	for i := range 2 {
+		if res := callTool(t, c, `{"name":"echo","arguments":{"text":"s"}}`, CallHooks{SessionAgent: true}); !strings.Contains(res, `"s"`) {
+			t.Fatalf("session-era agent's call %d answered %s", i, res)
+		}
+	}
+	seen := calls()
+	if len(seen) != 2 || seen[0].version != client.LatestLegacy || seen[0].session == "" || seen[1].session != seen[0].session {
+		t.Fatalf("a session-era agent's calls reached the server as %+v; want two calls in one %s session", seen, client.LatestLegacy)
+	}
+
+	if res := callTool(t, c, `{"name":"echo","arguments":{"text":"x"}}`, CallHooks{}); !strings.Contains(res, `"x"`) {
+		t.Fatalf("stateless agent's call answered %s", res)
+	}
+	if seen := calls(); len(seen) != 1 || seen[0].version != client.StatelessVersion || seen[0].session != "" {
+		t.Fatalf("a stateless agent's call reached the server as %+v; want the %s era without a session", seen, client.StatelessVersion)
+	}
+}
+
+// Asked mid-call, a dual-era server reaches each agent the way its era
+// allows: on the call's stream in a session (answered by the Request hook),
+// as an input_required result in the stateless era (for the bridge to pass
+// on).
+func TestDualEraServerAsksMidCallInEitherEra(t *testing.T) {
+	url, _ := dualEraServer(t)
+	c := newTestConn(t, url)
+
+	var asked []string
+	hooks := CallHooks{SessionAgent: true, Request: func(_ context.Context, req *jsonrpc.Message) *jsonrpc.Message {
+		asked = append(asked, req.Method)
+		return jsonrpc.NewResult(req.ID, json.RawMessage(`{"action":"accept","content":{}}`))
+	}}
+	if res := callTool(t, c, `{"name":"confirm","arguments":{}}`, hooks); !strings.Contains(res, "answered accept") {
+		t.Fatalf("session-era call answered %s; want the server to have had the agent's answer", res)
+	}
+	if len(asked) != 1 || asked[0] != "elicitation/create" {
+		t.Fatalf("the server's questions on the session call: %v; want one elicitation/create", asked)
+	}
+
+	if res := callTool(t, c, `{"name":"confirm","arguments":{}}`, CallHooks{}); !strings.Contains(res, `"input_required"`) {
+		t.Fatalf("stateless call answered %s; want an input_required result", res)
+	}
+}
+
+// A server that speaks only the session era is called on one connection
+// whatever the agent's era.
+func TestSessionOnlyServerKeepsOneConnection(t *testing.T) {
+	srv := testpeers.GoEverything(t, false)
+	c := newTestConn(t, srv.URL)
+	for _, sessionAgent := range []bool{true, false} {
+		if res := callTool(t, c, `{"name":"test_simple_text","arguments":{}}`, CallHooks{SessionAgent: sessionAgent}); !strings.Contains(res, "text") {
+			t.Fatalf("call (session agent %v) answered %s", sessionAgent, res)
+		}
+	}
+	c.mu.Lock()
+	first, second := c.cli[firstChoice], c.cli[sessionEra]
+	c.mu.Unlock()
+	if first == nil || first.Era() != client.EraSession || second != nil {
+		t.Fatalf("connections to a session-only server: first %v, second %v; want one session", first, second)
+	}
+}
+
+// A server that lists session-era versions but keeps no session (the
+// go-sdk's stateless mode answers initialize without a session id, and can
+// ask nothing on a call's stream) is left in the stateless era.
+func TestServerWithoutSessionsStaysStateless(t *testing.T) {
+	srv := testpeers.GoEverything(t, true)
+	c := newTestConn(t, srv.URL)
+	for range 2 {
+		if res := callTool(t, c, `{"name":"test_simple_text","arguments":{}}`, CallHooks{SessionAgent: true}); !strings.Contains(res, "text") {
+			t.Fatalf("call answered %s", res)
+		}
+	}
+	c.mu.Lock()
+	first, second := c.cli[firstChoice], c.cli[sessionEra]
+	c.mu.Unlock()
+	if first == nil || first.Era() != client.EraStateless || second != nil || !c.noSessions.Load() {
+		t.Fatalf("connections to a stateless-only server: first %v, second %v, noSessions %v; want one stateless connection", first, second, c.noSessions.Load())
+	}
+}
