@@ -231,8 +231,16 @@ func runBridge(args []string, _, stderr io.Writer) int {
 		defer cancel()
 		_ = mcpbridge.Shutdown(sctx, srv, f.shutdownDelay)
 		_ = ops.Shutdown(sctx)
-		_ = rt.Audit.Close(sctx)
-		_ = tp.Shutdown(sctx)
+		// The audit's and the traces' last batches get time of their own:
+		// calls still open at the end take all of sctx's.
+		fctx, fcancel := context.WithTimeout(context.Background(), 4*time.Second)
+		defer fcancel()
+		if err := rt.Audit.Close(fctx); err != nil {
+			fmt.Fprintf(stderr, "manager bridge: while flushing the audit stream: %v\n", err)
+		}
+		if err := tp.Shutdown(fctx); err != nil {
+			fmt.Fprintf(stderr, "manager bridge: while flushing traces: %v\n", err)
+		}
 	}()
 	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		fmt.Fprintf(stderr, "manager bridge: while serving %s: %v\n", f.listen, err)

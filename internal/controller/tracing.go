@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
 )
@@ -48,7 +49,13 @@ func endPhase(span trace.Span, res phaseResult, err error) {
 		case errors.As(err, &stalled):
 			span.SetAttributes(attribute.String("mcp_operator.reason", stalled.reason))
 		case err != nil:
-			span.SetStatus(codes.Error, err.Error())
+			// The API server's reason, not its message: a validation error
+			// quotes the spec's values.
+			reason := string(apierrors.ReasonForError(err))
+			if reason == "" {
+				reason = "error"
+			}
+			span.SetStatus(codes.Error, reason)
 		}
 		if res.requeueAfter > 0 {
 			span.SetAttributes(attribute.String("mcp_operator.requeue_after", res.requeueAfter.String()))

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -17,6 +18,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
+	"github.com/mcp-operator/mcp-operator/internal/redact"
 	"github.com/mcp-operator/mcp-operator/internal/tracing"
 )
 
@@ -81,9 +83,10 @@ func (b *Bridge) startRequest(ctx context.Context, r *http.Request, rq *request,
 		return ctx
 	}
 	ctx = tracing.Extract(ctx, r.Header, rq.msg.Params)
-	ctx, rq.span = b.cfg.Tracer.Start(ctx, rq.msg.Method, trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(began),
+	method := traceMethod(rq.msg.Method)
+	ctx, rq.span = b.cfg.Tracer.Start(ctx, method, trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(began),
 		trace.WithAttributes(
-			attribute.String(attrMethod, rq.msg.Method),
+			attribute.String(attrMethod, method),
 			attribute.String(attrRequestID, requestIDAttr(rq.msg.ID)),
 			attribute.String(attrProtocol, rq.version),
 			attribute.String(attrTransport, "tcp"),
@@ -101,11 +104,33 @@ func (b *Bridge) startRequest(ctx context.Context, r *http.Request, rq *request,
 // string without its quotes, cut at 64 bytes (the agent chooses it, of any
 // length).
 func requestIDAttr(id json.RawMessage) string {
-	s := strings.Trim(string(id), `"`)
-	if len(s) > 64 {
-		s = s[:64]
+	return traceText(strings.Trim(string(id), `"`), 64)
+}
+
+// traceMethod names a request's method in spans: one of the methods the
+// bridge serves, else _OTHER (OpenTelemetry's convention): the agent
+// chooses it, of any length, and a span name is not a place for that.
+func traceMethod(m string) string {
+	if m = metricMethod(m); m == "other" {
+		return "_OTHER"
 	}
-	return s
+	return m
+}
+
+// traceText is a string the agent chose (a resource URI, a prompt name, an
+// id) as a span may carry it: redacted by shape (a URI may carry a token
+// in its query), at most max bytes, cut on a character boundary and valid
+// UTF-8 (OTLP refuses a batch holding invalid UTF-8).
+func traceText(s string, max int) string {
+	s = strings.ToValidUTF8(redact.Shapes.String(s, nil), "\uFFFD")
+	if len(s) <= max {
+		return s
+	}
+	n := max
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // endRequest ends rq's span; an error answer is recorded by its JSON-RPC
@@ -143,15 +168,16 @@ func (x *exchange) traceTarget() {
 	if x.server != nil {
 		attrs = append(attrs, attribute.String(attrServer, x.server.Name))
 	}
+	target := traceText(x.target, 256)
 	switch x.method {
 	case methodCall:
-		span.SetName(x.rq.msg.Method + " " + x.target)
-		attrs = append(attrs, attribute.String(attrToolName, x.target), attribute.String(attrOperation, operationExecute))
+		span.SetName(traceMethod(x.rq.msg.Method) + " " + target)
+		attrs = append(attrs, attribute.String(attrToolName, target), attribute.String(attrOperation, operationExecute))
 	case methodPrompt:
-		span.SetName(x.rq.msg.Method + " " + x.target)
-		attrs = append(attrs, attribute.String(attrPromptName, x.target))
+		span.SetName(traceMethod(x.rq.msg.Method) + " " + target)
+		attrs = append(attrs, attribute.String(attrPromptName, target))
 	case methodRead:
-		attrs = append(attrs, attribute.String(attrResourceURI, x.target))
+		attrs = append(attrs, attribute.String(attrResourceURI, target))
 	}
 	span.SetAttributes(attrs...)
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -431,5 +432,30 @@ func TestTracingOff(t *testing.T) {
 		if _, ok := ev["traceId"]; ok {
 			t.Errorf("%s has a traceId with tracing off", ev["type"])
 		}
+	}
+}
+
+// What the agent chooses reaches a span bounded, valid and redacted: an
+// id cut inside a character made OTLP refuse the whole batch (other
+// agents' spans with it), a method of any length named a span, and a URI's
+// token went to the collector as it was. Found by review.
+func TestAgentTextInSpans(t *testing.T) {
+	id := requestIDAttr(json.RawMessage(`"a` + strings.Repeat("é", 40) + `"`))
+	if len(id) > 64 || !utf8.ValidString(id) || !strings.HasPrefix(id, "aé") {
+		t.Errorf("the request id attribute %q (%d bytes)", id, len(id))
+	}
+	if got := traceMethod(strings.Repeat("x", 5000)); got != "_OTHER" {
+		t.Errorf("an unknown method named the span %q", got)
+	}
+	if got := traceMethod("tools/call"); got != "tools/call" {
+		t.Errorf("tools/call named the span %q", got)
+	}
+	token := "ghp_" + strings.Repeat("k9Q", 12)
+	uri := traceText("mcp://fs/file:///data/x?access_token="+token+strings.Repeat("/a", 300), 256)
+	if strings.Contains(uri, token) || len(uri) > 256 || !strings.Contains(uri, "[REDACTED:github-token]") {
+		t.Errorf("the URI attribute %q", uri)
+	}
+	if got := traceText("\xff\xfeabc", 256); !utf8.ValidString(got) {
+		t.Errorf("invalid UTF-8 reached a span: %q", got)
 	}
 }

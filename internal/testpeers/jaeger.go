@@ -94,7 +94,7 @@ func StartJaeger(t TB) *Jaeger {
 	// The query API listens; the receivers may open just after it.
 	for _, port := range []int{otlpGRPC, otlpHTTP} {
 		addr := "127.0.0.1:" + strconv.Itoa(port)
-		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 			if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
 				c.Close()
 				break
@@ -123,7 +123,8 @@ type JaegerSpan struct {
 // Trace is the spans Jaeger holds of the trace with the hex id traceID;
 // none (and no error) while it holds none.
 func (j *Jaeger) Trace(traceID string) ([]JaegerSpan, error) {
-	resp, err := http.Get(j.Query + "/api/v3/traces/" + traceID)
+	// A stalled collector fails the poll, not the whole package's run.
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(j.Query + "/api/v3/traces/" + traceID)
 	if err != nil {
 		return nil, err
 	}

@@ -61,7 +61,7 @@ func Start(t TB, port int, env []string, name string, args ...string) *Process {
 	go func() { _ = p.cmd.Wait(); logf.Close(); close(p.done) }()
 	t.Cleanup(p.Kill)
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		select {
 		case <-p.done:
 			data, _ := os.ReadFile(p.log)

@@ -108,6 +108,11 @@ func (e *HTTPError) Error() string {
 // caller must connect again.
 var ErrSessionExpired = errors.New("the server ended the MCP session (HTTP 404); connect again")
 
+// ErrNotRun marks an error of a request the server refused before running
+// it (its session had ended): sending it again, on another session, runs
+// it once.
+var ErrNotRun = errors.New("the server did not run the request")
+
 // Conn is a Streamable HTTP connection. It implements jsonrpc.Conn.
 type Conn struct {
 	opts   Options
@@ -257,7 +262,7 @@ func (c *Conn) call(ctx context.Context, req *jsonrpc.Message) (*jsonrpc.Message
 	}
 	session, _ := c.state()
 	if hresp.StatusCode == http.StatusNotFound && session != "" {
-		return nil, fmt.Errorf("while sending %s: %w", req.Method, ErrSessionExpired)
+		return nil, fmt.Errorf("while sending %s: %w (%w)", req.Method, ErrSessionExpired, ErrNotRun)
 	}
 	mediaType, _, _ := mime.ParseMediaType(hresp.Header.Get("Content-Type"))
 	switch {

@@ -167,3 +167,49 @@ func TestServerWithoutSessionsStaysStateless(t *testing.T) {
 		t.Fatalf("connections to a stateless-only server: first %v, second %v, noSessions %v; want one stateless connection", first, second, c.noSessions.Load())
 	}
 }
+
+// The session a session-era agent's call takes can end under it (the
+// server expired or forgot it); the server refuses the call unrun (404),
+// and a new session carries it, once. Before, the agent got
+// mcp_server_unstable. The 404 is a fake in front of the real server:
+// mcp-go's server keeps a session it was asked to end, so the expiry
+// cannot be produced on demand. Found by review.
+func TestEndedSessionCarriesTheCallOnANewOne(t *testing.T) {
+	url, calls := dualEraServer(t)
+	var forget sync.Map // session ids the fake says it no longer knows
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" && r.Method == http.MethodPost {
+			if _, gone := forget.Load(sid); gone {
+				http.Error(w, "session not found", http.StatusNotFound)
+				return
+			}
+		}
+		proxy, _ := http.NewRequestWithContext(r.Context(), r.Method, url, r.Body)
+		proxy.Header = r.Header.Clone()
+		resp, err := http.DefaultTransport.RoundTrip(proxy)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+	}))
+	t.Cleanup(front.Close)
+	c := newTestConn(t, front.URL+"/mcp")
+	callTool(t, c, `{"name":"echo","arguments":{"text":"one"}}`, CallHooks{SessionAgent: true})
+	first := calls()
+	if len(first) != 1 || first[0].session == "" {
+		t.Fatalf("the first call reached the server as %+v, want it in a session", first)
+	}
+	forget.Store(first[0].session, true)
+	if res := callTool(t, c, `{"name":"echo","arguments":{"text":"two"}}`, CallHooks{SessionAgent: true}); !strings.Contains(res, `"two"`) {
+		t.Fatalf("the call after its session ended answered %s", res)
+	}
+	if seen := calls(); len(seen) != 1 || seen[0].session == "" || seen[0].session == first[0].session {
+		t.Fatalf("the call reached the server as %+v; want it once, in a new session", seen)
+	}
+}

@@ -239,7 +239,10 @@ func (c *Conn) clientFor(ctx context.Context, sessionAgent bool) (*client.Client
 		return cli, err
 	}
 	scli, err := c.client(ctx, sessionEra)
-	if errors.Is(err, errNoSession) {
+	if err != nil && c.life.Err() == nil && ctx.Err() == nil {
+		// A server that keeps no session, or whose initialize failed:
+		// its stateless era serves the call, and the next ones (a session
+		// is only cheaper, never needed).
 		c.noSessions.Store(true)
 		return cli, nil
 	}
@@ -499,6 +502,16 @@ func (c *Conn) doOn(ctx context.Context, sessionAgent bool, f func(context.Conte
 		return nil, c.classify(ctx, cctx, err)
 	}
 	res, err := f(cctx, cli)
+	if errors.Is(err, streamhttp.ErrNotRun) && sessionAgent && ctx.Err() == nil {
+		// The session a session-era agent's call took (to a server that
+		// speaks both eras) ended before the server ran it: a new
+		// connection carries it, once.
+		c.drop(cli)
+		if cli, err = c.clientFor(cctx, sessionAgent); err != nil {
+			return nil, c.classify(ctx, cctx, err)
+		}
+		res, err = f(cctx, cli)
+	}
 	if err == nil {
 		return res, strict("result", res)
 	}
