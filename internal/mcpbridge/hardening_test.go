@@ -228,6 +228,14 @@ func TestConcurrencyLimits(t *testing.T) {
 	if status, _, _ := post(t, h.url+"/mcp", "alice-token", other, `{"jsonrpc":"2.0","id":4,"method":"ping"}`, nil); status != http.StatusTooManyRequests {
 		t.Fatalf("a caller at its limit, in another of its sessions, answered %d, want 429", status)
 	}
+	// Its answers and its cancels still get through: they free the calls
+	// that hold its slots.
+	if status, _, _ := post(t, h.url+"/mcp", "alice-token", other, `{"jsonrpc":"2.0","id":99,"result":{}}`, nil); status != http.StatusAccepted {
+		t.Fatalf("an answer from a caller at its limit got %d, want 202", status)
+	}
+	if status, _, _ := post(t, h.url+"/mcp", "alice-token", other, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":4}}`, nil); status != http.StatusAccepted {
+		t.Fatalf("a cancel from a caller at its limit got %d, want 202", status)
+	}
 	if status, _, _ := post(t, h.url+"/mcp", "bob-token", "", ping, stateless); status != http.StatusOK {
 		t.Fatalf("another caller must not be limited by alice's requests: %d", status)
 	}

@@ -221,11 +221,8 @@ func (b *Bridge) post(w http.ResponseWriter, r *http.Request, endpoint string) {
 	if !b.establish(w, r, rq) {
 		return
 	}
-	giveCaller, ok := b.takeCaller(w, rq)
-	if !ok {
-		return
-	}
-	defer giveCaller()
+	// Answers to the bridge's requests and notifications (a cancel) take
+	// no slot of the caller's: they free calls that hold those slots.
 	switch {
 	case msg.IsResponse():
 		if rq.sess != nil {
@@ -238,6 +235,11 @@ func (b *Bridge) post(w http.ResponseWriter, r *http.Request, endpoint string) {
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
+	giveCaller, ok := b.takeCaller(w, rq)
+	if !ok {
+		return
+	}
+	defer giveCaller()
 	ctx, cancel := context.WithCancel(b.startRequest(r.Context(), r, rq, began, authenticated))
 	defer cancel()
 	var resp *jsonrpc.Message

@@ -177,9 +177,15 @@ func (t *TokenReview) Authenticate(ctx context.Context, token string) (Identity,
 		t.reviews.Give("", 1)
 		close(f.done)
 	}()
+	// Until the review says otherwise: the waiters of a review that
+	// panicked are refused, never let in with an empty identity.
+	f.err = errReviewIncomplete
 	f.id, f.err = t.review(rctx, token, key, now)
 	return f.id, f.err
 }
+
+// errReviewIncomplete is the answer of a review that ended without one.
+var errReviewIncomplete = errors.New("the token review did not complete")
 
 // review asks the API server about token and remembers the answer.
 func (t *TokenReview) review(ctx context.Context, token string, key [32]byte, now time.Time) (Identity, error) {

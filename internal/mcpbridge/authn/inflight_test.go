@@ -133,3 +133,55 @@ func TestConcurrentRequestsWithOneTokenShareAReview(t *testing.T) {
 		t.Fatalf("%d concurrent requests with one token cost %d reviews, want 1", callers, n)
 	}
 }
+
+// panickingReviews panics in the middle of a review, once the test lets it:
+// a fault no real API server produces on demand.
+type panickingReviews struct{ *slowReviews }
+
+func (r panickingReviews) Create(ctx context.Context, tr *authv1.TokenReview, o metav1.CreateOptions) (*authv1.TokenReview, error) {
+	r.entered <- tr.Spec.Token
+	<-r.answer
+	panic("review failed")
+}
+
+// A review that panics ends its flight: the requests waiting on it are
+// refused (they were let in with an empty identity when the flight was
+// ended by a deferred cleanup before the review had said anything), and
+// its slot is given back. Found by review.
+func TestAPanickingReviewLetsNobodyIn(t *testing.T) {
+	r := panickingReviews{newSlowReviews()}
+	tr := &TokenReview{Reviews: r, MaxReviews: 1}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	go func() {
+		defer func() { _ = recover() }()
+		_, _ = tr.Authenticate(ctx, "a-token")
+	}()
+	<-r.entered
+	waited := make(chan error, 1)
+	go func() {
+		_, err := tr.Authenticate(ctx, "a-token")
+		waited <- err
+	}()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) {
+		tr.mu.Lock()
+		joined := 0
+		for _, f := range tr.flights {
+			joined = f.waiters
+		}
+		tr.mu.Unlock()
+		if joined == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second request did not join the review in flight")
+		}
+	}
+	close(r.answer)
+	if err := <-waited; err == nil {
+		t.Fatal("a request waiting on a review that panicked was let in")
+	}
+	if used, _ := tr.reviews.Used(""); used != 0 {
+		t.Fatalf("%d review slots still taken after the panic", used)
+	}
+}

@@ -122,6 +122,9 @@ type Conn struct {
 	// noSessions is set once the server answered initialize without a
 	// session id: session-era agents' calls stay on firstChoice.
 	noSessions atomic.Bool
+	// sessionsRetryAt (unix ns): after another failed session dial, the
+	// calls go on firstChoice until then, not each paying a dial.
+	sessionsRetryAt atomic.Int64
 
 	progress sync.Map // upstream progress token → func(params json.RawMessage)
 	tokens   atomic.Int64
@@ -235,19 +238,27 @@ func (c *Conn) Client(ctx context.Context) (*client.Client, error) {
 // goes to a server that speaks both eras over a session (sessionEra).
 func (c *Conn) clientFor(ctx context.Context, sessionAgent bool) (*client.Client, error) {
 	cli, err := c.client(ctx, firstChoice)
-	if err != nil || !sessionAgent || !cli.SpeaksSessionsToo() || c.noSessions.Load() {
+	if err != nil || !sessionAgent || !cli.SpeaksSessionsToo() || c.noSessions.Load() || time.Now().UnixNano() < c.sessionsRetryAt.Load() {
 		return cli, err
 	}
 	scli, err := c.client(ctx, sessionEra)
 	if err != nil && c.life.Err() == nil && ctx.Err() == nil {
-		// A server that keeps no session, or whose initialize failed:
-		// its stateless era serves the call, and the next ones (a session
-		// is only cheaper, never needed).
-		c.noSessions.Store(true)
+		// A server that keeps no session (for good), or whose initialize
+		// failed (for a while): its stateless era serves the call (a
+		// session is only cheaper, never needed).
+		if errors.Is(err, errNoSession) {
+			c.noSessions.Store(true)
+		} else {
+			c.sessionsRetryAt.Store(time.Now().Add(sessionsRetry).UnixNano())
+		}
 		return cli, nil
 	}
 	return scli, err
 }
+
+// sessionsRetry is how long a Conn whose session dial failed sends
+// session-era agents' calls statelessly before it dials a session again.
+const sessionsRetry = 30 * time.Second
 
 // errNoSession is a server that answered initialize without a session id.
 var errNoSession = errors.New("the server keeps no session")
