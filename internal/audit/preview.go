@@ -116,10 +116,8 @@ func previewMembers(b []byte, open, close byte, noun string, n, budget int, memb
 // takes about budget bytes: a control character is escaped in six
 // (\u0001), so the cut is measured on what is written.
 func previewString(b []byte, s string, budget int) []byte {
-	quoted := rawjson.AppendString(nil, s)
-	if len(quoted) <= budget {
-		return append(b, quoted...)
-	}
+	// Cut first, then quote: a string of megabytes is never escaped whole.
+	var quoted []byte
 	n := budget
 	for {
 		quoted = rawjson.AppendString(quoted[:0], cutBothEnds(s, n))
