@@ -9,7 +9,6 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/approval"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
-	"github.com/mcp-operator/mcp-operator/internal/redact"
 )
 
 // Reasons of a request a person decided through a ToolApproval.
@@ -103,11 +102,7 @@ func (b *Bridge) argsPreview(x *exchange) string {
 	if len(x.args) == 0 {
 		return ""
 	}
-	r := b.redactor(x.server)
-	if r == nil {
-		r = redact.Shapes
-	}
-	out, err := r.JSON(x.args, nil)
+	out, err := b.redactor(x.server).JSON(x.args, nil)
 	if err != nil {
 		return "[arguments not shown: they could not be redacted]"
 	}

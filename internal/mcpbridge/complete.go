@@ -7,13 +7,13 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/toolname"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/translate"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
 	"github.com/mcp-operator/mcp-operator/internal/policy/resourceuri"
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
-	"github.com/mcp-operator/mcp-operator/internal/redact"
 )
 
 // completion is the completions adapter of the pipeline: one
@@ -100,11 +100,7 @@ func (c *completion) forward(b *Bridge, x *exchange) *jsonrpc.Message {
 	if err != nil {
 		return b.callFailed(x, s, took, err)
 	}
-	redactor := b.redactor(s)
-	if redactor == nil {
-		redactor = redact.Shapes
-	}
-	clean, err := redactor.JSON(raw, nil)
+	clean, _, err := output.JSON(b.redactor(s), "completion/complete", raw)
 	if err != nil {
 		return b.withheld(x, x.what, err)
 	}

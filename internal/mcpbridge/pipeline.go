@@ -231,21 +231,25 @@ func (b *Bridge) countCall(x *exchange, decision, outcome string) {
 func (b *Bridge) callFailed(x *exchange, s *routes.Server, took time.Duration, err error) *jsonrpc.Message {
 	failed := audit.MCPCallFailed{Server: s.Name, ToolCallID: x.id, Error: err.Error(), DurationMs: audit.Ms(took)}
 	reason := reasonUpstreamError
+	red := b.redactor(s)
+	var answer *jsonrpc.Message
 	var rpcErr *jsonrpc.Error
 	var ue *upstream.Error
 	switch {
 	case errors.As(err, &rpcErr):
 		// The server's error is its output too: scanned and redacted with
-		// its own Secret values, withheld where a result would be.
-		msg, sum := output.Text(b.redactor(s), "error.message", rpcErr.Message)
-		data, dataSum, dataErr := output.JSON(b.redactor(s), "error.data", rpcErr.Data)
+		// its own Secret values, withheld where a result would be; the
+		// agent gets it as cleaned here.
+		msg, sum := output.Text(red, "error.message", rpcErr.Message)
+		data, dataSum, dataErr := output.JSON(red, "error.data", rpcErr.Data)
 		if dataErr != nil {
 			data = nil
 		}
 		if x.blockInjection && len(sum.Findings)+len(dataSum.Findings) > 0 {
 			msg, data = "the bridge withheld the server's error message: it looks like instructions to the model", nil
 		}
-		err = &jsonrpc.Error{Code: rpcErr.Code, Message: msg, Data: data}
+		answer = jsonrpc.NewErrorResponse(x.rq.msg.ID, rpcErr.Code, msg)
+		answer.Error.Data = data
 		failed.Code = rpcErr.Code
 		failed.Error = msg
 	case errors.As(err, &ue):
@@ -255,7 +259,10 @@ func (b *Bridge) callFailed(x *exchange, s *routes.Server, took time.Duration, e
 	_, _ = b.audit(x.rq, x.failed(reason, failed.Error))
 	b.countCall(x, "allow", reason)
 	x.traceFailure(reason)
-	return upstreamError(x.rq, err, x.id, b.redactor(s))
+	if answer != nil {
+		return answer
+	}
+	return upstreamError(x.rq, err, x.id, red)
 }
 
 // requested is x's permission.requested event.

@@ -53,7 +53,7 @@ func (b *Bridge) listPrompts(rq *request) *jsonrpc.Message {
 		}
 		raw, _, err := b.livePrompts(rq, s, conn)
 		if err != nil {
-			b.cfg.Log.Info("a server's prompts are left out of the list", "server", name, "error", err.Error())
+			b.cfg.Log.Info("a server's prompts are left out of the list", "server", name, "error", b.redactor(s).String(err.Error(), nil))
 			continue
 		}
 		for _, item := range raw {

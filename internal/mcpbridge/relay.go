@@ -13,7 +13,6 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
-	"github.com/mcp-operator/mcp-operator/internal/redact"
 )
 
 // Outcomes of a server's request (mcp.server_request) besides the client's
@@ -152,9 +151,6 @@ func agentOffers(rq *request, req *jsonrpc.Message) bool {
 // user or model will read scanned for injection.
 func (b *Bridge) relayedParams(c *call, req *jsonrpc.Message) (json.RawMessage, []injection.Finding, error) {
 	redactor := b.redactor(c.tool.Server)
-	if redactor == nil {
-		redactor = redact.Shapes
-	}
 	params, err := redactor.JSON(req.Params, nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("malformed %s params: %w", req.Method, err)

@@ -43,7 +43,7 @@ func (b *Bridge) listResources(rq *request, method, key, uriKey string) *jsonrpc
 		list, err := conn.ListAll(ctx, method, key)
 		cancel()
 		if err != nil {
-			b.cfg.Log.Info("a server's resources are left out of the list", "server", name, "error", err.Error())
+			b.cfg.Log.Info("a server's resources are left out of the list", "server", name, "error", b.redactor(s).String(err.Error(), nil))
 			continue
 		}
 		for _, item := range list {

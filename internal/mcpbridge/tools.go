@@ -74,7 +74,7 @@ func (b *Bridge) visibleTools(rq *request) []*routes.Tool {
 	for _, name := range b.servers(rq) {
 		c, err := b.cfg.Registry.Catalog(rq.ctx, name)
 		if err != nil {
-			b.cfg.Log.Info("a server's tools are left out of the list", "server", name, "error", err.Error())
+			b.cfg.Log.Info("a server's tools are left out of the list", "server", name, "error", b.redactorOf(name).String(err.Error(), nil))
 			continue
 		}
 		for _, t := range c.Tools {
@@ -93,12 +93,11 @@ func (b *Bridge) listTools(rq *request) *jsonrpc.Message {
 	for i, t := range tools {
 		items[i] = t.Rendered(style)
 		// Rendered redacts the shapes; the server's own Secret values go
-		// too. The controller took them out of status already, but a value
-		// the server was given after its probe is known here first.
-		if r := b.redactor(t.Server); r != nil {
-			if clean, err := r.JSON(items[i], nil); err == nil {
-				items[i] = clean
-			}
+		// too, and invisible text, as from every listing. The controller
+		// cleaned status already, but a value the server was given after
+		// its probe is known here first.
+		if clean, _, err := output.JSON(b.redactor(t.Server), "tools/list", items[i]); err == nil {
+			items[i] = clean
 		}
 	}
 	out := append([]byte(`{"tools":`), rawjson.AppendArray(nil, items)...)
@@ -152,11 +151,16 @@ func (b *Bridge) resolveTool(rq *request, name string) (*routes.Tool, *jsonrpc.M
 // listed: the error may quote the server's answer, so it is redacted with
 // the server's own Secret values, as its output is.
 func (b *Bridge) catalogError(rq *request, server string, err error) *jsonrpc.Message {
-	var red *redact.Redactor
+	return upstreamError(rq, err, "", b.redactorOf(server))
+}
+
+// redactorOf is the redactor of the server named server, the shapes alone
+// when it is not served.
+func (b *Bridge) redactorOf(server string) *redact.Redactor {
 	if s, _, ok := b.cfg.Registry.Server(server); ok {
-		red = b.redactor(s)
+		return b.redactor(s)
 	}
-	return upstreamError(rq, err, "", red)
+	return redact.Shapes
 }
 
 func (b *Bridge) audit(rq *request, p audit.Payload) (uint64, error) {
@@ -278,9 +282,6 @@ func (b *Bridge) execute(c *call) *jsonrpc.Message {
 		// server was set to debug when the connection was made.
 		params = translate.SetMeta(params, metaLogLevel, rawjson.AppendString(nil, "debug"))
 		redactor := b.redactor(tool.Server)
-		if redactor == nil {
-			redactor = redact.Shapes
-		}
 		hooks.Log = func(p json.RawMessage) {
 			level, _ := rawjson.String(rawjson.Get(p, "level"))
 			if !wantsLog(agentLevel, level) {
@@ -382,7 +383,7 @@ func (b *Bridge) observe(server, method string, took time.Duration, err error) {
 // answer (a body that was not JSON-RPC), so it is redacted like its output.
 func upstreamError(rq *request, err error, toolCallID string, red *redact.Redactor) *jsonrpc.Message {
 	if red == nil {
-		red = redact.Shapes
+		red = redact.Shapes // the server is not known
 	}
 	var rpcErr *jsonrpc.Error
 	if errors.As(err, &rpcErr) {
@@ -404,9 +405,14 @@ func upstreamError(rq *request, err error, toolCallID string, red *redact.Redact
 	return rpcError(rq, CodeUpstream, "the MCP server gave no answer: "+red.String(err.Error(), nil), data)
 }
 
+// redactor is what s's text is redacted with: its own Secret values and
+// the credential shapes, or the shapes alone where none are known. Never
+// nil, so no exit has a default of its own to forget.
 func (b *Bridge) redactor(s *routes.Server) *redact.Redactor {
-	if b.cfg.Redactor == nil {
-		return nil
+	if b.cfg.Redactor != nil {
+		if r := b.cfg.Redactor(s.Namespace, s.Name); r != nil {
+			return r
+		}
 	}
-	return b.cfg.Redactor(s.Namespace, s.Name)
+	return redact.Shapes
 }

@@ -202,7 +202,8 @@ func (p *Pipeline) ToolResult(c Call, raw json.RawMessage) (json.RawMessage, Sum
 		if t.kind != "text" {
 			continue
 		}
-		items[i] = t.withText(prefix + EscapeMarkers(t.text))
+		// Its marker look-alikes were escaped with every string (redacted).
+		items[i] = t.withText(prefix + t.text)
 		changed = true
 	}
 	out := res.json
