@@ -299,7 +299,7 @@ func mayAssign(s string, at, n, nameLen int) bool {
 
 // Byte classes of mayAssign, as tables: it runs at every keyword.
 var (
-	isNameRunByte  = byteSet(func(b byte) bool { return isWordChar(b) || b == ' ' || b == '\t' || b == '.' || b == '-' })
+	isNameRunByte  = byteSet(func(b byte) bool { return isWordByte(b) || b == ' ' || b == '\t' || b == '.' || b == '-' })
 	isBlankOrQuote = byteSet(func(b byte) bool { return strings.IndexByte(" \t\r\n\v\f'\"", b) >= 0 })
 	isOperatorByte = byteSet(func(b byte) bool { return strings.IndexByte("=>:|?,", b) >= 0 })
 )
@@ -598,8 +598,6 @@ func hasPrefixFold(s, lower string) bool {
 	return true
 }
 
-func isWordChar(b byte) bool { return isAlnum(b) || b == '_' }
-
 // matchAt runs rule ri at the keyword found at s[at:].
 func (ix *keywordIndex) matchAt(s string, at, ri int, spans []span) []span {
 	m := &ix.matchers[ri]
@@ -609,7 +607,7 @@ func (ix *keywordIndex) matchAt(s string, at, ri int, spans []span) []span {
 	if m.anchored == nil {
 		return ix.search(s, max(0, at-windowBefore), min(len(s), at+m.maxLen+windowAfter), ri, spans)
 	}
-	if m.boundary && at > 0 && isWordChar(s[at-1]) == isWordChar(s[at]) || !m.leads.fits(s[at:]) {
+	if m.boundary && at > 0 && isWordByte(s[at-1]) == isWordByte(s[at]) || !m.leads.fits(s[at:]) {
 		return spans
 	}
 	end := min(len(s), at+m.maxLen)
@@ -625,7 +623,7 @@ func (ix *keywordIndex) matchAt(s string, at, ri int, spans []span) []span {
 		// The match starts with the rest of the name the identifier ends
 		// ("public_" of "public_key"), which allowlists look at.
 		from := at
-		for from > 0 && at-from < 50 && (isWordChar(s[from-1]) || s[from-1] == '.' || s[from-1] == '-') {
+		for from > 0 && at-from < 50 && (isWordByte(s[from-1]) || s[from-1] == '.' || s[from-1] == '-') {
 			from--
 		}
 		loc = append([]int{loc[0], loc[1] + at - from}, loc[2:]...)

@@ -58,6 +58,3 @@ func (l *Limit) Used(key string) (total, underKey int64) {
 	defer l.mu.Unlock()
 	return l.used, l.by[key]
 }
-
-// Total is the bound on all units in flight.
-func (l *Limit) Total() int64 { return l.total }

@@ -1,7 +1,6 @@
 package output
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -135,9 +134,6 @@ func Artifact(c Call, data []byte) ([]byte, Summary, error) {
 	if c.Block && len(sum.Findings) > 0 {
 		sum.Blocked = true
 		return nil, sum, blockedError(sum.Findings)
-	}
-	if bytes.Equal(out, data) {
-		out = data
 	}
 	return out, sum, nil
 }
