@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	authv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -84,6 +85,9 @@ func preview(s string, n int) string {
 		return "-"
 	}
 	if len(s) > n {
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n-- // whole characters only
+		}
 		return s[:n] + "…"
 	}
 	return s

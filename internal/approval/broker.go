@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -267,9 +268,14 @@ func generateName(server string) string {
 	return server + "-"
 }
 
+// cut shortens s to about n bytes, on a character boundary (the cut is
+// written to the API, which wants valid UTF-8).
 func cut(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "…"
 }
