@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -194,7 +195,7 @@ func eventReasons(t *testing.T, c client.Client, a *v1alpha1.ToolApproval, want 
 		}
 		all := true
 		for _, w := range want {
-			all = all && strings.Contains(strings.Join(got, ","), w)
+			all = all && slices.Contains(got, w)
 		}
 		if all {
 			return got

@@ -405,15 +405,10 @@ func TestBodyBytesInFlightAreBounded(t *testing.T) {
 	ping := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
 	body := ping + strings.Repeat(" ", 600-len(ping))
 	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer alice-token\r\nContent-Type: application/json\r\nContent-Length: 600\r\n\r\n%s", addr, body[:550])
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) {
-		if used, _ := h.b.limits.bodyBytes.Used(""); used == 550 {
-			break
-		}
-		if time.Now().After(deadline) {
-			used, _ := h.b.limits.bodyBytes.Used("")
-			t.Fatalf("the slow body holds %d bytes of the budget, want 550", used)
-		}
-	}
+	eventually(t, "the slow body holds 550 bytes of the budget", func() bool {
+		used, _ := h.b.limits.bodyBytes.Used("")
+		return used == 550
+	})
 	if used, _ := h.b.limits.requests.Used(""); used != 0 {
 		t.Fatalf("a body still being read holds %d request slots, want 0", used)
 	}
@@ -440,14 +435,10 @@ func TestBodyBytesInFlightAreBounded(t *testing.T) {
 	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 ") {
 		t.Fatalf("the slow request's answer: %q, %v", line, err)
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) {
-		if used, _ := h.b.limits.bodyBytes.Used(""); used == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the answered requests did not give their body bytes back")
-		}
-	}
+	eventually(t, "the answered requests give their body bytes back", func() bool {
+		used, _ := h.b.limits.bodyBytes.Used("")
+		return used == 0
+	})
 	if status, _, _ := post(t, h.url+"/mcp", "bob-token", "", big, nil); status != http.StatusOK {
 		t.Fatalf("the 500-byte body once the budget is free: %d, want 200", status)
 	}
