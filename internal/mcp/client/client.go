@@ -96,6 +96,8 @@ type Client struct {
 	// sessionVersion is the newest session-era version a stateless server
 	// also listed in server/discover ("" when it speaks only its era).
 	sessionVersion string
+	// capabilities are Options.Capabilities, encoded once by Connect.
+	capabilities json.RawMessage
 	// meta is the stateless era's per-request _meta, encoded once.
 	meta []rawjson.Member
 
@@ -115,7 +117,16 @@ func Connect(ctx context.Context, conn jsonrpc.Conn, opts Options) (*Client, err
 	if opts.DiscoverTimeout <= 0 {
 		opts.DiscoverTimeout = 3 * time.Second
 	}
-	c := &Client{conn: conn, opts: opts}
+	c := &Client{conn: conn, opts: opts, capabilities: json.RawMessage(`{}`)}
+	if opts.Capabilities != nil {
+		// Checked here, before anything is sent: a value json cannot encode
+		// would otherwise leave a hole in every request's _meta.
+		caps, err := json.Marshal(opts.Capabilities)
+		if err != nil {
+			return nil, fmt.Errorf("the client capabilities cannot be encoded as JSON: %w", err)
+		}
+		c.capabilities = caps
+	}
 	requested := LatestLegacy
 	if opts.Era != EraSession {
 		ok, legacy, err := c.discover(ctx)
@@ -146,7 +157,11 @@ func (c *Client) discover(ctx context.Context) (ok bool, legacy string, err erro
 	dctx, cancel := context.WithTimeout(ctx, c.opts.DiscoverTimeout)
 	defer cancel()
 	start := time.Now()
-	params, _ := json.Marshal(map[string]any{"_meta": c.requestMeta(StatelessVersion)})
+	meta, err := c.requestMeta(StatelessVersion)
+	if err != nil {
+		return false, "", err
+	}
+	params := rawjson.AppendObject(nil, []rawjson.Member{{Key: "_meta", Value: rawjson.AppendObject(nil, meta)}})
 	resp, cerr := c.conn.Call(dctx, jsonrpc.NewRequest(0, "server/discover", params))
 	c.conn.SetProtocolVersion("")
 	switch {
@@ -184,11 +199,7 @@ func (c *Client) discover(ctx context.Context) (ok bool, legacy string, err erro
 	}
 	c.era, c.version, c.instructions = EraStateless, StatelessVersion, res.Instructions
 	c.sessionVersion = bestLegacy(res.SupportedVersions)
-	for k, v := range c.requestMeta(StatelessVersion) {
-		raw, _ := json.Marshal(v)
-		c.meta = append(c.meta, rawjson.Member{Key: k, Value: raw})
-	}
-	slices.SortFunc(c.meta, func(a, b rawjson.Member) int { return strings.Compare(a.Key, b.Key) })
+	c.meta = meta
 	c.conn.SetProtocolVersion(StatelessVersion)
 	return true, "", nil
 }
@@ -214,11 +225,14 @@ func bestLegacy(offered []string) string {
 }
 
 func (c *Client) initialize(ctx context.Context, requested string) error {
-	params, _ := json.Marshal(map[string]any{
+	params, err := json.Marshal(map[string]any{
 		"protocolVersion": requested,
-		"capabilities":    c.capabilities(),
+		"capabilities":    c.capabilities,
 		"clientInfo":      Implementation{Name: c.opts.ClientName, Version: c.opts.ClientVersion},
 	})
+	if err != nil {
+		return fmt.Errorf("while encoding initialize: %w", err)
+	}
 	resp, err := c.conn.Call(ctx, jsonrpc.NewRequest(0, "initialize", params))
 	if err != nil {
 		return c.withDiscoverNote(fmt.Errorf("while initializing the session (initialize): %w", err))
@@ -309,19 +323,24 @@ func (c *Client) SetNotificationHandler(h jsonrpc.NotificationHandler) {
 	c.conn.SetNotificationHandler(h)
 }
 
-func (c *Client) requestMeta(version string) map[string]any {
-	return map[string]any{
+// requestMeta is the stateless revision's per-request _meta, each value
+// encoded, sorted by key.
+func (c *Client) requestMeta(version string) ([]rawjson.Member, error) {
+	values := map[string]any{
 		metaProtocolVersion:    version,
 		metaClientInfo:         Implementation{Name: c.opts.ClientName, Version: c.opts.ClientVersion},
-		metaClientCapabilities: c.capabilities(),
+		metaClientCapabilities: c.capabilities,
 	}
-}
-
-func (c *Client) capabilities() map[string]any {
-	if c.opts.Capabilities == nil {
-		return map[string]any{}
+	meta := make([]rawjson.Member, 0, len(values))
+	for k, v := range values {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("while encoding the request's _meta (%s): %w", k, err)
+		}
+		meta = append(meta, rawjson.Member{Key: k, Value: raw})
 	}
-	return c.opts.Capabilities
+	slices.SortFunc(meta, func(a, b rawjson.Member) int { return strings.Compare(a.Key, b.Key) })
+	return meta, nil
 }
 
 // Call sends any request with raw params and returns the raw result. A
@@ -365,7 +384,12 @@ func (c *Client) withMeta(params json.RawMessage) (json.RawMessage, error) {
 	for _, f := range fields {
 		if f.Key != "_meta" {
 			out = append(out, f)
-		} else if meta, err = rawjson.Members(f.Value); err != nil {
+			continue
+		}
+		if string(f.Value) == "null" {
+			continue // null is absent, as encoding/json reads it: ours is added below
+		}
+		if meta, err = rawjson.Members(f.Value); err != nil {
 			return nil, fmt.Errorf("params._meta is not a JSON object: %w", err)
 		}
 	}

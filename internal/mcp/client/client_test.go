@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http/httptest"
 	"slices"
 	"strconv"
@@ -209,5 +210,30 @@ func TestExpiredSessionIsReported(t *testing.T) {
 	resp, err := conn.Call(ctx, jsonrpc.NewRequest(0, "tools/list", nil))
 	if !errors.Is(err, streamhttp.ErrSessionExpired) {
 		t.Fatalf("call on an expired session: %v %v, want ErrSessionExpired", resp, err)
+	}
+}
+
+// A capability json cannot encode is refused by Connect, in either era: it
+// used to leave an empty value in every request's _meta (invalid JSON on
+// the wire) or no params at all in initialize.
+func TestUnencodableCapabilityIsRefused(t *testing.T) {
+	url := everything(t, true)
+	for _, era := range []client.Era{"", client.EraSession} {
+		conn, err := streamhttp.New(streamhttp.Options{URL: url})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c, err := client.Connect(ctx, conn, client.Options{Era: era, Capabilities: map[string]any{
+			"elicitation": map[string]any{"weight": math.Inf(1)},
+		}})
+		cancel()
+		if err == nil {
+			c.Close()
+		}
+		conn.Close()
+		if err == nil || !strings.Contains(err.Error(), "capabilities cannot be encoded as JSON") {
+			t.Errorf("era %q: Connect = %v; want an error saying the capabilities cannot be encoded", era, err)
+		}
 	}
 }

@@ -19,6 +19,8 @@ func TestWithMeta(t *testing.T) {
 		``: `{"_meta":{"` + metaClientCapabilities + `":{},"` + metaProtocolVersion + `":"2026-07-28"}}`,
 		`{"name":"x","arguments":{"b":1,"a":2.50}}`:                                          `{"name":"x","arguments":{"b":1,"a":2.50},"_meta":{"` + metaClientCapabilities + `":{},"` + metaProtocolVersion + `":"2026-07-28"}}`,
 		`{"_meta":{"progressToken":7,"` + metaClientCapabilities + `":{"x":{}}},"name":"x"}`: `{"name":"x","_meta":{"progressToken":7,"` + metaClientCapabilities + `":{"x":{}},"` + metaProtocolVersion + `":"2026-07-28"}}`,
+		// A null _meta is no _meta, as encoding/json reads it.
+		`{"_meta":null,"name":"x"}`: `{"name":"x","_meta":{"` + metaClientCapabilities + `":{},"` + metaProtocolVersion + `":"2026-07-28"}}`,
 	} {
 		got, err := c.withMeta([]byte(in))
 		if err != nil || string(got) != want {
