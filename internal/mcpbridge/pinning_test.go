@@ -1,7 +1,9 @@
 package mcpbridge
 
 import (
+	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
@@ -60,5 +62,31 @@ func TestUnderscoreNames(t *testing.T) {
 	}
 	if id := lastCallID(h.events(t), "mcp.everything.test_simple_text"); id == "" {
 		t.Fatal("events must name the tool by its dotted name")
+	}
+}
+
+// TestUnderscorePromptListedOnce: a prompts/get by its underscore-style name
+// lists the servers' prompts once, to find it, and its arguments are held
+// to that listing (it listed the server's prompts a second time for them).
+func TestUnderscorePromptListedOnce(t *testing.T) {
+	up := testpeers.GoEverything(t, false)
+	fwd := bridgetest.Forward(t, strings.TrimSuffix(strings.TrimPrefix(up.URL, "http://"), "/mcp"), "/mcp")
+	server := bridgetest.Published(t, "tools", "everything", fwd.URL, v1alpha1.ToolsSpec{})
+	pol := toolPolicy("tools", "alice", []v1alpha1.Subject{sa("agents", "alice")})
+	pol.Spec.Prompts = []v1alpha1.PromptRule{{Prompts: []string{"mcp.everything.*"}, Decision: "allow"}}
+	h := newHarness(t, []v1alpha1.MCPServer{server}, []v1alpha1.ToolPolicy{pol}, func(c *Config) { c.ToolNameStyle = StyleUnderscore })
+	c := h.connect(t, "alice-token", "/mcp", client.EraStateless)
+
+	before := fwd.Requests("prompts/list")
+	res, err := c.Call(ctxT(t), "prompts/get", json.RawMessage(`{"name":"mcp__everything__test_prompt_with_arguments","arguments":{"arg1":"a","arg2":"b"}}`))
+	if err != nil || !strings.Contains(string(res), `"messages"`) {
+		t.Fatalf("prompts/get by its underscore name: %s, %v", res, err)
+	}
+	if n := fwd.Requests("prompts/list") - before; n != 1 {
+		t.Errorf("the server was sent prompts/list %d times for one prompts/get; want 1", n)
+	}
+	_, err = c.Call(ctxT(t), "prompts/get", json.RawMessage(`{"name":"mcp__everything__test_prompt_with_arguments","arguments":{"arg1":"a","arg2":"b","bogus":"c"}}`))
+	if rpcCode(err) != jsonrpc.CodeInvalidParams || !strings.Contains(err.Error(), "unknown argument(s) bogus") {
+		t.Errorf("an undeclared argument: %v; want -32602 naming it", err)
 	}
 }

@@ -80,16 +80,19 @@ func (b *Bridge) listPrompts(rq *request) *jsonrpc.Message {
 	return rpcResult(rq, json.RawMessage(append(out, '}')))
 }
 
-// resolvePrompt finds a prompt's server and upstream name, strictly.
-func (b *Bridge) resolvePrompt(rq *request, name string) (server, upstreamName string, ok bool) {
+// resolvePrompt finds a prompt's server and upstream name, strictly. An
+// underscore-style name is found by listing the servers' prompts: listed is
+// then the prompts of the server it names, which decide needs and need not
+// list again.
+func (b *Bridge) resolvePrompt(rq *request, name string) (server, upstreamName string, listed []catalog.Prompt, ok bool) {
 	if rq.endpoint != "" {
-		return rq.endpoint, name, true
+		return rq.endpoint, name, nil, true
 	}
 	if s, p, ok := toolname.SplitNamespaced(name); ok {
-		return s, p, true
+		return s, p, nil, true
 	}
 	if b.cfg.ToolNameStyle != StyleUnderscore {
-		return "", "", false
+		return "", "", nil, false
 	}
 	for _, sname := range b.cfg.Registry.Names() {
 		s, conn, found := b.cfg.Registry.Server(sname)
@@ -102,11 +105,11 @@ func (b *Bridge) resolvePrompt(rq *request, name string) (server, upstreamName s
 		}
 		for _, p := range parsed {
 			if toolname.Underscore(p.Name) == name {
-				return sname, p.UpstreamName, true
+				return sname, p.UpstreamName, parsed, true
 			}
 		}
 	}
-	return "", "", false
+	return "", "", nil, false
 }
 
 // prompt is the prompts adapter of the pipeline: one prompts/get.
@@ -117,6 +120,8 @@ type prompt struct {
 	// name is the prompt's name as the agent sent it.
 	name      string
 	arguments map[string]string
+	// listed are the server's prompts when resolve listed them already.
+	listed []catalog.Prompt
 }
 
 func (b *Bridge) getPrompt(rq *request) *jsonrpc.Message { return b.serve(rq, &prompt{}) }
@@ -138,13 +143,13 @@ func (pr *prompt) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
 			return rpcError(rq, jsonrpc.CodeInvalidParams, "prompt arguments must be an object of strings", nil)
 		}
 	}
-	serverName, upstreamName, ok := b.resolvePrompt(rq, p.Name)
+	serverName, upstreamName, listed, ok := b.resolvePrompt(rq, p.Name)
 	s, conn, served := b.cfg.Registry.Server(serverName)
 	if !ok || !served || !s.Capabilities.Prompts {
 		return rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("unknown prompt %q", p.Name), nil)
 	}
 	x.server, x.progressToken = s, p.Meta.ProgressToken
-	pr.conn, pr.upstreamName, pr.name = conn, upstreamName, p.Name
+	pr.conn, pr.upstreamName, pr.name, pr.listed = conn, upstreamName, p.Name, listed
 	full := toolname.Namespaced(s.Name, upstreamName)
 	if string(p.Arguments) != "null" {
 		x.args = p.Arguments
@@ -163,9 +168,12 @@ func (pr *prompt) decide(b *Bridge, x *exchange) (policy.Result, *jsonrpc.Messag
 	if res.Decision == v1alpha1.DecisionDeny {
 		return res, nil
 	}
-	_, parsed, err := b.livePrompts(rq, s, pr.conn)
-	if err != nil {
-		return res, upstreamError(rq, err, "", b.redactor(s))
+	parsed := pr.listed
+	if parsed == nil {
+		var err error
+		if _, parsed, err = b.livePrompts(rq, s, pr.conn); err != nil {
+			return res, upstreamError(rq, err, "", b.redactor(s))
+		}
 	}
 	i := slices.IndexFunc(parsed, func(c catalog.Prompt) bool { return c.UpstreamName == pr.upstreamName })
 	if i < 0 {

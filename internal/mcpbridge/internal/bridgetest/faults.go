@@ -122,15 +122,45 @@ func faultTool(name string) string {
 }
 
 // Forwarder is a TCP forwarder in front of a server that counts the
-// tools/call requests passing through: what the server was sent, even when
+// requests passing through, by method: what the server was sent, even when
 // it dies before it could tell.
 type Forwarder struct {
-	URL   string
-	calls atomic.Int32
+	URL     string
+	mu      sync.Mutex
+	methods map[string]int
 }
 
 // Calls is how many tools/call requests went through.
-func (f *Forwarder) Calls() int { return int(f.calls.Load()) }
+func (f *Forwarder) Calls() int { return f.Requests("tools/call") }
+
+// Requests is how many requests (and notifications) of method went through.
+func (f *Forwarder) Requests(method string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.methods[method]
+}
+
+var methodMarker = []byte(`"method":"`)
+
+// count counts the methods data names and returns its tail that may be the
+// start of one more, cut by the end of a read.
+func (f *Forwarder) count(data []byte) []byte {
+	for {
+		i := bytes.Index(data, methodMarker)
+		if i < 0 {
+			return data[max(0, len(data)-len(methodMarker)+1):]
+		}
+		name := data[i+len(methodMarker):]
+		end := bytes.IndexByte(name, '"')
+		if end < 0 {
+			return data[i:]
+		}
+		f.mu.Lock()
+		f.methods[string(name[:end])]++
+		f.mu.Unlock()
+		data = name[end+1:]
+	}
+}
 
 // Forward listens on a loopback port and forwards to the host:port of
 // upstreamURL; the returned URL has the same path.
@@ -140,7 +170,7 @@ func Forward(t testing.TB, upstreamAddr, path string) *Forwarder {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &Forwarder{URL: "http://" + l.Addr().String() + path}
+	f := &Forwarder{URL: "http://" + l.Addr().String() + path, methods: map[string]int{}}
 	var wg sync.WaitGroup
 	t.Cleanup(func() { l.Close(); wg.Wait() })
 	wg.Add(1)
@@ -167,10 +197,11 @@ func Forward(t testing.TB, upstreamAddr, path string) *Forwarder {
 					close(done)
 				}()
 				buf := make([]byte, 64<<10)
+				var tail []byte
 				for {
 					n, err := in.Read(buf)
 					if n > 0 {
-						f.calls.Add(int32(bytes.Count(buf[:n], []byte(`"method":"tools/call"`))))
+						tail = bytes.Clone(f.count(append(tail, buf[:n]...)))
 						if _, werr := out.Write(buf[:n]); werr != nil {
 							break
 						}
