@@ -45,10 +45,7 @@ func (b *Bridge) askPerson(x *exchange, res policy.Result, answers []string) out
 		// Nothing a person could approve with (say a destructive tool
 		// whose policy offers only AllowSession): asking would only be a
 		// ToolApproval the API server refuses.
-		return outcome{
-			decision: "deny", actor: "bridge", sourcedFrom: sourceOf(res.SourcedFrom), failReason: reasonApprovalUnavailable,
-			reason: reasonApprovalUnavailable + ": the policy leaves no approval mode for this " + x.noun() + " (AllowSession is never offered for destructive tools or without a session); add AllowOnce to approval.modes",
-		}
+		return unavailable(res, "the policy leaves no approval mode for this "+x.noun()+" (AllowSession is never offered for destructive tools or without a session); add AllowOnce to approval.modes")
 	}
 	timeout := 2 * time.Minute
 	if res.Approval != nil && res.Approval.Timeout > 0 {
@@ -70,10 +67,7 @@ func (b *Bridge) askPerson(x *exchange, res policy.Result, answers []string) out
 		},
 	})
 	if err != nil {
-		return outcome{
-			decision: "deny", actor: "bridge", sourcedFrom: sourceOf(res.SourcedFrom), failReason: reasonApprovalUnavailable,
-			reason: reasonApprovalUnavailable + ": no ToolApproval could be created: " + err.Error(),
-		}
+		return unavailable(res, "no ToolApproval could be created: "+err.Error())
 	}
 	from := o.Ref()
 	switch o.Phase {

@@ -54,10 +54,7 @@ func (b *Bridge) resolve(x *exchange) outcome {
 		return outcome{decision: "allow", actor: "policy", sourcedFrom: sourceOf(res.SourcedFrom)}
 	case v1alpha1.DecisionAsk:
 		if x.noAsk {
-			return outcome{
-				decision: "deny", actor: "bridge", sourcedFrom: sourceOf(res.SourcedFrom), failReason: reasonApprovalUnavailable,
-				reason: reasonApprovalUnavailable + ": the policy asks, and a completion or a subscription is not asked about (getting the prompt or reading the resource is)",
-			}
+			return unavailable(res, "the policy asks, and a completion or a subscription is not asked about (getting the prompt or reading the resource is)")
 		}
 		return b.ask(x)
 	}
@@ -71,6 +68,15 @@ func denial(res policy.Result) outcome {
 		fail = reasonRateLimited
 	}
 	return outcome{decision: "deny", actor: "policy", sourcedFrom: sourceOf(res.SourcedFrom), reason: res.Reason, failReason: fail}
+}
+
+// unavailable is the outcome of an ask that no person can be asked about:
+// the bridge denies it, and why says what stood in the way.
+func unavailable(res policy.Result, why string) outcome {
+	return outcome{
+		decision: "deny", actor: "bridge", sourcedFrom: sourceOf(res.SourcedFrom), failReason: reasonApprovalUnavailable,
+		reason: reasonApprovalUnavailable + ": " + why,
+	}
 }
 
 // offered are the answers the question offers: allow for the session only
@@ -109,10 +115,7 @@ func (b *Bridge) ask(x *exchange) outcome {
 		// (otherwise an agent could answer a question that today goes to
 		// a person through a ToolApproval).
 		if !slices.Contains(channels(res), v1alpha1.ChannelElicitation) {
-			return outcome{
-				decision: "deny", actor: "bridge", sourcedFrom: sourceOf(res.SourcedFrom), failReason: reasonApprovalUnavailable,
-				reason: reasonApprovalUnavailable + ": the policy no longer lets the client answer this approval (channels: " + channelNames(channels(res)) + "); send the request again without the answer",
-			}
+			return unavailable(res, "the policy no longer lets the client answer this approval (channels: "+channelNames(channels(res))+"); send the request again without the answer")
 		}
 		now := offered(rq, res)
 		var still []string
@@ -131,11 +134,8 @@ func (b *Bridge) ask(x *exchange) outcome {
 			return b.askPerson(x, res, offered(rq, res))
 		}
 	}
-	return outcome{
-		decision: "deny", actor: "bridge", sourcedFrom: sourceOf(res.SourcedFrom), failReason: reasonApprovalUnavailable,
-		reason: fmt.Sprintf("%s: the policy asks for approval through %s, and none can be used (the client offers no form elicitation, or the bridge makes no ToolApprovals)",
-			reasonApprovalUnavailable, channelNames(channels(res))),
-	}
+	return unavailable(res, "the policy asks for approval through "+channelNames(channels(res))+
+		", and none can be used (the client offers no form elicitation, or the bridge makes no ToolApprovals)")
 }
 
 func channelNames(chs []v1alpha1.ApprovalChannel) string {

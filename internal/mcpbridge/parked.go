@@ -112,7 +112,7 @@ func (b *Bridge) park(c *call, p *parkable, ask serverAsk) *jsonrpc.Message {
 		return b.await(c, p)
 	}
 	b.parked.Store(id, &parkedCall{p: p, ask: ask, subject: subject})
-	go b.leaveUnresumed(c, p, id, subject)
+	go b.leaveUnresumed(c, p, id)
 	return rpcResult(rq, map[string]any{
 		"resultType":    "input_required",
 		"inputRequests": map[string]any{parkedInputKey: map[string]any{"method": ask.method, "params": ask.params}},
@@ -127,24 +127,21 @@ func (b *Bridge) park(c *call, p *parkable, ask serverAsk) *jsonrpc.Message {
 // it ends as a timeout, whatever the server sends after it (it may answer
 // the refused question in the moment before its connection closes). Its
 // end goes to the audit stream only: its agent's request was answered.
-func (b *Bridge) leaveUnresumed(c *call, p *parkable, id, subject string) {
+func (b *Bridge) leaveUnresumed(c *call, p *parkable, id string) {
 	select {
 	case <-p.ended:
 	case <-p.ctx.Done():
 	}
-	v, held := b.parked.LoadAndDelete(id)
-	if !held {
+	pc := b.takeParked(id)
+	if pc == nil {
 		return // its agent resumed it (unpark)
 	}
-	b.limits.parked.Give(subject, 1)
 	why := "the call ended before the agent answered"
 	timedOut := p.ctx.Err() != nil
 	if timedOut {
 		why = "the agent did not answer before the call's deadline"
 	}
-	v.(*parkedCall).ask.reply <- jsonrpc.NewErrorResponse(nil, jsonrpc.CodeInternalError, why)
-	end := <-p.done
-	p.cancel()
+	end := pc.end(jsonrpc.CodeInternalError, why)
 	if timedOut {
 		end = parkableEnd{err: &upstream.Error{Reason: upstream.ReasonTimeout, Err: errors.New(why)}}
 	}
@@ -158,14 +155,33 @@ type parkedCall struct {
 	subject string
 }
 
-// unpark takes the call a resumeParked state names off this replica.
-func (b *Bridge) unpark(st *requestState) (*parkedCall, error) {
-	v, held := b.parked.LoadAndDelete(st.Parked)
+// takeParked takes parked call id off this replica and gives back its
+// slot; nil when this replica does not hold it (any more).
+func (b *Bridge) takeParked(id string) *parkedCall {
+	v, held := b.parked.LoadAndDelete(id)
 	if !held {
-		return nil, &invalidStateError{"invalid requestState: the call it continues is not held by this replica (it ended, or another replica holds it); call again without requestState"}
+		return nil
 	}
 	pc := v.(*parkedCall)
 	b.limits.parked.Give(pc.subject, 1)
+	return pc
+}
+
+// end ends a parked call that will not be continued: the server waiting
+// for the agent's answer gets an error saying why, the call upstream is
+// cancelled, and how it ended there is returned.
+func (pc *parkedCall) end(code int, why string) parkableEnd {
+	pc.ask.reply <- jsonrpc.NewErrorResponse(nil, code, why)
+	pc.p.cancel()
+	return <-pc.p.done
+}
+
+// unpark takes the call a resumeParked state names off this replica.
+func (b *Bridge) unpark(st *requestState) (*parkedCall, error) {
+	pc := b.takeParked(st.Parked)
+	if pc == nil {
+		return nil, &invalidStateError{"invalid requestState: the call it continues is not held by this replica (it ended, or another replica holds it); call again without requestState"}
+	}
 	return pc, nil
 }
 

@@ -195,9 +195,7 @@ func (b *Bridge) settle(x *exchange) *jsonrpc.Message {
 // it would have continued is ended too (its server is told).
 func (b *Bridge) refuse(x *exchange, o outcome) *jsonrpc.Message {
 	if pc := x.parked; pc != nil {
-		pc.ask.reply <- jsonrpc.NewErrorResponse(nil, CodeDenied, "the call was denied meanwhile")
-		pc.p.cancel()
-		<-pc.p.done
+		pc.end(CodeDenied, "the call was denied meanwhile")
 		// It went upstream: its call ends there first, as any call does.
 		_, _ = b.audit(x.rq, audit.MCPCallFailed{Server: x.server.Name, ToolCallID: x.id, Error: "the call was denied meanwhile: " + o.reason, DurationMs: audit.Ms(b.now().Sub(pc.p.start))})
 	}

@@ -177,12 +177,17 @@ func (r *read) forward(b *Bridge, x *exchange) *jsonrpc.Message {
 // not pass on (blocked for injection, or malformed), with the closing
 // event a call's output failure has.
 func (b *Bridge) withheld(x *exchange, what string, err error) *jsonrpc.Message {
+	code, reason := CodeUpstream, reasonInvalidResult
+	msg := err.Error()
 	if errors.Is(err, output.ErrBlocked) {
-		_, _ = b.audit(x.rq, x.failed(reasonInjection, err.Error()))
-		return rpcError(x.rq, CodeDenied, what+": "+err.Error(), map[string]any{"reason": reasonInjection, "toolCallId": x.id})
+		code, reason, msg = CodeDenied, reasonInjection, what+": "+err.Error()
 	}
-	_, _ = b.audit(x.rq, x.failed(reasonInvalidResult, err.Error()))
-	return rpcError(x.rq, CodeUpstream, err.Error(), map[string]any{"reason": reasonInvalidResult, "toolCallId": x.id})
+	_, _ = b.audit(x.rq, x.failed(reason, err.Error()))
+	data := map[string]any{"reason": reason}
+	if x.id != "" { // an artifact's read has none: it is not decided
+		data["toolCallId"] = x.id
+	}
+	return rpcError(x.rq, code, msg, data)
 }
 
 // readArtifact returns a capped result to the subject that produced it,
@@ -191,8 +196,9 @@ func (b *Bridge) readArtifact(rq *request, uri, sha string) *jsonrpc.Message {
 	if b.cfg.Artifacts == nil {
 		return rpcError(rq, CodeResourceNotFound, "unknown resource "+uri, nil)
 	}
+	x := &exchange{rq: rq, method: methodRead, target: uri}
 	if _, err := b.audit(rq, audit.ResourceRequested{URI: uri}); err != nil {
-		return rpcError(rq, jsonrpc.CodeInternalError, "the read was not run: its audit record could not be written", nil)
+		return b.unrecorded(x, err)
 	}
 	data, err := b.cfg.Artifacts.Get(rq.id.Username, sha)
 	if err != nil {
@@ -205,13 +211,8 @@ func (b *Bridge) readArtifact(rq *request, uri, sha string) *jsonrpc.Message {
 	size := len(data)
 	data, scan, err := output.Artifact(output.Call{Name: uri, Subject: rq.id.Username, Block: b.cfg.BlockInjection}, data)
 	_, _ = b.audit(rq, audit.ResourceFetched{URI: uri, SizeBytes: size, ContentHash: "sha256:" + sha, Injection: scan.Findings, Blocked: scan.Blocked})
-	if errors.Is(err, output.ErrBlocked) {
-		_, _ = b.audit(rq, audit.ToolFailed{Reason: reasonInjection, Resource: uri, Message: err.Error()})
-		return rpcError(rq, CodeDenied, "resource "+uri+": "+err.Error(), map[string]any{"reason": reasonInjection})
-	}
 	if err != nil {
-		_, _ = b.audit(rq, audit.ToolFailed{Reason: reasonInvalidResult, Resource: uri, Message: err.Error()})
-		return rpcError(rq, CodeUpstream, err.Error(), map[string]any{"reason": reasonInvalidResult})
+		return b.withheld(x, "resource "+uri, err)
 	}
 	out := []byte(`{"contents":[{"uri":`)
 	out = rawjson.AppendString(out, uri)
