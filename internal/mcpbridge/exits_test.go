@@ -66,20 +66,20 @@ func TestEveryExitRedacted(t *testing.T) {
 		notes[m.Method] = append(notes[m.Method], string(m.Params))
 		mu.Unlock()
 	})
-	heard := func(method string) func() string {
-		return func() string {
-			eventually(t, "the agent hears "+method, func() bool {
-				mu.Lock()
-				defer mu.Unlock()
-				return len(notes[method]) > 0
-			})
+	// The exits run in subtests: each gets the subtest's t, so that a
+	// failure ends that subtest, not its parent from another goroutine.
+	heard := func(t *testing.T, method string) string {
+		eventually(t, "the agent hears "+method, func() bool {
 			mu.Lock()
 			defer mu.Unlock()
-			return strings.Join(notes[method], "\n")
-		}
+			return len(notes[method]) > 0
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Join(notes[method], "\n")
 	}
-	call := func(method, params string) func() string {
-		return func() string {
+	call := func(method, params string) func(*testing.T) string {
+		return func(t *testing.T) string {
 			res, err := c.Call(ctxT(t), method, json.RawMessage(params))
 			if err != nil {
 				t.Fatalf("%s: %v", method, err)
@@ -94,7 +94,7 @@ func TestEveryExitRedacted(t *testing.T) {
 	echoed := value + " " + token
 	for _, exit := range []struct {
 		name   string
-		answer func() string
+		answer func(*testing.T) string
 		// leaked is what must not be in the answer: the server's value
 		// (and the token where the server echoes one).
 		leaked []string
@@ -106,11 +106,11 @@ func TestEveryExitRedacted(t *testing.T) {
 		{"prompt expansion", call("prompts/get", `{"name":"mcp.everything.test_prompt_with_arguments","arguments":{"arg1":"`+value+`","arg2":"`+token+`"}}`), []string{value, token}},
 		{"resource contents", call("resources/read", `{"uri":"mcp://everything/test://template/`+value+`-`+token+`/data"}`), []string{value, token}},
 		{"tool result", call("tools/call", `{"name":"mcp.everything.test_simple_text","arguments":{}}`), []string{said["tools/call"]}},
-		{"progress notification", func() string {
-			call("tools/call", `{"name":"mcp.everything.test_tool_with_progress","arguments":{},"_meta":{"progressToken":"p-1"}}`)()
-			return heard("notifications/progress")()
+		{"progress notification", func(t *testing.T) string {
+			call("tools/call", `{"name":"mcp.everything.test_tool_with_progress","arguments":{},"_meta":{"progressToken":"p-1"}}`)(t)
+			return heard(t, "notifications/progress")
 		}, []string{said["notifications/progress"]}},
-		{"completion result", func() string {
+		{"completion result", func(t *testing.T) string {
 			res, err := h.connect(t, "alice-token", "/servers/teams/mcp", client.EraSession).Call(ctxT(t), "completion/complete",
 				json.RawMessage(`{"ref":{"type":"ref/prompt","name":"completable-prompt"},"argument":{"name":"department","value":"Eng"}}`))
 			if err != nil {
@@ -118,13 +118,13 @@ func TestEveryExitRedacted(t *testing.T) {
 			}
 			return string(res)
 		}, []string{said["completion/complete"]}},
-		{"log notification", func() string {
-			call("tools/call", `{"name":"mcp.everything.test_tool_with_logging","arguments":{}}`)()
-			return heard("notifications/message")()
+		{"log notification", func(t *testing.T) string {
+			call("tools/call", `{"name":"mcp.everything.test_tool_with_logging","arguments":{}}`)(t)
+			return heard(t, "notifications/message")
 		}, []string{said["notifications/message"]}},
 	} {
 		t.Run(exit.name, func(t *testing.T) {
-			got := exit.answer()
+			got := exit.answer(t)
 			for _, l := range exit.leaked {
 				if strings.Contains(got, l) {
 					t.Errorf("the agent got %q in %s", l, got)
