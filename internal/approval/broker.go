@@ -45,8 +45,10 @@ type Request struct {
 	// tool's or prompt's namespaced name or the resource's URI.
 	Method, Target string
 	// Args are the exact arguments (nil for a read): the approval binds
-	// their digest.
-	Args json.RawMessage
+	// their digest, ArgsDigest (canonjson.ArgumentsDigest), computed from
+	// Args when the caller has not computed it already.
+	Args       json.RawMessage
+	ArgsDigest string
 	// ArgsPreview is what the person sees of them: redacted by the caller.
 	ArgsPreview string
 	Requester   v1alpha1.ApprovalRequester
@@ -184,15 +186,6 @@ func (b *Broker) now() time.Time {
 	return time.Now()
 }
 
-// ArgsDigest is the sha256 of args in canonical JSON; no arguments count as
-// {} (how a call without arguments reaches the server).
-func ArgsDigest(args json.RawMessage) (string, error) {
-	if len(args) == 0 || string(args) == "null" {
-		args = json.RawMessage(`{}`)
-	}
-	return canonjson.Digest(args)
-}
-
 // Ask creates the ToolApproval for r and waits until it is decided, expires
 // or ctx ends (the agent went away: Cancelled). The approval's status and
 // Events record the outcome. An error means no ToolApproval could be put
@@ -234,11 +227,14 @@ func (b *Broker) create(ctx context.Context, r Request) (*v1alpha1.ToolApproval,
 		ExpiresAt: metav1.Time{Time: b.now().Add(r.Timeout).Add(time.Second - 1).Truncate(time.Second)},
 	}
 	if r.Method != "resources/read" {
-		d, err := ArgsDigest(r.Args)
-		if err != nil {
-			return nil, fmt.Errorf("while hashing the arguments: %w", err)
+		req.ArgumentsSHA256 = r.ArgsDigest
+		if req.ArgumentsSHA256 == "" {
+			d, err := canonjson.ArgumentsDigest(r.Args)
+			if err != nil {
+				return nil, fmt.Errorf("while hashing the arguments: %w", err)
+			}
+			req.ArgumentsSHA256 = d
 		}
-		req.ArgumentsSHA256 = d
 	}
 	a := &v1alpha1.ToolApproval{
 		ObjectMeta: metav1.ObjectMeta{

@@ -32,6 +32,11 @@ type PermissionRequested struct {
 	// Args are the call's arguments, redacted and shown as the Writer's
 	// ArgsMode says.
 	Args json.RawMessage `json:"args,omitempty"`
+	// ArgsDigest is the digest of Args (canonjson.ArgumentsDigest), the
+	// same a ToolApproval binds: written with a preview. The bridge hashes
+	// a request's arguments once, for all its events; when empty, the
+	// Writer hashes them.
+	ArgsDigest string `json:"argumentsSha256,omitempty"`
 	// RiskAtDecision is the tool's risk when the decision was taken: read,
 	// write, network or destructive.
 	RiskAtDecision string `json:"riskAtDecision"`
@@ -81,6 +86,8 @@ type MCPCallStarted struct {
 	// Method is the JSON-RPC method: tools/call, resources/read, prompts/get.
 	Method string          `json:"method"`
 	Args   json.RawMessage `json:"args,omitempty"`
+	// ArgsDigest as in PermissionRequested.
+	ArgsDigest string `json:"argumentsSha256,omitempty"`
 }
 
 // MCPCallCompleted: the upstream answered with a result.
@@ -189,6 +196,8 @@ type PromptInvoked struct {
 	Server string          `json:"server"`
 	Prompt string          `json:"prompt"`
 	Args   json.RawMessage `json:"args,omitempty"`
+	// ArgsDigest as in PermissionRequested.
+	ArgsDigest string `json:"argumentsSha256,omitempty"`
 	// ToolCallID is the id of the prompt's permission events.
 	ToolCallID string `json:"toolCallId,omitempty"`
 }
@@ -284,7 +293,7 @@ func (Dropped) EventType() string                 { return "audit.dropped" }
 
 func (p PermissionRequested) fields(e *fieldWriter) {
 	e.strOmitEmpty("tool", p.Tool)
-	e.args(p.Args)
+	e.args(p.Args, p.ArgsDigest)
 	e.str("riskAtDecision", p.RiskAtDecision)
 	e.str("sourcedFrom", p.SourcedFrom)
 	e.str("toolCallId", p.ToolCallID)
@@ -308,7 +317,7 @@ func (p MCPCallStarted) fields(e *fieldWriter) {
 	e.str("server", p.Server)
 	e.str("toolCallId", p.ToolCallID)
 	e.str("method", p.Method)
-	e.args(p.Args)
+	e.args(p.Args, p.ArgsDigest)
 }
 
 func (p MCPCallCompleted) fields(e *fieldWriter) {
@@ -388,7 +397,7 @@ func (p ResourceFetched) fields(e *fieldWriter) {
 func (p PromptInvoked) fields(e *fieldWriter) {
 	e.str("server", p.Server)
 	e.str("prompt", p.Prompt)
-	e.args(p.Args)
+	e.args(p.Args, p.ArgsDigest)
 	e.strOmitEmpty("toolCallId", p.ToolCallID)
 }
 

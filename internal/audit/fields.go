@@ -2,13 +2,12 @@ package audit
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"math"
 	"slices"
 	"strconv"
 
+	"github.com/mcp-operator/mcp-operator/internal/mcp/canonjson"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/injection"
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 	"github.com/mcp-operator/mcp-operator/internal/redact"
@@ -135,8 +134,9 @@ func (e *fieldWriter) findings(k string, fs []injection.Finding) {
 }
 
 // args writes arguments as ArgsMode says, redacted first so that a preview
-// never shows part of a secret. No arguments, or ArgsNone: no field.
-func (e *fieldWriter) args(args json.RawMessage) {
+// never shows part of a secret. No arguments, or ArgsNone: no field. digest
+// is theirs, when the event carries it.
+func (e *fieldWriter) args(args json.RawMessage, digest string) {
 	if len(args) == 0 || e.argsMode == ArgsNone {
 		return
 	}
@@ -161,9 +161,13 @@ func (e *fieldWriter) args(args json.RawMessage) {
 	}
 	e.b = rawjson.AppendString(e.b, text)
 	// A preview may leave out the middle of a long value: the digest names
-	// the exact argument bytes the server was sent (to match against its
-	// own logs, or arguments kept elsewhere).
-	sum := sha256.Sum256(args)
+	// the exact arguments, as the ToolApproval of the request does (to
+	// match the two, or against arguments kept elsewhere).
+	if digest == "" {
+		if digest, err = canonjson.ArgumentsDigest(args); err != nil {
+			return
+		}
+	}
 	e.key("argumentsSha256")
-	e.b = rawjson.AppendString(e.b, hex.EncodeToString(sum[:]))
+	e.b = rawjson.AppendString(e.b, digest)
 }

@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -17,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-operator/mcp-operator/internal/mcp/canonjson"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/injection"
 	"github.com/mcp-operator/mcp-operator/internal/redact"
 )
@@ -261,11 +260,11 @@ func TestArgsModes(t *testing.T) {
 			// The structure, not a prefix: padding cannot push the other
 			// arguments out of sight (issue 13, item 10); each member has
 			// its share, and long strings show both ends. The digest is of
-			// the exact arguments.
+			// the exact arguments, in the form a ToolApproval binds.
 			want := `{"pad":"` + strings.Repeat("x", 41) + `…` + strings.Repeat("x", 41) + `"(240 bytes),"token":"[REDACTED:github-token]","more":"` +
 				strings.Repeat("y", 40) + `…` + strings.Repeat("y", 41) + `"(500 bytes)} (` + itoa(uint64(redactedLen)) + ` bytes)`
-			sum := sha256.Sum256(big)
-			return json.Unmarshal([]byte(l), &ev) == nil && ev.Args == want && ev.ArgumentsSha256 == hex.EncodeToString(sum[:])
+			digest, err := canonjson.ArgumentsDigest(big)
+			return err == nil && json.Unmarshal([]byte(l), &ev) == nil && ev.Args == want && ev.ArgumentsSha256 == digest
 		}},
 	} {
 		var out bytes.Buffer
@@ -288,6 +287,43 @@ func TestArgsModes(t *testing.T) {
 	}
 	if _, err := ParseArgsMode("all"); err == nil {
 		t.Error("ParseArgsMode(all): no error")
+	}
+}
+
+// The arguments' digest is the one a ToolApproval of the request binds
+// (canonical JSON: their spelling does not change it), and an event that
+// carries it is not hashed again.
+func TestArgumentsDigest(t *testing.T) {
+	digests := func(evs ...Payload) []string {
+		var out bytes.Buffer
+		w := New(Options{Sink: lockedWriter{&out}, Clock: fixedClock()})
+		for _, ev := range evs {
+			if _, err := w.Write(session, subject, ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+			var ev struct{ ArgumentsSha256 string }
+			if err := json.Unmarshal([]byte(l), &ev); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, ev.ArgumentsSha256)
+		}
+		return got
+	}
+	want, _ := canonjson.ArgumentsDigest([]byte(`{"a":1,"b":"x"}`))
+	got := digests(
+		PermissionRequested{Tool: "mcp.s.t", Args: json.RawMessage(`{"a":1,"b":"x"}`)},
+		MCPCallStarted{Server: "s", Method: "tools/call", Args: json.RawMessage("{ \"b\": \"x\",\n \"a\": 1 }")},
+		PromptInvoked{Server: "s", Prompt: "p", Args: json.RawMessage(`{"b":"x","a":1}`)},
+		MCPCallStarted{Server: "s", Method: "tools/call", Args: json.RawMessage(`{"a":1,"b":"x"}`), ArgsDigest: "sha256:given"},
+	)
+	if !slices.Equal(got, []string{want, want, want, "sha256:given"}) {
+		t.Errorf("argumentsSha256 of one set of arguments: %q; want %s three times, then the one given", got, want)
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
-	"github.com/mcp-operator/mcp-operator/internal/approval"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/canonjson"
 	mcpclient "github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
@@ -179,7 +179,7 @@ func TestAPersonDecidesThroughAToolApproval(t *testing.T) {
 		return strings.Contains(first, `"progressToken":"tok-7"`) && strings.Contains(first, "kubectl mcp approve "+a.Name+" -n "+ns)
 	})
 	r := a.Spec.Request
-	digest, _ := approval.ArgsDigest(json.RawMessage(`{"message":"approved call"}`))
+	digest, _ := canonjson.ArgumentsDigest(json.RawMessage(`{"message":"approved call"}`))
 	if r.Requester.Username != "system:serviceaccount:agents:alice" || r.Method != "tools/call" || r.Server != "everything" ||
 		r.ArgumentsSHA256 != digest || !strings.Contains(r.ArgumentsPreview, "approved call") || len(r.Rules) != 1 ||
 		r.Rules[0] != "policy:"+ns+"/people-decide#rules[0]" || r.ToolCallID == "" || r.Requester.Session == "" {
@@ -203,6 +203,13 @@ func TestAPersonDecidesThroughAToolApproval(t *testing.T) {
 	}
 	if got := strings.Join(typesOf(events, r.ToolCallID), ","); !strings.HasPrefix(got, "permission.requested,permission.resolved,") || !strings.Contains(got, "tool.completed") {
 		t.Errorf("the approved call's events: %s", got)
+	}
+	// A person matching the audit record to the ToolApproval sees one
+	// digest of the arguments in both.
+	for _, typ := range []string{"permission.requested", "mcp.call.started"} {
+		if ev := eventOf(events, typ, r.ToolCallID); ev == nil || ev["argumentsSha256"] != r.ArgumentsSHA256 {
+			t.Errorf("%s = %v; want argumentsSha256 %s, the ToolApproval's", typ, ev, r.ArgumentsSHA256)
+		}
 	}
 	var after v1alpha1.ToolApproval
 	if err := k.Get(context.Background(), client.ObjectKeyFromObject(a), &after); err != nil || after.Status.Phase != v1alpha1.ApprovalApproved {
@@ -368,7 +375,7 @@ func TestAPersonDecidesReadsAndPrompts(t *testing.T) {
 	// goes upstream.
 	done = requestAsync(c, "prompts/get", `{"name":"`+argsPrompt+`","arguments":{"arg1":"alpha","arg2":"beta"}}`)
 	a = waitingApproval(t, k, ns, argsPrompt)
-	digest, _ := approval.ArgsDigest(json.RawMessage(`{"arg2":"beta","arg1":"alpha"}`))
+	digest, _ := canonjson.ArgumentsDigest(json.RawMessage(`{"arg2":"beta","arg1":"alpha"}`))
 	if r := a.Spec.Request; r.Method != "prompts/get" || r.ArgumentsSHA256 != digest || !strings.Contains(r.ArgumentsPreview, "alpha") {
 		t.Errorf("the prompt's ToolApproval request = %+v", r)
 	}

@@ -55,6 +55,8 @@ type exchange struct {
 	// args are a tool's or a prompt's arguments (none for a read): the
 	// sealed state binds their digest, the question shows a preview.
 	args json.RawMessage
+	// digest is args' digest once argsDigest has computed it.
+	digest *string
 	// action names the request in the question, as the agent sees it:
 	// "call mcp.fs.write (risk write)", "read the resource <uri>"; what
 	// names it in a refusal: "call of mcp.fs.write".
@@ -265,7 +267,7 @@ func (b *Bridge) callFailed(x *exchange, s *routes.Server, took time.Duration, e
 
 // requested is x's permission.requested event.
 func (x *exchange) requested() audit.PermissionRequested {
-	ev := audit.PermissionRequested{Args: x.args, RiskAtDecision: string(x.res.RiskAtDecision), SourcedFrom: x.source(), ToolCallID: x.id}
+	ev := audit.PermissionRequested{Args: x.args, ArgsDigest: x.argsDigest(), RiskAtDecision: string(x.res.RiskAtDecision), SourcedFrom: x.source(), ToolCallID: x.id}
 	ev.Tool, ev.Resource, ev.Prompt = x.names()
 	return ev
 }

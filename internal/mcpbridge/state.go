@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mcp-operator/mcp-operator/internal/approval"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/canonjson"
 )
 
 // A 2026-07-28 agent answers a question by sending its request again with
@@ -74,10 +74,20 @@ type invalidStateError struct{ msg string }
 func (e *invalidStateError) Error() string { return e.msg }
 
 // argsDigest binds a question to the exact arguments, as a ToolApproval
-// does ("" for arguments that are not JSON).
+// does and audit events name them ("" for arguments that are not JSON).
 func argsDigest(args json.RawMessage) string {
-	d, _ := approval.ArgsDigest(args)
+	d, _ := canonjson.ArgumentsDigest(args)
 	return d
+}
+
+// argsDigest is the digest of x's arguments, computed once for the request:
+// its events, its sealed state and its ToolApproval all name it.
+func (x *exchange) argsDigest() string {
+	if x.digest == nil {
+		d := argsDigest(x.args)
+		x.digest = &d
+	}
+	return *x.digest
 }
 
 // newState is the state of a question about x's request, answerable until
@@ -85,7 +95,7 @@ func argsDigest(args json.RawMessage) string {
 func newState(kind string, x *exchange, deadline time.Time) requestState {
 	return requestState{
 		Kind: kind, ToolCallID: x.id, Method: x.method, Target: x.target, Subject: x.rq.id.Username,
-		Era: stateEra(x.rq), Session: x.rq.sessionID(), ArgsDigest: argsDigest(x.args), Expires: deadline.UnixMilli(),
+		Era: stateEra(x.rq), Session: x.rq.sessionID(), ArgsDigest: x.argsDigest(), Expires: deadline.UnixMilli(),
 	}
 }
 
@@ -123,7 +133,7 @@ func (b *Bridge) openState(x *exchange, raw string) (*requestState, error) {
 		return nil, &invalidStateError{fmt.Sprintf("invalid requestState: it was issued to a request %s and is used in a request %s; answer a question in the era it was asked in", eraPhrase(st.Era), eraPhrase(stateEra(x.rq)))}
 	case st.Session != x.rq.sessionID():
 		return nil, &invalidStateError{"invalid requestState: it was issued in another session"}
-	case st.ArgsDigest != argsDigest(x.args):
+	case st.ArgsDigest != x.argsDigest():
 		return nil, &invalidStateError{"invalid requestState: the arguments changed since the question; send the request again without requestState"}
 	case b.now().UnixMilli() > st.Expires:
 		return nil, &invalidStateError{"invalid requestState: the question expired; send the request again without requestState"}

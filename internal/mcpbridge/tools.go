@@ -255,7 +255,7 @@ func (b *Bridge) count(t *routes.Tool, decision, outcome string) {
 func (b *Bridge) execute(c *call) *jsonrpc.Message {
 	rq, tool := c.rq, c.tool
 	server := tool.Server.Name
-	if _, err := b.audit(rq, audit.MCPCallStarted{Server: server, ToolCallID: c.id, Method: "tools/call", Args: c.params.Arguments}); err != nil {
+	if _, err := b.audit(rq, audit.MCPCallStarted{Server: server, ToolCallID: c.id, Method: "tools/call", Args: c.params.Arguments, ArgsDigest: c.argsDigest()}); err != nil {
 		return b.unrecorded(c.exchange, err)
 	}
 	_, _ = b.audit(rq, audit.ToolStarted{Tool: tool.Name, ToolCallID: c.id, Server: server})

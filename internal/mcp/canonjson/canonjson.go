@@ -42,6 +42,18 @@ func Digest(data []byte) (string, error) {
 	return SHA256(c), nil
 }
 
+// ArgumentsDigest is the digest of a request's arguments, in the one form
+// that audit events (argumentsSha256) and ToolApprovals (argumentsSHA256)
+// both record, so that a person can match one to the other: Digest, with
+// no arguments (nil or null) counted as {}, how a call without arguments
+// reaches the server.
+func ArgumentsDigest(args []byte) (string, error) {
+	if len(args) == 0 || string(args) == "null" {
+		args = []byte(`{}`)
+	}
+	return Digest(args)
+}
+
 // SHA256 formats the digest of bytes already canonical.
 func SHA256(b []byte) string {
 	sum := sha256.Sum256(b)

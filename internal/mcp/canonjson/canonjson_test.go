@@ -1,6 +1,9 @@
 package canonjson
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestMarshalSortsKeysAndDropsWhitespace(t *testing.T) {
 	cases := []struct{ name, in, want string }{
@@ -45,5 +48,19 @@ func TestMarshalRejectsMalformed(t *testing.T) {
 		if _, err := Marshal([]byte(in)); err == nil {
 			t.Errorf("Marshal(%q) accepted malformed JSON", in)
 		}
+	}
+}
+
+// The arguments' digest binds the arguments, not their spelling, and no
+// arguments are {}.
+func TestArgumentsDigest(t *testing.T) {
+	a, _ := ArgumentsDigest([]byte(`{"a":1,"b":"x"}`))
+	b, _ := ArgumentsDigest([]byte("{ \"b\": \"x\",\n \"a\": 1 }"))
+	other, _ := ArgumentsDigest([]byte(`{"a":2,"b":"x"}`))
+	none, _ := ArgumentsDigest(nil)
+	null, _ := ArgumentsDigest([]byte(`null`))
+	empty, _ := ArgumentsDigest([]byte(`{}`))
+	if a != b || a == other || none != empty || null != empty || !strings.HasPrefix(a, "sha256:") {
+		t.Errorf("digests: %s %s %s, none %s null %s empty %s", a, b, other, none, null, empty)
 	}
 }
