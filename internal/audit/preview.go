@@ -57,11 +57,13 @@ func previewValue(b, raw []byte, depth, budget int) []byte {
 			return append(b, "{…"+strconv.Itoa(len(members))+" keys}"...)
 		}
 		return previewMembers(b, '{', '}', "keys", len(members), budget, func(b []byte, i, share int) []byte {
-			key := cutBothEnds(members[i].Key, max(share/3, 8))
-			b = append(rawjson.AppendString(b, key), ':')
-			// A key longer than its part of the share still leaves its
-			// value a few bytes.
-			return previewValue(b, members[i].Value, depth+1, max(share-len(key), previewShare/3))
+			start := len(b)
+			b, _ = appendQuotedCut(b, members[i].Key, max(share/3, 8))
+			// What the key took, as written (without its quotes); one
+			// longer than its part of the share still leaves its value a
+			// few bytes.
+			took := len(b) - start - 2
+			return previewValue(append(b, ':'), members[i].Value, depth+1, max(share-took, previewShare/3))
 		})
 	case '[':
 		items, err := rawjson.Elements(raw)
@@ -112,10 +114,21 @@ func previewMembers(b []byte, open, close byte, noun string, n, budget int, memb
 	return append(b, close)
 }
 
-// previewString appends s quoted, cut at both ends so that its quoted form
-// takes about budget bytes: a control character is escaped in six
-// (\u0001), so the cut is measured on what is written.
+// previewString appends s quoted, cut at both ends to about budget bytes,
+// and its size when it was cut.
 func previewString(b []byte, s string, budget int) []byte {
+	b, cut := appendQuotedCut(b, s, budget)
+	if cut {
+		b = append(b, "("+strconv.Itoa(len(s))+" bytes)"...)
+	}
+	return b
+}
+
+// appendQuotedCut appends s quoted, cut at both ends so that its quoted
+// form takes about budget bytes: a control character is escaped in six
+// (\u0001), so the cut is measured on what is written. Strings and keys
+// alike.
+func appendQuotedCut(b []byte, s string, budget int) (_ []byte, cut bool) {
 	// Cut first, then quote: a string of megabytes is never escaped whole.
 	var quoted []byte
 	n := budget
@@ -126,10 +139,7 @@ func previewString(b []byte, s string, budget int) []byte {
 		}
 		n = max(1, min(n-1, n*budget/len(quoted)))
 	}
-	if b = append(b, quoted...); len(s) > n {
-		b = append(b, "("+strconv.Itoa(len(s))+" bytes)"...)
-	}
-	return b
+	return append(b, quoted...), len(s) > n
 }
 
 // cutBothEnds keeps about n bytes of s, half from each end (whole runes),

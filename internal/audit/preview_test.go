@@ -85,6 +85,16 @@ func TestPreviewOfOddShapes(t *testing.T) {
 	if got := structurePreview([]byte(controls), 256); len(got) > 256+64 {
 		t.Errorf("a string of control characters: a preview of %d bytes for a budget of 256: %s", len(got), got)
 	}
+	// A key is measured as written too: cut before it was escaped, a key
+	// of control characters took six times its share.
+	for name, args := range map[string]string{
+		"a key of control characters":     `{"` + strings.Repeat(`\u0001`, 400) + `":1}`,
+		"many keys of control characters": `{"` + strings.Repeat(`\u0002`, 60) + `":1,"` + strings.Repeat(`\u0003`, 60) + `":2,"` + strings.Repeat(`\u0004`, 60) + `":3,"path":"/etc/shadow"}`,
+	} {
+		if got := structurePreview([]byte(args), 256); len(got) > 256+64 {
+			t.Errorf("%s: a preview of %d bytes for a budget of 256: %s", name, len(got), got)
+		}
+	}
 }
 
 // FuzzStructurePreview: any JSON, any budget: no panic, and a preview of
