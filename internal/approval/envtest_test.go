@@ -350,12 +350,25 @@ func TestADecisionReachesAnotherReplica(t *testing.T) {
 	a := created(t, c, ns)
 
 	// The other replica, with its own watch, waits on the same approval.
+	// It is decided once that replica has read it undecided (Wait reads
+	// the clock right after), so the decision can only reach it through
+	// its watch.
+	waiting := make(chan struct{})
+	var once sync.Once
+	other.Now = func() time.Time {
+		once.Do(func() { close(waiting) })
+		return time.Now()
+	}
 	seen := make(chan Outcome, 1)
 	go func() {
 		o, _ := other.Wait(context.Background(), a)
 		seen <- o
 	}()
-	time.Sleep(200 * time.Millisecond)
+	select {
+	case <-waiting:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the other replica never started waiting")
+	}
 	decide(t, c, a, v1alpha1.VerdictAllowOnce, "carol", "")
 	if o := wait(t, done); o.Phase != v1alpha1.ApprovalApproved || o.Decider != "carol" {
 		t.Errorf("asking replica: %+v", o)
