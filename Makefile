@@ -20,6 +20,12 @@ KUBECTL ?= $(shell command -v kubectl 2>/dev/null || echo $(BIN)/k8s/kubectl)
 # kube-apiserver and etcd for envtest, built from Go modules by hack/k8s-binaries.sh.
 KUBEBUILDER_ASSETS := $(BIN)/k8s
 
+# go-build-tool builds the target, a tool pinned in the Go module of
+# directory $(1), from that module's package $(2): static, paths trimmed,
+# stripped; $(3) adds to -ldflags. The rules below build every pinned tool
+# this way (not the project's own binaries, nor bin/k8s: hack/k8s does).
+go-build-tool = cd $(1) && CGO_ENABLED=0 go build -trimpath -ldflags "$(strip -s -w $(3))" -o $@ $(2)
+
 ##@ General
 
 .PHONY: help
@@ -174,7 +180,7 @@ test/peers/node_modules/.installed: test/peers/package.json test/peers/package-l
 	touch $@
 
 $(BIN)/everything-server: test/peers/go/go.mod test/peers/go/go.sum
-	cd test/peers/go && CGO_ENABLED=0 go build -o $@ github.com/modelcontextprotocol/go-sdk/conformance/everything-server
+	$(call go-build-tool,test/peers/go,github.com/modelcontextprotocol/go-sdk/conformance/everything-server)
 
 # The trace collector of the tracing tests: Jaeger v2 all-in-one, pinned in
 # hack/jaeger/go.mod by `go get -tool`: a large build, ~2,300 packages and an
@@ -184,12 +190,12 @@ $(BIN)/everything-server: test/peers/go/go.mod test/peers/go/go.sum
 # which its build never needs.
 $(BIN)/jaeger: hack/jaeger/go.mod hack/jaeger/go.sum
 	@echo ">> building jaeger from Go modules into bin/ (first run only; several minutes)"
-	cd hack/jaeger && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $@ github.com/jaegertracing/jaeger/cmd/jaeger
+	$(call go-build-tool,hack/jaeger,github.com/jaegertracing/jaeger/cmd/jaeger)
 
 # ToolHive's standalone proxy (thv proxy), pinned in bench/thv/go.mod: the
 # peer gateway make bench-bridge compares the bridge with. Bench only.
 $(BIN)/thv: bench/thv/go.mod bench/thv/go.sum
-	cd bench/thv && go build -trimpath -ldflags "-s -w" -o $@ github.com/stacklok/toolhive/cmd/thv
+	$(call go-build-tool,bench/thv,github.com/stacklok/toolhive/cmd/thv)
 
 ##@ Benchmarks
 
@@ -226,29 +232,29 @@ bench-policy: ## One permission decision: the compiled engine against a linear s
 ##@ Tools
 
 $(CONTROLLER_GEN): hack/tools/go.mod hack/tools/go.sum
-	cd hack/tools && go build -o $(CONTROLLER_GEN) sigs.k8s.io/controller-tools/cmd/controller-gen
+	$(call go-build-tool,hack/tools,sigs.k8s.io/controller-tools/cmd/controller-gen)
 
 # Helm and kustomize from Go modules (hack/deploytools); the version ldflag
 # makes `helm version` report the pinned release.
 # golangci-lint from its Go module (hack/lint), pinned there.
 $(GOLANGCI_LINT): hack/lint/go.mod hack/lint/go.sum
 	@echo ">> building golangci-lint from Go modules into bin/ (first run only; a few minutes)"
-	cd hack/lint && CGO_ENABLED=0 go build -trimpath -o $(GOLANGCI_LINT) github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+	$(call go-build-tool,hack/lint,github.com/golangci/golangci-lint/v2/cmd/golangci-lint)
 
 $(HELM): hack/deploytools/go.mod hack/deploytools/go.sum
 	@echo ">> building helm from Go modules into bin/ (first run only; a few minutes)"
-	cd hack/deploytools && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=v3.22.0" -o $(HELM) helm.sh/helm/v3/cmd/helm
+	$(call go-build-tool,hack/deploytools,helm.sh/helm/v3/cmd/helm,-X helm.sh/helm/v3/internal/version.version=v3.22.0)
 
 $(KUSTOMIZE): hack/deploytools/go.mod hack/deploytools/go.sum
-	cd hack/deploytools && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(KUSTOMIZE) sigs.k8s.io/kustomize/kustomize/v5
+	$(call go-build-tool,hack/deploytools,sigs.k8s.io/kustomize/kustomize/v5)
 
 $(MKIMAGE): hack/mkimage/go.mod hack/mkimage/go.sum $(wildcard hack/mkimage/*.go)
-	cd hack/mkimage && CGO_ENABLED=0 go build -trimpath -o $(MKIMAGE) .
+	$(call go-build-tool,hack/mkimage,.)
 
 # NetworkPolicy enforcement of the dev cluster: kube-network-policies, pinned
 # in hack/netpol/go.mod, run on the node by hack/cluster/up.sh.
 $(BIN)/netpol: hack/netpol/go.mod hack/netpol/go.sum hack/netpol/main.go
-	cd hack/netpol && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(BIN)/netpol .
+	$(call go-build-tool,hack/netpol,.)
 
 $(BIN)/pause: hack/mkimage/pause/main.go
-	cd hack/mkimage && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(BIN)/pause ./pause
+	$(call go-build-tool,hack/mkimage,./pause)

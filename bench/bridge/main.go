@@ -362,11 +362,8 @@ func perCall(d time.Duration, n int64) time.Duration {
 func report(ups []*mcpServer, targets []*target, idleRSS int64, heapPer float64, idle int) error {
 	missed := false
 	verdict := func(ok bool) string {
-		if ok {
-			return "met"
-		}
-		missed = true
-		return "MISSED"
+		missed = missed || !ok
+		return benchutil.Verdict(ok)
 	}
 	for _, up := range ups {
 		fmt.Printf("\nupstream %s (%s):\n", up.name, up.about)
@@ -516,8 +513,6 @@ func heapPerSession(base, url string, n int) (float64, error) {
 	}
 	return float64(after-before) / float64(n), nil
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }
 
 // startJaeger runs the collector the traced bridge exports to (bin/jaeger,
 // built by make peers) as one of procs, and returns its OTLP HTTP endpoint.

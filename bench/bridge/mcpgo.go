@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -46,11 +47,11 @@ func (s upstreamStats) String() string {
 	list := func(m map[string]int) string {
 		var parts []string
 		for _, k := range slices.Sorted(maps.Keys(m)) {
-			parts = append(parts, k+" "+itoa(m[k]))
+			parts = append(parts, k+" "+strconv.Itoa(m[k]))
 		}
 		return strings.Join(parts, ", ")
 	}
-	return "upstream sessions " + itoa(s.Sessions) + "; versions: " + list(s.Versions) + "; answered: " + list(s.Responses)
+	return "upstream sessions " + strconv.Itoa(s.Sessions) + "; versions: " + list(s.Versions) + "; answered: " + list(s.Responses)
 }
 
 type upstreamCounter struct {

@@ -623,14 +623,7 @@ func report(cfg config, bases []baseRound, ctls []ctlRound) {
 	// The targets of issue 17, each as measured / target.
 	mean := benchutil.Median(idleProbes) / cfg.idle.Seconds()
 	fmt.Printf("targets: all Ready %.2fx the bare API work (target <= 2x) %s; heap %.1f KB per Ready server (target <= 30 KB) %s; busiest second %.2fx the mean probe rate (target <= 2x) %s\n",
-		r, verdict(r <= 2), benchutil.Median(heapPer)/1e3, verdict(benchutil.Median(heapPer) <= 30e3), benchutil.Median(peak)/max(mean, 1e-9), verdict(benchutil.Median(peak) <= 2*mean))
-}
-
-func verdict(ok bool) string {
-	if ok {
-		return "met"
-	}
-	return "MISSED"
+		r, benchutil.Verdict(r <= 2), benchutil.Median(heapPer)/1e3, benchutil.Verdict(benchutil.Median(heapPer) <= 30e3), benchutil.Median(peak)/max(mean, 1e-9), benchutil.Verdict(benchutil.Median(peak) <= 2*mean))
 }
 
 func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/bench/internal/benchutil"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
 )
 
@@ -99,17 +100,13 @@ func run(name string, withCondition bool, target time.Duration, sampleCount, rou
 	_ = sink
 	e, n := summarize(engineTimes), summarize(scanTimes)
 	met := e.median < target
-	verdict := "MET"
-	if !met {
-		verdict = "MISSED"
-	}
 	fmt.Printf("\n%s (compile of all policies: %s; decisions: %d allow, %d ask, %d deny per round; conditions run per call: %.2f)\n",
 		name, compileTime.Round(time.Microsecond), counts[v1alpha1.DecisionAllow], counts[v1alpha1.DecisionAsk], counts[v1alpha1.DecisionDeny],
 		float64(scan.conditionRuns)/float64(len(scanTimes)))
 	fmt.Printf("  engine       median %8s  p90 %8s  p99 %8s\n", e.median, e.p90, e.p99)
 	fmt.Printf("  linear scan  median %8s  p90 %8s  p99 %8s\n", n.median, n.p90, n.p99)
 	fmt.Printf("  ratio (linear scan / engine, medians): %.1fx\n", float64(n.median)/float64(e.median))
-	fmt.Printf("  target: engine median < %s: %s\n", target, verdict)
+	fmt.Printf("  target: engine median < %s: %s\n", target, benchutil.Verdict(met))
 	return met, nil
 }
 

@@ -27,6 +27,7 @@ import (
 
 	"github.com/zricethezav/gitleaks/v8/detect"
 
+	"github.com/mcp-operator/mcp-operator/bench/internal/benchutil"
 	"github.com/mcp-operator/mcp-operator/bench/redact/baseline"
 	"github.com/mcp-operator/mcp-operator/internal/redact"
 )
@@ -115,7 +116,7 @@ func main() {
 			got := mbps(in.bytes, medians[0].cpu)
 			pass := got >= 100
 			ok = ok && pass
-			fmt.Printf("  target >= 100 MB/s (cpu) on 10 MiB: %.1f MB/s: %s\n", got, verdict(pass))
+			fmt.Printf("  target >= 100 MB/s (cpu) on 10 MiB: %.1f MB/s: %s\n", got, benchutil.Verdict(pass))
 			if found[0] < planted {
 				fmt.Printf("  the new redactor found %d of the %d planted secrets: FAIL\n", found[0], planted)
 				ok = false
@@ -139,10 +140,3 @@ func median(s []sample) sample {
 }
 
 func mbps(n int, d time.Duration) float64 { return float64(n) / d.Seconds() / 1e6 }
-
-func verdict(ok bool) string {
-	if ok {
-		return "ok"
-	}
-	return "FAIL"
-}

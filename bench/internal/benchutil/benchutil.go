@@ -87,6 +87,14 @@ func Pct(d []time.Duration, p int) time.Duration {
 	return s[min(len(s)-1, len(s)*p/100)]
 }
 
+// Verdict is how every benchmark prints whether a target was met.
+func Verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "MISSED"
+}
+
 // Median of v.
 func Median(v []float64) float64 {
 	s := slices.Clone(v)
