@@ -1,9 +1,12 @@
 package upstream
 
 import (
+	"bytes"
 	"errors"
+	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -126,5 +129,48 @@ func TestAgentSessionsShareOnePool(t *testing.T) {
 	// in the pool. One per session would be 9.
 	if n := st.Conns(); n > 3 {
 		t.Fatalf("the server accepted %d TCP connections for 8 agent sessions' sequential calls; want the pool's few", n)
+	}
+}
+
+// When an agent's session cannot be opened (initialize fails while the
+// shared connection works), a server that speaks both eras serves the call
+// statelessly (and session dials pause for sessionsRetry); a session-only
+// server's call fails rather than run in the shared session, where other
+// agents' state is. The failing initialize is a fake in front of the real
+// server: a real one cannot be made to refuse only some sessions.
+func TestFailedAgentSessionDial(t *testing.T) {
+	for _, sessionOnly := range []bool{false, true} {
+		name := map[bool]string{false: "both eras", true: "session era only"}[sessionOnly]
+		t.Run(name, func(t *testing.T) {
+			st := bridgetest.NewStateful(t, sessionOnly)
+			var initializes atomic.Int32
+			url := faultyFront(t, st.URL, func(w http.ResponseWriter, _ *http.Request, body []byte) bool {
+				// The shared connection's initialize (session-only) passes;
+				// every agent's is refused.
+				if !bytes.Contains(body, []byte(`"method":"initialize"`)) || (sessionOnly && initializes.Add(1) == 1) {
+					return false
+				}
+				http.Error(w, "too many sessions", http.StatusServiceUnavailable)
+				return true
+			})
+			c := newTestConn(t, url)
+			if _, err := c.Client(ctxT(t)); err != nil {
+				t.Fatal(err)
+			}
+			st.Calls()
+			_, agent := newAgents(t).open(t)
+			res, err := c.CallTool(ctxT(t), []byte(`{"name":"recall","arguments":{}}`), CallHooks{Agent: agent})
+			seen := st.Calls()
+			if sessionOnly {
+				var e *Error
+				if !errors.As(err, &e) || e.Reason != ReasonUnavailable || len(seen) != 0 {
+					t.Fatalf("session-only server, the agent's session refused: %s, %v, server saw calls %q; want %s and no call on the shared session", res, err, seen, ReasonUnavailable)
+				}
+				return
+			}
+			if err != nil || len(seen) != 1 || seen[0] != "" || c.sessionsRetryAt.Load() <= time.Now().UnixNano() {
+				t.Fatalf("dual-era server, the agent's session refused: %s, %v, server saw calls %q; want the call served statelessly and session dials paused", res, err, seen)
+			}
+		})
 	}
 }

@@ -247,14 +247,41 @@ func TestServerWithoutSessionsStaysStateless(t *testing.T) {
 func TestEndedSessionCarriesTheCallOnANewOne(t *testing.T) {
 	url, calls := dualEraServer(t)
 	var forget sync.Map // session ids the fake says it no longer knows
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	front := faultyFront(t, url, func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
 		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" && r.Method == http.MethodPost {
 			if _, gone := forget.Load(sid); gone {
 				http.Error(w, "session not found", http.StatusNotFound)
-				return
+				return true
 			}
 		}
-		proxy, _ := http.NewRequestWithContext(r.Context(), r.Method, url, r.Body)
+		return false
+	})
+	c := newTestConn(t, front)
+	_, agent := newAgents(t).open(t)
+	callTool(t, c, `{"name":"echo","arguments":{"text":"one"}}`, CallHooks{Agent: agent})
+	first := calls()
+	if len(first) != 1 || first[0].session == "" {
+		t.Fatalf("the first call reached the server as %+v, want it in a session", first)
+	}
+	forget.Store(first[0].session, true)
+	if res := callTool(t, c, `{"name":"echo","arguments":{"text":"two"}}`, CallHooks{Agent: agent}); !strings.Contains(res, `"two"`) {
+		t.Fatalf("the call after its session ended answered %s", res)
+	}
+	if seen := calls(); len(seen) != 1 || seen[0].session == "" || seen[0].session == first[0].session || seen[0].session != agentSession(c, agent) {
+		t.Fatalf("the call reached the server as %+v; want it once, in a new session of the agent's own (%q)", seen, agentSession(c, agent))
+	}
+}
+
+// faultyFront is a fake in front of a real server at url, for faults the
+// real one cannot produce on demand: fault answers a request itself (true)
+// or lets it through (false). It returns the front's MCP URL.
+func faultyFront(t *testing.T, url string, fault func(w http.ResponseWriter, r *http.Request, body []byte) bool) string {
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if fault(w, r, body) {
+			return
+		}
+		proxy, _ := http.NewRequestWithContext(r.Context(), r.Method, url, bytes.NewReader(body))
 		proxy.Header = r.Header.Clone()
 		resp, err := http.DefaultTransport.RoundTrip(proxy)
 		if err != nil {
@@ -269,20 +296,7 @@ func TestEndedSessionCarriesTheCallOnANewOne(t *testing.T) {
 		_, _ = io.Copy(w, resp.Body)
 	}))
 	t.Cleanup(front.Close)
-	c := newTestConn(t, front.URL+"/mcp")
-	_, agent := newAgents(t).open(t)
-	callTool(t, c, `{"name":"echo","arguments":{"text":"one"}}`, CallHooks{Agent: agent})
-	first := calls()
-	if len(first) != 1 || first[0].session == "" {
-		t.Fatalf("the first call reached the server as %+v, want it in a session", first)
-	}
-	forget.Store(first[0].session, true)
-	if res := callTool(t, c, `{"name":"echo","arguments":{"text":"two"}}`, CallHooks{Agent: agent}); !strings.Contains(res, `"two"`) {
-		t.Fatalf("the call after its session ended answered %s", res)
-	}
-	if seen := calls(); len(seen) != 1 || seen[0].session == "" || seen[0].session == first[0].session || seen[0].session != agentSession(c, agent) {
-		t.Fatalf("the call reached the server as %+v; want it once, in a new session of the agent's own (%q)", seen, agentSession(c, agent))
-	}
+	return front.URL + "/mcp"
 }
 
 func ctxT(t *testing.T) context.Context {
