@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"
 )
 
 // eventually polls cond until it holds or 20 s pass (clean-ups run in the
@@ -173,4 +176,53 @@ func TestFailedAgentSessionDial(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An agent session forgotten at the per-caller cap (another replica's
+// session adopted here in its place) ends its upstream session too.
+func TestUpstreamSessionEndsWhenTheCapForgetsTheAgent(t *testing.T) {
+	st := bridgetest.NewStateful(t, false)
+	c := newTestConn(t, st.URL)
+	sealer, err := signed.New([]byte("0123456789abcdef0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	here := session.NewManager(sealer, session.Options{MaxPerSubject: 1})
+	elsewhere := session.NewManager(sealer, session.Options{}) // another replica, same key
+	claims := session.Claims{Subject: "system:serviceaccount:agents:a", Version: client.LatestLegacy}
+	s, err := here.Open(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := &Agent{ID: s.ID, AtEnd: s.AtEnd}
+	callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: agent})
+	upstreamSession := agentSession(c, agent)
+	other, err := elsewhere.Open(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := here.Resume(other.Token, other.Subject, other.Endpoint); err != nil {
+		t.Fatalf("adopting a session at the cap: %v", err)
+	}
+	eventually(t, "the forgotten agent session's upstream session DELETEd", func() bool { return slices.Contains(st.Deleted(), upstreamSession) })
+}
+
+// A drained Conn (rotated credentials) closes its agents' sessions once
+// its calls end; a call that still reaches it gets a new session, closed
+// again when that call ends.
+func TestDrainedConnClosesAgentSessions(t *testing.T) {
+	st := bridgetest.NewStateful(t, false)
+	c := newTestConn(t, st.URL)
+	_, agent := newAgents(t).open(t)
+	callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: agent})
+	first := agentSession(c, agent)
+	c.Drain()
+	eventually(t, "the agent's session DELETEd by the drain", func() bool { return slices.Contains(st.Deleted(), first) })
+	callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: agent})
+	seen := st.Calls()
+	late := seen[len(seen)-1]
+	if late == "" || late == first {
+		t.Fatalf("the late call came in session %q; want a new session of the agent's (the first was %q)", late, first)
+	}
+	eventually(t, "the late call's session DELETEd when it ended", func() bool { return slices.Contains(st.Deleted(), late) })
 }
