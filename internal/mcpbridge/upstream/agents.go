@@ -138,9 +138,9 @@ func (c *Conn) endAgent(id string) {
 	}
 }
 
-// AgentSessions is how many agent sessions have an upstream session (or
-// one being dialled, or to dial again) on this Conn.
-func (c *Conn) AgentSessions() int {
+// agentSessions is how many agent sessions have an upstream session (or
+// one being dialled, or to dial again) on this Conn; for tests.
+func (c *Conn) agentSessions() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.agents)

@@ -61,7 +61,7 @@ func TestAgentSessionsKeepTheirOwnUpstreamState(t *testing.T) {
 			if stateless := seen[4]; stateless == sa || stateless == sb || (sessionOnly && stateless == "") || (!sessionOnly && stateless != "") {
 				t.Errorf("the stateless agent's call came in session %q; want the shared connection (a session only where the server has no stateless era)", stateless)
 			}
-			if n := c.AgentSessions(); n != 2 {
+			if n := c.agentSessions(); n != 2 {
 				t.Errorf("the Conn holds %d agent sessions, want 2", n)
 			}
 		})
@@ -86,8 +86,8 @@ func TestUpstreamSessionEndsWithTheAgentSession(t *testing.T) {
 
 	as.End(ended) // the agent's DELETE
 	eventually(t, "the ended agent session's upstream session DELETEd", deleted(sa))
-	if c.AgentSessions() != 2 || slices.Contains(st.Deleted(), sIdle) || slices.Contains(st.Deleted(), sb) {
-		t.Fatalf("after one agent session ended: %d agent sessions, DELETEd %q; want the other two kept", c.AgentSessions(), st.Deleted())
+	if c.agentSessions() != 2 || slices.Contains(st.Deleted(), sIdle) || slices.Contains(st.Deleted(), sb) {
+		t.Fatalf("after one agent session ended: %d agent sessions, DELETEd %q; want the other two kept", c.agentSessions(), st.Deleted())
 	}
 
 	as.advance(2 * time.Minute) // past the idle timeout
@@ -102,14 +102,14 @@ func TestUpstreamSessionEndsWithTheAgentSession(t *testing.T) {
 
 	_, err := c.CallTool(ctxT(t), []byte(`{"name":"recall","arguments":{}}`), CallHooks{Agent: a})
 	var e *Error
-	if !errors.As(err, &e) || e.Reason != ReasonCancelled || c.AgentSessions() != 1 {
-		t.Fatalf("a call for an ended agent session: %v, %d agent sessions; want %s and no new upstream session", err, c.AgentSessions(), ReasonCancelled)
+	if !errors.As(err, &e) || e.Reason != ReasonCancelled || c.agentSessions() != 1 {
+		t.Fatalf("a call for an ended agent session: %v, %d agent sessions; want %s and no new upstream session", err, c.agentSessions(), ReasonCancelled)
 	}
 
 	c.Retire(ReasonRestarted)
 	eventually(t, "the last agent's upstream session DELETEd with the Conn", deleted(sb))
-	if c.AgentSessions() != 0 {
-		t.Fatalf("a retired Conn holds %d agent sessions", c.AgentSessions())
+	if c.agentSessions() != 0 {
+		t.Fatalf("a retired Conn holds %d agent sessions", c.agentSessions())
 	}
 }
 
@@ -124,8 +124,8 @@ func TestAgentSessionsShareOnePool(t *testing.T) {
 		_, agent := as.open(t)
 		callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: agent})
 	}
-	if c.AgentSessions() != 8 {
-		t.Fatalf("%d agent sessions, want 8", c.AgentSessions())
+	if c.agentSessions() != 8 {
+		t.Fatalf("%d agent sessions, want 8", c.agentSessions())
 	}
 	// Sequential requests need one connection; a second can open when a
 	// request is sent just before the previous one's connection is back

@@ -212,7 +212,7 @@ func TestSessionOnlyServerGivesEachAgentASession(t *testing.T) {
 	if shared.Era() != client.EraSession || sharedID == "" || sa == "" || sb == "" || sa == sb || sa == sharedID || sb == sharedID {
 		t.Fatalf("sessions to a session-only server: shared %q (%s), agents %q and %q; want three distinct sessions", sharedID, shared.Era(), sa, sb)
 	}
-	if n := c.AgentSessions(); n != 2 {
+	if n := c.agentSessions(); n != 2 {
 		t.Fatalf("the Conn holds %d agent sessions, want 2 (the stateless agent has none)", n)
 	}
 }
@@ -233,8 +233,8 @@ func TestServerWithoutSessionsStaysStateless(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if shared.Era() != client.EraStateless || c.AgentSessions() != 0 || !c.noSessions.Load() {
-		t.Fatalf("connections to a stateless-only server: shared %s, %d agent sessions, noSessions %v; want the shared stateless connection alone", shared.Era(), c.AgentSessions(), c.noSessions.Load())
+	if shared.Era() != client.EraStateless || c.agentSessions() != 0 || !c.noSessions.Load() {
+		t.Fatalf("connections to a stateless-only server: shared %s, %d agent sessions, noSessions %v; want the shared stateless connection alone", shared.Era(), c.agentSessions(), c.noSessions.Load())
 	}
 }
 
