@@ -93,7 +93,7 @@ func (c *completion) forward(b *Bridge, x *exchange) *jsonrpc.Message {
 		params = rawjson.Set(params, "ref", ref)
 	}
 	ctx, span := b.forwardSpan(ctx, x, "completion/complete", "")
-	raw, err := c.conn.Call(ctx, "completion/complete", params)
+	raw, err := c.conn.CallFor(ctx, rq.upstreamAgent(), "completion/complete", params)
 	endForward(span, err)
 	took := b.now().Sub(start)
 	b.observe(s.Name, "completion/complete", took, err)

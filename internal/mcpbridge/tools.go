@@ -250,6 +250,17 @@ func (b *Bridge) count(t *routes.Tool, decision, outcome string) {
 	b.cfg.Metrics.Calls.WithLabelValues(server, name, decision, outcome).Inc()
 }
 
+// upstreamAgent is the agent session the request's calls to a server are
+// made for: a session-era agent session takes an upstream session of its
+// own where the server keeps sessions (upstream/agents.go), closed when the
+// agent session ends. nil in the stateless era.
+func (rq *request) upstreamAgent() *upstream.Agent {
+	if rq.sess == nil {
+		return nil
+	}
+	return &upstream.Agent{ID: rq.sess.ID, AtEnd: rq.sess.AtEnd}
+}
+
 // execute forwards an allowed call and runs its result through the output
 // pipeline, writing the event chain.
 func (b *Bridge) execute(c *call) *jsonrpc.Message {
@@ -268,7 +279,7 @@ func (b *Bridge) execute(c *call) *jsonrpc.Message {
 	if c.answersServer {
 		params = translate.WithInputResponses(params, c.params.InputResponses, c.upstreamState)
 	}
-	hooks := upstream.CallHooks{Request: b.relayRequests(c), SessionAgent: !rq.stateless}
+	hooks := upstream.CallHooks{Request: b.relayRequests(c), Agent: rq.upstreamAgent()}
 	if tok := c.params.Meta.ProgressToken; tok != nil && rq.out.canStream {
 		hooks.Progress = func(p json.RawMessage) {
 			// A progress message is the server's output too.

@@ -118,7 +118,10 @@ type Conn struct {
 	opts   Options
 	url    string
 	client *http.Client
-	ids    jsonrpc.Pending
+	// ownsPool: the Conn was made by New, alone on its pool, and Close
+	// drops the pool's idle connections too.
+	ownsPool bool
+	ids      jsonrpc.Pending
 
 	mu              sync.Mutex
 	sessionID       string
@@ -128,8 +131,31 @@ type Conn struct {
 	handler   jsonrpc.NotificationHandler
 }
 
-// New checks the options and builds the connection; nothing is sent yet.
+// New checks the options and builds the connection, with a pool of HTTP
+// connections of its own; nothing is sent yet.
 func New(opts Options) (*Conn, error) {
+	p, err := NewPool(opts)
+	if err != nil {
+		return nil, err
+	}
+	c := p.Conn()
+	c.ownsPool = true
+	return c, nil
+}
+
+// Pool is the HTTP connections to one server, shared by the Conns made
+// from it. Each of those Conns is an MCP connection (a session, in the
+// session era) of its own; only the TCP (and TLS) connections under them
+// are shared. The bridge keeps one Pool per server and opens a session per
+// agent session on it: sessions follow agents, connections do not.
+type Pool struct {
+	opts   Options
+	url    string
+	client *http.Client
+}
+
+// NewPool checks the options and builds the pool; nothing is dialled yet.
+func NewPool(opts Options) (*Pool, error) {
 	opts.defaults()
 	u, err := url.Parse(opts.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -150,8 +176,17 @@ func New(opts Options) (*Conn, error) {
 		// A redirect would carry our credentials elsewhere; MCP has none.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	return &Conn{opts: opts, url: u.String(), client: client}, nil
+	return &Pool{opts: opts, url: u.String(), client: client}, nil
 }
+
+// Conn returns a new connection over the pool, with no session yet.
+func (p *Pool) Conn() *Conn {
+	return &Conn{opts: p.opts, url: p.url, client: p.client}
+}
+
+// CloseIdle drops the pool's idle connections (their goroutines end with
+// them). The pool stays usable: a later request dials again.
+func (p *Pool) CloseIdle() { p.client.CloseIdleConnections() }
 
 // SessionID is the session the server assigned ("" when stateless).
 func (c *Conn) SessionID() string {
@@ -569,8 +604,9 @@ func (c *Conn) cancelled(req *jsonrpc.Message) {
 	}()
 }
 
-// Close ends the session (DELETE, best effort and bounded) and drops idle
-// connections.
+// Close ends the session (DELETE, best effort and bounded) and, on a Conn
+// made by New, drops its idle connections (a Pool's stay for its other
+// Conns: Pool.CloseIdle drops them).
 func (c *Conn) Close() error {
 	session, _ := c.state()
 	if session != "" {
@@ -585,6 +621,8 @@ func (c *Conn) Close() error {
 		c.sessionID = ""
 		c.mu.Unlock()
 	}
-	c.client.CloseIdleConnections()
+	if c.ownsPool {
+		c.client.CloseIdleConnections()
+	}
 	return nil
 }

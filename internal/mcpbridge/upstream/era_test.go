@@ -17,6 +17,9 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -71,6 +74,56 @@ func newTestConn(t *testing.T, url string) *Conn {
 	return c
 }
 
+// agents is the bridge's real session manager, whose sessions stand for
+// the agents calling through a Conn.
+type agents struct {
+	*session.Manager
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newAgents(t *testing.T) *agents {
+	sealer, err := signed.New([]byte("0123456789abcdef0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &agents{now: time.Unix(1_800_000_000, 0)}
+	a.Manager = session.NewManager(sealer, session.Options{IdleTimeout: time.Minute, Now: a.clock})
+	return a
+}
+
+func (a *agents) clock() time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.now
+}
+
+func (a *agents) advance(d time.Duration) {
+	a.mu.Lock()
+	a.now = a.now.Add(d)
+	a.mu.Unlock()
+}
+
+// open starts an agent session and returns it as a Conn sees it.
+func (a *agents) open(t *testing.T) (*session.Session, *Agent) {
+	t.Helper()
+	s, err := a.Open(session.Claims{Subject: "system:serviceaccount:agents:a", Version: client.LatestLegacy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, &Agent{ID: s.ID, AtEnd: s.AtEnd}
+}
+
+// agentSession is the upstream session id of agent's line, "" for none.
+func agentSession(c *Conn, agent *Agent) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l := c.agents[agent.ID]; l != nil && l.cli != nil {
+		return l.cli.Conn().(*streamhttp.Conn).SessionID()
+	}
+	return ""
+}
+
 func callTool(t *testing.T, c *Conn, params string, hooks CallHooks) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -87,9 +140,10 @@ func callTool(t *testing.T, c *Conn, params string, hooks CallHooks) string {
 func TestDualEraServerIsCalledInTheAgentsEra(t *testing.T) {
 	url, calls := dualEraServer(t)
 	c := newTestConn(t, url)
+	_, agent := newAgents(t).open(t)
 
 	for i := range 2 {
-		if res := callTool(t, c, `{"name":"echo","arguments":{"text":"s"}}`, CallHooks{SessionAgent: true}); !strings.Contains(res, `"s"`) {
+		if res := callTool(t, c, `{"name":"echo","arguments":{"text":"s"}}`, CallHooks{Agent: agent}); !strings.Contains(res, `"s"`) {
 			t.Fatalf("session-era agent's call %d answered %s", i, res)
 		}
 	}
@@ -111,11 +165,12 @@ func TestDualEraServerIsCalledInTheAgentsEra(t *testing.T) {
 // as an input_required result in the stateless era (for the bridge to pass
 // on).
 func TestDualEraServerAsksMidCallInEitherEra(t *testing.T) {
-	url, _ := dualEraServer(t)
+	url, calls := dualEraServer(t)
 	c := newTestConn(t, url)
 
+	_, agent := newAgents(t).open(t)
 	var asked []string
-	hooks := CallHooks{SessionAgent: true, Request: func(_ context.Context, req *jsonrpc.Message) *jsonrpc.Message {
+	hooks := CallHooks{Agent: agent, Request: func(_ context.Context, req *jsonrpc.Message) *jsonrpc.Message {
 		asked = append(asked, req.Method)
 		return jsonrpc.NewResult(req.ID, json.RawMessage(`{"action":"accept","content":{}}`))
 	}}
@@ -125,27 +180,40 @@ func TestDualEraServerAsksMidCallInEitherEra(t *testing.T) {
 	if len(asked) != 1 || asked[0] != "elicitation/create" {
 		t.Fatalf("the server's questions on the session call: %v; want one elicitation/create", asked)
 	}
+	if seen := calls(); len(seen) != 1 || seen[0].session == "" || seen[0].session != agentSession(c, agent) {
+		t.Fatalf("the call reached the server as %+v; want it in the agent's own session %q, asked on its stream", seen, agentSession(c, agent))
+	}
 
 	if res := callTool(t, c, `{"name":"confirm","arguments":{}}`, CallHooks{}); !strings.Contains(res, `"input_required"`) {
 		t.Fatalf("stateless call answered %s; want an input_required result", res)
 	}
 }
 
-// A server that speaks only the session era is called on one connection
-// whatever the agent's era.
-func TestSessionOnlyServerKeepsOneConnection(t *testing.T) {
+// A server that speaks only the session era (the go-sdk everything-server)
+// gives each session-era agent session a session of its own; a stateless
+// agent's calls take the shared session.
+func TestSessionOnlyServerGivesEachAgentASession(t *testing.T) {
 	srv := testpeers.GoEverything(t, false)
 	c := newTestConn(t, srv.URL)
-	for _, sessionAgent := range []bool{true, false} {
-		if res := callTool(t, c, `{"name":"test_simple_text","arguments":{}}`, CallHooks{SessionAgent: sessionAgent}); !strings.Contains(res, "text") {
-			t.Fatalf("call (session agent %v) answered %s", sessionAgent, res)
+	as := newAgents(t)
+	_, a := as.open(t)
+	_, b := as.open(t)
+	for _, agent := range []*Agent{a, b, nil} {
+		if res := callTool(t, c, `{"name":"test_simple_text","arguments":{}}`, CallHooks{Agent: agent}); !strings.Contains(res, "text") {
+			t.Fatalf("call (agent %v) answered %s", agent, res)
 		}
 	}
-	c.mu.Lock()
-	first, second := c.cli[firstChoice], c.cli[sessionEra]
-	c.mu.Unlock()
-	if first == nil || first.Era() != client.EraSession || second != nil {
-		t.Fatalf("connections to a session-only server: first %v, second %v; want one session", first, second)
+	shared, err := c.Client(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sharedID := shared.Conn().(*streamhttp.Conn).SessionID()
+	sa, sb := agentSession(c, a), agentSession(c, b)
+	if shared.Era() != client.EraSession || sharedID == "" || sa == "" || sb == "" || sa == sb || sa == sharedID || sb == sharedID {
+		t.Fatalf("sessions to a session-only server: shared %q (%s), agents %q and %q; want three distinct sessions", sharedID, shared.Era(), sa, sb)
+	}
+	if n := c.agentSessions(); n != 2 {
+		t.Fatalf("the Conn holds %d agent sessions, want 2 (the stateless agent has none)", n)
 	}
 }
 
@@ -155,16 +223,18 @@ func TestSessionOnlyServerKeepsOneConnection(t *testing.T) {
 func TestServerWithoutSessionsStaysStateless(t *testing.T) {
 	srv := testpeers.GoEverything(t, true)
 	c := newTestConn(t, srv.URL)
+	_, agent := newAgents(t).open(t)
 	for range 2 {
-		if res := callTool(t, c, `{"name":"test_simple_text","arguments":{}}`, CallHooks{SessionAgent: true}); !strings.Contains(res, "text") {
+		if res := callTool(t, c, `{"name":"test_simple_text","arguments":{}}`, CallHooks{Agent: agent}); !strings.Contains(res, "text") {
 			t.Fatalf("call answered %s", res)
 		}
 	}
-	c.mu.Lock()
-	first, second := c.cli[firstChoice], c.cli[sessionEra]
-	c.mu.Unlock()
-	if first == nil || first.Era() != client.EraStateless || second != nil || !c.noSessions.Load() {
-		t.Fatalf("connections to a stateless-only server: first %v, second %v, noSessions %v; want one stateless connection", first, second, c.noSessions.Load())
+	shared, err := c.Client(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shared.Era() != client.EraStateless || c.agentSessions() != 0 || !c.noSessions.Load() {
+		t.Fatalf("connections to a stateless-only server: shared %s, %d agent sessions, noSessions %v; want the shared stateless connection alone", shared.Era(), c.agentSessions(), c.noSessions.Load())
 	}
 }
 
@@ -177,14 +247,41 @@ func TestServerWithoutSessionsStaysStateless(t *testing.T) {
 func TestEndedSessionCarriesTheCallOnANewOne(t *testing.T) {
 	url, calls := dualEraServer(t)
 	var forget sync.Map // session ids the fake says it no longer knows
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	front := faultyFront(t, url, func(w http.ResponseWriter, r *http.Request, _ []byte) bool {
 		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" && r.Method == http.MethodPost {
 			if _, gone := forget.Load(sid); gone {
 				http.Error(w, "session not found", http.StatusNotFound)
-				return
+				return true
 			}
 		}
-		proxy, _ := http.NewRequestWithContext(r.Context(), r.Method, url, r.Body)
+		return false
+	})
+	c := newTestConn(t, front)
+	_, agent := newAgents(t).open(t)
+	callTool(t, c, `{"name":"echo","arguments":{"text":"one"}}`, CallHooks{Agent: agent})
+	first := calls()
+	if len(first) != 1 || first[0].session == "" {
+		t.Fatalf("the first call reached the server as %+v, want it in a session", first)
+	}
+	forget.Store(first[0].session, true)
+	if res := callTool(t, c, `{"name":"echo","arguments":{"text":"two"}}`, CallHooks{Agent: agent}); !strings.Contains(res, `"two"`) {
+		t.Fatalf("the call after its session ended answered %s", res)
+	}
+	if seen := calls(); len(seen) != 1 || seen[0].session == "" || seen[0].session == first[0].session || seen[0].session != agentSession(c, agent) {
+		t.Fatalf("the call reached the server as %+v; want it once, in a new session of the agent's own (%q)", seen, agentSession(c, agent))
+	}
+}
+
+// faultyFront is a fake in front of a real server at url, for faults the
+// real one cannot produce on demand: fault answers a request itself (true)
+// or lets it through (false). It returns the front's MCP URL.
+func faultyFront(t *testing.T, url string, fault func(w http.ResponseWriter, r *http.Request, body []byte) bool) string {
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if fault(w, r, body) {
+			return
+		}
+		proxy, _ := http.NewRequestWithContext(r.Context(), r.Method, url, bytes.NewReader(body))
 		proxy.Header = r.Header.Clone()
 		resp, err := http.DefaultTransport.RoundTrip(proxy)
 		if err != nil {
@@ -199,17 +296,11 @@ func TestEndedSessionCarriesTheCallOnANewOne(t *testing.T) {
 		_, _ = io.Copy(w, resp.Body)
 	}))
 	t.Cleanup(front.Close)
-	c := newTestConn(t, front.URL+"/mcp")
-	callTool(t, c, `{"name":"echo","arguments":{"text":"one"}}`, CallHooks{SessionAgent: true})
-	first := calls()
-	if len(first) != 1 || first[0].session == "" {
-		t.Fatalf("the first call reached the server as %+v, want it in a session", first)
-	}
-	forget.Store(first[0].session, true)
-	if res := callTool(t, c, `{"name":"echo","arguments":{"text":"two"}}`, CallHooks{SessionAgent: true}); !strings.Contains(res, `"two"`) {
-		t.Fatalf("the call after its session ended answered %s", res)
-	}
-	if seen := calls(); len(seen) != 1 || seen[0].session == "" || seen[0].session == first[0].session {
-		t.Fatalf("the call reached the server as %+v; want it once, in a new session", seen)
-	}
+	return front.URL + "/mcp"
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
 }

@@ -1,15 +1,27 @@
-// Package upstream is the bridge's connection to one MCP server: one
-// connection per server per replica, shared by every agent's calls
-// (multiplexed by the transport), dialled on first use and again after it
-// breaks. Calls are never retried: a call that was sent may have run, so a
-// failure is reported, with a reason, and nothing is replayed.
+// Package upstream is the bridge's connection to one MCP server. A Conn is
+// one pool of HTTP connections per server per replica, shared by every
+// agent's calls (multiplexed), and over it the MCP connections the calls
+// take, each dialled on first use and again after it breaks:
+//
+//   - a shared one, made with server/discover first: the stateless era
+//     where the server speaks it, else a session. The bridge's own listings
+//     and subscriptions, and 2026-07-28 agents' calls, go here;
+//   - to a server that keeps sessions, one session per session-era agent
+//     session (agents.go), opened on its first call and closed (DELETE)
+//     when the agent session ends: what a server keeps per session (a
+//     browser, a working directory, a log level) is one agent's, as behind
+//     any proxy that relays sessions.
+//
+// Calls are never retried once the server may have run them: a failure is
+// reported, with a reason, and nothing is replayed.
 //
 // When the controller reports a new pod for the server (or a crash), the
-// bridge retires the connection: calls in flight end at once with
-// mcp_server_restarted or mcp_server_unstable, and a new Conn serves what
-// comes next. When only a remote server's credentials change (a rotated
-// Secret), the old Conn is drained instead: its calls in flight finish, and
-// a new Conn, dialled with the new credentials, serves what comes next.
+// bridge retires the Conn: calls in flight end at once with
+// mcp_server_restarted or mcp_server_unstable, every session closes, and a
+// new Conn serves what comes next. When only a remote server's credentials
+// change (a rotated Secret), the old Conn is drained instead: its calls in
+// flight finish, then its sessions close, and a new Conn, dialled with the
+// new credentials, serves what comes next.
 package upstream
 
 import (
@@ -56,8 +68,9 @@ func (e *Error) Error() string { return e.Reason + ": " + e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
 // IdleConns is how many idle HTTP connections a Conn keeps to its server:
-// every agent's calls share the Conn, so about as many as run at once
-// (with 8, 32 concurrent calls re-dialled the server for most of them).
+// every agent's calls (in every upstream session) share the Conn's pool, so
+// about as many as run at once (with 8, 32 concurrent calls re-dialled the
+// server for most of them).
 const IdleConns = 64
 
 // Target is where a server is and how to reach it.
@@ -111,19 +124,29 @@ type Conn struct {
 	subsLife context.Context
 	stopSubs context.CancelFunc
 
-	mu      sync.Mutex
-	cli     [slots]*client.Client
-	dialing [slots]chan struct{}
+	// pool is the HTTP connections every line below shares (poolErr: the
+	// target's URL is unusable, said at each dial).
+	pool    *streamhttp.Pool
+	poolErr error
+
+	mu sync.Mutex
+	// shared is the MCP connection of everything but session-era agents'
+	// calls to a server that keeps sessions.
+	shared line
+	// agents are the upstream sessions of agent sessions, by agent session
+	// id (agents.go).
+	agents map[string]*line
 	// inFlight counts the calls running; once draining, the last one to
-	// end closes the connection.
+	// end closes the connections.
 	inFlight int
 	draining bool
 
 	// noSessions is set once the server answered initialize without a
-	// session id: session-era agents' calls stay on firstChoice.
+	// session id: session-era agents' calls stay on the shared connection.
 	noSessions atomic.Bool
-	// sessionsRetryAt (unix ns): after another failed session dial, the
-	// calls go on firstChoice until then, not each paying a dial.
+	// sessionsRetryAt (unix ns): after a failed session dial to a server
+	// that speaks both eras, the calls go on the shared (stateless)
+	// connection until then, not each paying a dial.
 	sessionsRetryAt atomic.Int64
 
 	progress sync.Map // upstream progress token → func(params json.RawMessage)
@@ -132,29 +155,20 @@ type Conn struct {
 	subs subs
 }
 
-// A Conn holds up to two connections to its server, one per slot.
-type slot int
-
-const (
-	// firstChoice is connected with server/discover first: the stateless
-	// era where the server speaks it, else a session. Everything but
-	// session-era agents' tool calls goes here.
-	firstChoice slot = iota
-	// sessionEra is a 2025-11-25 session to a server that speaks both eras,
-	// for session-era agents' tool calls: called in the agent's own era, the
-	// server does not read the stateless era's per-request _meta (client
-	// info and capabilities) on every call — behind the bridge an mcp-go
-	// server worked about 1.6x as hard per call in that era (issue 14) — and
-	// a question it asks mid-call comes on the call's stream, as the agent
-	// is asked. Stateless agents' calls stay on firstChoice, so that such a
-	// question comes as an input_required result the bridge can seal
-	// instead of parking the call on this replica. A server that answers
-	// initialize without a session id keeps no session (the go-sdk's
-	// stateless mode: it cannot ask anything on a call's stream), so it is
-	// left in the stateless era (Conn.noSessions).
-	sessionEra
-	slots
-)
+// line is one MCP connection to the server over the Conn's pool, dialled
+// on first use and again after it was dropped. Its fields are guarded by
+// Conn.mu.
+type line struct {
+	// era is what a dial asks for: "" tries the stateless era first (the
+	// shared line), client.EraSession a session (an agent's line).
+	era     client.Era
+	cli     *client.Client
+	dialing chan struct{}
+	// ended: the line was taken out of the Conn (its agent session ended,
+	// or the Conn was retired or drained); it is never dialled again, and a
+	// dial that finishes after this closes what it made.
+	ended bool
+}
 
 // New returns a Conn for t; nothing is dialled yet.
 func New(t Target, o Options) *Conn {
@@ -166,53 +180,83 @@ func New(t Target, o Options) *Conn {
 	}
 	life, retire := context.WithCancelCause(context.Background())
 	subsLife, stopSubs := context.WithCancel(life)
-	return &Conn{target: t, opts: o, life: life, retire: retire, subsLife: subsLife, stopSubs: stopSubs}
+	pool, err := streamhttp.NewPool(streamhttp.Options{
+		URL: t.URL, Header: t.Header, BearerToken: t.BearerToken, TLS: t.TLS,
+		MaxMessageBytes: o.MaxMessageBytes, MaxIdleConns: IdleConns,
+	})
+	return &Conn{target: t, opts: o, life: life, retire: retire, subsLife: subsLife, stopSubs: stopSubs, pool: pool, poolErr: err}
 }
 
 // Target is what the Conn dials.
 func (c *Conn) Target() Target { return c.target }
 
-// Retire ends the Conn: calls in flight fail with reason, later calls too.
+// Retire ends the Conn: calls in flight fail with reason, later calls
+// too, and every upstream session closes.
 func (c *Conn) Retire(reason string) {
 	c.retire(&Error{Reason: reason, Err: fmt.Errorf("server %s/%s changed under the call (pod %q)", c.target.Namespace, c.target.Name, c.target.Pod)})
 	c.mu.Lock()
-	clis := c.cli
-	c.cli = [slots]*client.Client{}
+	clis := c.takeAll()
 	c.mu.Unlock()
-	closeAll(clis)
+	c.closeAll(clis)
 }
 
-func closeAll(clis [slots]*client.Client) {
-	for _, cli := range clis {
-		if cli != nil {
-			go cli.Close()
+// takeAll takes every client out of the Conn (a non-nil list, perhaps
+// empty); agents' lines end (a drained Conn that still gets a call opens
+// that agent a new one). c.mu is held.
+func (c *Conn) takeAll() []*client.Client {
+	clis := make([]*client.Client, 0, 1+len(c.agents))
+	if c.shared.cli != nil {
+		clis = append(clis, c.shared.cli)
+		c.shared.cli = nil
+	}
+	for _, l := range c.agents {
+		l.ended = true
+		if l.cli != nil {
+			clis = append(clis, l.cli)
+			l.cli = nil
 		}
 	}
+	c.agents = nil
+	return clis
+}
+
+// closeAll ends clis in the background (a DELETE each for sessions), then
+// drops the pool's idle connections; nil clis is nothing to close.
+func (c *Conn) closeAll(clis []*client.Client) {
+	if clis == nil || c.pool == nil {
+		return
+	}
+	go func() {
+		var wg sync.WaitGroup
+		for _, cli := range clis {
+			wg.Go(func() { cli.Close() })
+		}
+		wg.Wait()
+		c.pool.CloseIdle()
+	}()
 }
 
 // Drain ends the Conn gently, for a Conn replaced by one with new
 // credentials: its resource subscriptions end at once (the new Conn
 // establishes them), its calls in flight run to their end, then the
-// connection closes. A call that still reaches it (it was looked up just before) is
-// served and closes the connection again when it ends.
+// connections close. A call that still reaches it (it was looked up just
+// before) is served and closes the connections again when it ends.
 func (c *Conn) Drain() {
 	c.stopSubs()
 	c.mu.Lock()
 	c.draining = true
 	clis := c.idleClients()
 	c.mu.Unlock()
-	closeAll(clis)
+	c.closeAll(clis)
 }
 
 // idleClients takes the clients away when a draining Conn has no call in
 // flight; c.mu is held.
-func (c *Conn) idleClients() [slots]*client.Client {
+func (c *Conn) idleClients() []*client.Client {
 	if !c.draining || c.inFlight > 0 {
-		return [slots]*client.Client{}
+		return nil
 	}
-	clis := c.cli
-	c.cli = [slots]*client.Client{}
-	return clis
+	return c.takeAll()
 }
 
 func (c *Conn) begin() {
@@ -226,56 +270,36 @@ func (c *Conn) end() {
 	c.inFlight--
 	clis := c.idleClients()
 	c.mu.Unlock()
-	closeAll(clis)
+	c.closeAll(clis)
 }
 
-// Client returns the connected client, dialling when there is none.
+// Client returns the shared client, dialling when there is none.
 func (c *Conn) Client(ctx context.Context) (*client.Client, error) {
-	return c.client(ctx, firstChoice)
+	return c.client(ctx, &c.shared)
 }
-
-// clientFor returns the client for a call: a session-era agent's tool call
-// goes to a server that speaks both eras over a session (sessionEra).
-func (c *Conn) clientFor(ctx context.Context, sessionAgent bool) (*client.Client, error) {
-	cli, err := c.client(ctx, firstChoice)
-	if err != nil || !sessionAgent || !cli.SpeaksSessionsToo() || c.noSessions.Load() || time.Now().UnixNano() < c.sessionsRetryAt.Load() {
-		return cli, err
-	}
-	scli, err := c.client(ctx, sessionEra)
-	if err != nil && c.life.Err() == nil && ctx.Err() == nil {
-		// A server that keeps no session (for good), or whose initialize
-		// failed (for a while): its stateless era serves the call (a
-		// session is only cheaper, never needed).
-		if errors.Is(err, errNoSession) {
-			c.noSessions.Store(true)
-		} else {
-			c.sessionsRetryAt.Store(time.Now().Add(sessionsRetry).UnixNano())
-		}
-		return cli, nil
-	}
-	return scli, err
-}
-
-// sessionsRetry is how long a Conn whose session dial failed sends
-// session-era agents' calls statelessly before it dials a session again.
-const sessionsRetry = 30 * time.Second
 
 // errNoSession is a server that answered initialize without a session id.
 var errNoSession = errors.New("the server keeps no session")
 
-func (c *Conn) client(ctx context.Context, s slot) (*client.Client, error) {
+// client returns l's client, dialling when it has none (one dial at a time:
+// the others wait for it).
+func (c *Conn) client(ctx context.Context, l *line) (*client.Client, error) {
 	for {
 		c.mu.Lock()
 		if err := context.Cause(c.life); err != nil {
 			c.mu.Unlock()
 			return nil, err
 		}
-		if c.cli[s] != nil {
-			cli := c.cli[s]
+		if l.ended {
+			c.mu.Unlock()
+			return nil, errAgentEnded
+		}
+		if l.cli != nil {
+			cli := l.cli
 			c.mu.Unlock()
 			return cli, nil
 		}
-		if wait := c.dialing[s]; wait != nil {
+		if wait := l.dialing; wait != nil {
 			c.mu.Unlock()
 			select {
 			case <-wait:
@@ -285,16 +309,21 @@ func (c *Conn) client(ctx context.Context, s slot) (*client.Client, error) {
 			}
 		}
 		done := make(chan struct{})
-		c.dialing[s] = done
+		l.dialing = done
 		c.mu.Unlock()
-		cli, err := c.dial(ctx, s)
+		cli, err := c.dial(ctx, l.era)
 		c.mu.Lock()
-		c.dialing[s] = nil
-		if err == nil && c.life.Err() == nil {
-			c.cli[s] = cli
-		} else if err == nil {
+		l.dialing = nil
+		switch {
+		case err != nil:
+		case c.life.Err() != nil:
 			go cli.Close()
 			err = context.Cause(c.life)
+		case l.ended:
+			go cli.Close()
+			err = errAgentEnded
+		default:
+			l.cli = cli
 		}
 		c.mu.Unlock()
 		close(done)
@@ -305,23 +334,16 @@ func (c *Conn) client(ctx context.Context, s slot) (*client.Client, error) {
 	}
 }
 
-func (c *Conn) dial(ctx context.Context, s slot) (*client.Client, error) {
-	conn, err := streamhttp.New(streamhttp.Options{
-		URL: c.target.URL, Header: c.target.Header, BearerToken: c.target.BearerToken, TLS: c.target.TLS,
-		MaxMessageBytes: c.opts.MaxMessageBytes, MaxIdleConns: IdleConns,
-	})
-	if err != nil {
-		return nil, &Error{Reason: ReasonUnavailable, Err: err}
+func (c *Conn) dial(ctx context.Context, era client.Era) (*client.Client, error) {
+	if c.poolErr != nil {
+		return nil, &Error{Reason: ReasonUnavailable, Err: c.poolErr}
 	}
+	conn := c.pool.Conn()
 	dctx, cancel := context.WithTimeout(ctx, c.opts.DialTimeout)
 	defer cancel()
 	stop := context.AfterFunc(c.life, cancel)
 	defer stop()
-	opts := client.Options{ClientName: "mcp-operator-bridge", Capabilities: c.opts.ClientCapabilities}
-	if s == sessionEra {
-		opts.Era = client.EraSession
-	}
-	cli, err := client.Connect(dctx, conn, opts)
+	cli, err := client.Connect(dctx, conn, client.Options{ClientName: "mcp-operator-bridge", Capabilities: c.opts.ClientCapabilities, Era: era})
 	if err != nil {
 		conn.Close()
 		if cause := context.Cause(c.life); cause != nil {
@@ -329,14 +351,14 @@ func (c *Conn) dial(ctx context.Context, s slot) (*client.Client, error) {
 		}
 		return nil, &Error{Reason: ReasonUnavailable, Err: fmt.Errorf("while connecting to server %s/%s at %s: %w", c.target.Namespace, c.target.Name, c.target.URL, err)}
 	}
-	if s == sessionEra && conn.SessionID() == "" {
+	if era == client.EraSession && conn.SessionID() == "" {
 		cli.Close()
 		return nil, errNoSession
 	}
 	cli.SetNotificationHandler(c.onNotification)
 	if cli.Capabilities().Logging && cli.Era() == client.EraSession {
-		// The connection is shared: take every message and let the bridge
-		// pass on what each agent asked for.
+		// The bridge passes on to each agent what it asked for: the
+		// session takes every message.
 		_, _ = cli.Call(dctx, "logging/setLevel", json.RawMessage(`{"level":"debug"}`))
 	}
 	return cli, nil
@@ -360,12 +382,20 @@ func (c *Conn) onNotification(m *jsonrpc.Message) {
 	}
 }
 
-// Call sends one request (not tools/call) and returns its raw result. A
-// JSON-RPC error from the server comes back as a *jsonrpc.Error; a call
-// without an answer as an *Error.
+// Call sends one request of the bridge's own (not tools/call) on the
+// shared connection and returns its raw result. A JSON-RPC error from the
+// server comes back as a *jsonrpc.Error; a call without an answer as an
+// *Error.
 func (c *Conn) Call(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	return c.CallFor(ctx, nil, method, params)
+}
+
+// CallFor is Call made for an agent session (nil: a 2026-07-28 agent or
+// the bridge itself), which takes its own upstream session where the
+// server keeps sessions.
+func (c *Conn) CallFor(ctx context.Context, agent *Agent, method string, params json.RawMessage) (json.RawMessage, error) {
 	ctx, params = propagate(ctx, params)
-	return c.do(ctx, func(ctx context.Context, cli *client.Client) (json.RawMessage, error) {
+	return c.doOn(ctx, agent, func(ctx context.Context, cli *client.Client) (json.RawMessage, error) {
 		return cli.Call(ctx, method, params)
 	})
 }
@@ -413,9 +443,10 @@ type CallHooks struct {
 	// Request answers the server's own requests (elicitation, sampling);
 	// without it they are refused.
 	Request streamhttp.RequestHandler
-	// SessionAgent says the call is a session-era agent's: a server that
-	// speaks both eras gets it over a session (see sessionEra).
-	SessionAgent bool
+	// Agent is the session-era agent session the call is made for (nil
+	// for a 2026-07-28 agent): it takes that agent session's own upstream
+	// session where the server keeps sessions (agents.go).
+	Agent *Agent
 }
 
 // CallTool forwards tools/call params (name already the upstream's), with
@@ -443,7 +474,7 @@ func (c *Conn) CallTool(ctx context.Context, params json.RawMessage, hooks CallH
 		defer c.progress.Delete(tok)
 	}
 	ctx, params = propagate(ctx, params)
-	return c.doOn(ctx, hooks.SessionAgent, func(ctx context.Context, cli *client.Client) (json.RawMessage, error) {
+	return c.doOn(ctx, hooks.Agent, func(ctx context.Context, cli *client.Client) (json.RawMessage, error) {
 		return cli.CallToolParams(ctx, params)
 	})
 }
@@ -493,32 +524,32 @@ func withProgressToken(params json.RawMessage, tok string) (json.RawMessage, err
 	return rawjson.AppendObject(nil, out), nil
 }
 
-// do runs f with the client, bounded by the Conn's life, and turns failures
-// into reasons. A transport failure drops the client so that the next call
-// dials again; the failed call itself is not retried.
+// do runs f with the shared client, bounded by the Conn's life, and turns
+// failures into reasons. A transport failure drops the client so that the
+// next call dials again; the failed call itself is not retried.
 func (c *Conn) do(ctx context.Context, f func(context.Context, *client.Client) (json.RawMessage, error)) (json.RawMessage, error) {
-	return c.doOn(ctx, false, f)
+	return c.doOn(ctx, nil, f)
 }
 
-// doOn is do with the client clientFor picks.
-func (c *Conn) doOn(ctx context.Context, sessionAgent bool, f func(context.Context, *client.Client) (json.RawMessage, error)) (json.RawMessage, error) {
+// doOn is do with the client clientFor picks for agent.
+func (c *Conn) doOn(ctx context.Context, agent *Agent, f func(context.Context, *client.Client) (json.RawMessage, error)) (json.RawMessage, error) {
 	c.begin()
 	defer c.end()
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := context.AfterFunc(c.life, func() { cancel(context.Cause(c.life)) })
 	defer stop()
-	cli, err := c.clientFor(cctx, sessionAgent)
+	cli, err := c.clientFor(cctx, agent)
 	if err != nil {
 		return nil, c.classify(ctx, cctx, err)
 	}
 	res, err := f(cctx, cli)
-	if errors.Is(err, streamhttp.ErrNotRun) && sessionAgent && ctx.Err() == nil {
-		// The session a session-era agent's call took (to a server that
-		// speaks both eras) ended before the server ran it: a new
-		// connection carries it, once.
+	if errors.Is(err, streamhttp.ErrNotRun) && agent != nil && ctx.Err() == nil {
+		// The session a session-era agent's call took ended before the
+		// server ran it (the server expired or forgot it): a new session
+		// carries it, once.
 		c.drop(cli)
-		if cli, err = c.clientFor(cctx, sessionAgent); err != nil {
+		if cli, err = c.clientFor(cctx, agent); err != nil {
 			return nil, c.classify(ctx, cctx, err)
 		}
 		res, err = f(cctx, cli)
@@ -534,8 +565,8 @@ func (c *Conn) doOn(ctx context.Context, sessionAgent bool, f func(context.Conte
 		return nil, rpcErr
 	}
 	// Only a broken connection is dropped: the caller giving up (cancel,
-	// deadline) says nothing about it, and dropping ends the upstream
-	// session under every other agent's requests in flight.
+	// deadline) says nothing about it, and dropping the shared connection
+	// ends its session under every other call in flight.
 	var limit *client.LimitError
 	if !errors.As(err, &limit) && ctx.Err() == nil {
 		c.drop(cli)
@@ -576,17 +607,27 @@ func containsAny(s string, subs ...string) bool {
 	return false
 }
 
+// drop takes cli out of its line, so that the next call dials again, and
+// closes it.
 func (c *Conn) drop(cli *client.Client) {
 	c.mu.Lock()
-	for s := range c.cli {
-		if c.cli[s] == cli {
-			c.cli[s] = nil
-			c.mu.Unlock()
-			go cli.Close()
-			return
+	l := &c.shared
+	if l.cli != cli {
+		l = nil
+		for _, al := range c.agents {
+			if al.cli == cli {
+				l = al
+				break
+			}
 		}
 	}
+	if l == nil {
+		c.mu.Unlock()
+		return
+	}
+	l.cli = nil
 	c.mu.Unlock()
+	go cli.Close()
 }
 
 // Close ends the Conn for good (the server left the bridge's scope).

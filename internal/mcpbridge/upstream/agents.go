@@ -1,0 +1,147 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
+)
+
+// Agents' own upstream sessions. A session-era agent session's calls to a
+// server that keeps sessions (a session-only server, or one that speaks
+// both eras) go over an upstream session of that agent session alone: what
+// the server keeps per session (a browser, a working directory, a log
+// level, roots) is never another agent's, and the server does as much work
+// per agent as behind a proxy that relays each session. The session is
+// opened on the agent session's first call to the server, reused for its
+// later calls, and closed (DELETE) when the agent session ends on this
+// replica (DELETE, idle timeout, forgotten at the per-caller cap) or when
+// the Conn is retired or drained. It holds no standalone GET stream (the
+// shared connection holds subscriptions), so an idle one is a client and
+// its session id; the HTTP connections are the Conn's pool.
+//
+// A replica that adopts an agent session opens it a new upstream session:
+// the server's per-session state does not survive the loss of the replica
+// that held it, as with any proxy.
+
+// Agent is the agent session a call is made for.
+type Agent struct {
+	// ID names the agent session on this replica.
+	ID string
+	// AtEnd registers f to run when the agent session ends on this
+	// replica, and returns false, keeping nothing, when it has ended.
+	AtEnd func(f func()) bool
+}
+
+// errAgentEnded: the agent session the call was made for has ended.
+var errAgentEnded = &Error{Reason: ReasonCancelled, Err: errors.New("the agent session ended")}
+
+// sessionsRetry is how long a Conn whose session dial to a server that
+// speaks both eras failed sends session-era agents' calls statelessly
+// before it dials a session again.
+const sessionsRetry = 30 * time.Second
+
+// clientFor returns the client a call for agent takes: the agent session's
+// own upstream session where the server keeps sessions, else the shared
+// connection.
+func (c *Conn) clientFor(ctx context.Context, agent *Agent) (*client.Client, error) {
+	shared, err := c.Client(ctx)
+	if err != nil || agent == nil || !c.keepsSessions(shared) {
+		return shared, err
+	}
+	l, err := c.agentLine(agent)
+	if err != nil {
+		return nil, err
+	}
+	own, err := c.client(ctx, l)
+	if err == nil || c.life.Err() != nil || ctx.Err() != nil || errors.Is(err, errAgentEnded) {
+		return own, err
+	}
+	switch {
+	case errors.Is(err, errNoSession):
+		// Keeps no session after all (for good): the shared connection
+		// serves every call.
+		c.noSessions.Store(true)
+		c.endAgent(agent.ID)
+		return shared, nil
+	case shared.Era() == client.EraStateless:
+		// Its stateless era serves the call (a session is cheaper and asks
+		// on the call's stream, but is not needed); dial again later.
+		c.sessionsRetryAt.Store(time.Now().Add(sessionsRetry).UnixNano())
+		return shared, nil
+	}
+	// A session-only server: the shared connection is a session too, and
+	// the call must not run in another agent's state.
+	return nil, err
+}
+
+// keepsSessions says whether the server behind shared gives each agent
+// session its own upstream session: it keeps sessions (the shared
+// connection got a session id, or the server listed a session-era version
+// in server/discover and has not answered initialize without one), and no
+// session dial failed in the last sessionsRetry.
+func (c *Conn) keepsSessions(shared *client.Client) bool {
+	if c.noSessions.Load() {
+		return false
+	}
+	if shared.Era() == client.EraSession {
+		sc, ok := shared.Conn().(*streamhttp.Conn)
+		return ok && sc.SessionID() != ""
+	}
+	return shared.SpeaksSessionsToo() && time.Now().UnixNano() >= c.sessionsRetryAt.Load()
+}
+
+// agentLine returns the line of agent's upstream session, making it (not
+// dialled yet) on the agent session's first call to this server. The line
+// is closed when the agent session ends: the Conn registers that with
+// agent.AtEnd once per line.
+func (c *Conn) agentLine(agent *Agent) (*line, error) {
+	c.mu.Lock()
+	if err := context.Cause(c.life); err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	if l := c.agents[agent.ID]; l != nil {
+		c.mu.Unlock()
+		return l, nil
+	}
+	l := &line{era: client.EraSession}
+	if c.agents == nil {
+		c.agents = map[string]*line{}
+	}
+	c.agents[agent.ID] = l
+	c.mu.Unlock()
+	id := agent.ID
+	if !agent.AtEnd(func() { c.endAgent(id) }) {
+		c.endAgent(id)
+		return nil, errAgentEnded
+	}
+	return l, nil
+}
+
+// endAgent closes the upstream session of agent session id (a DELETE to
+// the server), if it has one here: the agent session ended.
+func (c *Conn) endAgent(id string) {
+	c.mu.Lock()
+	l := c.agents[id]
+	delete(c.agents, id)
+	var cli *client.Client
+	if l != nil {
+		l.ended = true
+		cli, l.cli = l.cli, nil
+	}
+	c.mu.Unlock()
+	if cli != nil {
+		cli.Close()
+	}
+}
+
+// agentSessions is how many agent sessions have an upstream session (or
+// one being dialled, or to dial again) on this Conn; for tests.
+func (c *Conn) agentSessions() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.agents)
+}

@@ -1,0 +1,228 @@
+package upstream
+
+import (
+	"bytes"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"
+)
+
+// eventually polls cond until it holds or 20 s pass (clean-ups run in the
+// background).
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 20s", what)
+		}
+	}
+}
+
+// Two agent sessions calling a server that keeps state per session each
+// see their own state: each has an upstream session of its own. A
+// stateless agent's call takes the shared connection. Both a server that
+// speaks both eras and one that speaks only the session era.
+func TestAgentSessionsKeepTheirOwnUpstreamState(t *testing.T) {
+	for _, sessionOnly := range []bool{false, true} {
+		name := map[bool]string{false: "both eras", true: "session era only"}[sessionOnly]
+		t.Run(name, func(t *testing.T) {
+			st := bridgetest.NewStateful(t, sessionOnly)
+			c := newTestConn(t, st.URL)
+			as := newAgents(t)
+			_, a := as.open(t)
+			_, b := as.open(t)
+
+			callTool(t, c, `{"name":"remember","arguments":{"value":"apple"}}`, CallHooks{Agent: a})
+			callTool(t, c, `{"name":"remember","arguments":{"value":"banana"}}`, CallHooks{Agent: b})
+			if res := callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: a}); !strings.Contains(res, "recalled apple") {
+				t.Errorf("agent a recalls %s; want its own value, apple", res)
+			}
+			if res := callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: b}); !strings.Contains(res, "recalled banana") {
+				t.Errorf("agent b recalls %s; want its own value, banana", res)
+			}
+			if res := callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{}); strings.Contains(res, "apple") || strings.Contains(res, "banana") {
+				t.Errorf("a stateless agent recalls %s; want nothing of the session-era agents'", res)
+			}
+			seen := st.Calls()
+			sa, sb := agentSession(c, a), agentSession(c, b)
+			want := []string{sa, sb, sa, sb}
+			if sa == "" || sb == "" || sa == sb || len(seen) != 5 || !slices.Equal(seen[:4], want) {
+				t.Fatalf("the server saw the calls in sessions %q; want a's (%q) and b's (%q) own, then the stateless agent's", seen, sa, sb)
+			}
+			if stateless := seen[4]; stateless == sa || stateless == sb || (sessionOnly && stateless == "") || (!sessionOnly && stateless != "") {
+				t.Errorf("the stateless agent's call came in session %q; want the shared connection (a session only where the server has no stateless era)", stateless)
+			}
+			if n := c.agentSessions(); n != 2 {
+				t.Errorf("the Conn holds %d agent sessions, want 2", n)
+			}
+		})
+	}
+}
+
+// An agent's upstream session is closed (DELETE) when the agent session
+// ends: by DELETE, by idle expiry, and when the Conn is retired. A call for
+// an agent session that has ended opens nothing.
+func TestUpstreamSessionEndsWithTheAgentSession(t *testing.T) {
+	st := bridgetest.NewStateful(t, false)
+	c := newTestConn(t, st.URL)
+	as := newAgents(t)
+	ended, a := as.open(t)
+	_, idle := as.open(t)
+	busy, b := as.open(t)
+	for _, agent := range []*Agent{a, idle, b} {
+		callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: agent})
+	}
+	sa, sIdle, sb := agentSession(c, a), agentSession(c, idle), agentSession(c, b)
+	deleted := func(id string) func() bool { return func() bool { return slices.Contains(st.Deleted(), id) } }
+
+	as.End(ended) // the agent's DELETE
+	eventually(t, "the ended agent session's upstream session DELETEd", deleted(sa))
+	if c.agentSessions() != 2 || slices.Contains(st.Deleted(), sIdle) || slices.Contains(st.Deleted(), sb) {
+		t.Fatalf("after one agent session ended: %d agent sessions, DELETEd %q; want the other two kept", c.agentSessions(), st.Deleted())
+	}
+
+	as.advance(2 * time.Minute) // past the idle timeout
+	if _, err := as.Resume(busy.Token, busy.Subject, busy.Endpoint); err != nil {
+		t.Fatal(err)
+	}
+	as.Sweep()
+	eventually(t, "the idle agent session's upstream session DELETEd", deleted(sIdle))
+	if slices.Contains(st.Deleted(), sb) {
+		t.Fatalf("the session in use was DELETEd too: %q", st.Deleted())
+	}
+
+	_, err := c.CallTool(ctxT(t), []byte(`{"name":"recall","arguments":{}}`), CallHooks{Agent: a})
+	var e *Error
+	if !errors.As(err, &e) || e.Reason != ReasonCancelled || c.agentSessions() != 1 {
+		t.Fatalf("a call for an ended agent session: %v, %d agent sessions; want %s and no new upstream session", err, c.agentSessions(), ReasonCancelled)
+	}
+
+	c.Retire(ReasonRestarted)
+	eventually(t, "the last agent's upstream session DELETEd with the Conn", deleted(sb))
+	if c.agentSessions() != 0 {
+		t.Fatalf("a retired Conn holds %d agent sessions", c.agentSessions())
+	}
+}
+
+// Every upstream session of a Conn rides on its one pool of HTTP
+// connections: calls one after the other in 8 agent sessions reuse a
+// connection instead of dialling one per session.
+func TestAgentSessionsShareOnePool(t *testing.T) {
+	st := bridgetest.NewStateful(t, false)
+	c := newTestConn(t, st.URL)
+	as := newAgents(t)
+	for range 8 {
+		_, agent := as.open(t)
+		callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: agent})
+	}
+	if c.agentSessions() != 8 {
+		t.Fatalf("%d agent sessions, want 8", c.agentSessions())
+	}
+	// Sequential requests need one connection; a second can open when a
+	// request is sent just before the previous one's connection is back
+	// in the pool. One per session would be 9.
+	if n := st.Conns(); n > 3 {
+		t.Fatalf("the server accepted %d TCP connections for 8 agent sessions' sequential calls; want the pool's few", n)
+	}
+}
+
+// When an agent's session cannot be opened (initialize fails while the
+// shared connection works), a server that speaks both eras serves the call
+// statelessly (and session dials pause for sessionsRetry); a session-only
+// server's call fails rather than run in the shared session, where other
+// agents' state is. The failing initialize is a fake in front of the real
+// server: a real one cannot be made to refuse only some sessions.
+func TestFailedAgentSessionDial(t *testing.T) {
+	for _, sessionOnly := range []bool{false, true} {
+		name := map[bool]string{false: "both eras", true: "session era only"}[sessionOnly]
+		t.Run(name, func(t *testing.T) {
+			st := bridgetest.NewStateful(t, sessionOnly)
+			var initializes atomic.Int32
+			url := faultyFront(t, st.URL, func(w http.ResponseWriter, _ *http.Request, body []byte) bool {
+				// The shared connection's initialize (session-only) passes;
+				// every agent's is refused.
+				if !bytes.Contains(body, []byte(`"method":"initialize"`)) || (sessionOnly && initializes.Add(1) == 1) {
+					return false
+				}
+				http.Error(w, "too many sessions", http.StatusServiceUnavailable)
+				return true
+			})
+			c := newTestConn(t, url)
+			if _, err := c.Client(ctxT(t)); err != nil {
+				t.Fatal(err)
+			}
+			st.Calls()
+			_, agent := newAgents(t).open(t)
+			res, err := c.CallTool(ctxT(t), []byte(`{"name":"recall","arguments":{}}`), CallHooks{Agent: agent})
+			seen := st.Calls()
+			if sessionOnly {
+				var e *Error
+				if !errors.As(err, &e) || e.Reason != ReasonUnavailable || len(seen) != 0 {
+					t.Fatalf("session-only server, the agent's session refused: %s, %v, server saw calls %q; want %s and no call on the shared session", res, err, seen, ReasonUnavailable)
+				}
+				return
+			}
+			if err != nil || len(seen) != 1 || seen[0] != "" || c.sessionsRetryAt.Load() <= time.Now().UnixNano() {
+				t.Fatalf("dual-era server, the agent's session refused: %s, %v, server saw calls %q; want the call served statelessly and session dials paused", res, err, seen)
+			}
+		})
+	}
+}
+
+// An agent session forgotten at the per-caller cap (another replica's
+// session adopted here in its place) ends its upstream session too.
+func TestUpstreamSessionEndsWhenTheCapForgetsTheAgent(t *testing.T) {
+	st := bridgetest.NewStateful(t, false)
+	c := newTestConn(t, st.URL)
+	sealer, err := signed.New([]byte("0123456789abcdef0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	here := session.NewManager(sealer, session.Options{MaxPerSubject: 1})
+	elsewhere := session.NewManager(sealer, session.Options{}) // another replica, same key
+	claims := session.Claims{Subject: "system:serviceaccount:agents:a", Version: client.LatestLegacy}
+	s, err := here.Open(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := &Agent{ID: s.ID, AtEnd: s.AtEnd}
+	callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: agent})
+	upstreamSession := agentSession(c, agent)
+	other, err := elsewhere.Open(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := here.Resume(other.Token, other.Subject, other.Endpoint); err != nil {
+		t.Fatalf("adopting a session at the cap: %v", err)
+	}
+	eventually(t, "the forgotten agent session's upstream session DELETEd", func() bool { return slices.Contains(st.Deleted(), upstreamSession) })
+}
+
+// A drained Conn (rotated credentials) closes its agents' sessions once
+// its calls end; a call that still reaches it gets a new session, closed
+// again when that call ends.
+func TestDrainedConnClosesAgentSessions(t *testing.T) {
+	st := bridgetest.NewStateful(t, false)
+	c := newTestConn(t, st.URL)
+	_, agent := newAgents(t).open(t)
+	callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: agent})
+	first := agentSession(c, agent)
+	c.Drain()
+	eventually(t, "the agent's session DELETEd by the drain", func() bool { return slices.Contains(st.Deleted(), first) })
+	callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: agent})
+	seen := st.Calls()
+	late := seen[len(seen)-1]
+	if late == "" || late == first {
+		t.Fatalf("the late call came in session %q; want a new session of the agent's (the first was %q)", late, first)
+	}
+	eventually(t, "the late call's session DELETEd when it ended", func() bool { return slices.Contains(st.Deleted(), late) })
+}
