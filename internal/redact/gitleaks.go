@@ -105,8 +105,8 @@ var gitleaksGeneric = func() Kind {
 }()
 
 // gitleaks returns the rules' keyword index, built on first use (the first
-// Redactor): the keywords only, which takes about a millisecond; each rule's
-// regexps are compiled when a text first reaches it.
+// Redactor, Shapes at program start): the keywords only; each rule's regexps
+// are compiled when a text first reaches it.
 var gitleaks = sync.OnceValue(func() *keywordIndex { return compileGitleaks(gitleaksRules, gitleaksGlobal) })
 
 func compileGitleaks(rules []glRule, global []glAllowlist) *keywordIndex {

@@ -172,9 +172,10 @@ func New(secrets ...string) *Redactor {
 var gitleaksGrams = sync.OnceValue(func() *gramSet { return gitleaks().grams() })
 
 // Shapes is a Redactor for the credential shapes alone. Building it at
-// program start costs about a millisecond and half a megabyte: the
-// gitleaks rules' keywords are indexed, their regexps wait for a text that
-// reaches them.
+// program start costs a few milliseconds and about half a megabyte: the
+// gitleaks rules' keywords are indexed (and the few rules of two-byte
+// keywords compiled, for the trigrams); the other rules' regexps wait for a
+// text that reaches them.
 var Shapes = New()
 
 func (r *Redactor) add(t trigger) {
