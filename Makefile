@@ -206,6 +206,10 @@ bench: bench-policy bench-bridge bench-controller bench-redact ## Run every benc
 bench-bridge: peers envtest-assets $(BIN)/thv ## The bridge against a direct connection, a bare reverse proxy and ToolHive's proxy, on two upstreams: latency, throughput, CPU, memory; exits 1 on a missed target.
 	go run ./bench/bridge
 
+.PHONY: bench-bridge-memory
+bench-bridge-memory: envtest-assets ## The idle RSS of a real manager bridge alone (a part of bench-bridge), with where its MB are; exits 1 over 40 MB.
+	go run ./bench/bridge -only memory
+
 .PHONY: bench-controller
 bench-controller: envtest-assets peers ## The MCPServer controller (all namespaces, as manager controller runs) bringing up 1,000 remote servers against the bare API work: time to Ready, reconciles, CPU, heap, idle probes; checks the targets.
 	go run ./bench/controller

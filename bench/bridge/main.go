@@ -73,6 +73,7 @@ func main() {
 	sessions := flag.Int("sessions", 32, "concurrent sessions of the load")
 	idle := flag.Int("idle-sessions", 1000, "idle sessions opened to measure heap per session")
 	cpuProfile := flag.String("cpuprofile", "", "instead of the comparison: write a CPU profile of the bridge under the load (fast upstream, 2025-11-25 agents) to this file")
+	only := flag.String("only", "", "instead of the comparison: memory measures the idle RSS of a real manager bridge alone")
 	flag.Parse()
 	var err error
 	switch *role {
@@ -83,11 +84,16 @@ func main() {
 	case "fast":
 		err = serveFast(*listen)
 	case "":
-		if *cpuProfile != "" {
+		switch {
+		case *cpuProfile != "":
 			err = profileBridge(*cpuProfile, *sessions, *loadFor)
-			break
+		case *only == "memory":
+			err = memoryOnly()
+		case *only != "":
+			err = fmt.Errorf("-only takes memory, not %q", *only)
+		default:
+			err = run(*rounds, *calls, *loadFor, *sessions, *idle)
 		}
-		err = run(*rounds, *calls, *loadFor, *sessions, *idle)
 		if errors.Is(err, errMissed) {
 			fmt.Println(err)
 			os.Exit(1)

@@ -102,7 +102,11 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 	for _, ns := range o.Namespaces {
 		nsMap[ns] = cache.Config{}
 	}
-	c, err := cache.New(o.Rest, cache.Options{Scheme: o.Scheme, DefaultNamespaces: nsMap})
+	// The bridge never reads managedFields, and they can be the largest part
+	// of an object it caches (an entry per tool an MCPServer's status
+	// lists): they stay out of the cache. Its only writes, ToolApproval
+	// status updates, leave metadata as the API server has it.
+	c, err := cache.New(o.Rest, cache.Options{Scheme: o.Scheme, DefaultNamespaces: nsMap, DefaultTransform: cache.TransformStripManagedFields()})
 	if err != nil {
 		return nil, fmt.Errorf("while creating the MCPServer cache: %w", err)
 	}

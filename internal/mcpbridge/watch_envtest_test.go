@@ -184,6 +184,19 @@ func TestRoutingFromMCPServerStatus(t *testing.T) {
 	if _, err := c.CallTool(ctxT(t), "mcp.everything.echo", json.RawMessage(`{"message":"hi"}`)); err != nil {
 		t.Fatal(err)
 	}
+	// The cache keeps what the bridge reads (the status' tools), not the
+	// managedFields the API server keeps.
+	var stored, cached v1alpha1.MCPServer
+	if err := k.Get(ctxT(t), client.ObjectKeyFromObject(obj), &stored); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Watcher.Cache.Get(ctxT(t), client.ObjectKeyFromObject(obj), &cached); err != nil {
+		t.Fatal(err)
+	}
+	if len(stored.ManagedFields) == 0 || len(cached.ManagedFields) != 0 || len(cached.Status.Tools) != len(stored.Status.Tools) {
+		t.Fatalf("managedFields: %d stored, %d cached; tools: %d stored, %d cached",
+			len(stored.ManagedFields), len(cached.ManagedFields), len(stored.Status.Tools), len(cached.Status.Tools))
+	}
 
 	// A call in flight when the controller reports a new pod fails with
 	// mcp_server_restarted.

@@ -70,13 +70,22 @@ type glMatcher struct {
 // keywordIndex finds the rules' keywords: for each case-folded pair of
 // bytes, the keywords that start with it.
 type keywordIndex struct {
-	pairs    [1 << 16 / 64]uint64 // the pairs of byPair, as bits: 8 KiB stay in the L1 cache
-	byPair   [1 << 16]uint16      // index+1 into groups
-	groups   [][]keyword
-	thirds   [][4]uint64 // for each group, the (lower-case) third bytes of its keywords; all for a two-byte keyword
-	always   []int       // rules without keywords
-	matchers []glMatcher
-	global   []glAllow
+	pairs  [1 << 16 / 64]uint64 // the pairs of byPair, as bits: 8 KiB stay in the L1 cache
+	byPair [1 << 16]uint16      // index+1 into groups
+	groups [][]keyword
+	thirds [][4]uint64 // for each group, the (lower-case) third bytes of its keywords; all for a two-byte keyword
+	always []int       // rules without keywords
+	rules  []glRule
+	// matchers are the rules' compiled regexps, each compiled when its rule
+	// first runs (rule): all of them hold about 4 MB, and most texts reach
+	// none, so a bridge pays only for the rules its results call on.
+	matchers []lazyMatcher
+	global   func() []glAllow
+}
+
+type lazyMatcher struct {
+	once sync.Once
+	m    glMatcher
 }
 
 type keyword struct {
@@ -95,43 +104,19 @@ var gitleaksGeneric = func() Kind {
 	panic("gitleaks has no generic-api-key rule")
 }()
 
-var (
-	gitleaksOnce  sync.Once
-	gitleaksIndex *keywordIndex
-)
-
-// gitleaks returns the compiled rules; they are compiled on first use (a
-// few tens of milliseconds), not at program start.
-func gitleaks() *keywordIndex {
-	gitleaksOnce.Do(func() { gitleaksIndex = compileGitleaks(gitleaksRules, gitleaksGlobal) })
-	return gitleaksIndex
-}
+// gitleaks returns the rules' keyword index, built on first use (the first
+// Redactor, Shapes at program start): the keywords only; each rule's regexps
+// are compiled when a text first reaches it.
+var gitleaks = sync.OnceValue(func() *keywordIndex { return compileGitleaks(gitleaksRules, gitleaksGlobal) })
 
 func compileGitleaks(rules []glRule, global []glAllowlist) *keywordIndex {
-	ix := &keywordIndex{global: compileAllowlists(global)}
+	ix := &keywordIndex{
+		rules:    rules,
+		matchers: make([]lazyMatcher, len(rules)),
+		global:   sync.OnceValue(func() []glAllow { return compileAllowlists(global) }),
+	}
 	byLit := map[string]int{}
 	for i, r := range rules {
-		m := glMatcher{
-			kind:    numOwnKinds + Kind(i),
-			re:      regexp.MustCompile(r.Regex),
-			group:   r.Group,
-			entropy: r.Entropy,
-			allow:   compileAllowlists(r.Allowlists),
-		}
-		m.anchored, m.boundary, m.maxLen = anchor(r.Regex, r.Keywords)
-		if m.anchored != nil {
-			tree, err := syntax.Parse(m.anchored.String(), syntax.Perl)
-			if err != nil {
-				panic(err) // it compiled
-			}
-			m.leads = leadsOf(tree)
-		}
-		m.idRun = m.anchored != nil && strings.HasPrefix(strings.TrimPrefix(r.Regex, "(?i)"), identifierRun)
-		m.assign, m.nameLen = assignedValueLen(r.Regex, r.Keywords)
-		for _, name := range m.re.SubexpNames() {
-			m.named = m.named || name != ""
-		}
-		ix.matchers = append(ix.matchers, m)
 		if len(r.Keywords) == 0 {
 			ix.always = append(ix.always, i)
 		}
@@ -160,6 +145,38 @@ func compileGitleaks(rules []glRule, global []glAllowlist) *keywordIndex {
 		}
 	}
 	return ix
+}
+
+// rule returns rule ri's matcher, compiled on its first call; safe for
+// concurrent use.
+func (ix *keywordIndex) rule(ri int) *glMatcher {
+	lm := &ix.matchers[ri]
+	lm.once.Do(func() { lm.m = compileRule(ix.rules[ri], numOwnKinds+Kind(ri)) })
+	return &lm.m
+}
+
+func compileRule(r glRule, kind Kind) glMatcher {
+	m := glMatcher{
+		kind:    kind,
+		re:      regexp.MustCompile(r.Regex),
+		group:   r.Group,
+		entropy: r.Entropy,
+		allow:   compileAllowlists(r.Allowlists),
+	}
+	m.anchored, m.boundary, m.maxLen = anchor(r.Regex, r.Keywords)
+	if m.anchored != nil {
+		tree, err := syntax.Parse(m.anchored.String(), syntax.Perl)
+		if err != nil {
+			panic(err) // it compiled
+		}
+		m.leads = leadsOf(tree)
+	}
+	m.idRun = m.anchored != nil && strings.HasPrefix(strings.TrimPrefix(r.Regex, "(?i)"), identifierRun)
+	m.assign, m.nameLen = assignedValueLen(r.Regex, r.Keywords)
+	for _, name := range m.re.SubexpNames() {
+		m.named = m.named || name != ""
+	}
+	return m
 }
 
 func compileAllowlists(as []glAllowlist) []glAllow {
@@ -512,15 +529,28 @@ var toLower = func() (t [256]byte) {
 	return t
 }()
 
+// grams are the first three bytes of the keywords, for the scan's one test
+// a position.
+func (ix *keywordIndex) grams() *gramSet {
+	var set gramSet
+	for _, g := range ix.groups {
+		for _, k := range g {
+			set.add(k.lit, true, ix.thirdByte(k))
+		}
+	}
+	return &set
+}
+
 // thirdByte is what may follow a two-byte keyword ("ey" of a JWT takes a
-// letter or digit) when each of its rules tells, or nil.
+// letter or digit) when each of its rules tells, or nil. It compiles the
+// rules of two-byte keywords (a few) to know.
 func (ix *keywordIndex) thirdByte(k keyword) *byteClass {
 	if len(k.lit) != 2 {
 		return nil
 	}
 	var third byteClass
 	for _, ri := range k.rules {
-		l := ix.matchers[ri].leads
+		l := ix.rule(ri).leads
 		if len(l) < 3 {
 			return nil
 		}
@@ -600,7 +630,7 @@ func hasPrefixFold(s, lower string) bool {
 
 // matchAt runs rule ri at the keyword found at s[at:].
 func (ix *keywordIndex) matchAt(s string, at, ri int, spans []span) []span {
-	m := &ix.matchers[ri]
+	m := ix.rule(ri)
 	if m.assign > 0 && !mayAssign(s, at, m.assign, m.nameLen) {
 		return spans
 	}
@@ -639,7 +669,7 @@ func (ix *keywordIndex) matchAt(s string, at, ri int, spans []span) []span {
 
 // search runs rule ri on s[from:to].
 func (ix *keywordIndex) search(s string, from, to, ri int, spans []span) []span {
-	m := &ix.matchers[ri]
+	m := ix.rule(ri)
 	for from < to {
 		loc := m.re.FindStringSubmatchIndex(s[from:to])
 		if loc == nil {
@@ -658,7 +688,7 @@ func (ix *keywordIndex) search(s string, from, to, ri int, spans []span) []span 
 // accept adds the secret of a match (loc, relative to s[base:]) unless
 // gitleaks would not report it: too little entropy, or allowed.
 func (ix *keywordIndex) accept(s string, base int, loc []int, ri int, spans []span) []span {
-	m := &ix.matchers[ri]
+	m := ix.rule(ri)
 	mStart, mEnd := base+loc[0], base+loc[1]
 	for mEnd > mStart && s[mEnd-1] == '\n' {
 		mEnd--
@@ -689,7 +719,7 @@ func (ix *keywordIndex) accept(s string, base int, loc []int, ri int, spans []sp
 	if m.entropy != 0 && shannon(secret) <= m.entropy {
 		return spans
 	}
-	if allowed(ix.global, s, secret, mStart, mEnd) || allowed(m.allow, s, secret, mStart, mEnd) {
+	if allowed(ix.global(), s, secret, mStart, mEnd) || allowed(m.allow, s, secret, mStart, mEnd) {
 		return spans
 	}
 	return append(spans, span{start, end, m.kind})

@@ -2,9 +2,12 @@ package redact
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -99,5 +102,90 @@ func TestRuleKeyedByItsValue(t *testing.T) {
 		if c.Map()[tc.kind] != 1 {
 			t.Errorf("%q became %q, counted %v; want one %s", tc.text, got, c.Map(), tc.kind)
 		}
+	}
+}
+
+// compiled lists the rules of ix whose regexps have been compiled. Only for
+// a test that runs nothing on ix at the same time.
+func compiled(ix *keywordIndex) []string {
+	var ids []string
+	for i := range ix.matchers {
+		if ix.matchers[i].m.re != nil {
+			ids = append(ids, ix.rules[i].ID)
+		}
+	}
+	return ids
+}
+
+// The index compiles no rule's regexps up front (they hold about 4 MB):
+// building the scan's trigrams compiles the rules of two-byte keywords
+// only, and a text compiles the rules whose keywords it holds.
+func TestRulesCompileWhenATextReachesThem(t *testing.T) {
+	ix := compileGitleaks(gitleaksRules, gitleaksGlobal)
+	if got := compiled(ix); len(got) != 0 {
+		t.Fatalf("the index compiled %v", got)
+	}
+	ix.grams()
+	var twoByte []string
+	for _, r := range gitleaksRules {
+		if slices.ContainsFunc(r.Keywords, func(k string) bool { return len(k) == 2 }) {
+			twoByte = append(twoByte, r.ID)
+		}
+	}
+	if got := compiled(ix); len(twoByte) == 0 || !slices.Equal(got, twoByte) {
+		t.Fatalf("the trigrams compiled %v, want the rules of two-byte keywords %v", got, twoByte)
+	}
+	if spans := ix.find("id AKIAZ7VRSUVWXYZ23456 ok", nil); len(spans) != 1 {
+		t.Fatalf("an AWS key id: %v", spans)
+	}
+	var want []string
+	for _, r := range gitleaksRules {
+		if slices.Contains(twoByte, r.ID) || r.ID == "aws-access-token" {
+			want = append(want, r.ID)
+		}
+	}
+	if got := compiled(ix); !slices.Equal(got, want) {
+		t.Fatalf("after a text with an AWS key id, compiled %v, want %v", got, want)
+	}
+}
+
+// Scans that reach rules for the first time at once, from many goroutines,
+// find what one scan alone finds (run with -race: a rule is compiled once,
+// and published to every scan).
+func TestFirstScansAtOnce(t *testing.T) {
+	var texts []string // two examples of each rule, and two false positives
+	for _, e := range loadExamples(t) {
+		texts = append(texts, e.TPs[:min(2, len(e.TPs))]...)
+		texts = append(texts, e.FPs[:min(2, len(e.FPs))]...)
+	}
+	alone := compileGitleaks(gitleaksRules, gitleaksGlobal)
+	want := make([][]span, len(texts))
+	for i, s := range texts {
+		want[i] = alone.find(s, nil)
+	}
+	ix := compileGitleaks(gitleaksRules, gitleaksGlobal)
+	const scanners = 8
+	start := make(chan struct{})
+	errs := make(chan string, scanners*len(texts))
+	var wg sync.WaitGroup
+	for g := range scanners {
+		wg.Go(func() {
+			<-start
+			for k := range texts {
+				i := (k + g*len(texts)/scanners) % len(texts) // each starts elsewhere
+				if got := ix.find(texts[i], nil); !slices.Equal(got, want[i]) {
+					errs <- fmt.Sprintf("%q: %v, alone %v", texts[i], got, want[i])
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	if n := len(compiled(ix)); n != len(compiled(alone)) {
+		t.Errorf("%d rules compiled by the scans at once, %d by the scans alone", n, len(compiled(alone)))
 	}
 }
