@@ -97,9 +97,12 @@ if command -v iptables >/dev/null; then
   done
   # The plugin's chains that lost their POSTROUTING jump, or never got it (a
   # pod's network set up or torn down while the kubelet stopped): found by
-  # our network's name in their own rules.
+  # our network's name in their own rules, or empty, before their first
+  # rule (-X removes only a chain that is empty and unreferenced).
   for ch in $(iptables -w -t nat -S 2>/dev/null | grep -F "name: \\\"$CNI_NETWORK\\\"" | awk '$1 == "-A" && $2 ~ /^CNI-/ {print $2}' | sort -u || true); do
     iptables -w -t nat -F "$ch" 2>/dev/null || true
+  done
+  for ch in $(iptables -w -t nat -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^CNI-/ {print $2}' || true); do
     iptables -w -t nat -X "$ch" 2>/dev/null || true
   done
   [ -x "$K8SBIN/kube-proxy" ] && "$K8SBIN/kube-proxy" --cleanup >/dev/null 2>&1 || true

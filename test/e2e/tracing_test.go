@@ -3,17 +3,24 @@
 package e2e
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
@@ -34,9 +41,23 @@ const (
 )
 
 var _ = Describe("traces in the dev cluster's Jaeger", Label("tracing"), func() {
-	It("holds a traced agent's call as one trace: the agent's span as parent, the bridge's stages, the call to the server", func() {
+	It("holds a traced agent's call as one trace, from the agent's span to the context the server received", func() {
+		// The sample everything-server exports no spans and tells nobody
+		// what it was sent: it is reached through a recording proxy on the
+		// node, published as a remote MCPServer.
+		everything := get(&mcpv1alpha1.MCPServer{ObjectMeta: metav1.ObjectMeta{Namespace: servedNamespace, Name: "everything"}})
+		Expect(everything.Status.Endpoint).NotTo(BeNil(), "the sample everything-server has no endpoint")
+		proxy := recordTraceContext(everything.Status.Endpoint.URL)
+		server := &mcpv1alpha1.MCPServer{
+			ObjectMeta: metav1.ObjectMeta{Namespace: servedNamespace, Name: "e2e-traced"},
+			Spec:       mcpv1alpha1.MCPServerSpec{Transport: mcpv1alpha1.TransportStreamableHTTP, Remote: &mcpv1alpha1.Remote{URL: proxy.url}},
+		}
+		Expect(k8sClient.Create(ctx, server)).To(Succeed())
+		DeferCleanup(func() { _ = k8sClient.Delete(ctx, server) })
+		Eventually(ready(server)).WithTimeout(90 * time.Second).Should(Equal("True/Serving"))
+
 		agent := fmt.Sprintf("e2e-traced-%d", time.Now().UnixNano()%1e6)
-		const tool = "mcp.everything.test_simple_text"
+		const tool = "mcp.e2e-traced.test_simple_text"
 		createAgent(agent, []mcpv1alpha1.ToolRule{{Tools: []string{tool}, Decision: mcpv1alpha1.DecisionAllow}})
 
 		// The agent is in a trace of its own: its span's context goes with
@@ -88,25 +109,87 @@ var _ = Describe("traces in the dev cluster's Jaeger", Label("tracing"), func() 
 		Expect(strings.ToLower(rq.SpanID)).To(Equal(requestSpanID))
 		Expect(rq.Attributes).To(HaveKeyWithValue("mcp_operator.decision", "allow"))
 		Expect(rq.Attributes).To(HaveKeyWithValue("gen_ai.tool.name", tool))
-		Expect(rq.Attributes).To(HaveKeyWithValue("mcp_operator.server", "everything"))
+		Expect(rq.Attributes).To(HaveKeyWithValue("mcp_operator.server", "e2e-traced"))
 		// The stages are its children.
 		for _, n := range want[1:] {
 			Expect(strings.ToLower(byName[n].ParentSpanID)).To(Equal(requestSpanID), "the parent of stage %q", n)
 		}
+		Expect(byName["decide"].Attributes).To(HaveKeyWithValue("mcp_operator.decision", "allow"))
 		// The upstream end: the bridge's CLIENT span of the call, whose
-		// context the server was sent (the sample server exports no spans
-		// of its own; internal/mcpbridge's tests check what a server gets).
+		// context is what the server received, in the header and in _meta.
 		fw := byName[forward]
 		Expect(fw.Kind).To(Equal(spanKindClient))
-		Expect(fw.Attributes).To(HaveKeyWithValue("mcp_operator.server", "everything"))
+		Expect(fw.Attributes).To(HaveKeyWithValue("mcp_operator.server", "e2e-traced"))
 		Expect(fw.Attributes).To(HaveKeyWithValue("gen_ai.tool.name", "test_simple_text"))
-		Expect(byName["decide"].Attributes).To(HaveKeyWithValue("mcp_operator.decision", "allow"))
+		sent := "00-" + traceID + "-" + strings.ToLower(fw.SpanID) + "-01"
+		Expect(proxy.calls()).To(Equal([]seenTrace{{header: sent, meta: sent}}))
 
 		// The controller traces too: its reconciles reach the same Jaeger.
 		Eventually(jaegerServices).WithArguments(query).WithTimeout(30 * time.Second).WithPolling(time.Second).
 			Should(ContainElements("mcp-operator-bridge", "mcp-operator-controller"))
 	})
 })
+
+// seenTrace is the trace context one tools/call brought to the server: its
+// traceparent header and params._meta.traceparent.
+type seenTrace struct{ header, meta string }
+
+// traceProxy is a reverse proxy on the node's address, reachable from
+// pods, that records the trace context of the tools/call requests it
+// passes on.
+type traceProxy struct {
+	url  string
+	mu   sync.Mutex
+	seen []seenTrace
+}
+
+func recordTraceContext(target string) *traceProxy {
+	u, err := url.Parse(target)
+	Expect(err).NotTo(HaveOccurred())
+	var nodes corev1.NodeList
+	Expect(k8sClient.List(ctx, &nodes)).To(Succeed())
+	nodeIP := ""
+	for _, a := range nodes.Items[0].Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			nodeIP = a.Address
+		}
+	}
+	Expect(nodeIP).NotTo(BeEmpty(), "the node's InternalIP")
+	l, err := net.Listen("tcp", net.JoinHostPort(nodeIP, "0"))
+	Expect(err).NotTo(HaveOccurred())
+	p := &traceProxy{url: "http://" + l.Addr().String() + u.Path}
+	forward := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: u.Scheme, Host: u.Host})
+	forward.FlushInterval = -1 // event streams pass as they come
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var msg struct {
+				Method string `json:"method"`
+				Params struct {
+					Meta struct {
+						Traceparent string `json:"traceparent"`
+					} `json:"_meta"`
+				} `json:"params"`
+			}
+			if json.Unmarshal(body, &msg) == nil && msg.Method == "tools/call" {
+				p.mu.Lock()
+				p.seen = append(p.seen, seenTrace{header: r.Header.Get("traceparent"), meta: msg.Params.Meta.Traceparent})
+				p.mu.Unlock()
+			}
+		}
+		forward.ServeHTTP(w, r)
+	})}
+	go func() { _ = srv.Serve(l) }()
+	DeferCleanup(srv.Close)
+	return p
+}
+
+func (p *traceProxy) calls() []seenTrace {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]seenTrace(nil), p.seen...)
+}
 
 // jaegerQueryURL is the base URL of the dev cluster's Jaeger query API, by
 // its Service's IP (no cluster DNS; kube-proxy routes it from the node).
