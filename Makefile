@@ -111,11 +111,23 @@ helm-lint: $(HELM) ## Lint the Helm chart (strict), with the bridge on and off, 
 	$(HELM) lint --strict charts/mcp-operator --set bridge.enabled=false --set crds.enabled=false
 	$(HELM) lint --strict charts/mcp-operator --set dashboard.enabled=true --set prometheusRule.enabled=true --set tracing.endpoint=http://collector:4318
 
+# The dev cluster's trace collector: Jaeger (hack/cluster/jaeger.yaml), which
+# the bridge and the controller send their traces to. MCP_DEV_TRACING=false
+# leaves it out of `make dev`, and with it Jaeger's long first build.
+MCP_DEV_TRACING ?= true
+
+.PHONY: images-jaeger
+images-jaeger: $(BIN)/images/jaeger.tar ## Build Jaeger's image (bin/jaeger, from make peers) without Docker into bin/images.
+
+# Rebuilt only when bin/jaeger changes: compressing its 85 MB takes seconds.
+$(BIN)/images/jaeger.tar: $(BIN)/jaeger $(MKIMAGE)
+	$(MKIMAGE) -tag localhost/mcp-operator/jaeger:dev -out $@ $(BIN)/jaeger=/jaeger
+
 ##@ Local cluster and deployment
 
 .PHONY: dev
-dev: images $(HELM) $(BIN)/netpol ## Run the operator on a local single-node cluster (root, no Docker): cluster, images, chart, samples.
-	hack/cluster/dev.sh
+dev: images $(HELM) $(BIN)/netpol $(if $(filter true,$(MCP_DEV_TRACING)),images-jaeger) ## Run the operator on a local single-node cluster (root, no Docker): cluster, images, chart, samples, Jaeger (MCP_DEV_TRACING=false: none).
+	MCP_DEV_TRACING=$(MCP_DEV_TRACING) hack/cluster/dev.sh
 
 # E2E_LABELS runs only the e2e specs of these Ginkgo labels (a label filter,
 # e.g. E2E_LABELS=approvals); empty runs them all.
@@ -123,7 +135,7 @@ E2E_LABELS ?=
 
 .PHONY: e2e
 e2e: ## End-to-end tests on the local cluster: brings it up (make dev), runs test/e2e (E2E_LABELS=... for some), tears it down.
-	@status=0; $(MAKE) dev && go test -tags e2e ./test/e2e -count=1 -timeout 20m -v -ginkgo.v -ginkgo.label-filter='$(E2E_LABELS)' || status=$$?; \
+	@status=0; $(MAKE) dev MCP_DEV_TRACING=true && go test -tags e2e ./test/e2e -count=1 -timeout 20m -v -ginkgo.v -ginkgo.label-filter='$(E2E_LABELS)' || status=$$?; \
 		$(MAKE) dev-down; exit $$status
 
 .PHONY: dev-down

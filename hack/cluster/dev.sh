@@ -6,6 +6,10 @@
 #
 # MCP_DEV_BRIDGE=true|false forces the bridge on or off; by default it is on
 # when the manager binary implements `manager bridge`.
+#
+# MCP_DEV_TRACING=false leaves Jaeger out; by default it runs in namespace
+# mcp-tracing (jaeger.yaml) and the chart's tracing values point the bridge
+# and the controller at it.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 need_root dev
@@ -29,6 +33,20 @@ if [ "$bridge" = auto ]; then
   fi
 fi
 
+tracing=${MCP_DEV_TRACING:-true}
+tracing_values=""
+if [ "$tracing" = true ]; then
+  [ -f "$IMAGES/jaeger.tar" ] || die "bin/images/jaeger.tar is missing: 'make dev' builds it (or MCP_DEV_TRACING=false)"
+  # Jaeger's pod starts beside the operator's; nothing waits for it before
+  # the operator is up (spans sent earlier are retried by the exporters).
+  step "starting Jaeger in namespace mcp-tracing (the bridge's and the controller's traces)"
+  kc apply -f "$ROOT/hack/cluster/jaeger.yaml" >/dev/null
+  jaeger_ip=$(kc -n mcp-tracing get svc jaeger -o jsonpath='{.spec.clusterIP}')
+  # No cluster DNS: the Service's IP, not its name.
+  tracing_values="tracing:
+  endpoint: http://$jaeger_ip:4318"
+fi
+
 # Values of the dev install: the locally imported image (never pulled), and an
 # annotation that changes with the image, so a rebuilt manager rolls out.
 image_id=$(sha256sum "$IMAGES/manager.tar" | cut -c1-12)
@@ -45,6 +63,7 @@ bridge:
   namespaces: [default]
   podAnnotations:
     mcp-operator.dev/image-id: "$image_id"
+$tracing_values
 EOF
 step "installing the operator with its Helm chart (release $RELEASE in $NS, bridge.enabled=$bridge)"
 "$HELM" upgrade --install "$RELEASE" "$ROOT/charts/mcp-operator" --kubeconfig "$KUBECONFIG_FILE" \
@@ -62,6 +81,14 @@ if [ "$bridge" = true ]; then
   if ! kc -n "$NS" rollout status deploy/"$RELEASE"-bridge --timeout=180s >/dev/null; then
     kc -n "$NS" logs deploy/"$RELEASE"-bridge --tail=30 >&2 || true
     die "the bridge did not become Available"
+  fi
+fi
+
+if [ "$tracing" = true ]; then
+  step "waiting for Jaeger to be Available"
+  if ! kc -n mcp-tracing rollout status deploy/jaeger --timeout=180s >/dev/null; then
+    kc -n mcp-tracing logs deploy/jaeger --tail=30 >&2 || true
+    die "Jaeger did not become Available"
   fi
 fi
 
@@ -108,6 +135,9 @@ try=$STATE/try-it.sh
     echo "  -H 'Accept: application/json, text/event-stream' -H 'MCP-Protocol-Version: 2026-07-28' \\"
     echo "  -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"}}}'"
   fi
+  if [ "$tracing" = true ]; then
+    echo "curl -sS http://$jaeger_ip:16686/api/v3/services"
+  fi
 } > "$try"
 
 echo
@@ -121,6 +151,13 @@ if [ "$bridge" = true ]; then
   echo "  http://$RELEASE-bridge.$NS.svc/mcp)."
 else
   echo "Bridge: not installed."
+fi
+if [ "$tracing" = true ]; then
+  echo "Traces: Jaeger at http://$jaeger_ip:16686 (namespace mcp-tracing; the bridge exports to"
+  echo "  its OTLP port 4318). Query API: /api/v3/services, /api/v3/traces/<traceId> (an audit"
+  echo "  event's traceId). Jaeger's web UI is not part of a build from Go modules."
+else
+  echo "Traces: off (MCP_DEV_TRACING=false)."
 fi
 echo
 echo "Try it (kubectl, the controller's log, and tools/list through the bridge as the"

@@ -95,6 +95,16 @@ if command -v iptables >/dev/null; then
     iptables -w -t nat -F "$ch" 2>/dev/null || true
     iptables -w -t nat -X "$ch" 2>/dev/null || true
   done
+  # The plugin's chains that lost their POSTROUTING jump, or never got it (a
+  # pod's network set up or torn down while the kubelet stopped): found by
+  # our network's name in their own rules, or empty, before their first
+  # rule (-X removes only a chain that is empty and unreferenced).
+  for ch in $(iptables -w -t nat -S 2>/dev/null | grep -F "name: \\\"$CNI_NETWORK\\\"" | awk '$1 == "-A" && $2 ~ /^CNI-/ {print $2}' | sort -u || true); do
+    iptables -w -t nat -F "$ch" 2>/dev/null || true
+  done
+  for ch in $(iptables -w -t nat -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^CNI-/ {print $2}' || true); do
+    iptables -w -t nat -X "$ch" 2>/dev/null || true
+  done
   [ -x "$K8SBIN/kube-proxy" ] && "$K8SBIN/kube-proxy" --cleanup >/dev/null 2>&1 || true
   # The chains that hand pod connections to the NetworkPolicy engine.
   "$ROOT/hack/cluster/netpol-rules.sh" delete
@@ -124,6 +134,13 @@ done
 
 # 6. Files the runtime keeps outside the state dir, and the sysctls.
 rm -f /var/lib/cni/results/"$CNI_NETWORK"-* 2>/dev/null || true
+# The loopback plugin's results are named after its own network
+# (cni-loopback): those written while the cluster ran are our pods'.
+if [ -n "$started" ]; then
+  for f in /var/lib/cni/results/cni-loopback-*; do
+    if [ -e "$f" ] && [ "$(stat -c %Y "$f")" -ge "$started" ]; then rm -f "$f"; fi
+  done
+fi
 for l in /var/log/containers/*.log; do
   if [ -L "$l" ] && [[ "$(readlink "$l")" == "$STATE/"* ]]; then rm -f "$l"; fi
 done

@@ -60,9 +60,9 @@ func target(s *routes.Server) (upstream.Target, error) {
 	return upstream.Target{Namespace: s.Namespace, Name: s.Name, URL: s.URL, Pod: s.Pod}, nil
 }
 
-func newHarness(t *testing.T, servers []v1alpha1.MCPServer, policies []v1alpha1.ToolPolicy, mod func(*Config)) *harness {
+func newHarness(t testing.TB, servers []v1alpha1.MCPServer, policies []v1alpha1.ToolPolicy, mod func(*Config)) *harness {
 	t.Helper()
-	reg := routes.NewRegistry(upstream.Options{}, testr.New(t))
+	reg := routes.NewRegistry(upstream.Options{}, testr.NewWithInterface(t, testr.Options{}))
 	reg.Update(routes.Build(servers), target)
 	sealer, err := signed.New(testKey)
 	if err != nil {
@@ -77,7 +77,7 @@ func newHarness(t *testing.T, servers []v1alpha1.MCPServer, policies []v1alpha1.
 	cfg := Config{
 		Registry: reg, Auth: testCallers, Sessions: session.NewManager(sealer, session.Options{}), Sealer: sealer,
 		Audit: aw, Pipeline: &output.Pipeline{Store: store}, Artifacts: store, Limiter: policy.NewRateLimiter(nil),
-		Log: testr.New(t), CallTimeout: 20 * time.Second,
+		Log: testr.NewWithInterface(t, testr.Options{}), CallTimeout: 20 * time.Second,
 	}
 	if mod != nil {
 		mod(&cfg)
@@ -102,7 +102,7 @@ func newHarness(t *testing.T, servers []v1alpha1.MCPServer, policies []v1alpha1.
 }
 
 // connect is an agent speaking era through the bridge with our own client.
-func (h *harness) connect(t *testing.T, token, path string, era client.Era) *client.Client {
+func (h *harness) connect(t testing.TB, token, path string, era client.Era) *client.Client {
 	t.Helper()
 	conn, err := streamhttp.New(streamhttp.Options{URL: h.url + path, BearerToken: token, MaxMessageBytes: 128 << 20})
 	if err != nil {
@@ -177,7 +177,7 @@ func rule(d v1alpha1.Decision, tools ...string) v1alpha1.ToolRule {
 	return v1alpha1.ToolRule{Tools: tools, Decision: d}
 }
 
-func ctxT(t *testing.T) context.Context {
+func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx

@@ -304,11 +304,16 @@ func (b *Bridge) outputDone(span trace.Span, server string, sum output.Summary) 
 	)
 }
 
-// traceIDs name the recorded span an audit event of rq belongs to.
+// traceIDs name the sampled span an audit event of rq belongs to. Its
+// context, not whether it still records: a parked call's last events
+// (parked.go) are written after its request's span has ended.
 func (rq *request) traceIDs() audit.Trace {
-	if rq.span == nil || !rq.span.IsRecording() {
+	if rq.span == nil {
 		return audit.Trace{}
 	}
 	sc := rq.span.SpanContext()
+	if !sc.IsSampled() {
+		return audit.Trace{}
+	}
 	return audit.Trace{TraceID: sc.TraceID().String(), SpanID: sc.SpanID().String()}
 }

@@ -4,11 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -26,7 +26,8 @@ type Jaeger struct {
 }
 
 // jaegerConfig receives OTLP, keeps traces in memory and serves the query
-// API; Jaeger's own telemetry is off (it would listen on fixed ports).
+// API; Jaeger's own metrics are off (they would listen on a fixed port); its
+// logs say info, where it tells that it is ready.
 const jaegerConfig = `service:
   extensions: [jaeger_storage, jaeger_query]
   pipelines:
@@ -38,7 +39,7 @@ const jaegerConfig = `service:
     metrics:
       level: none
     logs:
-      level: warn
+      level: info
 extensions:
   jaeger_query:
     enable_tracing: false
@@ -78,38 +79,70 @@ func JaegerConfig(query, queryGRPC, otlpGRPC, otlpHTTP int) string {
 	return fmt.Sprintf(jaegerConfig, query, queryGRPC, otlpGRPC, otlpHTTP)
 }
 
-// StartJaeger runs Jaeger until the test ends.
+// jaegerReady is what the collector logs once every extension, receiver
+// and exporter has started: each of its ports is bound by then.
+const jaegerReady = "Everything is ready"
+
+// StartJaeger runs Jaeger until the test ends. Its four ports are picked
+// free but could be taken by another process before Jaeger binds them
+// (packages' tests run in parallel): a start that fails to bind is tried
+// again on other ports, and Jaeger counts as up only once it says it has
+// bound them all, not when a port merely answers (it could be another
+// process's).
 func StartJaeger(t TB) *Jaeger {
 	t.Helper()
 	bin, err := JaegerBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	query, queryGRPC, otlpGRPC, otlpHTTP := FreePort(t), FreePort(t), FreePort(t), FreePort(t)
-	config := filepath.Join(t.TempDir(), "jaeger.yaml")
-	if err := os.WriteFile(config, []byte(JaegerConfig(query, queryGRPC, otlpGRPC, otlpHTTP)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p := Start(t, query, nil, bin, "--config", config)
-	// The query API listens; the receivers may open just after it.
-	for _, port := range []int{otlpGRPC, otlpHTTP} {
-		addr := "127.0.0.1:" + strconv.Itoa(port)
-		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
-				c.Close()
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("jaeger's OTLP receiver did not listen on %s: %s", addr, p.Log())
+	const attempts = 5
+	for attempt := 1; ; attempt++ {
+		query, queryGRPC, otlpGRPC, otlpHTTP := jaegerPorts(t)
+		config := filepath.Join(t.TempDir(), "jaeger.yaml")
+		if err := os.WriteFile(config, []byte(JaegerConfig(query, queryGRPC, otlpGRPC, otlpHTTP)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p, err := start(t, query, nil, bin, "--config", config)
+		if err == nil {
+			err = waitForLog(p, jaegerReady, 60*time.Second)
+		}
+		if err == nil {
+			return &Jaeger{
+				Process:  p,
+				OTLPHTTP: fmt.Sprintf("http://127.0.0.1:%d", otlpHTTP),
+				OTLPGRPC: fmt.Sprintf("http://127.0.0.1:%d", otlpGRPC),
+				Query:    fmt.Sprintf("http://127.0.0.1:%d", query),
 			}
 		}
+		if p != nil {
+			p.Kill()
+		}
+		if attempt == attempts || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatalf("jaeger did not start (attempt %d of %d): %v", attempt, attempts, err)
+		}
 	}
-	return &Jaeger{
-		Process:  p,
-		OTLPHTTP: fmt.Sprintf("http://127.0.0.1:%d", otlpHTTP),
-		OTLPGRPC: fmt.Sprintf("http://127.0.0.1:%d", otlpGRPC),
-		Query:    fmt.Sprintf("http://127.0.0.1:%d", query),
+}
+
+// jaegerPorts picks Jaeger's ports; a test replaces it to hand out a taken
+// one.
+var jaegerPorts = func(t TB) (query, queryGRPC, otlpGRPC, otlpHTTP int) {
+	return FreePort(t), FreePort(t), FreePort(t), FreePort(t)
+}
+
+// waitForLog waits until p's log holds line, or fails when p exits first.
+func waitForLog(p *Process, line string, wait time.Duration) error {
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		// Read before looking at the exit: a process that logged and then
+		// exited is not up.
+		log := p.Log()
+		if p.Exited() {
+			return fmt.Errorf("exited: %s", log)
+		}
+		if strings.Contains(log, line) {
+			return nil
+		}
 	}
+	return fmt.Errorf("did not log %q within %s: %s", line, wait, p.Log())
 }
 
 // JaegerSpan is one span of a trace as Jaeger's query API returns it.
@@ -122,9 +155,14 @@ type JaegerSpan struct {
 
 // Trace is the spans Jaeger holds of the trace with the hex id traceID;
 // none (and no error) while it holds none.
-func (j *Jaeger) Trace(traceID string) ([]JaegerSpan, error) {
+func (j *Jaeger) Trace(traceID string) ([]JaegerSpan, error) { return JaegerTrace(j.Query, traceID) }
+
+// JaegerTrace is the spans of the trace traceID that the Jaeger whose
+// query API is at query (http://host:port) holds; none (and no error)
+// while it holds none.
+func JaegerTrace(query, traceID string) ([]JaegerSpan, error) {
 	// A stalled collector fails the poll, not the whole package's run.
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(j.Query + "/api/v3/traces/" + traceID)
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(query + "/api/v3/traces/" + traceID)
 	if err != nil {
 		return nil, err
 	}

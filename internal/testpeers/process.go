@@ -45,6 +45,17 @@ func FreePort(t TB) int {
 // connections, and kills its process group when the test ends.
 func Start(t TB, port int, env []string, name string, args ...string) *Process {
 	t.Helper()
+	p, err := start(t, port, env, name, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// start is Start with an error when the process exits before it listens
+// (its log says why), so that a caller can try again with other ports.
+func start(t TB, port int, env []string, name string, args ...string) (*Process, error) {
+	t.Helper()
 	p := &Process{URL: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), Port: port, done: make(chan struct{})}
 	p.cmd = exec.Command(name, args...)
 	p.cmd.Env = append(os.Environ(), env...)
@@ -52,29 +63,37 @@ func Start(t TB, port int, env []string, name string, args ...string) *Process {
 	p.log = filepath.Join(t.TempDir(), "server.log")
 	logf, err := os.Create(p.log)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("while starting %s: %v", name, err)
+		logf.Close()
+		return nil, fmt.Errorf("while starting %s: %w", name, err)
 	}
 	go func() { _ = p.cmd.Wait(); logf.Close(); close(p.done) }()
 	t.Cleanup(p.Kill)
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		select {
-		case <-p.done:
-			data, _ := os.ReadFile(p.log)
-			t.Fatalf("%s exited before listening on %s: %s", name, addr, data)
-		default:
+	const wait = 60 * time.Second
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if p.Exited() {
+			return p, fmt.Errorf("%s exited before listening on %s: %s", name, addr, p.Log())
 		}
 		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
 			c.Close()
-			return p
+			return p, nil
 		}
 	}
-	t.Fatalf("%s did not listen on %s within 20s", name, addr)
-	return nil
+	return p, fmt.Errorf("%s did not listen on %s within %s", name, addr, wait)
+}
+
+// Exited says whether the process has ended.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // Kill stops the whole process group at once (a crash) and waits for it.

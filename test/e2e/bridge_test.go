@@ -51,7 +51,12 @@ func runAgent(sa string, calls ...string) []agentStep {
 	for _, c := range calls {
 		args = append(args, "--call", c)
 	}
-	pod := startAgent(sa, args...)
+	return finishAgent(startAgent(sa, args...))
+}
+
+// finishAgent waits for the agent in pod to end well, and returns what it
+// reported.
+func finishAgent(pod *corev1.Pod) []agentStep {
 	Eventually(func() corev1.PodPhase {
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
 		return pod.Status.Phase

@@ -62,6 +62,7 @@ func main() {
 	every := flag.Duration("every", 500*time.Millisecond, "the pause between repeated calls")
 	repeatFor := flag.Duration("for", 15*time.Second, "how long to keep repeating")
 	callTimeout := flag.Duration("call-timeout", 5*time.Second, "how long a repeated call may take")
+	traceparent := flag.String("traceparent", "", "a W3C traceparent to send in each --call's params._meta, as a traced agent does")
 	// A call a person approves waits for them: a test that decides
 	// ToolApprovals gives the calls more time.
 	callsFor := flag.Duration("timeout", time.Minute, "how long connecting and the --call calls may take in all")
@@ -113,7 +114,7 @@ func main() {
 
 	for _, call := range toCall {
 		name, args, _ := strings.Cut(call, "=")
-		res, err := c.CallTool(ctx, name, json.RawMessage(args))
+		res, err := callTool(ctx, c, name, json.RawMessage(args), *traceparent)
 		s := step{Step: "call", Tool: name, Result: res, Session: conn.SessionID()}
 		if err != nil {
 			s.Error = err.Error()
@@ -124,6 +125,23 @@ func main() {
 	if *repeat != "" {
 		repeatCalls(ctx, c, conn, *repeat, *every, *repeatFor, *callTimeout)
 	}
+}
+
+// callTool calls tool name, in the trace of traceparent when one is given
+// (params._meta.traceparent, where OpenTelemetry's conventions for MCP put
+// it).
+func callTool(ctx context.Context, c *client.Client, name string, args json.RawMessage, traceparent string) (json.RawMessage, error) {
+	if traceparent == "" {
+		return c.CallTool(ctx, name, args)
+	}
+	if len(args) == 0 {
+		args = json.RawMessage(`{}`)
+	}
+	params, err := json.Marshal(map[string]any{"name": name, "arguments": args, "_meta": map[string]string{"traceparent": traceparent}})
+	if err != nil {
+		return nil, err
+	}
+	return c.CallToolParams(ctx, params)
 }
 
 // repeatCalls calls tool every interval until d has passed, each call
