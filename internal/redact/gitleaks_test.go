@@ -189,3 +189,16 @@ func TestFirstScansAtOnce(t *testing.T) {
 		t.Errorf("%d rules compiled by the scans at once, %d by the scans alone", n, len(compiled(alone)))
 	}
 }
+
+// TestEveryRuleCompiles compiles every rule and the global allowlist, as the
+// first texts reaching them would: a rule whose regexp does not compile fails
+// here, not at a scan in production (rules compile lazily).
+func TestEveryRuleCompiles(t *testing.T) {
+	ix := compileGitleaks(gitleaksRules, gitleaksGlobal)
+	for i := range ix.rules {
+		if m := ix.rule(i); m.re == nil {
+			t.Fatalf("rule %s compiled to no regexp", ix.rules[i].ID)
+		}
+	}
+	ix.global() // a regexp that does not compile panics
+}
