@@ -451,7 +451,8 @@ func (o *responder) send(m *jsonrpc.Message) bool {
 }
 
 func writeEvent(w http.ResponseWriter, m *jsonrpc.Message) error {
-	data, err := json.Marshal(m)
+	// Encode compacts the message: no line break ends the data line early.
+	data, err := jsonrpc.Encode(m)
 	if err != nil {
 		return err
 	}
@@ -476,9 +477,9 @@ func (o *responder) finish(resp *jsonrpc.Message) int {
 		}
 		return http.StatusOK
 	}
-	data, err := json.Marshal(resp)
+	data, err := jsonrpc.Encode(resp)
 	if err != nil {
-		data, _ = json.Marshal(jsonrpc.NewErrorResponse(resp.ID, jsonrpc.CodeInternalError, "the bridge could not encode its answer"))
+		data, _ = jsonrpc.Encode(jsonrpc.NewErrorResponse(resp.ID, jsonrpc.CodeInternalError, "the bridge could not encode its answer"))
 	}
 	o.w.Header().Set("Content-Type", "application/json")
 	o.w.WriteHeader(http.StatusOK)

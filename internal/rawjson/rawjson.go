@@ -353,10 +353,26 @@ func skipString(doc []byte, i int) (int, error) {
 	}
 }
 
-// decodeKey is decodeString for object keys: the keys of MCP results come
-// back as constants, without an allocation each.
+// decodeKey is decodeString for object keys: the keys of JSON-RPC messages
+// and MCP results come back as constants, without an allocation each.
 func decodeKey(q []byte) (string, error) {
 	switch string(q) {
+	case `"jsonrpc"`:
+		return "jsonrpc", nil
+	case `"id"`:
+		return "id", nil
+	case `"method"`:
+		return "method", nil
+	case `"params"`:
+		return "params", nil
+	case `"result"`:
+		return "result", nil
+	case `"error"`:
+		return "error", nil
+	case `"name"`:
+		return "name", nil
+	case `"arguments"`:
+		return "arguments", nil
 	case `"type"`:
 		return "type", nil
 	case `"text"`:
