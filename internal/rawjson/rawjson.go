@@ -123,6 +123,9 @@ func Elements(arr []byte) ([][]byte, error) {
 // Get returns the raw value of key in obj, or nil when obj has no such key
 // (or is not an object).
 func Get(obj []byte, key string) []byte {
+	if i := skipSpace(obj, 0); i >= len(obj) || obj[i] != '{' {
+		return nil // not an object (often no value at all): no error to build
+	}
 	var found []byte
 	err := eachMember(obj, func(rawKey []byte, start, end int) error {
 		if found == nil && keyIs(rawKey, key) {
@@ -401,6 +404,16 @@ func decodeKey(q []byte) (string, error) {
 		return "name", nil
 	case `"arguments"`:
 		return "arguments", nil
+	case `"progressToken"`:
+		return "progressToken", nil
+	case `"io.modelcontextprotocol/protocolVersion"`:
+		return "io.modelcontextprotocol/protocolVersion", nil
+	case `"io.modelcontextprotocol/clientCapabilities"`:
+		return "io.modelcontextprotocol/clientCapabilities", nil
+	case `"io.modelcontextprotocol/clientInfo"`:
+		return "io.modelcontextprotocol/clientInfo", nil
+	case `"io.modelcontextprotocol/serverInfo"`:
+		return "io.modelcontextprotocol/serverInfo", nil
 	case `"type"`:
 		return "type", nil
 	case `"text"`:
