@@ -8,7 +8,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/injection"
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
@@ -24,44 +23,6 @@ type fieldWriter struct {
 	argsMode      ArgsMode
 	argsPreview   int
 	compactBuffer bytes.Buffer
-	// seen are short strings redacted before with seenBy: a call's
-	// session, subject, tool and call id come again in each of its
-	// events, and a lookup costs a tenth of a search for secrets.
-	seen   map[string]string
-	seenBy *redact.Redactor
-}
-
-// Bounds of fieldWriter.seen: strings longer than seenMaxLen are searched
-// each time, and the map starts again when it holds seenMax of them.
-const (
-	seenMaxLen = 128
-	seenMax    = 512
-)
-
-// redact is e.r.String(s), remembered for short strings.
-func (e *fieldWriter) redact(s string) string {
-	if len(s) > seenMaxLen {
-		return e.r.String(s, nil)
-	}
-	if e.seenBy != e.r || len(e.seen) >= seenMax {
-		clear(e.seen)
-		e.seenBy = e.r
-	}
-	if red, ok := e.seen[s]; ok {
-		return red
-	}
-	red := e.r.String(s, nil)
-	if e.seen == nil {
-		e.seen = make(map[string]string, 64)
-	}
-	// A copy, so that a short string cut from a long text does not keep
-	// the text alive.
-	k := strings.Clone(s)
-	if red == s {
-		red = k
-	}
-	e.seen[k] = red
-	return red
 }
 
 func (e *fieldWriter) key(k string) {
@@ -72,7 +33,7 @@ func (e *fieldWriter) key(k string) {
 
 func (e *fieldWriter) str(k, v string) {
 	e.key(k)
-	e.b = rawjson.AppendString(e.b, e.redact(v))
+	e.b = rawjson.AppendString(e.b, e.r.String(v, nil))
 }
 
 func (e *fieldWriter) strOmitEmpty(k, v string) {
@@ -92,7 +53,7 @@ func (e *fieldWriter) strs(k string, vs []string) {
 		if i > 0 {
 			e.b = append(e.b, ',')
 		}
-		e.b = rawjson.AppendString(e.b, e.redact(v))
+		e.b = rawjson.AppendString(e.b, e.r.String(v, nil))
 	}
 	e.b = append(e.b, ']')
 }

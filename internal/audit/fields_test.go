@@ -100,10 +100,9 @@ func TestEveryStringIsRedacted(t *testing.T) {
 	}
 }
 
-// The writer remembers how it redacted short strings, but never past a
-// change of redactor: a value that became a Secret's is redacted from the
-// next event on, and one that stopped being one is written again.
-func TestRememberedRedactionFollowsTheRedactor(t *testing.T) {
+// A change of redactor applies from the next event on: a value that became
+// a Secret's is redacted, one that stopped being one is written again.
+func TestRedactorChangesApplyToTheNextEvent(t *testing.T) {
 	const value = "s3cr3t-value-of-a-new-server"
 	var sink bytes.Buffer
 	w := New(Options{Sink: &sink})
