@@ -165,7 +165,5 @@ func (e *fieldWriter) args(args json.RawMessage) {
 	// own logs, or arguments kept elsewhere).
 	sum := sha256.Sum256(args)
 	e.key("argumentsSha256")
-	e.b = append(e.b, '"')
-	e.b = hex.AppendEncode(e.b, sum[:])
-	e.b = append(e.b, '"')
+	e.b = rawjson.AppendString(e.b, hex.EncodeToString(sum[:]))
 }
