@@ -109,51 +109,11 @@ func serverFromProbe(ctx context.Context, name, url string) (v1alpha1.MCPServer,
 // API server: what is measured is the request path. The real process, with
 // its informers, is measured for memory in manager.go.
 func serveBridge(listen, upstreams string) error {
-	ctx := context.Background()
-	var servers []v1alpha1.MCPServer
-	for _, kv := range strings.Split(upstreams, ",") {
-		name, url, _ := strings.Cut(kv, "=")
-		s, err := serverFromProbe(ctx, name, url)
-		if err != nil {
-			return err
-		}
-		servers = append(servers, s)
-	}
-	reg := routes.NewRegistry(upstream.Options{}, logr.Discard())
-	reg.Update(routes.Build(servers), func(s *routes.Server) (upstream.Target, error) {
-		return upstream.Target{Namespace: s.Namespace, Name: s.Name, URL: s.URL, Pod: s.Pod}, nil
-	})
-	dir, err := os.MkdirTemp("", "bench-bridge-")
+	b, stop, err := newBridge(context.Background(), upstreams)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	store, err := artifact.Open(filepath.Join(dir, "artifacts"))
-	if err != nil {
-		return err
-	}
-	sink, err := audit.OpenFile(filepath.Join(dir, "audit.jsonl"))
-	if err != nil {
-		return err
-	}
-	sealer, _ := signed.New(signed.RandomKey())
-	engine, errs := policy.Compile(benchPolicy())
-	if len(errs) > 0 {
-		return fmt.Errorf("bench policy: %v", errs)
-	}
-	// Traced as the manager's bridge is: when the OTEL_* environment says
-	// so (the bridge+otel child's).
-	tp, err := tracing.Setup(ctx, "bench-bridge", "bench")
-	if err != nil {
-		return err
-	}
-	b := mcpbridge.New(mcpbridge.Config{
-		Registry: reg, Auth: &authn.TokenReview{Reviews: reviewer{}}, Sessions: session.NewManager(sealer, session.Options{MaxPerSubject: 4000}), // one identity opens the idle sessions
-		Sealer: sealer, Audit: audit.New(audit.Options{Sink: sink}), Pipeline: &output.Pipeline{Store: store}, Artifacts: store,
-		Limiter: policy.NewRateLimiter(nil), Log: logr.Discard(), CallTimeout: 30 * time.Second, Tracer: tp.Tracer("bench"),
-	})
-	b.SetEngine(engine)
-	b.SetReady(true)
+	defer stop()
 	mux := http.NewServeMux()
 	mux.Handle("/", b.Handler())
 	// Bench only: the heap and goroutine stacks after a GC, for the memory
@@ -170,6 +130,66 @@ func serveBridge(listen, upstreams string) error {
 		mux.Handle("/debug/pprof/", http.DefaultServeMux)
 	}
 	return mcpbridge.NewServer(listen, mux).ListenAndServe()
+}
+
+// newBridge is the bench's bridge in front of the upstreams (name=URL,...),
+// ready to serve; stop closes its audit log and removes its files.
+func newBridge(ctx context.Context, upstreams string) (_ *mcpbridge.Bridge, stop func(), err error) {
+	var servers []v1alpha1.MCPServer
+	for _, kv := range strings.Split(upstreams, ",") {
+		name, url, _ := strings.Cut(kv, "=")
+		s, err := serverFromProbe(ctx, name, url)
+		if err != nil {
+			return nil, nil, err
+		}
+		servers = append(servers, s)
+	}
+	reg := routes.NewRegistry(upstream.Options{}, logr.Discard())
+	reg.Update(routes.Build(servers), func(s *routes.Server) (upstream.Target, error) {
+		return upstream.Target{Namespace: s.Namespace, Name: s.Name, URL: s.URL, Pod: s.Pod}, nil
+	})
+	dir, err := os.MkdirTemp("", "bench-bridge-")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = os.RemoveAll(dir)
+		}
+	}()
+	store, err := artifact.Open(filepath.Join(dir, "artifacts"))
+	if err != nil {
+		return nil, nil, err
+	}
+	sink, err := audit.OpenFile(filepath.Join(dir, "audit.jsonl"))
+	if err != nil {
+		return nil, nil, err
+	}
+	sealer, _ := signed.New(signed.RandomKey())
+	engine, errs := policy.Compile(benchPolicy())
+	if len(errs) > 0 {
+		return nil, nil, fmt.Errorf("bench policy: %v", errs)
+	}
+	// Traced as the manager's bridge is: when the OTEL_* environment says
+	// so (the bridge+otel child's).
+	tp, err := tracing.Setup(ctx, "bench-bridge", "bench")
+	if err != nil {
+		return nil, nil, err
+	}
+	aw := audit.New(audit.Options{Sink: sink})
+	b := mcpbridge.New(mcpbridge.Config{
+		Registry: reg, Auth: &authn.TokenReview{Reviews: reviewer{}}, Sessions: session.NewManager(sealer, session.Options{MaxPerSubject: 4000}), // one identity opens the idle sessions
+		Sealer: sealer, Audit: aw, Pipeline: &output.Pipeline{Store: store}, Artifacts: store,
+		Limiter: policy.NewRateLimiter(nil), Log: logr.Discard(), CallTimeout: 30 * time.Second, Tracer: tp.Tracer("bench"),
+	})
+	b.SetEngine(engine)
+	b.SetReady(true)
+	return b, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = aw.Close(ctx)
+		_ = os.RemoveAll(dir)
+	}, nil
 }
 
 // heapOf asks a bridge child for its heap.

@@ -20,15 +20,10 @@ import (
 // tool, echo, that answers in about 0.2 ms. It counts what it is sent
 // (upstreamStats) so the bench can print what each path does to it.
 func serveFast(listen string) error {
-	s := mcpgoserver.NewMCPServer("bench-fast", "1", mcpgoserver.WithToolCapabilities(false))
-	s.AddTool(mcpgo.NewTool("echo", mcpgo.WithDescription("Echoes its text."), mcpgo.WithString("text"), mcpgo.WithReadOnlyHintAnnotation(true), mcpgo.WithDestructiveHintAnnotation(false)),
-		func(_ context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
-			return mcpgo.NewToolResultText(req.GetString("text", "")), nil
-		})
 	counter := &upstreamCounter{}
 	counter.reset()
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", counter.wrap(mcpgoserver.NewStreamableHTTPServer(s)))
+	mux.Handle("/mcp", counter.wrap(fastServer()))
 	mux.HandleFunc("/stats", counter.serve)
 	return http.ListenAndServe(listen, mux)
 }
@@ -96,4 +91,14 @@ func (c *upstreamCounter) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost {
 		c.reset()
 	}
+}
+
+// fastServer is the fast upstream's MCP endpoint.
+func fastServer() http.Handler {
+	s := mcpgoserver.NewMCPServer("bench-fast", "1", mcpgoserver.WithToolCapabilities(false))
+	s.AddTool(mcpgo.NewTool("echo", mcpgo.WithDescription("Echoes its text."), mcpgo.WithString("text"), mcpgo.WithReadOnlyHintAnnotation(true), mcpgo.WithDestructiveHintAnnotation(false)),
+		func(_ context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+			return mcpgo.NewToolResultText(req.GetString("text", "")), nil
+		})
+	return mcpgoserver.NewStreamableHTTPServer(s)
 }

@@ -3,6 +3,7 @@ package audit
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,10 +62,9 @@ func TestFieldsAgreeWithJSONTags(t *testing.T) {
 	w := New(Options{Sink: &bytes.Buffer{}, ArgsMode: ArgsFull})
 	defer w.Close(ctx(t))
 	for _, p := range payloads {
-		got, err := w.encodeBody("", "", Trace{}, p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		e := w.encodeBody("", "", Trace{}, p)
+		got := string(e.b)
+		fieldWriters.Put(e)
 		var buf bytes.Buffer
 		enc := json.NewEncoder(&buf)
 		enc.SetEscapeHTML(false)
@@ -76,7 +76,7 @@ func TestFieldsAgreeWithJSONTags(t *testing.T) {
 			want += "," + fields
 		}
 		want += "}\n"
-		if string(got) != want {
+		if got != want {
 			t.Errorf("%T\n got %s\nwant %s", p, got, want)
 		}
 	}
@@ -97,5 +97,41 @@ func TestEveryStringIsRedacted(t *testing.T) {
 	}
 	if strings.Contains(out.String(), secret) || strings.Count(out.String(), "[REDACTED:secret]") != 11 {
 		t.Fatalf("stream:\n%s", out.String())
+	}
+}
+
+// A change of redactor applies from the next event on: a value that became
+// a Secret's is redacted, one that stopped being one is written again.
+func TestRedactorChangesApplyToTheNextEvent(t *testing.T) {
+	const value = "s3cr3t-value-of-a-new-server"
+	var sink bytes.Buffer
+	w := New(Options{Sink: &sink})
+	ev := ToolStarted{Tool: "mcp.fs.read", ToolCallID: "c1", Server: "fs"}
+	write := func() {
+		t.Helper()
+		if _, err := w.Write("s1", value, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write()
+	write()
+	w.SetRedactor(redact.New(value))
+	write()
+	w.SetRedactor(nil)
+	write()
+	if err := w.Close(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	var subjects []string
+	for _, line := range strings.Split(strings.TrimSpace(sink.String()), "\n") {
+		var e struct{ Subject string }
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatal(err)
+		}
+		subjects = append(subjects, e.Subject)
+	}
+	want := []string{value, value, redact.Secret.Replacement(), value}
+	if !slices.Equal(subjects, want) {
+		t.Errorf("subjects %q, want %q", subjects, want)
 	}
 }

@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -212,10 +211,9 @@ type Trace struct {
 
 // WriteTraced is Write with the event's traceId and spanId.
 func (w *Writer) WriteTraced(session, subject string, t Trace, p Payload) (uint64, error) {
-	body, err := w.encodeBody(session, subject, t, p)
-	if err != nil {
-		return 0, err
-	}
+	e := w.encodeBody(session, subject, t, p)
+	defer fieldWriters.Put(e)
+	body := e.b // copied into the queue: the buffer goes back to the pool
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -275,13 +273,11 @@ func (w *Writer) reportLost() {
 	if w.lostCount == 0 {
 		return
 	}
-	body, err := w.encodeBody("", "", Trace{}, Dropped{Count: w.lostCount})
-	if err != nil {
-		return // cannot happen: Dropped always encodes
-	}
+	e := w.encodeBody("", "", Trace{}, Dropped{Count: w.lostCount})
+	defer fieldWriters.Put(e)
 	w.log("audit sink caught up", "droppedEvents", w.lostCount)
 	w.lostCount = 0
-	w.enqueue(body)
+	w.enqueue(e.b)
 }
 
 func (w *Writer) log(msg string, kv ...any) {
@@ -334,11 +330,11 @@ func (w *Writer) appendTime(b []byte, t time.Time) []byte {
 }
 
 // encodeBody writes everything after "time": the type, session, subject, the
-// trace ids and
-// the payload's fields, redacted, and the closing brace and newline.
-func (w *Writer) encodeBody(session, subject string, t Trace, p Payload) ([]byte, error) {
+// trace ids and the payload's fields, redacted, and the closing brace and
+// newline, into e.b of a fieldWriter from the pool; the caller puts it back
+// when it has copied the bytes.
+func (w *Writer) encodeBody(session, subject string, t Trace, p Payload) *fieldWriter {
 	e := fieldWriters.Get().(*fieldWriter)
-	defer fieldWriters.Put(e)
 	e.b, e.r, e.argsMode, e.argsPreview = e.b[:0], w.currentRedactor(), w.opts.ArgsMode, w.opts.ArgsPreviewBytes
 	e.b = append(e.b, `"type":`...)
 	e.b = rawjson.AppendString(e.b, p.EventType())
@@ -354,7 +350,7 @@ func (w *Writer) encodeBody(session, subject string, t Trace, p Payload) ([]byte
 	}
 	p.fields(e)
 	e.b = append(e.b, "}\n"...)
-	return slices.Clone(e.b), nil
+	return e
 }
 
 var fieldWriters = sync.Pool{New: func() any { return &fieldWriter{} }}

@@ -62,8 +62,10 @@ func (b *Bridge) servers(rq *request) []string {
 	return b.cfg.Registry.Names()
 }
 
-func toolCall(t *routes.Tool, args map[string]any) policy.ToolCall {
-	return policy.ToolCall{Name: t.Name, Server: t.Server.Name, Namespace: t.Server.Namespace, Risk: t.Risk, Annotations: t.Annotations, Args: args}
+// toolCall is the engine's view of a call of t with args, JSON text that the
+// engine decodes only for a condition that reads it.
+func toolCall(t *routes.Tool, args json.RawMessage) policy.ToolCall {
+	return policy.ToolCall{Name: t.Name, Server: t.Server.Name, Namespace: t.Server.Namespace, Risk: t.Risk, Annotations: t.Annotations, RawArgs: args}
 }
 
 // visibleTools are the tools of the endpoint the caller may call, with the
@@ -184,7 +186,6 @@ type call struct {
 	*exchange
 	tool   *routes.Tool
 	params callParams
-	args   map[string]any
 	// answersServer: the call is the retry of a 2026-07-28 agent answering
 	// the server's question (inputrequired.go); upstreamState is the
 	// server's requestState to send back with the answers.
@@ -204,10 +205,10 @@ func (c *call) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
 		return rpcError(rq, jsonrpc.CodeInvalidParams, "tools/call needs params with a tool name", nil)
 	}
 	p := &c.params
-	if len(p.Arguments) > 0 && string(p.Arguments) != "null" {
-		if err := json.Unmarshal(p.Arguments, &c.args); err != nil {
-			return rpcError(rq, jsonrpc.CodeInvalidParams, "tools/call arguments must be a JSON object", nil)
-		}
+	// The request is valid JSON (rawjson.Check) and a raw member starts
+	// at its value: its first byte says whether it is an object.
+	if len(p.Arguments) > 0 && string(p.Arguments) != "null" && p.Arguments[0] != '{' {
+		return rpcError(rq, jsonrpc.CodeInvalidParams, "tools/call arguments must be a JSON object", nil)
 	}
 	tool, errResp := b.resolveTool(rq, p.Name)
 	if errResp != nil {
@@ -222,7 +223,7 @@ func (c *call) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
 }
 
 func (c *call) decide(b *Bridge, x *exchange) (policy.Result, *jsonrpc.Message) {
-	res := b.engine.Load().DecideTool(x.rq.id.Subject, toolCall(c.tool, c.args))
+	res := b.engine.Load().DecideTool(x.rq.id.Subject, toolCall(c.tool, c.params.Arguments))
 	x.action = fmt.Sprintf("call %s (risk %s)", c.tool.Name, res.RiskAtDecision)
 	return res, nil
 }

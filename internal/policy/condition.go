@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -122,6 +123,14 @@ var _ interpreter.Activation = (*conditionInput)(nil)
 func (in *conditionInput) ResolveName(name string) (any, bool) {
 	switch name {
 	case "args":
+		if in.call.Args == nil && len(in.call.RawArgs) > 0 {
+			// Decoded once per decision (in.call is this input's copy).
+			// Text that is not an object leaves args unresolved: the
+			// condition fails, which denies the call.
+			if err := json.Unmarshal(in.call.RawArgs, &in.call.Args); err != nil {
+				return nil, false
+			}
+		}
 		if in.call.Args == nil {
 			return map[string]any{}, true
 		}

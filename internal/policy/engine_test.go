@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -323,6 +325,8 @@ func TestDecideToolConditions(t *testing.T) {
 		args   map[string]any
 		want   v1alpha1.Decision
 		reason string
+		// goOnly: the arguments have no JSON text (a Go value JSON lacks).
+		goOnly bool
 	}{
 		{name: "string prefix true", when: "args.path.startsWith('/data/')", args: args, want: dAllow},
 		{name: "string prefix false", when: "args.path.startsWith('/etc/')", args: args, want: dDeny},
@@ -347,7 +351,7 @@ func TestDecideToolConditions(t *testing.T) {
 		{name: "a missing key is an error that denies", when: "args.recursive", args: args, want: dDeny, reason: "condition of policy:team/p#rules[0] failed"},
 		{name: "a wrong type is an error that denies", when: "args.path > 3", args: args, want: dDeny, reason: "failed"},
 		{name: "a non-bool result denies", when: "args.options.recursive", args: map[string]any{"options": map[string]any{"recursive": "yes"}}, want: dDeny, reason: "not a bool"},
-		{name: "an unsupported Go value denies", when: "args.x == 1", args: map[string]any{"x": struct{}{}}, want: dDeny, reason: "failed"},
+		{name: "an unsupported Go value denies", when: "args.x == 1", args: map[string]any{"x": struct{}{}}, want: dDeny, reason: "failed", goOnly: true},
 		{
 			name: "running over the cost budget denies",
 			when: "args.items.all(x, args.items.all(y, args.items.all(z, x + y + z >= 0)))",
@@ -355,18 +359,38 @@ func TestDecideToolConditions(t *testing.T) {
 		},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			e := mustEngine(t, newPolicy("team", "p", forSA("team", "agent"), withToolRule(toolRule(dAllow, "mcp.fs.*"), when(c.when))))
-			tc := call("fs", "read_file", v1alpha1.RiskRead, c.args)
-			yes := true
-			tc.Annotations = &v1alpha1.ToolAnnotations{ReadOnlyHint: &yes}
-			got := e.DecideTool(agent, tc)
-			checkResult(t, got, c.want, "", nil, c.reason)
-			if c.reason != "" && got.SourcedFrom != "policy:team/p#rules[0]" {
-				t.Errorf("a failed condition is sourced from %q, want its rule", got.SourcedFrom)
+		// The same arguments decoded by the caller (Args) and left to the
+		// engine as JSON text (RawArgs, as the bridge hands them).
+		for _, raw := range []bool{false, true} {
+			if raw && c.goOnly {
+				continue
 			}
-		})
+			t.Run(fmt.Sprintf("%s, raw %v", c.name, raw), func(t *testing.T) {
+				e := mustEngine(t, newPolicy("team", "p", forSA("team", "agent"), withToolRule(toolRule(dAllow, "mcp.fs.*"), when(c.when))))
+				tc := call("fs", "read_file", v1alpha1.RiskRead, c.args)
+				if raw {
+					text, err := json.Marshal(c.args)
+					if err != nil {
+						t.Fatal(err)
+					}
+					tc.Args, tc.RawArgs = nil, text
+				}
+				yes := true
+				tc.Annotations = &v1alpha1.ToolAnnotations{ReadOnlyHint: &yes}
+				got := e.DecideTool(agent, tc)
+				checkResult(t, got, c.want, "", nil, c.reason)
+				if c.reason != "" && got.SourcedFrom != "policy:team/p#rules[0]" {
+					t.Errorf("a failed condition is sourced from %q, want its rule", got.SourcedFrom)
+				}
+			})
+		}
 	}
+	t.Run("raw arguments that are not an object deny", func(t *testing.T) {
+		e := mustEngine(t, newPolicy("team", "p", forSA("team", "agent"), withToolRule(toolRule(dAllow, "mcp.fs.*"), when("size(args) == 0"))))
+		tc := call("fs", "read_file", v1alpha1.RiskRead, nil)
+		tc.RawArgs = json.RawMessage(`["not", "an", "object"]`)
+		checkResult(t, e.DecideTool(agent, tc), dDeny, "", nil, "failed")
+	})
 }
 
 func manyNumbers(n int) []any {

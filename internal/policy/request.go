@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -22,6 +23,10 @@ type ToolCall struct {
 	// Args are the call's arguments as decoded from JSON (map[string]any,
 	// []any, string, float64, bool, nil).
 	Args map[string]any
+	// RawArgs are the arguments' JSON text (an object), decoded into Args
+	// only when a condition reads args: most calls meet no condition, and
+	// the bridge then decodes nothing. Args wins when both are set.
+	RawArgs json.RawMessage
 }
 
 // ResourceRead is one resources/read.

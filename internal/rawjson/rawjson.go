@@ -32,46 +32,62 @@ var errTruncated = errors.New("the JSON text ends too early")
 // Members splits an object into its members, in order. Values are
 // sub-slices of obj.
 func Members(obj []byte) ([]Member, error) {
+	out := make([]Member, 0, 8) // one allocation for the objects of MCP messages
+	err := eachMember(obj, func(rawKey []byte, start, end int) error {
+		key, err := decodeKey(rawKey)
+		if err != nil {
+			return err
+		}
+		out = append(out, Member{Key: key, Value: obj[start:end], Start: start})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// eachMember calls f with each member of an object, in order: its key as
+// it stands in obj (quoted) and where its value starts and ends.
+func eachMember(obj []byte, f func(rawKey []byte, start, end int) error) error {
 	i := skipSpace(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
-		return nil, fmt.Errorf("while reading a JSON object: found %s", what(obj, i))
+		return fmt.Errorf("while reading a JSON object: found %s", what(obj, i))
 	}
-	var out []Member
 	i = skipSpace(obj, i+1)
 	if i < len(obj) && obj[i] == '}' {
-		return out, nil
+		return nil
 	}
 	for {
 		if i >= len(obj) || obj[i] != '"' {
-			return nil, fmt.Errorf("while reading a JSON object: want a key, found %s", what(obj, i))
+			return fmt.Errorf("while reading a JSON object: want a key, found %s", what(obj, i))
 		}
-		end, err := skipString(obj, i)
+		keyEnd, err := skipString(obj, i)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		key, err := decodeKey(obj[i:end])
-		if err != nil {
-			return nil, err
-		}
-		i = skipSpace(obj, end)
+		rawKey := obj[i:keyEnd]
+		i = skipSpace(obj, keyEnd)
 		if i >= len(obj) || obj[i] != ':' {
-			return nil, fmt.Errorf("while reading a JSON object: want ':' after key %q, found %s", key, what(obj, i))
+			return fmt.Errorf("while reading a JSON object: want ':' after key %s, found %s", rawKey, what(obj, i))
 		}
 		start := skipSpace(obj, i+1)
-		end, err = SkipValue(obj, start)
+		end, err := SkipValue(obj, start)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out = append(out, Member{Key: key, Value: obj[start:end], Start: start})
+		if err := f(rawKey, start, end); err != nil {
+			return err
+		}
 		i = skipSpace(obj, end)
 		if i < len(obj) && obj[i] == ',' {
 			i = skipSpace(obj, i+1)
 			continue
 		}
 		if i < len(obj) && obj[i] == '}' {
-			return out, nil
+			return nil
 		}
-		return nil, fmt.Errorf("while reading a JSON object: want ',' or '}', found %s", what(obj, i))
+		return fmt.Errorf("while reading a JSON object: want ',' or '}', found %s", what(obj, i))
 	}
 }
 
@@ -107,16 +123,31 @@ func Elements(arr []byte) ([][]byte, error) {
 // Get returns the raw value of key in obj, or nil when obj has no such key
 // (or is not an object).
 func Get(obj []byte, key string) []byte {
-	ms, err := Members(obj)
+	if i := skipSpace(obj, 0); i >= len(obj) || obj[i] != '{' {
+		return nil // not an object (often no value at all): no error to build
+	}
+	var found []byte
+	err := eachMember(obj, func(rawKey []byte, start, end int) error {
+		if found == nil && keyIs(rawKey, key) {
+			found = obj[start:end]
+		}
+		return nil
+	})
 	if err != nil {
 		return nil
 	}
-	for _, m := range ms {
-		if m.Key == key {
-			return m.Value
-		}
+	return found
+}
+
+// keyIs says whether a quoted key decodes to key, without decoding (or
+// allocating) when it has no escapes.
+func keyIs(rawKey []byte, key string) bool {
+	inner := rawKey[1 : len(rawKey)-1]
+	if bytes.IndexByte(inner, '\\') < 0 {
+		return string(inner) == key
 	}
-	return nil
+	k, err := decodeString(rawKey)
+	return err == nil && k == key
 }
 
 // String decodes v when it is a JSON string.
@@ -353,10 +384,36 @@ func skipString(doc []byte, i int) (int, error) {
 	}
 }
 
-// decodeKey is decodeString for object keys: the keys of MCP results come
-// back as constants, without an allocation each.
+// decodeKey is decodeString for object keys: the keys of JSON-RPC messages
+// and MCP results come back as constants, without an allocation each.
 func decodeKey(q []byte) (string, error) {
 	switch string(q) {
+	case `"jsonrpc"`:
+		return "jsonrpc", nil
+	case `"id"`:
+		return "id", nil
+	case `"method"`:
+		return "method", nil
+	case `"params"`:
+		return "params", nil
+	case `"result"`:
+		return "result", nil
+	case `"error"`:
+		return "error", nil
+	case `"name"`:
+		return "name", nil
+	case `"arguments"`:
+		return "arguments", nil
+	case `"progressToken"`:
+		return "progressToken", nil
+	case `"io.modelcontextprotocol/protocolVersion"`:
+		return "io.modelcontextprotocol/protocolVersion", nil
+	case `"io.modelcontextprotocol/clientCapabilities"`:
+		return "io.modelcontextprotocol/clientCapabilities", nil
+	case `"io.modelcontextprotocol/clientInfo"`:
+		return "io.modelcontextprotocol/clientInfo", nil
+	case `"io.modelcontextprotocol/serverInfo"`:
+		return "io.modelcontextprotocol/serverInfo", nil
 	case `"type"`:
 		return "type", nil
 	case `"text"`:

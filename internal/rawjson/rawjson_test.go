@@ -38,6 +38,14 @@ func TestMembersAndElements(t *testing.T) {
 	if string(Get(doc, "c")) != `{"d":true}` || Get(doc, "zz") != nil || Get([]byte(`[1]`), "a") != nil {
 		t.Fatal("Get")
 	}
+	// Get compares keys without decoding them unless they have escapes,
+	// and takes the first of repeated keys, as Members and a loop would.
+	if got := Get([]byte(`{"x":0, "a\u0062" : 1,"ab":2}`), "ab"); string(got) != "1" {
+		t.Fatalf("Get of an escaped key = %s", got)
+	}
+	if got := Get([]byte(`{"ab":1,"x":}`), "ab"); got != nil {
+		t.Fatalf("Get of a broken object = %s", got)
+	}
 	if empty, err := Members([]byte(`{}`)); err != nil || len(empty) != 0 {
 		t.Fatalf("empty object: %v %v", empty, err)
 	}

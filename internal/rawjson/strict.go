@@ -41,7 +41,8 @@ func Check(data []byte) error {
 	if !utf8.Valid(data) {
 		return fmt.Errorf("%w: the text is not valid UTF-8", ErrSyntax)
 	}
-	w := walker{data: data}
+	var keys [16]string // one allocation: the keys of most requests fit
+	w := walker{data: data, keys: keys[:0]}
 	_, err := w.value(skipSpace(data, 0), 0)
 	return err
 }

@@ -97,19 +97,81 @@ func NewErrorResponse(id json.RawMessage, code int, msg string) *Message {
 	return &Message{JSONRPC: Version, ID: id, Error: &Error{Code: code, Message: msg}}
 }
 
+// Encode is json.Marshal(m) without reflection, for the messages on every
+// call's path (requests upstream, answers to agents). The raw members are
+// compacted into place, and json.Compact refuses one that is not valid JSON
+// as Marshal would; unlike Marshal, <, > and & in strings are not escaped
+// for HTML (they need not be in JSON).
+func Encode(m *Message) ([]byte, error) {
+	var b bytes.Buffer
+	b.Grow(64 + len(m.Method) + len(m.ID) + len(m.Params) + len(m.Result))
+	b.WriteString(`{"jsonrpc":`)
+	b.Write(rawjson.AppendString(b.AvailableBuffer(), m.JSONRPC))
+	if err := appendRaw(&b, `,"id":`, m.ID); err != nil {
+		return nil, err
+	}
+	if m.Method != "" {
+		b.WriteString(`,"method":`)
+		b.Write(rawjson.AppendString(b.AvailableBuffer(), m.Method))
+	}
+	if err := appendRaw(&b, `,"params":`, m.Params); err != nil {
+		return nil, err
+	}
+	if err := appendRaw(&b, `,"result":`, m.Result); err != nil {
+		return nil, err
+	}
+	if e := m.Error; e != nil {
+		b.WriteString(`,"error":{"code":`)
+		b.Write(strconv.AppendInt(b.AvailableBuffer(), int64(e.Code), 10))
+		b.WriteString(`,"message":`)
+		b.Write(rawjson.AppendString(b.AvailableBuffer(), e.Message))
+		if err := appendRaw(&b, `,"data":`, e.Data); err != nil {
+			return nil, err
+		}
+		b.WriteByte('}')
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// appendRaw writes a raw member (omitted when empty, as omitempty does).
+func appendRaw(b *bytes.Buffer, key string, raw json.RawMessage) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	b.WriteString(key)
+	if err := json.Compact(b, raw); err != nil {
+		return fmt.Errorf("while encoding a JSON-RPC message: %s: %w", strings.Trim(key, `,":`), err)
+	}
+	return nil
+}
+
 // Decode parses one message and checks the envelope, so a malformed message
 // from a server becomes a clear error instead of a call that never ends.
+//
+// It runs on every message both ways through the bridge, so it reads the
+// envelope's members in one walk (rawjson.Members) rather than through
+// encoding/json's reflection, with what encoding/json would make of them:
+// the last of repeated keys wins, null leaves a string empty and is kept as
+// "null" in a raw member. The raw members are sub-slices of one copy of
+// data, so the caller may reuse its buffer.
 func Decode(data []byte) (*Message, error) {
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 || data[0] != '{' {
 		return nil, fmt.Errorf("malformed JSON-RPC message: not a JSON object: %s", Snippet(data))
 	}
-	var m Message
-	if err := json.Unmarshal(data, &m); err != nil {
+	if !json.Valid(data) {
+		return nil, fmt.Errorf("malformed JSON-RPC message: not valid JSON: %s", Snippet(data))
+	}
+	members, err := rawjson.Members(bytes.Clone(data))
+	if err != nil {
 		return nil, fmt.Errorf("malformed JSON-RPC message: %v: %s", err, Snippet(data))
 	}
-	if err := caseExact(data); err != nil {
-		return nil, fmt.Errorf("malformed JSON-RPC message: %v: %s", err, Snippet(data))
+	var m Message
+	for _, f := range members {
+		if err := m.set(f); err != nil {
+			return nil, fmt.Errorf("malformed JSON-RPC message: %v: %s", err, Snippet(data))
+		}
 	}
 	if m.JSONRPC != Version {
 		return nil, fmt.Errorf("malformed JSON-RPC message: jsonrpc is %q, want %q: %s", m.JSONRPC, Version, Snippet(data))
@@ -123,30 +185,60 @@ func Decode(data []byte) (*Message, error) {
 	return &m, nil
 }
 
-// envelopeKeys are the member names of a message.
-var envelopeKeys = []string{"jsonrpc", "id", "method", "params", "result", "error"}
-
-// caseExact refuses keys that differ from an envelope key only in case:
-// encoding/json would match them anyway, and a message whose "METHOD" means
-// something to us but nothing to the peer (or the reverse) is a way past
-// checks.
-//
-// It runs on every message: the members are split (keys decoded, values
-// left as they are) rather than decoded a second time into a map.
-func caseExact(data []byte) error {
-	fields, err := rawjson.Members(data)
-	if err != nil {
-		return err
-	}
-	for _, f := range fields {
+// set reads one member of the envelope into m. Other members are ignored,
+// but not keys that differ from an envelope key only in case: encoding/json
+// would match them anyway, and a message whose "METHOD" means something to
+// us but nothing to the peer (or the reverse) is a way past checks.
+func (m *Message) set(f rawjson.Member) error {
+	switch f.Key {
+	case "jsonrpc":
+		if string(f.Value) == `"`+Version+`"` {
+			m.JSONRPC = Version // the one value there is, without a copy
+			return nil
+		}
+		return setString(&m.JSONRPC, f)
+	case "method":
+		return setString(&m.Method, f)
+	case "id":
+		m.ID = f.Value
+	case "params":
+		m.Params = f.Value
+	case "result":
+		m.Result = f.Value
+	case "error":
+		m.Error = nil
+		if string(f.Value) == "null" {
+			return nil
+		}
+		m.Error = &Error{}
+		if err := json.Unmarshal(f.Value, m.Error); err != nil {
+			return fmt.Errorf("the error member: %w", err)
+		}
+	default:
 		for _, want := range envelopeKeys {
-			if f.Key != want && strings.EqualFold(f.Key, want) {
+			if strings.EqualFold(f.Key, want) {
 				return fmt.Errorf("key %q: JSON-RPC keys are case-sensitive (want %q)", f.Key, want)
 			}
 		}
 	}
 	return nil
 }
+
+// setString sets *dst to a string member's value; null leaves it as it is.
+func setString(dst *string, f rawjson.Member) error {
+	if string(f.Value) == "null" {
+		return nil
+	}
+	s, ok := rawjson.String(f.Value)
+	if !ok {
+		return fmt.Errorf("the %s member is not a string", f.Key)
+	}
+	*dst = s
+	return nil
+}
+
+// envelopeKeys are the member names of a message.
+var envelopeKeys = []string{"jsonrpc", "id", "method", "params", "result", "error"}
 
 // Snippet shortens untrusted server output for an error message.
 func Snippet(data []byte) string {

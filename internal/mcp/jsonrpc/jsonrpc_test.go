@@ -96,3 +96,84 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// Decode reads the envelope by hand: it must make of each member what
+// encoding/json makes of it (repeated keys, nulls, escapes, whitespace),
+// and its raw members must not change when the caller reuses its buffer.
+func TestDecodeReadsWhatEncodingJSONReads(t *testing.T) {
+	for _, in := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}`,
+		` { "jsonrpc" : "2.0" , "id" : "a\"b" , "method" : "tools\/call" , "params" : { "x" : [1, 2] } } `,
+		`{"jsonrpc":"2.0","id":1,"method":"a","method":"b"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"x","params":null}`,
+		`{"jsonrpc":"2.0","id":1,"result":null}`,
+		`{"jsonrpc":"2.0","id":1,"result":{},"error":null}`,
+		`{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"m","data":{"k":"v"}}}`,
+		`{"jsonrpc":"\u0032.0","method":"notifications/message","extra":{"id":2}}`,
+		`{"jsonrpc":"2.0","method":null,"id":1,"result":[]}`,
+		`{"jsonrpc":"2.0","id":-1.5e3,"method":"m\u00e9thode"}`,
+	} {
+		var want Message
+		if err := json.Unmarshal([]byte(in), &want); err != nil {
+			t.Fatalf("encoding/json: %q: %v", in, err)
+		}
+		if string(want.ID) == "null" {
+			want.ID = nil
+		}
+		buf := []byte(in)
+		got, err := Decode(buf)
+		if err != nil {
+			t.Errorf("Decode(%q): %v", in, err)
+			continue
+		}
+		for i := range buf {
+			buf[i] = 'x' // the caller reuses its buffer
+		}
+		wantJSON, _ := json.Marshal(&want)
+		gotJSON, _ := json.Marshal(got)
+		if string(gotJSON) != string(wantJSON) {
+			t.Errorf("Decode(%q) = %s, encoding/json reads %s", in, gotJSON, wantJSON)
+		}
+	}
+	for _, in := range []string{
+		`{"jsonrpc":2,"id":1,"result":{}}`,
+		`{"jsonrpc":"2.0","id":1,"method":7}`,
+		`{"jsonrpc":"2.0","id":1,"result":{}} x`,
+		`{"jsonrpc":"2.0","id":1,"result":{},}`,
+	} {
+		if _, err := Decode([]byte(in)); err == nil || !strings.Contains(err.Error(), "malformed JSON-RPC message") {
+			t.Errorf("Decode(%q) = %v, want a malformed-message error", in, err)
+		}
+	}
+}
+
+// Encode writes what json.Marshal writes (but for HTML escaping, which no
+// message here has), and refuses a raw member that is not JSON.
+func TestEncodeWritesWhatMarshalWrites(t *testing.T) {
+	for _, m := range []*Message{
+		NewRequest(7, "tools/call", json.RawMessage(`{ "name" : "echo",
+			"arguments": {"text":"a\"b\u00e9"} }`)),
+		NewNotification("notifications/progress", nil),
+		NewResult(json.RawMessage(`"id-1"`), json.RawMessage(`{"content":[]}`)),
+		{JSONRPC: Version, ID: json.RawMessage(`null`), Error: &Error{Code: -32600, Message: "bad \"thing\"\n", Data: json.RawMessage(`{"reason": "x"}`)}},
+		NewErrorResponse(json.RawMessage(`3`), CodeInternalError, "no data"),
+	} {
+		want, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Encode(m)
+		if err != nil || string(got) != string(want) {
+			t.Errorf("Encode = %s, %v; json.Marshal writes %s", got, err, want)
+		}
+	}
+	for _, m := range []*Message{
+		NewResult(json.RawMessage(`1`), json.RawMessage(`{"content":`)),
+		NewRequest(1, "x", json.RawMessage(`{} {}`)),
+		{JSONRPC: Version, ID: json.RawMessage(`1`), Error: &Error{Data: json.RawMessage(`nope`)}},
+	} {
+		if out, err := Encode(m); err == nil {
+			t.Errorf("Encode wrote %s from a raw member that is not JSON", out)
+		}
+	}
+}

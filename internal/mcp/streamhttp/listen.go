@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"mime"
 	"net/http"
 	"time"
 
@@ -97,7 +96,7 @@ func (c *Conn) listenOnce(ctx context.Context, cur *sseCursor, onEvent func(sseE
 	case http.StatusNotFound:
 		return fmt.Errorf("while opening the standalone GET stream: %w", ErrSessionExpired)
 	}
-	mediaType, _, _ := mime.ParseMediaType(hresp.Header.Get("Content-Type"))
+	mediaType := mediaTypeOf(hresp.Header.Get("Content-Type"))
 	if hresp.StatusCode != http.StatusOK || mediaType != "text/event-stream" {
 		return c.httpError("standalone GET stream", hresp)
 	}

@@ -17,15 +17,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/protocol"
+	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
 
 // StatelessVersion is the first protocol revision without sessions.
@@ -281,7 +282,7 @@ func (c *Conn) Call(ctx context.Context, req *jsonrpc.Message) (*jsonrpc.Message
 }
 
 func (c *Conn) call(ctx context.Context, req *jsonrpc.Message) (*jsonrpc.Message, error) {
-	body, err := json.Marshal(req)
+	body, err := jsonrpc.Encode(req)
 	if err != nil {
 		return nil, fmt.Errorf("while encoding %s: %w", req.Method, err)
 	}
@@ -299,7 +300,7 @@ func (c *Conn) call(ctx context.Context, req *jsonrpc.Message) (*jsonrpc.Message
 	if hresp.StatusCode == http.StatusNotFound && session != "" {
 		return nil, fmt.Errorf("while sending %s: %w (%w)", req.Method, ErrSessionExpired, ErrNotRun)
 	}
-	mediaType, _, _ := mime.ParseMediaType(hresp.Header.Get("Content-Type"))
+	mediaType := mediaTypeOf(hresp.Header.Get("Content-Type"))
 	switch {
 	case mediaType == "text/event-stream" && hresp.StatusCode == http.StatusOK:
 		return c.readStream(ctx, req, hresp.Body)
@@ -459,7 +460,7 @@ func (c *Conn) resume(ctx context.Context, req *jsonrpc.Message, cur *sseCursor,
 	if hresp.StatusCode == http.StatusNotFound {
 		return nil, fmt.Errorf("while resuming the answer to %s: %w", req.Method, ErrSessionExpired)
 	}
-	mediaType, _, _ := mime.ParseMediaType(hresp.Header.Get("Content-Type"))
+	mediaType := mediaTypeOf(hresp.Header.Get("Content-Type"))
 	if hresp.StatusCode != http.StatusOK || mediaType != "text/event-stream" {
 		err := c.httpError(req.Method, hresp)
 		return nil, fmt.Errorf("while resuming the answer to %s with Last-Event-ID: %w", req.Method, err)
@@ -477,31 +478,34 @@ func (c *Conn) do(ctx context.Context, method string, body []byte, m *jsonrpc.Me
 	if err != nil {
 		return nil, fmt.Errorf("while building the request for %s: %w", m.Method, err)
 	}
+	// Set by key in canonical form, one value each: this runs for every
+	// request, and Header.Set would canonicalize (and copy) each key again.
+	h := hreq.Header
 	for k, vs := range c.opts.Header {
 		for _, v := range vs {
-			hreq.Header.Add(k, v)
+			h.Add(k, v)
 		}
 	}
 	if c.opts.BearerToken != "" {
-		hreq.Header.Set("Authorization", "Bearer "+c.opts.BearerToken)
+		h["Authorization"] = []string{"Bearer " + c.opts.BearerToken}
 	}
 	if body != nil {
-		hreq.Header.Set("Content-Type", "application/json")
-		hreq.Header.Set("Accept", "application/json, text/event-stream")
+		h["Content-Type"] = []string{"application/json"}
+		h["Accept"] = []string{"application/json, text/event-stream"}
 	} else {
-		hreq.Header.Set("Accept", "text/event-stream")
+		h["Accept"] = []string{"text/event-stream"}
 	}
 	session, version := c.state()
 	if version != "" {
-		hreq.Header.Set("MCP-Protocol-Version", version)
+		h["Mcp-Protocol-Version"] = []string{version}
 	}
 	if session != "" {
-		hreq.Header.Set("Mcp-Session-Id", session)
+		h["Mcp-Session-Id"] = []string{session}
 	}
 	if version >= StatelessVersion && body != nil && m.Method != "" {
-		hreq.Header.Set("Mcp-Method", m.Method)
+		h["Mcp-Method"] = []string{m.Method}
 		if name := nameOf(m); name != "" {
-			hreq.Header.Set("Mcp-Name", name)
+			h["Mcp-Name"] = []string{name}
 		}
 	}
 	for k, vs := range m.Header {
@@ -524,22 +528,27 @@ func (c *Conn) do(ctx context.Context, method string, body []byte, m *jsonrpc.Me
 	return hresp, nil
 }
 
+// mediaTypeOf is the media type of a Content-Type header, in lower case,
+// without its parameters: what mime.ParseMediaType returns first, without
+// the map of parameters it builds on every answer.
+func mediaTypeOf(contentType string) string {
+	t, _, _ := strings.Cut(contentType, ";")
+	return strings.ToLower(strings.TrimSpace(t))
+}
+
 // nameOf is the Mcp-Name header of the 2026 revision: the tool or prompt
 // name, or the resource URI.
 func nameOf(m *jsonrpc.Message) string {
-	var p struct {
-		Name string `json:"name"`
-		URI  string `json:"uri"`
-	}
+	key := "name"
 	switch m.Method {
 	case "tools/call", "prompts/get":
-		_ = json.Unmarshal(m.Params, &p)
-		return p.Name
 	case "resources/read":
-		_ = json.Unmarshal(m.Params, &p)
-		return p.URI
+		key = "uri"
+	default:
+		return ""
 	}
-	return ""
+	s, _ := rawjson.String(rawjson.Get(m.Params, key))
+	return s
 }
 
 // Notify POSTs a notification; the server answers 202.

@@ -54,6 +54,9 @@ func TestTokenReviewCache(t *testing.T) {
 
 	r := &reviews{}
 	tr := &TokenReview{Reviews: r, Now: clock, CacheTTL: time.Hour}
+	if _, ok := tr.Cached("opaque-token"); ok || r.n != 0 {
+		t.Fatalf("Cached knows a token never reviewed (%d reviews)", r.n)
+	}
 	id, err := tr.Authenticate(ctx, "opaque-token")
 	if err != nil || id.Subject.Name != "alice" || id.Subject.Namespace != "agents" {
 		t.Fatalf("Authenticate = %+v, %v", id, err)
@@ -62,7 +65,13 @@ func TestTokenReviewCache(t *testing.T) {
 	if _, _ = tr.Authenticate(ctx, "opaque-token"); r.n != 1 {
 		t.Fatalf("within a minute the cache must answer (%d reviews)", r.n)
 	}
+	if cached, ok := tr.Cached("opaque-token"); !ok || cached.Username != id.Username || cached.Subject.Name != "alice" || r.n != 1 {
+		t.Fatalf("Cached within a minute = %+v, %v (%d reviews)", cached, ok, r.n)
+	}
 	now = now.Add(2 * time.Second)
+	if _, ok := tr.Cached("opaque-token"); ok {
+		t.Fatal("Cached answers past the cache's minute")
+	}
 	if _, _ = tr.Authenticate(ctx, "opaque-token"); r.n != 2 {
 		t.Fatalf("a CacheTTL over a minute must still expire after one (%d reviews)", r.n)
 	}

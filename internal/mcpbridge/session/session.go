@@ -102,9 +102,13 @@ type Manager struct {
 	sealer *signed.Sealer
 	opts   Options
 
-	mu    sync.Mutex
-	live  map[string]*Session
-	ended map[string]time.Time // session id → when the tombstone may go
+	mu   sync.Mutex
+	live map[string]*Session
+	// byToken are the live sessions by the token they were opened or
+	// adopted with: a session's next requests are found without opening
+	// the token again (a MAC, a decryption and a decode each).
+	byToken map[string]*Session
+	ended   map[string]time.Time // session id → when the tombstone may go
 	// endedOrder holds the ids of ended in the order they ended, to forget
 	// the oldest when there are maxTombstones.
 	endedOrder []string
@@ -129,7 +133,7 @@ func NewManager(sealer *signed.Sealer, opts Options) *Manager {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Manager{sealer: sealer, opts: opts, live: map[string]*Session{}, ended: map[string]time.Time{}, bySubject: map[string]int{}}
+	return &Manager{sealer: sealer, opts: opts, live: map[string]*Session{}, byToken: map[string]*Session{}, ended: map[string]time.Time{}, bySubject: map[string]int{}}
 }
 
 // Session is one session as this replica knows it.
@@ -174,7 +178,7 @@ func (m *Manager) Open(c Claims) (*Session, error) {
 		return nil, fmt.Errorf("%w: %s has %d sessions open on this replica, the limit; end one (DELETE) or let one idle out (%s)",
 			ErrTooMany, c.Subject, m.opts.MaxPerSubject, m.opts.IdleTimeout)
 	}
-	m.live[c.ID] = s
+	m.live[c.ID], m.byToken[token] = s, s
 	m.bySubject[c.Subject]++
 	return s, nil
 }
@@ -187,6 +191,12 @@ func (m *Manager) newSession(c Claims, token string, now time.Time) *Session {
 // when another replica opened it. Any mismatch is ErrNotFound, so a caller
 // cannot tell a foreign session from a missing one.
 func (m *Manager) Resume(token, subject, endpoint string) (*Session, error) {
+	if s, ok := m.resumeLive(token, subject, endpoint); ok {
+		if s == nil {
+			return nil, ErrNotFound
+		}
+		return s, nil
+	}
 	var c Claims
 	if err := m.sealer.Open(purpose, token, &c); err != nil {
 		return nil, ErrNotFound
@@ -209,13 +219,34 @@ func (m *Manager) Resume(token, subject, endpoint string) (*Session, error) {
 			return nil, fmt.Errorf("%w: %s has %d sessions busy on this replica", ErrTooMany, c.Subject, m.opts.MaxPerSubject)
 		}
 		s = m.newSession(c, token, now)
-		m.live[c.ID] = s
+		m.live[c.ID], m.byToken[token] = s, s
 		m.bySubject[c.Subject]++
 	}
 	s.mu.Lock()
 	s.lastSeen = now
 	s.mu.Unlock()
 	return s, nil
+}
+
+// resumeLive is Resume for a token this replica opened or adopted and
+// still holds: its claims are the session's, checked as Resume checks
+// them. ok is false when the token is not known here (Resume opens it);
+// a nil session with ok means refused.
+func (m *Manager) resumeLive(token, subject, endpoint string) (s *Session, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s = m.byToken[token]
+	if s == nil {
+		return nil, false
+	}
+	now := m.opts.Now()
+	if s.Subject != subject || s.Endpoint != endpoint || now.Sub(time.Unix(s.IssuedAt, 0)) > m.opts.MaxAge {
+		return nil, true
+	}
+	s.mu.Lock()
+	s.lastSeen = now
+	s.mu.Unlock()
+	return s, true
 }
 
 // End ends a session on this replica (DELETE).
@@ -271,6 +302,9 @@ func (m *Manager) dropLocked(s *Session) {
 		}
 	}
 	delete(m.live, s.ID)
+	if m.byToken[s.Token] == s {
+		delete(m.byToken, s.Token)
+	}
 	s.Grants.Close()
 	s.mu.Lock()
 	for _, cancel := range s.inflight {

@@ -36,15 +36,21 @@ func TestSessionsSurviveAReplicaAndStayBound(t *testing.T) {
 	if err != nil || got.Version != "2025-11-25" || !got.Elicitation || got.ID != s.ID {
 		t.Fatalf("Resume on another replica = %+v, %v", got, err)
 	}
+	// Then it holds it: the token's next requests find the same session,
+	// and the checks below run on a session held in memory as well.
+	if again, err := b.Resume(s.Token, "alice", ""); err != nil || again != got {
+		t.Fatalf("the next Resume on that replica = %p, %v; want the adopted session %p", again, err, got)
+	}
 	for name, tc := range map[string]struct {
 		m                        *Manager
 		token, subject, endpoint string
 	}{
-		"another identity":   {b, s.Token, "mallory", ""},
-		"another endpoint":   {b, s.Token, "alice", "fs"},
-		"another key":        {newManager(t, "x", c), s.Token, "alice", ""},
-		"tampered token":     {b, s.Token[:len(s.Token)-2] + "AA", "alice", ""},
-		"not a token at all": {b, "3f1c9a7e-5b2d-4e8a", "alice", ""},
+		"another identity":                     {b, s.Token, "mallory", ""},
+		"another endpoint":                     {b, s.Token, "alice", "fs"},
+		"another identity where it was opened": {a, s.Token, "mallory", ""},
+		"another key":                          {newManager(t, "x", c), s.Token, "alice", ""},
+		"tampered token":                       {b, s.Token[:len(s.Token)-2] + "AA", "alice", ""},
+		"not a token at all":                   {b, "3f1c9a7e-5b2d-4e8a", "alice", ""},
 	} {
 		if _, err := tc.m.Resume(tc.token, tc.subject, tc.endpoint); !errors.Is(err, ErrNotFound) {
 			t.Errorf("%s: Resume = %v, want ErrNotFound", name, err)
