@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
@@ -199,18 +200,22 @@ func (m *Message) set(f rawjson.Member) error {
 		return setString(&m.JSONRPC, f)
 	case "method":
 		return setString(&m.Method, f)
+	// The members share one copy of the message: capped, so that an append
+	// to one makes a copy instead of writing over the next.
 	case "id":
-		m.ID = f.Value
+		m.ID = f.Value[:len(f.Value):len(f.Value)]
 	case "params":
-		m.Params = f.Value
+		m.Params = f.Value[:len(f.Value):len(f.Value)]
 	case "result":
-		m.Result = f.Value
+		m.Result = f.Value[:len(f.Value):len(f.Value)]
 	case "error":
-		m.Error = nil
 		if string(f.Value) == "null" {
+			m.Error = nil
 			return nil
 		}
-		m.Error = &Error{}
+		if m.Error == nil { // a repeated "error" fills the same one, as encoding/json does
+			m.Error = &Error{}
+		}
 		if err := json.Unmarshal(f.Value, m.Error); err != nil {
 			return fmt.Errorf("the error member: %w", err)
 		}
@@ -232,6 +237,9 @@ func setString(dst *string, f rawjson.Member) error {
 	s, ok := rawjson.String(f.Value)
 	if !ok {
 		return fmt.Errorf("the %s member is not a string", f.Key)
+	}
+	if !utf8.ValidString(s) {
+		s = string([]rune(s)) // each invalid byte becomes U+FFFD, as encoding/json makes it
 	}
 	*dst = s
 	return nil

@@ -112,6 +112,9 @@ func TestDecodeReadsWhatEncodingJSONReads(t *testing.T) {
 		`{"jsonrpc":"\u0032.0","method":"notifications/message","extra":{"id":2}}`,
 		`{"jsonrpc":"2.0","method":null,"id":1,"result":[]}`,
 		`{"jsonrpc":"2.0","id":-1.5e3,"method":"m\u00e9thode"}`,
+		"{\"jsonrpc\":\"2.0\",\"method\":\"a\xffb\xfe\xfe\"}",
+		`{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"x","data":5},"error":{"code":2}}`,
+		`{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"x"},"error":null,"error":{"code":2}}`,
 	} {
 		var want Message
 		if err := json.Unmarshal([]byte(in), &want); err != nil {
