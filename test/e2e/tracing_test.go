@@ -21,6 +21,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -43,6 +44,7 @@ const (
 
 var _ = Describe("traces in the dev cluster's Jaeger", Label("tracing"), func() {
 	It("holds a traced agent's call as one trace, from the agent's span to the context the server received", func() {
+		Expect(tracingRuns()).To(BeTrue(), "no namespace %s: make e2e runs make dev with MCP_DEV_TRACING=true, which starts Jaeger there", jaegerNamespace)
 		// The sample everything-server exports no spans and tells nobody
 		// what it was sent: it is reached through a recording proxy on the
 		// node, published as a remote MCPServer.
@@ -75,7 +77,7 @@ var _ = Describe("traces in the dev cluster's Jaeger", Label("tracing"), func() 
 		var requestSpanID string
 		Eventually(func(g Gomega) {
 			var completed []map[string]any
-			for _, e := range auditEvents() {
+			for _, e := range auditEvents(g) {
 				if e["subject"] == subject && e["type"] == "tool.completed" {
 					completed = append(completed, e)
 				}
@@ -234,12 +236,22 @@ func (p *traceProxy) calls() []seenTrace {
 	return append([]seenTrace(nil), p.seen...)
 }
 
+// tracingRuns says whether make dev started the dev cluster's Jaeger
+// (MCP_DEV_TRACING=true).
+func tracingRuns() bool {
+	err := k8sClient.Get(ctx, client.ObjectKey{Name: jaegerNamespace}, &corev1.Namespace{})
+	if apierrors.IsNotFound(err) {
+		return false
+	}
+	Expect(err).NotTo(HaveOccurred())
+	return true
+}
+
 // jaegerQueryURL is the base URL of the dev cluster's Jaeger query API, by
 // its Service's IP (no cluster DNS; kube-proxy routes it from the node).
 func jaegerQueryURL() string {
 	var svc corev1.Service
-	Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: jaegerNamespace, Name: jaegerService}, &svc)).To(Succeed(),
-		"make e2e runs make dev with MCP_DEV_TRACING=true, which starts Jaeger")
+	Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: jaegerNamespace, Name: jaegerService}, &svc)).To(Succeed())
 	for _, p := range svc.Spec.Ports {
 		if p.Name == "query" {
 			return fmt.Sprintf("http://%s:%d", svc.Spec.ClusterIP, p.Port)
