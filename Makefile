@@ -112,9 +112,11 @@ helm-lint: $(HELM) ## Lint the Helm chart (strict), with the bridge on and off, 
 	$(HELM) lint --strict charts/mcp-operator --set dashboard.enabled=true --set prometheusRule.enabled=true --set tracing.endpoint=http://collector:4318
 
 # The dev cluster's trace collector: Jaeger (hack/cluster/jaeger.yaml), which
-# the bridge and the controller send their traces to. MCP_DEV_TRACING=false
-# leaves it out of `make dev`, and with it Jaeger's long first build.
-MCP_DEV_TRACING ?= true
+# the bridge and the controller send their traces to. On by default only once
+# bin/jaeger is built (make peers, or make dev MCP_DEV_TRACING=true): a plain
+# first `make dev` does not wait for Jaeger's long build, nor fail with it.
+# make e2e always sets it to true.
+MCP_DEV_TRACING ?= $(if $(wildcard $(BIN)/jaeger),true,false)
 
 .PHONY: images-jaeger
 images-jaeger: $(BIN)/images/jaeger.tar ## Build Jaeger's image (bin/jaeger, from make peers) without Docker into bin/images.
@@ -126,7 +128,7 @@ $(BIN)/images/jaeger.tar: $(BIN)/jaeger $(MKIMAGE)
 ##@ Local cluster and deployment
 
 .PHONY: dev
-dev: images $(HELM) $(BIN)/netpol $(if $(filter true,$(MCP_DEV_TRACING)),images-jaeger) ## Run the operator on a local single-node cluster (root, no Docker): cluster, images, chart, samples, Jaeger (MCP_DEV_TRACING=false: none).
+dev: images $(HELM) $(BIN)/netpol $(if $(filter true,$(MCP_DEV_TRACING)),images-jaeger) ## Run the operator on a local single-node cluster (root, no Docker): cluster, images, chart, samples, Jaeger once bin/jaeger is built (MCP_DEV_TRACING=true|false forces it).
 	MCP_DEV_TRACING=$(MCP_DEV_TRACING) hack/cluster/dev.sh
 
 # E2E_LABELS runs only the e2e specs of these Ginkgo labels (a label filter,

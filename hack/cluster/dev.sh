@@ -7,9 +7,9 @@
 # MCP_DEV_BRIDGE=true|false forces the bridge on or off; by default it is on
 # when the manager binary implements `manager bridge`.
 #
-# MCP_DEV_TRACING=false leaves Jaeger out; by default it runs in namespace
-# mcp-tracing (jaeger.yaml) and the chart's tracing values point the bridge
-# and the controller at it.
+# MCP_DEV_TRACING=true runs Jaeger in namespace mcp-tracing (jaeger.yaml) and
+# points the chart's tracing values, the bridge and the controller at it;
+# false leaves it out. `make dev` sets it to true once bin/jaeger is built.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 need_root dev
@@ -40,7 +40,10 @@ if [ "$tracing" = true ]; then
   # Jaeger's pod starts beside the operator's; nothing waits for it before
   # the operator is up (spans sent earlier are retried by the exporters).
   step "starting Jaeger in namespace mcp-tracing (the bridge's and the controller's traces)"
-  kc apply -f "$ROOT/hack/cluster/jaeger.yaml" >/dev/null
+  # The image-id annotation changes with the image, so a rebuilt bin/jaeger
+  # rolls out (as the manager's does below).
+  jaeger_image_id=$(sha256sum "$IMAGES/jaeger.tar" | cut -c1-12)
+  sed "s|@IMAGE_ID@|$jaeger_image_id|" "$ROOT/hack/cluster/jaeger.yaml" | kc apply -f - >/dev/null
   jaeger_ip=$(kc -n mcp-tracing get svc jaeger -o jsonpath='{.spec.clusterIP}')
   # No cluster DNS: the Service's IP, not its name.
   tracing_values="tracing:
@@ -157,7 +160,12 @@ if [ "$tracing" = true ]; then
   echo "  its OTLP port 4318). Query API: /api/v3/services, /api/v3/traces/<traceId> (an audit"
   echo "  event's traceId). Jaeger's web UI is not part of a build from Go modules."
 else
-  echo "Traces: off (MCP_DEV_TRACING=false)."
+  if [ -x "$ROOT/bin/jaeger" ]; then
+    echo "Traces: off (MCP_DEV_TRACING=false). 'make dev' without it starts Jaeger."
+  else
+    echo "Traces: off (bin/jaeger is not built, so 'make dev' leaves Jaeger out)."
+    echo "  'make dev MCP_DEV_TRACING=true' builds Jaeger (several minutes, once) and starts it."
+  fi
 fi
 echo
 echo "Try it (kubectl, the controller's log, and tools/list through the bridge as the"

@@ -52,6 +52,22 @@ fi
 #    containers are gone.
 [ -n "$(our_pids)" ] && step "stopping the node's processes"
 stop kube-proxy kubelet kube-scheduler kube-controller-manager netpol kube-apiserver etcd
+# Our pod sandboxes' ids: the CNI plugins name what they leave on the host
+# after them (iptables chains, result files), and only those are removed.
+sandbox_ids() {
+  # containerd's containers (CRI sandboxes are its pause containers), its
+  # sandbox directories, and the CNI result cache of our network.
+  [ -n "$(pid_of containerd)" ] && ctrk containers ls -q 2>/dev/null || true
+  local d f
+  for d in "$STATE"/containerd/{root,state}/io.containerd.grpc.v1.cri/sandboxes/*/; do
+    [ -d "$d" ] && basename "$d"
+  done
+  for f in /var/lib/cni/results/"$CNI_NETWORK"-*-eth0; do
+    [ -e "$f" ] && { f=${f##*/"$CNI_NETWORK"-}; echo "${f%-eth0}"; }
+  done
+  return 0
+}
+ids=$(sandbox_ids | sort -u)
 if [ -n "$(pid_of containerd)" ]; then
   # Network namespaces of leftover sandboxes, removed after containerd stops.
   netns=$(for c in $(ctrk containers ls -q 2>/dev/null); do
@@ -97,12 +113,22 @@ if command -v iptables >/dev/null; then
   done
   # The plugin's chains that lost their POSTROUTING jump, or never got it (a
   # pod's network set up or torn down while the kubelet stopped): found by
-  # our network's name in their own rules, or empty, before their first
-  # rule (-X removes only a chain that is empty and unreferenced).
+  # our network's name in their own rules, and by name when still empty.
+  # The bridge plugin names a pod's chain "CNI-" and the first 24 hex digits
+  # of sha512(network name + sandbox id) (containernetworking/plugins
+  # pkg/utils FormatChainName); only our sandboxes' chains are removed, as
+  # another runtime's chain is empty and unreferenced too before its first
+  # rule.
   for ch in $(iptables -w -t nat -S 2>/dev/null | grep -F "name: \\\"$CNI_NETWORK\\\"" | awk '$1 == "-A" && $2 ~ /^CNI-/ {print $2}' | sort -u || true); do
     iptables -w -t nat -F "$ch" 2>/dev/null || true
+    iptables -w -t nat -X "$ch" 2>/dev/null || true
   done
-  for ch in $(iptables -w -t nat -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^CNI-/ {print $2}' || true); do
+  for id in $ids; do
+    ch=CNI-$(printf '%s' "$CNI_NETWORK$id" | sha512sum | cut -c1-24)
+    iptables -w -t nat -S POSTROUTING 2>/dev/null | grep -F -- "-j $ch" | sed 's/^-A /-D /' | while read -r rule; do
+      eval "iptables -w -t nat $rule" 2>/dev/null || true
+    done || true
+    iptables -w -t nat -F "$ch" 2>/dev/null || true
     iptables -w -t nat -X "$ch" 2>/dev/null || true
   done
   [ -x "$K8SBIN/kube-proxy" ] && "$K8SBIN/kube-proxy" --cleanup >/dev/null 2>&1 || true
@@ -135,12 +161,8 @@ done
 # 6. Files the runtime keeps outside the state dir, and the sysctls.
 rm -f /var/lib/cni/results/"$CNI_NETWORK"-* 2>/dev/null || true
 # The loopback plugin's results are named after its own network
-# (cni-loopback): those written while the cluster ran are our pods'.
-if [ -n "$started" ]; then
-  for f in /var/lib/cni/results/cni-loopback-*; do
-    if [ -e "$f" ] && [ "$(stat -c %Y "$f")" -ge "$started" ]; then rm -f "$f"; fi
-  done
-fi
+# (cni-loopback) and the sandbox: only our sandboxes' are removed.
+for id in $ids; do rm -f "/var/lib/cni/results/cni-loopback-$id-lo"; done
 for l in /var/log/containers/*.log; do
   if [ -L "$l" ] && [[ "$(readlink "$l")" == "$STATE/"* ]]; then rm -f "$l"; fi
 done

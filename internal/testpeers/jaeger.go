@@ -91,13 +91,20 @@ const jaegerReady = "Everything is ready"
 // process's).
 func StartJaeger(t TB) *Jaeger {
 	t.Helper()
+	return startJaeger(t, jaegerPorts)
+}
+
+// startJaeger is StartJaeger with the ports from pick: a test hands out a
+// taken one.
+func startJaeger(t TB, pick func(TB) (query, queryGRPC, otlpGRPC, otlpHTTP int)) *Jaeger {
+	t.Helper()
 	bin, err := JaegerBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
 	const attempts = 5
 	for attempt := 1; ; attempt++ {
-		query, queryGRPC, otlpGRPC, otlpHTTP := jaegerPorts(t)
+		query, queryGRPC, otlpGRPC, otlpHTTP := pick(t)
 		config := filepath.Join(t.TempDir(), "jaeger.yaml")
 		if err := os.WriteFile(config, []byte(JaegerConfig(query, queryGRPC, otlpGRPC, otlpHTTP)), 0o600); err != nil {
 			t.Fatal(err)
@@ -123,9 +130,8 @@ func StartJaeger(t TB) *Jaeger {
 	}
 }
 
-// jaegerPorts picks Jaeger's ports; a test replaces it to hand out a taken
-// one.
-var jaegerPorts = func(t TB) (query, queryGRPC, otlpGRPC, otlpHTTP int) {
+// jaegerPorts picks Jaeger's ports, free right now.
+func jaegerPorts(t TB) (query, queryGRPC, otlpGRPC, otlpHTTP int) {
 	return FreePort(t), FreePort(t), FreePort(t), FreePort(t)
 }
 

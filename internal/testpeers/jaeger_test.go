@@ -19,18 +19,14 @@ func TestStartJaegerOnATakenPort(t *testing.T) {
 	takenPort := taken.Addr().(*net.TCPAddr).Port
 
 	picks := 0
-	free := jaegerPorts
-	jaegerPorts = func(t TB) (int, int, int, int) {
+	j := startJaeger(t, func(t TB) (int, int, int, int) {
 		picks++
-		q, qg, og, oh := free(t)
+		q, qg, og, oh := jaegerPorts(t)
 		if picks == 1 {
 			oh = takenPort // the receiver binds last: the query API is up by then
 		}
 		return q, qg, og, oh
-	}
-	t.Cleanup(func() { jaegerPorts = free })
-
-	j := StartJaeger(t)
+	})
 	if picks != 2 {
 		t.Fatalf("ports were picked %d times, want 2 (one start on the taken port, one after)", picks)
 	}

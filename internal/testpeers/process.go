@@ -7,8 +7,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TB is what the helpers need of a test; *testing.T and Ginkgo's GinkgoT()
@@ -28,6 +31,11 @@ type Process struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	log  string
+
+	// mu orders Kill's signal before the reaping of the process: once it is
+	// reaped its PID, the group's id, may be another process's.
+	mu     sync.Mutex
+	reaped bool
 }
 
 // FreePort returns a loopback port that is free right now.
@@ -70,7 +78,7 @@ func start(t TB, port int, env []string, name string, args ...string) (*Process,
 		logf.Close()
 		return nil, fmt.Errorf("while starting %s: %w", name, err)
 	}
-	go func() { _ = p.cmd.Wait(); logf.Close(); close(p.done) }()
+	go func() { p.wait(); logf.Close(); close(p.done) }()
 	t.Cleanup(p.Kill)
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	const wait = 60 * time.Second
@@ -96,9 +104,33 @@ func (p *Process) Exited() bool {
 	}
 }
 
+// wait waits for the process to exit, kills what it left in its group, and
+// only then reaps it: until then the unreaped process keeps its PID, the
+// group's id, from being reused, so the signal reaches no other process.
+func (p *Process) wait() {
+	pid := p.cmd.Process.Pid
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	_ = p.cmd.Wait()
+	p.reaped = true
+}
+
 // Kill stops the whole process group at once (a crash) and waits for it.
+// Killing again, or a process that has ended, does nothing.
 func (p *Process) Kill() {
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	p.mu.Lock()
+	if !p.reaped {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	}
+	p.mu.Unlock()
 	<-p.done
 }
 

@@ -93,7 +93,7 @@ var _ = Describe("a person approves what an agent may not do alone", Label("appr
 		// 5. The audit chain: each decision names its approval and who
 		// made it; nothing denied or expired went upstream.
 		Eventually(func(g Gomega) {
-			events := auditEvents()
+			events := auditEvents(g)
 			ok := resolvedFor(g, events, first)
 			g.Expect(ok).To(HaveKeyWithValue("decision", "allow"))
 			g.Expect(ok).To(HaveKeyWithValue("actor", "user"))

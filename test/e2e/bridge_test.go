@@ -133,10 +133,11 @@ func stepOf(steps []agentStep, step, tool string) agentStep {
 const bridgePodSelector = "app.kubernetes.io/component=bridge"
 
 // auditEvents are the bridge's audit events (JSON lines on its stdout), of
-// all its pods.
-func auditEvents() []map[string]any {
+// all its pods. g is the Gomega of the Eventually polling it, so that a
+// failed read is retried, not the end of the spec.
+func auditEvents(g Gomega) []map[string]any {
 	var events []map[string]any
-	for _, byPod := range auditEventsByPod(Default) {
+	for _, byPod := range auditEventsByPod(g) {
 		events = append(events, byPod...)
 	}
 	return events
@@ -216,7 +217,7 @@ var _ = Describe("agents through the bridge", Label("bridge"), func() {
 		Eventually(func(g Gomega) {
 			chain, denied = nil, nil
 			byCall := map[string]string{}
-			for _, e := range auditEvents() {
+			for _, e := range auditEvents(g) {
 				if e["subject"] != subject {
 					continue
 				}

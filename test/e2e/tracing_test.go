@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -42,12 +44,16 @@ const (
 
 var _ = Describe("traces in the dev cluster's Jaeger", Label("tracing"), func() {
 	It("holds a traced agent's call as one trace, from the agent's span to the context the server received", func() {
+		Expect(tracingRuns()).To(BeTrue(), "no namespace %s: make e2e runs make dev with MCP_DEV_TRACING=true, which starts Jaeger there", jaegerNamespace)
 		// The sample everything-server exports no spans and tells nobody
 		// what it was sent: it is reached through a recording proxy on the
 		// node, published as a remote MCPServer.
 		everything := get(&mcpv1alpha1.MCPServer{ObjectMeta: metav1.ObjectMeta{Namespace: servedNamespace, Name: "everything"}})
 		Expect(everything.Status.Endpoint).NotTo(BeNil(), "the sample everything-server has no endpoint")
 		proxy := recordTraceContext(everything.Status.Endpoint.URL)
+		// A peer outside the pods' network (here the node's loopback) is
+		// turned away.
+		Expect(getFrom(netip.MustParseAddr("127.0.0.1"), proxy.url)).To(Equal(http.StatusForbidden))
 		server := &mcpv1alpha1.MCPServer{
 			ObjectMeta: metav1.ObjectMeta{Namespace: servedNamespace, Name: "e2e-traced"},
 			Spec:       mcpv1alpha1.MCPServerSpec{Transport: mcpv1alpha1.TransportStreamableHTTP, Remote: &mcpv1alpha1.Remote{URL: proxy.url}},
@@ -71,7 +77,7 @@ var _ = Describe("traces in the dev cluster's Jaeger", Label("tracing"), func() 
 		var requestSpanID string
 		Eventually(func(g Gomega) {
 			var completed []map[string]any
-			for _, e := range auditEvents() {
+			for _, e := range auditEvents(g) {
 				if e["subject"] == subject && e["type"] == "tool.completed" {
 					completed = append(completed, e)
 				}
@@ -134,9 +140,11 @@ var _ = Describe("traces in the dev cluster's Jaeger", Label("tracing"), func() 
 // traceparent header and params._meta.traceparent.
 type seenTrace struct{ header, meta string }
 
-// traceProxy is a reverse proxy on the node's address, reachable from
-// pods, that records the trace context of the tools/call requests it
-// passes on.
+// traceProxy is a reverse proxy that records the trace context of the
+// tools/call requests it passes on. It listens on the pods' gateway, the
+// node's address on the pods' bridge, and serves pods only: nothing else on
+// the machine's network may reach the server past the bridge, the policy
+// and the audit.
 type traceProxy struct {
 	url  string
 	mu   sync.Mutex
@@ -146,21 +154,17 @@ type traceProxy struct {
 func recordTraceContext(target string) *traceProxy {
 	u, err := url.Parse(target)
 	Expect(err).NotTo(HaveOccurred())
-	var nodes corev1.NodeList
-	Expect(k8sClient.List(ctx, &nodes)).To(Succeed())
-	nodeIP := ""
-	for _, a := range nodes.Items[0].Status.Addresses {
-		if a.Type == corev1.NodeInternalIP {
-			nodeIP = a.Address
-		}
-	}
-	Expect(nodeIP).NotTo(BeEmpty(), "the node's InternalIP")
-	l, err := net.Listen("tcp", net.JoinHostPort(nodeIP, "0"))
+	gateway, pods := podGateway()
+	l, err := net.Listen("tcp", net.JoinHostPort(gateway.String(), "0"))
 	Expect(err).NotTo(HaveOccurred())
 	p := &traceProxy{url: "http://" + l.Addr().String() + u.Path}
 	forward := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: u.Scheme, Host: u.Host})
 	forward.FlushInterval = -1 // event streams pass as they come
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if peer, err := netip.ParseAddrPort(r.RemoteAddr); err != nil || !pods.Contains(peer.Addr().Unmap()) {
+			http.Error(w, "only pods may use this proxy", http.StatusForbidden)
+			return
+		}
 		if r.Method == http.MethodPost {
 			body, _ := io.ReadAll(r.Body)
 			r.Body = io.NopCloser(bytes.NewReader(body))
@@ -185,18 +189,69 @@ func recordTraceContext(target string) *traceProxy {
 	return p
 }
 
+// podGateway is the node's address on the pods' network and that network:
+// the address of the machine's interface whose network holds a pod's IP
+// (the CNI bridge's gateway).
+func podGateway() (netip.Addr, netip.Prefix) {
+	var pods corev1.PodList
+	Expect(k8sClient.List(ctx, &pods)).To(Succeed())
+	var podIP netip.Addr
+	for _, p := range pods.Items {
+		if ip, err := netip.ParseAddr(p.Status.PodIP); err == nil && !p.Spec.HostNetwork && ip.Is4() {
+			podIP = ip
+			break
+		}
+	}
+	Expect(podIP.IsValid()).To(BeTrue(), "no pod on the pods' network has an IP yet")
+	addrs, err := net.InterfaceAddrs()
+	Expect(err).NotTo(HaveOccurred())
+	for _, a := range addrs {
+		n, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		ip, _ := netip.AddrFromSlice(n.IP)
+		ones, _ := n.Mask.Size()
+		if prefix := netip.PrefixFrom(ip.Unmap(), ones); prefix.Contains(podIP) {
+			return prefix.Addr(), prefix.Masked()
+		}
+	}
+	Fail(fmt.Sprintf("no interface of the node is on the network of pod IP %s", podIP))
+	return netip.Addr{}, netip.Prefix{}
+}
+
+// getFrom is the status of a GET of url sent from the local address from.
+func getFrom(from netip.Addr, url string) int {
+	dialer := &net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(from, 0)), Timeout: 10 * time.Second}
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: dialer.DialContext}}
+	resp, err := c.Get(url)
+	Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	return resp.StatusCode
+}
+
 func (p *traceProxy) calls() []seenTrace {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]seenTrace(nil), p.seen...)
 }
 
+// tracingRuns says whether make dev started the dev cluster's Jaeger
+// (MCP_DEV_TRACING=true).
+func tracingRuns() bool {
+	err := k8sClient.Get(ctx, client.ObjectKey{Name: jaegerNamespace}, &corev1.Namespace{})
+	if apierrors.IsNotFound(err) {
+		return false
+	}
+	Expect(err).NotTo(HaveOccurred())
+	return true
+}
+
 // jaegerQueryURL is the base URL of the dev cluster's Jaeger query API, by
 // its Service's IP (no cluster DNS; kube-proxy routes it from the node).
 func jaegerQueryURL() string {
 	var svc corev1.Service
-	Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: jaegerNamespace, Name: jaegerService}, &svc)).To(Succeed(),
-		"make e2e runs make dev with MCP_DEV_TRACING=true, which starts Jaeger")
+	Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: jaegerNamespace, Name: jaegerService}, &svc)).To(Succeed())
 	for _, p := range svc.Spec.Ports {
 		if p.Name == "query" {
 			return fmt.Sprintf("http://%s:%d", svc.Spec.ClusterIP, p.Port)
