@@ -54,6 +54,12 @@ func putState(s *state) {
 	if cap(s.w.out) > maxKept {
 		s.w.out = nil
 	}
+	// The members' keys point into the text: a pooled state must not keep
+	// it alive.
+	clear(s.w.members[:cap(s.w.members)])
+	if cap(s.w.members) > maxKept {
+		s.w.members = nil
+	}
 	s.p.data, s.w.data, s.w.nodes = nil, nil, nil
 	states.Put(s)
 }
