@@ -165,20 +165,22 @@ test: envtest-assets peers $(HELM) $(KUSTOMIZE) helm-lint ## Run every test suit
 
 # FUZZTIME bounds each fuzz target's run beyond its committed corpus
 # (testdata/fuzz): redaction, invisible characters, the output pipeline,
-# the argument preview. A count of inputs, not a duration: with a duration,
-# Go 1.26's fuzzing coordinator can report its own deadline as a failure
-# when a loaded machine keeps a worker busy at the end (go.dev/issue/75804,
-# fixed in Go 1.27); a count has no deadline to race. About 2-8 s each on
-# a quiet machine.
+# the argument preview, digests' canonical JSON against its reference. A
+# count of inputs, not a duration: with a duration, Go 1.26's fuzzing
+# coordinator can report its own deadline as a failure when a loaded
+# machine keeps a worker busy at the end (go.dev/issue/75804, fixed in Go
+# 1.27); a count has no deadline to race. About 2-8 s each on a quiet
+# machine.
 FUZZTIME ?= 40000x
 
 .PHONY: fuzz
-fuzz: ## Run the redaction and output-pipeline fuzz targets for FUZZTIME each (beyond their seeds).
+fuzz: ## Run the redaction, output-pipeline and canonical-JSON fuzz targets for FUZZTIME each (beyond their seeds).
 	go test ./internal/redact -run '^$$' -fuzz '^FuzzStringNeverLeaks$$' -fuzztime $(FUZZTIME)
 	go test ./internal/redact -run '^$$' -fuzz '^FuzzJSONNeverLeaksSecret$$' -fuzztime $(FUZZTIME)
 	go test ./internal/mcp/invisible -run '^$$' -fuzz '^FuzzStrip$$' -fuzztime $(FUZZTIME)
 	go test ./internal/mcpbridge/output -run '^$$' -fuzz '^FuzzPipeline$$' -fuzztime $(FUZZTIME)
 	go test ./internal/audit -run '^$$' -fuzz '^FuzzStructurePreview$$' -fuzztime $(FUZZTIME)
+	go test ./internal/mcp/canonjson -run '^$$' -fuzz '^FuzzMarshalMatchesReference$$' -fuzztime $(FUZZTIME)
 
 .PHONY: envtest-assets
 envtest-assets: ## Build kube-apiserver and etcd for envtest into bin/k8s (once).

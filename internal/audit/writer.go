@@ -202,6 +202,15 @@ func (w *Writer) Write(session, subject string, p Payload) (uint64, error) {
 	return w.WriteTraced(session, subject, Trace{}, p)
 }
 
+// WritesArgsDigest says whether an event carrying these arguments shows
+// their digest (argumentsSha256): only a preview does, and only of some
+// arguments. A caller hashes arguments for its events only when this says
+// so: canonicalizing them costs microseconds per call, and in the full and
+// none modes nothing would read the result.
+func (w *Writer) WritesArgsDigest(args []byte) bool {
+	return len(args) > 0 && w.opts.ArgsMode == ArgsPreview
+}
+
 // Trace names the span an event was written in, so that one can go from an
 // audit line to its trace: W3C ids in lower-case hex, empty when the
 // request was not traced.

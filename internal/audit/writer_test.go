@@ -327,6 +327,28 @@ func TestArgumentsDigest(t *testing.T) {
 	}
 }
 
+// WritesArgsDigest tells a caller whether to hash arguments for an event:
+// it says yes exactly when the Writer shows argumentsSha256 for them.
+func TestWritesArgsDigestMatchesWhatIsWritten(t *testing.T) {
+	for _, mode := range []ArgsMode{ArgsPreview, ArgsFull, ArgsNone} {
+		for _, args := range []json.RawMessage{nil, json.RawMessage(`{"a":1}`)} {
+			var out bytes.Buffer
+			w := New(Options{Sink: lockedWriter{&out}, Clock: fixedClock(), ArgsMode: mode})
+			says := w.WritesArgsDigest(args)
+			if _, err := w.Write(session, subject, MCPCallStarted{Server: "s", Method: "tools/call", Args: args}); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Close(ctx(t)); err != nil {
+				t.Fatal(err)
+			}
+			written := strings.Contains(out.String(), `"argumentsSha256"`)
+			if says != written {
+				t.Errorf("mode %d, arguments %q: WritesArgsDigest says %v, the event has argumentsSha256: %v", mode, args, says, written)
+			}
+		}
+	}
+}
+
 // Writers in many goroutines: the stream's seqs are 1..N in line order, and
 // each Write's seq is the line of its event.
 func TestConcurrentWritesAreSequenced(t *testing.T) {

@@ -170,7 +170,7 @@ func (b *Bridge) settle(x *exchange) *jsonrpc.Message {
 	}
 	if x.resumed == nil {
 		x.id = b.cfg.NewCallID()
-		if _, err := b.audit(x.rq, x.requested()); err != nil {
+		if _, err := b.audit(x.rq, x.requested(b.eventArgsDigest(x))); err != nil {
 			return b.unrecorded(x, err)
 		}
 	}
@@ -265,9 +265,10 @@ func (b *Bridge) callFailed(x *exchange, s *routes.Server, took time.Duration, e
 	return upstreamError(x.rq, err, x.id, red)
 }
 
-// requested is x's permission.requested event.
-func (x *exchange) requested() audit.PermissionRequested {
-	ev := audit.PermissionRequested{Args: x.args, ArgsDigest: x.argsDigest(), RiskAtDecision: string(x.res.RiskAtDecision), SourcedFrom: x.source(), ToolCallID: x.id}
+// requested is x's permission.requested event; digest is
+// Bridge.eventArgsDigest's.
+func (x *exchange) requested(digest string) audit.PermissionRequested {
+	ev := audit.PermissionRequested{Args: x.args, ArgsDigest: digest, RiskAtDecision: string(x.res.RiskAtDecision), SourcedFrom: x.source(), ToolCallID: x.id}
 	ev.Tool, ev.Resource, ev.Prompt = x.names()
 	return ev
 }

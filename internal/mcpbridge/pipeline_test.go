@@ -232,3 +232,32 @@ func TestSettleStage(t *testing.T) {
 		t.Fatalf("an unrecorded call must be refused: %+v", answer)
 	}
 }
+
+// A request's arguments are hashed for its events only where the audit
+// Writer shows the digest (preview), and then once: the sealed state and
+// the ToolApproval reuse it. In full and none modes nothing is hashed.
+func TestArgsDigestOnlyWhereTheAuditShowsIt(t *testing.T) {
+	args := json.RawMessage(`{"b":1,"a":2}`)
+	for _, tc := range []struct {
+		mode audit.ArgsMode
+		args json.RawMessage
+		hash bool
+	}{
+		{audit.ArgsPreview, args, true},
+		{audit.ArgsPreview, nil, false}, // a resources/read
+		{audit.ArgsFull, args, false},
+		{audit.ArgsNone, args, false},
+	} {
+		w := audit.New(audit.Options{Sink: &bridgetest.Sink{}, ArgsMode: tc.mode})
+		b := &Bridge{cfg: Config{Audit: w}}
+		x := &exchange{args: tc.args}
+		d := b.eventArgsDigest(x)
+		if hashed := x.digest != nil; hashed != tc.hash || (d != "") != tc.hash {
+			t.Errorf("mode %d, arguments %s: hashed %v, event digest %q; want hashed %v", tc.mode, tc.args, hashed, d, tc.hash)
+		}
+		if tc.hash && d != x.argsDigest() {
+			t.Errorf("the events' digest %s is not the request's %s", d, x.argsDigest())
+		}
+		_ = w.Close(context.Background())
+	}
+}

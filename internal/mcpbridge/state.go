@@ -90,6 +90,16 @@ func (x *exchange) argsDigest() string {
 	return *x.digest
 }
 
+// eventArgsDigest is x's digest for its audit events: computed (once,
+// shared with its sealed state and ToolApproval) only when the Writer shows
+// it, "" otherwise, which an event leaves out.
+func (b *Bridge) eventArgsDigest(x *exchange) string {
+	if !b.cfg.Audit.WritesArgsDigest(x.args) {
+		return ""
+	}
+	return x.argsDigest()
+}
+
 // newState is the state of a question about x's request, answerable until
 // deadline.
 func newState(kind string, x *exchange, deadline time.Time) requestState {

@@ -267,7 +267,7 @@ func (rq *request) upstreamAgent() *upstream.Agent {
 func (b *Bridge) execute(c *call) *jsonrpc.Message {
 	rq, tool := c.rq, c.tool
 	server := tool.Server.Name
-	if _, err := b.audit(rq, audit.MCPCallStarted{Server: server, ToolCallID: c.id, Method: "tools/call", Args: c.params.Arguments, ArgsDigest: c.argsDigest()}); err != nil {
+	if _, err := b.audit(rq, audit.MCPCallStarted{Server: server, ToolCallID: c.id, Method: "tools/call", Args: c.params.Arguments, ArgsDigest: b.eventArgsDigest(c.exchange)}); err != nil {
 		return b.unrecorded(c.exchange, err)
 	}
 	_, _ = b.audit(rq, audit.ToolStarted{Tool: tool.Name, ToolCallID: c.id, Server: server})

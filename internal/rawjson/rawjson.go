@@ -474,7 +474,7 @@ func decodeString(q []byte) (string, error) {
 		case 't':
 			buf = append(buf, '\t')
 		case 'u':
-			r, ok := hex4(inner[2:])
+			r, ok := Hex4(inner[2:])
 			if !ok {
 				return "", errors.New("while decoding a JSON string: a malformed \\u escape")
 			}
@@ -482,7 +482,7 @@ func decodeString(q []byte) (string, error) {
 			if utf16.IsSurrogate(r) {
 				r2, ok := rune(0), false
 				if len(inner) >= 6 && inner[0] == '\\' && inner[1] == 'u' {
-					r2, ok = hex4(inner[2:])
+					r2, ok = Hex4(inner[2:])
 				}
 				if dec := utf16.DecodeRune(r, r2); ok && dec != utf8.RuneError {
 					r = dec
@@ -504,7 +504,8 @@ func decodeString(q []byte) (string, error) {
 	return string(buf), nil
 }
 
-func hex4(b []byte) (rune, bool) {
+// Hex4 reads the four hex digits of a \u escape at the start of b.
+func Hex4(b []byte) (rune, bool) {
 	if len(b) < 4 {
 		return 0, false
 	}

@@ -181,12 +181,12 @@ func checkEscapes(q []byte) error {
 		if q[j] != 'u' {
 			continue
 		}
-		r, _ := hex4(q[j+1 : j+5])
+		r, _ := Hex4(q[j+1 : j+5])
 		j += 4
 		switch {
 		case utf16.IsSurrogate(r) && r < 0xdc00: // a high half: a low one must follow
 			if j+6 < len(q) && q[j+1] == '\\' && q[j+2] == 'u' {
-				if low, _ := hex4(q[j+3 : j+7]); low >= 0xdc00 && low <= 0xdfff {
+				if low, _ := Hex4(q[j+3 : j+7]); low >= 0xdc00 && low <= 0xdfff {
 					j += 6
 					continue
 				}

@@ -2,44 +2,119 @@
 // their bytes, no insignificant whitespace, strings re-escaped one way,
 // numbers kept as written — so that digests of tool definitions and catalogs
 // do not change with key order or formatting.
+//
+// The form is what decoding into Go values (numbers as json.Number) and
+// encoding them with encoding/json (no HTML escaping) gave; the digests the
+// project stores were made that way, so it must not change by a byte. It is
+// computed in one parse of the text that records where each value is,
+// then one write of the canonical form, straight into the hash for a
+// digest; a text already in canonical form (checked by the parse) is
+// hashed as it is.
 package canonjson
 
 import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"slices"
+	"hash"
+	"math"
+	"sync"
 )
+
+// state is the memory of one canonicalization, reused through a pool: a
+// digest of small arguments then allocates only its result.
+type state struct {
+	p parser
+	w writer
+	h hash.Hash
+}
+
+var states = sync.Pool{New: func() any { return &state{h: sha256.New()} }}
+
+// maxKept bounds the nodes and bytes a pooled state keeps between uses,
+// so that one large text does not pin its memory.
+const maxKept = 1 << 16
+
+func getState(data []byte) *state {
+	s := states.Get().(*state)
+	s.p = parser{data: data, nodes: s.p.nodes[:0]}
+	if len(data) > maxKept {
+		// A large text's nodes in one allocation, not in a dozen growing
+		// ones: an object's members are at most its colons, twice (key and
+		// value), an array's elements its commas and one.
+		s.p.nodes = make([]node, 0, 2*bytes.Count(data, []byte(":"))+bytes.Count(data, []byte(","))+16)
+	}
+	return s
+}
+
+func putState(s *state) {
+	if cap(s.p.nodes) > maxKept {
+		s.p.nodes = nil
+	}
+	if cap(s.w.out) > maxKept {
+		s.w.out = nil
+	}
+	// The members' keys point into the text: a pooled state must not keep
+	// it alive.
+	clear(s.w.members[:cap(s.w.members)])
+	if cap(s.w.members) > maxKept {
+		s.w.members = nil
+	}
+	s.p.data, s.w.data, s.w.nodes = nil, nil, nil
+	states.Put(s)
+}
+
+// canonicalize parses data and writes its canonical form: into h when h
+// is set (then it returns nil), else into the returned bytes; data itself
+// (without the whitespace around it) when it is canonical already.
+func (s *state) canonicalize(h hash.Hash) ([]byte, error) {
+	if len(s.p.data) > math.MaxInt32 {
+		return nil, s.p.errorf("the text is larger than 2 GiB")
+	}
+	if err := s.p.parse(); err != nil {
+		return nil, err
+	}
+	root := s.p.nodes[0]
+	if root.canonical {
+		return s.p.data[root.start:root.end], nil
+	}
+	s.w = writer{data: s.p.data, nodes: s.p.nodes, out: s.w.out[:0], h: h, members: s.w.members[:0]}
+	s.w.value(0)
+	if h != nil {
+		s.w.flush()
+		return nil, nil
+	}
+	return s.w.out, nil
+}
 
 // Marshal returns the canonical form of one JSON value.
 func Marshal(data []byte) ([]byte, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("while canonicalizing JSON: %w", err)
+	s := getState(data)
+	defer putState(s)
+	if cap(s.w.out) < len(data) {
+		s.w.out = make([]byte, 0, len(data)) // about the canonical form's size
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("while canonicalizing JSON: more than one value")
-	}
-	var buf bytes.Buffer
-	if err := write(&buf, v); err != nil {
+	c, err := s.canonicalize(nil)
+	if err != nil {
 		return nil, err
 	}
-	return buf.Bytes(), nil
+	return append([]byte(nil), c...), nil
 }
 
 // Digest is "sha256:" and the hex sha256 of the canonical form of data.
 func Digest(data []byte) (string, error) {
-	c, err := Marshal(data)
+	s := getState(data)
+	defer putState(s)
+	s.h.Reset()
+	c, err := s.canonicalize(s.h)
 	if err != nil {
 		return "", err
 	}
-	return SHA256(c), nil
+	if c != nil { // canonical as it stands
+		return SHA256(c), nil
+	}
+	var sum [sha256.Size]byte
+	return format(s.h.Sum(sum[:0])), nil
 }
 
 // ArgumentsDigest is the digest of a request's arguments, in the one form
@@ -57,61 +132,12 @@ func ArgumentsDigest(args []byte) (string, error) {
 // SHA256 formats the digest of bytes already canonical.
 func SHA256(b []byte) string {
 	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return format(sum[:])
 }
 
-func write(buf *bytes.Buffer, v any) error {
-	switch v := v.(type) {
-	case nil:
-		buf.WriteString("null")
-	case bool:
-		if v {
-			buf.WriteString("true")
-		} else {
-			buf.WriteString("false")
-		}
-	case json.Number:
-		buf.WriteString(v.String())
-	case string:
-		writeString(buf, v)
-	case []any:
-		buf.WriteByte('[')
-		for i, e := range v {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			if err := write(buf, e); err != nil {
-				return err
-			}
-		}
-		buf.WriteByte(']')
-	case map[string]any:
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		buf.WriteByte('{')
-		for i, k := range keys {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			writeString(buf, k)
-			buf.WriteByte(':')
-			if err := write(buf, v[k]); err != nil {
-				return err
-			}
-		}
-		buf.WriteByte('}')
-	default:
-		return fmt.Errorf("while canonicalizing JSON: unexpected %T", v)
-	}
-	return nil
-}
-
-func writeString(buf *bytes.Buffer, s string) {
-	enc := json.NewEncoder(buf)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s)           // a string always encodes
-	buf.Truncate(buf.Len() - 1) // Encode's newline
+func format(sum []byte) string {
+	var b [len("sha256:") + 2*sha256.Size]byte
+	n := copy(b[:], "sha256:")
+	hex.Encode(b[n:], sum)
+	return string(b[:])
 }
