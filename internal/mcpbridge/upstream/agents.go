@@ -43,13 +43,46 @@ var errAgentEnded = &Error{Reason: ReasonCancelled, Err: errors.New("the agent s
 // before it dials a session again.
 const sessionsRetry = 30 * time.Second
 
+// What a Conn learned of its server at its shared connection's first
+// dial (Conn.mode): remembered, so that an agent session with a live
+// upstream session of its own needs nothing of the shared connection.
+const (
+	modeUnknown     int32 = iota // the shared connection was never dialled
+	modeStateless                // keeps no session: every call is shared
+	modeDualEra                  // speaks both eras: agents get sessions
+	modeSessionOnly              // the shared connection is a session too
+)
+
+// learn records what the shared connection cli says of the server, unless
+// something is known already (modeStateless set by an agent's dial stays).
+func (c *Conn) learn(cli *client.Client) {
+	m := modeStateless
+	switch {
+	case cli.Era() == client.EraSession:
+		if sc, ok := cli.Conn().(*streamhttp.Conn); ok && sc.SessionID() != "" {
+			m = modeSessionOnly
+		}
+	case cli.SpeaksSessionsToo():
+		m = modeDualEra
+	}
+	c.mode.CompareAndSwap(modeUnknown, m)
+}
+
 // clientFor returns the client a call for agent takes: the agent session's
 // own upstream session where the server keeps sessions, else the shared
-// connection.
+// connection. An agent session with a live upstream session takes it
+// without looking at the shared connection or at a paused dial: what
+// happens to them is not its session's business.
 func (c *Conn) clientFor(ctx context.Context, agent *Agent) (*client.Client, error) {
-	shared, err := c.Client(ctx)
-	if err != nil || agent == nil || !c.keepsSessions(shared) {
-		return shared, err
+	if agent == nil {
+		return c.Client(ctx)
+	}
+	if cli := c.liveAgentClient(agent.ID); cli != nil {
+		return cli, nil
+	}
+	keeps, err := c.keepsSessions(ctx)
+	if err != nil || !keeps {
+		return c.Client(ctx)
 	}
 	l, err := c.agentLine(agent)
 	if err != nil {
@@ -63,34 +96,50 @@ func (c *Conn) clientFor(ctx context.Context, agent *Agent) (*client.Client, err
 	case errors.Is(err, errNoSession):
 		// Keeps no session after all (for good): the shared connection
 		// serves every call.
-		c.noSessions.Store(true)
+		c.mode.Store(modeStateless)
 		c.endAgent(agent.ID)
-		return shared, nil
-	case shared.Era() == client.EraStateless:
+		return c.Client(ctx)
+	case c.mode.Load() == modeDualEra:
 		// Its stateless era serves the call (a session is cheaper and asks
 		// on the call's stream, but is not needed); dial again later.
 		c.sessionsRetryAt.Store(time.Now().Add(sessionsRetry).UnixNano())
-		return shared, nil
+		return c.Client(ctx)
 	}
 	// A session-only server: the shared connection is a session too, and
 	// the call must not run in another agent's state.
 	return nil, err
 }
 
-// keepsSessions says whether the server behind shared gives each agent
-// session its own upstream session: it keeps sessions (the shared
+// liveAgentClient is the client of agent session id's upstream session,
+// nil when it has none (not dialled, being dialled, or dropped).
+func (c *Conn) liveAgentClient(id string) *client.Client {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l := c.agents[id]; l != nil {
+		return l.cli
+	}
+	return nil
+}
+
+// keepsSessions says whether a session-era agent session without an
+// upstream session should dial one: the server keeps sessions (the shared
 // connection got a session id, or the server listed a session-era version
 // in server/discover and has not answered initialize without one), and no
-// session dial failed in the last sessionsRetry.
-func (c *Conn) keepsSessions(shared *client.Client) bool {
-	if c.noSessions.Load() {
-		return false
+// session dial to a dual-era server failed in the last sessionsRetry. It
+// dials the shared connection only when the server is not known yet.
+func (c *Conn) keepsSessions(ctx context.Context) (bool, error) {
+	if c.mode.Load() == modeUnknown {
+		if _, err := c.Client(ctx); err != nil {
+			return false, err
+		}
 	}
-	if shared.Era() == client.EraSession {
-		sc, ok := shared.Conn().(*streamhttp.Conn)
-		return ok && sc.SessionID() != ""
+	switch c.mode.Load() {
+	case modeSessionOnly:
+		return true, nil
+	case modeDualEra:
+		return time.Now().UnixNano() >= c.sessionsRetryAt.Load(), nil
 	}
-	return shared.SpeaksSessionsToo() && time.Now().UnixNano() >= c.sessionsRetryAt.Load()
+	return false, nil
 }
 
 // agentLine returns the line of agent's upstream session, making it (not

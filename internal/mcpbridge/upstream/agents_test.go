@@ -6,11 +6,13 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"
@@ -225,4 +227,73 @@ func TestDrainedConnClosesAgentSessions(t *testing.T) {
 		t.Fatalf("the late call came in session %q; want a new session of the agent's (the first was %q)", late, first)
 	}
 	eventually(t, "the late call's session DELETEd when it ended", func() bool { return slices.Contains(st.Deleted(), late) })
+}
+
+// refusingFront is a fake in front of the real server at url that, while
+// refuse is set, refuses every initialize with 503 (too many sessions), and
+// 404s every POST in a session of gone: a real server cannot be made to
+// refuse only new sessions, nor to forget one session on demand.
+func refusingFront(t *testing.T, url string) (front string, refuse *atomic.Bool, gone *sync.Map) {
+	refuse, gone = &atomic.Bool{}, &sync.Map{}
+	front = faultyFront(t, url, func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+		if _, forgotten := gone.Load(r.Header.Get("Mcp-Session-Id")); forgotten && r.Method == http.MethodPost {
+			http.Error(w, "session not found", http.StatusNotFound)
+			return true
+		}
+		if refuse.Load() && bytes.Contains(body, []byte(`"method":"initialize"`)) {
+			http.Error(w, "too many sessions", http.StatusServiceUnavailable)
+			return true
+		}
+		return false
+	})
+	return front, refuse, gone
+}
+
+// One agent's refused session dial (a dual-era server at its session
+// limit) serves that agent statelessly for a while, but an agent with a
+// session of its own keeps using it, and its state. Before, every agent
+// went stateless for sessionsRetry and lost its state. Found by review.
+func TestFailedDialLeavesOtherAgentsOnTheirSessions(t *testing.T) {
+	st := bridgetest.NewStateful(t, false)
+	url, refuse, _ := refusingFront(t, st.URL)
+	c := newTestConn(t, url)
+	as := newAgents(t)
+	_, a := as.open(t)
+	_, b := as.open(t)
+	callTool(t, c, `{"name":"remember","arguments":{"value":"apple"}}`, CallHooks{Agent: a})
+	refuse.Store(true)
+	callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: b})
+	if c.sessionsRetryAt.Load() <= time.Now().UnixNano() {
+		t.Fatal("b's refused session dial did not pause session dials")
+	}
+	if res := callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: a}); !strings.Contains(res, "recalled apple") {
+		t.Fatalf("agent a recalls %s after b's session dial failed; want its own state, apple", res)
+	}
+}
+
+// An agent with a session of its own on a session-only server is served
+// in it while the shared session is gone and cannot be opened again (the
+// server at its session limit). Before, each agent call dialled the shared
+// connection first and failed with mcp_server_unavailable. Found by review.
+func TestAgentSessionOutlivesTheSharedSession(t *testing.T) {
+	st := bridgetest.NewStateful(t, true)
+	url, refuse, gone := refusingFront(t, st.URL)
+	c := newTestConn(t, url)
+	_, a := newAgents(t).open(t)
+	callTool(t, c, `{"name":"remember","arguments":{"value":"apple"}}`, CallHooks{Agent: a})
+	shared, err := c.Client(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone.Store(shared.Conn().(*streamhttp.Conn).SessionID(), true)
+	refuse.Store(true)
+	if _, err := c.Call(ctxT(t), "tools/list", nil); err == nil {
+		t.Fatal("a listing in the forgotten shared session succeeded")
+	}
+	if _, err := c.Client(ctxT(t)); err == nil {
+		t.Fatal("the shared session was dialled again although the server refuses sessions")
+	}
+	if res := callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: a}); !strings.Contains(res, "recalled apple") {
+		t.Fatalf("agent a recalls %s; want its own state, apple", res)
+	}
 }

@@ -233,8 +233,8 @@ func TestServerWithoutSessionsStaysStateless(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if shared.Era() != client.EraStateless || c.agentSessions() != 0 || !c.noSessions.Load() {
-		t.Fatalf("connections to a stateless-only server: shared %s, %d agent sessions, noSessions %v; want the shared stateless connection alone", shared.Era(), c.agentSessions(), c.noSessions.Load())
+	if shared.Era() != client.EraStateless || c.agentSessions() != 0 || c.mode.Load() != modeStateless {
+		t.Fatalf("connections to a stateless-only server: shared %s, %d agent sessions, mode %d; want the shared stateless connection alone", shared.Era(), c.agentSessions(), c.mode.Load())
 	}
 }
 

@@ -141,9 +141,10 @@ type Conn struct {
 	inFlight int
 	draining bool
 
-	// noSessions is set once the server answered initialize without a
-	// session id: session-era agents' calls stay on the shared connection.
-	noSessions atomic.Bool
+	// mode is what the shared connection's dial learned of the server
+	// (agents.go); modeStateless too once an agent's session dial to a
+	// dual-era server was answered without a session id.
+	mode atomic.Int32
 	// sessionsRetryAt (unix ns): after a failed session dial to a server
 	// that speaks both eras, the calls go on the shared (stateless)
 	// connection until then, not each paying a dial.
@@ -324,6 +325,9 @@ func (c *Conn) client(ctx context.Context, l *line) (*client.Client, error) {
 			err = errAgentEnded
 		default:
 			l.cli = cli
+			if l == &c.shared {
+				c.learn(cli)
+			}
 		}
 		c.mu.Unlock()
 		close(done)
