@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
@@ -92,14 +93,20 @@ func (c *Conn) clientFor(ctx context.Context, agent *Agent) (*client.Client, err
 	if err == nil || c.life.Err() != nil || ctx.Err() != nil || errors.Is(err, errAgentEnded) {
 		return own, err
 	}
+	dualEra := c.mode.Load() == modeDualEra
 	switch {
-	case errors.Is(err, errNoSession):
+	case errors.Is(err, errNoSession) && dualEra:
 		// Keeps no session after all (for good): the shared connection
 		// serves every call.
 		c.mode.Store(modeStateless)
 		c.endAgent(agent.ID)
 		return c.Client(ctx)
-	case c.mode.Load() == modeDualEra:
+	case errors.Is(err, errNoSession):
+		// A session-only server (the shared connection has a session id)
+		// that opened this one without: a failed dial, not a reason to
+		// put every agent in the shared session.
+		return nil, &Error{Reason: ReasonUnavailable, Err: fmt.Errorf("server %s/%s answered an agent session's initialize without a session id, though it keeps sessions", c.target.Namespace, c.target.Name)}
+	case dualEra:
 		// Its stateless era serves the call (a session is cheaper and asks
 		// on the call's stream, but is not needed); dial again later.
 		c.sessionsRetryAt.Store(time.Now().Add(sessionsRetry).UnixNano())

@@ -297,3 +297,41 @@ func TestAgentSessionOutlivesTheSharedSession(t *testing.T) {
 		t.Fatalf("agent a recalls %s; want its own state, apple", res)
 	}
 }
+
+// A session-only server that answers an agent session's initialize without
+// a session id fails that agent's call (mcp_server_unavailable) and tells
+// the Conn nothing: every agent sharing the shared session would run in
+// one another's state. Before, the Conn went stateless for good and every
+// later agent call took the shared session. The missing id is a fake in
+// front of the real server (which always gives one). Found by review.
+func TestSessionOnlyServerAnsweringWithoutSessionID(t *testing.T) {
+	st := bridgetest.NewStateful(t, true)
+	var initializes atomic.Int32
+	url := faultyFront(t, st.URL, func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+		// The shared connection's initialize passes; the agents' are
+		// answered without their session id, and their confirmation
+		// without one is taken, as by a server that keeps no session.
+		if bytes.Contains(body, []byte(`"method":"notifications/initialized"`)) && r.Header.Get("Mcp-Session-Id") == "" {
+			w.WriteHeader(http.StatusAccepted)
+			return true
+		}
+		if !bytes.Contains(body, []byte(`"method":"initialize"`)) || initializes.Add(1) == 1 {
+			return false
+		}
+		relay(w, r, st.URL, body, "Mcp-Session-Id")
+		return true
+	})
+	c := newTestConn(t, url)
+	as := newAgents(t)
+	for _, name := range []string{"a", "b"} {
+		_, agent := as.open(t)
+		_, err := c.CallTool(ctxT(t), []byte(`{"name":"recall","arguments":{}}`), CallHooks{Agent: agent})
+		var e *Error
+		if !errors.As(err, &e) || e.Reason != ReasonUnavailable {
+			t.Fatalf("agent %s's call: %v; want %s", name, err, ReasonUnavailable)
+		}
+	}
+	if seen := st.Calls(); len(seen) != 0 || c.mode.Load() != modeSessionOnly {
+		t.Fatalf("the server saw calls in sessions %q, the Conn's mode is %d; want no call (none in the shared session) and the server still known to keep sessions", seen, c.mode.Load())
+	}
+}
