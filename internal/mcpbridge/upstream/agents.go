@@ -71,27 +71,27 @@ func (c *Conn) learn(cli *client.Client) {
 
 // clientFor returns the client a call for agent takes: the agent session's
 // own upstream session where the server keeps sessions, else the shared
-// connection. An agent session with a live upstream session takes it
-// without looking at the shared connection or at a paused dial: what
-// happens to them is not its session's business.
-func (c *Conn) clientFor(ctx context.Context, agent *Agent) (*client.Client, error) {
+// connection; and the line it is on, for drop. An agent session with a
+// live upstream session takes it without looking at the shared connection
+// or at a paused dial: what happens to them is not its session's business.
+func (c *Conn) clientFor(ctx context.Context, agent *Agent) (*client.Client, *line, error) {
 	if agent == nil {
-		return c.Client(ctx)
+		return c.sharedClient(ctx)
 	}
-	if cli := c.liveAgentClient(agent.ID); cli != nil {
-		return cli, nil
+	if l, cli := c.liveAgentLine(agent.ID); cli != nil {
+		return cli, l, nil
 	}
 	keeps, err := c.keepsSessions(ctx)
 	if err != nil || !keeps {
-		return c.Client(ctx)
+		return c.sharedClient(ctx)
 	}
 	l, err := c.agentLine(agent)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	own, err := c.client(ctx, l)
 	if err == nil || c.life.Err() != nil || ctx.Err() != nil || errors.Is(err, errAgentEnded) {
-		return own, err
+		return own, l, err
 	}
 	dualEra := c.mode.Load() == modeDualEra
 	switch {
@@ -100,32 +100,38 @@ func (c *Conn) clientFor(ctx context.Context, agent *Agent) (*client.Client, err
 		// serves every call.
 		c.mode.Store(modeStateless)
 		c.endAgent(agent.ID)
-		return c.Client(ctx)
+		return c.sharedClient(ctx)
 	case errors.Is(err, errNoSession):
 		// A session-only server (the shared connection has a session id)
 		// that opened this one without: a failed dial, not a reason to
 		// put every agent in the shared session.
-		return nil, &Error{Reason: ReasonUnavailable, Err: fmt.Errorf("server %s/%s answered an agent session's initialize without a session id, though it keeps sessions", c.target.Namespace, c.target.Name)}
+		return nil, nil, &Error{Reason: ReasonUnavailable, Err: fmt.Errorf("server %s/%s answered an agent session's initialize without a session id, though it keeps sessions", c.target.Namespace, c.target.Name)}
 	case dualEra:
 		// Its stateless era serves the call (a session is cheaper and asks
 		// on the call's stream, but is not needed); dial again later.
 		c.sessionsRetryAt.Store(time.Now().Add(sessionsRetry).UnixNano())
-		return c.Client(ctx)
+		return c.sharedClient(ctx)
 	}
 	// A session-only server: the shared connection is a session too, and
 	// the call must not run in another agent's state.
-	return nil, err
+	return nil, nil, err
 }
 
-// liveAgentClient is the client of agent session id's upstream session,
-// nil when it has none (not dialled, being dialled, or dropped).
-func (c *Conn) liveAgentClient(id string) *client.Client {
+// sharedClient is Client with the shared line, for clientFor.
+func (c *Conn) sharedClient(ctx context.Context) (*client.Client, *line, error) {
+	cli, err := c.Client(ctx)
+	return cli, &c.shared, err
+}
+
+// liveAgentLine is the line of agent session id's upstream session and its
+// client, nil when it has none (not dialled, being dialled, or dropped).
+func (c *Conn) liveAgentLine(id string) (*line, *client.Client) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if l := c.agents[id]; l != nil {
-		return l.cli
+		return l, l.cli
 	}
-	return nil
+	return nil, nil
 }
 
 // keepsSessions says whether a session-era agent session without an

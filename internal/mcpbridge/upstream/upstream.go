@@ -543,7 +543,7 @@ func (c *Conn) doOn(ctx context.Context, agent *Agent, f func(context.Context, *
 	defer cancel(nil)
 	stop := context.AfterFunc(c.life, func() { cancel(context.Cause(c.life)) })
 	defer stop()
-	cli, err := c.clientFor(cctx, agent)
+	cli, l, err := c.clientFor(cctx, agent)
 	if err != nil {
 		return nil, c.classify(ctx, cctx, err)
 	}
@@ -552,8 +552,8 @@ func (c *Conn) doOn(ctx context.Context, agent *Agent, f func(context.Context, *
 		// The session a session-era agent's call took ended before the
 		// server ran it (the server expired or forgot it): a new session
 		// carries it, once.
-		c.drop(cli)
-		if cli, err = c.clientFor(cctx, agent); err != nil {
+		c.drop(l, cli)
+		if cli, l, err = c.clientFor(cctx, agent); err != nil {
 			return nil, c.classify(ctx, cctx, err)
 		}
 		res, err = f(cctx, cli)
@@ -573,7 +573,7 @@ func (c *Conn) doOn(ctx context.Context, agent *Agent, f func(context.Context, *
 	// ends its session under every other call in flight.
 	var limit *client.LimitError
 	if !errors.As(err, &limit) && ctx.Err() == nil {
-		c.drop(cli)
+		c.drop(l, cli)
 	}
 	return nil, c.classify(ctx, cctx, err)
 }
@@ -611,27 +611,19 @@ func containsAny(s string, subs ...string) bool {
 	return false
 }
 
-// drop takes cli out of its line, so that the next call dials again, and
-// closes it.
-func (c *Conn) drop(cli *client.Client) {
+// drop takes cli out of l, the line it was taken from, so that the next
+// call dials again, and closes it; nothing when l holds another client by
+// now (a call that failed with it dropped it first).
+func (c *Conn) drop(l *line, cli *client.Client) {
 	c.mu.Lock()
-	l := &c.shared
-	if l.cli != cli {
-		l = nil
-		for _, al := range c.agents {
-			if al.cli == cli {
-				l = al
-				break
-			}
-		}
+	mine := l.cli == cli
+	if mine {
+		l.cli = nil
 	}
-	if l == nil {
-		c.mu.Unlock()
-		return
-	}
-	l.cli = nil
 	c.mu.Unlock()
-	go cli.Close()
+	if mine {
+		go cli.Close()
+	}
 }
 
 // Close ends the Conn for good (the server left the bridge's scope).
