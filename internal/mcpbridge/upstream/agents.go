@@ -71,7 +71,8 @@ func (c *Conn) learn(cli *client.Client) {
 
 // clientFor returns the client a call for agent takes: the agent session's
 // own upstream session where the server keeps sessions, else the shared
-// connection; and the line it is on, for drop. An agent session with a
+// connection; and the line it is on, taken (busy) until the call releases
+// it, and for drop. An agent session with a
 // live upstream session takes it without looking at the shared connection
 // or at a paused dial: what happens to them is not its session's business.
 func (c *Conn) clientFor(ctx context.Context, agent *Agent) (*client.Client, *line, error) {
@@ -86,14 +87,24 @@ func (c *Conn) clientFor(ctx context.Context, agent *Agent) (*client.Client, *li
 		return c.sharedClient(ctx)
 	}
 	l, err := c.agentLine(agent)
-	if err != nil {
+	dualEra := c.mode.Load() == modeDualEra
+	switch {
+	case errors.Is(err, errAtCap) && dualEra:
+		// Its stateless era serves the call, without the session's state.
+		return c.sharedClient(ctx)
+	case errors.Is(err, errAtCap):
+		return nil, nil, &Error{Reason: ReasonBusy, Err: fmt.Errorf("the bridge holds its limit of %d upstream sessions to server %s/%s, each in use by a call; retry shortly", c.opts.MaxAgentSessions, c.target.Namespace, c.target.Name)}
+	case err != nil:
 		return nil, nil, err
 	}
 	own, err := c.client(ctx, l)
-	if err == nil || c.life.Err() != nil || ctx.Err() != nil || errors.Is(err, errAgentEnded) {
-		return own, l, err
+	if err == nil {
+		return own, l, nil
 	}
-	dualEra := c.mode.Load() == modeDualEra
+	c.release(l)
+	if c.life.Err() != nil || ctx.Err() != nil || errors.Is(err, errAgentEnded) {
+		return nil, nil, err
+	}
 	switch {
 	case errors.Is(err, errNoSession) && dualEra:
 		// Keeps no session after all (for good): the shared connection
@@ -117,18 +128,37 @@ func (c *Conn) clientFor(ctx context.Context, agent *Agent) (*client.Client, *li
 	return nil, nil, err
 }
 
-// sharedClient is Client with the shared line, for clientFor.
+// sharedClient is Client with the shared line, taken, for clientFor.
 func (c *Conn) sharedClient(ctx context.Context) (*client.Client, *line, error) {
 	cli, err := c.Client(ctx)
-	return cli, &c.shared, err
+	if err != nil {
+		return nil, nil, err
+	}
+	c.mu.Lock()
+	c.shared.busy++
+	c.mu.Unlock()
+	return cli, &c.shared, nil
+}
+
+// release ends a call's hold on l (nil: none).
+func (c *Conn) release(l *line) {
+	if l == nil {
+		return
+	}
+	c.mu.Lock()
+	l.busy--
+	l.lastUsed = time.Now()
+	c.mu.Unlock()
 }
 
 // liveAgentLine is the line of agent session id's upstream session and its
-// client, nil when it has none (not dialled, being dialled, or dropped).
+// client, the line taken; nil when it has none (not dialled, being
+// dialled, or dropped).
 func (c *Conn) liveAgentLine(id string) (*line, *client.Client) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if l := c.agents[id]; l != nil {
+	if l := c.agents[id]; l != nil && l.cli != nil {
+		l.busy++
 		return l, l.cli
 	}
 	return nil, nil
@@ -155,10 +185,19 @@ func (c *Conn) keepsSessions(ctx context.Context) (bool, error) {
 	return false, nil
 }
 
-// agentLine returns the line of agent's upstream session, making it (not
-// dialled yet) on the agent session's first call to this server. The line
-// is closed when the agent session ends: the Conn registers that with
-// agent.AtEnd once per line.
+// errAtCap: the Conn holds Options.MaxAgentSessions agents' upstream
+// sessions, each in use by a call.
+var errAtCap = errors.New("at the cap of agent sessions, all in use")
+
+// agentLine returns the line of agent's upstream session, taken (busy),
+// making it (not dialled yet) on the agent session's first call to this
+// server. The line is closed when the agent session ends: the Conn
+// registers that with agent.AtEnd once per line.
+//
+// At Options.MaxAgentSessions the least recently used idle line is closed
+// to make room: its agent session, calling again, gets a new upstream
+// session, without what the server kept in the old one. With every line
+// busy it returns errAtCap.
 func (c *Conn) agentLine(agent *Agent) (*line, error) {
 	c.mu.Lock()
 	if err := context.Cause(c.life); err != nil {
@@ -166,15 +205,28 @@ func (c *Conn) agentLine(agent *Agent) (*line, error) {
 		return nil, err
 	}
 	if l := c.agents[agent.ID]; l != nil {
+		l.busy++
 		c.mu.Unlock()
 		return l, nil
 	}
-	l := &line{era: client.EraSession}
+	var evicted *client.Client
+	if len(c.agents) >= c.opts.MaxAgentSessions {
+		victim := c.leastRecentlyUsedIdleLocked()
+		if victim == "" {
+			c.mu.Unlock()
+			return nil, errAtCap
+		}
+		evicted = c.takeAgentLocked(victim)
+	}
+	l := &line{era: client.EraSession, busy: 1}
 	if c.agents == nil {
 		c.agents = map[string]*line{}
 	}
 	c.agents[agent.ID] = l
 	c.mu.Unlock()
+	if evicted != nil {
+		go evicted.Close()
+	}
 	id := agent.ID
 	if !agent.AtEnd(func() { c.endAgent(id) }) {
 		c.endAgent(id)
@@ -183,17 +235,43 @@ func (c *Conn) agentLine(agent *Agent) (*line, error) {
 	return l, nil
 }
 
+// leastRecentlyUsedIdleLocked is the agent session id of the line no call
+// holds or dials that was used longest ago, "" if every line is busy.
+// c.mu is held.
+func (c *Conn) leastRecentlyUsedIdleLocked() string {
+	var id string
+	var oldest time.Time
+	for aid, l := range c.agents {
+		if l.busy > 0 || l.dialing != nil {
+			continue
+		}
+		if id == "" || l.lastUsed.Before(oldest) {
+			id, oldest = aid, l.lastUsed
+		}
+	}
+	return id
+}
+
+// takeAgentLocked takes agent session id's line out of the Conn, ended,
+// and returns its client for the caller to close (nil: none). c.mu is
+// held.
+func (c *Conn) takeAgentLocked(id string) *client.Client {
+	l := c.agents[id]
+	delete(c.agents, id)
+	if l == nil {
+		return nil
+	}
+	l.ended = true
+	cli := l.cli
+	l.cli = nil
+	return cli
+}
+
 // endAgent closes the upstream session of agent session id (a DELETE to
 // the server), if it has one here: the agent session ended.
 func (c *Conn) endAgent(id string) {
 	c.mu.Lock()
-	l := c.agents[id]
-	delete(c.agents, id)
-	var cli *client.Client
-	if l != nil {
-		l.ended = true
-		cli, l.cli = l.cli, nil
-	}
+	cli := c.takeAgentLocked(id)
 	c.mu.Unlock()
 	if cli != nil {
 		cli.Close()

@@ -335,3 +335,93 @@ func TestSessionOnlyServerAnsweringWithoutSessionID(t *testing.T) {
 		t.Fatalf("the server saw calls in sessions %q, the Conn's mode is %d; want no call (none in the shared session) and the server still known to keep sessions", seen, c.mode.Load())
 	}
 }
+
+// newCappedConn is a Conn to url that holds at most max agent sessions.
+func newCappedConn(t *testing.T, url string, max int) *Conn {
+	c := New(Target{Namespace: "ns", Name: "s", URL: url}, Options{MaxAgentSessions: max})
+	t.Cleanup(c.Close)
+	return c
+}
+
+// At its cap of agent sessions a Conn closes the least recently used idle
+// one to open a new one; the agent whose session was closed gets a new,
+// empty one when it calls again. Before, nothing bounded them.
+func TestAgentSessionCapClosesTheLeastRecentlyUsed(t *testing.T) {
+	st := bridgetest.NewStateful(t, true)
+	c := newCappedConn(t, st.URL, 2)
+	as := newAgents(t)
+	_, a := as.open(t)
+	_, b := as.open(t)
+	_, third := as.open(t)
+	callTool(t, c, `{"name":"remember","arguments":{"value":"apple"}}`, CallHooks{Agent: a})
+	callTool(t, c, `{"name":"remember","arguments":{"value":"banana"}}`, CallHooks{Agent: b})
+	sa, sb := agentSession(c, a), agentSession(c, b)
+	deleted := func(id string) func() bool { return func() bool { return slices.Contains(st.Deleted(), id) } }
+
+	callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: third})
+	eventually(t, "a's session (least recently used) DELETEd at the cap", deleted(sa))
+	if n := c.agentSessions(); n != 2 || slices.Contains(st.Deleted(), sb) || agentSession(c, third) == "" {
+		t.Fatalf("at the cap: %d agent sessions, DELETEd %q; want 2, b's kept and the third agent's opened", n, st.Deleted())
+	}
+
+	if res := callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: a}); strings.Contains(res, "apple") {
+		t.Fatalf("agent a recalls %s in a new session; want it empty", res)
+	}
+	if s := agentSession(c, a); s == "" || s == sa {
+		t.Fatalf("agent a's session is %q; want a new one (the old was %q)", s, sa)
+	}
+	eventually(t, "b's session (now least recently used) DELETEd", deleted(sb))
+}
+
+// At its cap with every agent session in use by a call, a new agent's call
+// is refused (mcp_server_busy) by a session-only server's Conn, and served
+// statelessly by a dual-era server's. The call in flight is held by a fake
+// in front of the real server (a real one answers at once).
+func TestAgentSessionCapWithEverySessionBusy(t *testing.T) {
+	for _, sessionOnly := range []bool{false, true} {
+		name := map[bool]string{false: "both eras", true: "session era only"}[sessionOnly]
+		t.Run(name, func(t *testing.T) {
+			st := bridgetest.NewStateful(t, sessionOnly)
+			arrived, hold := make(chan struct{}, 1), make(chan struct{})
+			url := faultyFront(t, st.URL, func(_ http.ResponseWriter, r *http.Request, body []byte) bool {
+				if r.Header.Get("Mcp-Session-Id") != "" && bytes.Contains(body, []byte(`"method":"tools/call"`)) {
+					select {
+					case arrived <- struct{}{}:
+					default:
+					}
+					select {
+					case <-hold:
+					case <-r.Context().Done():
+					}
+				}
+				return false
+			})
+			c := newCappedConn(t, url, 1)
+			as := newAgents(t)
+			_, a := as.open(t)
+			_, b := as.open(t)
+			done := make(chan error, 1)
+			go func() {
+				_, err := c.CallTool(ctxT(t), []byte(`{"name":"recall","arguments":{}}`), CallHooks{Agent: a})
+				done <- err
+			}()
+			<-arrived
+			res, err := c.CallTool(ctxT(t), []byte(`{"name":"recall","arguments":{}}`), CallHooks{Agent: b})
+			close(hold)
+			if err := <-done; err != nil {
+				t.Fatalf("the held call: %v", err)
+			}
+			seen := st.Calls()
+			if sessionOnly {
+				var e *Error
+				if !errors.As(err, &e) || e.Reason != ReasonBusy || len(seen) != 1 {
+					t.Fatalf("a call past the cap: %s, %v, the server saw calls in %q; want %s and only the held call", res, err, seen, ReasonBusy)
+				}
+				return
+			}
+			if err != nil || len(seen) != 2 || seen[0] != "" {
+				t.Fatalf("a call past the cap: %s, %v, the server saw calls in %q; want it served statelessly, then the held call", res, err, seen)
+			}
+		})
+	}
+}

@@ -56,6 +56,9 @@ const (
 	ReasonTimeout     = "timeout"
 	ReasonCancelled   = "cancelled"
 	ReasonInvalid     = "invalid_result"
+	// ReasonBusy: the bridge holds its cap of upstream sessions to a
+	// session-only server, each in use by a call (Options.MaxAgentSessions).
+	ReasonBusy = "mcp_server_busy"
 )
 
 // Error is a call that got no answer from the server.
@@ -109,7 +112,14 @@ type Options struct {
 	// ClientCapabilities are declared to the server: what the bridge will
 	// relay of the server's own requests (see CallHooks.Request).
 	ClientCapabilities map[string]any
+	// MaxAgentSessions bounds the agents' upstream sessions the Conn holds
+	// (default DefaultMaxAgentSessions); agents.go says what happens at it.
+	MaxAgentSessions int
 }
+
+// DefaultMaxAgentSessions is Options.MaxAgentSessions by default: the
+// sessions one replica opens on one server for its agents.
+const DefaultMaxAgentSessions = 256
 
 // Conn is the connection to one server. Safe for concurrent use.
 type Conn struct {
@@ -169,6 +179,11 @@ type line struct {
 	// or the Conn was retired or drained); it is never dialled again, and a
 	// dial that finishes after this closes what it made.
 	ended bool
+	// busy counts the calls that took the line and have not ended;
+	// lastUsed is when the last one ended. An agent's line that is not
+	// busy is idle: the cap may close it (agents.go).
+	busy     int
+	lastUsed time.Time
 }
 
 // New returns a Conn for t; nothing is dialled yet.
@@ -178,6 +193,9 @@ func New(t Target, o Options) *Conn {
 	}
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = 64 << 20
+	}
+	if o.MaxAgentSessions <= 0 {
+		o.MaxAgentSessions = DefaultMaxAgentSessions
 	}
 	life, retire := context.WithCancelCause(context.Background())
 	subsLife, stopSubs := context.WithCancel(life)
@@ -547,12 +565,14 @@ func (c *Conn) doOn(ctx context.Context, agent *Agent, f func(context.Context, *
 	if err != nil {
 		return nil, c.classify(ctx, cctx, err)
 	}
+	defer func() { c.release(l) }()
 	res, err := f(cctx, cli)
 	if errors.Is(err, streamhttp.ErrNotRun) && agent != nil && ctx.Err() == nil {
 		// The session a session-era agent's call took ended before the
 		// server ran it (the server expired or forgot it): a new session
 		// carries it, once.
 		c.drop(l, cli)
+		c.release(l)
 		if cli, l, err = c.clientFor(cctx, agent); err != nil {
 			return nil, c.classify(ctx, cctx, err)
 		}
