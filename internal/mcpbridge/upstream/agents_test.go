@@ -71,7 +71,7 @@ func TestAgentSessionsKeepTheirOwnUpstreamState(t *testing.T) {
 }
 
 // An agent's upstream session is closed (DELETE) when the agent session
-// ends: by DELETE, by idle expiry, and when the Conn is retired. A call for
+// ends: by DELETE, by idle expiry, and when the Conn is closed. A call for
 // an agent session that has ended opens nothing.
 func TestUpstreamSessionEndsWithTheAgentSession(t *testing.T) {
 	st := bridgetest.NewStateful(t, false)
@@ -108,7 +108,7 @@ func TestUpstreamSessionEndsWithTheAgentSession(t *testing.T) {
 		t.Fatalf("a call for an ended agent session: %v, %d agent sessions; want %s and no new upstream session", err, c.agentSessions(), ReasonCancelled)
 	}
 
-	c.Retire(ReasonRestarted)
+	c.Close() // the server left the bridge's scope
 	eventually(t, "the last agent's upstream session DELETEd with the Conn", deleted(sb))
 	if c.agentSessions() != 0 {
 		t.Fatalf("a retired Conn holds %d agent sessions", c.agentSessions())
@@ -423,5 +423,71 @@ func TestAgentSessionCapWithEverySessionBusy(t *testing.T) {
 				t.Fatalf("a call past the cap: %s, %v, the server saw calls in %q; want it served statelessly, then the held call", res, err, seen)
 			}
 		})
+	}
+}
+
+// A Conn retired for a new pod or a crash sends no DELETE: the sessions
+// went with the old process. Before, it sent one per session.
+func TestRetiredForANewPodSendsNoDelete(t *testing.T) {
+	for _, reason := range []string{ReasonRestarted, ReasonUnstable} {
+		t.Run(reason, func(t *testing.T) {
+			st := bridgetest.NewStateful(t, false)
+			c := newTestConn(t, st.URL)
+			as := newAgents(t)
+			for range 3 {
+				_, agent := as.open(t)
+				callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: agent})
+			}
+			c.Retire(reason)
+			c.closing.Wait()
+			if d := st.Deleted(); len(d) != 0 || c.agentSessions() != 0 {
+				t.Fatalf("retired (%s): DELETEd %q, %d agent sessions held; want no DELETE and none held", reason, d, c.agentSessions())
+			}
+		})
+	}
+}
+
+// Closing a Conn DELETEs its agents' sessions at most closeParallel at a
+// time. Before, all at once. The fake in front of the real server holds
+// each DELETE until more than closeParallel are in flight, or for at most
+// 300 ms: the bound is what is tested, the wait only lets a burst build up.
+func TestCloseSendsBoundedDeletes(t *testing.T) {
+	st := bridgetest.NewStateful(t, false)
+	var mu sync.Mutex
+	inFlight, most := 0, 0
+	burst, bursting := make(chan struct{}), false
+	url := faultyFront(t, st.URL, func(_ http.ResponseWriter, r *http.Request, _ []byte) bool {
+		if r.Method != http.MethodDelete {
+			return false
+		}
+		mu.Lock()
+		inFlight++
+		if most = max(most, inFlight); most > closeParallel && !bursting {
+			bursting = true
+			close(burst)
+		}
+		mu.Unlock()
+		select {
+		case <-burst:
+		case <-time.After(300 * time.Millisecond):
+		}
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+		return false
+	})
+	c := newTestConn(t, url)
+	as := newAgents(t)
+	sessions := 2*closeParallel + 2
+	for range sessions {
+		_, agent := as.open(t)
+		callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: agent})
+	}
+	c.Close()
+	c.closing.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if d := st.Deleted(); len(d) != sessions || most > closeParallel {
+		t.Fatalf("closing %d agent sessions: %d DELETEd, at most %d at once; want all, at most %d at once", sessions, len(d), most, closeParallel)
 	}
 }

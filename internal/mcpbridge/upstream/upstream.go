@@ -164,6 +164,9 @@ type Conn struct {
 	tokens   atomic.Int64
 
 	subs subs
+
+	// closing counts closeAll's clean-ups running (tests wait for them).
+	closing sync.WaitGroup
 }
 
 // line is one MCP connection to the server over the Conn's pool, dialled
@@ -216,7 +219,9 @@ func (c *Conn) Retire(reason string) {
 	c.mu.Lock()
 	clis := c.takeAll()
 	c.mu.Unlock()
-	c.closeAll(clis)
+	// A new pod, or a crash: the sessions went with the old process, and
+	// a DELETE each would only wait on a server that is gone.
+	c.closeAll(clis, reason != ReasonRestarted && reason != ReasonUnstable)
 }
 
 // takeAll takes every client out of the Conn (a non-nil list, perhaps
@@ -239,18 +244,38 @@ func (c *Conn) takeAll() []*client.Client {
 	return clis
 }
 
-// closeAll ends clis in the background (a DELETE each for sessions), then
-// drops the pool's idle connections; nil clis is nothing to close.
-func (c *Conn) closeAll(clis []*client.Client) {
+// closeParallel bounds the DELETEs closeAll sends at once: a Conn with
+// hundreds of agent sessions does not open as many connections to the
+// server at once.
+const closeParallel = 8
+
+// closeAll ends clis in the background, with a DELETE each for sessions
+// unless not deleteSessions (the server is gone: a client over the Conn's
+// pool holds nothing else to close), then drops the pool's idle
+// connections; nil clis is nothing to close.
+func (c *Conn) closeAll(clis []*client.Client, deleteSessions bool) {
 	if clis == nil || c.pool == nil {
 		return
 	}
+	c.closing.Add(1)
 	go func() {
-		var wg sync.WaitGroup
-		for _, cli := range clis {
-			wg.Go(func() { cli.Close() })
+		defer c.closing.Done()
+		if deleteSessions {
+			work := make(chan *client.Client)
+			var wg sync.WaitGroup
+			for range min(closeParallel, len(clis)) {
+				wg.Go(func() {
+					for cli := range work {
+						cli.Close()
+					}
+				})
+			}
+			for _, cli := range clis {
+				work <- cli
+			}
+			close(work)
+			wg.Wait()
 		}
-		wg.Wait()
 		c.pool.CloseIdle()
 	}()
 }
@@ -266,7 +291,7 @@ func (c *Conn) Drain() {
 	c.draining = true
 	clis := c.idleClients()
 	c.mu.Unlock()
-	c.closeAll(clis)
+	c.closeAll(clis, true)
 }
 
 // idleClients takes the clients away when a draining Conn has no call in
@@ -289,7 +314,7 @@ func (c *Conn) end() {
 	c.inFlight--
 	clis := c.idleClients()
 	c.mu.Unlock()
-	c.closeAll(clis)
+	c.closeAll(clis, true)
 }
 
 // Client returns the shared client, dialling when there is none.
