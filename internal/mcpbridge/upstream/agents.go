@@ -13,9 +13,11 @@ import (
 // Agents' own upstream sessions. A session-era agent session's calls to a
 // server that keeps sessions (a session-only server, or one that speaks
 // both eras) go over an upstream session of that agent session alone: what
-// the server keeps per session (a browser, a working directory, a log
-// level, roots) is never another agent's, and the server does as much work
-// per agent as behind a proxy that relays each session. The session is
+// the server keeps per session (a browser, a working directory) is never
+// another agent's, and the server does about as much work per agent as
+// behind a proxy that relays each session (plus a logging/setLevel to
+// debug at dial: the bridge filters each agent's messages itself). At most
+// Options.MaxAgentSessions are open (agentLine). The session is
 // opened on the agent session's first call to the server, reused for its
 // later calls, and closed (DELETE) when the agent session ends on this
 // replica (DELETE, idle timeout, forgotten at the per-caller cap) or when

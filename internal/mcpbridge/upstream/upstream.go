@@ -9,7 +9,7 @@
 //   - to a server that keeps sessions, one session per session-era agent
 //     session (agents.go), opened on its first call and closed (DELETE)
 //     when the agent session ends: what a server keeps per session (a
-//     browser, a working directory, a log level) is one agent's, as behind
+//     browser, a working directory) is one agent's, as behind
 //     any proxy that relays sessions.
 //
 // Calls are never retried once the server may have run them: a failure is
