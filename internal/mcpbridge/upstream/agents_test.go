@@ -491,3 +491,57 @@ func TestCloseSendsBoundedDeletes(t *testing.T) {
 		t.Fatalf("closing %d agent sessions: %d DELETEd, at most %d at once; want all, at most %d at once", sessions, len(d), most, closeParallel)
 	}
 }
+
+// Calls that wait on an agent session's failed session dial get its
+// failure; they do not each dial the server again. Before, each did. The
+// refusal, held until the calls wait, is a fake in front of the real
+// server.
+func TestWaitersShareAFailedDial(t *testing.T) {
+	st := bridgetest.NewStateful(t, true)
+	var initializes atomic.Int32
+	arrived, release := make(chan struct{}), make(chan struct{})
+	url := faultyFront(t, st.URL, func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+		if !bytes.Contains(body, []byte(`"method":"initialize"`)) || initializes.Add(1) == 1 {
+			return false // the shared connection's
+		}
+		if initializes.Load() == 2 {
+			close(arrived)
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+		http.Error(w, "too many sessions", http.StatusServiceUnavailable)
+		return true
+	})
+	c := newTestConn(t, url)
+	if _, err := c.Client(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	_, agent := newAgents(t).open(t)
+	const calls = 3
+	errs := make(chan error, calls)
+	for range calls {
+		go func() {
+			_, err := c.CallTool(ctxT(t), []byte(`{"name":"recall","arguments":{}}`), CallHooks{Agent: agent})
+			errs <- err
+		}()
+	}
+	<-arrived
+	eventually(t, "the other calls waiting on the dial", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		l := c.agents[agent.ID]
+		return l != nil && l.dialing != nil && l.dialing.waiters == calls-1
+	})
+	close(release)
+	for range calls {
+		var e *Error
+		if err := <-errs; !errors.As(err, &e) || e.Reason != ReasonUnavailable {
+			t.Fatalf("a call on the refused session: %v; want %s", err, ReasonUnavailable)
+		}
+	}
+	if n := initializes.Load(); n != 2 {
+		t.Fatalf("the server was sent %d initializes; want 2 (the shared connection's, and the agent's one dial)", n)
+	}
+}

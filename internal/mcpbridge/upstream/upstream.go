@@ -177,7 +177,7 @@ type line struct {
 	// shared line), client.EraSession a session (an agent's line).
 	era     client.Era
 	cli     *client.Client
-	dialing chan struct{}
+	dialing *dialAttempt
 	// ended: the line was taken out of the Conn (its agent session ended,
 	// or the Conn was retired or drained); it is never dialled again, and a
 	// dial that finishes after this closes what it made.
@@ -187,6 +187,15 @@ type line struct {
 	// busy is idle: the cap may close it (agents.go).
 	busy     int
 	lastUsed time.Time
+}
+
+// dialAttempt is a line's dial under way: done closes when it ends, and
+// err is then its failure, for the calls that waited on it (waiters
+// counts them, under Conn.mu; tests wait for them).
+type dialAttempt struct {
+	done    chan struct{}
+	err     error
+	waiters int
 }
 
 // New returns a Conn for t; nothing is dialled yet.
@@ -326,7 +335,8 @@ func (c *Conn) Client(ctx context.Context) (*client.Client, error) {
 var errNoSession = errors.New("the server keeps no session")
 
 // client returns l's client, dialling when it has none (one dial at a time:
-// the others wait for it).
+// the others wait for it, and share its failure rather than each dial the
+// server again; not a failure of the dialling call's own giving up).
 func (c *Conn) client(ctx context.Context, l *line) (*client.Client, error) {
 	for {
 		c.mu.Lock()
@@ -344,20 +354,27 @@ func (c *Conn) client(ctx context.Context, l *line) (*client.Client, error) {
 			return cli, nil
 		}
 		if wait := l.dialing; wait != nil {
+			wait.waiters++
 			c.mu.Unlock()
 			select {
-			case <-wait:
+			case <-wait.done:
+				if wait.err != nil {
+					return nil, wait.err
+				}
 				continue
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
 		}
-		done := make(chan struct{})
-		l.dialing = done
+		attempt := &dialAttempt{done: make(chan struct{})}
+		l.dialing = attempt
 		c.mu.Unlock()
 		cli, err := c.dial(ctx, l.era)
 		c.mu.Lock()
 		l.dialing = nil
+		if err != nil && ctx.Err() == nil {
+			attempt.err = err
+		}
 		switch {
 		case err != nil:
 		case c.life.Err() != nil:
@@ -373,7 +390,7 @@ func (c *Conn) client(ctx context.Context, l *line) (*client.Client, error) {
 			}
 		}
 		c.mu.Unlock()
-		close(done)
+		close(attempt.done)
 		if err != nil {
 			return nil, err
 		}
