@@ -34,8 +34,10 @@ type Agent struct {
 	// ID names the agent session on this replica.
 	ID string
 	// AtEnd registers f to run when the agent session ends on this
-	// replica, and returns false, keeping nothing, when it has ended.
-	AtEnd func(f func()) bool
+	// replica and returns what forgets f (the Conn forgets it when it
+	// closes the line first, so that a session outliving the Conn does not
+	// keep it reachable); false, keeping nothing, when it has ended.
+	AtEnd func(f func()) (forget func(), ok bool)
 }
 
 // errAgentEnded: the agent session the call was made for has ended.
@@ -230,10 +232,18 @@ func (c *Conn) agentLine(agent *Agent) (*line, error) {
 		go evicted.Close()
 	}
 	id := agent.ID
-	if !agent.AtEnd(func() { c.endAgent(id) }) {
+	forget, ok := agent.AtEnd(func() { c.endAgent(id) })
+	if !ok {
 		c.endAgent(id)
 		return nil, errAgentEnded
 	}
+	c.mu.Lock()
+	if l.ended { // closed meanwhile (retired, drained, the cap)
+		forget()
+	} else {
+		l.forgetAtEnd = forget
+	}
+	c.mu.Unlock()
 	return l, nil
 }
 
@@ -263,7 +273,7 @@ func (c *Conn) takeAgentLocked(id string) *client.Client {
 	if l == nil {
 		return nil
 	}
-	l.ended = true
+	l.end()
 	cli := l.cli
 	l.cli = nil
 	return cli

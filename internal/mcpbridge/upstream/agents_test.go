@@ -545,3 +545,48 @@ func TestWaitersShareAFailedDial(t *testing.T) {
 		t.Fatalf("the server was sent %d initializes; want 2 (the shared connection's, and the agent's one dial)", n)
 	}
 }
+
+// countingAgent is s as a Conn sees it, counting the clean-ups the Conn
+// has registered with s and not forgotten.
+func countingAgent(s *session.Session) (*Agent, *atomic.Int32) {
+	var live atomic.Int32
+	return &Agent{ID: s.ID, AtEnd: func(f func()) (func(), bool) {
+		forget, ok := s.AtEnd(f)
+		if ok {
+			live.Add(1)
+		}
+		return func() { live.Add(-1); forget() }, ok
+	}}, &live
+}
+
+// A Conn that closes an agent's line before the agent session ends (the
+// cap, a retired Conn) forgets the clean-up it registered with the agent
+// session: they do not pile up, nor keep old Conns reachable, for as long
+// as the agent session lives. Before, each stayed.
+func TestClosedLinesForgetTheirAgentsCleanUp(t *testing.T) {
+	st := bridgetest.NewStateful(t, false)
+	as := newAgents(t)
+	sa, _ := as.open(t)
+	sb, _ := as.open(t)
+	a, liveA := countingAgent(sa)
+	b, _ := countingAgent(sb)
+
+	c := newCappedConn(t, st.URL, 1)
+	for range 3 { // a and b take the one session in turn
+		callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: a})
+		callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: b})
+	}
+	if n := liveA.Load(); n != 0 {
+		t.Fatalf("after its line was closed at the cap 3 times, agent a holds %d of the Conn's clean-ups; want 0", n)
+	}
+
+	retired := newTestConn(t, st.URL)
+	callTool(t, retired, `{"name":"recall","arguments":{}}`, CallHooks{Agent: a})
+	if n := liveA.Load(); n != 1 {
+		t.Fatalf("agent a holds %d clean-ups with a line open; want 1", n)
+	}
+	retired.Retire(ReasonRestarted)
+	if n := liveA.Load(); n != 0 {
+		t.Fatalf("agent a holds %d of a retired Conn's clean-ups; want 0", n)
+	}
+}

@@ -187,6 +187,20 @@ type line struct {
 	// busy is idle: the cap may close it (agents.go).
 	busy     int
 	lastUsed time.Time
+	// forgetAtEnd forgets the agent session's clean-up that would close
+	// the line (nil: none registered yet).
+	forgetAtEnd func()
+}
+
+// end marks l taken out of the Conn and forgets its agent session's
+// clean-up, now needless. Conn.mu is held (forgetting takes only the
+// agent session's lock, which is never held while taking Conn.mu).
+func (l *line) end() {
+	l.ended = true
+	if l.forgetAtEnd != nil {
+		l.forgetAtEnd()
+		l.forgetAtEnd = nil
+	}
 }
 
 // dialAttempt is a line's dial under way: done closes when it ends, and
@@ -243,7 +257,7 @@ func (c *Conn) takeAll() []*client.Client {
 		c.shared.cli = nil
 	}
 	for _, l := range c.agents {
-		l.ended = true
+		l.end()
 		if l.cli != nil {
 			clis = append(clis, l.cli)
 			l.cli = nil
