@@ -312,7 +312,6 @@ func (s *Session) AtEnd(f func()) (forget func(), ok bool) {
 	}, true
 }
 
-
 // Sweep ends sessions idle longer than IdleTimeout (and not busy) and forgets
 // tombstones of sessions past MaxAge. The bridge calls it periodically.
 func (m *Manager) Sweep() {
