@@ -87,7 +87,10 @@ func (c *Conn) clientFor(ctx context.Context, agent *Agent) (*client.Client, *li
 		return cli, l, nil
 	}
 	keeps, err := c.keepsSessions(ctx)
-	if err != nil || !keeps {
+	if err != nil {
+		return nil, nil, err
+	}
+	if !keeps {
 		return c.sharedClient(ctx)
 	}
 	l, err := c.agentLine(agent)
