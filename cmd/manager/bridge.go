@@ -24,6 +24,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/tracing"
 	"github.com/mcp-operator/mcp-operator/internal/version"
 )
@@ -48,6 +49,7 @@ type bridgeFlags struct {
 	sessionConcurrent int
 	callerConcurrent  int
 	callerSessions    int
+	upstreamSessions  int
 	callTimeout       time.Duration
 	idleTimeout       time.Duration
 	shutdownDelay     time.Duration
@@ -83,6 +85,7 @@ func parseBridgeFlags(args []string, stderr io.Writer) (bridgeFlags, error) {
 	fs.IntVar(&f.sessionConcurrent, "max-session-requests", session.DefaultMaxConcurrent, "requests in flight at once in one session")
 	fs.IntVar(&f.callerConcurrent, "max-caller-requests", 4*session.DefaultMaxConcurrent, "requests in flight at once from one caller, in all its sessions or none")
 	fs.IntVar(&f.callerSessions, "max-caller-sessions", session.DefaultMaxPerSubject, "legacy-era sessions one caller may hold open on this replica")
+	fs.IntVar(&f.upstreamSessions, "max-upstream-sessions", upstream.DefaultMaxAgentSessions, "upstream sessions this replica opens on one MCP server for session-era agent sessions; at it the least recently used idle one is closed, and with all in use a session-only server's call is refused (mcp_server_busy)")
 	fs.DurationVar(&f.callTimeout, "call-timeout", mcpbridge.DefaultCallTimeout, "deadline of a call forwarded to an MCP server")
 	fs.DurationVar(&f.idleTimeout, "session-idle-timeout", session.DefaultIdleTimeout, "a session not used this long ends")
 	fs.DurationVar(&f.shutdownDelay, "shutdown-delay", mcpbridge.DefaultShutdownDelay, "after SIGTERM, how long to go on serving (keep-alives off) before refusing new connections, so the Service stops sending agents here first")
@@ -102,6 +105,8 @@ func parseBridgeFlags(args []string, stderr io.Writer) (bridgeFlags, error) {
 		err = fmt.Errorf("--listen %q is not host:port, so --metrics-bind-address cannot default to its host: set it", f.listen)
 	case f.opsListen == f.listen:
 		err = fmt.Errorf("--metrics-bind-address must differ from --listen (%s): metrics are not served on the agents' port", f.listen)
+	case f.upstreamSessions < 1:
+		err = fmt.Errorf("--max-upstream-sessions must be at least 1, not %d", f.upstreamSessions)
 	case len(splitList(f.namespaces)) == 0:
 		err = errors.New("--namespaces (or $POD_NAMESPACE) is required")
 	case f.maxBodyBytes <= 0 || f.bodyBytesInFlight < f.maxBodyBytes:
@@ -302,6 +307,7 @@ func bridgeOptions(f bridgeFlags, log interface {
 		o.ApprovalNotifier = wh
 	}
 	o.Session = session.Options{IdleTimeout: f.idleTimeout, MaxConcurrent: f.sessionConcurrent, MaxPerSubject: f.callerSessions}
+	o.MaxUpstreamSessions = f.upstreamSessions
 	o.Bridge = mcpbridge.Config{
 		ToolNameStyle: f.toolNameStyle, MaxBodyBytes: f.maxBodyBytes, MaxBodyBytesInFlight: f.bodyBytesInFlight, MaxConcurrent: f.maxConcurrent,
 		MaxSubjectConcurrent: f.callerConcurrent, CallTimeout: f.callTimeout, AllowedHosts: splitList(f.allowedHosts), AllowedOrigins: splitList(f.allowedOrigins),

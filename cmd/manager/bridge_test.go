@@ -53,7 +53,7 @@ func TestBridgeOptions(t *testing.T) {
 
 	f, err := parseBridgeFlags([]string{"--namespaces=a, b", "--listen=127.0.0.1:9000", "--session-key-file=" + keyFile,
 		"--audit-args=none", "--tool-name-style=underscore", "--allowed-origins=https://x",
-		"--artifact-max-size=2Gi", "--artifact-retention=2h", "--max-caller-sessions=7", "--max-body-bytes-in-flight=8388608"}, &bytes.Buffer{})
+		"--artifact-max-size=2Gi", "--artifact-retention=2h", "--max-caller-sessions=7", "--max-body-bytes-in-flight=8388608", "--max-upstream-sessions=9"}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestBridgeOptions(t *testing.T) {
 		o.ArgsMode != audit.ArgsNone || o.Bridge.ToolNameStyle != "underscore" || !o.Bridge.LoopbackOnly ||
 		len(o.Bridge.AllowedOrigins) != 1 || o.Auth != nil ||
 		o.ArtifactLimits.MaxBytes != 2<<30 || o.ArtifactLimits.MaxAge != 2*time.Hour || o.Session.MaxPerSubject != 7 ||
-		o.Bridge.MaxBodyBytesInFlight != 8<<20 {
+		o.Bridge.MaxBodyBytesInFlight != 8<<20 || o.MaxUpstreamSessions != 9 {
 		t.Fatalf("options %+v", o)
 	}
 	if len(logged) != 0 {

@@ -62,6 +62,9 @@ type Options struct {
 	Bridge Config
 	// Session tunes sessions.
 	Session session.Options
+	// MaxUpstreamSessions bounds the agents' upstream sessions to one
+	// server (upstream.Options.MaxAgentSessions; 0: its default).
+	MaxUpstreamSessions int
 	// SecretsResync is how often the Secrets of remote servers are read
 	// again, so that rotated credentials are used (default a minute).
 	SecretsResync time.Duration
@@ -151,7 +154,7 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		metrics.RegisterArtifacts(reg, func() (int64, int64, int64) { st := store.Stats(); return st.Bytes, st.Count, st.Refused })
 		go store.Run(ctx, time.Minute, func(err error) { o.Log.Error(err, "the artifact store could not be swept") })
 	}
-	registry := routes.NewRegistry(upstream.Options{}, o.Log.WithName("routes"))
+	registry := routes.NewRegistry(upstream.Options{MaxAgentSessions: o.MaxUpstreamSessions}, o.Log.WithName("routes"))
 
 	cfg := o.Bridge
 	cfg.Registry, cfg.Auth, cfg.Sessions, cfg.Sealer, cfg.Audit = registry, auth, sessions, sealer, aw

@@ -224,7 +224,10 @@ func (h *hub) session(s *session.Session, subject policy.Subject) *listener {
 		h.sessions[s.ID] = l
 	}
 	h.mu.Unlock()
-	if made && !s.AtEnd(func() { h.endSession(s.ID) }) {
+	if !made {
+		return l
+	}
+	if _, ok := s.AtEnd(func() { h.endSession(s.ID) }); !ok {
 		h.endSession(s.ID)
 		return nil
 	}

@@ -379,7 +379,7 @@ func (b *Bridge) observe(server, method string, took time.Duration, err error) {
 	}
 	m.CallDuration.WithLabelValues(server, method).Observe(took.Seconds())
 	var ue *upstream.Error
-	if errors.As(err, &ue) && ue.Reason != upstream.ReasonCancelled {
+	if errors.As(err, &ue) && ue.Reason != upstream.ReasonCancelled && ue.Reason != upstream.ReasonBusy {
 		m.UpstreamUp.WithLabelValues(server).Set(0)
 	} else {
 		m.UpstreamUp.WithLabelValues(server).Set(1)

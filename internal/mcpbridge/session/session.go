@@ -153,7 +153,10 @@ type Session struct {
 	inflight map[string]context.CancelFunc
 	waiting  map[string]chan *jsonrpc.Message
 	ended    bool
-	atEnd    []func()
+	// atEnd are the clean-ups to run when the session ends, by the key
+	// AtEnd gave each (lastAtEnd is the last key given).
+	atEnd     map[uint64]func()
+	lastAtEnd uint64
 }
 
 // Open starts a session for c (ID and IssuedAt are filled in).
@@ -320,16 +323,27 @@ func (m *Manager) dropLocked(s *Session) {
 }
 
 // AtEnd registers f to run when the session ends on this replica (DELETE,
-// idle expiry). It returns false, and does not keep f, when the session has
-// ended already.
-func (s *Session) AtEnd(f func()) bool {
+// idle expiry), and returns what forgets f (for a clean-up that is done
+// before the session ends: f must not keep what it names reachable for the
+// session's life). It returns false, and does not keep f, when the session
+// has ended already.
+func (s *Session) AtEnd(f func()) (forget func(), ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ended {
-		return false
+		return func() {}, false
 	}
-	s.atEnd = append(s.atEnd, f)
-	return true
+	if s.atEnd == nil {
+		s.atEnd = map[uint64]func(){}
+	}
+	s.lastAtEnd++
+	key := s.lastAtEnd
+	s.atEnd[key] = f
+	return func() {
+		s.mu.Lock()
+		delete(s.atEnd, key)
+		s.mu.Unlock()
+	}, true
 }
 
 // Sweep ends sessions idle longer than IdleTimeout (and not busy) and forgets

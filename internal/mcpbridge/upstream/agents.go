@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
@@ -12,9 +13,11 @@ import (
 // Agents' own upstream sessions. A session-era agent session's calls to a
 // server that keeps sessions (a session-only server, or one that speaks
 // both eras) go over an upstream session of that agent session alone: what
-// the server keeps per session (a browser, a working directory, a log
-// level, roots) is never another agent's, and the server does as much work
-// per agent as behind a proxy that relays each session. The session is
+// the server keeps per session (a browser, a working directory) is never
+// another agent's, and the server does about as much work per agent as
+// behind a proxy that relays each session (plus a logging/setLevel to
+// debug at dial: the bridge filters each agent's messages itself). At most
+// Options.MaxAgentSessions are open (agentLine). The session is
 // opened on the agent session's first call to the server, reused for its
 // later calls, and closed (DELETE) when the agent session ends on this
 // replica (DELETE, idle timeout, forgotten at the per-caller cap) or when
@@ -31,8 +34,10 @@ type Agent struct {
 	// ID names the agent session on this replica.
 	ID string
 	// AtEnd registers f to run when the agent session ends on this
-	// replica, and returns false, keeping nothing, when it has ended.
-	AtEnd func(f func()) bool
+	// replica and returns what forgets f (the Conn forgets it when it
+	// closes the line first, so that a session outliving the Conn does not
+	// keep it reachable); false, keeping nothing, when it has ended.
+	AtEnd func(f func()) (forget func(), ok bool)
 }
 
 // errAgentEnded: the agent session the call was made for has ended.
@@ -43,60 +48,163 @@ var errAgentEnded = &Error{Reason: ReasonCancelled, Err: errors.New("the agent s
 // before it dials a session again.
 const sessionsRetry = 30 * time.Second
 
+// What a Conn learned of its server at its shared connection's first
+// dial (Conn.mode): remembered, so that an agent session with a live
+// upstream session of its own needs nothing of the shared connection.
+const (
+	modeUnknown     int32 = iota // the shared connection was never dialled
+	modeStateless                // keeps no session: every call is shared
+	modeDualEra                  // speaks both eras: agents get sessions
+	modeSessionOnly              // the shared connection is a session too
+)
+
+// learn records what the shared connection cli says of the server, unless
+// something is known already (modeStateless set by an agent's dial stays).
+func (c *Conn) learn(cli *client.Client) {
+	m := modeStateless
+	switch {
+	case cli.Era() == client.EraSession:
+		if sc, ok := cli.Conn().(*streamhttp.Conn); ok && sc.SessionID() != "" {
+			m = modeSessionOnly
+		}
+	case cli.SpeaksSessionsToo():
+		m = modeDualEra
+	}
+	c.mode.CompareAndSwap(modeUnknown, m)
+}
+
 // clientFor returns the client a call for agent takes: the agent session's
 // own upstream session where the server keeps sessions, else the shared
-// connection.
-func (c *Conn) clientFor(ctx context.Context, agent *Agent) (*client.Client, error) {
-	shared, err := c.Client(ctx)
-	if err != nil || agent == nil || !c.keepsSessions(shared) {
-		return shared, err
+// connection; and the line it is on, taken (busy) until the call releases
+// it, and for drop. An agent session with a
+// live upstream session takes it without looking at the shared connection
+// or at a paused dial: what happens to them is not its session's business.
+func (c *Conn) clientFor(ctx context.Context, agent *Agent) (*client.Client, *line, error) {
+	if agent == nil {
+		return c.sharedClient(ctx)
+	}
+	if l, cli := c.liveAgentLine(agent.ID); cli != nil {
+		return cli, l, nil
+	}
+	keeps, err := c.keepsSessions(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !keeps {
+		return c.sharedClient(ctx)
 	}
 	l, err := c.agentLine(agent)
-	if err != nil {
-		return nil, err
+	dualEra := c.mode.Load() == modeDualEra
+	switch {
+	case errors.Is(err, errAtCap) && dualEra:
+		// Its stateless era serves the call, without the session's state.
+		return c.sharedClient(ctx)
+	case errors.Is(err, errAtCap):
+		return nil, nil, &Error{Reason: ReasonBusy, Err: fmt.Errorf("the bridge holds its limit of %d upstream sessions to server %s/%s, each in use by a call; retry shortly", c.opts.MaxAgentSessions, c.target.Namespace, c.target.Name)}
+	case err != nil:
+		return nil, nil, err
 	}
 	own, err := c.client(ctx, l)
-	if err == nil || c.life.Err() != nil || ctx.Err() != nil || errors.Is(err, errAgentEnded) {
-		return own, err
+	if err == nil {
+		return own, l, nil
+	}
+	c.release(l)
+	if c.life.Err() != nil || ctx.Err() != nil || errors.Is(err, errAgentEnded) {
+		return nil, nil, err
 	}
 	switch {
-	case errors.Is(err, errNoSession):
+	case errors.Is(err, errNoSession) && dualEra:
 		// Keeps no session after all (for good): the shared connection
 		// serves every call.
-		c.noSessions.Store(true)
+		c.mode.Store(modeStateless)
 		c.endAgent(agent.ID)
-		return shared, nil
-	case shared.Era() == client.EraStateless:
+		return c.sharedClient(ctx)
+	case errors.Is(err, errNoSession):
+		// A session-only server (the shared connection has a session id)
+		// that opened this one without: a failed dial, not a reason to
+		// put every agent in the shared session.
+		return nil, nil, &Error{Reason: ReasonUnavailable, Err: fmt.Errorf("server %s/%s answered an agent session's initialize without a session id, though it keeps sessions", c.target.Namespace, c.target.Name)}
+	case dualEra:
 		// Its stateless era serves the call (a session is cheaper and asks
 		// on the call's stream, but is not needed); dial again later.
 		c.sessionsRetryAt.Store(time.Now().Add(sessionsRetry).UnixNano())
-		return shared, nil
+		return c.sharedClient(ctx)
 	}
 	// A session-only server: the shared connection is a session too, and
 	// the call must not run in another agent's state.
-	return nil, err
+	return nil, nil, err
 }
 
-// keepsSessions says whether the server behind shared gives each agent
-// session its own upstream session: it keeps sessions (the shared
+// sharedClient is Client with the shared line, taken, for clientFor.
+func (c *Conn) sharedClient(ctx context.Context) (*client.Client, *line, error) {
+	cli, err := c.Client(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.mu.Lock()
+	c.shared.busy++
+	c.mu.Unlock()
+	return cli, &c.shared, nil
+}
+
+// release ends a call's hold on l (nil: none).
+func (c *Conn) release(l *line) {
+	if l == nil {
+		return
+	}
+	c.mu.Lock()
+	l.busy--
+	l.lastUsed = time.Now()
+	c.mu.Unlock()
+}
+
+// liveAgentLine is the line of agent session id's upstream session and its
+// client, the line taken; nil when it has none (not dialled, being
+// dialled, or dropped).
+func (c *Conn) liveAgentLine(id string) (*line, *client.Client) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l := c.agents[id]; l != nil && l.cli != nil {
+		l.busy++
+		return l, l.cli
+	}
+	return nil, nil
+}
+
+// keepsSessions says whether a session-era agent session without an
+// upstream session should dial one: the server keeps sessions (the shared
 // connection got a session id, or the server listed a session-era version
 // in server/discover and has not answered initialize without one), and no
-// session dial failed in the last sessionsRetry.
-func (c *Conn) keepsSessions(shared *client.Client) bool {
-	if c.noSessions.Load() {
-		return false
+// session dial to a dual-era server failed in the last sessionsRetry. It
+// dials the shared connection only when the server is not known yet.
+func (c *Conn) keepsSessions(ctx context.Context) (bool, error) {
+	if c.mode.Load() == modeUnknown {
+		if _, err := c.Client(ctx); err != nil {
+			return false, err
+		}
 	}
-	if shared.Era() == client.EraSession {
-		sc, ok := shared.Conn().(*streamhttp.Conn)
-		return ok && sc.SessionID() != ""
+	switch c.mode.Load() {
+	case modeSessionOnly:
+		return true, nil
+	case modeDualEra:
+		return time.Now().UnixNano() >= c.sessionsRetryAt.Load(), nil
 	}
-	return shared.SpeaksSessionsToo() && time.Now().UnixNano() >= c.sessionsRetryAt.Load()
+	return false, nil
 }
 
-// agentLine returns the line of agent's upstream session, making it (not
-// dialled yet) on the agent session's first call to this server. The line
-// is closed when the agent session ends: the Conn registers that with
-// agent.AtEnd once per line.
+// errAtCap: the Conn holds Options.MaxAgentSessions agents' upstream
+// sessions, each in use by a call.
+var errAtCap = errors.New("at the cap of agent sessions, all in use")
+
+// agentLine returns the line of agent's upstream session, taken (busy),
+// making it (not dialled yet) on the agent session's first call to this
+// server. The line is closed when the agent session ends: the Conn
+// registers that with agent.AtEnd once per line.
+//
+// At Options.MaxAgentSessions the least recently used idle line is closed
+// to make room: its agent session, calling again, gets a new upstream
+// session, without what the server kept in the old one. With every line
+// busy it returns errAtCap.
 func (c *Conn) agentLine(agent *Agent) (*line, error) {
 	c.mu.Lock()
 	if err := context.Cause(c.life); err != nil {
@@ -104,34 +212,81 @@ func (c *Conn) agentLine(agent *Agent) (*line, error) {
 		return nil, err
 	}
 	if l := c.agents[agent.ID]; l != nil {
+		l.busy++
 		c.mu.Unlock()
 		return l, nil
 	}
-	l := &line{era: client.EraSession}
+	var evicted *client.Client
+	if len(c.agents) >= c.opts.MaxAgentSessions {
+		victim := c.leastRecentlyUsedIdleLocked()
+		if victim == "" {
+			c.mu.Unlock()
+			return nil, errAtCap
+		}
+		evicted = c.takeAgentLocked(victim)
+	}
+	l := &line{era: client.EraSession, busy: 1}
 	if c.agents == nil {
 		c.agents = map[string]*line{}
 	}
 	c.agents[agent.ID] = l
 	c.mu.Unlock()
+	if evicted != nil {
+		go evicted.Close()
+	}
 	id := agent.ID
-	if !agent.AtEnd(func() { c.endAgent(id) }) {
+	forget, ok := agent.AtEnd(func() { c.endAgent(id) })
+	if !ok {
 		c.endAgent(id)
 		return nil, errAgentEnded
 	}
+	c.mu.Lock()
+	if l.ended { // closed meanwhile (retired, drained, the cap)
+		forget()
+	} else {
+		l.forgetAtEnd = forget
+	}
+	c.mu.Unlock()
 	return l, nil
+}
+
+// leastRecentlyUsedIdleLocked is the agent session id of the line no call
+// holds or dials that was used longest ago, "" if every line is busy.
+// c.mu is held.
+func (c *Conn) leastRecentlyUsedIdleLocked() string {
+	var id string
+	var oldest time.Time
+	for aid, l := range c.agents {
+		if l.busy > 0 || l.dialing != nil {
+			continue
+		}
+		if id == "" || l.lastUsed.Before(oldest) {
+			id, oldest = aid, l.lastUsed
+		}
+	}
+	return id
+}
+
+// takeAgentLocked takes agent session id's line out of the Conn, ended,
+// and returns its client for the caller to close (nil: none). c.mu is
+// held.
+func (c *Conn) takeAgentLocked(id string) *client.Client {
+	l := c.agents[id]
+	delete(c.agents, id)
+	if l == nil {
+		return nil
+	}
+	l.end()
+	cli := l.cli
+	l.cli = nil
+	return cli
 }
 
 // endAgent closes the upstream session of agent session id (a DELETE to
 // the server), if it has one here: the agent session ended.
 func (c *Conn) endAgent(id string) {
 	c.mu.Lock()
-	l := c.agents[id]
-	delete(c.agents, id)
-	var cli *client.Client
-	if l != nil {
-		l.ended = true
-		cli, l.cli = l.cli, nil
-	}
+	cli := c.takeAgentLocked(id)
 	c.mu.Unlock()
 	if cli != nil {
 		cli.Close()

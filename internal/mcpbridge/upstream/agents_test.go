@@ -6,11 +6,13 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"
@@ -69,7 +71,7 @@ func TestAgentSessionsKeepTheirOwnUpstreamState(t *testing.T) {
 }
 
 // An agent's upstream session is closed (DELETE) when the agent session
-// ends: by DELETE, by idle expiry, and when the Conn is retired. A call for
+// ends: by DELETE, by idle expiry, and when the Conn is closed. A call for
 // an agent session that has ended opens nothing.
 func TestUpstreamSessionEndsWithTheAgentSession(t *testing.T) {
 	st := bridgetest.NewStateful(t, false)
@@ -106,7 +108,7 @@ func TestUpstreamSessionEndsWithTheAgentSession(t *testing.T) {
 		t.Fatalf("a call for an ended agent session: %v, %d agent sessions; want %s and no new upstream session", err, c.agentSessions(), ReasonCancelled)
 	}
 
-	c.Retire(ReasonRestarted)
+	c.Close() // the server left the bridge's scope
 	eventually(t, "the last agent's upstream session DELETEd with the Conn", deleted(sb))
 	if c.agentSessions() != 0 {
 		t.Fatalf("a retired Conn holds %d agent sessions", c.agentSessions())
@@ -225,4 +227,366 @@ func TestDrainedConnClosesAgentSessions(t *testing.T) {
 		t.Fatalf("the late call came in session %q; want a new session of the agent's (the first was %q)", late, first)
 	}
 	eventually(t, "the late call's session DELETEd when it ended", func() bool { return slices.Contains(st.Deleted(), late) })
+}
+
+// refusingFront is a fake in front of the real server at url that, while
+// refuse is set, refuses every initialize with 503 (too many sessions), and
+// 404s every POST in a session of gone: a real server cannot be made to
+// refuse only new sessions, nor to forget one session on demand.
+func refusingFront(t *testing.T, url string) (front string, refuse *atomic.Bool, gone *sync.Map) {
+	refuse, gone = &atomic.Bool{}, &sync.Map{}
+	front = faultyFront(t, url, func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+		if _, forgotten := gone.Load(r.Header.Get("Mcp-Session-Id")); forgotten && r.Method == http.MethodPost {
+			http.Error(w, "session not found", http.StatusNotFound)
+			return true
+		}
+		if refuse.Load() && bytes.Contains(body, []byte(`"method":"initialize"`)) {
+			http.Error(w, "too many sessions", http.StatusServiceUnavailable)
+			return true
+		}
+		return false
+	})
+	return front, refuse, gone
+}
+
+// One agent's refused session dial (a dual-era server at its session
+// limit) serves that agent statelessly for a while, but an agent with a
+// session of its own keeps using it, and its state. Before, every agent
+// went stateless for sessionsRetry and lost its state. Found by review.
+func TestFailedDialLeavesOtherAgentsOnTheirSessions(t *testing.T) {
+	st := bridgetest.NewStateful(t, false)
+	url, refuse, _ := refusingFront(t, st.URL)
+	c := newTestConn(t, url)
+	as := newAgents(t)
+	_, a := as.open(t)
+	_, b := as.open(t)
+	callTool(t, c, `{"name":"remember","arguments":{"value":"apple"}}`, CallHooks{Agent: a})
+	refuse.Store(true)
+	callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: b})
+	if c.sessionsRetryAt.Load() <= time.Now().UnixNano() {
+		t.Fatal("b's refused session dial did not pause session dials")
+	}
+	if res := callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: a}); !strings.Contains(res, "recalled apple") {
+		t.Fatalf("agent a recalls %s after b's session dial failed; want its own state, apple", res)
+	}
+}
+
+// An agent with a session of its own on a session-only server is served
+// in it while the shared session is gone and cannot be opened again (the
+// server at its session limit). Before, each agent call dialled the shared
+// connection first and failed with mcp_server_unavailable. Found by review.
+func TestAgentSessionOutlivesTheSharedSession(t *testing.T) {
+	st := bridgetest.NewStateful(t, true)
+	url, refuse, gone := refusingFront(t, st.URL)
+	c := newTestConn(t, url)
+	_, a := newAgents(t).open(t)
+	callTool(t, c, `{"name":"remember","arguments":{"value":"apple"}}`, CallHooks{Agent: a})
+	shared, err := c.Client(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone.Store(shared.Conn().(*streamhttp.Conn).SessionID(), true)
+	refuse.Store(true)
+	if _, err := c.Call(ctxT(t), "tools/list", nil); err == nil {
+		t.Fatal("a listing in the forgotten shared session succeeded")
+	}
+	if _, err := c.Client(ctxT(t)); err == nil {
+		t.Fatal("the shared session was dialled again although the server refuses sessions")
+	}
+	if res := callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: a}); !strings.Contains(res, "recalled apple") {
+		t.Fatalf("agent a recalls %s; want its own state, apple", res)
+	}
+}
+
+// A session-only server that answers an agent session's initialize without
+// a session id fails that agent's call (mcp_server_unavailable) and tells
+// the Conn nothing: every agent sharing the shared session would run in
+// one another's state. Before, the Conn went stateless for good and every
+// later agent call took the shared session. The missing id is a fake in
+// front of the real server (which always gives one). Found by review.
+func TestSessionOnlyServerAnsweringWithoutSessionID(t *testing.T) {
+	st := bridgetest.NewStateful(t, true)
+	var initializes atomic.Int32
+	url := faultyFront(t, st.URL, func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+		// The shared connection's initialize passes; the agents' are
+		// answered without their session id, and their confirmation
+		// without one is taken, as by a server that keeps no session.
+		if bytes.Contains(body, []byte(`"method":"notifications/initialized"`)) && r.Header.Get("Mcp-Session-Id") == "" {
+			w.WriteHeader(http.StatusAccepted)
+			return true
+		}
+		if !bytes.Contains(body, []byte(`"method":"initialize"`)) || initializes.Add(1) == 1 {
+			return false
+		}
+		relay(w, r, st.URL, body, "Mcp-Session-Id")
+		return true
+	})
+	c := newTestConn(t, url)
+	as := newAgents(t)
+	for _, name := range []string{"a", "b"} {
+		_, agent := as.open(t)
+		_, err := c.CallTool(ctxT(t), []byte(`{"name":"recall","arguments":{}}`), CallHooks{Agent: agent})
+		var e *Error
+		if !errors.As(err, &e) || e.Reason != ReasonUnavailable {
+			t.Fatalf("agent %s's call: %v; want %s", name, err, ReasonUnavailable)
+		}
+	}
+	if seen := st.Calls(); len(seen) != 0 || c.mode.Load() != modeSessionOnly {
+		t.Fatalf("the server saw calls in sessions %q, the Conn's mode is %d; want no call (none in the shared session) and the server still known to keep sessions", seen, c.mode.Load())
+	}
+}
+
+// newCappedConn is a Conn to url that holds at most max agent sessions.
+func newCappedConn(t *testing.T, url string, max int) *Conn {
+	c := New(Target{Namespace: "ns", Name: "s", URL: url}, Options{MaxAgentSessions: max})
+	t.Cleanup(c.Close)
+	return c
+}
+
+// At its cap of agent sessions a Conn closes the least recently used idle
+// one to open a new one; the agent whose session was closed gets a new,
+// empty one when it calls again. Before, nothing bounded them.
+func TestAgentSessionCapClosesTheLeastRecentlyUsed(t *testing.T) {
+	st := bridgetest.NewStateful(t, true)
+	c := newCappedConn(t, st.URL, 2)
+	as := newAgents(t)
+	_, a := as.open(t)
+	_, b := as.open(t)
+	_, third := as.open(t)
+	callTool(t, c, `{"name":"remember","arguments":{"value":"apple"}}`, CallHooks{Agent: a})
+	callTool(t, c, `{"name":"remember","arguments":{"value":"banana"}}`, CallHooks{Agent: b})
+	sa, sb := agentSession(c, a), agentSession(c, b)
+	deleted := func(id string) func() bool { return func() bool { return slices.Contains(st.Deleted(), id) } }
+
+	callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: third})
+	eventually(t, "a's session (least recently used) DELETEd at the cap", deleted(sa))
+	if n := c.agentSessions(); n != 2 || slices.Contains(st.Deleted(), sb) || agentSession(c, third) == "" {
+		t.Fatalf("at the cap: %d agent sessions, DELETEd %q; want 2, b's kept and the third agent's opened", n, st.Deleted())
+	}
+
+	if res := callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: a}); strings.Contains(res, "apple") {
+		t.Fatalf("agent a recalls %s in a new session; want it empty", res)
+	}
+	if s := agentSession(c, a); s == "" || s == sa {
+		t.Fatalf("agent a's session is %q; want a new one (the old was %q)", s, sa)
+	}
+	eventually(t, "b's session (now least recently used) DELETEd", deleted(sb))
+}
+
+// At its cap with every agent session in use by a call, a new agent's call
+// is refused (mcp_server_busy) by a session-only server's Conn, and served
+// statelessly by a dual-era server's. The call in flight is held by a fake
+// in front of the real server (a real one answers at once).
+func TestAgentSessionCapWithEverySessionBusy(t *testing.T) {
+	for _, sessionOnly := range []bool{false, true} {
+		name := map[bool]string{false: "both eras", true: "session era only"}[sessionOnly]
+		t.Run(name, func(t *testing.T) {
+			st := bridgetest.NewStateful(t, sessionOnly)
+			arrived, hold := make(chan struct{}, 1), make(chan struct{})
+			url := faultyFront(t, st.URL, func(_ http.ResponseWriter, r *http.Request, body []byte) bool {
+				if r.Header.Get("Mcp-Session-Id") != "" && bytes.Contains(body, []byte(`"method":"tools/call"`)) {
+					select {
+					case arrived <- struct{}{}:
+					default:
+					}
+					select {
+					case <-hold:
+					case <-r.Context().Done():
+					}
+				}
+				return false
+			})
+			c := newCappedConn(t, url, 1)
+			as := newAgents(t)
+			_, a := as.open(t)
+			_, b := as.open(t)
+			done := make(chan error, 1)
+			go func() {
+				_, err := c.CallTool(ctxT(t), []byte(`{"name":"recall","arguments":{}}`), CallHooks{Agent: a})
+				done <- err
+			}()
+			<-arrived
+			res, err := c.CallTool(ctxT(t), []byte(`{"name":"recall","arguments":{}}`), CallHooks{Agent: b})
+			close(hold)
+			if err := <-done; err != nil {
+				t.Fatalf("the held call: %v", err)
+			}
+			seen := st.Calls()
+			if sessionOnly {
+				var e *Error
+				if !errors.As(err, &e) || e.Reason != ReasonBusy || len(seen) != 1 {
+					t.Fatalf("a call past the cap: %s, %v, the server saw calls in %q; want %s and only the held call", res, err, seen, ReasonBusy)
+				}
+				return
+			}
+			if err != nil || len(seen) != 2 || seen[0] != "" {
+				t.Fatalf("a call past the cap: %s, %v, the server saw calls in %q; want it served statelessly, then the held call", res, err, seen)
+			}
+		})
+	}
+}
+
+// A Conn retired for a new pod or a crash sends no DELETE: the sessions
+// went with the old process. Before, it sent one per session.
+func TestRetiredForANewPodSendsNoDelete(t *testing.T) {
+	for _, reason := range []string{ReasonRestarted, ReasonUnstable} {
+		t.Run(reason, func(t *testing.T) {
+			st := bridgetest.NewStateful(t, false)
+			c := newTestConn(t, st.URL)
+			as := newAgents(t)
+			for range 3 {
+				_, agent := as.open(t)
+				callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: agent})
+			}
+			c.Retire(reason)
+			c.closing.Wait()
+			if d := st.Deleted(); len(d) != 0 || c.agentSessions() != 0 {
+				t.Fatalf("retired (%s): DELETEd %q, %d agent sessions held; want no DELETE and none held", reason, d, c.agentSessions())
+			}
+		})
+	}
+}
+
+// Closing a Conn DELETEs its agents' sessions at most closeParallel at a
+// time. Before, all at once. The fake in front of the real server holds
+// each DELETE until more than closeParallel are in flight, or for at most
+// 300 ms: the bound is what is tested, the wait only lets a burst build up.
+func TestCloseSendsBoundedDeletes(t *testing.T) {
+	st := bridgetest.NewStateful(t, false)
+	var mu sync.Mutex
+	inFlight, most := 0, 0
+	burst, bursting := make(chan struct{}), false
+	url := faultyFront(t, st.URL, func(_ http.ResponseWriter, r *http.Request, _ []byte) bool {
+		if r.Method != http.MethodDelete {
+			return false
+		}
+		mu.Lock()
+		inFlight++
+		if most = max(most, inFlight); most > closeParallel && !bursting {
+			bursting = true
+			close(burst)
+		}
+		mu.Unlock()
+		select {
+		case <-burst:
+		case <-time.After(300 * time.Millisecond):
+		}
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+		return false
+	})
+	c := newTestConn(t, url)
+	as := newAgents(t)
+	sessions := 2*closeParallel + 2
+	for range sessions {
+		_, agent := as.open(t)
+		callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: agent})
+	}
+	c.Close()
+	c.closing.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if d := st.Deleted(); len(d) != sessions || most > closeParallel {
+		t.Fatalf("closing %d agent sessions: %d DELETEd, at most %d at once; want all, at most %d at once", sessions, len(d), most, closeParallel)
+	}
+}
+
+// Calls that wait on an agent session's failed session dial get its
+// failure; they do not each dial the server again. Before, each did. The
+// refusal, held until the calls wait, is a fake in front of the real
+// server.
+func TestWaitersShareAFailedDial(t *testing.T) {
+	st := bridgetest.NewStateful(t, true)
+	var initializes atomic.Int32
+	arrived, release := make(chan struct{}), make(chan struct{})
+	url := faultyFront(t, st.URL, func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+		if !bytes.Contains(body, []byte(`"method":"initialize"`)) || initializes.Add(1) == 1 {
+			return false // the shared connection's
+		}
+		if initializes.Load() == 2 {
+			close(arrived)
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+		http.Error(w, "too many sessions", http.StatusServiceUnavailable)
+		return true
+	})
+	c := newTestConn(t, url)
+	if _, err := c.Client(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	_, agent := newAgents(t).open(t)
+	const calls = 3
+	errs := make(chan error, calls)
+	for range calls {
+		go func() {
+			_, err := c.CallTool(ctxT(t), []byte(`{"name":"recall","arguments":{}}`), CallHooks{Agent: agent})
+			errs <- err
+		}()
+	}
+	<-arrived
+	eventually(t, "the other calls waiting on the dial", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		l := c.agents[agent.ID]
+		return l != nil && l.dialing != nil && l.dialing.waiters == calls-1
+	})
+	close(release)
+	for range calls {
+		var e *Error
+		if err := <-errs; !errors.As(err, &e) || e.Reason != ReasonUnavailable {
+			t.Fatalf("a call on the refused session: %v; want %s", err, ReasonUnavailable)
+		}
+	}
+	if n := initializes.Load(); n != 2 {
+		t.Fatalf("the server was sent %d initializes; want 2 (the shared connection's, and the agent's one dial)", n)
+	}
+}
+
+// countingAgent is s as a Conn sees it, counting the clean-ups the Conn
+// has registered with s and not forgotten.
+func countingAgent(s *session.Session) (*Agent, *atomic.Int32) {
+	var live atomic.Int32
+	return &Agent{ID: s.ID, AtEnd: func(f func()) (func(), bool) {
+		forget, ok := s.AtEnd(f)
+		if ok {
+			live.Add(1)
+		}
+		return func() { live.Add(-1); forget() }, ok
+	}}, &live
+}
+
+// A Conn that closes an agent's line before the agent session ends (the
+// cap, a retired Conn) forgets the clean-up it registered with the agent
+// session: they do not pile up, nor keep old Conns reachable, for as long
+// as the agent session lives. Before, each stayed.
+func TestClosedLinesForgetTheirAgentsCleanUp(t *testing.T) {
+	st := bridgetest.NewStateful(t, false)
+	as := newAgents(t)
+	sa, _ := as.open(t)
+	sb, _ := as.open(t)
+	a, liveA := countingAgent(sa)
+	b, _ := countingAgent(sb)
+
+	c := newCappedConn(t, st.URL, 1)
+	for range 3 { // a and b take the one session in turn
+		callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: a})
+		callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: b})
+	}
+	if n := liveA.Load(); n != 0 {
+		t.Fatalf("after its line was closed at the cap 3 times, agent a holds %d of the Conn's clean-ups; want 0", n)
+	}
+
+	retired := newTestConn(t, st.URL)
+	callTool(t, retired, `{"name":"recall","arguments":{}}`, CallHooks{Agent: a})
+	if n := liveA.Load(); n != 1 {
+		t.Fatalf("agent a holds %d clean-ups with a line open; want 1", n)
+	}
+	retired.Retire(ReasonRestarted)
+	if n := liveA.Load(); n != 0 {
+		t.Fatalf("agent a holds %d of a retired Conn's clean-ups; want 0", n)
+	}
 }

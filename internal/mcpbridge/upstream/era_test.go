@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -233,8 +234,8 @@ func TestServerWithoutSessionsStaysStateless(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if shared.Era() != client.EraStateless || c.agentSessions() != 0 || !c.noSessions.Load() {
-		t.Fatalf("connections to a stateless-only server: shared %s, %d agent sessions, noSessions %v; want the shared stateless connection alone", shared.Era(), c.agentSessions(), c.noSessions.Load())
+	if shared.Era() != client.EraStateless || c.agentSessions() != 0 || c.mode.Load() != modeStateless {
+		t.Fatalf("connections to a stateless-only server: shared %s, %d agent sessions, mode %d; want the shared stateless connection alone", shared.Era(), c.agentSessions(), c.mode.Load())
 	}
 }
 
@@ -278,25 +279,33 @@ func TestEndedSessionCarriesTheCallOnANewOne(t *testing.T) {
 func faultyFront(t *testing.T, url string, fault func(w http.ResponseWriter, r *http.Request, body []byte) bool) string {
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		if fault(w, r, body) {
-			return
+		if !fault(w, r, body) {
+			relay(w, r, url, body)
 		}
-		proxy, _ := http.NewRequestWithContext(r.Context(), r.Method, url, bytes.NewReader(body))
-		proxy.Header = r.Header.Clone()
-		resp, err := http.DefaultTransport.RoundTrip(proxy)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		for k, v := range resp.Header {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, resp.Body)
 	}))
 	t.Cleanup(front.Close)
 	return front.URL + "/mcp"
+}
+
+// relay passes the request r (its body read into body) to the server at
+// url and its answer back to w, but for the answer's headers named in
+// strip.
+func relay(w http.ResponseWriter, r *http.Request, url string, body []byte, strip ...string) {
+	proxy, _ := http.NewRequestWithContext(r.Context(), r.Method, url, bytes.NewReader(body))
+	proxy.Header = r.Header.Clone()
+	resp, err := http.DefaultTransport.RoundTrip(proxy)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	for k, v := range resp.Header {
+		if !slices.Contains(strip, k) {
+			w.Header()[k] = v
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
 }
 
 func ctxT(t *testing.T) context.Context {

@@ -218,7 +218,7 @@ func (c *Conn) streamEnded(cli *client.Client, err error) {
 	c.opts.Log.Info("the stream that carries resource updates ended; subscriptions are established again", "server", c.target.Namespace+"/"+c.target.Name, "error", fmt.Sprint(err))
 	c.endStream(cli)
 	if cli.Era() == client.EraSession && !errors.Is(err, streamhttp.ErrNoStandaloneStream) {
-		c.drop(cli)
+		c.drop(&c.shared, cli) // subscriptions are held on the shared connection
 	}
 	c.Resubscribe()
 }

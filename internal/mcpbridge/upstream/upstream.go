@@ -9,7 +9,7 @@
 //   - to a server that keeps sessions, one session per session-era agent
 //     session (agents.go), opened on its first call and closed (DELETE)
 //     when the agent session ends: what a server keeps per session (a
-//     browser, a working directory, a log level) is one agent's, as behind
+//     browser, a working directory) is one agent's, as behind
 //     any proxy that relays sessions.
 //
 // Calls are never retried once the server may have run them: a failure is
@@ -56,6 +56,9 @@ const (
 	ReasonTimeout     = "timeout"
 	ReasonCancelled   = "cancelled"
 	ReasonInvalid     = "invalid_result"
+	// ReasonBusy: the bridge holds its cap of upstream sessions to a
+	// session-only server, each in use by a call (Options.MaxAgentSessions).
+	ReasonBusy = "mcp_server_busy"
 )
 
 // Error is a call that got no answer from the server.
@@ -109,7 +112,14 @@ type Options struct {
 	// ClientCapabilities are declared to the server: what the bridge will
 	// relay of the server's own requests (see CallHooks.Request).
 	ClientCapabilities map[string]any
+	// MaxAgentSessions bounds the agents' upstream sessions the Conn holds
+	// (default DefaultMaxAgentSessions); agents.go says what happens at it.
+	MaxAgentSessions int
 }
+
+// DefaultMaxAgentSessions is Options.MaxAgentSessions by default: the
+// sessions one replica opens on one server for its agents.
+const DefaultMaxAgentSessions = 256
 
 // Conn is the connection to one server. Safe for concurrent use.
 type Conn struct {
@@ -141,9 +151,10 @@ type Conn struct {
 	inFlight int
 	draining bool
 
-	// noSessions is set once the server answered initialize without a
-	// session id: session-era agents' calls stay on the shared connection.
-	noSessions atomic.Bool
+	// mode is what the shared connection's dial learned of the server
+	// (agents.go); modeStateless too once an agent's session dial to a
+	// dual-era server was answered without a session id.
+	mode atomic.Int32
 	// sessionsRetryAt (unix ns): after a failed session dial to a server
 	// that speaks both eras, the calls go on the shared (stateless)
 	// connection until then, not each paying a dial.
@@ -153,6 +164,9 @@ type Conn struct {
 	tokens   atomic.Int64
 
 	subs subs
+
+	// closing counts closeAll's clean-ups running (tests wait for them).
+	closing sync.WaitGroup
 }
 
 // line is one MCP connection to the server over the Conn's pool, dialled
@@ -163,11 +177,39 @@ type line struct {
 	// shared line), client.EraSession a session (an agent's line).
 	era     client.Era
 	cli     *client.Client
-	dialing chan struct{}
+	dialing *dialAttempt
 	// ended: the line was taken out of the Conn (its agent session ended,
 	// or the Conn was retired or drained); it is never dialled again, and a
 	// dial that finishes after this closes what it made.
 	ended bool
+	// busy counts the calls that took the line and have not ended;
+	// lastUsed is when the last one ended. An agent's line that is not
+	// busy is idle: the cap may close it (agents.go).
+	busy     int
+	lastUsed time.Time
+	// forgetAtEnd forgets the agent session's clean-up that would close
+	// the line (nil: none registered yet).
+	forgetAtEnd func()
+}
+
+// end marks l taken out of the Conn and forgets its agent session's
+// clean-up, now needless. Conn.mu is held (forgetting takes only the
+// agent session's lock, which is never held while taking Conn.mu).
+func (l *line) end() {
+	l.ended = true
+	if l.forgetAtEnd != nil {
+		l.forgetAtEnd()
+		l.forgetAtEnd = nil
+	}
+}
+
+// dialAttempt is a line's dial under way: done closes when it ends, and
+// err is then its failure, for the calls that waited on it (waiters
+// counts them, under Conn.mu; tests wait for them).
+type dialAttempt struct {
+	done    chan struct{}
+	err     error
+	waiters int
 }
 
 // New returns a Conn for t; nothing is dialled yet.
@@ -177,6 +219,9 @@ func New(t Target, o Options) *Conn {
 	}
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = 64 << 20
+	}
+	if o.MaxAgentSessions <= 0 {
+		o.MaxAgentSessions = DefaultMaxAgentSessions
 	}
 	life, retire := context.WithCancelCause(context.Background())
 	subsLife, stopSubs := context.WithCancel(life)
@@ -197,7 +242,9 @@ func (c *Conn) Retire(reason string) {
 	c.mu.Lock()
 	clis := c.takeAll()
 	c.mu.Unlock()
-	c.closeAll(clis)
+	// A new pod, or a crash: the sessions went with the old process, and
+	// a DELETE each would only wait on a server that is gone.
+	c.closeAll(clis, reason != ReasonRestarted && reason != ReasonUnstable)
 }
 
 // takeAll takes every client out of the Conn (a non-nil list, perhaps
@@ -210,7 +257,7 @@ func (c *Conn) takeAll() []*client.Client {
 		c.shared.cli = nil
 	}
 	for _, l := range c.agents {
-		l.ended = true
+		l.end()
 		if l.cli != nil {
 			clis = append(clis, l.cli)
 			l.cli = nil
@@ -220,18 +267,38 @@ func (c *Conn) takeAll() []*client.Client {
 	return clis
 }
 
-// closeAll ends clis in the background (a DELETE each for sessions), then
-// drops the pool's idle connections; nil clis is nothing to close.
-func (c *Conn) closeAll(clis []*client.Client) {
+// closeParallel bounds the DELETEs closeAll sends at once: a Conn with
+// hundreds of agent sessions does not open as many connections to the
+// server at once.
+const closeParallel = 8
+
+// closeAll ends clis in the background, with a DELETE each for sessions
+// unless not deleteSessions (the server is gone: a client over the Conn's
+// pool holds nothing else to close), then drops the pool's idle
+// connections; nil clis is nothing to close.
+func (c *Conn) closeAll(clis []*client.Client, deleteSessions bool) {
 	if clis == nil || c.pool == nil {
 		return
 	}
+	c.closing.Add(1)
 	go func() {
-		var wg sync.WaitGroup
-		for _, cli := range clis {
-			wg.Go(func() { cli.Close() })
+		defer c.closing.Done()
+		if deleteSessions {
+			work := make(chan *client.Client)
+			var wg sync.WaitGroup
+			for range min(closeParallel, len(clis)) {
+				wg.Go(func() {
+					for cli := range work {
+						cli.Close()
+					}
+				})
+			}
+			for _, cli := range clis {
+				work <- cli
+			}
+			close(work)
+			wg.Wait()
 		}
-		wg.Wait()
 		c.pool.CloseIdle()
 	}()
 }
@@ -247,7 +314,7 @@ func (c *Conn) Drain() {
 	c.draining = true
 	clis := c.idleClients()
 	c.mu.Unlock()
-	c.closeAll(clis)
+	c.closeAll(clis, true)
 }
 
 // idleClients takes the clients away when a draining Conn has no call in
@@ -270,7 +337,7 @@ func (c *Conn) end() {
 	c.inFlight--
 	clis := c.idleClients()
 	c.mu.Unlock()
-	c.closeAll(clis)
+	c.closeAll(clis, true)
 }
 
 // Client returns the shared client, dialling when there is none.
@@ -282,7 +349,8 @@ func (c *Conn) Client(ctx context.Context) (*client.Client, error) {
 var errNoSession = errors.New("the server keeps no session")
 
 // client returns l's client, dialling when it has none (one dial at a time:
-// the others wait for it).
+// the others wait for it, and share its failure rather than each dial the
+// server again; not a failure of the dialling call's own giving up).
 func (c *Conn) client(ctx context.Context, l *line) (*client.Client, error) {
 	for {
 		c.mu.Lock()
@@ -300,20 +368,27 @@ func (c *Conn) client(ctx context.Context, l *line) (*client.Client, error) {
 			return cli, nil
 		}
 		if wait := l.dialing; wait != nil {
+			wait.waiters++
 			c.mu.Unlock()
 			select {
-			case <-wait:
+			case <-wait.done:
+				if wait.err != nil {
+					return nil, wait.err
+				}
 				continue
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
 		}
-		done := make(chan struct{})
-		l.dialing = done
+		attempt := &dialAttempt{done: make(chan struct{})}
+		l.dialing = attempt
 		c.mu.Unlock()
 		cli, err := c.dial(ctx, l.era)
 		c.mu.Lock()
 		l.dialing = nil
+		if err != nil && ctx.Err() == nil {
+			attempt.err = err
+		}
 		switch {
 		case err != nil:
 		case c.life.Err() != nil:
@@ -324,9 +399,12 @@ func (c *Conn) client(ctx context.Context, l *line) (*client.Client, error) {
 			err = errAgentEnded
 		default:
 			l.cli = cli
+			if l == &c.shared {
+				c.learn(cli)
+			}
 		}
 		c.mu.Unlock()
-		close(done)
+		close(attempt.done)
 		if err != nil {
 			return nil, err
 		}
@@ -539,17 +617,19 @@ func (c *Conn) doOn(ctx context.Context, agent *Agent, f func(context.Context, *
 	defer cancel(nil)
 	stop := context.AfterFunc(c.life, func() { cancel(context.Cause(c.life)) })
 	defer stop()
-	cli, err := c.clientFor(cctx, agent)
+	cli, l, err := c.clientFor(cctx, agent)
 	if err != nil {
 		return nil, c.classify(ctx, cctx, err)
 	}
+	defer func() { c.release(l) }()
 	res, err := f(cctx, cli)
 	if errors.Is(err, streamhttp.ErrNotRun) && agent != nil && ctx.Err() == nil {
 		// The session a session-era agent's call took ended before the
 		// server ran it (the server expired or forgot it): a new session
 		// carries it, once.
-		c.drop(cli)
-		if cli, err = c.clientFor(cctx, agent); err != nil {
+		c.drop(l, cli)
+		c.release(l)
+		if cli, l, err = c.clientFor(cctx, agent); err != nil {
 			return nil, c.classify(ctx, cctx, err)
 		}
 		res, err = f(cctx, cli)
@@ -569,7 +649,7 @@ func (c *Conn) doOn(ctx context.Context, agent *Agent, f func(context.Context, *
 	// ends its session under every other call in flight.
 	var limit *client.LimitError
 	if !errors.As(err, &limit) && ctx.Err() == nil {
-		c.drop(cli)
+		c.drop(l, cli)
 	}
 	return nil, c.classify(ctx, cctx, err)
 }
@@ -607,27 +687,19 @@ func containsAny(s string, subs ...string) bool {
 	return false
 }
 
-// drop takes cli out of its line, so that the next call dials again, and
-// closes it.
-func (c *Conn) drop(cli *client.Client) {
+// drop takes cli out of l, the line it was taken from, so that the next
+// call dials again, and closes it; nothing when l holds another client by
+// now (a call that failed with it dropped it first).
+func (c *Conn) drop(l *line, cli *client.Client) {
 	c.mu.Lock()
-	l := &c.shared
-	if l.cli != cli {
-		l = nil
-		for _, al := range c.agents {
-			if al.cli == cli {
-				l = al
-				break
-			}
-		}
+	mine := l.cli == cli
+	if mine {
+		l.cli = nil
 	}
-	if l == nil {
-		c.mu.Unlock()
-		return
-	}
-	l.cli = nil
 	c.mu.Unlock()
-	go cli.Close()
+	if mine {
+		go cli.Close()
+	}
 }
 
 // Close ends the Conn for good (the server left the bridge's scope).
