@@ -41,8 +41,12 @@ func getState(data []byte) *state {
 	if len(data) > maxKept {
 		// A large text's nodes in one allocation, not in a dozen growing
 		// ones: an object's members are at most its colons, twice (key and
-		// value), an array's elements its commas and one.
-		s.p.nodes = make([]node, 0, 2*bytes.Count(data, []byte(":"))+bytes.Count(data, []byte(","))+16)
+		// value), an array's elements its commas and one. Colons and commas
+		// inside strings count too, so the reservation is capped at a node
+		// per 8 bytes of text, twice the text's size (a text of colons in
+		// one string reserved 32 times its size); a text with more values
+		// than that grows the slice as it goes.
+		s.p.nodes = make([]node, 0, min(2*bytes.Count(data, []byte(":"))+bytes.Count(data, []byte(","))+16, len(data)/8+16))
 	}
 	return s
 }
@@ -55,8 +59,8 @@ func putState(s *state) {
 		s.w.out = nil
 	}
 	// The members' keys point into the text: a pooled state must not keep
-	// it alive.
-	clear(s.w.members[:cap(s.w.members)])
+	// it alive (writer.object clears what it used, so this costs nothing
+	// per digest however large an earlier text was).
 	if cap(s.w.members) > maxKept {
 		s.w.members = nil
 	}

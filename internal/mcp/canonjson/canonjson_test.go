@@ -1,6 +1,7 @@
 package canonjson
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -62,5 +63,21 @@ func TestArgumentsDigest(t *testing.T) {
 	empty, _ := ArgumentsDigest([]byte(`{}`))
 	if a != b || a == other || none != empty || null != empty || !strings.HasPrefix(a, "sha256:") {
 		t.Errorf("digests: %s %s %s, none %s null %s empty %s", a, b, other, none, null, empty)
+	}
+}
+
+// A text's colons and commas inside strings do not size the parse: a 4 MiB
+// string of colons reserved 32 times its size before (a server's tool
+// schema or an agent's arguments could make the digest take gigabytes).
+func TestDigestMemoryIsBoundedByTheText(t *testing.T) {
+	text := []byte(`{"a":"` + strings.Repeat(":", 4<<20) + `"}`)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if _, err := Digest(text); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 4*uint64(len(text)) {
+		t.Fatalf("digest of a %d-byte text allocated %d bytes, more than 4 times its size", len(text), got)
 	}
 }

@@ -109,6 +109,7 @@ func (w *writer) object(n int32) {
 		w.value(m.node + 1)
 	}
 	w.out = append(w.out, '}')
+	clear(w.members[base:]) // their keys point into the text
 	w.members = w.members[:base]
 }
 

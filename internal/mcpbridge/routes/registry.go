@@ -163,7 +163,9 @@ func (r *Registry) Update(t *Table, target func(*Server) (upstream.Target, error
 			s.Restarts.Total > old.server.Restarts.Total:
 			reason := retireReason(s.Restarts)
 			r.Log.Info("server changed: calls in flight end", "server", s.Key(), "pod", s.Pod, "reason", reason)
-			old.conn.Retire(reason)
+			// A restart counted means the process ended; a new pod or URL
+			// alone may leave the old server serving its sessions.
+			old.conn.Retire(reason, s.Restarts.Total > old.server.Restarts.Total)
 			old = nil
 		case !sameRelays(old.server.ServerRequests, s.ServerRequests):
 			// What the connection declared to the server changed: calls
@@ -199,7 +201,7 @@ func (r *Registry) Update(t *Table, target func(*Server) (upstream.Target, error
 			if s := t.Servers[name]; s == nil && old.server.Restarts.Consecutive > 0 {
 				reason = retireReason(old.server.Restarts)
 			}
-			old.conn.Retire(reason)
+			old.conn.Retire(reason, false)
 		}
 	}
 	r.table, r.entries = t, next

@@ -426,8 +426,9 @@ func TestAgentSessionCapWithEverySessionBusy(t *testing.T) {
 	}
 }
 
-// A Conn retired for a new pod or a crash sends no DELETE: the sessions
-// went with the old process. Before, it sent one per session.
+// A Conn retired because its server's process ended (a crash, a restart)
+// sends no DELETE: the sessions went with the old process. Before, it sent
+// one per session.
 func TestRetiredForANewPodSendsNoDelete(t *testing.T) {
 	for _, reason := range []string{ReasonRestarted, ReasonUnstable} {
 		t.Run(reason, func(t *testing.T) {
@@ -438,12 +439,30 @@ func TestRetiredForANewPodSendsNoDelete(t *testing.T) {
 				_, agent := as.open(t)
 				callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: agent})
 			}
-			c.Retire(reason)
+			c.Retire(reason, true)
 			c.closing.Wait()
 			if d := st.Deleted(); len(d) != 0 || c.agentSessions() != 0 {
 				t.Fatalf("retired (%s): DELETEd %q, %d agent sessions held; want no DELETE and none held", reason, d, c.agentSessions())
 			}
 		})
+	}
+}
+
+// A Conn retired while its old server may still be serving (a new pod in a
+// rollout, a remote server's new URL) DELETEs its agents' sessions there:
+// they would hold the server's per-session state until it expired them.
+func TestRetiredWithTheServerAliveDeletesSessions(t *testing.T) {
+	st := bridgetest.NewStateful(t, false)
+	c := newTestConn(t, st.URL)
+	as := newAgents(t)
+	for range 3 {
+		_, agent := as.open(t)
+		callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: agent})
+	}
+	c.Retire(ReasonRestarted, false)
+	c.closing.Wait()
+	if d := st.Deleted(); len(d) < 3 || c.agentSessions() != 0 {
+		t.Fatalf("retired with the server alive: DELETEd %q, %d agent sessions held; want the 3 agents' sessions DELETEd", d, c.agentSessions())
 	}
 }
 
@@ -585,7 +604,7 @@ func TestClosedLinesForgetTheirAgentsCleanUp(t *testing.T) {
 	if n := liveA.Load(); n != 1 {
 		t.Fatalf("agent a holds %d clean-ups with a line open; want 1", n)
 	}
-	retired.Retire(ReasonRestarted)
+	retired.Retire(ReasonRestarted, true)
 	if n := liveA.Load(); n != 0 {
 		t.Fatalf("agent a holds %d of a retired Conn's clean-ups; want 0", n)
 	}

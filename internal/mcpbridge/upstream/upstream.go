@@ -236,15 +236,17 @@ func New(t Target, o Options) *Conn {
 func (c *Conn) Target() Target { return c.target }
 
 // Retire ends the Conn: calls in flight fail with reason, later calls
-// too, and every upstream session closes.
-func (c *Conn) Retire(reason string) {
+// too, and every upstream session closes. processGone says the server's
+// process ended (it crashed or restarted): its sessions went with it, and
+// a DELETE each would only wait on a server that is gone. Otherwise (a
+// new pod in a rollout, a remote server's new URL, a server removed) the
+// old server may still be serving and holding them: each gets a DELETE.
+func (c *Conn) Retire(reason string, processGone bool) {
 	c.retire(&Error{Reason: reason, Err: fmt.Errorf("server %s/%s changed under the call (pod %q)", c.target.Namespace, c.target.Name, c.target.Pod)})
 	c.mu.Lock()
 	clis := c.takeAll()
 	c.mu.Unlock()
-	// A new pod, or a crash: the sessions went with the old process, and
-	// a DELETE each would only wait on a server that is gone.
-	c.closeAll(clis, reason != ReasonRestarted && reason != ReasonUnstable)
+	c.closeAll(clis, !processGone)
 }
 
 // takeAll takes every client out of the Conn (a non-nil list, perhaps
@@ -703,4 +705,4 @@ func (c *Conn) drop(l *line, cli *client.Client) {
 }
 
 // Close ends the Conn for good (the server left the bridge's scope).
-func (c *Conn) Close() { c.Retire(ReasonUnavailable) }
+func (c *Conn) Close() { c.Retire(ReasonUnavailable, false) }
