@@ -165,11 +165,15 @@ type streamEnds struct {
 	// keptOpen counts the answers in a row whose stream stayed open past
 	// drainWait after the response; at maxKeptOpen the pool stops waiting.
 	keptOpen atomic.Int32
+	skipped  atomic.Int32 // answers not waited for since keptOpen reached maxKeptOpen
 }
 
 // maxKeptOpen: a moment of load can hold one stream's end back, a server
 // that keeps its streams open holds every one.
-const maxKeptOpen = 3
+const (
+	maxKeptOpen   = 3
+	retryKeptOpen = 32
+)
 
 // NewPool checks the options and builds the pool; nothing is dialled yet.
 func NewPool(opts Options) (*Pool, error) {
@@ -321,7 +325,7 @@ func (c *Conn) call(ctx context.Context, req *jsonrpc.Message) (*jsonrpc.Message
 	case mediaType == "text/event-stream" && hresp.StatusCode == http.StatusOK:
 		resp, err := c.readStream(ctx, req, hresp.Body)
 		if err == nil {
-			c.finishStream(hresp.Body)
+			c.finishStream(ctx, hresp)
 		}
 		return resp, err
 	case mediaType == "application/json":
@@ -335,22 +339,27 @@ func (c *Conn) call(ctx context.Context, req *jsonrpc.Message) (*jsonrpc.Message
 
 // finishStream reads what is left of an answer's SSE stream once its
 // response came. A server ends the stream right after the response (the
-// go-sdk's does), and only a body read to its end lets the transport reuse
-// the connection: closed unread, the connection is closed too, and the next
-// request dials a new one (behind the bridge the go-sdk's everything-server
-// spent about 20 % more CPU per call on those connections, issue 14). A
-// server that keeps the stream open is not waited for: after drainWait the
-// body is closed, and after maxKeptOpen such answers in a row the pool's
-// later answers are closed at once.
-func (c *Conn) finishStream(body io.ReadCloser) {
-	if c.streams == nil || c.streams.keptOpen.Load() >= maxKeptOpen {
+// go-sdk's does), and only an HTTP/1 body read to its end lets the
+// transport reuse the connection: closed unread, the connection is closed
+// too, and the next request dials a new one (behind the bridge the go-sdk's
+// everything-server spent about 20 % more CPU per call on those
+// connections, issue 14). A server that keeps the stream open is not
+// waited for: after drainWait the body is closed, and after maxKeptOpen
+// such answers in a row the pool stops waiting but for one answer in
+// retryKeptOpen (a moment of load can hold streams back too).
+func (c *Conn) finishStream(ctx context.Context, hresp *http.Response) {
+	if c.streams == nil || hresp.ProtoMajor >= 2 || ctx.Err() != nil {
+		return // HTTP/2 closes the stream, not the connection
+	}
+	if k := c.streams.keptOpen.Load(); k >= maxKeptOpen && c.streams.skipped.Add(1)%retryKeptOpen != 0 {
 		return
 	}
-	closed := time.AfterFunc(drainWait, func() { body.Close() })
-	_, err := io.Copy(io.Discard, io.LimitReader(body, drainBytes))
-	if !closed.Stop() || err != nil {
+	closed := time.AfterFunc(drainWait, func() { hresp.Body.Close() })
+	n, err := io.Copy(io.Discard, io.LimitReader(hresp.Body, drainBytes))
+	switch timedOut := !closed.Stop(); {
+	case timedOut || n == drainBytes:
 		c.streams.keptOpen.Add(1)
-	} else {
+	case err == nil:
 		c.streams.keptOpen.Store(0)
 	}
 }
@@ -399,6 +408,15 @@ func (c *Conn) readJSON(req *jsonrpc.Message, hresp *http.Response) (*jsonrpc.Me
 func (c *Conn) readStream(ctx context.Context, req *jsonrpc.Message, body io.ReadCloser) (*jsonrpc.Message, error) {
 	var cur sseCursor
 	var resp *jsonrpc.Message
+	// The handlers of the server's requests during the call end before the
+	// call does: what they record (the bridge's mcp.server_request event)
+	// comes before the call's own end, in every run. Once the call has its
+	// answer or failed, a handler still waiting (for an agent who has not
+	// answered) is told the call ended.
+	hctx, endHandlers := context.WithCancel(ctx)
+	var handlers sync.WaitGroup
+	defer handlers.Wait()
+	defer endHandlers()
 	onEvent := func(ev sseEvent) (bool, error) {
 		if ev.name != "" && ev.name != "message" {
 			return false, nil
@@ -413,7 +431,8 @@ func (c *Conn) readStream(ctx context.Context, req *jsonrpc.Message, body io.Rea
 			return true, nil
 		case m.IsRequest():
 			if h, _ := ctx.Value(callRequestsKey{}).(RequestHandler); h != nil {
-				go c.relay(ctx, m, h)
+				handlers.Add(1)
+				go c.relay(hctx, m, h, handlers.Done)
 			} else {
 				go c.answer(m)
 			}
@@ -638,8 +657,9 @@ func (c *Conn) answer(m *jsonrpc.Message) {
 // relay answers a request the server sent during a call with what h says.
 // The answer is posted even when the call ended meanwhile (the server is
 // waiting for it), within a bound of its own.
-func (c *Conn) relay(ctx context.Context, m *jsonrpc.Message, h RequestHandler) {
+func (c *Conn) relay(ctx context.Context, m *jsonrpc.Message, h RequestHandler, handled func()) {
 	reply := h(ctx, m)
+	handled()
 	if reply == nil {
 		reply = jsonrpc.ReplyTo(m)
 	}

@@ -94,4 +94,7 @@ func TestSSEStreamKeptOpenIsNotWaitedFor(t *testing.T) {
 		t.Fatalf("%d streams kept open past drainWait were counted as %d", maxKeptOpen, n)
 	}
 	call() // served without waiting for the stream again
+	if n := c.streams.skipped.Load(); n != 1 {
+		t.Fatalf("after %d streams kept open, %d answers were not waited for; want 1", maxKeptOpen, n)
+	}
 }

@@ -161,11 +161,16 @@ func (r *Registry) Update(t *Table, target func(*Server) (upstream.Target, error
 		case old == nil:
 		case old.server.Namespace != s.Namespace || old.server.URL != s.URL || old.server.Pod != s.Pod ||
 			s.Restarts.Total > old.server.Restarts.Total:
-			reason := retireReason(s.Restarts)
-			r.Log.Info("server changed: calls in flight end", "server", s.Key(), "pod", s.Pod, "reason", reason)
 			// A restart counted means the process ended; a new pod or URL
-			// alone may leave the old server serving its sessions.
-			old.conn.Retire(reason, s.Restarts.Total > old.server.Restarts.Total)
+			// alone (a rollout) may leave the old server serving its
+			// sessions.
+			crashed := s.Restarts.Total > old.server.Restarts.Total
+			reason := upstream.ReasonRestarted
+			if crashed {
+				reason = retireReason(s.Restarts)
+			}
+			r.Log.Info("server changed: calls in flight end", "server", s.Key(), "pod", s.Pod, "reason", reason)
+			old.conn.Retire(reason, crashed)
 			old = nil
 		case !sameRelays(old.server.ServerRequests, s.ServerRequests):
 			// What the connection declared to the server changed: calls
@@ -197,11 +202,19 @@ func (r *Registry) Update(t *Table, target func(*Server) (upstream.Target, error
 	}
 	for name, old := range r.entries {
 		if _, kept := next[name]; !kept {
+			// A crash takes a server out of the table (not Ready) in the
+			// same status write that counts it: then its sessions went
+			// with the process.
+			rs, seen := t.Restarts[old.server.Key()]
+			crashed := seen && rs.Total > old.server.Restarts.Total
 			reason := upstream.ReasonUnavailable
-			if s := t.Servers[name]; s == nil && old.server.Restarts.Consecutive > 0 {
+			switch {
+			case crashed:
+				reason = retireReason(rs)
+			case t.Servers[name] == nil && old.server.Restarts.Consecutive > 0:
 				reason = retireReason(old.server.Restarts)
 			}
-			old.conn.Retire(reason, false)
+			old.conn.Retire(reason, crashed)
 		}
 	}
 	r.table, r.entries = t, next

@@ -44,6 +44,12 @@ type Table struct {
 	Servers map[string]*Server
 	// Names are the served server names, sorted.
 	Names []string
+	// Restarts are the restart counts of every MCPServer seen, served or
+	// not, by namespace/name: a server that crashed leaves the table (it is
+	// not Ready) in the same status write that counts the crash, and the
+	// Registry tells a crash (its sessions went with the process) from a
+	// server stopped or moved.
+	Restarts map[string]v1alpha1.RestartStatus
 }
 
 // Build makes the table from MCPServers: only Ready ones with an endpoint
@@ -51,8 +57,10 @@ type Table struct {
 // the controller decides), ties broken by namespace.
 func Build(list []v1alpha1.MCPServer) *Table {
 	sorted := make([]*v1alpha1.MCPServer, 0, len(list))
+	restarts := make(map[string]v1alpha1.RestartStatus, len(list))
 	for i := range list {
 		s := &list[i]
+		restarts[s.Namespace+"/"+s.Name] = s.Status.Restarts
 		if s.DeletionTimestamp != nil || s.Spec.Suspend || s.Status.Endpoint == nil || s.Status.Endpoint.URL == "" ||
 			!meta.IsStatusConditionTrue(s.Status.Conditions, v1alpha1.ConditionReady) ||
 			meta.IsStatusConditionTrue(s.Status.Conditions, v1alpha1.ConditionNameConflict) {
@@ -66,7 +74,7 @@ func Build(list []v1alpha1.MCPServer) *Table {
 		}
 		return strings.Compare(a.Namespace, b.Namespace)
 	})
-	t := &Table{Servers: map[string]*Server{}}
+	t := &Table{Servers: map[string]*Server{}, Restarts: restarts}
 	for _, s := range sorted {
 		if _, taken := t.Servers[s.Name]; taken {
 			continue

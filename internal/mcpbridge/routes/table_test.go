@@ -24,7 +24,10 @@ func server(ns, name string, age time.Duration, mod func(*v1alpha1.MCPServer)) v
 }
 
 func TestBuild(t *testing.T) {
-	notReady := func(s *v1alpha1.MCPServer) { s.Status.Conditions[0].Status = metav1.ConditionFalse }
+	notReady := func(s *v1alpha1.MCPServer) {
+		s.Status.Conditions[0].Status = metav1.ConditionFalse
+		s.Status.Restarts = v1alpha1.RestartStatus{Total: 3, Consecutive: 1} // a crash takes it out
+	}
 	noEndpoint := func(s *v1alpha1.MCPServer) { s.Status.Endpoint = nil }
 	suspended := func(s *v1alpha1.MCPServer) { s.Spec.Suspend = true }
 	conflict := func(s *v1alpha1.MCPServer) {
@@ -47,6 +50,11 @@ func TestBuild(t *testing.T) {
 	}
 	if tool := tbl.Servers["git"].Tools["t"]; tool.SchemaDigest != "sha256:1" || tool.Risk != "read" {
 		t.Fatalf("published tool not carried: %+v", tool)
+	}
+	// The Registry tells a crash from a server stopped by the restart
+	// count of a server no longer served.
+	if rs, ok := tbl.Restarts["a/down"]; !ok || rs.Total != 3 {
+		t.Fatalf("restarts of the not-Ready server a/down: %+v, %v; want Total 3", rs, ok)
 	}
 }
 
