@@ -164,10 +164,13 @@ func (r *Registry) Update(t *Table, target func(*Server) (upstream.Target, error
 			// A restart counted means the process ended; a new pod or URL
 			// alone (a rollout) may leave the old server serving its
 			// sessions.
-			crashed := s.Restarts.Total > old.server.Restarts.Total
+			// Counted on the old server's own object: the name may have
+			// moved to another namespace's server.
+			rs, seen := t.Restarts[old.server.Key()]
+			crashed := seen && rs.Total > old.server.Restarts.Total
 			reason := upstream.ReasonRestarted
 			if crashed {
-				reason = retireReason(s.Restarts)
+				reason = retireReason(rs)
 			}
 			r.Log.Info("server changed: calls in flight end", "server", s.Key(), "pod", s.Pod, "reason", reason)
 			old.conn.Retire(reason, crashed)
