@@ -247,7 +247,8 @@ func WithCallNotifications(ctx context.Context, h jsonrpc.NotificationHandler) c
 }
 
 // RequestHandler answers a request the server sent on a call's response
-// stream; a nil answer means the method is not offered.
+// stream; a nil answer means the method is not offered. It must return
+// once ctx ends: the call waits for its handlers before it returns.
 type RequestHandler func(ctx context.Context, req *jsonrpc.Message) *jsonrpc.Message
 
 // WithCallRequests makes the requests the server sends on the response
