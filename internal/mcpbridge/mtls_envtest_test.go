@@ -34,7 +34,7 @@ import (
 // flight finishes; a wrong certificate or CA fails calls with a reason and
 // the bridge serves on.
 func TestRemoteServerOverMutualTLS(t *testing.T) {
-	const ns = "mtls"
+	ns := freshNamespace("mtls")
 	rt, url, k, _ := startRuntimeWith(t, func(o *Options) { o.SecretsResync = 200 * time.Millisecond }, ns)
 	ctx := context.Background()
 

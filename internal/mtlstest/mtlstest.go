@@ -177,12 +177,25 @@ func (h *Hold) Release() { h.once.Do(func() { close(h.released) }) }
 // NewFront starts a Front for backend (http://host:port) until the test ends.
 func NewFront(t TB, ca *CA, backend string) *Front {
 	t.Helper()
+	return newFront(t, ca, backend, nil)
+}
+
+// newFront is NewFront with forwarded, if not nil, wrapping the body of
+// each request forwarded to the backend (this package's tests delay its
+// reads).
+func newFront(t TB, ca *CA, backend string, forwarded func(io.ReadCloser) io.ReadCloser) *Front {
+	t.Helper()
 	target, err := url.Parse(backend)
 	if err != nil {
 		t.Fatalf("backend %q: %v", backend, err)
 	}
 	f := &Front{backend: &httputil.ReverseProxy{
-		Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target) },
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(target)
+			if forwarded != nil && r.Out.Body != nil && r.Out.Body != http.NoBody {
+				r.Out.Body = forwarded(r.Out.Body)
+			}
+		},
 		// Streamed answers (SSE) pass as they come.
 		FlushInterval: -1,
 	}}
@@ -217,6 +230,16 @@ func (f *Front) serve(w http.ResponseWriter, r *http.Request) {
 	// again so that a change of the proxy's settings cannot pass silently.
 	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
 		http.Error(w, "no verified client certificate", http.StatusForbidden)
+		return
+	}
+	// The request's body is still read, by the transport forwarding it,
+	// after the backend's answer has started: without full duplex the
+	// HTTP/1 server consumes and closes the body as the answer's header is
+	// written, the transport's last read of it (past its Content-Length)
+	// fails, and the transport drops the backend connection under the
+	// answer, which the client gets cut (unexpected EOF; golang/go#40747).
+	if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
+		http.Error(w, "full duplex: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
 	f.mu.Lock()
