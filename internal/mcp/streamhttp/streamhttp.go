@@ -562,6 +562,13 @@ func (c *Conn) do(ctx context.Context, method string, body []byte, m *jsonrpc.Me
 	if body != nil {
 		h["Content-Type"] = []string{"application/json"}
 		h["Accept"] = []string{"application/json, text/event-stream"}
+		if idempotent(m.Method) {
+			// Present but nil: not sent, and the transport sends the
+			// request again on a new connection when the reused one it
+			// took dies before any byte of the answer (the server's idle
+			// timeout crossed our request), as it does for a GET.
+			h["Idempotency-Key"] = nil
+		}
 	} else {
 		h["Accept"] = []string{"text/event-stream"}
 	}
@@ -596,6 +603,18 @@ func (c *Conn) do(ctx context.Context, method string, body []byte, m *jsonrpc.Me
 		return nil, fmt.Errorf("while sending %s to %s: %w", m.Method, c.url, err)
 	}
 	return hresp, nil
+}
+
+// idempotent says whether a request of method may be sent twice: the
+// server runs it again with the same result and nothing else changes. Any
+// other request (tools/call) is never sent again: the server may have run
+// it before its connection died.
+func idempotent(method string) bool {
+	switch method {
+	case "ping", "server/discover", "tools/list", "resources/list", "resources/templates/list", "prompts/list":
+		return true
+	}
+	return false
 }
 
 // mediaTypeOf is the media type of a Content-Type header, in lower case,
