@@ -21,6 +21,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -309,5 +310,5 @@ func (b *Bridge) now() time.Time { return b.cfg.Clock() }
 
 // contextWithCallTimeout bounds a forwarded call.
 func (b *Bridge) contextWithCallTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, b.cfg.CallTimeout)
+	return context.WithTimeoutCause(ctx, b.cfg.CallTimeout, fmt.Errorf("the call's deadline (%s) passed: %w", b.cfg.CallTimeout, context.DeadlineExceeded))
 }

@@ -29,8 +29,8 @@ const parkedInputKey = "server"
 
 // parkable is a 2026-07-28 agent's call running upstream.
 type parkable struct {
-	ctx    context.Context // the call's own: its deadline, not the agent's request
-	cancel context.CancelFunc
+	ctx    context.Context         // the call's own: its deadline, not the agent's request
+	cancel context.CancelCauseFunc // with why the bridge ends it
 	start  time.Time
 	asks   chan serverAsk   // the server's requests, from the relay hook
 	done   chan parkableEnd // the server's answer to the call
@@ -53,7 +53,12 @@ type parkableEnd struct {
 // ends when the call parks); await cancels it when the agent waiting for it
 // gives up.
 func (b *Bridge) startParkable(c *call, conn *upstream.Conn, params json.RawMessage, hooks upstream.CallHooks) *parkable {
-	ctx, cancel := b.contextWithCallTimeout(context.WithoutCancel(c.rq.ctx))
+	timed, stopTimer := b.contextWithCallTimeout(context.WithoutCancel(c.rq.ctx))
+	ctx, end := context.WithCancelCause(timed)
+	cancel := func(cause error) {
+		end(cause)
+		stopTimer()
+	}
 	p := &parkable{ctx: ctx, cancel: cancel, start: b.now(), asks: make(chan serverAsk), done: make(chan parkableEnd, 1), ended: make(chan struct{})}
 	c.parkable = p
 	ctx, span := b.forwardSpan(ctx, c.exchange, methodCall, c.tool.Upstream)
@@ -71,7 +76,7 @@ func (b *Bridge) await(c *call, p *parkable) *jsonrpc.Message {
 	rq := c.rq
 	select {
 	case end := <-p.done:
-		p.cancel()
+		p.cancel(nil) // it ended upstream: nothing is left to tell
 		if end.err == nil && isInputRequired(end.res) {
 			// A 2026-07-28 server's own question goes to the agent as it is
 			// (inputrequired.go).
@@ -85,7 +90,7 @@ func (b *Bridge) await(c *call, p *parkable) *jsonrpc.Message {
 	case ask := <-p.asks:
 		return b.park(c, p, ask)
 	case <-rq.ctx.Done():
-		p.cancel()
+		p.cancel(context.Cause(rq.ctx))
 		end := <-p.done
 		return b.finish(c, end.res, end.err, p.start)
 	}
@@ -169,10 +174,10 @@ func (b *Bridge) takeParked(id string) *parkedCall {
 
 // end ends a parked call that will not be continued: the server waiting
 // for the agent's answer gets an error saying why, the call upstream is
-// cancelled, and how it ended there is returned.
+// cancelled (saying why too), and how it ended there is returned.
 func (pc *parkedCall) end(code int, why string) parkableEnd {
 	pc.ask.reply <- jsonrpc.NewErrorResponse(nil, code, why)
-	pc.p.cancel()
+	pc.p.cancel(errors.New(why))
 	return <-pc.p.done
 }
 
@@ -210,11 +215,26 @@ func askParked(ctx context.Context, p *parkable, method string, params json.RawM
 	}
 	select {
 	case m := <-ask.reply:
-		if m.Error != nil {
-			return nil, errors.New(m.Error.Message)
-		}
-		return m, nil
+		return parkedAnswer(m)
 	case <-ctx.Done():
+		// The bridge ending a parked call (parkedCall.end) gives its
+		// decision before it cancels the call: when both are there, the
+		// decision is what the server's request ended with, in every run
+		// (select alone picks either).
+		select {
+		case m := <-ask.reply:
+			return parkedAnswer(m)
+		default:
+		}
 		return nil, fmt.Errorf("the call ended before the agent answered: %w", context.Cause(ctx))
 	}
+}
+
+// parkedAnswer is the answer handed to a parked call's server: the agent's
+// result, or the error the bridge or the agent's retry gave.
+func parkedAnswer(m *jsonrpc.Message) (*jsonrpc.Message, error) {
+	if m.Error != nil {
+		return nil, errors.New(m.Error.Message)
+	}
+	return m, nil
 }

@@ -179,6 +179,17 @@ func TestParkedCallDeniedMeanwhile(t *testing.T) {
 		types[n-2] != "mcp.call.failed" || types[n-1] != "tool.failed" {
 		t.Fatalf("the chain of a parked call denied meanwhile: %v, want it to end mcp.call.failed, tool.failed", types)
 	}
+	// The server's request waiting for the agent ends with the denial, not
+	// with the call's cancellation that follows it (parkedCall.end).
+	var reasons []any
+	for _, ev := range events {
+		if ev["type"] == "mcp.server_request" && ev["toolCallId"] == lastCallID(events, tool) {
+			reasons = append(reasons, ev["reason"])
+		}
+	}
+	if len(reasons) != 1 || reasons[0] != "the call was denied meanwhile" {
+		t.Errorf("the reasons of the server's requests of a call denied meanwhile: %q, want one, %q", reasons, "the call was denied meanwhile")
+	}
 }
 
 // TestParkedCallEndsWithItsServer: a parked call whose server goes away

@@ -247,12 +247,12 @@ func (b *Bridge) post(w http.ResponseWriter, r *http.Request, endpoint string) {
 		return
 	}
 	defer giveCaller()
-	ctx, cancel := context.WithCancel(b.startRequest(r.Context(), r, rq, began, authenticated))
-	defer cancel()
+	ctx, cancel := requestContext(b.startRequest(r.Context(), r, rq, began, authenticated))
+	defer cancel(nil)
 	var resp *jsonrpc.Message
 	defer func() { endRequest(rq, resp) }()
 	if rq.sess != nil {
-		defer rq.sess.Track(string(msg.ID), cancel)()
+		defer rq.sess.Track(string(msg.ID), func() { cancel(errAgentCancelled) })()
 	}
 	rq.ctx = ctx
 	rq.out = &responder{w: w, canStream: acceptsEventStream(r)}
@@ -263,6 +263,26 @@ func (b *Bridge) post(w http.ResponseWriter, r *http.Request, endpoint string) {
 	status := rq.out.finish(resp)
 	if m := b.cfg.Metrics; m != nil {
 		m.Requests.WithLabelValues(metricMethod(msg.Method), strconv.Itoa(status)).Inc()
+	}
+}
+
+// Why an agent's request ended before its answer, as what it ended
+// (upstream calls, the handlers of their servers' requests) is told
+// (context.Cause) and records it.
+var (
+	errAgentGone      = errors.New("the agent's request ended (its connection closed)")
+	errAgentCancelled = errors.New("the agent cancelled the request (notifications/cancelled)")
+)
+
+// requestContext is the context an agent's request runs in: ended by
+// cancel, or with cause errAgentGone when the agent's HTTP request ends
+// first (net/http ends it with a bare context.Canceled).
+func requestContext(agent context.Context) (context.Context, context.CancelCauseFunc) {
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(agent))
+	stop := context.AfterFunc(agent, func() { cancel(errAgentGone) })
+	return ctx, func(cause error) {
+		stop()
+		cancel(cause)
 	}
 }
 

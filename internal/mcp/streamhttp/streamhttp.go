@@ -414,10 +414,10 @@ func (c *Conn) readStream(ctx context.Context, req *jsonrpc.Message, body io.Rea
 	// comes before the call's own end, in every run. Once the call has its
 	// answer or failed, a handler still waiting (for an agent who has not
 	// answered) is told the call ended.
-	hctx, endHandlers := context.WithCancel(ctx)
+	hctx, endHandlers := context.WithCancelCause(ctx)
 	var handlers sync.WaitGroup
 	defer handlers.Wait()
-	defer endHandlers()
+	defer func() { endHandlers(callEnd(resp)) }()
 	onEvent := func(ev sseEvent) (bool, error) {
 		if ev.name != "" && ev.name != "message" {
 			return false, nil
@@ -474,6 +474,24 @@ func (c *Conn) readStream(ctx context.Context, req *jsonrpc.Message, body io.Rea
 		}
 	}
 	return resp, nil
+}
+
+// ErrCallAnswered and ErrCallBroke are what the handlers of a server's
+// requests during a call are told (context.Cause) when the call ended
+// under them for a reason of its own: the server answered it, or its
+// response stream ended without the answer. A call ended by its caller
+// tells them the caller's cause instead (the agent went away, the
+// deadline).
+var (
+	ErrCallAnswered = errors.New("the server answered the call")
+	ErrCallBroke    = errors.New("the call's response stream ended without its answer")
+)
+
+func callEnd(resp *jsonrpc.Message) error {
+	if resp != nil {
+		return ErrCallAnswered
+	}
+	return ErrCallBroke
 }
 
 func (c *Conn) readBody(ctx context.Context, body io.ReadCloser, cur *sseCursor, onEvent func(sseEvent) (bool, error)) error {

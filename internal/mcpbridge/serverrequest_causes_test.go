@@ -1,0 +1,107 @@
+package mcpbridge
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/testpeers"
+)
+
+// TestServerRequestSaysTheAgentWentAway: a session-era agent that goes
+// away while the server's elicitation waits for its answer leaves an
+// mcp.server_request event that says so; before, its reason ended with
+// "context canceled". The agent is raw HTTP: it reads its call's stream up
+// to the server's request and closes it, never answering.
+func TestServerRequestSaysTheAgentWentAway(t *testing.T) {
+	up := testpeers.GoEverything(t, false)
+	srv := bridgetest.PublishedRelaying(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{}, v1alpha1.ServerRequests{Elicitation: v1alpha1.RelayAllowed})
+	pol := toolPolicy("tools", "callers", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.everything.*"))
+	h := newHarness(t, []v1alpha1.MCPServer{srv}, []v1alpha1.ToolPolicy{pol}, nil)
+	url := h.url + "/mcp"
+	status, code, hdr := post(t, url, "alice-token", "", strings.Replace(initBody, `"capabilities":{}`, `"capabilities":{"elicitation":{}}`, 1), nil)
+	sid := hdr.Get("Mcp-Session-Id")
+	if status != http.StatusOK || code != 0 || sid == "" {
+		t.Fatalf("initialize: status %d, code %d, session %q", status, code, sid)
+	}
+	version := map[string]string{"MCP-Protocol-Version": "2025-11-25"}
+	if status, _, _ := post(t, url, "alice-token", sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, version); status != http.StatusAccepted {
+		t.Fatalf("notifications/initialized: status %d", status)
+	}
+
+	ctx, leave := context.WithCancel(ctxT(t))
+	defer leave()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp.everything.test_elicitation","arguments":{"message":"q"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer alice-token")
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(resp.Body)
+	for lines.Scan() && !strings.Contains(lines.Text(), `"elicitation/create"`) {
+	}
+	if lines.Err() != nil {
+		t.Fatalf("the call's stream ended before the server's request: %v", lines.Err())
+	}
+	leave() // the agent goes away without answering
+	resp.Body.Close()
+
+	var reason string
+	eventually(t, "the server request's event", func() bool {
+		for _, ev := range h.events(t) {
+			if ev["type"] == "mcp.server_request" {
+				reason, _ = ev["reason"].(string)
+				return true
+			}
+		}
+		return false
+	})
+	if !strings.Contains(reason, errAgentGone.Error()) {
+		t.Fatalf("the server request's event gives the reason %q, want it to say %q", reason, errAgentGone)
+	}
+}
+
+// TestParkedCallDecisionWins: a parked call the bridge ends (denied
+// meanwhile) hands the server's waiting request the bridge's decision, in
+// every run. The decision is given before the call is cancelled; the
+// request waited on both, and select picked either at random, so about
+// one run in two recorded "the call ended before the agent answered"
+// instead of the denial.
+func TestParkedCallDecisionWins(t *testing.T) {
+	const why = "the call was denied meanwhile"
+	for i := range 50 {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		p := &parkable{ctx: ctx, cancel: cancel, asks: make(chan serverAsk), done: make(chan parkableEnd, 1), ended: make(chan struct{})}
+		asking, asked := make(chan struct{}), make(chan error, 1)
+		go func() { // the relay hook of the server's request, and the call ending after it
+			close(asking)
+			_, err := askParked(ctx, p, "elicitation/create", json.RawMessage(`{}`))
+			asked <- err
+			p.done <- parkableEnd{err: err}
+		}()
+		// The hook waits to hand its request over before the bridge takes
+		// it, as it does when the agent's retry comes fast: then the bridge
+		// gives its decision and cancels before the hook waits for either
+		// (these yields only make that order likely; the outcome must not
+		// depend on it).
+		<-asking
+		for range 3 {
+			runtime.Gosched()
+		}
+		pc := &parkedCall{p: p, ask: <-p.asks}
+		pc.end(CodeDenied, why)
+		if err := <-asked; err == nil || err.Error() != why {
+			t.Fatalf("run %d: the server's request ended with %v, want %q", i, err, why)
+		}
+	}
+}
