@@ -17,7 +17,7 @@ import (
 // another agent's, and the server does about as much work per agent as
 // behind a proxy that relays each session (plus a logging/setLevel to
 // debug at dial: the bridge filters each agent's messages itself). At most
-// Options.MaxAgentSessions are open (agentLine). The session is
+// Options.MaxAgentSessions are open (agentLine, trim). The session is
 // opened on the agent session's first call to the server, reused for its
 // later calls, and closed (DELETE) when the agent session ends on this
 // replica (DELETE, idle timeout, forgotten at the per-caller cap) or when
@@ -93,7 +93,7 @@ func (c *Conn) clientFor(ctx context.Context, agent *Agent) (*client.Client, *li
 	if !keeps {
 		return c.sharedClient(ctx)
 	}
-	l, err := c.agentLine(agent)
+	l, overCap, err := c.agentLine(agent)
 	dualEra := c.mode.Load() == modeDualEra
 	switch {
 	case errors.Is(err, errAtCap) && dualEra:
@@ -105,7 +105,13 @@ func (c *Conn) clientFor(ctx context.Context, agent *Agent) (*client.Client, *li
 		return nil, nil, err
 	}
 	own, err := c.client(ctx, l)
+	if overCap {
+		c.mu.Lock()
+		c.opening--
+		c.mu.Unlock()
+	}
 	if err == nil {
+		c.trim()
 		return own, l, nil
 	}
 	c.release(l)
@@ -147,7 +153,8 @@ func (c *Conn) sharedClient(ctx context.Context) (*client.Client, *line, error) 
 	return cli, &c.shared, nil
 }
 
-// release ends a call's hold on l (nil: none).
+// release ends a call's hold on l (nil: none); a Conn over its cap of
+// agent sessions closes what it can now (trim).
 func (c *Conn) release(l *line) {
 	if l == nil {
 		return
@@ -156,6 +163,7 @@ func (c *Conn) release(l *line) {
 	l.busy--
 	l.lastUsed = time.Now()
 	c.mu.Unlock()
+	c.trim()
 }
 
 // liveAgentLine is the line of agent session id's upstream session and its
@@ -201,44 +209,49 @@ var errAtCap = errors.New("at the cap of agent sessions, all in use")
 // server. The line is closed when the agent session ends: the Conn
 // registers that with agent.AtEnd once per line.
 //
-// At Options.MaxAgentSessions the least recently used idle line is closed
-// to make room: its agent session, calling again, gets a new upstream
-// session, without what the server kept in the old one. With every line
-// busy it returns errAtCap.
-func (c *Conn) agentLine(agent *Agent) (*line, error) {
+// At Options.MaxAgentSessions a new line is made only while an idle line
+// could make room for it (overCap: the caller tells c.opening when its
+// dial ended), and the least recently used idle line is closed only once
+// the new line's session opened (trim): a dial that fails closes nobody's
+// session. The agent session whose line was closed gets a new upstream
+// session if it calls again, without what the server kept in the old one.
+// With every line busy (or already promised to new lines being dialled) it
+// returns errAtCap.
+func (c *Conn) agentLine(agent *Agent) (l *line, overCap bool, err error) {
 	c.mu.Lock()
 	if err := context.Cause(c.life); err != nil {
 		c.mu.Unlock()
-		return nil, err
+		return nil, false, err
 	}
 	if l := c.agents[agent.ID]; l != nil {
 		l.busy++
 		c.mu.Unlock()
-		return l, nil
+		return l, false, nil
 	}
-	var evicted *client.Client
 	if len(c.agents) >= c.opts.MaxAgentSessions {
-		victim := c.leastRecentlyUsedIdleLocked()
-		if victim == "" {
+		if c.idleLinesLocked() <= c.opening {
 			c.mu.Unlock()
-			return nil, errAtCap
+			return nil, false, errAtCap
 		}
-		evicted = c.takeAgentLocked(victim)
+		overCap = true
+		c.opening++
 	}
-	l := &line{era: client.EraSession, busy: 1}
+	l = &line{era: client.EraSession, busy: 1}
 	if c.agents == nil {
 		c.agents = map[string]*line{}
 	}
 	c.agents[agent.ID] = l
 	c.mu.Unlock()
-	if evicted != nil {
-		go evicted.Close()
-	}
 	id := agent.ID
 	forget, ok := agent.AtEnd(func() { c.endAgent(id) })
 	if !ok {
 		c.endAgent(id)
-		return nil, errAgentEnded
+		if overCap {
+			c.mu.Lock()
+			c.opening--
+			c.mu.Unlock()
+		}
+		return nil, false, errAgentEnded
 	}
 	c.mu.Lock()
 	if l.ended { // closed meanwhile (retired, drained, the cap)
@@ -247,24 +260,72 @@ func (c *Conn) agentLine(agent *Agent) (*line, error) {
 		l.forgetAtEnd = forget
 	}
 	c.mu.Unlock()
-	return l, nil
+	return l, overCap, nil
 }
 
-// leastRecentlyUsedIdleLocked is the agent session id of the line no call
-// holds or dials that was used longest ago, "" if every line is busy.
-// c.mu is held.
-func (c *Conn) leastRecentlyUsedIdleLocked() string {
+// idleLinesLocked is how many agents' lines no call holds or dials. c.mu
+// is held.
+func (c *Conn) idleLinesLocked() int {
+	n := 0
+	for _, l := range c.agents {
+		if l.busy == 0 && l.dialing == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// trim closes idle agents' lines while the Conn holds more than
+// Options.MaxAgentSessions besides the lines being dialled over it: first
+// lines without a session (a failed dial: nothing to lose), then the least
+// recently used. Each session closed at the cap is logged and counted: the
+// agent calling again starts with an empty one, a sign that the cap is too
+// low for the agents this replica serves.
+func (c *Conn) trim() {
+	c.mu.Lock()
+	var closed []*client.Client
+	for len(c.agents)-c.opening > c.opts.MaxAgentSessions {
+		id, idle := c.trimVictimLocked()
+		if id == "" {
+			break // every line is in use: trimmed when a call releases one
+		}
+		cli := c.takeAgentLocked(id)
+		if cli == nil {
+			continue
+		}
+		closed = append(closed, cli)
+		c.sessionClosed(ClosedCap)
+		c.opts.Log.Info("closed the least recently used idle upstream session of an agent session: at --max-upstream-sessions; that agent session starts a new, empty one if it calls again",
+			"server", c.target.Namespace+"/"+c.target.Name, "max", c.opts.MaxAgentSessions, "idle", idle.Round(time.Millisecond).String())
+	}
+	c.mu.Unlock()
+	c.closeSessions(closed...)
+}
+
+// trimVictimLocked is the agent session id of the idle line trim closes
+// first, and how long it has been idle; "" if every line is in use. c.mu
+// is held.
+func (c *Conn) trimVictimLocked() (string, time.Duration) {
+	closesFirst := func(l, than *line) bool {
+		if (l.cli == nil) != (than.cli == nil) {
+			return l.cli == nil
+		}
+		return l.lastUsed.Before(than.lastUsed)
+	}
 	var id string
-	var oldest time.Time
+	var victim *line
 	for aid, l := range c.agents {
 		if l.busy > 0 || l.dialing != nil {
 			continue
 		}
-		if id == "" || l.lastUsed.Before(oldest) {
-			id, oldest = aid, l.lastUsed
+		if victim == nil || closesFirst(l, victim) {
+			id, victim = aid, l
 		}
 	}
-	return id
+	if victim == nil {
+		return "", 0
+	}
+	return id, time.Since(victim.lastUsed)
 }
 
 // takeAgentLocked takes agent session id's line out of the Conn, ended,
@@ -287,9 +348,12 @@ func (c *Conn) takeAgentLocked(id string) *client.Client {
 func (c *Conn) endAgent(id string) {
 	c.mu.Lock()
 	cli := c.takeAgentLocked(id)
+	if cli != nil {
+		c.sessionClosed(ClosedAgentEnded)
+	}
 	c.mu.Unlock()
 	if cli != nil {
-		cli.Close()
+		c.closeSessions(cli)
 	}
 }
 

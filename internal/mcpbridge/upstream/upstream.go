@@ -115,7 +115,28 @@ type Options struct {
 	// MaxAgentSessions bounds the agents' upstream sessions the Conn holds
 	// (default DefaultMaxAgentSessions); agents.go says what happens at it.
 	MaxAgentSessions int
+	// SessionClosed, when set, is told of each agent's upstream session the
+	// Conn closes: the server's name and why (a Closed* reason).
+	SessionClosed func(server, reason string)
 }
+
+// Why an agent's upstream session was closed (Options.SessionClosed).
+const (
+	// ClosedAgentEnded: its agent session ended (DELETE, idle timeout,
+	// forgotten at the per-caller cap).
+	ClosedAgentEnded = "agent_ended"
+	// ClosedCap: the least recently used idle one, closed at
+	// Options.MaxAgentSessions once a new agent's session opened.
+	ClosedCap = "cap"
+	// ClosedFailed: a call in it failed without an answer (the session
+	// broke, or the server no longer knew it).
+	ClosedFailed = "failed"
+	// ClosedRetired: the Conn was retired (a new pod, a crash, the server
+	// left the bridge's scope, the replica stopping).
+	ClosedRetired = "retired"
+	// ClosedDrained: the Conn was drained (rotated credentials).
+	ClosedDrained = "drained"
+)
 
 // DefaultMaxAgentSessions is Options.MaxAgentSessions by default: the
 // sessions one replica opens on one server for its agents.
@@ -150,6 +171,10 @@ type Conn struct {
 	// end closes the connections.
 	inFlight int
 	draining bool
+	// opening counts the agents' lines made at the cap whose dial has not
+	// ended: each waits for an idle line to be closed once it opened
+	// (agents.go, trim).
+	opening int
 
 	// mode is what the shared connection's dial learned of the server
 	// (agents.go); modeStateless too once an agent's session dial to a
@@ -165,7 +190,13 @@ type Conn struct {
 
 	subs subs
 
-	// closing counts closeAll's clean-ups running (tests wait for them).
+	// deletes holds a slot for each session being closed (its DELETE):
+	// at most closeParallel at once, whatever closes them (the Conn's end,
+	// the cap, agent sessions ending, failures), so that a Conn with
+	// hundreds of agent sessions never opens as many connections to the
+	// server at once.
+	deletes chan struct{}
+	// closing counts the clean-ups running (WaitClosed waits for them).
 	closing sync.WaitGroup
 }
 
@@ -229,7 +260,10 @@ func New(t Target, o Options) *Conn {
 		URL: t.URL, Header: t.Header, BearerToken: t.BearerToken, TLS: t.TLS,
 		MaxMessageBytes: o.MaxMessageBytes, MaxIdleConns: IdleConns,
 	})
-	return &Conn{target: t, opts: o, life: life, retire: retire, subsLife: subsLife, stopSubs: stopSubs, pool: pool, poolErr: err}
+	return &Conn{
+		target: t, opts: o, life: life, retire: retire, subsLife: subsLife, stopSubs: stopSubs, pool: pool, poolErr: err,
+		deletes: make(chan struct{}, closeParallel),
+	}
 }
 
 // Target is what the Conn dials.
@@ -244,15 +278,33 @@ func (c *Conn) Target() Target { return c.target }
 func (c *Conn) Retire(reason string, processGone bool) {
 	c.retire(&Error{Reason: reason, Err: fmt.Errorf("server %s/%s changed under the call (pod %q)", c.target.Namespace, c.target.Name, c.target.Pod)})
 	c.mu.Lock()
-	clis := c.takeAll()
+	clis := c.takeAll(ClosedRetired)
 	c.mu.Unlock()
 	c.closeAll(clis, !processGone)
 }
 
+// WaitClosed waits until the sessions the Conn closes (their DELETEs) are
+// closed, or ctx ends: a stopping replica ends its agents' sessions within
+// its shutdown grace.
+func (c *Conn) WaitClosed(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		c.closing.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("while closing the upstream sessions of server %s/%s: %w", c.target.Namespace, c.target.Name, ctx.Err())
+	}
+}
+
 // takeAll takes every client out of the Conn (a non-nil list, perhaps
 // empty); agents' lines end (a drained Conn that still gets a call opens
-// that agent a new one). c.mu is held.
-func (c *Conn) takeAll() []*client.Client {
+// that agent a new one), their sessions counted closed for why. c.mu is
+// held.
+func (c *Conn) takeAll(why string) []*client.Client {
 	clis := make([]*client.Client, 0, 1+len(c.agents))
 	if c.shared.cli != nil {
 		clis = append(clis, c.shared.cli)
@@ -263,15 +315,22 @@ func (c *Conn) takeAll() []*client.Client {
 		if l.cli != nil {
 			clis = append(clis, l.cli)
 			l.cli = nil
+			c.sessionClosed(why)
 		}
 	}
 	c.agents = nil
 	return clis
 }
 
-// closeParallel bounds the DELETEs closeAll sends at once: a Conn with
-// hundreds of agent sessions does not open as many connections to the
-// server at once.
+// sessionClosed tells Options.SessionClosed that an agent's upstream
+// session was closed, and why.
+func (c *Conn) sessionClosed(why string) {
+	if c.opts.SessionClosed != nil {
+		c.opts.SessionClosed(c.target.Name, why)
+	}
+}
+
+// closeParallel bounds the DELETEs a Conn sends at once (Conn.deletes).
 const closeParallel = 8
 
 // closeAll ends clis in the background, with a DELETE each for sessions
@@ -282,27 +341,39 @@ func (c *Conn) closeAll(clis []*client.Client, deleteSessions bool) {
 	if clis == nil || c.pool == nil {
 		return
 	}
+	if len(clis) == 0 || !deleteSessions {
+		c.pool.CloseIdle()
+		return
+	}
 	c.closing.Add(1)
 	go func() {
 		defer c.closing.Done()
-		if deleteSessions {
-			work := make(chan *client.Client)
-			var wg sync.WaitGroup
-			for range min(closeParallel, len(clis)) {
-				wg.Go(func() {
-					for cli := range work {
-						cli.Close()
-					}
-				})
-			}
-			for _, cli := range clis {
-				work <- cli
-			}
-			close(work)
-			wg.Wait()
+		var wg sync.WaitGroup
+		for _, cli := range clis {
+			c.deletes <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-c.deletes }()
+				cli.Close()
+			})
 		}
+		wg.Wait()
 		c.pool.CloseIdle()
 	}()
+}
+
+// closeSessions ends clis in the background, each (its DELETE) within the
+// Conn's bound on DELETEs at once; the pool's connections stay, for the
+// other sessions.
+func (c *Conn) closeSessions(clis ...*client.Client) {
+	for _, cli := range clis {
+		c.closing.Add(1)
+		go func() {
+			defer c.closing.Done()
+			c.deletes <- struct{}{}
+			defer func() { <-c.deletes }()
+			cli.Close()
+		}()
+	}
 }
 
 // Drain ends the Conn gently, for a Conn replaced by one with new
@@ -325,7 +396,7 @@ func (c *Conn) idleClients() []*client.Client {
 	if !c.draining || c.inFlight > 0 {
 		return nil
 	}
-	return c.takeAll()
+	return c.takeAll(ClosedDrained)
 }
 
 func (c *Conn) begin() {
@@ -697,10 +768,13 @@ func (c *Conn) drop(l *line, cli *client.Client) {
 	mine := l.cli == cli
 	if mine {
 		l.cli = nil
+		if l != &c.shared {
+			c.sessionClosed(ClosedFailed)
+		}
 	}
 	c.mu.Unlock()
 	if mine {
-		go cli.Close()
+		c.closeSessions(cli)
 	}
 }
 
