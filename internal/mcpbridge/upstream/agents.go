@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
 )
 
@@ -58,19 +60,110 @@ const (
 	modeSessionOnly              // the shared connection is a session too
 )
 
-// learn records what the shared connection cli says of the server, unless
-// something is known already (modeStateless set by an agent's dial stays).
+// learn records what the shared connection cli says of the server. Only a
+// change replaces the mode: modeStateless set by an agent's dial to a
+// dual-era server stays while the shared connection's dials say the same.
+// c.mu is held.
 func (c *Conn) learn(cli *client.Client) {
-	m := modeStateless
+	if m := modeOf(cli); m != c.learned {
+		c.learned = m
+		c.mode.Store(m)
+		c.sessionsRetryAt.Store(0)
+	}
+}
+
+// modeOf is what a connection dialled with server/discover first says of
+// its server.
+func modeOf(cli *client.Client) int32 {
 	switch {
 	case cli.Era() == client.EraSession:
 		if sc, ok := cli.Conn().(*streamhttp.Conn); ok && sc.SessionID() != "" {
-			m = modeSessionOnly
+			return modeSessionOnly
 		}
 	case cli.SpeaksSessionsToo():
-		m = modeDualEra
+		return modeDualEra
 	}
-	c.mode.CompareAndSwap(modeUnknown, m)
+	return modeStateless
+}
+
+// modeNames name the modes in logs.
+var modeNames = map[int32]string{modeUnknown: "unknown", modeStateless: "stateless", modeDualEra: "both eras", modeSessionOnly: "sessions only"}
+
+// eraRefused says whether err is the server refusing a request, unrun,
+// for the protocol era it was sent in: a JSON-RPC -32022 (unsupported
+// protocol version, to a request or to a session's initialize), an HTTP
+// 400 or 404 to a request without a session (how a server that keeps
+// sessions refuses one) on cli (nil: the call took no client), or an
+// initialize answered without a session id by a server believed to keep
+// sessions. Each may mean the server was upgraded or replaced behind its
+// URL.
+func eraRefused(cli *client.Client, err error) bool {
+	var rpcErr *jsonrpc.Error
+	var httpErr *streamhttp.HTTPError
+	switch {
+	case errors.As(err, &rpcErr):
+		return rpcErr.Code == jsonrpc.CodeUnsupportedProtocolVersion
+	case errors.Is(err, errNoSession):
+		return true
+	case cli != nil && cli.Era() == client.EraStateless && errors.As(err, &httpErr):
+		return httpErr.Status == http.StatusBadRequest || httpErr.Status == http.StatusNotFound
+	}
+	return false
+}
+
+// relearn dials the server afresh, server/discover first, after a refusal
+// that says it may no longer speak the era the Conn learned (eraRefused):
+// a remote server upgraded or replaced behind its URL (a load balancer's
+// rollout) would otherwise fail every call until its MCPServer changed.
+// When the new dial says something else and answers a ping (any JSON-RPC
+// answer: the stateless era has no ping; a server that hands out no
+// session id but wants one is broken, not changed), it
+// becomes the shared connection, the mode is learned from it, and true
+// says so (the call is sent again); otherwise the new dial is closed. eras
+// is c.eras when the call began: a relearn by another call since counts as
+// this one's.
+func (c *Conn) relearn(ctx context.Context, eras int64) bool {
+	c.relearning.Lock()
+	defer c.relearning.Unlock()
+	if c.eras.Load() != eras {
+		return true
+	}
+	cli, err := c.dial(ctx, "")
+	if err != nil {
+		return false
+	}
+	m := modeOf(cli)
+	c.mu.Lock()
+	was := c.learned
+	c.mu.Unlock()
+	if m == was {
+		c.closeSessions(cli)
+		return false
+	}
+	var rpcErr *jsonrpc.Error
+	if _, err := cli.Call(ctx, "ping", nil); err != nil && !errors.As(err, &rpcErr) {
+		c.closeSessions(cli)
+		return false
+	}
+	c.mu.Lock()
+	if c.learned != was || c.life.Err() != nil || c.shared.dialing != nil {
+		// Learned meanwhile by a dial of the shared connection (or one
+		// under way will), or the Conn retired.
+		c.mu.Unlock()
+		c.closeSessions(cli)
+		return false
+	}
+	old := c.shared.cli
+	c.shared.cli = cli
+	c.learn(cli)
+	c.eras.Add(1)
+	c.mu.Unlock()
+	if old != nil {
+		c.closeSessions(old)
+	}
+	c.opts.Log.Info("the server speaks another protocol era than when the bridge connected (upgraded or replaced behind its URL): connected again",
+		"server", c.target.Namespace+"/"+c.target.Name, "was", modeNames[was], "now", modeNames[m])
+	return true
 }
 
 // clientFor returns the client a call for agent takes: the agent session's
@@ -128,8 +221,9 @@ func (c *Conn) clientFor(ctx context.Context, agent *Agent) (*client.Client, *li
 	case errors.Is(err, errNoSession):
 		// A session-only server (the shared connection has a session id)
 		// that opened this one without: a failed dial, not a reason to
-		// put every agent in the shared session.
-		return nil, nil, &Error{Reason: ReasonUnavailable, Err: fmt.Errorf("server %s/%s answered an agent session's initialize without a session id, though it keeps sessions", c.target.Namespace, c.target.Name)}
+		// put every agent in the shared session; the call learns the
+		// server again (doOn) in case it was replaced.
+		return nil, nil, &Error{Reason: ReasonUnavailable, Err: fmt.Errorf("server %s/%s answered an agent session's initialize without a session id, though it kept sessions: %w", c.target.Namespace, c.target.Name, errNoSession)}
 	case dualEra:
 		// Its stateless era serves the call (a session is cheaper and asks
 		// on the call's stream, but is not needed); dial again later.

@@ -178,8 +178,15 @@ type Conn struct {
 
 	// mode is what the shared connection's dial learned of the server
 	// (agents.go); modeStateless too once an agent's session dial to a
-	// dual-era server was answered without a session id.
-	mode atomic.Int32
+	// dual-era server was answered without a session id. learned is what
+	// the last dial of the shared connection said (under mu): only a
+	// change of it replaces mode.
+	mode    atomic.Int32
+	learned int32
+	// eras counts the times the Conn learned its server again because it
+	// changed behind its URL (relearn); relearning serializes that.
+	eras       atomic.Int64
+	relearning sync.Mutex
 	// sessionsRetryAt (unix ns): after a failed session dial to a server
 	// that speaks both eras, the calls go on the shared (stateless)
 	// connection until then, not each paying a dial.
@@ -682,7 +689,12 @@ func (c *Conn) do(ctx context.Context, f func(context.Context, *client.Client) (
 	return c.doOn(ctx, nil, f)
 }
 
-// doOn is do with the client clientFor picks for agent.
+// doOn is do with the client clientFor picks for agent. A call the server
+// refused unrun is sent once more: when the session a session-era agent's
+// call took had ended (the server expired or forgot it), in a new session;
+// when the refusal says the server no longer speaks the era the Conn
+// learned (it was upgraded or replaced behind its URL), once the Conn
+// learned it again.
 func (c *Conn) doOn(ctx context.Context, agent *Agent, f func(context.Context, *client.Client) (json.RawMessage, error)) (json.RawMessage, error) {
 	c.begin()
 	defer c.end()
@@ -690,23 +702,35 @@ func (c *Conn) doOn(ctx context.Context, agent *Agent, f func(context.Context, *
 	defer cancel(nil)
 	stop := context.AfterFunc(c.life, func() { cancel(context.Cause(c.life)) })
 	defer stop()
-	cli, l, err := c.clientFor(cctx, agent)
-	if err != nil {
-		return nil, c.classify(ctx, cctx, err)
-	}
-	defer func() { c.release(l) }()
-	res, err := f(cctx, cli)
-	if errors.Is(err, streamhttp.ErrNotRun) && agent != nil && ctx.Err() == nil {
-		// The session a session-era agent's call took ended before the
-		// server ran it (the server expired or forgot it): a new session
-		// carries it, once.
-		c.drop(l, cli)
-		c.release(l)
-		if cli, l, err = c.clientFor(cctx, agent); err != nil {
+	eras := c.eras.Load()
+	for again := true; ; again = false {
+		cli, l, err := c.clientFor(cctx, agent)
+		if err != nil {
+			if again && eraRefused(nil, err) && c.relearn(cctx, eras) {
+				continue
+			}
 			return nil, c.classify(ctx, cctx, err)
 		}
-		res, err = f(cctx, cli)
+		res, err := f(cctx, cli)
+		if again && err != nil && ctx.Err() == nil {
+			switch {
+			case errors.Is(err, streamhttp.ErrNotRun) && agent != nil:
+				c.drop(l, cli)
+				c.release(l)
+				continue
+			case eraRefused(cli, err) && c.relearn(cctx, eras):
+				c.release(l)
+				continue
+			}
+		}
+		res, err = c.answer(ctx, cctx, l, cli, res, err)
+		c.release(l)
+		return res, err
 	}
+}
+
+// answer is what a call on cli, taken from l, returns to its caller.
+func (c *Conn) answer(ctx, cctx context.Context, l *line, cli *client.Client, res json.RawMessage, err error) (json.RawMessage, error) {
 	if err == nil {
 		return res, strict("result", res)
 	}
