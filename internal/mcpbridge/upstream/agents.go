@@ -63,13 +63,35 @@ const (
 // learn records what the shared connection cli says of the server. Only a
 // change replaces the mode: modeStateless set by an agent's dial to a
 // dual-era server stays while the shared connection's dials say the same.
-// c.mu is held.
-func (c *Conn) learn(cli *client.Client) {
-	if m := modeOf(cli); m != c.learned {
-		c.learned = m
-		c.mode.Store(m)
-		c.sessionsRetryAt.Store(0)
+// A server that no longer keeps sessions (it changed behind its URL) has
+// the agents' lines taken out: their clients are returned, for the caller
+// to close, and the agents' calls go on the shared connection. c.mu is
+// held.
+func (c *Conn) learn(cli *client.Client) (stale []*client.Client) {
+	m := modeOf(cli)
+	if m == c.learned {
+		return nil
 	}
+	c.learned = m
+	c.mode.Store(m)
+	c.sessionsRetryAt.Store(0)
+	if m != modeStateless {
+		return nil
+	}
+	return c.takeAgentsLocked()
+}
+
+// takeAgentsLocked takes every agent's line out of the Conn, for a server
+// that keeps no sessions (now), and returns their clients for the caller
+// to close. c.mu is held.
+func (c *Conn) takeAgentsLocked() (stale []*client.Client) {
+	for id := range c.agents {
+		if old := c.takeAgentLocked(id); old != nil {
+			stale = append(stale, old)
+			c.sessionClosed(ClosedEraChanged)
+		}
+	}
+	return stale
 }
 
 // modeOf is what a connection dialled with server/discover first says of
@@ -153,14 +175,14 @@ func (c *Conn) relearn(ctx context.Context, eras int64) bool {
 		c.closeSessions(cli)
 		return false
 	}
-	old := c.shared.cli
+	stale := c.learn(cli)
+	if c.shared.cli != nil {
+		stale = append(stale, c.shared.cli)
+	}
 	c.shared.cli = cli
-	c.learn(cli)
 	c.eras.Add(1)
 	c.mu.Unlock()
-	if old != nil {
-		c.closeSessions(old)
-	}
+	c.closeSessions(stale...)
 	c.opts.Log.Info("the server speaks another protocol era than when the bridge connected (upgraded or replaced behind its URL): connected again",
 		"server", c.target.Namespace+"/"+c.target.Name, "was", modeNames[was], "now", modeNames[m])
 	return true
@@ -213,10 +235,13 @@ func (c *Conn) clientFor(ctx context.Context, agent *Agent) (*client.Client, *li
 	}
 	switch {
 	case errors.Is(err, errNoSession) && dualEra:
-		// Keeps no session after all (for good): the shared connection
-		// serves every call.
+		// Keeps no session after all (for good, or since it changed
+		// behind its URL): the shared connection serves every call.
+		c.mu.Lock()
 		c.mode.Store(modeStateless)
-		c.endAgent(agent.ID)
+		stale := c.takeAgentsLocked()
+		c.mu.Unlock()
+		c.closeSessions(stale...)
 		return c.sharedClient(ctx)
 	case errors.Is(err, errNoSession):
 		// A session-only server (the shared connection has a session id)
@@ -256,8 +281,11 @@ func (c *Conn) release(l *line) {
 	c.mu.Lock()
 	l.busy--
 	l.lastUsed = time.Now()
+	over := c.overCapLocked()
 	c.mu.Unlock()
-	c.trim()
+	if over {
+		c.trim()
+	}
 }
 
 // liveAgentLine is the line of agent session id's upstream session and its
@@ -378,7 +406,7 @@ func (c *Conn) idleLinesLocked() int {
 func (c *Conn) trim() {
 	c.mu.Lock()
 	var closed []*client.Client
-	for len(c.agents)-c.opening > c.opts.MaxAgentSessions {
+	for c.overCapLocked() {
 		id, idle := c.trimVictimLocked()
 		if id == "" {
 			break // every line is in use: trimmed when a call releases one
@@ -394,6 +422,13 @@ func (c *Conn) trim() {
 	}
 	c.mu.Unlock()
 	c.closeSessions(closed...)
+}
+
+// overCapLocked says whether the Conn holds more agents' lines than
+// Options.MaxAgentSessions, besides those being dialled over it. c.mu is
+// held.
+func (c *Conn) overCapLocked() bool {
+	return len(c.agents)-c.opening > c.opts.MaxAgentSessions
 }
 
 // trimVictimLocked is the agent session id of the idle line trim closes

@@ -350,7 +350,8 @@ func switchingFront(t *testing.T, before, after string) (front string, switched 
 // stateless to session-only, calls refused with -32022 (unsupported
 // protocol version) go on in sessions, a session-era agent's in its own;
 // from session-only to stateless, a new agent session's initialize
-// answered without a session id moves the Conn to the stateless era.
+// answered without a session id moves the Conn to the stateless era, and
+// the agents' sessions are closed.
 // Before, the Conn kept what its first dial learned, and every call (or
 // every new agent session's) failed until the MCPServer changed.
 func TestServerChangedBehindItsURLIsLearnedAgain(t *testing.T) {
@@ -382,6 +383,9 @@ func TestServerChangedBehindItsURLIsLearnedAgain(t *testing.T) {
 			}
 			if m := c.mode.Load(); m != tc.want {
 				t.Fatalf("the Conn's mode is %s; want %s", modeNames[m], modeNames[tc.want])
+			}
+			if n := c.agentSessions(); tc.want == modeStateless && n != 0 {
+				t.Fatalf("the Conn holds %d agent sessions to a server that keeps none now; want 0", n)
 			}
 			seen := calls()
 			if tc.want == modeSessionOnly {

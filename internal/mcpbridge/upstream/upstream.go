@@ -116,7 +116,8 @@ type Options struct {
 	// (default DefaultMaxAgentSessions); agents.go says what happens at it.
 	MaxAgentSessions int
 	// SessionClosed, when set, is told of each agent's upstream session the
-	// Conn closes: the server's name and why (a Closed* reason).
+	// Conn closes: the server's name and why (a Closed* reason). It is
+	// called with the Conn's lock held, and must not call the Conn.
 	SessionClosed func(server, reason string)
 }
 
@@ -136,6 +137,9 @@ const (
 	ClosedRetired = "retired"
 	// ClosedDrained: the Conn was drained (rotated credentials).
 	ClosedDrained = "drained"
+	// ClosedEraChanged: the server no longer keeps sessions (it was
+	// upgraded or replaced behind its URL, agents.go: relearn).
+	ClosedEraChanged = "era_changed"
 )
 
 // DefaultMaxAgentSessions is Options.MaxAgentSessions by default: the
@@ -469,6 +473,7 @@ func (c *Conn) client(ctx context.Context, l *line) (*client.Client, error) {
 		if err != nil && ctx.Err() == nil {
 			attempt.err = err
 		}
+		var stale []*client.Client
 		switch {
 		case err != nil:
 		case c.life.Err() != nil:
@@ -480,10 +485,11 @@ func (c *Conn) client(ctx context.Context, l *line) (*client.Client, error) {
 		default:
 			l.cli = cli
 			if l == &c.shared {
-				c.learn(cli)
+				stale = c.learn(cli)
 			}
 		}
 		c.mu.Unlock()
+		c.closeSessions(stale...)
 		close(attempt.done)
 		if err != nil {
 			return nil, err
