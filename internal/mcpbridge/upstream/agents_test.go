@@ -438,7 +438,9 @@ func TestRetiredForANewPodSendsNoDelete(t *testing.T) {
 			c := newTestConn(t, st.URL)
 			callingAgents(t, c, newAgents(t), 3)
 			c.Retire(reason, true)
-			c.closing.Wait()
+			if err := c.WaitClosed(ctxT(t)); err != nil {
+				t.Fatal(err)
+			}
 			if d := st.Deleted(); len(d) != 0 || c.agentSessions() != 0 {
 				t.Fatalf("retired (%s): DELETEd %q, %d agent sessions held; want no DELETE and none held", reason, d, c.agentSessions())
 			}
@@ -454,7 +456,9 @@ func TestRetiredWithTheServerAliveDeletesSessions(t *testing.T) {
 	c := newTestConn(t, st.URL)
 	callingAgents(t, c, newAgents(t), 3)
 	c.Retire(ReasonRestarted, false)
-	c.closing.Wait()
+	if err := c.WaitClosed(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
 	if d := st.Deleted(); len(d) < 3 || c.agentSessions() != 0 {
 		t.Fatalf("retired with the server alive: DELETEd %q, %d agent sessions held; want the 3 agents' sessions DELETEd", d, c.agentSessions())
 	}

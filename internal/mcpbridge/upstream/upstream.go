@@ -208,7 +208,7 @@ type Conn struct {
 	// server at once.
 	deletes chan struct{}
 	// closing counts the clean-ups running (WaitClosed waits for them).
-	closing sync.WaitGroup
+	closing cleanups
 }
 
 // line is one MCP connection to the server over the Conn's pool, dialled
@@ -298,13 +298,8 @@ func (c *Conn) Retire(reason string, processGone bool) {
 // closed, or ctx ends: a stopping replica ends its agents' sessions within
 // its shutdown grace.
 func (c *Conn) WaitClosed(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() {
-		c.closing.Wait()
-		close(done)
-	}()
 	select {
-	case <-done:
+	case <-c.closing.idle():
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("while closing the upstream sessions of server %s/%s: %w", c.target.Namespace, c.target.Name, ctx.Err())
@@ -341,6 +336,44 @@ func (c *Conn) sessionClosed(why string) {
 	}
 }
 
+// cleanups counts clean-ups running in the background. Unlike a
+// sync.WaitGroup it may be waited for while clean-ups start: an agent
+// session can end while a stopping replica waits for the rest.
+type cleanups struct {
+	mu      sync.Mutex
+	running int
+	none    chan struct{} // closed when running falls to 0
+}
+
+func (cl *cleanups) add() {
+	cl.mu.Lock()
+	if cl.running == 0 {
+		cl.none = make(chan struct{})
+	}
+	cl.running++
+	cl.mu.Unlock()
+}
+
+func (cl *cleanups) done() {
+	cl.mu.Lock()
+	if cl.running--; cl.running == 0 {
+		close(cl.none)
+	}
+	cl.mu.Unlock()
+}
+
+// idle is closed once no clean-up runs (now, if none does).
+func (cl *cleanups) idle() <-chan struct{} {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.running == 0 {
+		none := make(chan struct{})
+		close(none)
+		return none
+	}
+	return cl.none
+}
+
 // closeParallel bounds the DELETEs a Conn sends at once (Conn.deletes).
 const closeParallel = 8
 
@@ -356,9 +389,9 @@ func (c *Conn) closeAll(clis []*client.Client, deleteSessions bool) {
 		c.pool.CloseIdle()
 		return
 	}
-	c.closing.Add(1)
+	c.closing.add()
 	go func() {
-		defer c.closing.Done()
+		defer c.closing.done()
 		var wg sync.WaitGroup
 		for _, cli := range clis {
 			c.deletes <- struct{}{}
@@ -377,9 +410,9 @@ func (c *Conn) closeAll(clis []*client.Client, deleteSessions bool) {
 // other sessions.
 func (c *Conn) closeSessions(clis ...*client.Client) {
 	for _, cli := range clis {
-		c.closing.Add(1)
+		c.closing.add()
 		go func() {
-			defer c.closing.Done()
+			defer c.closing.done()
 			c.deletes <- struct{}{}
 			defer func() { <-c.deletes }()
 			cli.Close()
