@@ -236,6 +236,14 @@ func runBridge(args []string, _, stderr io.Writer) int {
 		defer cancel()
 		_ = mcpbridge.Shutdown(sctx, srv, f.shutdownDelay)
 		_ = ops.Shutdown(sctx)
+		// The agents' upstream sessions end with a DELETE each, so servers
+		// free what they keep per session; up to 3s (still within the grace
+		// with the flush below), and servers expire the ones not reached.
+		dctx, dcancel := context.WithTimeout(context.Background(), 3*time.Second)
+		if err := rt.Registry.Close(dctx); err != nil {
+			fmt.Fprintf(stderr, "manager bridge: %v\n", err)
+		}
+		dcancel()
 		// The audit's and the traces' last batches get time of their own:
 		// calls still open at the end take all of sctx's.
 		fctx, fcancel := context.WithTimeout(context.Background(), 4*time.Second)

@@ -154,7 +154,10 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		metrics.RegisterArtifacts(reg, func() (int64, int64, int64) { st := store.Stats(); return st.Bytes, st.Count, st.Refused })
 		go store.Run(ctx, time.Minute, func(err error) { o.Log.Error(err, "the artifact store could not be swept") })
 	}
-	registry := routes.NewRegistry(upstream.Options{MaxAgentSessions: o.MaxUpstreamSessions}, o.Log.WithName("routes"))
+	registry := routes.NewRegistry(upstream.Options{
+		MaxAgentSessions: o.MaxUpstreamSessions,
+		SessionClosed:    func(server, reason string) { m.UpstreamSessionsClosed.WithLabelValues(server, reason).Inc() },
+	}, o.Log.WithName("routes"))
 
 	cfg := o.Bridge
 	cfg.Registry, cfg.Auth, cfg.Sessions, cfg.Sealer, cfg.Audit = registry, auth, sessions, sealer, aw

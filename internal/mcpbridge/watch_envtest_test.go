@@ -246,6 +246,10 @@ func TestRoutingFromMCPServerStatus(t *testing.T) {
 		if resp.StatusCode != 200 || !strings.Contains(string(body), want) {
 			t.Fatalf("%s: %d, want it to hold %q:\n%s", path, resp.StatusCode, want, body)
 		}
+		// alice's upstream session went with the crashed server's process.
+		if closed := `mcp_bridge_upstream_sessions_closed_total{reason="retired",server="everything"} 1`; path == "/metrics" && !strings.Contains(string(body), closed) {
+			t.Fatalf("/metrics does not hold %q:\n%s", closed, body)
+		}
 	}
 
 	// Crashing again: calls in flight now fail mcp_server_unstable.

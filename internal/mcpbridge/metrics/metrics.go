@@ -35,6 +35,10 @@ type Metrics struct {
 	// InjectionFindings counts the injection scan's findings in servers'
 	// results, by server.
 	InjectionFindings *prometheus.CounterVec
+	// UpstreamSessionsClosed counts the agents' upstream sessions the
+	// bridge closed, by server and reason (upstream.Closed*): many closed
+	// at the cap (reason cap) say --max-upstream-sessions is too low.
+	UpstreamSessionsClosed *prometheus.CounterVec
 }
 
 // New makes the collectors and registers them with reg. sessions and
@@ -72,8 +76,11 @@ func New(reg prometheus.Registerer, sessions func() float64, auditDropped func()
 		InjectionFindings: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcp_bridge_injection_findings_total", Help: "Injection scan findings in servers' results (tool results, resources, prompts), by server.",
 		}, []string{"server"}),
+		UpstreamSessionsClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcp_bridge_upstream_sessions_closed_total", Help: "Agents' upstream sessions closed, by server and reason (agent_ended, cap: at --max-upstream-sessions, failed, retired, drained, era_changed: the server keeps none now).",
+		}, []string{"server", "reason"}),
 	}
-	reg.MustRegister(m.Calls, m.CallDuration, m.Requests, m.InFlight, m.Sessions, m.UpstreamUp, m.AuditDropped, m.ResourceUpdates, m.Redactions, m.InjectionFindings)
+	reg.MustRegister(m.Calls, m.CallDuration, m.Requests, m.InFlight, m.Sessions, m.UpstreamUp, m.AuditDropped, m.ResourceUpdates, m.Redactions, m.InjectionFindings, m.UpstreamSessionsClosed)
 	return m
 }
 

@@ -3,6 +3,7 @@ package routes
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -94,6 +95,8 @@ type Registry struct {
 	table   *Table
 	entries map[string]*entry
 	subs    Subscriptions
+	// closed: the replica is stopping (Close); tables are no longer taken.
+	closed bool
 }
 
 // Subscriptions is who wants servers' resource updates (the bridge's
@@ -153,6 +156,9 @@ func (r *Registry) Update(t *Table, target func(*Server) (upstream.Target, error
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.closed {
+		return
+	}
 	next := map[string]*entry{}
 	for name, s := range t.Servers {
 		old := r.entries[name]
@@ -221,6 +227,36 @@ func (r *Registry) Update(t *Table, target func(*Server) (upstream.Target, error
 		}
 	}
 	r.table, r.entries = t, next
+}
+
+// Close ends every server's connection, for a stopping replica: calls
+// still in flight fail (mcp_server_unavailable), and each agent's upstream
+// session is ended with a DELETE, as when its agent session ends: left
+// open, each would hold what the server keeps per session (a browser, a
+// working directory) until the server expired it. It returns once the
+// DELETEs are answered, or when ctx ends (the replica's shutdown grace);
+// tables given to Update later are ignored.
+func (r *Registry) Close(ctx context.Context) error {
+	r.mu.Lock()
+	entries := r.entries
+	r.closed, r.table, r.entries = true, &Table{Servers: map[string]*Server{}}, map[string]*entry{}
+	r.mu.Unlock()
+	conns := make([]*upstream.Conn, 0, len(entries))
+	for _, e := range entries {
+		e.mu.Lock()
+		conns = append(conns, e.conn)
+		e.mu.Unlock()
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	var errs []error
+	for _, c := range conns {
+		if err := c.WaitClosed(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // resubscribe has a new connection establish the agents' subscriptions to

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
 )
 
@@ -17,7 +19,7 @@ import (
 // another agent's, and the server does about as much work per agent as
 // behind a proxy that relays each session (plus a logging/setLevel to
 // debug at dial: the bridge filters each agent's messages itself). At most
-// Options.MaxAgentSessions are open (agentLine). The session is
+// Options.MaxAgentSessions are open (agentLine, trim). The session is
 // opened on the agent session's first call to the server, reused for its
 // later calls, and closed (DELETE) when the agent session ends on this
 // replica (DELETE, idle timeout, forgotten at the per-caller cap) or when
@@ -58,19 +60,132 @@ const (
 	modeSessionOnly              // the shared connection is a session too
 )
 
-// learn records what the shared connection cli says of the server, unless
-// something is known already (modeStateless set by an agent's dial stays).
-func (c *Conn) learn(cli *client.Client) {
-	m := modeStateless
+// learn records what the shared connection cli says of the server. Only a
+// change replaces the mode: modeStateless set by an agent's dial to a
+// dual-era server stays while the shared connection's dials say the same.
+// A server that no longer keeps sessions (it changed behind its URL) has
+// the agents' lines taken out: their clients are returned, for the caller
+// to close, and the agents' calls go on the shared connection. c.mu is
+// held.
+func (c *Conn) learn(cli *client.Client) (stale []*client.Client) {
+	m := modeOf(cli)
+	if m == c.learned {
+		return nil
+	}
+	c.learned = m
+	c.mode.Store(m)
+	c.sessionsRetryAt.Store(0)
+	if m != modeStateless {
+		return nil
+	}
+	return c.takeAgentsLocked()
+}
+
+// takeAgentsLocked takes every agent's line out of the Conn, for a server
+// that keeps no sessions (now), and returns their clients for the caller
+// to close. c.mu is held.
+func (c *Conn) takeAgentsLocked() (stale []*client.Client) {
+	for id := range c.agents {
+		if old := c.takeAgentLocked(id); old != nil {
+			stale = append(stale, old)
+			c.sessionClosed(ClosedEraChanged)
+		}
+	}
+	return stale
+}
+
+// modeOf is what a connection dialled with server/discover first says of
+// its server.
+func modeOf(cli *client.Client) int32 {
 	switch {
 	case cli.Era() == client.EraSession:
 		if sc, ok := cli.Conn().(*streamhttp.Conn); ok && sc.SessionID() != "" {
-			m = modeSessionOnly
+			return modeSessionOnly
 		}
 	case cli.SpeaksSessionsToo():
-		m = modeDualEra
+		return modeDualEra
 	}
-	c.mode.CompareAndSwap(modeUnknown, m)
+	return modeStateless
+}
+
+// modeNames name the modes in logs.
+var modeNames = map[int32]string{modeUnknown: "unknown", modeStateless: "stateless", modeDualEra: "both eras", modeSessionOnly: "sessions only"}
+
+// eraRefused says whether err is the server refusing a request, unrun,
+// for the protocol era it was sent in: a JSON-RPC -32022 (unsupported
+// protocol version, to a request or to a session's initialize), an HTTP
+// 400 or 404 to a request without a session (how a server that keeps
+// sessions refuses one) on cli (nil: the call took no client), or an
+// initialize answered without a session id by a server believed to keep
+// sessions. Each may mean the server was upgraded or replaced behind its
+// URL.
+func eraRefused(cli *client.Client, err error) bool {
+	var rpcErr *jsonrpc.Error
+	var httpErr *streamhttp.HTTPError
+	switch {
+	case errors.As(err, &rpcErr):
+		return rpcErr.Code == jsonrpc.CodeUnsupportedProtocolVersion
+	case errors.Is(err, errNoSession):
+		return true
+	case cli != nil && cli.Era() == client.EraStateless && errors.As(err, &httpErr):
+		return httpErr.Status == http.StatusBadRequest || httpErr.Status == http.StatusNotFound
+	}
+	return false
+}
+
+// relearn dials the server afresh, server/discover first, after a refusal
+// that says it may no longer speak the era the Conn learned (eraRefused):
+// a remote server upgraded or replaced behind its URL (a load balancer's
+// rollout) would otherwise fail every call until its MCPServer changed.
+// When the new dial says something else and answers a ping (any JSON-RPC
+// answer: the stateless era has no ping; a server that hands out no
+// session id but wants one is broken, not changed), it
+// becomes the shared connection, the mode is learned from it, and true
+// says so (the call is sent again); otherwise the new dial is closed. eras
+// is c.eras when the call began: a relearn by another call since counts as
+// this one's.
+func (c *Conn) relearn(ctx context.Context, eras int64) bool {
+	c.relearning.Lock()
+	defer c.relearning.Unlock()
+	if c.eras.Load() != eras {
+		return true
+	}
+	cli, err := c.dial(ctx, "")
+	if err != nil {
+		return false
+	}
+	m := modeOf(cli)
+	c.mu.Lock()
+	was := c.learned
+	c.mu.Unlock()
+	if m == was {
+		c.closeSessions(cli)
+		return false
+	}
+	var rpcErr *jsonrpc.Error
+	if _, err := cli.Call(ctx, "ping", nil); err != nil && !errors.As(err, &rpcErr) {
+		c.closeSessions(cli)
+		return false
+	}
+	c.mu.Lock()
+	if c.learned != was || c.life.Err() != nil || c.shared.dialing != nil {
+		// Learned meanwhile by a dial of the shared connection (or one
+		// under way will), or the Conn retired.
+		c.mu.Unlock()
+		c.closeSessions(cli)
+		return false
+	}
+	stale := c.learn(cli)
+	if c.shared.cli != nil {
+		stale = append(stale, c.shared.cli)
+	}
+	c.shared.cli = cli
+	c.eras.Add(1)
+	c.mu.Unlock()
+	c.closeSessions(stale...)
+	c.opts.Log.Info("the server speaks another protocol era than when the bridge connected (upgraded or replaced behind its URL): connected again",
+		"server", c.target.Namespace+"/"+c.target.Name, "was", modeNames[was], "now", modeNames[m])
+	return true
 }
 
 // clientFor returns the client a call for agent takes: the agent session's
@@ -93,7 +208,7 @@ func (c *Conn) clientFor(ctx context.Context, agent *Agent) (*client.Client, *li
 	if !keeps {
 		return c.sharedClient(ctx)
 	}
-	l, err := c.agentLine(agent)
+	l, overCap, err := c.agentLine(agent)
 	dualEra := c.mode.Load() == modeDualEra
 	switch {
 	case errors.Is(err, errAtCap) && dualEra:
@@ -105,7 +220,13 @@ func (c *Conn) clientFor(ctx context.Context, agent *Agent) (*client.Client, *li
 		return nil, nil, err
 	}
 	own, err := c.client(ctx, l)
+	if overCap {
+		c.mu.Lock()
+		c.opening--
+		c.mu.Unlock()
+	}
 	if err == nil {
+		c.trim()
 		return own, l, nil
 	}
 	c.release(l)
@@ -114,16 +235,20 @@ func (c *Conn) clientFor(ctx context.Context, agent *Agent) (*client.Client, *li
 	}
 	switch {
 	case errors.Is(err, errNoSession) && dualEra:
-		// Keeps no session after all (for good): the shared connection
-		// serves every call.
+		// Keeps no session after all (for good, or since it changed
+		// behind its URL): the shared connection serves every call.
+		c.mu.Lock()
 		c.mode.Store(modeStateless)
-		c.endAgent(agent.ID)
+		stale := c.takeAgentsLocked()
+		c.mu.Unlock()
+		c.closeSessions(stale...)
 		return c.sharedClient(ctx)
 	case errors.Is(err, errNoSession):
 		// A session-only server (the shared connection has a session id)
 		// that opened this one without: a failed dial, not a reason to
-		// put every agent in the shared session.
-		return nil, nil, &Error{Reason: ReasonUnavailable, Err: fmt.Errorf("server %s/%s answered an agent session's initialize without a session id, though it keeps sessions", c.target.Namespace, c.target.Name)}
+		// put every agent in the shared session; the call learns the
+		// server again (doOn) in case it was replaced.
+		return nil, nil, &Error{Reason: ReasonUnavailable, Err: fmt.Errorf("server %s/%s answered an agent session's initialize without a session id, though it kept sessions: %w", c.target.Namespace, c.target.Name, errNoSession)}
 	case dualEra:
 		// Its stateless era serves the call (a session is cheaper and asks
 		// on the call's stream, but is not needed); dial again later.
@@ -147,7 +272,8 @@ func (c *Conn) sharedClient(ctx context.Context) (*client.Client, *line, error) 
 	return cli, &c.shared, nil
 }
 
-// release ends a call's hold on l (nil: none).
+// release ends a call's hold on l (nil: none); a Conn over its cap of
+// agent sessions closes what it can now (trim).
 func (c *Conn) release(l *line) {
 	if l == nil {
 		return
@@ -155,7 +281,11 @@ func (c *Conn) release(l *line) {
 	c.mu.Lock()
 	l.busy--
 	l.lastUsed = time.Now()
+	over := c.overCapLocked()
 	c.mu.Unlock()
+	if over {
+		c.trim()
+	}
 }
 
 // liveAgentLine is the line of agent session id's upstream session and its
@@ -201,44 +331,49 @@ var errAtCap = errors.New("at the cap of agent sessions, all in use")
 // server. The line is closed when the agent session ends: the Conn
 // registers that with agent.AtEnd once per line.
 //
-// At Options.MaxAgentSessions the least recently used idle line is closed
-// to make room: its agent session, calling again, gets a new upstream
-// session, without what the server kept in the old one. With every line
-// busy it returns errAtCap.
-func (c *Conn) agentLine(agent *Agent) (*line, error) {
+// At Options.MaxAgentSessions a new line is made only while an idle line
+// could make room for it (overCap: the caller tells c.opening when its
+// dial ended), and the least recently used idle line is closed only once
+// the new line's session opened (trim): a dial that fails closes nobody's
+// session. The agent session whose line was closed gets a new upstream
+// session if it calls again, without what the server kept in the old one.
+// With every line busy (or already promised to new lines being dialled) it
+// returns errAtCap.
+func (c *Conn) agentLine(agent *Agent) (l *line, overCap bool, err error) {
 	c.mu.Lock()
 	if err := context.Cause(c.life); err != nil {
 		c.mu.Unlock()
-		return nil, err
+		return nil, false, err
 	}
 	if l := c.agents[agent.ID]; l != nil {
 		l.busy++
 		c.mu.Unlock()
-		return l, nil
+		return l, false, nil
 	}
-	var evicted *client.Client
 	if len(c.agents) >= c.opts.MaxAgentSessions {
-		victim := c.leastRecentlyUsedIdleLocked()
-		if victim == "" {
+		if c.idleLinesLocked() <= c.opening {
 			c.mu.Unlock()
-			return nil, errAtCap
+			return nil, false, errAtCap
 		}
-		evicted = c.takeAgentLocked(victim)
+		overCap = true
+		c.opening++
 	}
-	l := &line{era: client.EraSession, busy: 1}
+	l = &line{era: client.EraSession, busy: 1}
 	if c.agents == nil {
 		c.agents = map[string]*line{}
 	}
 	c.agents[agent.ID] = l
 	c.mu.Unlock()
-	if evicted != nil {
-		go evicted.Close()
-	}
 	id := agent.ID
 	forget, ok := agent.AtEnd(func() { c.endAgent(id) })
 	if !ok {
 		c.endAgent(id)
-		return nil, errAgentEnded
+		if overCap {
+			c.mu.Lock()
+			c.opening--
+			c.mu.Unlock()
+		}
+		return nil, false, errAgentEnded
 	}
 	c.mu.Lock()
 	if l.ended { // closed meanwhile (retired, drained, the cap)
@@ -247,24 +382,79 @@ func (c *Conn) agentLine(agent *Agent) (*line, error) {
 		l.forgetAtEnd = forget
 	}
 	c.mu.Unlock()
-	return l, nil
+	return l, overCap, nil
 }
 
-// leastRecentlyUsedIdleLocked is the agent session id of the line no call
-// holds or dials that was used longest ago, "" if every line is busy.
-// c.mu is held.
-func (c *Conn) leastRecentlyUsedIdleLocked() string {
+// idleLinesLocked is how many agents' lines no call holds or dials. c.mu
+// is held.
+func (c *Conn) idleLinesLocked() int {
+	n := 0
+	for _, l := range c.agents {
+		if l.busy == 0 && l.dialing == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// trim closes idle agents' lines while the Conn holds more than
+// Options.MaxAgentSessions besides the lines being dialled over it: first
+// lines without a session (a failed dial: nothing to lose), then the least
+// recently used. Each session closed at the cap is logged and counted: the
+// agent calling again starts with an empty one, a sign that the cap is too
+// low for the agents this replica serves.
+func (c *Conn) trim() {
+	c.mu.Lock()
+	var closed []*client.Client
+	for c.overCapLocked() {
+		id, idle := c.trimVictimLocked()
+		if id == "" {
+			break // every line is in use: trimmed when a call releases one
+		}
+		cli := c.takeAgentLocked(id)
+		if cli == nil {
+			continue
+		}
+		closed = append(closed, cli)
+		c.sessionClosed(ClosedCap)
+		c.opts.Log.Info("closed the least recently used idle upstream session of an agent session: at --max-upstream-sessions; that agent session starts a new, empty one if it calls again",
+			"server", c.target.Namespace+"/"+c.target.Name, "max", c.opts.MaxAgentSessions, "idle", idle.Round(time.Millisecond).String())
+	}
+	c.mu.Unlock()
+	c.closeSessions(closed...)
+}
+
+// overCapLocked says whether the Conn holds more agents' lines than
+// Options.MaxAgentSessions, besides those being dialled over it. c.mu is
+// held.
+func (c *Conn) overCapLocked() bool {
+	return len(c.agents)-c.opening > c.opts.MaxAgentSessions
+}
+
+// trimVictimLocked is the agent session id of the idle line trim closes
+// first, and how long it has been idle; "" if every line is in use. c.mu
+// is held.
+func (c *Conn) trimVictimLocked() (string, time.Duration) {
+	closesFirst := func(l, than *line) bool {
+		if (l.cli == nil) != (than.cli == nil) {
+			return l.cli == nil
+		}
+		return l.lastUsed.Before(than.lastUsed)
+	}
 	var id string
-	var oldest time.Time
+	var victim *line
 	for aid, l := range c.agents {
 		if l.busy > 0 || l.dialing != nil {
 			continue
 		}
-		if id == "" || l.lastUsed.Before(oldest) {
-			id, oldest = aid, l.lastUsed
+		if victim == nil || closesFirst(l, victim) {
+			id, victim = aid, l
 		}
 	}
-	return id
+	if victim == nil {
+		return "", 0
+	}
+	return id, time.Since(victim.lastUsed)
 }
 
 // takeAgentLocked takes agent session id's line out of the Conn, ended,
@@ -287,9 +477,12 @@ func (c *Conn) takeAgentLocked(id string) *client.Client {
 func (c *Conn) endAgent(id string) {
 	c.mu.Lock()
 	cli := c.takeAgentLocked(id)
+	if cli != nil {
+		c.sessionClosed(ClosedAgentEnded)
+	}
 	c.mu.Unlock()
 	if cli != nil {
-		cli.Close()
+		c.closeSessions(cli)
 	}
 }
 

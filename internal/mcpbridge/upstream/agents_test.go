@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
+
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
@@ -434,13 +436,11 @@ func TestRetiredForANewPodSendsNoDelete(t *testing.T) {
 		t.Run(reason, func(t *testing.T) {
 			st := bridgetest.NewStateful(t, false)
 			c := newTestConn(t, st.URL)
-			as := newAgents(t)
-			for range 3 {
-				_, agent := as.open(t)
-				callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: agent})
-			}
+			callingAgents(t, c, newAgents(t), 3)
 			c.Retire(reason, true)
-			c.closing.Wait()
+			if err := c.WaitClosed(ctxT(t)); err != nil {
+				t.Fatal(err)
+			}
 			if d := st.Deleted(); len(d) != 0 || c.agentSessions() != 0 {
 				t.Fatalf("retired (%s): DELETEd %q, %d agent sessions held; want no DELETE and none held", reason, d, c.agentSessions())
 			}
@@ -454,34 +454,45 @@ func TestRetiredForANewPodSendsNoDelete(t *testing.T) {
 func TestRetiredWithTheServerAliveDeletesSessions(t *testing.T) {
 	st := bridgetest.NewStateful(t, false)
 	c := newTestConn(t, st.URL)
-	as := newAgents(t)
-	for range 3 {
-		_, agent := as.open(t)
-		callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: agent})
-	}
+	callingAgents(t, c, newAgents(t), 3)
 	c.Retire(ReasonRestarted, false)
-	c.closing.Wait()
+	if err := c.WaitClosed(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
 	if d := st.Deleted(); len(d) < 3 || c.agentSessions() != 0 {
 		t.Fatalf("retired with the server alive: DELETEd %q, %d agent sessions held; want the 3 agents' sessions DELETEd", d, c.agentSessions())
 	}
 }
 
-// Closing a Conn DELETEs its agents' sessions at most closeParallel at a
-// time. Before, all at once. The fake in front of the real server holds
-// each DELETE until more than closeParallel are in flight, or for at most
-// 300 ms: the bound is what is tested, the wait only lets a burst build up.
-func TestCloseSendsBoundedDeletes(t *testing.T) {
-	st := bridgetest.NewStateful(t, false)
+// callingAgents opens n agent sessions that have each called c once, and
+// so hold an upstream session each.
+func callingAgents(t *testing.T, c *Conn, as *agents, n int) []*session.Session {
+	t.Helper()
+	var ss []*session.Session
+	for range n {
+		s, agent := as.open(t)
+		callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: agent})
+		ss = append(ss, s)
+	}
+	return ss
+}
+
+// deleteBoundFront is a fake in front of the real server at url that
+// counts the DELETEs in flight at once (most reads the highest count) and
+// holds each until more than closeParallel are in flight, or for at most
+// 300 ms: the bound is what is tested, the wait only lets a burst build
+// up (a real server answers a DELETE at once).
+func deleteBoundFront(t *testing.T, url string) (front string, most func() int) {
 	var mu sync.Mutex
-	inFlight, most := 0, 0
+	inFlight, highest := 0, 0
 	burst, bursting := make(chan struct{}), false
-	url := faultyFront(t, st.URL, func(_ http.ResponseWriter, r *http.Request, _ []byte) bool {
+	front = faultyFront(t, url, func(_ http.ResponseWriter, r *http.Request, _ []byte) bool {
 		if r.Method != http.MethodDelete {
 			return false
 		}
 		mu.Lock()
 		inFlight++
-		if most = max(most, inFlight); most > closeParallel && !bursting {
+		if highest = max(highest, inFlight); highest > closeParallel && !bursting {
 			bursting = true
 			close(burst)
 		}
@@ -495,19 +506,126 @@ func TestCloseSendsBoundedDeletes(t *testing.T) {
 		mu.Unlock()
 		return false
 	})
+	return front, func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return highest
+	}
+}
+
+// Closing a Conn DELETEs its agents' sessions at most closeParallel at a
+// time. Before, all at once.
+func TestCloseSendsBoundedDeletes(t *testing.T) {
+	st := bridgetest.NewStateful(t, false)
+	url, most := deleteBoundFront(t, st.URL)
+	c := newTestConn(t, url)
+	sessions := 2*closeParallel + 2
+	callingAgents(t, c, newAgents(t), sessions)
+	c.Close()
+	if err := c.WaitClosed(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if d := st.Deleted(); len(d) != sessions || most() > closeParallel {
+		t.Fatalf("closing %d agent sessions: %d DELETEd, at most %d at once; want all, at most %d at once", sessions, len(d), most(), closeParallel)
+	}
+}
+
+// Every DELETE of a Conn shares one bound, whatever sends it: agent
+// sessions ending all at once (an idle sweep) while the Conn is closed send
+// at most closeParallel at a time. Before, only the Conn's own close was
+// bounded, and each ending agent session sent its DELETE at once.
+func TestEveryDeleteOfAConnSharesOneBound(t *testing.T) {
+	st := bridgetest.NewStateful(t, false)
+	url, most := deleteBoundFront(t, st.URL)
 	c := newTestConn(t, url)
 	as := newAgents(t)
-	sessions := 2*closeParallel + 2
-	for range sessions {
-		_, agent := as.open(t)
-		callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: agent})
+	sessions := 3*closeParallel + 2
+	ss := callingAgents(t, c, as, sessions)
+	for _, s := range ss[:2*closeParallel] {
+		as.End(s)
 	}
+	eventually(t, "the ended agent sessions' upstream sessions closing", func() bool { return c.agentSessions() == sessions-2*closeParallel })
 	c.Close()
-	c.closing.Wait()
-	mu.Lock()
-	defer mu.Unlock()
-	if d := st.Deleted(); len(d) != sessions || most > closeParallel {
-		t.Fatalf("closing %d agent sessions: %d DELETEd, at most %d at once; want all, at most %d at once", sessions, len(d), most, closeParallel)
+	eventually(t, "every agent session DELETEd", func() bool { return len(st.Deleted()) == sessions })
+	if most() > closeParallel {
+		t.Fatalf("%d agent sessions ended and the Conn closed: at most %d DELETEs at once; want at most %d", sessions, most(), closeParallel)
+	}
+}
+
+// closeLog records what a Conn tells of the sessions it closes: the
+// reasons given to Options.SessionClosed and its log lines.
+type closeLog struct {
+	mu      sync.Mutex
+	reasons []string
+	lines   []string
+}
+
+func (l *closeLog) options(max int) Options {
+	return Options{
+		MaxAgentSessions: max,
+		SessionClosed: func(server, reason string) {
+			l.mu.Lock()
+			l.reasons = append(l.reasons, server+":"+reason)
+			l.mu.Unlock()
+		},
+		Log: funcr.New(func(prefix, args string) {
+			l.mu.Lock()
+			l.lines = append(l.lines, args)
+			l.mu.Unlock()
+		}, funcr.Options{}),
+	}
+}
+
+func (l *closeLog) get() (reasons, lines []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.reasons), slices.Clone(l.lines)
+}
+
+// At its cap, a Conn closes the least recently used idle agent session
+// only once the new agent's session opened: a new session the server
+// refuses closes nobody's. The session closed at the cap is counted
+// (reason cap) and logged. Before, the old session was closed (DELETE)
+// before the new one was dialled, and silently. The refusal is a fake in
+// front of the real server (a real one cannot be made to refuse only new
+// sessions).
+func TestCapClosesASessionOnlyOnceTheNewOneOpened(t *testing.T) {
+	st := bridgetest.NewStateful(t, true)
+	url, refuse, _ := refusingFront(t, st.URL)
+	var log closeLog
+	c := New(Target{Namespace: "ns", Name: "s", URL: url}, log.options(1))
+	t.Cleanup(c.Close)
+	as := newAgents(t)
+	_, a := as.open(t)
+	_, b := as.open(t)
+	callTool(t, c, `{"name":"remember","arguments":{"value":"apple"}}`, CallHooks{Agent: a})
+	sa := agentSession(c, a)
+
+	refuse.Store(true)
+	_, err := c.CallTool(ctxT(t), []byte(`{"name":"recall","arguments":{}}`), CallHooks{Agent: b})
+	var e *Error
+	if !errors.As(err, &e) || e.Reason != ReasonUnavailable {
+		t.Fatalf("b's call with its session refused: %v; want %s", err, ReasonUnavailable)
+	}
+	if err := c.WaitClosed(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if d := st.Deleted(); len(d) != 0 || c.agentSessions() != 1 {
+		t.Fatalf("after b's session was refused at the cap: DELETEd %q, %d agent sessions; want a's kept and b's line gone", d, c.agentSessions())
+	}
+	refuse.Store(false)
+	if res := callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: a}); !strings.Contains(res, "recalled apple") {
+		t.Fatalf("agent a recalls %s; want its own state, apple", res)
+	}
+	if reasons, _ := log.get(); len(reasons) != 0 {
+		t.Fatalf("sessions counted closed: %q; want none", reasons)
+	}
+
+	callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: b})
+	eventually(t, "a's session DELETEd once b's opened", func() bool { return slices.Contains(st.Deleted(), sa) })
+	reasons, lines := log.get()
+	if !slices.Equal(reasons, []string{"s:" + ClosedCap}) || len(lines) != 1 || !strings.Contains(lines[0], "max-upstream-sessions") || !strings.Contains(lines[0], `"server"="ns/s"`) {
+		t.Fatalf("a's session closed at the cap: counted %q, logged %q; want one %s, and one line naming the server and the flag", reasons, lines, ClosedCap)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -312,4 +313,93 @@ func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// switchingFront is a load balancer in front of the real server at before
+// that sends everything to the one at after once switched is set: a
+// remote server upgraded or replaced behind its URL. It records the
+// session of each tools/call it passes on.
+func switchingFront(t *testing.T, before, after string) (front string, switched *atomic.Bool, calls func() []string) {
+	switched = &atomic.Bool{}
+	var mu sync.Mutex
+	var seen []string
+	front = faultyFront(t, before, func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+		if bytes.Contains(body, []byte(`"method":"tools/call"`)) {
+			mu.Lock()
+			seen = append(seen, r.Header.Get("Mcp-Session-Id"))
+			mu.Unlock()
+		}
+		if !switched.Load() {
+			return false
+		}
+		relay(w, r, after, body)
+		return true
+	})
+	return front, switched, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		out := seen
+		seen = nil
+		return out
+	}
+}
+
+// A server replaced behind its URL by one of the other era (the go-sdk
+// everything-server, stateless and session-only) is learned again on the
+// refusal that shows it, and the refused call is sent again, once: from
+// stateless to session-only, calls refused with -32022 (unsupported
+// protocol version) go on in sessions, a session-era agent's in its own;
+// from session-only to stateless, a new agent session's initialize
+// answered without a session id moves the Conn to the stateless era, and
+// the agents' sessions are closed.
+// Before, the Conn kept what its first dial learned, and every call (or
+// every new agent session's) failed until the MCPServer changed.
+func TestServerChangedBehindItsURLIsLearnedAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		statelessBefore bool
+		want            int32
+	}{
+		{"stateless to session-only", true, modeSessionOnly},
+		{"session-only to stateless", false, modeStateless},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before, after := testpeers.GoEverything(t, tc.statelessBefore), testpeers.GoEverything(t, !tc.statelessBefore)
+			front, switched, calls := switchingFront(t, before.URL, after.URL)
+			c := newTestConn(t, front)
+			as := newAgents(t)
+			_, a := as.open(t)
+			_, b := as.open(t)
+			const call = `{"name":"test_simple_text","arguments":{}}`
+			callTool(t, c, call, CallHooks{Agent: a})
+			callTool(t, c, call, CallHooks{})
+			calls()
+
+			switched.Store(true)
+			for _, agent := range []*Agent{b, nil, a} {
+				if res := callTool(t, c, call, CallHooks{Agent: agent}); !strings.Contains(res, "simple text") {
+					t.Fatalf("a call after the server changed answered %s", res)
+				}
+			}
+			if m := c.mode.Load(); m != tc.want {
+				t.Fatalf("the Conn's mode is %s; want %s", modeNames[m], modeNames[tc.want])
+			}
+			if n := c.agentSessions(); tc.want == modeStateless && n != 0 {
+				t.Fatalf("the Conn holds %d agent sessions to a server that keeps none now; want 0", n)
+			}
+			seen := calls()
+			if tc.want == modeSessionOnly {
+				// b's call and the stateless agent's were each refused once,
+				// then sent in b's own session and in the shared one.
+				shared, err := c.Client(ctxT(t))
+				if err != nil {
+					t.Fatal(err)
+				}
+				sb, sharedID := agentSession(c, b), shared.Conn().(*streamhttp.Conn).SessionID()
+				if len(seen) < 2 || seen[1] != sb || sb == "" || sb == sharedID || !slices.Contains(seen, sharedID) {
+					t.Fatalf("the server was sent calls in sessions %q; want b's own (%q) after its refused call, and the shared one (%q)", seen, sb, sharedID)
+				}
+			}
+		})
+	}
 }

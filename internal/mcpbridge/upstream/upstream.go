@@ -115,7 +115,32 @@ type Options struct {
 	// MaxAgentSessions bounds the agents' upstream sessions the Conn holds
 	// (default DefaultMaxAgentSessions); agents.go says what happens at it.
 	MaxAgentSessions int
+	// SessionClosed, when set, is told of each agent's upstream session the
+	// Conn closes: the server's name and why (a Closed* reason). It is
+	// called with the Conn's lock held, and must not call the Conn.
+	SessionClosed func(server, reason string)
 }
+
+// Why an agent's upstream session was closed (Options.SessionClosed).
+const (
+	// ClosedAgentEnded: its agent session ended (DELETE, idle timeout,
+	// forgotten at the per-caller cap).
+	ClosedAgentEnded = "agent_ended"
+	// ClosedCap: the least recently used idle one, closed at
+	// Options.MaxAgentSessions once a new agent's session opened.
+	ClosedCap = "cap"
+	// ClosedFailed: a call in it failed without an answer (the session
+	// broke, or the server no longer knew it).
+	ClosedFailed = "failed"
+	// ClosedRetired: the Conn was retired (a new pod, a crash, the server
+	// left the bridge's scope, the replica stopping).
+	ClosedRetired = "retired"
+	// ClosedDrained: the Conn was drained (rotated credentials).
+	ClosedDrained = "drained"
+	// ClosedEraChanged: the server no longer keeps sessions (it was
+	// upgraded or replaced behind its URL, agents.go: relearn).
+	ClosedEraChanged = "era_changed"
+)
 
 // DefaultMaxAgentSessions is Options.MaxAgentSessions by default: the
 // sessions one replica opens on one server for its agents.
@@ -150,11 +175,22 @@ type Conn struct {
 	// end closes the connections.
 	inFlight int
 	draining bool
+	// opening counts the agents' lines made at the cap whose dial has not
+	// ended: each waits for an idle line to be closed once it opened
+	// (agents.go, trim).
+	opening int
 
 	// mode is what the shared connection's dial learned of the server
 	// (agents.go); modeStateless too once an agent's session dial to a
-	// dual-era server was answered without a session id.
-	mode atomic.Int32
+	// dual-era server was answered without a session id. learned is what
+	// the last dial of the shared connection said (under mu): only a
+	// change of it replaces mode.
+	mode    atomic.Int32
+	learned int32
+	// eras counts the times the Conn learned its server again because it
+	// changed behind its URL (relearn); relearning serializes that.
+	eras       atomic.Int64
+	relearning sync.Mutex
 	// sessionsRetryAt (unix ns): after a failed session dial to a server
 	// that speaks both eras, the calls go on the shared (stateless)
 	// connection until then, not each paying a dial.
@@ -165,8 +201,14 @@ type Conn struct {
 
 	subs subs
 
-	// closing counts closeAll's clean-ups running (tests wait for them).
-	closing sync.WaitGroup
+	// deletes holds a slot for each session being closed (its DELETE):
+	// at most closeParallel at once, whatever closes them (the Conn's end,
+	// the cap, agent sessions ending, failures), so that a Conn with
+	// hundreds of agent sessions never opens as many connections to the
+	// server at once.
+	deletes chan struct{}
+	// closing counts the clean-ups running (WaitClosed waits for them).
+	closing cleanups
 }
 
 // line is one MCP connection to the server over the Conn's pool, dialled
@@ -229,7 +271,10 @@ func New(t Target, o Options) *Conn {
 		URL: t.URL, Header: t.Header, BearerToken: t.BearerToken, TLS: t.TLS,
 		MaxMessageBytes: o.MaxMessageBytes, MaxIdleConns: IdleConns,
 	})
-	return &Conn{target: t, opts: o, life: life, retire: retire, subsLife: subsLife, stopSubs: stopSubs, pool: pool, poolErr: err}
+	return &Conn{
+		target: t, opts: o, life: life, retire: retire, subsLife: subsLife, stopSubs: stopSubs, pool: pool, poolErr: err,
+		deletes: make(chan struct{}, closeParallel),
+	}
 }
 
 // Target is what the Conn dials.
@@ -244,15 +289,28 @@ func (c *Conn) Target() Target { return c.target }
 func (c *Conn) Retire(reason string, processGone bool) {
 	c.retire(&Error{Reason: reason, Err: fmt.Errorf("server %s/%s changed under the call (pod %q)", c.target.Namespace, c.target.Name, c.target.Pod)})
 	c.mu.Lock()
-	clis := c.takeAll()
+	clis := c.takeAll(ClosedRetired)
 	c.mu.Unlock()
 	c.closeAll(clis, !processGone)
 }
 
+// WaitClosed waits until the sessions the Conn closes (their DELETEs) are
+// closed, or ctx ends: a stopping replica ends its agents' sessions within
+// its shutdown grace.
+func (c *Conn) WaitClosed(ctx context.Context) error {
+	select {
+	case <-c.closing.idle():
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("while closing the upstream sessions of server %s/%s: %w", c.target.Namespace, c.target.Name, ctx.Err())
+	}
+}
+
 // takeAll takes every client out of the Conn (a non-nil list, perhaps
 // empty); agents' lines end (a drained Conn that still gets a call opens
-// that agent a new one). c.mu is held.
-func (c *Conn) takeAll() []*client.Client {
+// that agent a new one), their sessions counted closed for why. c.mu is
+// held.
+func (c *Conn) takeAll(why string) []*client.Client {
 	clis := make([]*client.Client, 0, 1+len(c.agents))
 	if c.shared.cli != nil {
 		clis = append(clis, c.shared.cli)
@@ -263,15 +321,60 @@ func (c *Conn) takeAll() []*client.Client {
 		if l.cli != nil {
 			clis = append(clis, l.cli)
 			l.cli = nil
+			c.sessionClosed(why)
 		}
 	}
 	c.agents = nil
 	return clis
 }
 
-// closeParallel bounds the DELETEs closeAll sends at once: a Conn with
-// hundreds of agent sessions does not open as many connections to the
-// server at once.
+// sessionClosed tells Options.SessionClosed that an agent's upstream
+// session was closed, and why.
+func (c *Conn) sessionClosed(why string) {
+	if c.opts.SessionClosed != nil {
+		c.opts.SessionClosed(c.target.Name, why)
+	}
+}
+
+// cleanups counts clean-ups running in the background. Unlike a
+// sync.WaitGroup it may be waited for while clean-ups start: an agent
+// session can end while a stopping replica waits for the rest.
+type cleanups struct {
+	mu      sync.Mutex
+	running int
+	none    chan struct{} // closed when running falls to 0
+}
+
+func (cl *cleanups) add() {
+	cl.mu.Lock()
+	if cl.running == 0 {
+		cl.none = make(chan struct{})
+	}
+	cl.running++
+	cl.mu.Unlock()
+}
+
+func (cl *cleanups) done() {
+	cl.mu.Lock()
+	if cl.running--; cl.running == 0 {
+		close(cl.none)
+	}
+	cl.mu.Unlock()
+}
+
+// idle is closed once no clean-up runs (now, if none does).
+func (cl *cleanups) idle() <-chan struct{} {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.running == 0 {
+		none := make(chan struct{})
+		close(none)
+		return none
+	}
+	return cl.none
+}
+
+// closeParallel bounds the DELETEs a Conn sends at once (Conn.deletes).
 const closeParallel = 8
 
 // closeAll ends clis in the background, with a DELETE each for sessions
@@ -282,27 +385,39 @@ func (c *Conn) closeAll(clis []*client.Client, deleteSessions bool) {
 	if clis == nil || c.pool == nil {
 		return
 	}
-	c.closing.Add(1)
+	if len(clis) == 0 || !deleteSessions {
+		c.pool.CloseIdle()
+		return
+	}
+	c.closing.add()
 	go func() {
-		defer c.closing.Done()
-		if deleteSessions {
-			work := make(chan *client.Client)
-			var wg sync.WaitGroup
-			for range min(closeParallel, len(clis)) {
-				wg.Go(func() {
-					for cli := range work {
-						cli.Close()
-					}
-				})
-			}
-			for _, cli := range clis {
-				work <- cli
-			}
-			close(work)
-			wg.Wait()
+		defer c.closing.done()
+		var wg sync.WaitGroup
+		for _, cli := range clis {
+			c.deletes <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-c.deletes }()
+				cli.Close()
+			})
 		}
+		wg.Wait()
 		c.pool.CloseIdle()
 	}()
+}
+
+// closeSessions ends clis in the background, each (its DELETE) within the
+// Conn's bound on DELETEs at once; the pool's connections stay, for the
+// other sessions.
+func (c *Conn) closeSessions(clis ...*client.Client) {
+	for _, cli := range clis {
+		c.closing.add()
+		go func() {
+			defer c.closing.done()
+			c.deletes <- struct{}{}
+			defer func() { <-c.deletes }()
+			cli.Close()
+		}()
+	}
 }
 
 // Drain ends the Conn gently, for a Conn replaced by one with new
@@ -325,7 +440,7 @@ func (c *Conn) idleClients() []*client.Client {
 	if !c.draining || c.inFlight > 0 {
 		return nil
 	}
-	return c.takeAll()
+	return c.takeAll(ClosedDrained)
 }
 
 func (c *Conn) begin() {
@@ -391,6 +506,7 @@ func (c *Conn) client(ctx context.Context, l *line) (*client.Client, error) {
 		if err != nil && ctx.Err() == nil {
 			attempt.err = err
 		}
+		var stale []*client.Client
 		switch {
 		case err != nil:
 		case c.life.Err() != nil:
@@ -402,10 +518,11 @@ func (c *Conn) client(ctx context.Context, l *line) (*client.Client, error) {
 		default:
 			l.cli = cli
 			if l == &c.shared {
-				c.learn(cli)
+				stale = c.learn(cli)
 			}
 		}
 		c.mu.Unlock()
+		c.closeSessions(stale...)
 		close(attempt.done)
 		if err != nil {
 			return nil, err
@@ -611,7 +728,12 @@ func (c *Conn) do(ctx context.Context, f func(context.Context, *client.Client) (
 	return c.doOn(ctx, nil, f)
 }
 
-// doOn is do with the client clientFor picks for agent.
+// doOn is do with the client clientFor picks for agent. A call the server
+// refused unrun is sent once more: when the session a session-era agent's
+// call took had ended (the server expired or forgot it), in a new session;
+// when the refusal says the server no longer speaks the era the Conn
+// learned (it was upgraded or replaced behind its URL), once the Conn
+// learned it again.
 func (c *Conn) doOn(ctx context.Context, agent *Agent, f func(context.Context, *client.Client) (json.RawMessage, error)) (json.RawMessage, error) {
 	c.begin()
 	defer c.end()
@@ -619,23 +741,35 @@ func (c *Conn) doOn(ctx context.Context, agent *Agent, f func(context.Context, *
 	defer cancel(nil)
 	stop := context.AfterFunc(c.life, func() { cancel(context.Cause(c.life)) })
 	defer stop()
-	cli, l, err := c.clientFor(cctx, agent)
-	if err != nil {
-		return nil, c.classify(ctx, cctx, err)
-	}
-	defer func() { c.release(l) }()
-	res, err := f(cctx, cli)
-	if errors.Is(err, streamhttp.ErrNotRun) && agent != nil && ctx.Err() == nil {
-		// The session a session-era agent's call took ended before the
-		// server ran it (the server expired or forgot it): a new session
-		// carries it, once.
-		c.drop(l, cli)
-		c.release(l)
-		if cli, l, err = c.clientFor(cctx, agent); err != nil {
+	eras := c.eras.Load()
+	for again := true; ; again = false {
+		cli, l, err := c.clientFor(cctx, agent)
+		if err != nil {
+			if again && eraRefused(nil, err) && c.relearn(cctx, eras) {
+				continue
+			}
 			return nil, c.classify(ctx, cctx, err)
 		}
-		res, err = f(cctx, cli)
+		res, err := f(cctx, cli)
+		if again && err != nil && ctx.Err() == nil {
+			switch {
+			case errors.Is(err, streamhttp.ErrNotRun) && agent != nil:
+				c.drop(l, cli)
+				c.release(l)
+				continue
+			case eraRefused(cli, err) && c.relearn(cctx, eras):
+				c.release(l)
+				continue
+			}
+		}
+		res, err = c.answer(ctx, cctx, l, cli, res, err)
+		c.release(l)
+		return res, err
 	}
+}
+
+// answer is what a call on cli, taken from l, returns to its caller.
+func (c *Conn) answer(ctx, cctx context.Context, l *line, cli *client.Client, res json.RawMessage, err error) (json.RawMessage, error) {
 	if err == nil {
 		return res, strict("result", res)
 	}
@@ -697,10 +831,13 @@ func (c *Conn) drop(l *line, cli *client.Client) {
 	mine := l.cli == cli
 	if mine {
 		l.cli = nil
+		if l != &c.shared {
+			c.sessionClosed(ClosedFailed)
+		}
 	}
 	c.mu.Unlock()
 	if mine {
-		go cli.Close()
+		c.closeSessions(cli)
 	}
 }
 
