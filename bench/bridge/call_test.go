@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"net/http/httptest"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
@@ -16,7 +18,9 @@ import (
 // through the bench's bridge (TokenReview behind its cache, one allow rule,
 // the output pipeline, audit to a file), over loopback HTTP both hops. The
 // bridge's own cost per call is the difference between the two: allocs/op
-// and B/op are exact, ns/op is as loaded as the machine is. Two upstreams,
+// and B/op are exact, ns/op is as loaded as the machine is, and cpu-ns/op
+// is the CPU the process spent per call (the client's and the bridge's, and
+// the fast upstream's, which runs in it; not the everything-server's). Two upstreams,
 // as in the bench: fast (mcp-go's echo in this process, JSON answers, both
 // eras) and everything (the go-sdk everything-server's test_simple_text in
 // its own process, built by make peers; session era, SSE answers), whose
@@ -78,9 +82,20 @@ func benchCalls(b *testing.B, url string, era client.Era, tool string, args json
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := processCPU()
 	for range b.N {
 		if _, err := c.CallTool(ctx, tool, args); err != nil {
 			b.Fatal(err)
 		}
 	}
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
+// processCPU is the CPU time this process has used, user and system: what a
+// call costs the cores, which its wall time does not say (a call waits for
+// the upstream, and the scheduler's wake-ups are CPU spent off its path).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

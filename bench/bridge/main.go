@@ -87,7 +87,7 @@ func main() {
 	case "":
 		switch {
 		case *cpuProfile != "":
-			err = profileBridge(*cpuProfile, *profileUpstream, *sessions, *loadFor)
+			err = profileBridge(*cpuProfile, *profileUpstream, *calls, *sessions, *loadFor)
 		case *only == "memory":
 			err = memoryOnly()
 		case *only != "":

@@ -20,8 +20,8 @@ import (
 // upstream is "fast" (mcp-go, JSON answers) or "everything" (the go-sdk
 // everything-server, SSE answers): the bridge reads the two kinds of
 // answer on different paths. It also prints the bridge's CPU per call over
-// the profile, from /proc.
-func profileBridge(file, upstreamName string, sessions int, d time.Duration) error {
+// the profile, from /proc, and first that of seqCalls sequential calls.
+func profileBridge(file, upstreamName string, seqCalls, sessions int, d time.Duration) error {
 	self, _ := os.Executable()
 	var procs children
 	defer procs.stop()
@@ -55,12 +55,21 @@ func profileBridge(file, upstreamName string, sessions int, d time.Duration) err
 	if _, err := sequential(url, benchToken, client.EraSession, tool, args, 200); err != nil {
 		return err
 	}
+	// The bench's targets count the CPU of sequential calls: measured here
+	// too, before the profile, so that two builds can be compared quickly.
+	cpu0 := benchutil.CPU(bridgePid)
+	lat, err := sequential(url, benchToken, client.EraSession, tool, args, seqCalls)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%d sequential calls of %s through the bridge: p50 %s, %s of bridge CPU per call\n",
+		seqCalls, tool, benchutil.Pct(lat, 50).Round(time.Microsecond), perCall(benchutil.CPU(bridgePid)-cpu0, int64(seqCalls)))
 	type answer struct {
 		profile []byte
 		err     error
 	}
 	got := make(chan answer, 1)
-	cpu0 := benchutil.CPU(bridgePid)
+	cpu0 = benchutil.CPU(bridgePid)
 	go func() {
 		resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", bridgeAddr, int(d.Seconds())))
 		if err != nil {
