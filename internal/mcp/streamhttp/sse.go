@@ -45,8 +45,8 @@ type sseReader struct {
 // it was read, and the body is read in pieces this large.
 const sseBufferSize = 32 << 10
 
-// maxPooledBuffer: larger line or data buffers (a large event's) are not
-// kept in the pool.
+// maxPooledBuffer: larger buffers (a large event's) are not kept in the
+// pool.
 const maxPooledBuffer = 64 << 10
 
 var sseReaders = sync.Pool{New: func() any { return &sseReader{br: bufio.NewReaderSize(nil, sseBufferSize)} }}
@@ -68,11 +68,10 @@ func (e *eofSeen) Read(p []byte) (int, error) {
 func (r *sseReader) release() {
 	r.body = eofSeen{} // the body is not kept alive by the pool
 	r.br.Reset(nil)
-	if cap(r.line) > maxPooledBuffer {
-		r.line = nil
-	}
-	if cap(r.data) > maxPooledBuffer {
-		r.data = nil
+	for _, b := range [...]*[]byte{&r.line, &r.data, &r.id} {
+		if cap(*b) > maxPooledBuffer {
+			*b = nil
+		}
 	}
 	sseReaders.Put(r)
 }
