@@ -72,7 +72,8 @@ func main() {
 	loadFor := flag.Duration("load", 5*time.Second, "duration of the concurrent load per target per round")
 	sessions := flag.Int("sessions", 32, "concurrent sessions of the load")
 	idle := flag.Int("idle-sessions", 1000, "idle sessions opened to measure heap per session")
-	cpuProfile := flag.String("cpuprofile", "", "instead of the comparison: write a CPU profile of the bridge under the load (fast upstream, 2025-11-25 agents) to this file")
+	cpuProfile := flag.String("cpuprofile", "", "instead of the comparison: write a CPU profile of the bridge under the load (2025-11-25 agents) to this file")
+	profileUpstream := flag.String("profile-upstream", "fast", "the upstream of -cpuprofile: fast (mcp-go, JSON answers) or everything (go-sdk everything-server, SSE answers)")
 	only := flag.String("only", "", "instead of the comparison: memory measures the idle RSS of a real manager bridge alone")
 	flag.Parse()
 	var err error
@@ -86,7 +87,7 @@ func main() {
 	case "":
 		switch {
 		case *cpuProfile != "":
-			err = profileBridge(*cpuProfile, *sessions, *loadFor)
+			err = profileBridge(*cpuProfile, *profileUpstream, *calls, *sessions, *loadFor)
 		case *only == "memory":
 			err = memoryOnly()
 		case *only != "":

@@ -51,7 +51,7 @@ func (c *Conn) Listen(ctx context.Context, opened func()) error {
 	}
 	delay := c.opts.DefaultRetryDelay
 	for failures := 0; ; {
-		before := cur.lastID
+		before := string(cur.lastID)
 		err := c.listenOnce(ctx, &cur, onEvent, opened)
 		switch {
 		case ctx.Err() != nil:
@@ -59,7 +59,7 @@ func (c *Conn) Listen(ctx context.Context, opened func()) error {
 		case errors.Is(err, ErrNoStandaloneStream), errors.Is(err, ErrSessionExpired):
 			return err
 		}
-		if cur.lastID != before {
+		if string(cur.lastID) != before {
 			failures, delay = 0, c.opts.DefaultRetryDelay
 		} else if failures++; failures >= c.opts.MaxResumes {
 			return fmt.Errorf("while holding the standalone GET stream open: it failed %d times in a row (bound maxResumes), last: %v", failures, streamEndReason(err))
@@ -82,8 +82,8 @@ func (c *Conn) Listen(ctx context.Context, opened func()) error {
 // listenOnce opens the GET stream once and reads it until it ends.
 func (c *Conn) listenOnce(ctx context.Context, cur *sseCursor, onEvent func(sseEvent) (bool, error), opened func()) error {
 	var extra []string
-	if cur.lastID != "" {
-		extra = []string{"Last-Event-ID", cur.lastID}
+	if len(cur.lastID) > 0 {
+		extra = []string{"Last-Event-ID", string(cur.lastID)}
 	}
 	hresp, err := c.do(ctx, http.MethodGet, nil, &jsonrpc.Message{Method: "standalone GET stream"}, extra...)
 	if err != nil {

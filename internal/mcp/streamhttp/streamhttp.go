@@ -324,9 +324,9 @@ func (c *Conn) call(ctx context.Context, req *jsonrpc.Message) (*jsonrpc.Message
 	mediaType := mediaTypeOf(hresp.Header.Get("Content-Type"))
 	switch {
 	case mediaType == "text/event-stream" && hresp.StatusCode == http.StatusOK:
-		resp, err := c.readStream(ctx, req, hresp.Body)
+		resp, ended, err := c.readStream(ctx, req, hresp.Body)
 		if err == nil {
-			c.finishStream(ctx, hresp)
+			c.finishStream(ctx, hresp, ended)
 		}
 		return resp, err
 	case mediaType == "application/json":
@@ -347,10 +347,18 @@ func (c *Conn) call(ctx context.Context, req *jsonrpc.Message) (*jsonrpc.Message
 // connections, issue 14). A server that keeps the stream open is not
 // waited for: after drainWait the body is closed, and after maxKeptOpen
 // such answers in a row the pool stops waiting but for one answer in
-// retryKeptOpen (a moment of load can hold streams back too).
-func (c *Conn) finishStream(ctx context.Context, hresp *http.Response) {
+// retryKeptOpen (a moment of load can hold streams back too). ended says
+// the stream's end was read already, with the response: nothing is left to
+// wait for (no timer either).
+func (c *Conn) finishStream(ctx context.Context, hresp *http.Response, ended bool) {
 	if c.streams == nil || hresp.ProtoMajor >= 2 || ctx.Err() != nil {
 		return // HTTP/2 closes the stream, not the connection
+	}
+	if ended {
+		if c.streams.keptOpen.Load() != 0 {
+			c.streams.keptOpen.Store(0)
+		}
+		return
 	}
 	if k := c.streams.keptOpen.Load(); k >= maxKeptOpen && c.streams.skipped.Add(1)%retryKeptOpen != 0 {
 		return
@@ -405,19 +413,26 @@ func (c *Conn) readJSON(req *jsonrpc.Message, hresp *http.Response) (*jsonrpc.Me
 }
 
 // readStream reads SSE until the response to req, resuming a broken stream
-// (session era only: the stateless revision has no resumption).
-func (c *Conn) readStream(ctx context.Context, req *jsonrpc.Message, body io.ReadCloser) (*jsonrpc.Message, error) {
+// (session era only: the stateless revision has no resumption). ended says
+// body had ended too when the response came in it.
+func (c *Conn) readStream(ctx context.Context, req *jsonrpc.Message, body io.ReadCloser) (_ *jsonrpc.Message, ended bool, _ error) {
 	var cur sseCursor
 	var resp *jsonrpc.Message
 	// The handlers of the server's requests during the call end before the
 	// call does: what they record (the bridge's mcp.server_request event)
 	// comes before the call's own end, in every run. Once the call has its
 	// answer or failed, a handler still waiting (for an agent who has not
-	// answered) is told the call ended.
-	hctx, endHandlers := context.WithCancelCause(ctx)
+	// answered) is told the call ended. Their context is made at the first
+	// such request: most calls get none.
+	var hctx context.Context
+	var endHandlers context.CancelCauseFunc
 	var handlers sync.WaitGroup
-	defer handlers.Wait()
-	defer func() { endHandlers(callEnd(resp)) }()
+	defer func() {
+		if endHandlers != nil {
+			endHandlers(callEnd(resp))
+			handlers.Wait()
+		}
+	}()
 	onEvent := func(ev sseEvent) (bool, error) {
 		if ev.name != "" && ev.name != "message" {
 			return false, nil
@@ -432,6 +447,9 @@ func (c *Conn) readStream(ctx context.Context, req *jsonrpc.Message, body io.Rea
 			return true, nil
 		case m.IsRequest():
 			if h, _ := ctx.Value(callRequestsKey{}).(RequestHandler); h != nil {
+				if hctx == nil {
+					hctx, endHandlers = context.WithCancelCause(ctx)
+				}
 				handlers.Add(1)
 				go c.relay(hctx, m, h, handlers.Done)
 			} else {
@@ -447,33 +465,34 @@ func (c *Conn) readStream(ctx context.Context, req *jsonrpc.Message, body io.Rea
 		return false, nil
 	}
 	err := c.readBody(ctx, body, &cur, onEvent)
+	ended = cur.ended
 	for failures := 0; resp == nil; {
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, false, ctx.Err()
 		}
 		if err != nil && !isStreamBreak(err) {
-			return nil, err
+			return nil, false, err
 		}
 		_, version := c.state()
-		if cur.lastID == "" || version >= StatelessVersion {
-			return nil, fmt.Errorf("while reading the answer to %s: the response stream ended before the response (%v) and cannot be resumed", req.Method, streamEndReason(err))
+		if len(cur.lastID) == 0 || version >= StatelessVersion {
+			return nil, false, fmt.Errorf("while reading the answer to %s: the response stream ended before the response (%v) and cannot be resumed", req.Method, streamEndReason(err))
 		}
 		if failures >= c.opts.MaxResumes {
-			return nil, fmt.Errorf("while reading the answer to %s: the response stream broke off %d times without progress (bound maxResumes)", req.Method, failures)
+			return nil, false, fmt.Errorf("while reading the answer to %s: the response stream broke off %d times without progress (bound maxResumes)", req.Method, failures)
 		}
-		before := cur.lastID
+		before := string(cur.lastID)
 		var rerr error
 		err, rerr = c.resume(ctx, req, &cur, onEvent)
 		if rerr != nil {
-			return nil, rerr
+			return nil, false, rerr
 		}
-		if cur.lastID == before {
+		if string(cur.lastID) == before {
 			failures++
 		} else {
 			failures = 0
 		}
 	}
-	return resp, nil
+	return resp, ended, nil
 }
 
 // ErrCallAnswered and ErrCallBroke are what the handlers of a server's
@@ -537,7 +556,7 @@ func (c *Conn) resume(ctx context.Context, req *jsonrpc.Message, cur *sseCursor,
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	hresp, err := c.do(ctx, http.MethodGet, nil, &jsonrpc.Message{Method: req.Method}, "Last-Event-ID", cur.lastID)
+	hresp, err := c.do(ctx, http.MethodGet, nil, &jsonrpc.Message{Method: req.Method}, "Last-Event-ID", string(cur.lastID))
 	if err != nil {
 		if isNetErr(err) && ctx.Err() == nil {
 			return err, nil // the server may be restarting: counts as no progress
