@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -216,7 +217,20 @@ func (c *collector) serve() *httptest.Server {
 	return srv
 }
 
-// env is the environment of an exporter of protocol sending to srv.
+// serveNative serves c's gRPC on grpc-go's own HTTP/2 transport (in clear
+// text), which answers an error before any message as trailers-only: the
+// status in the response's headers.
+func (c *collector) serveNative() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	go func() { _ = c.grpc.Serve(l) }()
+	c.t.Cleanup(c.grpc.Stop)
+	return "http://" + l.Addr().String()
+}
+
+// collectorEnv is the environment of an exporter of protocol sending to srv.
 func collectorEnv(protocol, url string, more ...string) map[string]string {
 	e := map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": protocol, "OTEL_EXPORTER_OTLP_ENDPOINT": url}
 	for i := 0; i+1 < len(more); i += 2 {
@@ -308,6 +322,7 @@ func TestNonRetryableError(t *testing.T) {
 		"http 400":            {ProtocolHTTP, "400 Bad Request: spans too old"},
 		"grpc invalid":        {ProtocolGRPC, "gRPC status 3: spans too old"},
 		"grpc exhausted bare": {ProtocolGRPC, "gRPC status 8: spans too old"},
+		"grpc trailers-only":  {ProtocolGRPC, "gRPC status 3: spans too old"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -325,7 +340,11 @@ func TestNonRetryableError(t *testing.T) {
 			c.rpc = func(int) (*collectortrace.ExportTraceServiceResponse, error) {
 				return nil, status.Error(code, "spans too old")
 			}
-			err := export(exporter(t, collectorEnv(tc.protocol, c.serve().URL)), span(t))
+			url := c.serve().URL
+			if strings.Contains(name, "trailers-only") {
+				url = c.serveNative()
+			}
+			err := export(exporter(t, collectorEnv(tc.protocol, url)), span(t))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want one saying %q", err, tc.want)
 			}
