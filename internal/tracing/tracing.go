@@ -2,7 +2,9 @@
 // subcommands from the standard OTEL_* environment variables, and carries
 // W3C trace context in and out of MCP messages (HTTP headers and
 // params._meta). Nothing is set up when no exporter is configured: the
-// callers then get no tracer and start no spans at all.
+// callers then get no tracer and start no spans at all. Spans go out
+// through the SDK's batch span processor to the OTLP exporter of
+// internal/tracing/otlp.
 package tracing
 
 import (
@@ -13,29 +15,28 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mcp-operator/mcp-operator/internal/tracing/otlp"
 )
 
-// The OTEL_* variables read here; the exporters and the SDK read the rest
-// themselves (endpoint details, headers, timeouts, OTEL_TRACES_SAMPLER and
-// its argument, OTEL_BSP_*, OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME).
+// The OTEL_* variables that turn tracing on or off. The exporter's
+// OTEL_EXPORTER_OTLP_* variables are read by otlp.ConfigFromEnv; the SDK
+// reads the rest itself (OTEL_TRACES_SAMPLER and its argument, OTEL_BSP_*,
+// OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME).
 const (
 	envDisabled       = "OTEL_SDK_DISABLED"
 	envExporter       = "OTEL_TRACES_EXPORTER"
 	envEndpoint       = "OTEL_EXPORTER_OTLP_ENDPOINT"
 	envTracesEndpoint = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
-	envProtocol       = "OTEL_EXPORTER_OTLP_PROTOCOL"
-	envTracesProtocol = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
 )
 
 // Protocols of the OTLP exporter (OTEL_EXPORTER_OTLP_PROTOCOL).
 const (
-	ProtocolGRPC = "grpc"
-	ProtocolHTTP = "http/protobuf"
+	ProtocolGRPC = otlp.ProtocolGRPC
+	ProtocolHTTP = otlp.ProtocolHTTP
 )
 
 // Provider is the tracing of one process: a tracer provider exporting over
@@ -51,19 +52,17 @@ type Provider struct {
 // OTEL_TRACES_EXPORTER=none. service names the process in the traces
 // (service.name) unless OTEL_SERVICE_NAME does.
 func Setup(ctx context.Context, service, version string) (*Provider, error) {
-	on, protocol, err := configured()
+	on, err := configured()
 	if err != nil || !on {
 		return &Provider{}, err
 	}
-	var exp sdktrace.SpanExporter
-	switch protocol {
-	case ProtocolGRPC:
-		exp, err = otlptracegrpc.New(ctx)
-	case ProtocolHTTP:
-		exp, err = otlptracehttp.New(ctx)
-	}
+	config, err := otlp.ConfigFromEnv(os.Getenv)
 	if err != nil {
-		return nil, fmt.Errorf("while setting up the OTLP %s trace exporter: %w", protocol, err)
+		return nil, err
+	}
+	exp, err := otlp.New(config)
+	if err != nil {
+		return nil, fmt.Errorf("while setting up the OTLP %s trace exporter: %w", config.Protocol, err)
 	}
 	// WithFromEnv comes last: OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES
 	// override the defaults.
@@ -78,39 +77,22 @@ func Setup(ctx context.Context, service, version string) (*Provider, error) {
 	return &Provider{sdk: sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))}, nil
 }
 
-// configured says whether the environment turns tracing on, and with which
-// protocol; an error for values this process cannot honour.
-func configured() (on bool, protocol string, err error) {
+// configured says whether the environment turns tracing on; an error for
+// an exporter this process does not have.
+func configured() (on bool, err error) {
 	if strings.EqualFold(strings.TrimSpace(os.Getenv(envDisabled)), "true") {
-		return false, "", nil
+		return false, nil
 	}
 	switch exporter := strings.TrimSpace(os.Getenv(envExporter)); exporter {
 	case "none":
-		return false, "", nil
+		return false, nil
 	case "otlp":
-		on = true
+		return true, nil
 	case "":
-		on = os.Getenv(envEndpoint) != "" || os.Getenv(envTracesEndpoint) != ""
+		return strings.TrimSpace(os.Getenv(envEndpoint)) != "" || strings.TrimSpace(os.Getenv(envTracesEndpoint)) != "", nil
 	default:
-		return false, "", fmt.Errorf("%s=%q is not supported: use otlp or none", envExporter, exporter)
+		return false, fmt.Errorf("%s=%q is not supported: use otlp or none", envExporter, exporter)
 	}
-	if !on {
-		return false, "", nil
-	}
-	protocol = firstSet(os.Getenv(envTracesProtocol), os.Getenv(envProtocol), ProtocolHTTP)
-	if protocol != ProtocolGRPC && protocol != ProtocolHTTP {
-		return false, "", fmt.Errorf("OTLP protocol %q is not supported: use %s or %s", protocol, ProtocolGRPC, ProtocolHTTP)
-	}
-	return true, protocol, nil
-}
-
-func firstSet(vs ...string) string {
-	for _, v := range vs {
-		if v = strings.TrimSpace(v); v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 // Enabled says whether traces are exported.

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -18,9 +19,21 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// clearEnv unsets every variable Setup reads, for the test.
+// The protocol variables, which the exporter reads.
+const (
+	envProtocol       = "OTEL_EXPORTER_OTLP_PROTOCOL"
+	envTracesProtocol = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+)
+
+// clearEnv unsets every OTEL_* variable of the test's environment, for the
+// test.
 func clearEnv(t *testing.T) {
-	for _, k := range []string{envDisabled, envExporter, envEndpoint, envTracesEndpoint, envProtocol, envTracesProtocol, "OTEL_SERVICE_NAME", "OTEL_TRACES_SAMPLER"} {
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "OTEL_") {
+			t.Setenv(k, "")
+		}
+	}
+	for _, k := range []string{envDisabled, envExporter, envEndpoint, envTracesEndpoint, envProtocol, envTracesProtocol} {
 		t.Setenv(k, "")
 	}
 }
@@ -61,6 +74,7 @@ func TestSetupRefusesWhatItCannotHonour(t *testing.T) {
 	}{
 		"zipkin exporter": {map[string]string{envExporter: "zipkin"}, `OTEL_TRACES_EXPORTER="zipkin" is not supported`},
 		"http/json":       {map[string]string{envEndpoint: "http://127.0.0.1:4318", envProtocol: "http/json"}, `OTLP protocol "http/json" is not supported`},
+		"bad header":      {map[string]string{envEndpoint: "http://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_HEADERS": "novalue"}, `OTEL_EXPORTER_OTLP_HEADERS: "novalue" is not a URL-encoded key=value pair`},
 		"traces protocol": {map[string]string{envTracesEndpoint: "http://127.0.0.1:4318", envProtocol: ProtocolGRPC, envTracesProtocol: "udp"}, `"udp"`},
 	}
 	for name, c := range cases {

@@ -1,0 +1,143 @@
+package otlp
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcp-operator/mcp-operator/internal/mtlstest"
+)
+
+func lookup(env map[string]string) func(string) string {
+	return func(k string) string { return env[k] }
+}
+
+func TestConfigFromEnv(t *testing.T) {
+	cases := map[string]struct {
+		env     map[string]string
+		url     string
+		headers http.Header
+		timeout time.Duration
+		gzip    bool
+	}{
+		"defaults over HTTP": {env: map[string]string{}, url: "http://localhost:4318/v1/traces", timeout: 10 * time.Second},
+		"defaults over gRPC": {env: map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
+			url: "http://localhost:4317" + grpcExportPath, timeout: 10 * time.Second},
+		"generic endpoint gets /v1/traces": {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "https://collector:4318/otlp/"},
+			url: "https://collector:4318/otlp/v1/traces", timeout: 10 * time.Second},
+		"traces endpoint as it is": {env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://ignored:1", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/custom"},
+			url: "http://collector:4318/custom", timeout: 10 * time.Second},
+		"gRPC takes host and port only": {env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317/some/path"},
+			url: "http://collector:4317" + grpcExportPath, timeout: 10 * time.Second},
+		"gRPC without a scheme is encrypted": {env: map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4317"},
+			url: "https://collector:4317" + grpcExportPath, timeout: 10 * time.Second},
+		"gRPC without a scheme, insecure": {env: map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_ENDPOINT": "10.0.0.1:4317", "OTEL_EXPORTER_OTLP_TRACES_INSECURE": "TRUE", "OTEL_EXPORTER_OTLP_INSECURE": "false"},
+			url: "http://10.0.0.1:4317" + grpcExportPath, timeout: 10 * time.Second},
+		"headers, timeout, gzip; per signal wins": {env: map[string]string{
+			"OTEL_EXPORTER_OTLP_HEADERS":            "ignored=1",
+			"OTEL_EXPORTER_OTLP_TRACES_HEADERS":     "Authorization=Bearer%20abc%3D%3D , x-tenant=a%2Cb,x-tenant=c",
+			"OTEL_EXPORTER_OTLP_TIMEOUT":            "99",
+			"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT":     "2500",
+			"OTEL_EXPORTER_OTLP_TRACES_COMPRESSION": "gzip",
+			"OTEL_EXPORTER_OTLP_COMPRESSION":        "none"},
+			url: "http://localhost:4318/v1/traces", headers: http.Header{"Authorization": {"Bearer abc=="}, "X-Tenant": {"a,b", "c"}}, timeout: 2500 * time.Millisecond, gzip: true},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := ConfigFromEnv(lookup(c.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.headers == nil {
+				c.headers = http.Header{}
+			}
+			if got.URL.String() != c.url || got.Timeout != c.timeout || got.Gzip != c.gzip || !equalHeaders(got.Headers, c.headers) {
+				t.Fatalf("got url %s timeout %s gzip %v headers %v; want %s %s %v %v", got.URL, got.Timeout, got.Gzip, got.Headers, c.url, c.timeout, c.gzip, c.headers)
+			}
+			if (got.TLS != nil) != (got.URL.Scheme == "https") {
+				t.Fatalf("TLS %v for %s", got.TLS, got.URL)
+			}
+		})
+	}
+}
+
+func equalHeaders(a, b http.Header) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, vs := range a {
+		if strings.Join(vs, "\x00") != strings.Join(b[k], "\x00") {
+			return false
+		}
+	}
+	return true
+}
+
+func TestConfigRefusesBadValues(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.pem")
+	notPEM := filepath.Join(t.TempDir(), "not.pem")
+	if err := os.WriteFile(notPEM, []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	https := "https://collector:4318"
+	cases := map[string]struct {
+		env  map[string]string
+		want string
+	}{
+		"protocol":            {map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, `OTLP protocol "http/json" is not supported (OTEL_EXPORTER_OTLP_PROTOCOL)`},
+		"endpoint scheme":     {map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "ftp://collector"}, `OTEL_EXPORTER_OTLP_ENDPOINT="ftp://collector" is not an http:// or https:// URL`},
+		"HTTP without scheme": {map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "collector:4318"}, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="collector:4318" is not an http`},
+		"insecure":            {map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_ENDPOINT": "c:4317", "OTEL_EXPORTER_OTLP_INSECURE": "yes"}, `OTEL_EXPORTER_OTLP_INSECURE="yes" is not true or false`},
+		"header":              {map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "a=1,b"}, `OTEL_EXPORTER_OTLP_HEADERS: "b" is not a URL-encoded key=value pair`},
+		"header encoding":     {map[string]string{"OTEL_EXPORTER_OTLP_TRACES_HEADERS": "a=%zz"}, `OTEL_EXPORTER_OTLP_TRACES_HEADERS: "a=%zz"`},
+		"timeout":             {map[string]string{"OTEL_EXPORTER_OTLP_TIMEOUT": "10s"}, `OTEL_EXPORTER_OTLP_TIMEOUT="10s" is not a timeout`},
+		"zero timeout":        {map[string]string{"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "0"}, `OTEL_EXPORTER_OTLP_TRACES_TIMEOUT="0" is not a timeout`},
+		"compression":         {map[string]string{"OTEL_EXPORTER_OTLP_COMPRESSION": "zstd"}, `OTEL_EXPORTER_OTLP_COMPRESSION="zstd" is not supported: use gzip or none`},
+		"certificate missing": {map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": https, "OTEL_EXPORTER_OTLP_CERTIFICATE": missing}, `while reading OTEL_EXPORTER_OTLP_CERTIFICATE`},
+		"certificate not PEM": {map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": https, "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE": notPEM}, `holds no PEM certificate`},
+		"client key alone":    {map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": https, "OTEL_EXPORTER_OTLP_CLIENT_KEY": notPEM}, `OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and OTEL_EXPORTER_OTLP_CLIENT_KEY go together`},
+		"client pair bad":     {map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": https, "OTEL_EXPORTER_OTLP_CLIENT_KEY": notPEM, "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE": notPEM}, `while reading the client certificate`},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			if _, err := ConfigFromEnv(lookup(c.env)); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want one saying %s", err, c.want)
+			}
+		})
+	}
+}
+
+// The certificate files become the TLS client configuration.
+func TestConfigReadsCertificates(t *testing.T) {
+	ca := mtlstest.NewCA(t, "otlp-test-ca")
+	dir := certFiles(t, ca)
+	c, err := ConfigFromEnv(lookup(map[string]string{
+		"OTEL_EXPORTER_OTLP_ENDPOINT":           "https://collector:4318",
+		"OTEL_EXPORTER_OTLP_CERTIFICATE":        filepath.Join(dir, "ca.crt"),
+		"OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE": filepath.Join(dir, "tls.crt"),
+		"OTEL_EXPORTER_OTLP_CLIENT_KEY":         filepath.Join(dir, "tls.key"),
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.TLS == nil || c.TLS.RootCAs == nil || !c.TLS.RootCAs.Equal(ca.Pool()) || len(c.TLS.Certificates) != 1 {
+		t.Fatalf("TLS config %+v does not hold the CA and the client certificate", c.TLS)
+	}
+}
+
+// certFiles writes the CA's certificate and a client certificate it signed
+// as ca.crt, tls.crt and tls.key into a new folder.
+func certFiles(t *testing.T, ca *mtlstest.CA) string {
+	t.Helper()
+	client := ca.Client(t, "exporter")
+	dir := t.TempDir()
+	for name, b := range map[string][]byte{"ca.crt": ca.PEM, "tls.crt": client.Cert, "tls.key": client.Key} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}

@@ -1,0 +1,98 @@
+package otlp
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// maxResponse bounds what is read of a collector's answer: a partial
+// success or an error's status is a few hundred bytes.
+const maxResponse = 64 << 10
+
+// httpSender posts an export in OTLP/HTTP: the request's protobuf as the
+// body of a POST.
+type httpSender struct {
+	client  *http.Client
+	url     string
+	headers http.Header
+	gzip    bool
+}
+
+func (h *httpSender) send(ctx context.Context, body []byte) error {
+	header := http.Header{"Content-Type": {"application/x-protobuf"}}
+	if h.gzip {
+		header.Set("Content-Encoding", "gzip")
+	}
+	resp, answer, err := post(ctx, h.client, h.url, body, h.headers, header)
+	if err != nil {
+		return err
+	}
+	protobuf := strings.HasPrefix(resp.Header.Get("Content-Type"), "application/x-protobuf")
+	if resp.StatusCode/100 == 2 {
+		if !protobuf {
+			return nil
+		}
+		if err := partialSuccess(answer); err != nil {
+			return &partialError{err}
+		}
+		return nil
+	}
+	message := strings.TrimSpace(string(answer))
+	if protobuf {
+		message, _ = rpcStatus(answer)
+	}
+	if len(message) > 300 {
+		message = message[:300] + "…"
+	}
+	err = fmt.Errorf("the OTLP collector at %s answered %s: %s", h.url, resp.Status, message)
+	switch resp.StatusCode {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return &retryable{err: err, after: retryAfter(resp.Header.Get("Retry-After"))}
+	}
+	return err
+}
+
+// post sends body to url with the configured headers and header, and
+// reads the answer (its body up to maxResponse, then its trailers). No
+// answer is a retryable failure: the specification says to send the same
+// request again.
+func post(ctx context.Context, client *http.Client, url string, body []byte, configured, header http.Header) (*http.Response, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, fmt.Errorf("while making the OTLP request: %w", err)
+	}
+	maps.Copy(req.Header, configured)
+	maps.Copy(req.Header, header)
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, nil, &retryable{err: fmt.Errorf("while exporting spans to %s: %w", url, err)}
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	if err != nil {
+		return nil, nil, &retryable{err: fmt.Errorf("while reading the answer of %s: %w", url, err)}
+	}
+	return resp, answer, nil
+}
+
+// retryAfter is the wait a Retry-After header asks for, in seconds or until
+// a date; 0 without one.
+func retryAfter(v string) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(v); err == nil && s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(time.Until(t), 0)
+	}
+	return 0
+}

@@ -1,0 +1,135 @@
+package otlp
+
+import (
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// What a collector answers, decoded with protowire as far as the exporter
+// reads it: ExportTraceServiceResponse's partial_success, and a
+// google.rpc.Status (an HTTP error's body, gRPC's grpc-status-details-bin)
+// with the delay of a RetryInfo among its details.
+const (
+	responsePartialSuccess protowire.Number = 1
+	partialRejectedSpans   protowire.Number = 1
+	partialErrorMessage    protowire.Number = 2
+
+	rpcStatusMessage protowire.Number = 2
+	rpcStatusDetails protowire.Number = 3
+	anyTypeURL       protowire.Number = 1
+	anyValue         protowire.Number = 2
+	retryInfoDelay   protowire.Number = 1
+	durationSeconds  protowire.Number = 1
+	durationNanos    protowire.Number = 2
+
+	retryInfoType = "type.googleapis.com/google.rpc.RetryInfo"
+)
+
+// fields calls field for each field of the message b, with its value: the
+// varint or fixed value, or the bytes of a length-delimited one. It stops
+// at the first malformed field; what was read up to there stands.
+func fields(b []byte, field func(num protowire.Number, v uint64, bytes []byte)) {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return
+		}
+		b = b[n:]
+		var v uint64
+		var bytes []byte
+		switch typ {
+		case protowire.VarintType:
+			v, n = protowire.ConsumeVarint(b)
+		case protowire.Fixed64Type:
+			v, n = protowire.ConsumeFixed64(b)
+		case protowire.Fixed32Type:
+			var v32 uint32
+			v32, n = protowire.ConsumeFixed32(b)
+			v = uint64(v32)
+		case protowire.BytesType:
+			bytes, n = protowire.ConsumeBytes(b)
+		default:
+			n = protowire.ConsumeFieldValue(num, typ, b)
+		}
+		if n < 0 {
+			return
+		}
+		b = b[n:]
+		field(num, v, bytes)
+	}
+}
+
+// partialSuccess is the collector's word that it refused some of the spans
+// of an export it accepted; nil when it refused none.
+func partialSuccess(response []byte) error {
+	var rejected int64
+	var message string
+	fields(response, func(num protowire.Number, _ uint64, b []byte) {
+		if num != responsePartialSuccess {
+			return
+		}
+		fields(b, func(num protowire.Number, v uint64, b []byte) {
+			switch num {
+			case partialRejectedSpans:
+				rejected = int64(v)
+			case partialErrorMessage:
+				message = string(b)
+			}
+		})
+	})
+	if rejected == 0 && message == "" {
+		return nil
+	}
+	return fmt.Errorf("the OTLP collector refused %d spans: %s", rejected, message)
+}
+
+// rpcStatus reads a google.rpc.Status: its message, and the delay its
+// RetryInfo asks for (0 without one).
+func rpcStatus(b []byte) (message string, retryDelay time.Duration) {
+	fields(b, func(num protowire.Number, _ uint64, b []byte) {
+		switch num {
+		case rpcStatusMessage:
+			message = string(b)
+		case rpcStatusDetails:
+			if d := retryInfo(b); d > 0 {
+				retryDelay = d
+			}
+		}
+	})
+	return message, retryDelay
+}
+
+// retryInfo is the delay of a google.protobuf.Any holding a
+// google.rpc.RetryInfo, 0 for any other detail.
+func retryInfo(anyDetail []byte) time.Duration {
+	var typeURL string
+	var value []byte
+	fields(anyDetail, func(num protowire.Number, _ uint64, b []byte) {
+		switch num {
+		case anyTypeURL:
+			typeURL = string(b)
+		case anyValue:
+			value = b
+		}
+	})
+	if typeURL != retryInfoType {
+		return 0
+	}
+	var delay time.Duration
+	fields(value, func(num protowire.Number, _ uint64, b []byte) {
+		if num != retryInfoDelay {
+			return
+		}
+		fields(b, func(num protowire.Number, v uint64, _ []byte) {
+			switch num {
+			case durationSeconds:
+				delay += time.Duration(int64(v)) * time.Second
+			case durationNanos:
+				delay += time.Duration(int32(v))
+			}
+		})
+	})
+	return delay
+}
