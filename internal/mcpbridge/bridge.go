@@ -148,6 +148,9 @@ type Bridge struct {
 	// spent are the sealed requestStates already used (state.go),
 	// until they expire.
 	spent signed.Spent
+	// callTimedOut is the cause of a forwarded call's end at its deadline
+	// (contextWithCallTimeout), built once: CallTimeout is fixed.
+	callTimedOut error
 }
 
 // New returns a bridge; it denies everything until SetEngine is called.
@@ -186,7 +189,8 @@ func New(cfg Config) *Bridge {
 	if cfg.UpdateQueue <= 0 {
 		cfg.UpdateQueue = DefaultUpdateQueue
 	}
-	b := &Bridge{cfg: cfg, limits: newLimits(cfg)}
+	b := &Bridge{cfg: cfg, limits: newLimits(cfg),
+		callTimedOut: fmt.Errorf("the call's deadline (%s) passed: %w", cfg.CallTimeout, context.DeadlineExceeded)}
 	b.engine.Store(policy.NewEngine())
 	b.subs = newHub(b)
 	if cfg.Registry != nil {
@@ -308,7 +312,8 @@ func hostName(host string) string {
 
 func (b *Bridge) now() time.Time { return b.cfg.Clock() }
 
-// contextWithCallTimeout bounds a forwarded call.
+// contextWithCallTimeout bounds a forwarded call: what it ends at the
+// deadline is told so (context.Cause), with the deadline's length.
 func (b *Bridge) contextWithCallTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeoutCause(ctx, b.cfg.CallTimeout, fmt.Errorf("the call's deadline (%s) passed: %w", b.cfg.CallTimeout, context.DeadlineExceeded))
+	return context.WithTimeoutCause(ctx, b.cfg.CallTimeout, b.callTimedOut)
 }

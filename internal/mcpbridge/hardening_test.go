@@ -37,6 +37,23 @@ func post(t *testing.T, url, token, sessionID, body string, header map[string]st
 	return status, code, hdr
 }
 
+// endSession ends the session sid (DELETE) and fails the test unless the
+// bridge answers 204.
+func endSession(t *testing.T, url, token, sid string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodDelete, url, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Mcp-Session-Id", sid)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE: status %d, want 204", resp.StatusCode)
+	}
+}
+
 // postBody is post returning the answer's body.
 func postBody(t *testing.T, url, token, sessionID, body string, header map[string]string) (int, []byte, http.Header) {
 	t.Helper()
@@ -142,17 +159,7 @@ func TestHardening(t *testing.T) {
 	})
 	t.Run("DELETE ends the session", func(t *testing.T) {
 		sid := openSession(t, mcp, "alice-token")
-		req, _ := http.NewRequest(http.MethodDelete, mcp, nil)
-		req.Header.Set("Authorization", "Bearer alice-token")
-		req.Header.Set("Mcp-Session-Id", sid)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusNoContent {
-			t.Fatalf("DELETE: %d", resp.StatusCode)
-		}
+		endSession(t, mcp, "alice-token", sid)
 		if status, _, _ := post(t, mcp, "alice-token", sid, `{"jsonrpc":"2.0","id":3,"method":"ping"}`, nil); status != 404 {
 			t.Fatalf("an ended session answered %d, want 404", status)
 		}

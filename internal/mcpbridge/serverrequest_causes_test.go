@@ -4,22 +4,53 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
 // TestServerRequestSaysTheAgentWentAway: a session-era agent that goes
 // away while the server's elicitation waits for its answer leaves an
 // mcp.server_request event that says so; before, its reason ended with
-// "context canceled". The agent is raw HTTP: it reads its call's stream up
-// to the server's request and closes it, never answering.
+// "context canceled".
 func TestServerRequestSaysTheAgentWentAway(t *testing.T) {
+	reason := serverRequestReasonWhen(t, func(t *testing.T, url, sid string, leave func()) {
+		leave() // the agent goes away without answering
+	})
+	if !strings.Contains(reason, errAgentGone.Error()) {
+		t.Fatalf("the server request's event gives the reason %q, want it to say %q", reason, errAgentGone)
+	}
+}
+
+// TestServerRequestSaysTheAgentEndedItsSession: an agent that ends its
+// session (DELETE) while the server's elicitation waits for its answer
+// leaves an mcp.server_request event that says so; before, the session's
+// end told the call the agent had cancelled it (notifications/cancelled).
+func TestServerRequestSaysTheAgentEndedItsSession(t *testing.T) {
+	reason := serverRequestReasonWhen(t, func(t *testing.T, url, sid string, _ func()) {
+		endSession(t, url, "alice-token", sid)
+	})
+	if !strings.Contains(reason, session.ErrEnded.Error()) {
+		t.Fatalf("the server request's event gives the reason %q, want it to say %q", reason, session.ErrEnded)
+	}
+}
+
+// serverRequestReasonWhen has a session-era agent call a tool whose server
+// asks it a question (elicitation), runs end once the question reached the
+// agent (leave closes the agent's call), and returns the reason of the
+// mcp.server_request event the unanswered question leaves. The agent is
+// raw HTTP: it reads its call's stream up to the server's request and
+// never answers it.
+func serverRequestReasonWhen(t *testing.T, end func(t *testing.T, url, sid string, leave func())) string {
+	t.Helper()
 	up := testpeers.GoEverything(t, false)
 	srv := bridgetest.PublishedRelaying(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{}, v1alpha1.ServerRequests{Elicitation: v1alpha1.RelayAllowed})
 	pol := toolPolicy("tools", "callers", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.everything.*"))
@@ -47,14 +78,16 @@ func TestServerRequestSaysTheAgentWentAway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer resp.Body.Close()
 	lines := bufio.NewScanner(resp.Body)
-	for lines.Scan() && !strings.Contains(lines.Text(), `"elicitation/create"`) {
+	found := false
+	for !found && lines.Scan() {
+		found = strings.Contains(lines.Text(), `"elicitation/create"`)
 	}
-	if lines.Err() != nil {
-		t.Fatalf("the call's stream ended before the server's request: %v", lines.Err())
+	if !found {
+		t.Fatalf("the call's stream ended before the server's request (read error: %v)", lines.Err())
 	}
-	leave() // the agent goes away without answering
-	resp.Body.Close()
+	end(t, url, sid, leave)
 
 	var reason string
 	eventually(t, "the server request's event", func() bool {
@@ -66,9 +99,7 @@ func TestServerRequestSaysTheAgentWentAway(t *testing.T) {
 		}
 		return false
 	})
-	if !strings.Contains(reason, errAgentGone.Error()) {
-		t.Fatalf("the server request's event gives the reason %q, want it to say %q", reason, errAgentGone)
-	}
+	return reason
 }
 
 // TestParkedCallDecisionWins: a parked call the bridge ends (denied
@@ -103,5 +134,42 @@ func TestParkedCallDecisionWins(t *testing.T) {
 		if err := <-asked; err == nil || err.Error() != why {
 			t.Fatalf("run %d: the server's request ended with %v, want %q", i, err, why)
 		}
+	}
+}
+
+// TestRequestContextOfAnAgentGone: the context of a request whose agent
+// is gone already is done when requestContext returns, with the reason, so
+// no work starts for it. Before, it ended only when AfterFunc's goroutine
+// ran.
+func TestRequestContextOfAnAgentGone(t *testing.T) {
+	agent, leave := context.WithCancel(context.Background())
+	leave()
+	ctx, cancel := requestContext(agent)
+	defer cancel(nil)
+	if ctx.Err() == nil {
+		t.Fatal("the request's context is not done, while its agent is gone")
+	}
+	if cause := context.Cause(ctx); cause != errAgentGone {
+		t.Fatalf("the request's context ended with %v, want %v", cause, errAgentGone)
+	}
+}
+
+// TestCallDeadlineCause: a forwarded call ended at its deadline is told so,
+// with the deadline's length, and still reads as a deadline; the cause is
+// built once per bridge (every call gets the same error), not per call.
+func TestCallDeadlineCause(t *testing.T) {
+	b := New(Config{CallTimeout: time.Millisecond})
+	first, stop := b.contextWithCallTimeout(context.Background())
+	defer stop()
+	second, stop2 := b.contextWithCallTimeout(context.Background())
+	defer stop2()
+	<-first.Done()
+	<-second.Done()
+	cause := context.Cause(first)
+	if !errors.Is(cause, context.DeadlineExceeded) || !strings.Contains(cause.Error(), "deadline (1ms) passed") {
+		t.Fatalf("a call ended at its deadline is told %v, want the deadline and its length", cause)
+	}
+	if context.Cause(second) != cause {
+		t.Fatalf("two calls' deadline causes differ (%p, %p): the cause is built per call", context.Cause(second), cause)
 	}
 }

@@ -455,7 +455,7 @@ func (b *Bridge) serveGET(w http.ResponseWriter, r *http.Request, endpoint strin
 	defer cancel()
 	// Tracked like a call: ending the session ends the stream, and a
 	// session with a stream open is not idle.
-	defer sess.Track("GET stream "+strconv.FormatUint(getStreams.Add(1), 10), cancel)()
+	defer sess.Track("GET stream "+strconv.FormatUint(getStreams.Add(1), 10), func(error) { cancel() })()
 	done := l.attach(cancel)
 	defer close(done)
 	// The server's read timeout is for requests, not for a stream that

@@ -252,7 +252,9 @@ func (b *Bridge) post(w http.ResponseWriter, r *http.Request, endpoint string) {
 	var resp *jsonrpc.Message
 	defer func() { endRequest(rq, resp) }()
 	if rq.sess != nil {
-		defer rq.sess.Track(string(msg.ID), func() { cancel(errAgentCancelled) })()
+		// The session tells why: the agent cancelled the request
+		// (session.ErrCancelled) or ended the session (session.ErrEnded).
+		defer rq.sess.Track(string(msg.ID), cancel)()
 	}
 	rq.ctx = ctx
 	rq.out = &responder{w: w, canStream: acceptsEventStream(r)}
@@ -266,20 +268,26 @@ func (b *Bridge) post(w http.ResponseWriter, r *http.Request, endpoint string) {
 	}
 }
 
-// Why an agent's request ended before its answer, as what it ended
-// (upstream calls, the handlers of their servers' requests) is told
-// (context.Cause) and records it.
-var (
-	errAgentGone      = errors.New("the agent's request ended (its connection closed)")
-	errAgentCancelled = errors.New("the agent cancelled the request (notifications/cancelled)")
-)
+// errAgentGone is why an agent's request ended before its answer when its
+// HTTP request ended, as what it ended (upstream calls, the handlers of
+// their servers' requests) is told (context.Cause) and records it. The
+// session gives the other reasons (session.ErrCancelled, ErrEnded).
+var errAgentGone = errors.New("the agent's request ended (its connection closed)")
 
 // requestContext is the context an agent's request runs in: ended by
 // cancel, or with cause errAgentGone when the agent's HTTP request ends
 // first (net/http ends it with a bare context.Canceled).
+//
+// WithoutCancel also drops agent's deadline: net/http sets none on a
+// request's context today; one added later must be carried over here.
 func requestContext(agent context.Context) (context.Context, context.CancelCauseFunc) {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(agent))
 	stop := context.AfterFunc(agent, func() { cancel(errAgentGone) })
+	// AfterFunc runs its func in a goroutine, even when agent is done
+	// already: end ctx now, so no work starts for an agent gone.
+	if agent.Err() != nil {
+		cancel(errAgentGone)
+	}
 	return ctx, func(cause error) {
 		stop()
 		cancel(cause)

@@ -56,7 +56,8 @@ func closingServer(t *testing.T, drop string) (*httptest.Server, func(method str
 }
 
 // A list request whose reused connection dies before any byte of the
-// answer is sent again on a new one, once: the caller gets the list.
+// answer is sent again (here once, on a new connection: the pool holds no
+// other): the caller gets the list.
 // Before, the caller got the dead connection's EOF.
 func TestIdempotentRequestRetriedOnADeadReusedConnection(t *testing.T) {
 	srv, seen := closingServer(t, "tools/list")
@@ -83,8 +84,28 @@ func TestIdempotentRequestRetriedOnADeadReusedConnection(t *testing.T) {
 // A tools/call is never sent twice: the server may have run it before the
 // connection died. The caller gets the failure.
 func TestCallNotRetriedOnADeadReusedConnection(t *testing.T) {
+	callSentOnce(t, Options{})
+}
+
+// A tools/call is sent once even when the server's credential headers
+// carry a key that has net/http send a request again (Idempotency-Key,
+// X-Idempotency-Key). Before, either made every call replayable.
+func TestCallNotRetriedWithIdempotencyKeyInTheHeaders(t *testing.T) {
+	for _, key := range []string{"Idempotency-Key", "X-Idempotency-Key"} {
+		t.Run(key, func(t *testing.T) {
+			callSentOnce(t, Options{Header: http.Header{key: {"from-the-credentials"}}})
+		})
+	}
+}
+
+// callSentOnce has a Conn with opts (its URL set here) send a tools/call
+// on a reused connection the server closes having read it, and fails the
+// test unless the call fails and the server saw it once.
+func callSentOnce(t *testing.T, opts Options) {
+	t.Helper()
 	srv, seen := closingServer(t, "tools/call")
-	c, err := New(Options{URL: srv.URL})
+	opts.URL = srv.URL
+	c, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

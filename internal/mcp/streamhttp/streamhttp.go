@@ -429,7 +429,7 @@ func (c *Conn) readStream(ctx context.Context, req *jsonrpc.Message, body io.Rea
 	var handlers sync.WaitGroup
 	defer func() {
 		if endHandlers != nil {
-			endHandlers(callEnd(resp))
+			endHandlers(callEnd(ctx, resp))
 			handlers.Wait()
 		}
 	}()
@@ -506,7 +506,14 @@ var (
 	ErrCallBroke    = errors.New("the call's response stream ended without its answer")
 )
 
-func callEnd(resp *jsonrpc.Message) error {
+// callEnd is why a call's handlers are ended as it returns. The caller's
+// cause comes first: when the caller ends the call, ctx's children end in
+// no set order, and readBody's AfterFunc may close the body (the call
+// returns without its answer) before hctx is ended with ctx's cause.
+func callEnd(ctx context.Context, resp *jsonrpc.Message) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
 	if resp != nil {
 		return ErrCallAnswered
 	}
@@ -601,9 +608,11 @@ func (c *Conn) do(ctx context.Context, method string, body []byte, m *jsonrpc.Me
 		h["Accept"] = []string{"application/json, text/event-stream"}
 		if idempotent(m.Method) {
 			// Present but nil: not sent, and the transport sends the
-			// request again on a new connection when the reused one it
-			// took dies before any byte of the answer (the server's idle
-			// timeout crossed our request), as it does for a GET.
+			// request again when the reused connection it took dies
+			// before any byte of the answer (the server's idle timeout
+			// crossed our request), as it does for a GET: again while
+			// each try fails so on a reused connection (another idle one,
+			// or a new one).
 			h["Idempotency-Key"] = nil
 		}
 	} else {
@@ -634,6 +643,13 @@ func (c *Conn) do(ctx context.Context, method string, body []byte, m *jsonrpc.Me
 	}
 	for i := 0; i+1 < len(extra); i += 2 {
 		hreq.Header.Set(extra[i], extra[i+1])
+	}
+	if body != nil && !idempotent(m.Method) {
+		// Either key, from the server's credentials or a call's headers,
+		// would have net/http send the request again too: a tools/call
+		// the server may have run already.
+		delete(hreq.Header, "Idempotency-Key")
+		delete(hreq.Header, "X-Idempotency-Key")
 	}
 	hresp, err := c.client.Do(hreq)
 	if err != nil {

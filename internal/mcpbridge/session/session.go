@@ -57,6 +57,22 @@ var ErrNotFound = errors.New("session not found")
 // sessions live on this replica.
 var ErrTooMany = errors.New("too many sessions")
 
+// Why a request in flight in a session was ended, as it is told
+// (context.Cause through the func given to Track) and records it.
+var (
+	// ErrCancelled: the agent cancelled the request (Cancel).
+	ErrCancelled = errors.New("the agent cancelled the request (notifications/cancelled)")
+	// ErrEnded: the agent ended its session (End).
+	ErrEnded = errors.New("the agent ended its session (DELETE)")
+	// ErrIdle: the session idled out (Sweep). Sweep ends only sessions
+	// with nothing in flight, but a request may start between its check
+	// and the end.
+	ErrIdle = errors.New("the session was not used for longer than its idle timeout")
+	// ErrForgotten: the session was forgotten here to adopt another of its
+	// identity's over MaxPerSubject (Resume), as ErrIdle may be.
+	ErrForgotten = errors.New("the session was forgotten on this replica for another of its identity's (too many sessions)")
+)
+
 // Claims are what a session id carries.
 type Claims struct {
 	// ID is random, so two sessions of one caller differ.
@@ -150,7 +166,7 @@ type Session struct {
 	mu       sync.Mutex
 	logLevel string
 	lastSeen time.Time
-	inflight map[string]context.CancelFunc
+	inflight map[string]context.CancelCauseFunc
 	waiting  map[string]chan *jsonrpc.Message
 	ended    bool
 	// atEnd are the clean-ups to run when the session ends, by the key
@@ -252,14 +268,16 @@ func (m *Manager) resumeLive(token, subject, endpoint string) (s *Session, ok bo
 	return s, true
 }
 
-// End ends a session on this replica (DELETE).
+// End ends a session on this replica (DELETE): its requests in flight end
+// with cause ErrEnded.
 func (m *Manager) End(s *Session) {
 	m.mu.Lock()
-	m.endLocked(s)
+	m.endLocked(s, ErrEnded)
 	m.mu.Unlock()
 }
 
-func (m *Manager) endLocked(s *Session) {
+// endLocked ends s, its requests in flight with cause why.
+func (m *Manager) endLocked(s *Session, why error) {
 	if _, gone := m.ended[s.ID]; !gone {
 		m.ended[s.ID] = time.Unix(s.IssuedAt, 0).Add(m.opts.MaxAge)
 		m.endedOrder = append(m.endedOrder, s.ID)
@@ -268,7 +286,7 @@ func (m *Manager) endLocked(s *Session) {
 			m.endedOrder = m.endedOrder[1:]
 		}
 	}
-	m.dropLocked(s)
+	m.dropLocked(s, why)
 }
 
 // forgetLeastRecentLocked drops subject's least recently used session that
@@ -292,13 +310,13 @@ func (m *Manager) forgetLeastRecentLocked(subject string) bool {
 	if lru == nil {
 		return false
 	}
-	m.dropLocked(lru)
+	m.dropLocked(lru, ErrForgotten)
 	return true
 }
 
-// dropLocked takes s out of memory: its grants, calls in flight and
-// clean-ups end with it.
-func (m *Manager) dropLocked(s *Session) {
+// dropLocked takes s out of memory: its grants, calls in flight (with
+// cause why) and clean-ups end with it.
+func (m *Manager) dropLocked(s *Session, why error) {
 	if _, live := m.live[s.ID]; live {
 		if m.bySubject[s.Subject]--; m.bySubject[s.Subject] <= 0 {
 			delete(m.bySubject, s.Subject)
@@ -311,7 +329,7 @@ func (m *Manager) dropLocked(s *Session) {
 	s.Grants.Close()
 	s.mu.Lock()
 	for _, cancel := range s.inflight {
-		cancel()
+		cancel(why)
 	}
 	atEnd := s.atEnd
 	s.ended, s.atEnd = true, nil
@@ -357,7 +375,7 @@ func (m *Manager) Sweep() {
 		idle := now.Sub(s.lastSeen) > m.opts.IdleTimeout && len(s.inflight) == 0
 		s.mu.Unlock()
 		if idle {
-			m.endLocked(s)
+			m.endLocked(s, ErrIdle)
 		}
 	}
 	for id, forget := range m.ended {
@@ -402,12 +420,14 @@ func (s *Session) Acquire() bool { return s.requests.Take("", 1) }
 // Release returns a slot taken by Acquire.
 func (s *Session) Release() { s.requests.Give("", 1) }
 
-// Track records a request in flight so that notifications/cancelled can stop
-// it; the returned func forgets it.
-func (s *Session) Track(requestID string, cancel context.CancelFunc) func() {
+// Track records a request in flight so that notifications/cancelled
+// (Cancel) or the session's end can stop it: cancel is called with why
+// (ErrCancelled, ErrEnded, ErrIdle, ErrForgotten). The returned func
+// forgets it.
+func (s *Session) Track(requestID string, cancel context.CancelCauseFunc) func() {
 	s.mu.Lock()
 	if s.inflight == nil {
-		s.inflight = map[string]context.CancelFunc{}
+		s.inflight = map[string]context.CancelCauseFunc{}
 	}
 	s.inflight[requestID] = cancel
 	s.mu.Unlock()
@@ -419,13 +439,14 @@ func (s *Session) Track(requestID string, cancel context.CancelFunc) func() {
 	}
 }
 
-// Cancel stops the request in flight with this id, if any.
+// Cancel stops the request in flight with this id, if any, with cause
+// ErrCancelled.
 func (s *Session) Cancel(requestID string) bool {
 	s.mu.Lock()
 	cancel := s.inflight[requestID]
 	s.mu.Unlock()
 	if cancel != nil {
-		cancel()
+		cancel(ErrCancelled)
 	}
 	return cancel != nil
 }

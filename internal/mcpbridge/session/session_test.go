@@ -73,7 +73,7 @@ func TestIdleExpiry(t *testing.T) {
 	m := newManager(t, "k", c)
 	idle, _ := m.Open(Claims{Subject: "alice", Version: "2025-11-25"})
 	busy, _ := m.Open(Claims{Subject: "bob", Version: "2025-11-25"})
-	untrack := busy.Track("7", func() {})
+	untrack := busy.Track("7", func(error) {})
 	c.t = c.t.Add(2 * time.Minute)
 	m.Sweep()
 	if _, err := m.Resume(idle.Token, "alice", ""); !errors.Is(err, ErrNotFound) {
@@ -100,13 +100,16 @@ func TestConcurrencyCancelAndAnswers(t *testing.T) {
 		t.Fatal("a released slot must be reusable")
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancelCause(context.Background())
 	done := s.Track("42", cancel)
 	if s.Cancel("41") {
 		t.Fatal("cancelling an unknown request must report false")
 	}
 	if !s.Cancel("42") || ctx.Err() == nil {
 		t.Fatal("Cancel must stop the tracked request")
+	}
+	if cause := context.Cause(ctx); cause != ErrCancelled {
+		t.Fatalf("a cancelled request is told %v, want %v", cause, ErrCancelled)
 	}
 	done()
 
@@ -119,13 +122,17 @@ func TestConcurrencyCancelAndAnswers(t *testing.T) {
 		t.Fatal("an answer is delivered once")
 	}
 
-	// Ending cancels what is in flight and closes the grants.
-	ctx2, cancel2 := context.WithCancel(context.Background())
+	// Ending cancels what is in flight, telling it the session ended
+	// (not that the agent cancelled it), and closes the grants.
+	ctx2, cancel2 := context.WithCancelCause(context.Background())
 	s.Track("43", cancel2)
 	s.Grants.AllowSession("mcp.fs.read")
 	m.End(s)
 	if ctx2.Err() == nil {
 		t.Fatal("End must cancel calls in flight")
+	}
+	if cause := context.Cause(ctx2); cause != ErrEnded {
+		t.Fatalf("a request in flight in an ended session is told %v, want %v", cause, ErrEnded)
 	}
 }
 
@@ -203,7 +210,7 @@ func TestSessionsPerSubjectCapped(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer busy.Track("1", func() {})()
+		defer busy.Track("1", func(error) {})()
 	}
 	if _, err := other.Resume(elsewhere[1].Token, "carol", ""); !errors.Is(err, ErrTooMany) {
 		t.Fatalf("adopting over the cap with every session busy: %v, want ErrTooMany", err)
