@@ -74,7 +74,7 @@ func TestSetupRefusesWhatItCannotHonour(t *testing.T) {
 	}{
 		"zipkin exporter": {map[string]string{envExporter: "zipkin"}, `OTEL_TRACES_EXPORTER="zipkin" is not supported`},
 		"http/json":       {map[string]string{envEndpoint: "http://127.0.0.1:4318", envProtocol: "http/json"}, `OTLP protocol "http/json" is not supported`},
-		"bad header":      {map[string]string{envEndpoint: "http://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_HEADERS": "novalue"}, `OTEL_EXPORTER_OTLP_HEADERS: "novalue" is not a URL-encoded key=value pair`},
+		"bad header":      {map[string]string{envEndpoint: "http://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_HEADERS": "Authorization: Bearer s3cret"}, `OTEL_EXPORTER_OTLP_HEADERS, entry 1 is not a key=value pair`},
 		"traces protocol": {map[string]string{envTracesEndpoint: "http://127.0.0.1:4318", envProtocol: ProtocolGRPC, envTracesProtocol: "udp"}, `"udp"`},
 	}
 	for name, c := range cases {
@@ -83,8 +83,13 @@ func TestSetupRefusesWhatItCannotHonour(t *testing.T) {
 			for k, v := range c.env {
 				t.Setenv(k, v)
 			}
-			if _, err := Setup(context.Background(), "test", "v0"); err == nil || !strings.Contains(err.Error(), c.want) {
+			_, err := Setup(context.Background(), "test", "v0")
+			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %v, want one saying %s", err, c.want)
+			}
+			// A header's value is often a secret.
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Fatalf("error %q shows a header's value", err)
 			}
 		})
 	}

@@ -3,13 +3,17 @@ package otlp
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // Protocols of the exporter (OTEL_EXPORTER_OTLP_PROTOCOL).
@@ -87,10 +91,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	if v, from := env(getenv, "TIMEOUT"); v != "" {
 		ms, err := strconv.ParseInt(v, 10, 64)
+		if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(v, "-") {
+			ms, err = math.MaxInt64, nil
+		}
 		if err != nil || ms <= 0 {
 			return Config{}, fmt.Errorf("%s=%q is not a timeout: give a positive number of milliseconds", from, v)
 		}
-		c.Timeout = time.Duration(ms) * time.Millisecond
+		c.Timeout = millis(ms)
 	}
 	switch v, from := env(getenv, "COMPRESSION"); v {
 	case "gzip":
@@ -135,8 +142,12 @@ func endpoint(getenv func(string) string, protocol string) (*url.URL, error) {
 		raw = scheme + "://" + raw
 	}
 	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%s=%q is not an http:// or https:// URL", from, raw)
+	if err != nil {
+		// Not echoed: the value may hold a password.
+		return nil, fmt.Errorf("%s is not a URL", from)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("%s=%q is not an http:// or https:// URL", from, u.Redacted())
 	}
 	switch {
 	case protocol == ProtocolGRPC:
@@ -159,22 +170,47 @@ func boolEnv(v, from string) (bool, error) {
 }
 
 // headers parses a list of key=value pairs separated by commas, each key
-// and value URL-encoded (the W3C baggage format the specification names).
+// and value URL-encoded (the W3C baggage format the specification names);
+// empty entries (a trailing comma) are skipped. A pair that cannot be sent
+// as a header is refused here, once, rather than by every export. The
+// errors name an entry by its position, and by its key when that is a
+// header name: a value, or what may be one, is never shown (it is often a
+// secret).
 func headers(v, from string) (http.Header, error) {
 	h := http.Header{}
-	if v == "" {
-		return h, nil
-	}
-	for entry := range strings.SplitSeq(v, ",") {
+	for i, entry := range strings.Split(v, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		at := fmt.Sprintf("%s, entry %d", from, i+1)
 		rawKey, rawValue, ok := strings.Cut(entry, "=")
-		key, errK := url.PathUnescape(strings.TrimSpace(rawKey))
-		value, errV := url.PathUnescape(strings.TrimSpace(rawValue))
-		if !ok || errK != nil || errV != nil || key == "" {
-			return nil, fmt.Errorf("%s: %q is not a URL-encoded key=value pair", from, strings.TrimSpace(entry))
+		if !ok {
+			return nil, fmt.Errorf("%s is not a key=value pair (no '=')", at)
+		}
+		key, err := url.PathUnescape(strings.TrimSpace(rawKey))
+		if err != nil || !httpguts.ValidHeaderFieldName(key) {
+			return nil, fmt.Errorf("%s: the key is not a URL-encoded header name", at)
+		}
+		at += fmt.Sprintf(" (%s)", key)
+		value, err := url.PathUnescape(strings.TrimSpace(rawValue))
+		if err != nil {
+			return nil, fmt.Errorf("%s: the value is not URL-encoded", at)
+		}
+		if !httpguts.ValidHeaderFieldValue(value) {
+			return nil, fmt.Errorf("%s: the value holds a character a header cannot carry (a control character such as a line break)", at)
 		}
 		h.Add(key, value)
 	}
 	return h, nil
+}
+
+// millis is ms milliseconds, at most the longest time.Duration.
+func millis(ms int64) time.Duration {
+	if ms > math.MaxInt64/int64(time.Millisecond) {
+		return math.MaxInt64
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // tlsConfig reads the certificate files: the CA to check the collector

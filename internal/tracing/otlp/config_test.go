@@ -1,6 +1,7 @@
 package otlp
 
 import (
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -44,6 +45,12 @@ func TestConfigFromEnv(t *testing.T) {
 			"OTEL_EXPORTER_OTLP_TRACES_COMPRESSION": "gzip",
 			"OTEL_EXPORTER_OTLP_COMPRESSION":        "none"},
 			url: "http://localhost:4318/v1/traces", headers: http.Header{"Authorization": {"Bearer abc=="}, "X-Tenant": {"a,b", "c"}}, timeout: 2500 * time.Millisecond, gzip: true},
+		"empty header entries skipped": {env: map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "x-tenant=blue, ,"},
+			url: "http://localhost:4318/v1/traces", headers: http.Header{"X-Tenant": {"blue"}}, timeout: 10 * time.Second},
+		"timeout overflowing a duration is the longest": {env: map[string]string{"OTEL_EXPORTER_OTLP_TIMEOUT": "9223372036854775807"},
+			url: "http://localhost:4318/v1/traces", timeout: math.MaxInt64},
+		"timeout overflowing int64 is the longest": {env: map[string]string{"OTEL_EXPORTER_OTLP_TIMEOUT": "99999999999999999999"},
+			url: "http://localhost:4318/v1/traces", timeout: math.MaxInt64},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -86,25 +93,38 @@ func TestConfigRefusesBadValues(t *testing.T) {
 	cases := map[string]struct {
 		env  map[string]string
 		want string
+		// absent is a secret the error must not show.
+		absent string
 	}{
-		"protocol":            {map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, `OTLP protocol "http/json" is not supported (OTEL_EXPORTER_OTLP_PROTOCOL)`},
-		"endpoint scheme":     {map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "ftp://collector"}, `OTEL_EXPORTER_OTLP_ENDPOINT="ftp://collector" is not an http:// or https:// URL`},
-		"HTTP without scheme": {map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "collector:4318"}, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="collector:4318" is not an http`},
-		"insecure":            {map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_ENDPOINT": "c:4317", "OTEL_EXPORTER_OTLP_INSECURE": "yes"}, `OTEL_EXPORTER_OTLP_INSECURE="yes" is not true or false`},
-		"header":              {map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "a=1,b"}, `OTEL_EXPORTER_OTLP_HEADERS: "b" is not a URL-encoded key=value pair`},
-		"header encoding":     {map[string]string{"OTEL_EXPORTER_OTLP_TRACES_HEADERS": "a=%zz"}, `OTEL_EXPORTER_OTLP_TRACES_HEADERS: "a=%zz"`},
-		"timeout":             {map[string]string{"OTEL_EXPORTER_OTLP_TIMEOUT": "10s"}, `OTEL_EXPORTER_OTLP_TIMEOUT="10s" is not a timeout`},
-		"zero timeout":        {map[string]string{"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "0"}, `OTEL_EXPORTER_OTLP_TRACES_TIMEOUT="0" is not a timeout`},
-		"compression":         {map[string]string{"OTEL_EXPORTER_OTLP_COMPRESSION": "zstd"}, `OTEL_EXPORTER_OTLP_COMPRESSION="zstd" is not supported: use gzip or none`},
-		"certificate missing": {map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": https, "OTEL_EXPORTER_OTLP_CERTIFICATE": missing}, `while reading OTEL_EXPORTER_OTLP_CERTIFICATE`},
-		"certificate not PEM": {map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": https, "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE": notPEM}, `holds no PEM certificate`},
-		"client key alone":    {map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": https, "OTEL_EXPORTER_OTLP_CLIENT_KEY": notPEM}, `OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and OTEL_EXPORTER_OTLP_CLIENT_KEY go together`},
-		"client pair bad":     {map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": https, "OTEL_EXPORTER_OTLP_CLIENT_KEY": notPEM, "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE": notPEM}, `while reading the client certificate`},
+		"protocol":            {map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, `OTLP protocol "http/json" is not supported (OTEL_EXPORTER_OTLP_PROTOCOL)`, ""},
+		"endpoint scheme":     {map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "ftp://collector"}, `OTEL_EXPORTER_OTLP_ENDPOINT="ftp://collector" is not an http:// or https:// URL`, ""},
+		"HTTP without scheme": {map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "collector:4318"}, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="collector:4318" is not an http`, ""},
+		"insecure":            {map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_ENDPOINT": "c:4317", "OTEL_EXPORTER_OTLP_INSECURE": "yes"}, `OTEL_EXPORTER_OTLP_INSECURE="yes" is not true or false`, ""},
+		"header":              {map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "a=1,b"}, `OTEL_EXPORTER_OTLP_HEADERS, entry 2 is not a key=value pair`, ""},
+		"header without =":    {map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "Authorization: Bearer s3cret"}, `OTEL_EXPORTER_OTLP_HEADERS, entry 1 is not a key=value pair`, "s3cret"},
+		"header secret key":   {map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "a=1,Authorization: Bearer s3cret="}, `entry 2: the key is not a URL-encoded header name`, "s3cret"},
+		"header key space":    {map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "x tenant=s3cret"}, `entry 1: the key is not a URL-encoded header name`, "s3cret"},
+		"header encoding":     {map[string]string{"OTEL_EXPORTER_OTLP_TRACES_HEADERS": "a=s3cret%zz"}, `OTEL_EXPORTER_OTLP_TRACES_HEADERS, entry 1 (a): the value is not URL-encoded`, "s3cret"},
+		"header line break":   {map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "authorization=s3cret%0AHost:%20evil"}, `entry 1 (authorization): the value holds a character a header cannot carry`, "s3cret"},
+		"endpoint password":   {map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "ftp://user:s3cret@collector"}, `OTEL_EXPORTER_OTLP_ENDPOINT="ftp://user:xxxxx@collector" is not an http`, "s3cret"},
+		"endpoint unparsable": {map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://user:s3cret@[::1"}, `OTEL_EXPORTER_OTLP_ENDPOINT is not a URL`, "s3cret"},
+		"negative timeout":    {map[string]string{"OTEL_EXPORTER_OTLP_TIMEOUT": "-99999999999999999999"}, `OTEL_EXPORTER_OTLP_TIMEOUT="-99999999999999999999" is not a timeout`, ""},
+		"timeout":             {map[string]string{"OTEL_EXPORTER_OTLP_TIMEOUT": "10s"}, `OTEL_EXPORTER_OTLP_TIMEOUT="10s" is not a timeout`, ""},
+		"zero timeout":        {map[string]string{"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "0"}, `OTEL_EXPORTER_OTLP_TRACES_TIMEOUT="0" is not a timeout`, ""},
+		"compression":         {map[string]string{"OTEL_EXPORTER_OTLP_COMPRESSION": "zstd"}, `OTEL_EXPORTER_OTLP_COMPRESSION="zstd" is not supported: use gzip or none`, ""},
+		"certificate missing": {map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": https, "OTEL_EXPORTER_OTLP_CERTIFICATE": missing}, `while reading OTEL_EXPORTER_OTLP_CERTIFICATE`, ""},
+		"certificate not PEM": {map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": https, "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE": notPEM}, `holds no PEM certificate`, ""},
+		"client key alone":    {map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": https, "OTEL_EXPORTER_OTLP_CLIENT_KEY": notPEM}, `OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and OTEL_EXPORTER_OTLP_CLIENT_KEY go together`, ""},
+		"client pair bad":     {map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": https, "OTEL_EXPORTER_OTLP_CLIENT_KEY": notPEM, "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE": notPEM}, `while reading the client certificate`, ""},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			if _, err := ConfigFromEnv(lookup(c.env)); err == nil || !strings.Contains(err.Error(), c.want) {
+			_, err := ConfigFromEnv(lookup(c.env))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %v, want one saying %s", err, c.want)
+			}
+			if c.absent != "" && strings.Contains(err.Error(), c.absent) {
+				t.Fatalf("error %q shows the secret %q", err, c.absent)
 			}
 		})
 	}
