@@ -60,6 +60,7 @@ func Setup(ctx context.Context, service, version string) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
+	config.Version = version
 	exp, err := otlp.New(config)
 	if err != nil {
 		return nil, fmt.Errorf("while setting up the OTLP %s trace exporter: %w", config.Protocol, err)

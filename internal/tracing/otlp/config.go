@@ -40,6 +40,8 @@ type Config struct {
 	// certificate is checked against (the system's when nil), and a client
 	// certificate.
 	TLS *tls.Config
+	// Version is the operator's, sent in the User-Agent.
+	Version string
 }
 
 // The exporter's variables of the OTLP exporter specification; each

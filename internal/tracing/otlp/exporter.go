@@ -9,6 +9,7 @@ package otlp
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -16,7 +17,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -33,8 +34,24 @@ type Exporter struct {
 	// later one; a retry waits what the collector asked for instead when it
 	// said.
 	firstBackoff time.Duration
-	stopped      atomic.Bool
+
+	// mu guards stopped, so that no export starts once Shutdown waits for
+	// running ones.
+	mu      sync.Mutex
+	stopped bool
+	running sync.WaitGroup
+	// shutdown is cancelled by Shutdown, ending the exports still running
+	// (a wait between attempts may be long: a collector's Retry-After).
+	shutdown    context.Context
+	stopRunning context.CancelCauseFunc
 }
+
+// errShutdown is the cause of an export ended by Shutdown.
+var errShutdown = errors.New("the OTLP exporter is shut down")
+
+// userAgent names the exporter to the collector, as the OTLP specification
+// asks: mcp-operator-otlp/<version>.
+const userAgent = "mcp-operator-otlp"
 
 var _ sdktrace.SpanExporter = (*Exporter)(nil)
 
@@ -46,22 +63,39 @@ func New(c Config) (*Exporter, error) {
 	if c.URL == nil || c.Timeout <= 0 {
 		return nil, errors.New("the OTLP exporter needs a URL and a timeout")
 	}
-	e := &Exporter{timeout: c.Timeout, gzip: c.Gzip, client: &http.Client{Transport: transport(c)}, firstBackoff: 500 * time.Millisecond}
+	client := &http.Client{
+		Transport: transport(c),
+		// A redirect is a failure, not followed: Go would turn the POST into
+		// a GET without the spans (whose 2xx would count as sent), and carry
+		// the configured headers, secrets often, to another host.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	headers := c.Headers.Clone()
+	if headers == nil {
+		headers = http.Header{}
+	}
+	if headers.Get("User-Agent") == "" {
+		headers.Set("User-Agent", userAgent+"/"+cmp.Or(c.Version, "unknown"))
+	}
+	e := &Exporter{timeout: c.Timeout, gzip: c.Gzip, client: client, firstBackoff: 500 * time.Millisecond}
 	switch c.Protocol {
 	case ProtocolHTTP:
-		e.send = (&httpSender{client: e.client, url: c.URL.String(), headers: c.Headers, gzip: c.Gzip}).send
+		e.send = (&httpSender{client: client, url: c.URL, headers: headers, gzip: c.Gzip}).send
 	case ProtocolGRPC:
-		e.send = (&grpcSender{client: e.client, url: c.URL.String(), headers: c.Headers, gzip: c.Gzip}).send
+		e.send = (&grpcSender{client: client, url: c.URL, headers: headers, gzip: c.Gzip}).send
 	default:
 		return nil, fmt.Errorf("OTLP protocol %q is not supported: use %s or %s", c.Protocol, ProtocolGRPC, ProtocolHTTP)
 	}
+	e.shutdown, e.stopRunning = context.WithCancelCause(context.Background())
 	return e, nil
 }
 
 // transport is the exporter's own connection pool. gRPC needs HTTP/2:
 // over TLS, or in clear text (h2c) for http:// URLs. OTLP/HTTP takes what
-// the collector offers, through the environment's proxy like any HTTP
-// client.
+// the collector offers. Both go through the environment's proxy
+// (HTTPS_PROXY, NO_PROXY) like any HTTP client, but for gRPC in clear text:
+// net/http would speak h2c to the proxy itself, which HTTP proxies do not
+// forward, so h2c goes straight to the collector.
 func transport(c Config) *http.Transport {
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	t := &http.Transport{
@@ -71,15 +105,16 @@ func transport(c Config) *http.Transport {
 		IdleConnTimeout:     90 * time.Second,
 		ForceAttemptHTTP2:   true,
 	}
+	t.Proxy = http.ProxyFromEnvironment
 	if c.Protocol == ProtocolGRPC {
 		t.Protocols = new(http.Protocols)
 		if c.URL.Scheme == "http" {
 			t.Protocols.SetUnencryptedHTTP2(true)
+			t.Proxy = nil
 		} else {
+			// Through a proxy: a CONNECT tunnel, then TLS and HTTP/2.
 			t.Protocols.SetHTTP2(true)
 		}
-	} else {
-		t.Proxy = http.ProxyFromEnvironment
 	}
 	return t
 }
@@ -88,11 +123,17 @@ func transport(c Config) *http.Transport {
 // configured timeout when the collector (or the connection to it) fails in
 // a way the OTLP specification calls retryable. A partial success (the
 // collector kept some spans) is reported to OpenTelemetry's error handler,
-// not returned: sending the batch again would not change it.
+// not returned: sending the batch again would not change it. Shutdown ends
+// a running export.
 func (e *Exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
-	if e.stopped.Load() {
-		return errors.New("the OTLP exporter is shut down")
+	e.mu.Lock()
+	if e.stopped {
+		e.mu.Unlock()
+		return errShutdown
 	}
+	e.running.Add(1)
+	e.mu.Unlock()
+	defer e.running.Done()
 	if len(spans) == 0 {
 		return nil
 	}
@@ -100,8 +141,11 @@ func (e *Exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 	if e.gzip {
 		body = gzipped(body)
 	}
-	ctx, cancel := context.WithTimeout(ctx, e.timeout)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer context.AfterFunc(e.shutdown, func() { cancel(errShutdown) })()
+	ctx, cancelTimeout := context.WithTimeout(ctx, e.timeout)
+	defer cancelTimeout()
 	err := e.retry(ctx, body)
 	var partial *partialError
 	if errors.As(err, &partial) {
@@ -157,11 +201,26 @@ type partialError struct{ err error }
 
 func (p *partialError) Error() string { return p.err.Error() }
 
-// Shutdown closes the exporter's idle connections; exports after it fail.
-func (e *Exporter) Shutdown(context.Context) error {
-	e.stopped.Store(true)
-	e.client.CloseIdleConnections()
-	return nil
+// Shutdown ends the running exports, waits for them to return (until ctx
+// is done) and closes the exporter's idle connections; exports after it
+// fail.
+func (e *Exporter) Shutdown(ctx context.Context) error {
+	e.mu.Lock()
+	e.stopped = true
+	e.mu.Unlock()
+	e.stopRunning(errShutdown)
+	returned := make(chan struct{})
+	go func() {
+		e.running.Wait()
+		close(returned)
+	}()
+	defer e.client.CloseIdleConnections()
+	select {
+	case <-returned:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("while waiting for the running OTLP exports to end: %w", context.Cause(ctx))
+	}
 }
 
 func gzipped(b []byte) []byte {

@@ -208,12 +208,18 @@ func (c *collector) got() ([]*collectortrace.ExportTraceServiceRequest, http.Hea
 
 // serve starts c in clear text, HTTP/1.1 and h2c.
 func (c *collector) serve() *httptest.Server {
-	srv := httptest.NewUnstartedServer(c)
+	return serveClearText(c.t, c)
+}
+
+// serveClearText serves h over HTTP/1.1 and h2c, for either protocol's
+// exporter.
+func serveClearText(t *testing.T, h http.Handler) *httptest.Server {
+	srv := httptest.NewUnstartedServer(h)
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)
 	srv.Start()
-	c.t.Cleanup(srv.Close)
+	t.Cleanup(srv.Close)
 	return srv
 }
 
@@ -261,7 +267,7 @@ func TestHeadersAndGzip(t *testing.T) {
 			if protocol == ProtocolGRPC {
 				encoding = "Grpc-Encoding"
 			}
-			if h.Get("Authorization") != "Bearer t0ken" || h.Get("X-Tenant") != "blue" || h.Get(encoding) != "gzip" {
+			if h.Get("Authorization") != "Bearer t0ken" || h.Get("X-Tenant") != "blue" || h.Get(encoding) != "gzip" || h.Get("User-Agent") != userAgent+"/unknown" {
 				t.Fatalf("received headers %v", h)
 			}
 		})

@@ -21,7 +21,7 @@ import (
 // trailers (or in the headers, for an answer without a body).
 type grpcSender struct {
 	client  *http.Client
-	url     string
+	url     *url.URL
 	headers http.Header
 	gzip    bool
 }
@@ -62,10 +62,10 @@ func (g *grpcSender) send(ctx context.Context, message []byte) error {
 	if err != nil {
 		return err
 	}
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode != http.StatusOK && resp.Header.Get("Grpc-Status") == "" {
 		// Not a gRPC answer (a proxy's, say): gRPC's mapping of HTTP
-		// statuses decides.
-		return g.failed(httpStatusCode(resp.StatusCode), resp.Status, "", 0)
+		// statuses decides, and the proxy's Retry-After when it says one.
+		return g.failed(httpStatusCode(resp.StatusCode), resp.Status, redirected(resp), retryAfter(resp.Header.Get("Retry-After")))
 	}
 	// A trailers-only answer carries the status in its headers.
 	trailer := resp.Trailer
@@ -75,10 +75,15 @@ func (g *grpcSender) send(ctx context.Context, message []byte) error {
 	status := trailer.Get("Grpc-Status")
 	code, err := strconv.Atoi(status)
 	if err != nil {
-		return fmt.Errorf("the OTLP collector at %s answered without a gRPC status (grpc-status %q)", g.url, status)
+		return fmt.Errorf("the OTLP collector at %s answered without a gRPC status (grpc-status %q)", g.url.Redacted(), status)
 	}
 	if code != codeOK {
-		message, _ := url.PathUnescape(trailer.Get("Grpc-Message"))
+		// Percent-encoded by the server; shown as it came when it is not.
+		raw := trailer.Get("Grpc-Message")
+		message, err := url.PathUnescape(raw)
+		if err != nil {
+			message = raw
+		}
 		var delay time.Duration
 		if details := trailer.Get("Grpc-Status-Details-Bin"); details != "" {
 			if b, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(details, "=")); err == nil {
@@ -91,7 +96,7 @@ func (g *grpcSender) send(ctx context.Context, message []byte) error {
 	if err != nil {
 		// The spans were accepted; only the report of a partial success is
 		// lost.
-		return &partialError{fmt.Errorf("the OTLP collector at %s accepted the spans, but its answer is unreadable: %w", g.url, err)}
+		return &partialError{fmt.Errorf("the OTLP collector at %s accepted the spans, but its answer is unreadable: %w", g.url.Redacted(), err)}
 	}
 	if err := partialSuccess(response); err != nil {
 		return &partialError{err}
@@ -107,7 +112,7 @@ func (g *grpcSender) failed(code int, httpStatus, message string, delay time.Dur
 	if httpStatus != "" {
 		what = "HTTP " + httpStatus + " (" + what + ")"
 	}
-	err := fmt.Errorf("the OTLP collector at %s answered %s: %s", g.url, what, message)
+	err := fmt.Errorf("the OTLP collector at %s answered %s: %s", g.url.Redacted(), what, message)
 	switch code {
 	case codeCancelled, codeDeadlineExceeded, codeAborted, codeOutOfRange, codeUnavailable, codeDataLoss:
 		return &retryable{err: err, after: delay}

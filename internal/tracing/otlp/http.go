@@ -2,14 +2,19 @@ package otlp
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // maxResponse bounds what is read of a collector's answer: a partial
@@ -20,7 +25,7 @@ const maxResponse = 64 << 10
 // body of a POST.
 type httpSender struct {
 	client  *http.Client
-	url     string
+	url     *url.URL
 	headers http.Header
 	gzip    bool
 }
@@ -48,10 +53,8 @@ func (h *httpSender) send(ctx context.Context, body []byte) error {
 	if protobuf {
 		message, _ = rpcStatus(answer)
 	}
-	if len(message) > 300 {
-		message = message[:300] + "…"
-	}
-	err = fmt.Errorf("the OTLP collector at %s answered %s: %s", h.url, resp.Status, message)
+	message = cmp.Or(redirected(resp), truncated(message, 300))
+	err = fmt.Errorf("the OTLP collector at %s answered %s: %s", h.url.Redacted(), resp.Status, message)
 	switch resp.StatusCode {
 	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		return &retryable{err: err, after: retryAfter(resp.Header.Get("Retry-After"))}
@@ -59,12 +62,36 @@ func (h *httpSender) send(ctx context.Context, body []byte) error {
 	return err
 }
 
+// redirected says that resp is a redirect, which the exporter does not
+// follow; "" for any other answer.
+func redirected(resp *http.Response) string {
+	if resp.StatusCode/100 != 3 {
+		return ""
+	}
+	to := ""
+	if loc, err := resp.Location(); err == nil {
+		to = " to " + loc.Redacted()
+	}
+	return "a redirect" + to + ", which the exporter does not follow: configure the collector's own URL"
+}
+
+// truncated is s cut to at most n bytes, at a character's boundary.
+func truncated(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
 // post sends body to url with the configured headers and header, and
 // reads the answer (its body up to maxResponse, then its trailers). No
 // answer is a retryable failure: the specification says to send the same
 // request again.
-func post(ctx context.Context, client *http.Client, url string, body []byte, configured, header http.Header) (*http.Response, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+func post(ctx context.Context, client *http.Client, url *url.URL, body []byte, configured, header http.Header) (*http.Response, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url.String(), bytes.NewReader(body))
 	if err != nil {
 		return nil, nil, fmt.Errorf("while making the OTLP request: %w", err)
 	}
@@ -72,23 +99,27 @@ func post(ctx context.Context, client *http.Client, url string, body []byte, con
 	maps.Copy(req.Header, header)
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, nil, &retryable{err: fmt.Errorf("while exporting spans to %s: %w", url, err)}
+		return nil, nil, &retryable{err: fmt.Errorf("while exporting spans to %s: %w", url.Redacted(), err)}
 	}
 	defer resp.Body.Close()
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
 	if err != nil {
-		return nil, nil, &retryable{err: fmt.Errorf("while reading the answer of %s: %w", url, err)}
+		return nil, nil, &retryable{err: fmt.Errorf("while reading the answer of %s: %w", url.Redacted(), err)}
 	}
 	return resp, answer, nil
 }
 
 // retryAfter is the wait a Retry-After header asks for, in seconds or until
-// a date; 0 without one.
+// a date; 0 without one. A wait too long for a time.Duration is the longest
+// one (longer than any export's timeout: the exporter gives up).
 func retryAfter(v string) time.Duration {
 	if v == "" {
 		return 0
 	}
-	if s, err := strconv.Atoi(v); err == nil && s > 0 {
+	if s, err := strconv.ParseInt(v, 10, 64); (err == nil || errors.Is(err, strconv.ErrRange)) && s > 0 {
+		if s > math.MaxInt64/int64(time.Second) {
+			return math.MaxInt64
+		}
 		return time.Duration(s) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil {

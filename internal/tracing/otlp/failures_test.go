@@ -1,0 +1,181 @@
+package otlp
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	grpccodes "google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// A redirect is a failure: the spans are not sent (as a GET without them)
+// to where it points, nor the configured headers.
+func TestRedirectIsNotFollowed(t *testing.T) {
+	for _, protocol := range protocols {
+		t.Run(protocol, func(t *testing.T) {
+			var elsewhere atomic.Int32
+			target := serveClearText(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { elsewhere.Add(1) }))
+			moved := serveClearText(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				http.Redirect(w, r, target.URL+r.URL.Path, http.StatusFound)
+			}))
+			e := exporter(t, collectorEnv(protocol, moved.URL, "OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=s3cret"))
+			err := export(e, span(t))
+			if err == nil || !strings.Contains(err.Error(), "302 Found") || !strings.Contains(err.Error(), "a redirect to "+target.URL) {
+				t.Fatalf("error %v, want the redirect", err)
+			}
+			if n := elsewhere.Load(); n != 0 {
+				t.Fatalf("the redirect's target received %d requests", n)
+			}
+		})
+	}
+}
+
+// Shutdown ends an export waiting for the hour its collector asked for,
+// and returns once the export has.
+func TestShutdownEndsARunningExport(t *testing.T) {
+	for _, protocol := range protocols {
+		t.Run(protocol, func(t *testing.T) {
+			c := newCollector(t)
+			c.answer = func(_ int, w http.ResponseWriter) {
+				w.Header().Set("Retry-After", "3600")
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}
+			c.rpc = func(int) (*collectortrace.ExportTraceServiceResponse, error) {
+				st, err := status.New(grpccodes.ResourceExhausted, "come back later").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Hour)})
+				if err != nil {
+					t.Error(err)
+				}
+				return nil, st.Err()
+			}
+			e := exporter(t, collectorEnv(protocol, c.serve().URL, "OTEL_EXPORTER_OTLP_TIMEOUT", "7200000"))
+			exported := make(chan error, 1)
+			go func() { exported <- export(e, span(t)) }()
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				if requests, _ := c.got(); len(requests) > 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the collector received nothing in 30 s")
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := e.Shutdown(ctx); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-exported:
+				if !errors.Is(err, errShutdown) {
+					t.Fatalf("the export ended with %v, want the shutdown", err)
+				}
+			default:
+				t.Fatal("Shutdown returned before the running export")
+			}
+		})
+	}
+}
+
+// The waits a collector asks for: a wait past the export's timeout (or
+// past what a Duration holds) is not waited for.
+func TestRetryAfterPastTheTimeout(t *testing.T) {
+	for _, after := range []string{"60", "99999999999999999999"} {
+		t.Run(after, func(t *testing.T) {
+			c := newCollector(t)
+			c.answer = func(_ int, w http.ResponseWriter) {
+				w.Header().Set("Retry-After", after)
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}
+			e := exporter(t, collectorEnv(ProtocolHTTP, c.serve().URL, "OTEL_EXPORTER_OTLP_TIMEOUT", "5000"))
+			err := export(e, span(t))
+			if err == nil || !strings.Contains(err.Error(), "not tried again") {
+				t.Fatalf("error %v, want one saying it was not tried again", err)
+			}
+			if requests, _ := c.got(); len(requests) != 1 {
+				t.Fatalf("%d attempts, want 1", len(requests))
+			}
+		})
+	}
+}
+
+func TestRetryAfterDate(t *testing.T) {
+	// An HTTP date has whole seconds: the wait is within a second of the hour.
+	got := retryAfter(time.Now().Add(time.Hour).UTC().Format(http.TimeFormat))
+	if got <= time.Hour-2*time.Second || got > time.Hour {
+		t.Fatalf("Retry-After an hour from now is a wait of %s", got)
+	}
+	if got := retryAfter("Sun, 06 Nov 1994 08:49:37 GMT"); got != 0 {
+		t.Fatalf("Retry-After a past date is a wait of %s", got)
+	}
+}
+
+// A long error message is cut at a character's boundary.
+func TestLongMessageIsCutBetweenCharacters(t *testing.T) {
+	c := newCollector(t)
+	c.answer = func(_ int, w http.ResponseWriter) {
+		http.Error(w, strings.Repeat("a", 299)+strings.Repeat("é", 100), http.StatusBadRequest)
+	}
+	err := export(exporter(t, collectorEnv(ProtocolHTTP, c.serve().URL)), span(t))
+	if err == nil || !utf8.ValidString(err.Error()) || !strings.HasSuffix(err.Error(), strings.Repeat("a", 299)+"…") {
+		t.Fatalf("error %q, want the message cut before the é it would split", err)
+	}
+}
+
+// gRPC answers of something else than grpc-go: a proxy's, or a server's
+// written by hand. n counts attempts from 1.
+func TestGRPCAnswersNotFromGRPCGo(t *testing.T) {
+	cases := map[string]struct {
+		answer   func(n int, w http.ResponseWriter)
+		want     string // in the error; "" for success
+		attempts int
+		waits    time.Duration // at least
+	}{
+		"503 with a gRPC status": {answer: func(_ int, w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "application/grpc")
+			w.Header().Set("Grpc-Status", "3")
+			w.Header().Set("Grpc-Message", "spans%20too%20old")
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}, want: "gRPC status 3: spans too old", attempts: 1},
+		"message not percent-encoded": {answer: func(_ int, w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "application/grpc")
+			w.Header().Set("Grpc-Status", "3")
+			w.Header().Set("Grpc-Message", "50%zz off")
+		}, want: "gRPC status 3: 50%zz off", attempts: 1},
+		"proxy's Retry-After": {answer: func(n int, w http.ResponseWriter) {
+			if n == 1 {
+				w.Header().Set("Retry-After", "1")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			}
+			w.Header().Set("Content-Type", "application/grpc")
+			w.Header().Set("Grpc-Status", "0")
+		}, attempts: 2, waits: time.Second},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var attempts atomic.Int32
+			srv := serveClearText(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				tc.answer(int(attempts.Add(1)), w)
+			}))
+			started := time.Now()
+			err := export(exporter(t, collectorEnv(ProtocolGRPC, srv.URL)), span(t))
+			if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+			if n := int(attempts.Load()); n != tc.attempts {
+				t.Fatalf("%d attempts, want %d", n, tc.attempts)
+			}
+			if waited := time.Since(started); waited < tc.waits {
+				t.Fatalf("done after %s, before the %s asked for", waited, tc.waits)
+			}
+		})
+	}
+}
