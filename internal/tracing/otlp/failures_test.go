@@ -3,6 +3,7 @@ package otlp
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -177,5 +178,19 @@ func TestGRPCAnswersNotFromGRPCGo(t *testing.T) {
 				t.Fatalf("done after %s, before the %s asked for", waited, tc.waits)
 			}
 		})
+	}
+}
+
+// grpc-timeout has at most 8 digits, whatever the timeout.
+func TestGRPCTimeoutHeader(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		0:                       "1m",
+		1500 * time.Millisecond: "1500m",
+		1e8 * time.Millisecond:  "100000S",
+		math.MaxInt64:           "2562047H",
+	} {
+		if got := grpcTimeout(d); got != want {
+			t.Errorf("grpc-timeout of %s is %q, want %q", d, got, want)
+		}
 	}
 }

@@ -169,5 +169,9 @@ func grpcTimeout(d time.Duration) string {
 	if ms := d.Milliseconds(); ms < 1e8 {
 		return strconv.FormatInt(max(ms, 1), 10) + "m"
 	}
-	return strconv.FormatInt(int64(d/time.Second), 10) + "S"
+	if s := int64(d / time.Second); s < 1e8 {
+		return strconv.FormatInt(s, 10) + "S"
+	}
+	// The longest OTEL_EXPORTER_OTLP_TIMEOUT is some 2.6 million hours.
+	return strconv.FormatInt(int64(d/time.Hour), 10) + "H"
 }
