@@ -116,7 +116,8 @@ func exportOne(t *testing.T) {
 }
 
 // TestExportOverHTTP: the HTTP exporter posts the span to the configured
-// endpoint's /v1/traces, with the service name the environment gives.
+// endpoint's /v1/traces, with the service name the environment gives and
+// the version in its User-Agent.
 func TestExportOverHTTP(t *testing.T) {
 	var mu sync.Mutex
 	var got []*collectortrace.ExportTraceServiceRequest
@@ -125,6 +126,11 @@ func TestExportOverHTTP(t *testing.T) {
 		req := &collectortrace.ExportTraceServiceRequest{}
 		if r.URL.Path != "/v1/traces" || proto.Unmarshal(body, req) != nil {
 			http.Error(w, "not an OTLP trace export", http.StatusBadRequest)
+			return
+		}
+		// Setup's version names the exporter.
+		if ua := r.Header.Get("User-Agent"); ua != "mcp-operator-otlp/v1.2.3" {
+			http.Error(w, "User-Agent "+ua, http.StatusBadRequest)
 			return
 		}
 		mu.Lock()
