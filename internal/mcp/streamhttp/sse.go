@@ -256,7 +256,7 @@ func (r *sseReader) readLine(max int) ([]byte, error) {
 				continue
 			}
 		}
-		end := lineEnd(buf[scanned:])
+		end, n := lineEnd(buf[scanned:])
 		if end < 0 {
 			scanned = len(buf)
 			if len(r.line)+scanned > limit {
@@ -266,8 +266,8 @@ func (r *sseReader) readLine(max int) ([]byte, error) {
 		}
 		end += scanned
 		line := buf[:end]
-		r.afterCR = buf[end] == '\r'
-		_, _ = r.br.Discard(end + 1)
+		r.afterCR = n == 1 && buf[end] == '\r'
+		_, _ = r.br.Discard(end + n)
 		if len(r.line) > 0 {
 			r.line = append(r.line, line...)
 			line = r.line
@@ -279,16 +279,22 @@ func (r *sseReader) readLine(max int) ([]byte, error) {
 	}
 }
 
-// lineEnd is the index of the first CR or LF in b, or -1.
-func lineEnd(b []byte) int {
+// lineEnd finds the first line end in b: its index and its length, 2 for
+// a CRLF. A CR that is b's last byte counts as a line end alone; the LF
+// that may follow it is not read yet.
+func lineEnd(b []byte) (at, n int) {
 	lf := bytes.IndexByte(b, '\n')
 	if lf < 0 {
-		return bytes.IndexByte(b, '\r')
+		return bytes.IndexByte(b, '\r'), 1
 	}
-	if cr := bytes.IndexByte(b[:lf], '\r'); cr >= 0 {
-		return cr
+	switch cr := bytes.IndexByte(b[:lf], '\r'); {
+	case cr < 0:
+		return lf, 1
+	case cr == lf-1:
+		return cr, 2
+	default:
+		return cr, 1
 	}
-	return lf
 }
 
 func errLineTooLong(max int) error {

@@ -239,3 +239,28 @@ func TestReadSSECRDispatchesWithoutWaiting(t *testing.T) {
 		t.Errorf("err %v, events %q; want one event x", err, got)
 	}
 }
+
+// BenchmarkReadSSE reads one answer on an event stream as the go-sdk's
+// servers send it, LF or CRLF line ends: the parser's own CPU and
+// allocations (none once the pool holds a reader).
+//
+//	go test ./internal/mcp/streamhttp -run x -bench ReadSSE -benchmem
+func BenchmarkReadSSE(b *testing.B) {
+	answer := "event: message\nid: 1_0\ndata: " + `{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"` + strings.Repeat("a", 400) + `"}]}}` + "\n\n"
+	for _, c := range []struct{ name, stream string }{
+		{"LF", answer},
+		{"CRLF", strings.ReplaceAll(answer, "\n", "\r\n")},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			body := strings.NewReader(c.stream)
+			var cur sseCursor
+			b.ReportAllocs()
+			for range b.N {
+				body.Reset(c.stream)
+				if err := readSSE(body, 1<<20, &cur, func(sseEvent) (bool, error) { return true, nil }); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
