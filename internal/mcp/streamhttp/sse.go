@@ -36,7 +36,7 @@ type sseReader struct {
 	br   *bufio.Reader
 	body eofSeen // what br reads
 	line []byte  // a line longer than br's buffer, put together
-	data []byte  // the event's data lines
+	data []byte  // the spec's data buffer: each data line's value and a LF
 	id   []byte  // the event's id, until it is dispatched
 	// afterCR: the last line ended with a CR, so a LF first on the next
 	// is the rest of its CRLF.
@@ -197,7 +197,7 @@ func retryDelay(v []byte) (time.Duration, bool) {
 		if c < '0' || c > '9' {
 			return 0, false
 		}
-		ms = min(ms*10+uint64(c-'0'), maxMS) // never above maxMS*10+9
+		ms = min(ms*10+uint64(c-'0'), maxMS) // ms <= maxMS: ms*10+9 cannot overflow
 	}
 	return time.Duration(ms) * time.Millisecond, true
 }
