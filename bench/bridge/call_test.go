@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -15,7 +14,7 @@ import (
 
 // BenchmarkToolCall is one tools/call, in one process but for the
 // everything-server: the agent (our client) calls an upstream directly, or
-// through the bench's bridge (TokenReview behind its cache, one allow rule,
+// through a bridge of the bench's (TokenReview behind its cache, one allow rule,
 // the output pipeline, audit to a file), over loopback HTTP both hops. The
 // bridge's own cost per call is the difference between the two: allocs/op
 // and B/op are exact, ns/op is as loaded as the machine is, and cpu-ns/op
@@ -24,40 +23,57 @@ import (
 // as in the bench: fast (mcp-go's echo in this process, JSON answers, both
 // eras) and everything (the go-sdk everything-server's test_simple_text in
 // its own process, built by make peers; session era, SSE answers), whose
-// allocations are not counted.
+// allocations are not counted. Each upstream has its own bridge, so that
+// the fast rows run without the everything-server.
 //
 //	go test ./bench/bridge -run x -bench ToolCall -benchmem -count 6
 func BenchmarkToolCall(b *testing.B) {
+	for _, up := range []struct {
+		name, tool, answer string
+		args               json.RawMessage
+		eras               []client.Era
+		start              func(*testing.B) string // starts the upstream, returns its URL
+	}{
+		{"fast", "echo", fastAnswer, fastArgs, []client.Era{client.EraSession, client.EraStateless}, startFast},
+		// Started in its own rows: without bin/everything-server they fail
+		// (GoEverything says to run make peers), the fast rows still run.
+		{"everything", "test_simple_text", everythingAnswer, nil, []client.Era{client.EraSession}, func(b *testing.B) string { return testpeers.GoEverything(b, false).URL }},
+	} {
+		b.Run(up.name, func(b *testing.B) {
+			url := up.start(b)
+			front := startBridge(b, up.name, url)
+			for _, path := range []struct{ name, url, tool string }{
+				{"direct", url, up.tool},
+				{"bridge", front, "mcp." + up.name + "." + up.tool},
+			} {
+				for _, era := range up.eras {
+					b.Run(path.name+"/"+string(era), func(b *testing.B) {
+						benchCalls(b, path.url, era, path.tool, up.args, up.answer)
+					})
+				}
+			}
+		})
+	}
+}
+
+// startFast serves the fast upstream (mcp-go's echo) in this process.
+func startFast(b *testing.B) string {
 	fast := httptest.NewServer(fastServer())
-	defer fast.Close()
-	everything := testpeers.GoEverything(b, false)
-	br, stop, err := newBridge(context.Background(), "fast="+fast.URL+",everything="+everything.URL)
+	b.Cleanup(fast.Close)
+	return fast.URL
+}
+
+// startBridge serves the bench's bridge in front of one upstream, and
+// returns the bridge's MCP endpoint.
+func startBridge(b *testing.B, name, url string) string {
+	br, stop, err := newBridge(context.Background(), name+"="+url)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer stop()
+	b.Cleanup(stop)
 	front := httptest.NewServer(br.Handler())
-	defer front.Close()
-
-	for _, up := range []struct {
-		name, url, tool, answer string
-		args                    json.RawMessage
-		eras                    []client.Era
-	}{
-		{"fast", fast.URL, "echo", "hello", json.RawMessage(`{"text":"hello"}`), []client.Era{client.EraSession, client.EraStateless}},
-		{"everything", everything.URL, "test_simple_text", "This is a simple text response for testing.", nil, []client.Era{client.EraSession}},
-	} {
-		for _, path := range []struct{ name, url, tool string }{
-			{"direct", up.url, up.tool},
-			{"bridge", front.URL + "/mcp", "mcp." + up.name + "." + up.tool},
-		} {
-			for _, era := range up.eras {
-				b.Run(up.name+"/"+path.name+"/"+string(era), func(b *testing.B) {
-					benchCalls(b, path.url, era, path.tool, up.args, up.answer)
-				})
-			}
-		}
-	}
+	b.Cleanup(front.Close)
+	return front.URL + "/mcp"
 }
 
 // benchCalls times b.N calls of tool in one agent session, after a first
@@ -74,11 +90,8 @@ func benchCalls(b *testing.B, url string, era client.Era, tool string, args json
 	if err != nil {
 		b.Fatal(err)
 	}
-	var r struct {
-		Content []struct{ Text string } `json:"content"`
-	}
-	if json.Unmarshal(res, &r) != nil || len(r.Content) != 1 || !strings.HasSuffix(r.Content[0].Text, answer) {
-		b.Fatalf("%s answered %s", tool, res)
+	if err := checkAnswer(tool, res, answer); err != nil {
+		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -98,4 +111,23 @@ func processCPU() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// A tool's error result comes back from CallTool as a success: the bench's
+// check of an answer refuses it, and any text but the one expected.
+func TestCheckAnswer(t *testing.T) {
+	for _, c := range []struct {
+		res string
+		ok  bool
+	}{
+		{`{"content":[{"type":"text","text":"[fast] hello"}]}`, true},
+		{`{"content":[{"type":"text","text":"hello"}],"isError":true}`, false},
+		{`{"content":[{"type":"text","text":"tool echo failed"}]}`, false},
+		{`{"content":[]}`, false},
+		{`not json`, false},
+	} {
+		if err := checkAnswer("echo", json.RawMessage(c.res), fastAnswer); (err == nil) != c.ok {
+			t.Errorf("%s: err %v, want ok %v", c.res, err, c.ok)
+		}
+	}
 }

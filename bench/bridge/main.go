@@ -110,13 +110,14 @@ var errMissed = errors.New("bench/bridge: a target was MISSED")
 
 // mcpServer is one upstream MCP server the targets reach.
 type mcpServer struct {
-	name  string // the MCPServer's name behind the bridge
-	about string
-	url   string
-	pid   int
-	tool  string // the tool called, by its upstream name
-	args  json.RawMessage
-	stats string // URL of its counters (the fast upstream only)
+	name   string // the MCPServer's name behind the bridge
+	about  string
+	url    string
+	pid    int
+	tool   string // the tool called, by its upstream name
+	args   json.RawMessage
+	answer string // what the tool's answer text ends with
+	stats  string // URL of its counters (the fast upstream only)
 }
 
 // target is one way to reach an upstream.
@@ -195,8 +196,8 @@ func run(rounds, calls int, loadFor time.Duration, sessions, idle int) error {
 	var procs children
 	defer procs.stop()
 
-	everything := &mcpServer{name: "everything", about: "go-sdk everything-server, session era, SSE answers", tool: "test_simple_text"}
-	fast := &mcpServer{name: "fast", about: "mcp-go server, both eras, JSON answers", tool: "echo", args: json.RawMessage(`{"text":"hello"}`)}
+	everything := &mcpServer{name: "everything", about: "go-sdk everything-server, session era, SSE answers", tool: "test_simple_text", answer: everythingAnswer}
+	fast := &mcpServer{name: "fast", about: "mcp-go server, both eras, JSON answers", tool: "echo", args: fastArgs, answer: fastAnswer}
 	addr := benchutil.FreeAddr()
 	if everything.pid, err = procs.start(addr, nil, filepath.Join(root, "bin", "everything-server"), "-http="+addr, "-stateless=false"); err != nil {
 		return fmt.Errorf("while starting the everything-server (run make peers): %w", err)
@@ -273,6 +274,9 @@ func run(rounds, calls int, loadFor time.Duration, sessions, idle int) error {
 
 	// Warm up every path (connections, caches, the bridge's catalog).
 	for _, t := range targets {
+		if err := callChecked(t.url, t.era, t.tool, t.up.args, t.up.answer); err != nil {
+			return fmt.Errorf("%s to %s: %w", t.name(), t.up.name, err)
+		}
 		if _, err := sequential(t.url, benchToken, t.era, t.tool, t.up.args, 200); err != nil {
 			return fmt.Errorf("%s to %s: %w", t.name(), t.up.name, err)
 		}
@@ -448,6 +452,46 @@ func connect(url, token string, era client.Era) (*client.Client, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return client.Connect(ctx, conn, client.Options{Era: era, ClientName: "bench"})
+}
+
+// What the text of the tools' answers the bench calls ends with (the
+// bridge prefixes it with where it came from): fast's echo of its argument,
+// and the everything-server's test_simple_text.
+const (
+	fastAnswer       = "hello"
+	everythingAnswer = "This is a simple text response for testing."
+)
+
+// fastArgs asks fast's echo for fastAnswer.
+var fastArgs = json.RawMessage(`{"text":"` + fastAnswer + `"}`)
+
+// callChecked makes one call of tool in a session of its own and checks
+// its answer. The calls timed are not checked: CallTool returns a tool's
+// error result (isError) as a success, and a bench of error results would
+// measure the wrong path.
+func callChecked(url string, era client.Era, tool string, args json.RawMessage, answer string) error {
+	c, err := connect(url, benchToken, era)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	res, err := c.CallTool(context.Background(), tool, args)
+	if err != nil {
+		return err
+	}
+	return checkAnswer(tool, res, answer)
+}
+
+// checkAnswer says whether a tools/call result is one text ending in answer.
+func checkAnswer(tool string, res json.RawMessage, answer string) error {
+	var r struct {
+		Content []struct{ Text string } `json:"content"`
+		IsError bool                    `json:"isError"`
+	}
+	if json.Unmarshal(res, &r) != nil || r.IsError || len(r.Content) != 1 || !strings.HasSuffix(r.Content[0].Text, answer) {
+		return fmt.Errorf("%s answered %s, want one text ending in %q", tool, res, answer)
+	}
+	return nil
 }
 
 // sequential times n calls in one session, one after the other.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -197,7 +196,7 @@ func memoryOnly() error {
 	var procs children
 	defer procs.stop()
 	addr := benchutil.FreeAddr()
-	fast := &mcpServer{name: "fast", args: json.RawMessage(`{"text":"hello"}`), url: "http://" + addr + "/mcp"}
+	fast := &mcpServer{name: "fast", args: fastArgs, url: "http://" + addr + "/mcp"}
 	if fast.pid, err = procs.start(addr, nil, self, "-role=fast", "-listen="+addr); err != nil {
 		return err
 	}

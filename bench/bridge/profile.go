@@ -26,14 +26,14 @@ func profileBridge(file, upstreamName string, seqCalls, sessions int, d time.Dur
 	var procs children
 	defer procs.stop()
 	upAddr, bridgeAddr := benchutil.FreeAddr(), benchutil.FreeAddr()
-	var tool string
+	var tool, textEnd string
 	var args json.RawMessage
 	switch upstreamName {
 	case "fast":
 		if _, err := procs.start(upAddr, nil, self, "-role=fast", "-listen="+upAddr); err != nil {
 			return err
 		}
-		tool, args = "echo", json.RawMessage(`{"text":"hello"}`)
+		tool, args, textEnd = "echo", fastArgs, fastAnswer
 	case "everything":
 		root, err := testenv.RepoRoot()
 		if err != nil {
@@ -42,7 +42,7 @@ func profileBridge(file, upstreamName string, seqCalls, sessions int, d time.Dur
 		if _, err := procs.start(upAddr, nil, filepath.Join(root, "bin", "everything-server"), "-http="+upAddr, "-stateless=false"); err != nil {
 			return fmt.Errorf("while starting the everything-server (run make peers): %w", err)
 		}
-		tool = "test_simple_text"
+		tool, textEnd = "test_simple_text", everythingAnswer
 	default:
 		return fmt.Errorf("-profile-upstream takes fast or everything, not %q", upstreamName)
 	}
@@ -52,6 +52,9 @@ func profileBridge(file, upstreamName string, seqCalls, sessions int, d time.Dur
 		return err
 	}
 	url, tool := "http://"+bridgeAddr+"/mcp", "mcp."+upstreamName+"."+tool
+	if err := callChecked(url, client.EraSession, tool, args, textEnd); err != nil {
+		return err
+	}
 	if _, err := sequential(url, benchToken, client.EraSession, tool, args, 200); err != nil {
 		return err
 	}

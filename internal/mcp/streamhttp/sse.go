@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"sync"
 	"time"
 )
@@ -37,8 +36,11 @@ type sseReader struct {
 	br   *bufio.Reader
 	body eofSeen // what br reads
 	line []byte  // a line longer than br's buffer, put together
-	data []byte  // the event's data lines
+	data []byte  // the spec's data buffer: each data line's value and a LF
 	id   []byte  // the event's id, until it is dispatched
+	// afterCR: the last line ended with a CR, so a LF first on the next
+	// is the rest of its CRLF.
+	afterCR bool
 }
 
 // sseBufferSize is the reader's buffer: a line that fits is parsed where
@@ -49,7 +51,9 @@ const sseBufferSize = 32 << 10
 // pool.
 const maxPooledBuffer = 64 << 10
 
-var sseReaders = sync.Pool{New: func() any { return &sseReader{br: bufio.NewReaderSize(nil, sseBufferSize)} }}
+var sseReaders = sync.Pool{New: func() any { return newSSEReader() }}
+
+func newSSEReader() *sseReader { return &sseReader{br: bufio.NewReaderSize(nil, sseBufferSize)} }
 
 // eofSeen reads a body and remembers whether it said io.EOF.
 type eofSeen struct {
@@ -83,61 +87,119 @@ func (r *sseReader) release() {
 // asked for again on resumption.
 func readSSE(body io.Reader, maxEvent int, cur *sseCursor, onEvent func(sseEvent) (done bool, err error)) error {
 	r := sseReaders.Get().(*sseReader)
-	defer func() {
-		cur.ended = r.body.eof
-		r.release()
-	}()
+	defer r.release()
+	return r.read(body, maxEvent, cur, onEvent)
+}
+
+// read is readSSE with r's buffers. The parsing follows the event-stream
+// rules of the HTML standard (WHATWG, "Interpreting an event stream"):
+// servers written by others are read with it.
+func (r *sseReader) read(body io.Reader, maxEvent int, cur *sseCursor, onEvent func(sseEvent) (done bool, err error)) error {
+	defer func() { cur.ended = r.body.eof }()
+	// Nothing of the stream r read before (pooled, or broken off mid-event)
+	// is carried into this one.
 	r.body = eofSeen{r: body}
 	r.br.Reset(&r.body)
-	r.data, r.id = r.data[:0], r.id[:0]
+	r.data, r.id, r.afterCR = r.data[:0], r.id[:0], false
 	var name string
-	hasID, hasData := false, false
-	for {
+	hasID := false
+	for first := true; ; first = false {
 		line, err := r.readLine(maxEvent)
 		if err != nil {
 			return err
 		}
-		if len(line) == 0 { // blank line: dispatch
-			if hasID {
-				cur.lastID = append(cur.lastID[:0], r.id...)
+		if first {
+			// One leading byte order mark is ignored (spec); a second one
+			// is part of the first field's name.
+			line = bytes.TrimPrefix(line, utf8BOM)
+		}
+		if len(line) == 0 { // a blank line dispatches the event
+			done, err := r.dispatch(cur, name, hasID, onEvent)
+			if err != nil || done {
+				return err
 			}
-			// An event with empty data (a server's priming event, which
-			// only carries an id) is not dispatched, as in the SSE spec.
-			if hasData && len(r.data) > 0 {
-				done, err := onEvent(sseEvent{name: name, data: r.data})
-				if err != nil || done {
-					return err
-				}
-			}
-			name, hasID, hasData = "", false, false
-			r.data = r.data[:0]
+			name, hasID = "", false
 			continue
 		}
+		// A line starting with ':' is a comment (keep-alives): its field
+		// name is empty, which no case below matches. A line without ':' is
+		// a field name with an empty value (spec).
 		field, value, _ := bytes.Cut(line, []byte(":"))
 		value = bytes.TrimPrefix(value, []byte(" "))
+		if len(value) > maxEvent {
+			return fmt.Errorf("%w: a field is longer than %d bytes (bound maxMessageBytes)", errTooLarge, maxEvent)
+		}
 		switch string(field) {
 		case "event":
 			name = eventName(value)
 		case "data":
-			if hasData {
-				r.data = append(r.data, '\n')
-			}
+			// The spec appends the value and a LF to the data buffer; the
+			// bound is on the data dispatched, the buffer without its last
+			// LF.
 			if len(r.data)+len(value) > maxEvent {
 				return fmt.Errorf("%w: an event is larger than %d bytes (bound maxMessageBytes)", errTooLarge, maxEvent)
 			}
-			r.data = append(r.data, value...)
-			hasData = true
+			r.data = append(append(r.data, value...), '\n')
 		case "id":
+			// An id with a NUL is ignored (spec).
 			if !bytes.ContainsRune(value, 0) {
 				r.id, hasID = append(r.id[:0], value...), true
 			}
 		case "retry":
-			if ms, err := strconv.ParseUint(string(value), 10, 31); err == nil {
-				cur.retry, cur.hasRetry = time.Duration(ms)*time.Millisecond, true
+			if d, ok := retryDelay(value); ok {
+				cur.retry, cur.hasRetry = d, true
 			}
 		}
-		// Lines starting with ':' are comments (keep-alives); ignored.
 	}
+}
+
+// dispatch is the spec's dispatch at a blank line, for the event whose
+// type is name and whose data is r.data; it empties r.data.
+func (r *sseReader) dispatch(cur *sseCursor, name string, hasID bool, onEvent func(sseEvent) (bool, error)) (done bool, err error) {
+	// The last event id is set first, also when no event is dispatched
+	// (spec): a server primes a stream with an id and no data.
+	if hasID {
+		cur.lastID = append(cur.lastID[:0], r.id...)
+	}
+	data := r.data
+	r.data = r.data[:0]
+	if len(data) == 0 {
+		// No data line: nothing is dispatched (spec).
+		return false, nil
+	}
+	// The data buffer's last LF is removed (spec).
+	data = data[:len(data)-1]
+	if len(data) == 0 {
+		// Not the spec's rule but ours: the spec dispatches an event whose
+		// only data line is empty ("data:"), and it carries no JSON-RPC
+		// message. MCP servers send one, with an id, to prime a stream.
+		return false, nil
+	}
+	return onEvent(sseEvent{name: name, data: data})
+}
+
+// maxRetry bounds the reconnection delay a retry field sets. A larger value
+// is clamped, not ignored: a server that asks for a long wait would
+// otherwise be called again after the default delay, much sooner than it
+// asked. An hour is more than any caller waits (Options.MaxRetryDelay caps
+// it lower) and keeps the arithmetic far from overflowing.
+const maxRetry = time.Hour
+
+// retryDelay is a retry field's value: milliseconds in ASCII digits, any
+// number of them (spec); a value with anything else is ignored.
+func retryDelay(v []byte) (time.Duration, bool) {
+	if len(v) == 0 {
+		return 0, false
+	}
+	const maxMS = uint64(maxRetry / time.Millisecond)
+	var ms uint64
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		ms = min(ms*10+uint64(c-'0'), maxMS) // ms <= maxMS: ms*10+9 cannot overflow
+	}
+	return time.Duration(ms) * time.Millisecond, true
 }
 
 // eventName is an event's type, without a copy for the one MCP sends.
@@ -148,31 +210,93 @@ func eventName(v []byte) string {
 	return string(v)
 }
 
-var errTooLarge = errors.New("message too large")
+var (
+	errTooLarge = errors.New("message too large")
+	utf8BOM     = []byte("\uFEFF")
+)
 
-// readLine reads one line without its end (\n, \r\n or \r-less). The line
-// is r's buffer, valid until the next read: most lines are parsed where
-// the reader read them.
+// lineSlack is what a line may hold on top of a field's value, which
+// maxMessageBytes bounds: the field's name and separator ("data: ") and a
+// byte order mark. The names the spec knows are 5 bytes at most; a line
+// with a longer, unknown name and a value near the bound is refused.
+const lineSlack = 64
+
+// readLine reads one line without its end. A line ends with CRLF, LF or a
+// CR alone (spec). A CR may be the last byte read so far with its LF still
+// to come: that LF is skipped when the next line is read (r.afterCR), so a
+// CRLF split across reads is one line end. The line is r's buffer, valid
+// until the next read: most lines are parsed where the reader read them.
 func (r *sseReader) readLine(max int) ([]byte, error) {
-	line, err := r.br.ReadSlice('\n')
-	if errors.Is(err, bufio.ErrBufferFull) {
-		// Longer than the reader's buffer: put together in r.line.
-		r.line = append(r.line[:0], line...)
-		for errors.Is(err, bufio.ErrBufferFull) && len(r.line) <= max+2 {
-			line, err = r.br.ReadSlice('\n')
+	limit := max + lineSlack
+	r.line = r.line[:0] // a line longer than the buffer is put together here
+	scanned := 0        // how much of the buffered bytes has no line end
+	for {
+		if r.br.Buffered() == scanned {
+			if scanned == r.br.Size() {
+				// A full buffer without a line end: set aside, to make
+				// room.
+				buf, _ := r.br.Peek(scanned)
+				r.line = append(r.line, buf...)
+				_, _ = r.br.Discard(scanned)
+				scanned = 0
+			}
+			if _, err := r.br.Peek(scanned + 1); err != nil { // read more
+				if err == io.EOF && len(r.line)+scanned > 0 {
+					// A stream that ends mid-line broke off.
+					return nil, io.ErrUnexpectedEOF
+				}
+				return nil, err
+			}
+		}
+		buf, _ := r.br.Peek(r.br.Buffered())
+		if r.afterCR {
+			r.afterCR = false
+			if buf[0] == '\n' {
+				_, _ = r.br.Discard(1)
+				continue
+			}
+		}
+		end, n := lineEnd(buf[scanned:])
+		if end < 0 {
+			scanned = len(buf)
+			if len(r.line)+scanned > limit {
+				return nil, errLineTooLong(max)
+			}
+			continue
+		}
+		end += scanned
+		line := buf[:end]
+		r.afterCR = n == 1 && buf[end] == '\r'
+		_, _ = r.br.Discard(end + n)
+		if len(r.line) > 0 {
 			r.line = append(r.line, line...)
+			line = r.line
 		}
-		line = r.line
-	}
-	if len(line) > max+2 {
-		return nil, fmt.Errorf("%w: a line is longer than %d bytes (bound maxMessageBytes)", errTooLarge, max)
-	}
-	if err != nil {
-		if err == io.EOF && len(line) > 0 {
-			// A stream that ends mid-line broke off.
-			return nil, io.ErrUnexpectedEOF
+		if len(line) > limit {
+			return nil, errLineTooLong(max)
 		}
-		return nil, err
+		return line, nil
 	}
-	return bytes.TrimRight(line, "\r\n"), nil
+}
+
+// lineEnd finds the first line end in b: its index and its length, 2 for
+// a CRLF. A CR that is b's last byte counts as a line end alone; the LF
+// that may follow it is not read yet.
+func lineEnd(b []byte) (at, n int) {
+	lf := bytes.IndexByte(b, '\n')
+	if lf < 0 {
+		return bytes.IndexByte(b, '\r'), 1
+	}
+	switch cr := bytes.IndexByte(b[:lf], '\r'); {
+	case cr < 0:
+		return lf, 1
+	case cr == lf-1:
+		return cr, 2
+	default:
+		return cr, 1
+	}
+}
+
+func errLineTooLong(max int) error {
+	return fmt.Errorf("%w: a line is longer than %d bytes (bound maxMessageBytes, and %d for a field's name)", errTooLarge, max, lineSlack)
 }

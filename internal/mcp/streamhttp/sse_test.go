@@ -69,20 +69,30 @@ func TestReadSSELineLongerThanTheBuffer(t *testing.T) {
 		return false, nil
 	})
 	if !errors.Is(err, io.EOF) || len(got) != 2 || got[0] != long || got[1] != "short" || string(cur.lastID) != "7" {
-		t.Errorf("err %v, %d events (first %d bytes, want %d), last id %q", err, len(got), len(got[0]), len(long), cur.lastID)
+		first := -1
+		if len(got) > 0 {
+			first = len(got[0])
+		}
+		t.Errorf("err %v, %d events (first %d bytes, want %d), last id %q", err, len(got), first, len(long), cur.lastID)
 	}
 }
 
-// The reader's buffers are pooled: a stream that broke off mid-event leaves
-// nothing of that event to the next stream read.
-func TestReadSSEStartsEachStreamClean(t *testing.T) {
+// A reader is used for one stream after another (pooled): nothing of a
+// stream that ended mid-event (its event type, id, data, a CR that may have
+// been half a CRLF, having read the first line) is left to the next. The
+// test reads both streams with one reader, not through the pool, which may
+// hand out another.
+func TestSSEReaderStartsEachStreamClean(t *testing.T) {
+	r := newSSEReader()
 	var cur sseCursor
-	err := readSSE(strings.NewReader("event: other\nid: a\ndata: half\ndata: cut"), 1<<20, &cur, func(sseEvent) (bool, error) { return false, nil })
-	if !errors.Is(err, io.ErrUnexpectedEOF) {
-		t.Fatalf("err %v, want ErrUnexpectedEOF", err)
+	err := r.read(strings.NewReader("event: other\nid: a\ndata: half\ndata: cut\r"), 1<<20, &cur, func(sseEvent) (bool, error) { return false, nil })
+	if !errors.Is(err, io.EOF) || len(r.data) == 0 || len(r.id) == 0 || !r.afterCR {
+		t.Fatalf("err %v, data %q, id %q, after CR %v; want io.EOF in the middle of an event", err, r.data, r.id, r.afterCR)
 	}
 	var got []string
-	err = readSSE(strings.NewReader("data: b\n\n"), 1<<20, &cur, func(ev sseEvent) (bool, error) {
+	// The next stream starts with a byte order mark (skipped only at a
+	// stream's start) and a blank line (dispatching a left-over event).
+	err = r.read(strings.NewReader("\uFEFF\ndata: b\n\n"), 1<<20, &cur, func(ev sseEvent) (bool, error) {
 		got = append(got, ev.name+"|"+string(ev.data))
 		return true, nil
 	})
@@ -109,5 +119,148 @@ func TestReadSSEEndedWithTheLastEvent(t *testing.T) {
 		if err != nil || cur.ended != c.ended {
 			t.Errorf("%s: err %v, ended %v; want ended %v", c.name, err, cur.ended, c.ended)
 		}
+	}
+}
+
+// TestReadSSEFollowsTheSpec checks the parsing rules of the HTML standard's
+// "Interpreting an event stream" that servers written by others rely on.
+// Each stream is read in the pieces given (one Read each), or one byte at a
+// time.
+func TestReadSSEFollowsTheSpec(t *testing.T) {
+	long := 3*sseBufferSize + 5 // a line longer than the reader's buffer
+	for _, c := range []struct {
+		name     string
+		pieces   []string
+		oneByte  bool
+		max      int           // maxMessageBytes; 1 MiB if 0
+		want     []string      // events, "type|data"
+		tooLarge bool          // the stream is refused (errTooLarge), else it ends with io.EOF
+		lastID   string        // the cursor's last event id
+		retry    time.Duration // the cursor's retry, -1 for none
+	}{
+		// Line ends: CRLF, LF or CR alone, and exactly one of them.
+		{name: "CR alone ends a line", pieces: []string{"data: a\r\rdata: b\r\r"}, want: []string{"|a", "|b"}, retry: -1},
+		{name: "CR, LF and CRLF in one event", pieces: []string{"data: a\rdata: b\ndata: c\r\n\n"}, want: []string{"|a\nb\nc"}, retry: -1},
+		{name: "CR then CRLF are two line ends", pieces: []string{"data: a\r\r\ndata: b\n\n"}, want: []string{"|a", "|b"}, retry: -1},
+		{name: "LF then CR are two line ends", pieces: []string{"data: a\n\rdata: b\n\n"}, want: []string{"|a", "|b"}, retry: -1},
+		{name: "CRLF split across reads is one line end", pieces: []string{"data: a\r", "\ndata: b\r", "\n\r", "\n"}, want: []string{"|a\nb"}, retry: -1},
+		{name: "one byte at a time", pieces: []string{"id: 1\r\nevent: message\r\ndata: x\r\ndata: y\r\n\r\n"}, oneByte: true, want: []string{"message|x\ny"}, lastID: "1", retry: -1},
+		{name: "a long line ended by CR", pieces: []string{"data: " + strings.Repeat("z", long) + "\r\rdata: b\r\r"}, want: []string{"|" + strings.Repeat("z", long), "|b"}, retry: -1},
+
+		// A leading byte order mark is skipped, once, at the stream's start.
+		{name: "BOM at the start", pieces: []string{"\uFEFFdata: x\n\n"}, want: []string{"|x"}, retry: -1},
+		{name: "BOM split across reads", pieces: []string{"\xEF", "\xBB\xBFdata: x\n\n"}, want: []string{"|x"}, retry: -1},
+		{name: "a second BOM is part of the field name", pieces: []string{"\uFEFF\uFEFFdata: x\n\ndata: y\n\n"}, want: []string{"|y"}, retry: -1},
+		{name: "BOM after the start is not skipped", pieces: []string{"data: a\n\n\uFEFFdata: b\n\n"}, want: []string{"|a"}, retry: -1},
+
+		// Fields and the data buffer.
+		{name: "no space after the colon", pieces: []string{"data:x\n\n"}, want: []string{"|x"}, retry: -1},
+		{name: "only one space removed", pieces: []string{"data:  x\n\n"}, want: []string{"| x"}, retry: -1},
+		{name: "empty data lines keep their LF", pieces: []string{"data:\ndata:\n\ndata: x\ndata:\n\ndata\ndata: y\n\n"}, want: []string{"|\n", "|x\n", "|\ny"}, retry: -1},
+		{name: "a lone empty data line is no message", pieces: []string{"id: 5\ndata:\n\ndata\n\ndata: x\n\n"}, want: []string{"|x"}, lastID: "5", retry: -1},
+		{name: "no data, no event; its type is dropped", pieces: []string{"event: e\nid: 6\n\ndata: x\n\n"}, want: []string{"|x"}, lastID: "6", retry: -1},
+		{name: "an id with NUL is ignored", pieces: []string{"id: 7\ndata: a\n\nid: 8\x00\ndata: b\n\n"}, want: []string{"|a", "|b"}, lastID: "7", retry: -1},
+		{name: "an empty id clears it", pieces: []string{"id: 7\ndata: a\n\nid\ndata: b\n\n"}, want: []string{"|a", "|b"}, lastID: "", retry: -1},
+		{name: "comments and unknown fields are ignored", pieces: []string{": hi\nfoo: bar\ndata: x\n\n"}, want: []string{"|x"}, retry: -1},
+
+		// retry: ASCII digits, any number of them.
+		{name: "retry", pieces: []string{"retry: 2500\n"}, retry: 2500 * time.Millisecond},
+		{name: "retry 0", pieces: []string{"retry:0\n"}, retry: 0},
+		{name: "a huge retry is clamped", pieces: []string{"retry: 99999999999999999999999999\n"}, retry: maxRetry},
+		{name: "retry above an hour is clamped", pieces: []string{"retry: 3600001\n"}, retry: maxRetry},
+		{name: "retry that is not all digits is ignored", pieces: []string{"retry: 1.5\nretry: -1\nretry: +5\nretry: 5 \nretry:\nretry: ５\n"}, retry: -1},
+
+		// maxMessageBytes bounds a field's value, and an event's data.
+		{name: "a data value of the bound", max: 50, pieces: []string{"data: " + strings.Repeat("x", 50) + "\r\n\r\n"}, want: []string{"|" + strings.Repeat("x", 50)}, retry: -1},
+		{name: "a data value over the bound", max: 50, pieces: []string{"data: " + strings.Repeat("x", 51) + "\n\n"}, tooLarge: true, retry: -1},
+		{name: "an id of the bound", max: 50, pieces: []string{"id: " + strings.Repeat("i", 50) + "\n\n"}, lastID: strings.Repeat("i", 50), retry: -1},
+		{name: "an id over the bound", max: 50, pieces: []string{"id: " + strings.Repeat("i", 51) + "\n\n"}, tooLarge: true, retry: -1},
+		{name: "data lines up to the bound", max: 50, pieces: []string{"data: " + strings.Repeat("x", 25) + "\ndata: " + strings.Repeat("x", 24) + "\n\n"}, want: []string{"|" + strings.Repeat("x", 25) + "\n" + strings.Repeat("x", 24)}, retry: -1},
+		{name: "data lines over the bound", max: 50, pieces: []string{"data: " + strings.Repeat("x", 25) + "\ndata: " + strings.Repeat("x", 25) + "\n\n"}, tooLarge: true, retry: -1},
+		{name: "a long line of the bound", max: long, pieces: []string{"\uFEFFdata: " + strings.Repeat("x", long) + "\n\n"}, want: []string{"|" + strings.Repeat("x", long)}, retry: -1},
+		{name: "a long line over the bound", max: long, pieces: []string{"data: " + strings.Repeat("x", long+1) + "\n\n"}, tooLarge: true, retry: -1},
+		{name: "a line with no end", max: 50, pieces: []string{strings.Repeat("x", sseBufferSize+1)}, tooLarge: true, retry: -1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			readers := make([]io.Reader, len(c.pieces))
+			for i, p := range c.pieces {
+				readers[i] = strings.NewReader(p)
+			}
+			body := io.MultiReader(readers...)
+			if c.oneByte {
+				body = iotest.OneByteReader(body)
+			}
+			maxEvent := c.max
+			if maxEvent == 0 {
+				maxEvent = 1 << 20
+			}
+			var cur sseCursor
+			var got []string
+			err := readSSE(body, maxEvent, &cur, func(ev sseEvent) (bool, error) {
+				got = append(got, ev.name+"|"+string(ev.data))
+				return false, nil
+			})
+			if c.tooLarge {
+				if !errors.Is(err, errTooLarge) || !strings.Contains(err.Error(), "maxMessageBytes") {
+					t.Errorf("err %v, want the bound maxMessageBytes named", err)
+				}
+				return
+			}
+			if !errors.Is(err, io.EOF) {
+				t.Errorf("err %v, want io.EOF", err)
+			}
+			if strings.Join(got, ";") != strings.Join(c.want, ";") || len(got) != len(c.want) {
+				t.Errorf("events %q, want %q", got, c.want)
+			}
+			if string(cur.lastID) != c.lastID {
+				t.Errorf("last id %q, want %q", cur.lastID, c.lastID)
+			}
+			if c.retry < 0 && cur.hasRetry || c.retry >= 0 && (!cur.hasRetry || cur.retry != c.retry) {
+				t.Errorf("retry %v (set %v), want %v", cur.retry, cur.hasRetry, c.retry)
+			}
+		})
+	}
+}
+
+// An event ended by CR CR is dispatched when its last CR arrives, without
+// waiting for a byte after it (which would tell a CRLF from a CR): a server
+// that ends lines with CR and then waits gets its answer read.
+func TestReadSSECRDispatchesWithoutWaiting(t *testing.T) {
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go func() { _, _ = pw.Write([]byte("data: x\r\r")) }() // the stream stays open
+	var got []string
+	var cur sseCursor
+	err := readSSE(pr, 1<<20, &cur, func(ev sseEvent) (bool, error) {
+		got = append(got, string(ev.data))
+		return true, nil
+	})
+	if err != nil || len(got) != 1 || got[0] != "x" {
+		t.Errorf("err %v, events %q; want one event x", err, got)
+	}
+}
+
+// BenchmarkReadSSE reads one answer on an event stream as the go-sdk's
+// servers send it, LF or CRLF line ends: the parser's own CPU and
+// allocations (none once the pool holds a reader).
+//
+//	go test ./internal/mcp/streamhttp -run x -bench ReadSSE -benchmem
+func BenchmarkReadSSE(b *testing.B) {
+	answer := "event: message\nid: 1_0\ndata: " + `{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"` + strings.Repeat("a", 400) + `"}]}}` + "\n\n"
+	for _, c := range []struct{ name, stream string }{
+		{"LF", answer},
+		{"CRLF", strings.ReplaceAll(answer, "\n", "\r\n")},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			body := strings.NewReader(c.stream)
+			var cur sseCursor
+			b.ReportAllocs()
+			for range b.N {
+				body.Reset(c.stream)
+				if err := readSSE(body, 1<<20, &cur, func(sseEvent) (bool, error) { return true, nil }); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
