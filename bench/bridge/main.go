@@ -74,6 +74,8 @@ func main() {
 	idle := flag.Int("idle-sessions", 1000, "idle sessions opened to measure heap per session")
 	cpuProfile := flag.String("cpuprofile", "", "instead of the comparison: write a CPU profile of the bridge under the load (fast upstream, 2025-11-25 agents) to this file")
 	only := flag.String("only", "", "instead of the comparison: memory measures the idle RSS of a real manager bridge alone")
+	idleWait := flag.Duration("idle-wait", managerIdleWait, "how long the real manager bridge idles after its calls before its RSS is read")
+	attribute := flag.Bool("attribute", false, "with -only memory: also print whose the manager binary's resident pages are, by section and package")
 	flag.Parse()
 	var err error
 	switch *role {
@@ -88,7 +90,7 @@ func main() {
 		case *cpuProfile != "":
 			err = profileBridge(*cpuProfile, *sessions, *loadFor)
 		case *only == "memory":
-			err = memoryOnly()
+			err = memoryOnly(*idleWait, *attribute)
 		case *only != "":
 			err = fmt.Errorf("-only takes memory, not %q", *only)
 		default:
@@ -292,7 +294,7 @@ func run(rounds, calls int, loadFor time.Duration, sessions, idle int) error {
 	if err != nil {
 		return err
 	}
-	idleRSS, err := managerIdleRSS(root, fast)
+	idleRSS, err := managerIdleRSS(root, fast, managerIdleWait, false)
 	if err != nil {
 		// The comparison stands on its own: print it, with the idle RSS missed.
 		fmt.Println("the real manager bridge could not be measured:", err)
