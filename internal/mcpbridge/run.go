@@ -218,8 +218,9 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 
 // kubeClients are the bridge's ways to the API server. They share one
 // HTTP client and one REST mapper, as a controller-runtime manager's
-// cache and client do: each built its own before, so the bridge held two
-// connections and two mappers.
+// cache and client do: each built its own before (client-go's transport
+// cache already shared the connections; the wrappers and a second mapper
+// were extra).
 type kubeClients struct {
 	// cache watches the bridge's namespaces. The bridge never reads
 	// managedFields, and they can be the largest part of an object it
@@ -261,7 +262,15 @@ func restMapper() meta.RESTMapper {
 }
 
 func newKubeClients(o Options) (*kubeClients, error) {
-	httpClient, err := rest.HTTPClientFor(o.Rest)
+	// The shared HTTP client sends the User-Agent: client-go sets it in
+	// the transport built from a config, so the config it is built from
+	// carries it (the cache's and client's own defaults would not reach a
+	// client passed in).
+	cfg := rest.CopyConfig(o.Rest)
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("while creating the Kubernetes HTTP client: %w", err)
 	}
@@ -271,18 +280,18 @@ func newKubeClients(o Options) (*kubeClients, error) {
 		nsMap[ns] = cache.Config{}
 	}
 	kc := &kubeClients{}
-	kc.cache, err = cache.New(o.Rest, cache.Options{HTTPClient: httpClient, Mapper: mapper, Scheme: o.Scheme,
+	kc.cache, err = cache.New(cfg, cache.Options{HTTPClient: httpClient, Mapper: mapper, Scheme: o.Scheme,
 		DefaultNamespaces: nsMap, DefaultTransform: cache.TransformStripManagedFields()})
 	if err != nil {
 		return nil, fmt.Errorf("while creating the MCPServer cache: %w", err)
 	}
-	if kc.direct, err = client.New(o.Rest, client.Options{HTTPClient: httpClient, Mapper: mapper, Scheme: o.Scheme}); err != nil {
+	if kc.direct, err = client.New(cfg, client.Options{HTTPClient: httpClient, Mapper: mapper, Scheme: o.Scheme}); err != nil {
 		return nil, fmt.Errorf("while creating the Kubernetes client: %w", err)
 	}
-	if kc.reviews, err = authenticationv1.NewForConfigAndClient(o.Rest, httpClient); err != nil {
+	if kc.reviews, err = authenticationv1.NewForConfigAndClient(cfg, httpClient); err != nil {
 		return nil, fmt.Errorf("while creating the TokenReview client: %w", err)
 	}
-	if kc.events, err = eventsv1.NewForConfigAndClient(o.Rest, httpClient); err != nil {
+	if kc.events, err = eventsv1.NewForConfigAndClient(cfg, httpClient); err != nil {
 		return nil, fmt.Errorf("while creating the Events client: %w", err)
 	}
 	return kc, nil

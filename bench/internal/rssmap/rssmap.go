@@ -325,7 +325,7 @@ func pclntabByPackage(f *elf.File, syms []elf.Symbol, present map[uint64]bool) (
 	// trees (go:func.*), and the pc lookup table (runtime.findfunctab).
 	funcsEnd := uint64(sec.Size)
 	for _, s := range syms {
-		if s.Value > sec.Addr+pcln && s.Value < sec.Addr+sec.Size && strings.HasPrefix(s.Name, "go:func.") || s.Name == "runtime.findfunctab" {
+		if s.Value > sec.Addr+pcln && s.Value < sec.Addr+sec.Size && (strings.HasPrefix(s.Name, "go:func.") || s.Name == "runtime.findfunctab") {
 			funcsEnd = min(funcsEnd, s.Value-sec.Addr)
 		}
 	}

@@ -26,14 +26,23 @@ type Releaser struct {
 	// Release gives the memory back (debug.FreeOSMemory when nil).
 	Release  func()
 	requests atomic.Uint64
-	seen     uint64
-	dirty    bool
+	// posts is the number of POSTs in flight: a call that outlasts a quiet
+	// period (a long tool, one parked for approval) keeps the bridge busy.
+	// GETs are not counted: an agent's listen stream stays open while the
+	// bridge is idle.
+	posts atomic.Int64
+	seen  uint64
+	dirty bool
 }
 
 // Wrap counts h's requests as activity.
 func (r *Releaser) Wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.requests.Add(1)
+		if req.Method == http.MethodPost {
+			r.posts.Add(1)
+			defer r.posts.Add(-1)
+		}
 		h.ServeHTTP(w, req)
 	})
 }
@@ -61,7 +70,7 @@ func (r *Releaser) Every(ctx context.Context, ticks <-chan time.Time) {
 }
 
 func (r *Releaser) tick() {
-	if n := r.requests.Load(); n != r.seen {
+	if n := r.requests.Load(); n != r.seen || r.posts.Load() > 0 {
 		r.seen, r.dirty = n, true
 		return
 	}

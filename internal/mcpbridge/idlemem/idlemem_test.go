@@ -43,7 +43,51 @@ func TestEveryStartsDirtyAndStopsWithItsContext(t *testing.T) {
 	done := make(chan struct{})
 	go func() { r.Every(ctx, ticks); close(done) }()
 	ticks <- time.Now()
-	<-released // the first quiet period after the start releases
+	select { // the first quiet period after the start releases
+	case <-released:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no release after the first quiet period")
+	}
 	cancel()
-	<-done
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Every did not return when its context ended")
+	}
+}
+
+// TestACallInFlightKeepsTheBridgeBusy: a POST that outlasts quiet periods
+// (a long tool call, a call parked for approval) is activity; an open GET
+// (an agent's listen stream) is not.
+func TestACallInFlightKeepsTheBridgeBusy(t *testing.T) {
+	released := 0
+	r := &Releaser{Release: func() { released++ }}
+	entered, leave := make(chan struct{}), make(chan struct{})
+	h := r.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		entered <- struct{}{}
+		<-leave
+	}))
+	serve := func(method string) chan struct{} {
+		done := make(chan struct{})
+		go func() { h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(method, "/mcp", nil)); close(done) }()
+		<-entered
+		return done
+	}
+	post := serve(http.MethodPost)
+	for i := range 3 {
+		r.tick()
+		if released != 0 {
+			t.Fatalf("tick %d with a POST in flight: released", i)
+		}
+	}
+	leave <- struct{}{}
+	<-post
+	get := serve(http.MethodGet)
+	r.tick() // the GET was activity
+	r.tick() // quiet, the GET still open: released
+	if released != 1 {
+		t.Fatalf("released %d times with only a GET open after the POST ended, want 1", released)
+	}
+	leave <- struct{}{}
+	<-get
 }
