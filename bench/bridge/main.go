@@ -75,6 +75,8 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "instead of the comparison: write a CPU profile of the bridge under the load (2025-11-25 agents) to this file")
 	profileUpstream := flag.String("profile-upstream", "fast", "the upstream of -cpuprofile: fast (mcp-go, JSON answers) or everything (go-sdk everything-server, SSE answers)")
 	only := flag.String("only", "", "instead of the comparison: memory measures the idle RSS of a real manager bridge alone")
+	idleWait := flag.Duration("idle-wait", managerIdleWait, "how long the real manager bridge idles after its calls before its RSS is read")
+	attribute := flag.Bool("attribute", false, "with -only memory: also print whose the manager binary's resident pages are, by section and package")
 	flag.Parse()
 	var err error
 	switch *role {
@@ -89,7 +91,7 @@ func main() {
 		case *cpuProfile != "":
 			err = profileBridge(*cpuProfile, *profileUpstream, *calls, *sessions, *loadFor)
 		case *only == "memory":
-			err = memoryOnly()
+			err = memoryOnly(*idleWait, *attribute)
 		case *only != "":
 			err = fmt.Errorf("-only takes memory, not %q", *only)
 		default:
@@ -297,7 +299,7 @@ func run(rounds, calls int, loadFor time.Duration, sessions, idle int) error {
 	if err != nil {
 		return err
 	}
-	idleRSS, err := managerIdleRSS(root, fast)
+	idleRSS, err := managerIdleRSS(root, fast, managerIdleWait, false)
 	if err != nil {
 		// The comparison stands on its own: print it, with the idle RSS missed.
 		fmt.Println("the real manager bridge could not be measured:", err)

@@ -22,17 +22,26 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/bench/internal/benchutil"
+	"github.com/mcp-operator/mcp-operator/bench/internal/rssmap"
 	mcpclient "github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/idlemem"
 	"github.com/mcp-operator/mcp-operator/internal/testenv"
 )
+
+// managerIdleWait is how long the manager idles before its RSS is read:
+// past two of the bridge's quiet periods (idlemem.DefaultQuiet), so that it
+// has given back its heap's free pages as it does between conversations.
+const managerIdleWait = 2*idlemem.DefaultQuiet + 5*time.Second
 
 // managerIdleRSS runs the real `manager bridge` (built from cmd/manager) on
 // a real kube-apiserver and etcd (envtest), serving the fast upstream as an
 // MCPServer with one ToolPolicy, with real TokenReview authentication of a
 // real ServiceAccount token. After 200 calls through it, and a moment idle,
-// its RSS is what the process holds with its informers and caches.
-func managerIdleRSS(root string, fast *mcpServer) (int64, error) {
+// its RSS is what the process holds with its informers and caches. With
+// attribute, it also prints whose the binary's resident pages are
+// (bench/internal/rssmap).
+func managerIdleRSS(root string, fast *mcpServer, idleWait time.Duration, attribute bool) (int64, error) {
 	// Under the repository's bin/, on disk: dropping a file's pages from
 	// the page cache does nothing on a tmpfs /tmp.
 	if err := os.MkdirAll(filepath.Join(root, "bin"), 0o755); err != nil {
@@ -51,6 +60,16 @@ func managerIdleRSS(root string, fast *mcpServer) (int64, error) {
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if err := build.Run(); err != nil {
 		return 0, fmt.Errorf("building cmd/manager: %w", err)
+	}
+	symbols := bin + ".symbols"
+	if attribute {
+		// The same build with its symbol table, for rssmap: -s -w leave the
+		// loaded sections where they are.
+		build := exec.Command("go", "build", "-trimpath", "-o", symbols, "./cmd/manager")
+		build.Dir, build.Stderr, build.Env = root, os.Stderr, append(os.Environ(), "CGO_ENABLED=0")
+		if err := build.Run(); err != nil {
+			return 0, fmt.Errorf("building cmd/manager with symbols: %w", err)
+		}
 	}
 	if err := dropFromPageCache(bin); err != nil {
 		fmt.Fprintf(os.Stderr, "warning: the manager's file-backed RSS is that of a binary just written, not read from disk (about 5 MB more): %v\n", err)
@@ -122,7 +141,7 @@ func managerIdleRSS(root string, fast *mcpServer) (int64, error) {
 	if callErr != nil {
 		return 0, callErr
 	}
-	time.Sleep(2 * time.Second) // idle: what the process keeps, not what a call had in hand
+	time.Sleep(idleWait) // idle: what the process keeps, not what a call had in hand
 	rss := benchutil.RSS(cmd.Process.Pid)
 	// Where the MB are: the kernel's split of the RSS and the Go runtime's
 	// own accounting (its /metrics), so a change can be aimed at the part
@@ -134,10 +153,18 @@ func managerIdleRSS(root string, fast *mcpServer) (int64, error) {
 		fmt.Fprintf(os.Stderr, "warning: no Go memory breakdown of the manager: %v\n", err)
 		gos = map[string]int64{}
 	}
-	fmt.Printf("real manager bridge at idle: RSS %.1f MB = anonymous %.1f MB + file-backed %.1f MB; Go heap in use %.1f MB (live objects %.1f MB), stacks %.1f MB, runtime metadata %.1f MB, heap idle not yet returned %.1f MB\n",
-		mb(rss), mb(anon), mb(file), mb(gos["go_memstats_heap_inuse_bytes"]), mb(gos["go_memstats_heap_alloc_bytes"]), mb(gos["go_memstats_stack_inuse_bytes"]),
+	fmt.Printf("real manager bridge at idle: RSS %.1f MB = anonymous %.1f MB + file-backed %.1f MB; Go heap in use %.1f MB (objects %.1f MB, live and not yet collected), stacks %.1f MB of %d goroutines, runtime metadata %.1f MB, heap idle not yet returned %.1f MB\n",
+		mb(rss), mb(anon), mb(file), mb(gos["go_memstats_heap_inuse_bytes"]), mb(gos["go_memstats_heap_alloc_bytes"]), mb(gos["go_memstats_stack_inuse_bytes"]), gos["go_goroutines"],
 		mb(gos["go_memstats_mspan_sys_bytes"]+gos["go_memstats_mcache_sys_bytes"]+gos["go_memstats_buck_hash_sys_bytes"]+gos["go_memstats_gc_sys_bytes"]+gos["go_memstats_other_sys_bytes"]),
 		mb(gos["go_memstats_heap_idle_bytes"]-gos["go_memstats_heap_released_bytes"]))
+	if attribute {
+		r, err := rssmap.Attribute(cmd.Process.Pid, symbols)
+		if err != nil {
+			return 0, fmt.Errorf("while attributing the manager's resident pages: %w", err)
+		}
+		fmt.Println("the manager's binary pages, resident at idle:")
+		r.Print(os.Stdout, 25)
+	}
 	return rss, nil
 }
 
@@ -160,7 +187,8 @@ func smapsRollup(pid int) (anon, file int64) {
 	return kb["Anonymous"], kb["Rss"] - kb["Anonymous"]
 }
 
-// goMemStats reads the go_memstats_* gauges of a Prometheus endpoint.
+// goMemStats reads the go_memstats_* and go_goroutines gauges of a
+// Prometheus endpoint.
 func goMemStats(url string) (map[string]int64, error) {
 	resp, err := http.Get(url)
 	if err != nil {
@@ -173,7 +201,7 @@ func goMemStats(url string) (map[string]int64, error) {
 	}
 	out := map[string]int64{}
 	for _, line := range strings.Split(string(body), "\n") {
-		if name, value, ok := strings.Cut(line, " "); ok && strings.HasPrefix(name, "go_memstats_") {
+		if name, value, ok := strings.Cut(line, " "); ok && (strings.HasPrefix(name, "go_memstats_") || name == "go_goroutines") {
 			v, _ := strconv.ParseFloat(value, 64)
 			out[name] = int64(v)
 		}
@@ -187,7 +215,7 @@ func goMemStats(url string) (map[string]int64, error) {
 // memoryOnly measures the idle RSS of a real manager bridge alone (make
 // bench-bridge-memory): a minute instead of the whole comparison, and no
 // ToolHive build.
-func memoryOnly() error {
+func memoryOnly(idleWait time.Duration, attribute bool) error {
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		return err
@@ -200,7 +228,7 @@ func memoryOnly() error {
 	if fast.pid, err = procs.start(addr, nil, self, "-role=fast", "-listen="+addr); err != nil {
 		return err
 	}
-	rss, err := managerIdleRSS(root, fast)
+	rss, err := managerIdleRSS(root, fast, idleWait, attribute)
 	if err != nil {
 		return err
 	}

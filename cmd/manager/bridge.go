@@ -201,7 +201,7 @@ func runBridge(args []string, _, stderr io.Writer) int {
 		return 1
 	}
 	defer closeSink()
-	opts.Rest, opts.Scheme = cfg, newScheme()
+	opts.Rest = cfg
 	ctx := ctrl.SetupSignalHandler()
 	tp, err := tracing.Setup(ctx, "mcp-operator-bridge", version.String())
 	if err != nil {

@@ -54,7 +54,7 @@ func startRuntimeWith(t *testing.T, mod func(*Options), namespaces ...string) (*
 	ctx, cancel := context.WithCancel(context.Background())
 	sink := &bridgetest.Sink{}
 	opts := Options{
-		Rest: cfg, Scheme: testenv.Scheme(), Namespaces: namespaces, Auth: testCallers,
+		Rest: cfg, Namespaces: namespaces, Auth: testCallers,
 		SessionKey: testKey, AuditSink: sink, ArtifactDir: t.TempDir(), Log: testr.New(t),
 		Bridge: Config{CallTimeout: 30 * time.Second},
 	}

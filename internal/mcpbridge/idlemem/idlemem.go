@@ -1,0 +1,86 @@
+// Package idlemem gives the heap's free pages back to the system once the
+// bridge has been idle for a while. The Go runtime keeps freed heap pages
+// for reuse: its background scavenger returns only what lies beyond about
+// 10 % over the heap in use at the last collection, so an idle bridge goes
+// on holding the garbage of its last calls (and of its start), about 2 MB
+// of its RSS, for good. Between conversations those pages are better given
+// back: one collection per idle period, never on a busy bridge's hot path.
+package idlemem
+
+import (
+	"context"
+	"net/http"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultQuiet is how long the agents' port must have had no request before
+// the heap's free pages are released.
+const DefaultQuiet = 20 * time.Second
+
+// Releaser counts the requests of a handler and releases the heap's free
+// pages after a quiet period that follows activity. The start counts as
+// activity: its garbage goes in the first quiet period.
+type Releaser struct {
+	// Release gives the memory back (debug.FreeOSMemory when nil).
+	Release  func()
+	requests atomic.Uint64
+	// posts is the number of POSTs in flight: a call that outlasts a quiet
+	// period (a long tool, one parked for approval) keeps the bridge busy.
+	// GETs are not counted: an agent's listen stream stays open while the
+	// bridge is idle.
+	posts atomic.Int64
+	seen  uint64
+	dirty bool
+}
+
+// Wrap counts h's requests as activity.
+func (r *Releaser) Wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.requests.Add(1)
+		if req.Method == http.MethodPost {
+			r.posts.Add(1)
+			defer r.posts.Add(-1)
+		}
+		h.ServeHTTP(w, req)
+	})
+}
+
+// Run releases once after each quiet period of DefaultQuiet until ctx ends.
+func (r *Releaser) Run(ctx context.Context) {
+	t := time.NewTicker(DefaultQuiet)
+	defer t.Stop()
+	r.Every(ctx, t.C)
+}
+
+// Every checks at each tick whether the period since the previous tick was
+// quiet, and releases if there was activity before it (the first period
+// follows the start, which counts as activity).
+func (r *Releaser) Every(ctx context.Context, ticks <-chan time.Time) {
+	r.dirty = true
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticks:
+			r.tick()
+		}
+	}
+}
+
+func (r *Releaser) tick() {
+	if n := r.requests.Load(); n != r.seen || r.posts.Load() > 0 {
+		r.seen, r.dirty = n, true
+		return
+	}
+	if !r.dirty {
+		return
+	}
+	r.dirty = false
+	if r.Release != nil {
+		r.Release()
+		return
+	}
+	debug.FreeOSMemory()
+}
