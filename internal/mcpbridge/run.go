@@ -216,6 +216,7 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		}
 	}
 	b.SetReady(true)
+	idle.Now()
 	return rt, nil
 }
 

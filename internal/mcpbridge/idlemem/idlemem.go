@@ -15,9 +15,11 @@ import (
 	"time"
 )
 
-// DefaultQuiet is how long the agents' port must have had no request before
-// the heap's free pages are released.
-const DefaultQuiet = 20 * time.Second
+// DefaultQuiet is how often the agents' port is checked for requests: the
+// heap's free pages are released after a whole period without one, so 10
+// to 20 s after the last. Shorter would cost a collection in every pause of
+// a bridge with sparse traffic; longer keeps the garbage for longer.
+const DefaultQuiet = 10 * time.Second
 
 // Releaser counts the requests of a handler and releases the heap's free
 // pages after a quiet period that follows activity. The start counts as
@@ -78,6 +80,15 @@ func (r *Releaser) tick() {
 		return
 	}
 	r.dirty = false
+	r.release()
+}
+
+// Now releases at once. The bridge calls it when it is ready: its start
+// (the informers' first lists, the schemes) leaves garbage that no call
+// reuses soon, and the process is idle until its first agent.
+func (r *Releaser) Now() { r.release() }
+
+func (r *Releaser) release() {
 	if r.Release != nil {
 		r.Release()
 		return

@@ -91,3 +91,14 @@ func TestACallInFlightKeepsTheBridgeBusy(t *testing.T) {
 	leave <- struct{}{}
 	<-get
 }
+
+// TestNowReleasesAtOnce: the bridge releases its start's garbage when it is
+// ready, whatever the ticks say.
+func TestNowReleasesAtOnce(t *testing.T) {
+	released := 0
+	r := &Releaser{Release: func() { released++ }}
+	r.Now()
+	if released != 1 {
+		t.Fatalf("Now released %d times, want 1", released)
+	}
+}
