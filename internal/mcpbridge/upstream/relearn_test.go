@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
+	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
 // refusingVersionFront is a fake in front of the real dual-era server at
@@ -182,4 +185,89 @@ func TestInitializeWithoutSessionIDEndsOnlyThatAgentsLine(t *testing.T) {
 	if sb := agentSession(c, b); sb == "" || sb == sa {
 		t.Fatalf("b's upstream session after sessionsRetry: %q; want one of its own", sb)
 	}
+}
+
+// The shared session relearn replaces is closed (DELETE) once no call uses
+// the shared connection: a call in flight on it ends with its answer.
+// Before, it was DELETEd at once, under the call. The session-only server
+// is replaced by a dual-era one behind a fake front that refuses calls in
+// the old sessions with -32022 (the real dual-era server would not know
+// them: a 404, which a session's call does not take for a change of era).
+// Found by review.
+func TestReplacedSharedSessionClosesOnceIdle(t *testing.T) {
+	before := testpeers.GoEverything(t, false)
+	after, _ := dualEraServer(t)
+	var switched, holdNext atomic.Bool
+	held, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	var mu sync.Mutex
+	var deleted []string
+	front := faultyFront(t, before.URL, func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+		sid := r.Header.Get("Mcp-Session-Id")
+		isCall := strings.Contains(string(body), `"method":"tools/call"`)
+		switch {
+		case r.Method == http.MethodDelete:
+			mu.Lock()
+			deleted = append(deleted, sid)
+			mu.Unlock()
+		case isCall && holdNext.CompareAndSwap(true, false):
+			close(held)
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		case isCall && switched.Load() && sid != "":
+			var m struct{ ID json.RawMessage }
+			_ = json.Unmarshal(body, &m)
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":"unsupported protocol version"}}`, m.ID, jsonrpc.CodeUnsupportedProtocolVersion)
+			return true
+		case switched.Load() && sid == "":
+			relay(w, r, after, body)
+			return true
+		}
+		return false
+	})
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) }) // before the front closes
+	c := newTestConn(t, front)
+	const call = `{"name":"test_simple_text","arguments":{}}`
+	old, err := c.Client(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldID := old.Conn().(*streamhttp.Conn).SessionID()
+
+	holdNext.Store(true)
+	inFlight := make(chan string, 1)
+	go func() {
+		res, err := c.CallTool(ctxT(t), json.RawMessage(call), CallHooks{})
+		inFlight <- fmt.Sprint(string(res), err)
+	}()
+	<-held
+	switched.Store(true)
+	if res := callTool(t, c, echoCall, CallHooks{}); !strings.Contains(res, `"x"`) {
+		t.Fatalf("the call refused in the old session answered %s after the relearn", res)
+	}
+	if c.mode.Load() != modeDualEra {
+		t.Fatalf("the Conn's mode is %s; want both eras, learned again", modeNames[c.mode.Load()])
+	}
+	if err := c.WaitClosed(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	early := slices.Contains(deleted, oldID)
+	mu.Unlock()
+	if early {
+		t.Fatalf("the replaced shared session %q was DELETEd under a call in flight", oldID)
+	}
+
+	releaseOnce.Do(func() { close(release) })
+	if res := <-inFlight; !strings.Contains(res, "simple text") {
+		t.Fatalf("the call in flight on the replaced session ended with %s; want its answer", res)
+	}
+	eventually(t, "the replaced shared session DELETEd once idle", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Contains(deleted, oldID)
+	})
 }
