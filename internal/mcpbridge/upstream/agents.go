@@ -340,16 +340,23 @@ func (c *Conn) clientFor(ctx context.Context, agent *Agent) (*client.Client, *li
 	return nil, nil, err
 }
 
-// sharedClient is Client with the shared line, taken, for clientFor.
+// sharedClient is Client with the shared line, taken, for clientFor. The
+// line is taken with the client it holds: one a relearn replaced
+// meanwhile would be closed under the call once the line looked idle.
 func (c *Conn) sharedClient(ctx context.Context) (*client.Client, *line, error) {
-	cli, err := c.Client(ctx)
-	if err != nil {
-		return nil, nil, err
+	for {
+		cli, err := c.Client(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		c.mu.Lock()
+		if c.shared.cli == cli {
+			c.shared.busy++
+			c.mu.Unlock()
+			return cli, &c.shared, nil
+		}
+		c.mu.Unlock()
 	}
-	c.mu.Lock()
-	c.shared.busy++
-	c.mu.Unlock()
-	return cli, &c.shared, nil
 }
 
 // release ends a call's hold on l (nil: none); a Conn over its cap of
