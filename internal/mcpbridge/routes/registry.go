@@ -234,8 +234,11 @@ func (r *Registry) Update(t *Table, target func(*Server) (upstream.Target, error
 // session is ended with a DELETE, as when its agent session ends: left
 // open, each would hold what the server keeps per session (a browser, a
 // working directory) until the server expired it. It returns once the
-// DELETEs are answered, or when ctx ends (the replica's shutdown grace);
-// tables given to Update later are ignored.
+// DELETEs of the connections it closes are answered, or when ctx ends (the
+// replica's shutdown grace); tables given to Update later are ignored.
+// Connections an earlier Update retired or drained (a rollout, rotated
+// credentials just before the stop) end their sessions in the background
+// and are not waited for: their DELETEs may be cut short by the exit.
 func (r *Registry) Close(ctx context.Context) error {
 	r.mu.Lock()
 	entries := r.entries

@@ -133,23 +133,80 @@ func eraRefused(cli *client.Client, err error) bool {
 	return false
 }
 
+// relearnAttempt is a relearn under way: done closes when it ends, and
+// changed then says whether it learned the server anew, gaveUp that its
+// call ended first (no answer for the others); waiters counts the calls
+// waiting for it (under Conn.mu; tests wait for them).
+type relearnAttempt struct {
+	done    chan struct{}
+	changed bool
+	gaveUp  bool
+	waiters int
+}
+
 // relearn dials the server afresh, server/discover first, after a refusal
 // that says it may no longer speak the era the Conn learned (eraRefused):
 // a remote server upgraded or replaced behind its URL (a load balancer's
 // rollout) would otherwise fail every call until its MCPServer changed.
-// When the new dial says something else and answers a ping (any JSON-RPC
-// answer: the stateless era has no ping; a server that hands out no
-// session id but wants one is broken, not changed), it
-// becomes the shared connection, the mode is learned from it, and true
-// says so (the call is sent again); otherwise the new dial is closed. eras
-// is c.eras when the call began: a relearn by another call since counts as
-// this one's.
+// true says the Conn learned the server anew (the call is sent again).
+// eras is c.eras when the call began: a relearn by another call since
+// counts as this one's.
+//
+// One relearn runs at a time: the calls refused meanwhile wait for its
+// result (or their own end) rather than each dial the server. After one,
+// none runs for sessionsRetry: a server that refuses every call (or a
+// load balancer with both versions behind it) costs a dial per interval,
+// not per call, and flips the mode (closing the agents' sessions) at most
+// once per interval.
 func (c *Conn) relearn(ctx context.Context, eras int64) bool {
-	c.relearning.Lock()
-	defer c.relearning.Unlock()
-	if c.eras.Load() != eras {
-		return true
+	for {
+		c.mu.Lock()
+		if c.eras.Load() != eras {
+			c.mu.Unlock()
+			return true
+		}
+		if run := c.relearnRun; run != nil {
+			run.waiters++
+			c.mu.Unlock()
+			select {
+			case <-run.done:
+				if run.changed || !run.gaveUp {
+					return run.changed
+				}
+				continue // its caller gave up: not an answer for this call
+			case <-ctx.Done():
+				return false
+			}
+		}
+		if c.clock().Before(c.relearnAfter) {
+			c.mu.Unlock()
+			return false
+		}
+		run := &relearnAttempt{done: make(chan struct{})}
+		c.relearnRun = run
+		c.mu.Unlock()
+		run.changed = c.relearnOnce(ctx)
+		c.mu.Lock()
+		c.relearnRun = nil
+		if run.changed || ctx.Err() == nil {
+			c.relearnAfter = c.clock().Add(sessionsRetry)
+		} else {
+			run.gaveUp = true
+		}
+		c.mu.Unlock()
+		close(run.done)
+		return run.changed
 	}
+}
+
+// relearnOnce is relearn's dial. When the new connection says something
+// else than the Conn learned and answers a ping (any JSON-RPC answer: the
+// stateless era has no ping; a server that hands out no session id but
+// wants one is broken, not changed), it becomes the shared connection and
+// the mode is learned from it; otherwise it is closed. The shared
+// connection it replaces is closed once no call uses the shared line (its
+// calls in flight finish), and the subscriptions move to the new one.
+func (c *Conn) relearnOnce(ctx context.Context) bool {
 	cli, err := c.dial(ctx, "")
 	if err != nil {
 		return false
@@ -176,16 +233,32 @@ func (c *Conn) relearn(ctx context.Context, eras int64) bool {
 		return false
 	}
 	stale := c.learn(cli)
-	if c.shared.cli != nil {
-		stale = append(stale, c.shared.cli)
+	old := c.shared.cli
+	if old != nil {
+		c.shared.replaced = append(c.shared.replaced, old)
+		stale = append(stale, c.replacedIdleLocked()...)
 	}
 	c.shared.cli = cli
 	c.eras.Add(1)
 	c.mu.Unlock()
 	c.closeSessions(stale...)
+	if old != nil && c.endStream(old) {
+		c.Resubscribe() // on the new shared connection
+	}
 	c.opts.Log.Info("the server speaks another protocol era than when the bridge connected (upgraded or replaced behind its URL): connected again",
 		"server", c.target.Namespace+"/"+c.target.Name, "was", modeNames[was], "now", modeNames[m])
 	return true
+}
+
+// replacedIdleLocked takes the shared connections relearn replaced, for
+// the caller to close, once no call holds the shared line. c.mu is held.
+func (c *Conn) replacedIdleLocked() []*client.Client {
+	if c.shared.busy > 0 {
+		return nil
+	}
+	old := c.shared.replaced
+	c.shared.replaced = nil
+	return old
 }
 
 // clientFor returns the client a call for agent takes: the agent session's
@@ -235,13 +308,20 @@ func (c *Conn) clientFor(ctx context.Context, agent *Agent) (*client.Client, *li
 	}
 	switch {
 	case errors.Is(err, errNoSession) && dualEra:
-		// Keeps no session after all (for good, or since it changed
-		// behind its URL): the shared connection serves every call.
-		c.mu.Lock()
-		c.mode.Store(modeStateless)
-		stale := c.takeAgentsLocked()
-		c.mu.Unlock()
-		c.closeSessions(stale...)
+		// Keeps no session after all (for good, or since it changed behind
+		// its URL), or this once. Only a relearn that finds the server
+		// changed takes every agent's session (learn); else this agent's
+		// line ends, and session-era calls go on the shared (stateless)
+		// connection for sessionsRetry, then try a session again.
+		if !c.relearn(ctx, c.eras.Load()) {
+			c.endAgent(agent.ID)
+			c.sessionsRetryAt.Store(c.clock().Add(sessionsRetry).UnixNano())
+		}
+		if c.mode.Load() == modeSessionOnly {
+			// Replaced by a server that keeps only sessions: the call
+			// starts again (doOn) on a line of its own.
+			return nil, nil, &Error{Reason: ReasonUnavailable, Err: fmt.Errorf("server %s/%s now keeps only sessions: %w", c.target.Namespace, c.target.Name, errNoSession)}
+		}
 		return c.sharedClient(ctx)
 	case errors.Is(err, errNoSession):
 		// A session-only server (the shared connection has a session id)
@@ -252,7 +332,7 @@ func (c *Conn) clientFor(ctx context.Context, agent *Agent) (*client.Client, *li
 	case dualEra:
 		// Its stateless era serves the call (a session is cheaper and asks
 		// on the call's stream, but is not needed); dial again later.
-		c.sessionsRetryAt.Store(time.Now().Add(sessionsRetry).UnixNano())
+		c.sessionsRetryAt.Store(c.clock().Add(sessionsRetry).UnixNano())
 		return c.sharedClient(ctx)
 	}
 	// A session-only server: the shared connection is a session too, and
@@ -260,20 +340,28 @@ func (c *Conn) clientFor(ctx context.Context, agent *Agent) (*client.Client, *li
 	return nil, nil, err
 }
 
-// sharedClient is Client with the shared line, taken, for clientFor.
+// sharedClient is Client with the shared line, taken, for clientFor. The
+// line is taken with the client it holds: one a relearn replaced
+// meanwhile would be closed under the call once the line looked idle.
 func (c *Conn) sharedClient(ctx context.Context) (*client.Client, *line, error) {
-	cli, err := c.Client(ctx)
-	if err != nil {
-		return nil, nil, err
+	for {
+		cli, err := c.Client(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		c.mu.Lock()
+		if c.shared.cli == cli {
+			c.shared.busy++
+			c.mu.Unlock()
+			return cli, &c.shared, nil
+		}
+		c.mu.Unlock()
 	}
-	c.mu.Lock()
-	c.shared.busy++
-	c.mu.Unlock()
-	return cli, &c.shared, nil
 }
 
 // release ends a call's hold on l (nil: none); a Conn over its cap of
-// agent sessions closes what it can now (trim).
+// agent sessions closes what it can now (trim), and the shared line, idle,
+// the connections relearn replaced on it.
 func (c *Conn) release(l *line) {
 	if l == nil {
 		return
@@ -282,7 +370,12 @@ func (c *Conn) release(l *line) {
 	l.busy--
 	l.lastUsed = time.Now()
 	over := c.overCapLocked()
+	var replaced []*client.Client
+	if l == &c.shared {
+		replaced = c.replacedIdleLocked()
+	}
 	c.mu.Unlock()
+	c.closeSessions(replaced...)
 	if over {
 		c.trim()
 	}
@@ -317,7 +410,7 @@ func (c *Conn) keepsSessions(ctx context.Context) (bool, error) {
 	case modeSessionOnly:
 		return true, nil
 	case modeDualEra:
-		return time.Now().UnixNano() >= c.sessionsRetryAt.Load(), nil
+		return c.clock().UnixNano() >= c.sessionsRetryAt.Load(), nil
 	}
 	return false, nil
 }
@@ -406,6 +499,7 @@ func (c *Conn) idleLinesLocked() int {
 func (c *Conn) trim() {
 	c.mu.Lock()
 	var closed []*client.Client
+	var idles []time.Duration
 	for c.overCapLocked() {
 		id, idle := c.trimVictimLocked()
 		if id == "" {
@@ -416,12 +510,15 @@ func (c *Conn) trim() {
 			continue
 		}
 		closed = append(closed, cli)
+		idles = append(idles, idle)
 		c.sessionClosed(ClosedCap)
-		c.opts.Log.Info("closed the least recently used idle upstream session of an agent session: at --max-upstream-sessions; that agent session starts a new, empty one if it calls again",
-			"server", c.target.Namespace+"/"+c.target.Name, "max", c.opts.MaxAgentSessions, "idle", idle.Round(time.Millisecond).String())
 	}
 	c.mu.Unlock()
 	c.closeSessions(closed...)
+	for _, idle := range idles { // logged without the Conn's lock
+		c.opts.Log.Info("closed the least recently used idle upstream session of an agent session: at --max-upstream-sessions; that agent session starts a new, empty one if it calls again",
+			"server", c.target.Namespace+"/"+c.target.Name, "max", c.opts.MaxAgentSessions, "idle", idle.Round(time.Millisecond).String())
+	}
 }
 
 // overCapLocked says whether the Conn holds more agents' lines than

@@ -727,3 +727,63 @@ func TestClosedLinesForgetTheirAgentsCleanUp(t *testing.T) {
 		t.Fatalf("agent a holds %d of a retired Conn's clean-ups; want 0", n)
 	}
 }
+
+// A session dial that ends after its agent session did closes what it
+// opened (a DELETE) within the Conn's clean-ups: a stopping replica's
+// WaitClosed waits for it. Before, it was closed apart (go cli.Close()),
+// outside the bound on DELETEs at once and not waited for. Found by
+// review.
+func TestDialEndingAfterItsAgentSessionIsCleanedUp(t *testing.T) {
+	url, _ := dualEraServer(t)
+	initSeen, initGo := make(chan struct{}), make(chan struct{})
+	deleteSeen, deleteGo := make(chan string, 1), make(chan struct{})
+	var once sync.Once
+	front := faultyFront(t, url, func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+		wait := func(ch chan struct{}) {
+			select {
+			case <-ch:
+			case <-r.Context().Done():
+			}
+		}
+		switch {
+		case bytes.Contains(body, []byte(`"method":"initialize"`)):
+			close(initSeen) // the one agent's dial
+			wait(initGo)
+		case r.Method == http.MethodDelete:
+			select {
+			case deleteSeen <- r.Header.Get("Mcp-Session-Id"):
+			default: // not the late dial's: none other is waited for
+			}
+			wait(deleteGo)
+		}
+		return false
+	})
+	t.Cleanup(func() { once.Do(func() { close(deleteGo) }) }) // before the front closes
+	c := newTestConn(t, front)
+	as := newAgents(t)
+	s, agent := as.open(t)
+	called := make(chan error, 1)
+	go func() {
+		_, err := c.CallTool(ctxT(t), []byte(`{"name":"echo","arguments":{"text":"x"}}`), CallHooks{Agent: agent})
+		called <- err
+	}()
+	<-initSeen
+	as.End(s)
+	close(initGo)
+	var e *Error
+	if err := <-called; !errors.As(err, &e) || e.Reason != ReasonCancelled {
+		t.Fatalf("the call of an agent session that ended during its dial: %v; want %s", err, ReasonCancelled)
+	}
+	if sid := <-deleteSeen; sid == "" {
+		t.Fatal("the session the dial opened was DELETEd without its id")
+	}
+	select {
+	case <-c.closing.idle():
+		t.Fatal("the Conn's clean-ups are done while the DELETE of the late dial's session runs")
+	default:
+	}
+	once.Do(func() { close(deleteGo) })
+	if err := c.WaitClosed(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+}

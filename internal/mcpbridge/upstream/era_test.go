@@ -221,7 +221,9 @@ func TestSessionOnlyServerGivesEachAgentASession(t *testing.T) {
 
 // A server that lists session-era versions but keeps no session (the
 // go-sdk's stateless mode answers initialize without a session id, and can
-// ask nothing on a call's stream) is left in the stateless era.
+// ask nothing on a call's stream) is left in the stateless era: no agent
+// session is dialled for sessionsRetry after one was answered without a
+// session id.
 func TestServerWithoutSessionsStaysStateless(t *testing.T) {
 	srv := testpeers.GoEverything(t, true)
 	c := newTestConn(t, srv.URL)
@@ -235,8 +237,8 @@ func TestServerWithoutSessionsStaysStateless(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if shared.Era() != client.EraStateless || c.agentSessions() != 0 || c.mode.Load() != modeStateless {
-		t.Fatalf("connections to a stateless-only server: shared %s, %d agent sessions, mode %d; want the shared stateless connection alone", shared.Era(), c.agentSessions(), c.mode.Load())
+	if keeps, err := c.keepsSessions(ctxT(t)); shared.Era() != client.EraStateless || c.agentSessions() != 0 || keeps || err != nil {
+		t.Fatalf("connections to a stateless-only server: shared %s, %d agent sessions, sessions dialled: %v (%v); want the shared stateless connection alone", shared.Era(), c.agentSessions(), keeps, err)
 	}
 }
 
@@ -318,8 +320,11 @@ func ctxT(t *testing.T) context.Context {
 // switchingFront is a load balancer in front of the real server at before
 // that sends everything to the one at after once switched is set: a
 // remote server upgraded or replaced behind its URL. It records the
-// session of each tools/call it passes on.
-func switchingFront(t *testing.T, before, after string) (front string, switched *atomic.Bool, calls func() []string) {
+// session of each tools/call it passes on. With forgetSessions, once
+// switched, a request in a session is refused as unknown (404): the
+// go-sdk's stateless mode serves it regardless, so the refusal a server
+// that keeps no sessions may give is a fake.
+func switchingFront(t *testing.T, before, after string, forgetSessions bool) (front string, switched *atomic.Bool, calls func() []string) {
 	switched = &atomic.Bool{}
 	var mu sync.Mutex
 	var seen []string
@@ -331,6 +336,10 @@ func switchingFront(t *testing.T, before, after string) (front string, switched 
 		}
 		if !switched.Load() {
 			return false
+		}
+		if forgetSessions && r.Header.Get("Mcp-Session-Id") != "" {
+			http.Error(w, "session not found", http.StatusNotFound)
+			return true
 		}
 		relay(w, r, after, body)
 		return true
@@ -349,9 +358,11 @@ func switchingFront(t *testing.T, before, after string) (front string, switched 
 // refusal that shows it, and the refused call is sent again, once: from
 // stateless to session-only, calls refused with -32022 (unsupported
 // protocol version) go on in sessions, a session-era agent's in its own;
-// from session-only to stateless, a new agent session's initialize
-// answered without a session id moves the Conn to the stateless era, and
-// the agents' sessions are closed.
+// from session-only to stateless, the agent session with a live upstream
+// session has its call refused unrun on it (404), its new session's
+// initialize is answered without a session id, the Conn learns the server
+// again and the call goes on the shared connection; no agent holds a
+// session then, nor dials one for sessionsRetry.
 // Before, the Conn kept what its first dial learned, and every call (or
 // every new agent session's) failed until the MCPServer changed.
 func TestServerChangedBehindItsURLIsLearnedAgain(t *testing.T) {
@@ -361,13 +372,16 @@ func TestServerChangedBehindItsURLIsLearnedAgain(t *testing.T) {
 		want            int32
 	}{
 		{"stateless to session-only", true, modeSessionOnly},
-		{"session-only to stateless", false, modeStateless},
+		// The go-sdk's stateless mode lists session-era versions (both
+		// eras), and answers an agent's initialize without a session id.
+		{"session-only to stateless", false, modeDualEra},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before, after := testpeers.GoEverything(t, tc.statelessBefore), testpeers.GoEverything(t, !tc.statelessBefore)
-			front, switched, calls := switchingFront(t, before.URL, after.URL)
+			front, switched, calls := switchingFront(t, before.URL, after.URL, !tc.statelessBefore)
 			c := newTestConn(t, front)
 			as := newAgents(t)
+			c.clock = as.clock
 			_, a := as.open(t)
 			_, b := as.open(t)
 			const call = `{"name":"test_simple_text","arguments":{}}`
@@ -375,8 +389,13 @@ func TestServerChangedBehindItsURLIsLearnedAgain(t *testing.T) {
 			callTool(t, c, call, CallHooks{})
 			calls()
 
+			// Past the interval in which a relearn (or an agent's session
+			// dial) would not be tried again.
+			as.advance(sessionsRetry)
 			switched.Store(true)
-			for _, agent := range []*Agent{b, nil, a} {
+			// a first: an agent with a live line (to a session-only server
+			// before) has its call refused unrun on it.
+			for _, agent := range []*Agent{a, b, nil} {
 				if res := callTool(t, c, call, CallHooks{Agent: agent}); !strings.Contains(res, "simple text") {
 					t.Fatalf("a call after the server changed answered %s", res)
 				}
@@ -384,20 +403,21 @@ func TestServerChangedBehindItsURLIsLearnedAgain(t *testing.T) {
 			if m := c.mode.Load(); m != tc.want {
 				t.Fatalf("the Conn's mode is %s; want %s", modeNames[m], modeNames[tc.want])
 			}
-			if n := c.agentSessions(); tc.want == modeStateless && n != 0 {
-				t.Fatalf("the Conn holds %d agent sessions to a server that keeps none now; want 0", n)
+			if keeps, _ := c.keepsSessions(ctxT(t)); tc.want == modeDualEra && (keeps || agentSession(c, a) != "" || agentSession(c, b) != "") {
+				t.Fatalf("agents hold upstream sessions %q and %q (new ones dialled: %v) to a server that keeps none now; want none", agentSession(c, a), agentSession(c, b), keeps)
 			}
 			seen := calls()
 			if tc.want == modeSessionOnly {
-				// b's call and the stateless agent's were each refused once,
-				// then sent in b's own session and in the shared one.
+				// a's call was refused once (on the shared stateless
+				// connection), then sent in a's own session; the stateless
+				// agent's went in the shared one.
 				shared, err := c.Client(ctxT(t))
 				if err != nil {
 					t.Fatal(err)
 				}
-				sb, sharedID := agentSession(c, b), shared.Conn().(*streamhttp.Conn).SessionID()
-				if len(seen) < 2 || seen[1] != sb || sb == "" || sb == sharedID || !slices.Contains(seen, sharedID) {
-					t.Fatalf("the server was sent calls in sessions %q; want b's own (%q) after its refused call, and the shared one (%q)", seen, sb, sharedID)
+				sa, sb, sharedID := agentSession(c, a), agentSession(c, b), shared.Conn().(*streamhttp.Conn).SessionID()
+				if want := []string{sa, sb, "", sharedID}; !slices.Equal(seen, want) || sa == "" || sb == "" || sharedID == "" {
+					t.Fatalf("the server was sent calls in sessions %q; want %q: a's and b's each in its own, the stateless agent's refused without one, then sent in the shared one", seen, want)
 				}
 			}
 		})

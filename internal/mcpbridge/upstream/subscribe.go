@@ -193,18 +193,20 @@ func (c *Conn) failAll(uris []string, err error) {
 	s.mu.Unlock()
 }
 
-// endStream stops the stream of cli (any when nil) and forgets what it held.
-func (c *Conn) endStream(cli *client.Client) {
+// endStream stops the stream of cli (any when nil) and forgets what it
+// held; false when cli held none.
+func (c *Conn) endStream(cli *client.Client) bool {
 	s := &c.subs
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if cli != nil && s.cli != cli {
-		return
+		return false
 	}
 	if s.stop != nil {
 		s.stop()
 	}
 	s.cli, s.stop, s.have = nil, nil, map[string]bool{}
+	return true
 }
 
 // streamEnded is called when the stream of cli ends on its own: what it

@@ -188,9 +188,15 @@ type Conn struct {
 	mode    atomic.Int32
 	learned int32
 	// eras counts the times the Conn learned its server again because it
-	// changed behind its URL (relearn); relearning serializes that.
-	eras       atomic.Int64
-	relearning sync.Mutex
+	// changed behind its URL (relearn). relearnRun is the relearn under
+	// way (under mu; one at a time, the others wait for its result), and
+	// none starts before relearnAfter (under mu).
+	eras         atomic.Int64
+	relearnRun   *relearnAttempt
+	relearnAfter time.Time
+	// clock tells the time of relearnAfter and sessionsRetryAt (time.Now;
+	// tests move it on).
+	clock func() time.Time
 	// sessionsRetryAt (unix ns): after a failed session dial to a server
 	// that speaks both eras, the calls go on the shared (stateless)
 	// connection until then, not each paying a dial.
@@ -232,6 +238,9 @@ type line struct {
 	// forgetAtEnd forgets the agent session's clean-up that would close
 	// the line (nil: none registered yet).
 	forgetAtEnd func()
+	// replaced are the shared line's clients relearn replaced, closed once
+	// no call holds the line (calls in flight may still use them).
+	replaced []*client.Client
 }
 
 // end marks l taken out of the Conn and forgets its agent session's
@@ -273,7 +282,7 @@ func New(t Target, o Options) *Conn {
 	})
 	return &Conn{
 		target: t, opts: o, life: life, retire: retire, subsLife: subsLife, stopSubs: stopSubs, pool: pool, poolErr: err,
-		deletes: make(chan struct{}, closeParallel),
+		deletes: make(chan struct{}, closeParallel), clock: time.Now,
 	}
 }
 
@@ -311,11 +320,13 @@ func (c *Conn) WaitClosed(ctx context.Context) error {
 // that agent a new one), their sessions counted closed for why. c.mu is
 // held.
 func (c *Conn) takeAll(why string) []*client.Client {
-	clis := make([]*client.Client, 0, 1+len(c.agents))
+	clis := make([]*client.Client, 0, 1+len(c.shared.replaced)+len(c.agents))
 	if c.shared.cli != nil {
 		clis = append(clis, c.shared.cli)
 		c.shared.cli = nil
 	}
+	clis = append(clis, c.shared.replaced...)
+	c.shared.replaced = nil
 	for _, l := range c.agents {
 		l.end()
 		if l.cli != nil {
@@ -510,10 +521,10 @@ func (c *Conn) client(ctx context.Context, l *line) (*client.Client, error) {
 		switch {
 		case err != nil:
 		case c.life.Err() != nil:
-			go cli.Close()
+			stale = append(stale, cli) // closed within the Conn's DELETE bound
 			err = context.Cause(c.life)
 		case l.ended:
-			go cli.Close()
+			stale = append(stale, cli)
 			err = errAgentEnded
 		default:
 			l.cli = cli
@@ -742,23 +753,30 @@ func (c *Conn) doOn(ctx context.Context, agent *Agent, f func(context.Context, *
 	stop := context.AfterFunc(c.life, func() { cancel(context.Cause(c.life)) })
 	defer stop()
 	eras := c.eras.Load()
-	for again := true; ; again = false {
+	// resent: the call was sent and refused once (it is not sent a third
+	// time); relearned: a failure to take a client (nothing sent) had the
+	// server learned again, once.
+	resent, relearned := false, false
+	for {
 		cli, l, err := c.clientFor(cctx, agent)
 		if err != nil {
-			if again && eraRefused(nil, err) && c.relearn(cctx, eras) {
+			if !relearned && eraRefused(nil, err) && c.relearn(cctx, eras) {
+				relearned = true
 				continue
 			}
 			return nil, c.classify(ctx, cctx, err)
 		}
 		res, err := f(cctx, cli)
-		if again && err != nil && ctx.Err() == nil {
+		if !resent && err != nil && ctx.Err() == nil {
 			switch {
 			case errors.Is(err, streamhttp.ErrNotRun) && agent != nil:
 				c.drop(l, cli)
 				c.release(l)
+				resent = true
 				continue
 			case eraRefused(cli, err) && c.relearn(cctx, eras):
 				c.release(l)
+				resent = true
 				continue
 			}
 		}

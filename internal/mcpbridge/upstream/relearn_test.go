@@ -1,0 +1,273 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
+	"github.com/mcp-operator/mcp-operator/internal/testpeers"
+)
+
+// refusingVersionFront is a fake in front of the real dual-era server at
+// url that answers every tools/call with -32022 (unsupported protocol
+// version), as a server replaced behind its URL might, or a load balancer
+// with a server of each version behind it; a real server refuses a
+// version only at its first message, not every call. It counts the
+// server/discover requests (each dial of the shared connection, or a
+// relearn), and holds the one numbered holdAt (0: none) until release.
+type refusingVersionFront struct {
+	url       string
+	discovers atomic.Int32
+	holdAt    int32
+	hold      chan struct{}
+	release   func()
+}
+
+func newRefusingVersionFront(t *testing.T, holdAt int32) *refusingVersionFront {
+	url, _ := dualEraServer(t)
+	f := &refusingVersionFront{holdAt: holdAt, hold: make(chan struct{})}
+	var once sync.Once
+	f.release = func() { once.Do(func() { close(f.hold) }) }
+	t.Cleanup(f.release)
+	f.url = faultyFront(t, url, func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+		var m struct {
+			Method string
+			ID     json.RawMessage
+		}
+		_ = json.Unmarshal(body, &m)
+		switch m.Method {
+		case "server/discover":
+			if f.discovers.Add(1) == f.holdAt {
+				select {
+				case <-f.hold:
+				case <-r.Context().Done():
+				}
+			}
+		case "tools/call":
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":"unsupported protocol version"}}`, m.ID, jsonrpc.CodeUnsupportedProtocolVersion)
+			return true
+		}
+		return false
+	})
+	return f
+}
+
+// refused fails t unless err is the server's -32022.
+func refused(t *testing.T, err error) {
+	t.Helper()
+	var rpcErr *jsonrpc.Error
+	if !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeUnsupportedProtocolVersion {
+		t.Fatalf("a call the server refuses: %v; want its -32022", err)
+	}
+}
+
+const echoCall = `{"name":"echo","arguments":{"text":"x"}}`
+
+// A server that refuses every call with -32022 is learned again once per
+// sessionsRetry, not once per call: each relearn costs a dial (a
+// server/discover, an initialize, a DELETE). Before, every call dialled.
+// Found by review.
+func TestRefusingServerIsLearnedAgainOncePerInterval(t *testing.T) {
+	f := newRefusingVersionFront(t, 0)
+	c := newTestConn(t, f.url)
+	clock := newAgents(t)
+	c.clock = clock.clock
+	for range 4 {
+		_, err := c.CallTool(ctxT(t), json.RawMessage(echoCall), CallHooks{})
+		refused(t, err)
+	}
+	if n := f.discovers.Load(); n != 2 {
+		t.Fatalf("4 refused calls sent %d server/discover; want 2 (the shared connection's dial, one relearn)", n)
+	}
+	clock.advance(sessionsRetry)
+	_, err := c.CallTool(ctxT(t), json.RawMessage(echoCall), CallHooks{})
+	refused(t, err)
+	if n := f.discovers.Load(); n != 3 {
+		t.Fatalf("a refused call after sessionsRetry sent %d server/discover in all; want 3 (one more relearn)", n)
+	}
+}
+
+// Calls refused while a relearn runs wait for its result rather than each
+// dial the server, and a waiting call whose caller gives up ends at once
+// with the server's refusal, not after the relearn's dial. Before, relearns ran one after the other,
+// each a dial, behind a mutex that ignored the call's context. Found by
+// review.
+func TestRefusedCallsShareOneRelearn(t *testing.T) {
+	f := newRefusingVersionFront(t, 2) // the relearn's dial is held
+	c := newTestConn(t, f.url)
+	if _, err := c.Client(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	waiting := func(n int) func() bool {
+		return func() bool {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return c.relearnRun != nil && c.relearnRun.waiters == n
+		}
+	}
+	results := make(chan error, 3)
+	for range 3 {
+		go func() {
+			_, err := c.CallTool(ctxT(t), json.RawMessage(echoCall), CallHooks{})
+			results <- err
+		}()
+	}
+	eventually(t, "two calls waiting for the third's relearn", waiting(2))
+
+	ctx, giveUp := context.WithCancel(ctxT(t))
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := c.CallTool(ctx, json.RawMessage(echoCall), CallHooks{})
+		gaveUp <- err
+	}()
+	eventually(t, "a fourth call waiting for the relearn", waiting(3))
+	giveUp()
+	refused(t, <-gaveUp) // its own answer, while the relearn is still held
+
+	f.release()
+	for range 3 {
+		refused(t, <-results)
+	}
+	if n := f.discovers.Load(); n != 2 {
+		t.Fatalf("the refused calls sent %d server/discover; want 2 (the shared connection's dial, one relearn)", n)
+	}
+}
+
+// A dual-era server that answers one agent session's initialize without a
+// session id ends only that agent's line: the other agents keep their
+// upstream sessions (a relearn finds the server unchanged), the call goes
+// on the shared connection, and after sessionsRetry agents get sessions
+// again. Before, every agent's session was closed and none was opened
+// again. The missing id is a fake in front of the real server. Found by
+// review.
+func TestInitializeWithoutSessionIDEndsOnlyThatAgentsLine(t *testing.T) {
+	url, _ := dualEraServer(t)
+	var strip atomic.Bool
+	front := faultyFront(t, url, func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+		if strings.Contains(string(body), `"method":"notifications/initialized"`) && r.Header.Get("Mcp-Session-Id") == "" {
+			w.WriteHeader(http.StatusAccepted) // taken, as by a server that keeps no session
+			return true
+		}
+		if strings.Contains(string(body), `"method":"initialize"`) && strip.CompareAndSwap(true, false) {
+			relay(w, r, url, body, "Mcp-Session-Id")
+			return true
+		}
+		return false
+	})
+	c := newTestConn(t, front)
+	as := newAgents(t)
+	c.clock = as.clock
+	_, a := as.open(t)
+	_, b := as.open(t)
+	callTool(t, c, echoCall, CallHooks{Agent: a})
+	sa := agentSession(c, a)
+
+	strip.Store(true)
+	if res := callTool(t, c, echoCall, CallHooks{Agent: b}); !strings.Contains(res, `"x"`) {
+		t.Fatalf("the call whose session opened without an id answered %s", res)
+	}
+	if got := agentSession(c, a); got != sa || sa == "" || c.mode.Load() != modeDualEra || agentSession(c, b) != "" {
+		t.Fatalf("after one initialize without a session id: a's session %q (was %q), b's %q, mode %s; want a's kept, none for b, the server still both eras", got, sa, agentSession(c, b), modeNames[c.mode.Load()])
+	}
+
+	as.advance(sessionsRetry)
+	callTool(t, c, echoCall, CallHooks{Agent: b})
+	if sb := agentSession(c, b); sb == "" || sb == sa {
+		t.Fatalf("b's upstream session after sessionsRetry: %q; want one of its own", sb)
+	}
+}
+
+// The shared session relearn replaces is closed (DELETE) once no call uses
+// the shared connection: a call in flight on it ends with its answer.
+// Before, it was DELETEd at once, under the call. The session-only server
+// is replaced by a dual-era one behind a fake front that refuses calls in
+// the old sessions with -32022 (the real dual-era server would not know
+// them: a 404, which a session's call does not take for a change of era).
+// Found by review.
+func TestReplacedSharedSessionClosesOnceIdle(t *testing.T) {
+	before := testpeers.GoEverything(t, false)
+	after, _ := dualEraServer(t)
+	var switched, holdNext atomic.Bool
+	held, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	var mu sync.Mutex
+	var deleted []string
+	front := faultyFront(t, before.URL, func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+		sid := r.Header.Get("Mcp-Session-Id")
+		isCall := strings.Contains(string(body), `"method":"tools/call"`)
+		switch {
+		case r.Method == http.MethodDelete:
+			mu.Lock()
+			deleted = append(deleted, sid)
+			mu.Unlock()
+		case isCall && holdNext.CompareAndSwap(true, false):
+			close(held)
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		case isCall && switched.Load() && sid != "":
+			var m struct{ ID json.RawMessage }
+			_ = json.Unmarshal(body, &m)
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":"unsupported protocol version"}}`, m.ID, jsonrpc.CodeUnsupportedProtocolVersion)
+			return true
+		case switched.Load() && sid == "":
+			relay(w, r, after, body)
+			return true
+		}
+		return false
+	})
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) }) // before the front closes
+	c := newTestConn(t, front)
+	const call = `{"name":"test_simple_text","arguments":{}}`
+	old, err := c.Client(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldID := old.Conn().(*streamhttp.Conn).SessionID()
+
+	holdNext.Store(true)
+	inFlight := make(chan string, 1)
+	go func() {
+		res, err := c.CallTool(ctxT(t), json.RawMessage(call), CallHooks{})
+		inFlight <- fmt.Sprint(string(res), err)
+	}()
+	<-held
+	switched.Store(true)
+	if res := callTool(t, c, echoCall, CallHooks{}); !strings.Contains(res, `"x"`) {
+		t.Fatalf("the call refused in the old session answered %s after the relearn", res)
+	}
+	if c.mode.Load() != modeDualEra {
+		t.Fatalf("the Conn's mode is %s; want both eras, learned again", modeNames[c.mode.Load()])
+	}
+	if err := c.WaitClosed(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	early := slices.Contains(deleted, oldID)
+	mu.Unlock()
+	if early {
+		t.Fatalf("the replaced shared session %q was DELETEd under a call in flight", oldID)
+	}
+
+	releaseOnce.Do(func() { close(release) })
+	if res := <-inFlight; !strings.Contains(res, "simple text") {
+		t.Fatalf("the call in flight on the replaced session ended with %s; want its answer", res)
+	}
+	eventually(t, "the replaced shared session DELETEd once idle", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Contains(deleted, oldID)
+	})
+}
