@@ -149,7 +149,13 @@ func endpoint(getenv func(string) string, protocol string) (*url.URL, error) {
 		return nil, fmt.Errorf("%s is not a URL", from)
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%s=%q is not an http:// or https:// URL", from, u.Redacted())
+		// Nothing of the value but a scheme that is one: "user:s3cret@host"
+		// parses as the scheme "user" and the opaque "s3cret@host".
+		scheme := ""
+		if u.Scheme != "" && u.Opaque == "" {
+			scheme = fmt.Sprintf(" (its scheme is %q)", u.Scheme)
+		}
+		return nil, fmt.Errorf("%s is not an http:// or https:// URL%s", from, scheme)
 	}
 	switch {
 	case protocol == ProtocolGRPC:

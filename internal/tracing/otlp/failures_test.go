@@ -15,6 +15,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	grpccodes "google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -191,6 +192,70 @@ func TestGRPCTimeoutHeader(t *testing.T) {
 	} {
 		if got := grpcTimeout(d); got != want {
 			t.Errorf("grpc-timeout of %s is %q, want %q", d, got, want)
+		}
+	}
+}
+
+// The errors of an export show the collector's URL without its user, query
+// or fragment, which may hold secrets (url.Redacted hides only a
+// password): in a collector's refusal, a redirect's target, and a failed
+// connection (whose *url.Error prints the URL again).
+func TestExportErrorsHideURLSecrets(t *testing.T) {
+	const secrets, query = "tok3n@", "?api_key=s3cret#fr4gment"
+	withSecrets := func(u string) string { return strings.Replace(u, "://", "://"+secrets, 1) + "/" + query }
+	refusing := serveClearText(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "no", http.StatusBadRequest)
+	}))
+	moved := serveClearText(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, refusing.URL+"/elsewhere"+query, http.StatusFound)
+	}))
+	closed := serveClearText(t, http.NotFoundHandler())
+	closed.Close()
+	for name, tc := range map[string]struct{ url, want string }{
+		"refused":    {refusing.URL, "answered 400 Bad Request"},
+		"redirected": {moved.URL, "a redirect to " + refusing.URL + "/elsewhere,"},
+		"no answer":  {closed.URL, "while exporting spans to " + closed.URL + "/: "},
+	} {
+		t.Run(name, func(t *testing.T) {
+			env := collectorEnv(ProtocolHTTP, "", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", withSecrets(tc.url))
+			err := export(exporter(t, env), span(t))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one saying %q", err, tc.want)
+			}
+			for _, secret := range []string{"tok3n", "s3cret", "fr4gment"} {
+				if strings.Contains(err.Error(), secret) {
+					t.Fatalf("error %q shows %q", err, secret)
+				}
+			}
+		})
+	}
+}
+
+// A RetryInfo's delay too long for a time.Duration is the longest one (not
+// waited for), rather than a product wrapped to a short or negative wait.
+func TestRetryInfoDelayDoesNotOverflow(t *testing.T) {
+	maxSeconds := int64(math.MaxInt64 / time.Second)
+	for _, tc := range []struct {
+		delay *durationpb.Duration
+		want  time.Duration
+	}{
+		{&durationpb.Duration{Seconds: 1, Nanos: 5e8}, 1500 * time.Millisecond},
+		{&durationpb.Duration{Seconds: 1 << 62}, math.MaxInt64},
+		{&durationpb.Duration{Seconds: math.MaxInt64}, math.MaxInt64},
+		{&durationpb.Duration{Seconds: maxSeconds, Nanos: 999_999_999}, math.MaxInt64},
+		{&durationpb.Duration{Seconds: maxSeconds - 1, Nanos: 999_999_999}, time.Duration(maxSeconds)*time.Second - 1},
+		{&durationpb.Duration{Seconds: -5}, 0},
+	} {
+		st, err := status.New(grpccodes.Unavailable, "later").WithDetails(&errdetails.RetryInfo{RetryDelay: tc.delay})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := proto.Marshal(st.Proto())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if message, got := rpcStatus(b); got != tc.want || message != "later" {
+			t.Errorf("a RetryInfo of %v is a delay of %s (message %q), want %s", tc.delay, got, message, tc.want)
 		}
 	}
 }

@@ -75,7 +75,7 @@ func (g *grpcSender) send(ctx context.Context, message []byte) error {
 	status := trailer.Get("Grpc-Status")
 	code, err := strconv.Atoi(status)
 	if err != nil {
-		return fmt.Errorf("the OTLP collector at %s answered without a gRPC status (grpc-status %q)", g.url.Redacted(), status)
+		return fmt.Errorf("the OTLP collector at %s answered without a gRPC status (grpc-status %q)", safeURL(g.url), status)
 	}
 	if code != codeOK {
 		// Percent-encoded by the server; shown as it came when it is not.
@@ -96,7 +96,7 @@ func (g *grpcSender) send(ctx context.Context, message []byte) error {
 	if err != nil {
 		// The spans were accepted; only the report of a partial success is
 		// lost.
-		return &partialError{fmt.Errorf("the OTLP collector at %s accepted the spans, but its answer is unreadable: %w", g.url.Redacted(), err)}
+		return &partialError{fmt.Errorf("the OTLP collector at %s accepted the spans, but its answer is unreadable: %w", safeURL(g.url), err)}
 	}
 	if err := partialSuccess(response); err != nil {
 		return &partialError{err}
@@ -112,7 +112,7 @@ func (g *grpcSender) failed(code int, httpStatus, message string, delay time.Dur
 	if httpStatus != "" {
 		what = "HTTP " + httpStatus + " (" + what + ")"
 	}
-	err := fmt.Errorf("the OTLP collector at %s answered %s: %s", g.url.Redacted(), what, message)
+	err := fmt.Errorf("the OTLP collector at %s answered %s: %s", safeURL(g.url), what, message)
 	switch code {
 	case codeCancelled, codeDeadlineExceeded, codeAborted, codeOutOfRange, codeUnavailable, codeDataLoss:
 		return &retryable{err: err, after: delay}
