@@ -74,15 +74,106 @@ func TestShutdownEndsARunningExport(t *testing.T) {
 			if err := e.Shutdown(ctx); err != nil {
 				t.Fatal(err)
 			}
-			select {
-			case err := <-exported:
-				if !errors.Is(err, errShutdown) {
-					t.Fatalf("the export ended with %v, want the shutdown", err)
-				}
-			default:
-				t.Fatal("Shutdown returned before the running export")
+			// The export has returned (Shutdown waited for it), but its
+			// goroutine may not have sent its error yet.
+			if err := ended(t, exported); !errors.Is(err, errShutdown) {
+				t.Fatalf("the export ended with %v, want the shutdown", err)
 			}
 		})
+	}
+}
+
+// sendWrapped replaces e's send with around, given the real one.
+func sendWrapped(e *Exporter, around func(ctx context.Context, body []byte, send func(context.Context, []byte) error) error) {
+	send := e.send
+	e.send = func(ctx context.Context, body []byte) error { return around(ctx, body, send) }
+}
+
+// Shutdown lets an attempt in flight finish (its batch is accepted), and
+// returns after its export did. The attempt is held until Shutdown has
+// begun (e.waits ends first thing), then sent for real. Sync points, no
+// timing: the attempt has begun (entered) before Shutdown is called, so
+// its export is one Shutdown waits for.
+func TestShutdownLetsAnAttemptFinish(t *testing.T) {
+	for _, protocol := range protocols {
+		t.Run(protocol, func(t *testing.T) {
+			c := newCollector(t)
+			e := exporter(t, collectorEnv(protocol, c.serve().URL))
+			var returned atomic.Bool
+			entered := make(chan struct{})
+			sendWrapped(e, func(ctx context.Context, body []byte, send func(context.Context, []byte) error) error {
+				close(entered)
+				<-e.waits.Done()
+				err := send(ctx, body)
+				returned.Store(true)
+				return err
+			})
+			exported := make(chan error, 1)
+			go func() { exported <- export(e, span(t)) }()
+			waitClosed(t, entered)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := e.Shutdown(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if !returned.Load() {
+				t.Fatal("Shutdown returned before the attempt in flight")
+			}
+			if err := ended(t, exported); err != nil {
+				t.Fatalf("the export ended with %v, want the batch accepted", err)
+			}
+			if requests, _ := c.got(); len(requests) != 1 {
+				t.Fatalf("the collector received %d requests, want 1", len(requests))
+			}
+		})
+	}
+}
+
+// ended is the error of the export that sends it to exported, and fails
+// the test when none comes in 30 s.
+func ended(t *testing.T, exported <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-exported:
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatal("the export did not end in 30 s after Shutdown")
+		return nil
+	}
+}
+
+// waitClosed returns once ch is closed, and fails the test after 30 s.
+func waitClosed(t *testing.T, ch <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the attempt did not begin in 30 s")
+	}
+}
+
+// When Shutdown's context ends first, the attempt in flight is cancelled
+// and Shutdown returns the context's error. The attempt (held until its
+// context ends) stands for a collector that never answers.
+func TestShutdownCancelsAnAttemptWhenItsContextEnds(t *testing.T) {
+	e := exporter(t, collectorEnv(ProtocolHTTP, "http://127.0.0.1:4318"))
+	entered := make(chan struct{})
+	sendWrapped(e, func(ctx context.Context, _ []byte, _ func(context.Context, []byte) error) error {
+		close(entered)
+		<-ctx.Done()
+		return context.Cause(ctx)
+	})
+	exported := make(chan error, 1)
+	go func() { exported <- export(e, span(t)) }()
+	waitClosed(t, entered)
+	ctx, cancel := context.WithCancel(context.Background())
+	// Ends Shutdown's context once Shutdown has begun.
+	go func() { <-e.waits.Done(); cancel() }()
+	if err := e.Shutdown(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Shutdown returned %v, want its context's end", err)
+	}
+	if err := ended(t, exported); !errors.Is(err, errShutdown) {
+		t.Fatalf("the export ended with %v, want the shutdown", err)
 	}
 }
 
