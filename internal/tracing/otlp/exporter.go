@@ -173,6 +173,9 @@ func (e *Exporter) retry(ctx context.Context, body []byte) error {
 			return err
 		}
 		if e.waits.Err() != nil {
+			if errors.Is(err, errShutdown) {
+				return err // the attempt was cancelled by Shutdown: it says so
+			}
 			return fmt.Errorf("%w (not tried again: %w)", err, errShutdown)
 		}
 		wait := again.after

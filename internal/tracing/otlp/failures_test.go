@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -242,6 +243,19 @@ func TestGRPCAnswersNotFromGRPCGo(t *testing.T) {
 			w.Header().Set("Grpc-Status", "3")
 			w.Header().Set("Grpc-Message", "50%zz off")
 		}, want: "gRPC status 3: 50%zz off", attempts: 1},
+		"long message": {answer: func(_ int, w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "application/grpc")
+			w.Header().Set("Grpc-Status", "3")
+			w.Header().Set("Grpc-Message", url.PathEscape(strings.Repeat("a", 299)+strings.Repeat("é", 100)))
+		}, want: "gRPC status 3: " + strings.Repeat("a", 299) + "…", attempts: 1},
+		"403 with grpc-status 0": {answer: func(_ int, w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "application/grpc")
+			w.Header().Set("Grpc-Status", "0")
+			w.WriteHeader(http.StatusForbidden)
+		}, want: "answered HTTP 403 Forbidden (gRPC status 7): Forbidden", attempts: 1},
+		"proxy's 404": {answer: func(_ int, w http.ResponseWriter) {
+			w.WriteHeader(http.StatusNotFound)
+		}, want: "answered HTTP 404 Not Found (gRPC status 12): Not Found", attempts: 1},
 		"proxy's Retry-After": {answer: func(n int, w http.ResponseWriter) {
 			if n == 1 {
 				w.Header().Set("Retry-After", "1")

@@ -2,6 +2,7 @@ package otlp
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"encoding/base64"
@@ -62,17 +63,19 @@ func (g *grpcSender) send(ctx context.Context, message []byte) error {
 	if err != nil {
 		return err
 	}
-	if resp.StatusCode != http.StatusOK && resp.Header.Get("Grpc-Status") == "" {
-		// Not a gRPC answer (a proxy's, say): gRPC's mapping of HTTP
-		// statuses decides, and the proxy's Retry-After when it says one.
-		return g.failed(httpStatusCode(resp.StatusCode), resp.Status, redirected(resp), retryAfter(resp.Header.Get("Retry-After")))
-	}
 	// A trailers-only answer carries the status in its headers.
 	trailer := resp.Trailer
 	if trailer.Get("Grpc-Status") == "" {
 		trailer = resp.Header
 	}
 	status := trailer.Get("Grpc-Status")
+	if resp.StatusCode != http.StatusOK && (status == "" || status == "0") {
+		// Not a gRPC answer (a proxy's, say), or one claiming success with a
+		// failed HTTP status: gRPC's mapping of HTTP statuses decides, and
+		// the proxy's Retry-After when it says one.
+		message := cmp.Or(redirected(resp), http.StatusText(resp.StatusCode), "not a gRPC answer")
+		return g.failed(httpStatusCode(resp.StatusCode), resp.Status, message, retryAfter(resp.Header.Get("Retry-After")))
+	}
 	code, err := strconv.Atoi(status)
 	if err != nil {
 		return fmt.Errorf("the OTLP collector at %s answered without a gRPC status (grpc-status %q)", safeURL(g.url), status)
@@ -84,6 +87,7 @@ func (g *grpcSender) send(ctx context.Context, message []byte) error {
 		if err != nil {
 			message = raw
 		}
+		message = truncated(message, maxMessage)
 		var delay time.Duration
 		if details := trailer.Get("Grpc-Status-Details-Bin"); details != "" {
 			if b, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(details, "=")); err == nil {

@@ -21,6 +21,9 @@ import (
 // success or an error's status is a few hundred bytes.
 const maxResponse = 64 << 10
 
+// maxMessage bounds, in bytes, a collector's message quoted in an error.
+const maxMessage = 300
+
 // httpSender posts an export in OTLP/HTTP: the request's protobuf as the
 // body of a POST.
 type httpSender struct {
@@ -53,7 +56,7 @@ func (h *httpSender) send(ctx context.Context, body []byte) error {
 	if protobuf {
 		message, _ = rpcStatus(answer)
 	}
-	message = cmp.Or(redirected(resp), truncated(message, 300))
+	message = cmp.Or(redirected(resp), truncated(message, maxMessage))
 	err = fmt.Errorf("the OTLP collector at %s answered %s: %s", safeURL(h.url), resp.Status, message)
 	switch resp.StatusCode {
 	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
