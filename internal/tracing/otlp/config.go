@@ -149,7 +149,13 @@ func endpoint(getenv func(string) string, protocol string) (*url.URL, error) {
 		return nil, fmt.Errorf("%s is not a URL", from)
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%s=%q is not an http:// or https:// URL", from, u.Redacted())
+		// Nothing of the value but a scheme that is one: "user:s3cret@host"
+		// parses as the scheme "user" and the opaque "s3cret@host".
+		scheme := ""
+		if u.Scheme != "" && u.Opaque == "" {
+			scheme = fmt.Sprintf(" (its scheme is %q)", u.Scheme)
+		}
+		return nil, fmt.Errorf("%s is not an http:// or https:// URL%s", from, scheme)
 	}
 	switch {
 	case protocol == ProtocolGRPC:
@@ -202,9 +208,25 @@ func headers(v, from string) (http.Header, error) {
 		if !httpguts.ValidHeaderFieldValue(value) {
 			return nil, fmt.Errorf("%s: the value holds a character a header cannot carry (a control character such as a line break)", at)
 		}
+		if connectionHeader(key, value) {
+			return nil, fmt.Errorf("%s: a connection's own header, which HTTP/2 (gRPC) refuses and the exporter sets itself", at)
+		}
 		h.Add(key, value)
 	}
 	return h, nil
+}
+
+// connectionHeader says whether key: value is a header of the connection
+// rather than of the request, which an HTTP/2 request must not carry
+// (RFC 9113, 8.2.2); TE is allowed as "trailers" only.
+func connectionHeader(key, value string) bool {
+	switch http.CanonicalHeaderKey(key) {
+	case "Connection", "Upgrade", "Transfer-Encoding", "Keep-Alive", "Proxy-Connection":
+		return true
+	case "Te":
+		return !strings.EqualFold(value, "trailers")
+	}
+	return false
 }
 
 // millis is ms milliseconds, at most the longest time.Duration.

@@ -97,8 +97,8 @@ func TestConfigRefusesBadValues(t *testing.T) {
 		absent string
 	}{
 		"protocol":            {map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, `OTLP protocol "http/json" is not supported (OTEL_EXPORTER_OTLP_PROTOCOL)`, ""},
-		"endpoint scheme":     {map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "ftp://collector"}, `OTEL_EXPORTER_OTLP_ENDPOINT="ftp://collector" is not an http:// or https:// URL`, ""},
-		"HTTP without scheme": {map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "collector:4318"}, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="collector:4318" is not an http`, ""},
+		"endpoint scheme":     {map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "ftp://collector"}, `OTEL_EXPORTER_OTLP_ENDPOINT is not an http:// or https:// URL (its scheme is "ftp")`, ""},
+		"HTTP without scheme": {map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "collector:4318"}, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is not an http:// or https:// URL`, "collector"},
 		"insecure":            {map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_ENDPOINT": "c:4317", "OTEL_EXPORTER_OTLP_INSECURE": "yes"}, `OTEL_EXPORTER_OTLP_INSECURE="yes" is not true or false`, ""},
 		"header":              {map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "a=1,b"}, `OTEL_EXPORTER_OTLP_HEADERS, entry 2 is not a key=value pair`, ""},
 		"header without =":    {map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "Authorization: Bearer s3cret"}, `OTEL_EXPORTER_OTLP_HEADERS, entry 1 is not a key=value pair`, "s3cret"},
@@ -106,7 +106,12 @@ func TestConfigRefusesBadValues(t *testing.T) {
 		"header key space":    {map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "x tenant=s3cret"}, `entry 1: the key is not a URL-encoded header name`, "s3cret"},
 		"header encoding":     {map[string]string{"OTEL_EXPORTER_OTLP_TRACES_HEADERS": "a=s3cret%zz"}, `OTEL_EXPORTER_OTLP_TRACES_HEADERS, entry 1 (a): the value is not URL-encoded`, "s3cret"},
 		"header line break":   {map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "authorization=s3cret%0AHost:%20evil"}, `entry 1 (authorization): the value holds a character a header cannot carry`, "s3cret"},
-		"endpoint password":   {map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "ftp://user:s3cret@collector"}, `OTEL_EXPORTER_OTLP_ENDPOINT="ftp://user:xxxxx@collector" is not an http`, "s3cret"},
+		"header connection":   {map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "a=1,connection=s3cret"}, `entry 2 (connection): a connection's own header, which HTTP/2 (gRPC) refuses`, "s3cret"},
+		"header TE":           {map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "TE=gzip-s3cret"}, `entry 1 (TE): a connection's own header`, "s3cret"},
+		"header upgrade":      {map[string]string{"OTEL_EXPORTER_OTLP_TRACES_HEADERS": "Upgrade=h2c-s3cret"}, `entry 1 (Upgrade): a connection's own header`, "s3cret"},
+		"endpoint password":   {map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "ftp://user:s3cret@collector"}, `OTEL_EXPORTER_OTLP_ENDPOINT is not an http:// or https:// URL (its scheme is "ftp")`, "s3cret"},
+		"endpoint opaque":     {map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "user:s3cret@collector:4318"}, `OTEL_EXPORTER_OTLP_ENDPOINT is not an http:// or https:// URL`, "s3cret"},
+		"endpoint user":       {map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "tok3n@collector:4318"}, `OTEL_EXPORTER_OTLP_ENDPOINT is not a URL`, "tok3n"},
 		"endpoint unparsable": {map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://user:s3cret@[::1"}, `OTEL_EXPORTER_OTLP_ENDPOINT is not a URL`, "s3cret"},
 		"negative timeout":    {map[string]string{"OTEL_EXPORTER_OTLP_TIMEOUT": "-99999999999999999999"}, `OTEL_EXPORTER_OTLP_TIMEOUT="-99999999999999999999" is not a timeout`, ""},
 		"timeout":             {map[string]string{"OTEL_EXPORTER_OTLP_TIMEOUT": "10s"}, `OTEL_EXPORTER_OTLP_TIMEOUT="10s" is not a timeout`, ""},
@@ -160,4 +165,12 @@ func certFiles(t *testing.T, ca *mtlstest.CA) string {
 		}
 	}
 	return dir
+}
+
+// TE is the one connection header HTTP/2 takes, as "trailers" only.
+func TestHeadersTakeTETrailers(t *testing.T) {
+	h, err := headers("te=Trailers", "OTEL_EXPORTER_OTLP_HEADERS")
+	if err != nil || h.Get("Te") != "Trailers" {
+		t.Fatalf("headers %v, error %v, want TE: Trailers", h, err)
+	}
 }

@@ -40,10 +40,15 @@ type Exporter struct {
 	mu      sync.Mutex
 	stopped bool
 	running sync.WaitGroup
-	// shutdown is cancelled by Shutdown, ending the exports still running
-	// (a wait between attempts may be long: a collector's Retry-After).
-	shutdown    context.Context
-	stopRunning context.CancelCauseFunc
+	// waits is cancelled by Shutdown at once: the running exports make no
+	// new attempt and end their wait between attempts (which may be long: a
+	// collector's Retry-After).
+	waits    context.Context
+	endWaits context.CancelCauseFunc
+	// attempts is cancelled when Shutdown's context ends before the running
+	// exports did: their attempt in flight is given up.
+	attempts    context.Context
+	endAttempts context.CancelCauseFunc
 }
 
 // errShutdown is the cause of an export ended by Shutdown.
@@ -86,7 +91,8 @@ func New(c Config) (*Exporter, error) {
 	default:
 		return nil, fmt.Errorf("OTLP protocol %q is not supported: use %s or %s", c.Protocol, ProtocolGRPC, ProtocolHTTP)
 	}
-	e.shutdown, e.stopRunning = context.WithCancelCause(context.Background())
+	e.waits, e.endWaits = context.WithCancelCause(context.Background())
+	e.attempts, e.endAttempts = context.WithCancelCause(context.Background())
 	return e, nil
 }
 
@@ -124,7 +130,7 @@ func transport(c Config) *http.Transport {
 // a way the OTLP specification calls retryable. A partial success (the
 // collector kept some spans) is reported to OpenTelemetry's error handler,
 // not returned: sending the batch again would not change it. Shutdown ends
-// a running export.
+// a running export (see Shutdown for when).
 func (e *Exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
 	e.mu.Lock()
 	if e.stopped {
@@ -143,7 +149,7 @@ func (e *Exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	defer context.AfterFunc(e.shutdown, func() { cancel(errShutdown) })()
+	defer context.AfterFunc(e.attempts, func() { cancel(errShutdown) })()
 	ctx, cancelTimeout := context.WithTimeout(ctx, e.timeout)
 	defer cancelTimeout()
 	err := e.retry(ctx, body)
@@ -156,7 +162,8 @@ func (e *Exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 }
 
 // retry sends body until it is accepted, refused for good, maxAttempts
-// attempts failed, or the next wait would pass ctx's deadline.
+// attempts failed, the next wait would pass ctx's deadline, or the exporter
+// is shut down.
 func (e *Exporter) retry(ctx context.Context, body []byte) error {
 	backoff := e.firstBackoff
 	for attempt := 1; ; attempt++ {
@@ -164,6 +171,12 @@ func (e *Exporter) retry(ctx context.Context, body []byte) error {
 		var again *retryable
 		if err == nil || !errors.As(err, &again) || attempt == maxAttempts {
 			return err
+		}
+		if e.waits.Err() != nil {
+			if errors.Is(err, errShutdown) {
+				return err // the attempt was cancelled by Shutdown: it says so
+			}
+			return fmt.Errorf("%w (not tried again: %w)", err, errShutdown)
 		}
 		wait := again.after
 		if wait == 0 {
@@ -179,6 +192,9 @@ func (e *Exporter) retry(ctx context.Context, body []byte) error {
 		case <-ctx.Done():
 			timer.Stop()
 			return fmt.Errorf("%w (and then: %w)", err, context.Cause(ctx))
+		case <-e.waits.Done():
+			timer.Stop()
+			return fmt.Errorf("%w (not tried again: %w)", err, errShutdown)
 		case <-timer.C:
 		}
 	}
@@ -201,14 +217,21 @@ type partialError struct{ err error }
 
 func (p *partialError) Error() string { return p.err.Error() }
 
-// Shutdown ends the running exports, waits for them to return (until ctx
-// is done) and closes the exporter's idle connections; exports after it
-// fail.
+// Shutdown stops the exporter: exports after it fail, the running ones
+// make no new attempt and end their wait between attempts at once, and it
+// waits for them to return, closing the exporter's idle connections. An
+// attempt in flight is let finish (a batch about to be accepted is not
+// lost) until ctx ends, when it is cancelled and Shutdown returns.
+//
+// The SDK's BatchSpanProcessor calls Shutdown only once its last export
+// (the drain of its queue) has returned, within the same ctx: there is no
+// attempt in flight then. A direct caller may have one, as the otel
+// exporters let it finish until ctx ends, so does this one.
 func (e *Exporter) Shutdown(ctx context.Context) error {
 	e.mu.Lock()
 	e.stopped = true
 	e.mu.Unlock()
-	e.stopRunning(errShutdown)
+	e.endWaits(errShutdown)
 	returned := make(chan struct{})
 	go func() {
 		e.running.Wait()
@@ -219,6 +242,7 @@ func (e *Exporter) Shutdown(ctx context.Context) error {
 	case <-returned:
 		return nil
 	case <-ctx.Done():
+		e.endAttempts(errShutdown)
 		return fmt.Errorf("while waiting for the running OTLP exports to end: %w", context.Cause(ctx))
 	}
 }

@@ -2,6 +2,7 @@ package otlp
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"encoding/base64"
@@ -62,20 +63,22 @@ func (g *grpcSender) send(ctx context.Context, message []byte) error {
 	if err != nil {
 		return err
 	}
-	if resp.StatusCode != http.StatusOK && resp.Header.Get("Grpc-Status") == "" {
-		// Not a gRPC answer (a proxy's, say): gRPC's mapping of HTTP
-		// statuses decides, and the proxy's Retry-After when it says one.
-		return g.failed(httpStatusCode(resp.StatusCode), resp.Status, redirected(resp), retryAfter(resp.Header.Get("Retry-After")))
-	}
 	// A trailers-only answer carries the status in its headers.
 	trailer := resp.Trailer
 	if trailer.Get("Grpc-Status") == "" {
 		trailer = resp.Header
 	}
 	status := trailer.Get("Grpc-Status")
+	if resp.StatusCode != http.StatusOK && (status == "" || status == "0") {
+		// Not a gRPC answer (a proxy's, say), or one claiming success with a
+		// failed HTTP status: gRPC's mapping of HTTP statuses decides, and
+		// the proxy's Retry-After when it says one.
+		message := cmp.Or(redirected(resp), http.StatusText(resp.StatusCode), "not a gRPC answer")
+		return g.failed(httpStatusCode(resp.StatusCode), resp.Status, message, retryAfter(resp.Header.Get("Retry-After")))
+	}
 	code, err := strconv.Atoi(status)
 	if err != nil {
-		return fmt.Errorf("the OTLP collector at %s answered without a gRPC status (grpc-status %q)", g.url.Redacted(), status)
+		return fmt.Errorf("the OTLP collector at %s answered without a gRPC status (grpc-status %q)", safeURL(g.url), status)
 	}
 	if code != codeOK {
 		// Percent-encoded by the server; shown as it came when it is not.
@@ -84,6 +87,7 @@ func (g *grpcSender) send(ctx context.Context, message []byte) error {
 		if err != nil {
 			message = raw
 		}
+		message = truncated(message, maxMessage)
 		var delay time.Duration
 		if details := trailer.Get("Grpc-Status-Details-Bin"); details != "" {
 			if b, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(details, "=")); err == nil {
@@ -96,7 +100,7 @@ func (g *grpcSender) send(ctx context.Context, message []byte) error {
 	if err != nil {
 		// The spans were accepted; only the report of a partial success is
 		// lost.
-		return &partialError{fmt.Errorf("the OTLP collector at %s accepted the spans, but its answer is unreadable: %w", g.url.Redacted(), err)}
+		return &partialError{fmt.Errorf("the OTLP collector at %s accepted the spans, but its answer is unreadable: %w", safeURL(g.url), err)}
 	}
 	if err := partialSuccess(response); err != nil {
 		return &partialError{err}
@@ -112,7 +116,7 @@ func (g *grpcSender) failed(code int, httpStatus, message string, delay time.Dur
 	if httpStatus != "" {
 		what = "HTTP " + httpStatus + " (" + what + ")"
 	}
-	err := fmt.Errorf("the OTLP collector at %s answered %s: %s", g.url.Redacted(), what, message)
+	err := fmt.Errorf("the OTLP collector at %s answered %s: %s", safeURL(g.url), what, message)
 	switch code {
 	case codeCancelled, codeDeadlineExceeded, codeAborted, codeOutOfRange, codeUnavailable, codeDataLoss:
 		return &retryable{err: err, after: delay}

@@ -21,6 +21,9 @@ import (
 // success or an error's status is a few hundred bytes.
 const maxResponse = 64 << 10
 
+// maxMessage bounds, in bytes, a collector's message quoted in an error.
+const maxMessage = 300
+
 // httpSender posts an export in OTLP/HTTP: the request's protobuf as the
 // body of a POST.
 type httpSender struct {
@@ -53,8 +56,8 @@ func (h *httpSender) send(ctx context.Context, body []byte) error {
 	if protobuf {
 		message, _ = rpcStatus(answer)
 	}
-	message = cmp.Or(redirected(resp), truncated(message, 300))
-	err = fmt.Errorf("the OTLP collector at %s answered %s: %s", h.url.Redacted(), resp.Status, message)
+	message = cmp.Or(redirected(resp), truncated(message, maxMessage))
+	err = fmt.Errorf("the OTLP collector at %s answered %s: %s", safeURL(h.url), resp.Status, message)
 	switch resp.StatusCode {
 	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		return &retryable{err: err, after: retryAfter(resp.Header.Get("Retry-After"))}
@@ -70,9 +73,16 @@ func redirected(resp *http.Response) string {
 	}
 	to := ""
 	if loc, err := resp.Location(); err == nil {
-		to = " to " + loc.Redacted()
+		to = " to " + safeURL(loc)
 	}
 	return "a redirect" + to + ", which the exporter does not follow: configure the collector's own URL"
+}
+
+// safeURL is u as errors show it: scheme, host and path. Its user (a
+// token, often), password, query (an api_key=…) and fragment may be
+// secrets, which url.Redacted would keep but for the password.
+func safeURL(u *url.URL) string {
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
 }
 
 // truncated is s cut to at most n bytes, at a character's boundary.
@@ -86,12 +96,12 @@ func truncated(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// post sends body to url with the configured headers and header, and
+// post sends body to target with the configured headers and header, and
 // reads the answer (its body up to maxResponse, then its trailers). No
 // answer is a retryable failure: the specification says to send the same
 // request again.
-func post(ctx context.Context, client *http.Client, url *url.URL, body []byte, configured, header http.Header) (*http.Response, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url.String(), bytes.NewReader(body))
+func post(ctx context.Context, client *http.Client, target *url.URL, body []byte, configured, header http.Header) (*http.Response, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target.String(), bytes.NewReader(body))
 	if err != nil {
 		return nil, nil, fmt.Errorf("while making the OTLP request: %w", err)
 	}
@@ -99,12 +109,16 @@ func post(ctx context.Context, client *http.Client, url *url.URL, body []byte, c
 	maps.Copy(req.Header, header)
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, nil, &retryable{err: fmt.Errorf("while exporting spans to %s: %w", url.Redacted(), err)}
+		// A *url.Error prints the whole URL again, query included.
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			err = ue.Err
+		}
+		return nil, nil, &retryable{err: fmt.Errorf("while exporting spans to %s: %w", safeURL(target), err)}
 	}
 	defer resp.Body.Close()
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
 	if err != nil {
-		return nil, nil, &retryable{err: fmt.Errorf("while reading the answer of %s: %w", url.Redacted(), err)}
+		return nil, nil, &retryable{err: fmt.Errorf("while reading the answer of %s: %w", safeURL(target), err)}
 	}
 	return resp, answer, nil
 }

@@ -2,6 +2,7 @@ package otlp
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -117,7 +118,8 @@ func retryInfo(anyDetail []byte) time.Duration {
 	if typeURL != retryInfoType {
 		return 0
 	}
-	var delay time.Duration
+	var seconds int64
+	var nanos int32
 	fields(value, func(num protowire.Number, _ uint64, b []byte) {
 		if num != retryInfoDelay {
 			return
@@ -125,11 +127,24 @@ func retryInfo(anyDetail []byte) time.Duration {
 		fields(b, func(num protowire.Number, v uint64, _ []byte) {
 			switch num {
 			case durationSeconds:
-				delay += time.Duration(int64(v)) * time.Second
+				seconds = int64(v)
 			case durationNanos:
-				delay += time.Duration(int32(v))
+				nanos = int32(v)
 			}
 		})
 	})
-	return delay
+	return duration(seconds, nanos)
+}
+
+// duration is a google.protobuf.Duration as a delay: 0 when negative, and
+// the longest time.Duration when longer (past any export's timeout, so not
+// waited for), rather than the wrapped product.
+func duration(seconds int64, nanos int32) time.Duration {
+	if seconds < 0 || nanos < 0 {
+		return 0
+	}
+	if seconds > (math.MaxInt64-int64(nanos))/int64(time.Second) {
+		return math.MaxInt64
+	}
+	return time.Duration(seconds)*time.Second + time.Duration(nanos)
 }
