@@ -35,6 +35,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/artifact"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/idlemem"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/metrics"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
@@ -85,6 +86,9 @@ type Config struct {
 	Approvals *approval.Broker
 	Metrics   *metrics.Metrics
 	Log       logr.Logger
+	// Idle counts the agents' requests for giving the heap's free pages
+	// back while the bridge is idle (nil: nothing counts).
+	Idle *idlemem.Releaser
 	// Tracer makes a span of every request and of its pipeline's stages
 	// (spans.go); nil: no tracing, at no cost.
 	Tracer trace.Tracer

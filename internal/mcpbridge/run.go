@@ -171,6 +171,8 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		cfg.Pipeline.Store, cfg.Artifacts = store, store
 	}
 	cfg.Metrics, cfg.Log = m, o.Log
+	idle := &idlemem.Releaser{}
+	cfg.Idle = idle
 	if cfg.Limiter == nil {
 		cfg.Limiter = policy.NewRateLimiter(nil)
 	}
@@ -200,7 +202,6 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 	rt := &Runtime{Bridge: b, Watcher: w, Registry: registry, Audit: aw, Sessions: sessions, done: make(chan error, 1)}
 	// The agents' requests are what make the bridge busy; metrics scrapes
 	// and probes are not.
-	idle := &idlemem.Releaser{}
 	rt.Handler = idle.Wrap(b.Handler())
 	go idle.Run(ctx)
 	rt.OpsHandler = b.OpsHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))

@@ -406,6 +406,9 @@ func (b *Bridge) listen(rq *request) *jsonrpc.Message {
 		// the slots it holds.
 		return end
 	}
+	// From here the request only waits for updates: the bridge may be
+	// idle meanwhile (its free heap given back).
+	defer b.cfg.Idle.Streaming()()
 	for {
 		select {
 		case <-rq.ctx.Done():

@@ -90,21 +90,24 @@ func TestHandlerToldWhyTheCallerEndedTheCall(t *testing.T) {
 	}
 }
 
-// TestCallEndGivesTheCallersCause: a call its caller ended tells its
-// handlers the caller's cause, even when it returns without the answer as
-// a broken stream would. That happens when the caller's cancel closes the
+// TestCallEndGivesTheCallersCause: a call its caller ended without the
+// answer tells its handlers the caller's cause, even when it returns as a
+// broken stream would. That happens when the caller's cancel closes the
 // body (readBody's AfterFunc) before it reaches hctx: the caller's context
 // ends its children in no set order, which a test cannot time, so callEnd
-// is given here the state it sees then. Before, it said ErrCallBroke.
+// is given here the state it sees then. Before, it said ErrCallBroke. A
+// call that has its answer says so, even if its caller's end landed just
+// after it.
 func TestCallEndGivesTheCallersCause(t *testing.T) {
 	answer := &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: json.RawMessage(`1`), Result: json.RawMessage(`{}`)}
 	ended, end := context.WithCancelCause(context.Background())
 	why := errors.New("the agent went away")
 	end(why)
-	for _, resp := range []*jsonrpc.Message{nil, answer} {
-		if got := callEnd(ended, resp); got != why {
-			t.Fatalf("a call its caller ended (answer %v) tells its handlers %v, want %v", resp != nil, got, why)
-		}
+	if got := callEnd(ended, nil); got != why {
+		t.Fatalf("a call its caller ended without the answer tells its handlers %v, want %v", got, why)
+	}
+	if got := callEnd(ended, answer); got != ErrCallAnswered {
+		t.Fatalf("a call answered as its caller ended tells its handlers %v, want %v", got, ErrCallAnswered)
 	}
 	live := context.Background()
 	if got := callEnd(live, nil); got != ErrCallBroke {

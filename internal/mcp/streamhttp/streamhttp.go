@@ -506,16 +506,18 @@ var (
 	ErrCallBroke    = errors.New("the call's response stream ended without its answer")
 )
 
-// callEnd is why a call's handlers are ended as it returns. The caller's
-// cause comes first: when the caller ends the call, ctx's children end in
-// no set order, and readBody's AfterFunc may close the body (the call
-// returns without its answer) before hctx is ended with ctx's cause.
+// callEnd is why a call's handlers are ended as it returns: the answer if
+// it came (the caller's cause may land just after it, and is not why),
+// else the caller's cause before a broken stream: when the caller ends the
+// call, ctx's children end in no set order, and readBody's AfterFunc may
+// close the body (the call returns without its answer) before hctx is
+// ended with ctx's cause.
 func callEnd(ctx context.Context, resp *jsonrpc.Message) error {
-	if ctx.Err() != nil {
-		return context.Cause(ctx)
-	}
 	if resp != nil {
 		return ErrCallAnswered
+	}
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
 	}
 	return ErrCallBroke
 }

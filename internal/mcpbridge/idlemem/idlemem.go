@@ -22,8 +22,8 @@ import (
 const DefaultQuiet = 10 * time.Second
 
 // Releaser counts the requests of a handler and releases the heap's free
-// pages after a quiet period that follows activity. The start counts as
-// activity: its garbage goes in the first quiet period.
+// pages after a quiet period that follows activity. The start's garbage is
+// released by Now, when the bridge is ready.
 type Releaser struct {
 	// Release gives the memory back (debug.FreeOSMemory when nil).
 	Release  func()
@@ -49,6 +49,18 @@ func (r *Releaser) Wrap(h http.Handler) http.Handler {
 	})
 }
 
+// Streaming counts a POST in flight that now only streams (a 2026-07-28
+// subscriptions/listen kept open for updates) as idle: it may stay open
+// for days. What it returns counts it again; call it before the request
+// returns. A nil Releaser does nothing.
+func (r *Releaser) Streaming() (busyAgain func()) {
+	if r == nil {
+		return func() {}
+	}
+	r.posts.Add(-1)
+	return func() { r.posts.Add(1) }
+}
+
 // Run releases once after each quiet period of DefaultQuiet until ctx ends.
 func (r *Releaser) Run(ctx context.Context) {
 	t := time.NewTicker(DefaultQuiet)
@@ -57,10 +69,8 @@ func (r *Releaser) Run(ctx context.Context) {
 }
 
 // Every checks at each tick whether the period since the previous tick was
-// quiet, and releases if there was activity before it (the first period
-// follows the start, which counts as activity).
+// quiet, and releases if there was activity before it.
 func (r *Releaser) Every(ctx context.Context, ticks <-chan time.Time) {
-	r.dirty = true
 	for {
 		select {
 		case <-ctx.Done():

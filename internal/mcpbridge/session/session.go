@@ -166,9 +166,14 @@ type Session struct {
 	mu       sync.Mutex
 	logLevel string
 	lastSeen time.Time
-	inflight map[string]context.CancelCauseFunc
-	waiting  map[string]chan *jsonrpc.Message
-	ended    bool
+	// inflight are the requests in flight, by a key of their own: an
+	// agent may reuse a JSON-RPC id while the first request is still
+	// running, and the session's end must reach both.
+	inflight     map[uint64]tracked
+	lastInflight uint64
+	waiting      map[string]chan *jsonrpc.Message
+	ended        bool
+	endCause     error // why it ended, for a request tracked after
 	// atEnd are the clean-ups to run when the session ends, by the key
 	// AtEnd gave each (lastAtEnd is the last key given).
 	atEnd     map[uint64]func()
@@ -328,11 +333,11 @@ func (m *Manager) dropLocked(s *Session, why error) {
 	}
 	s.Grants.Close()
 	s.mu.Lock()
-	for _, cancel := range s.inflight {
-		cancel(why)
+	for _, t := range s.inflight {
+		t.cancel(why)
 	}
 	atEnd := s.atEnd
-	s.ended, s.atEnd = true, nil
+	s.ended, s.endCause, s.atEnd = true, why, nil
 	s.mu.Unlock()
 	for _, f := range atEnd {
 		// Clean-ups may talk to servers (unsubscribe): never under m.mu.
@@ -424,31 +429,53 @@ func (s *Session) Release() { s.requests.Give("", 1) }
 // (Cancel) or the session's end can stop it: cancel is called with why
 // (ErrCancelled, ErrEnded, ErrIdle, ErrForgotten). The returned func
 // forgets it.
+// A request tracked once the session has ended (a DELETE between the
+// request's arrival and its Track) is cancelled at once, with the end's
+// cause.
 func (s *Session) Track(requestID string, cancel context.CancelCauseFunc) func() {
 	s.mu.Lock()
-	if s.inflight == nil {
-		s.inflight = map[string]context.CancelCauseFunc{}
+	if s.ended {
+		why := s.endCause
+		s.mu.Unlock()
+		cancel(why)
+		return func() {}
 	}
-	s.inflight[requestID] = cancel
+	if s.inflight == nil {
+		s.inflight = map[uint64]tracked{}
+	}
+	s.lastInflight++
+	key := s.lastInflight
+	s.inflight[key] = tracked{id: requestID, cancel: cancel}
 	s.mu.Unlock()
 	return func() {
 		s.mu.Lock()
-		delete(s.inflight, requestID)
+		delete(s.inflight, key)
 		s.lastSeen = time.Now()
 		s.mu.Unlock()
 	}
 }
 
-// Cancel stops the request in flight with this id, if any, with cause
+// tracked is a request in flight: its JSON-RPC id and what ends it.
+type tracked struct {
+	id     string
+	cancel context.CancelCauseFunc
+}
+
+// Cancel stops the requests in flight with this id, if any, with cause
 // ErrCancelled.
 func (s *Session) Cancel(requestID string) bool {
+	var cancels []context.CancelCauseFunc
 	s.mu.Lock()
-	cancel := s.inflight[requestID]
+	for _, t := range s.inflight {
+		if t.id == requestID {
+			cancels = append(cancels, t.cancel)
+		}
+	}
 	s.mu.Unlock()
-	if cancel != nil {
+	for _, cancel := range cancels {
 		cancel(ErrCancelled)
 	}
-	return cancel != nil
+	return len(cancels) > 0
 }
 
 // Await registers a request the bridge sends to the client (elicitation)

@@ -136,6 +136,45 @@ func TestConcurrencyCancelAndAnswers(t *testing.T) {
 	}
 }
 
+// TestEndReachesEveryRequest: a request tracked after its session ended (a
+// DELETE between its arrival and its Track) is ended at once with the same
+// cause, and two requests in flight with the same JSON-RPC id are both
+// reached by the end and by notifications/cancelled.
+func TestEndReachesEveryRequest(t *testing.T) {
+	c := &clock{time.Unix(1_800_000_000, 0)}
+	m := newManager(t, "k", c)
+	s, _ := m.Open(Claims{Subject: "alice"})
+	first, cancelFirst := context.WithCancelCause(context.Background())
+	second, cancelSecond := context.WithCancelCause(context.Background())
+	doneFirst := s.Track("7", cancelFirst)
+	s.Track("7", cancelSecond)
+	doneFirst() // the first answered: the second is still in flight
+	if !s.Cancel("7") || context.Cause(second) != ErrCancelled {
+		t.Fatalf("Cancel of a reused id: the request still in flight is told %v, want %v", context.Cause(second), ErrCancelled)
+	}
+	if first.Err() != nil {
+		t.Fatal("a request that had answered was cancelled")
+	}
+
+	both := []context.Context{}
+	for range 2 {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		s.Track("8", cancel)
+		both = append(both, ctx)
+	}
+	m.End(s)
+	for i, ctx := range both {
+		if context.Cause(ctx) != ErrEnded {
+			t.Fatalf("request %d with a reused id, at the session's end: told %v, want %v", i, context.Cause(ctx), ErrEnded)
+		}
+	}
+	late, cancelLate := context.WithCancelCause(context.Background())
+	s.Track("9", cancelLate)()
+	if context.Cause(late) != ErrEnded {
+		t.Fatalf("a request tracked after its session ended is told %v, want %v", context.Cause(late), ErrEnded)
+	}
+}
+
 // TestSessionsPerSubjectCapped: one identity cannot hold more than
 // MaxPerSubject sessions on a replica (issue 13, item 10); ending one, or
 // its idling out, frees a place; other identities are not affected, and
