@@ -240,20 +240,64 @@ func TestReadSSECRDispatchesWithoutWaiting(t *testing.T) {
 	}
 }
 
+// Lines ended by CR alone are found with a search for a LF that looks at
+// each byte about once: it used to run over the rest of the buffer for each
+// line (quadratic in the lines a buffer holds), which let a server burn the
+// bridge's CPU. The count is of bytes searched, not time, to hold under any
+// load.
+func TestReadSSECRLinesSearchEachByteOnce(t *testing.T) {
+	for _, c := range []struct{ name, stream string }{
+		{"CR", strings.Repeat("data: 1\r", 3000) + "\r"},
+		{"CR then a LF far on", strings.Repeat("data: 1\r", 3000) + "\n\n"},
+		{"CR in pieces", strings.Repeat("data: 1\r", 3000) + "\r"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var body io.Reader = strings.NewReader(c.stream)
+			if c.name == "CR in pieces" {
+				body = iotest.HalfReader(body)
+			}
+			r := newSSEReader()
+			var cur sseCursor
+			var got []sseEvent
+			err := r.read(body, 1<<20, &cur, func(ev sseEvent) (bool, error) {
+				got = append(got, ev)
+				return false, nil
+			})
+			if !errors.Is(err, io.EOF) || len(got) != 1 || len(got[0].data) != 2*3000-1 {
+				t.Fatalf("err %v, %d events; want io.EOF and one event of 3000 data lines", err, len(got))
+			}
+			// Each byte once, and the byte a search stopped at once more per line.
+			if bound := len(c.stream) + 3002; r.lfSearched > bound {
+				t.Errorf("%d bytes searched for a LF in a stream of %d bytes, want at most %d", r.lfSearched, len(c.stream), bound)
+			}
+		})
+	}
+}
+
 // BenchmarkReadSSE reads one answer on an event stream as the go-sdk's
-// servers send it, LF or CRLF line ends: the parser's own CPU and
-// allocations (none once the pool holds a reader).
+// servers send it, LF, CRLF or CR line ends, and an event of many short
+// lines: the parser's own CPU and allocations (none once the pool holds a
+// reader).
 //
 //	go test ./internal/mcp/streamhttp -run x -bench ReadSSE -benchmem
 func BenchmarkReadSSE(b *testing.B) {
+	shortLines := strings.Repeat("data: 1\n", 3000)
 	answer := "event: message\nid: 1_0\ndata: " + `{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"` + strings.Repeat("a", 400) + `"}]}}` + "\n\n"
 	for _, c := range []struct{ name, stream string }{
 		{"LF", answer},
 		{"CRLF", strings.ReplaceAll(answer, "\n", "\r\n")},
+		{"CR", strings.ReplaceAll(answer, "\n", "\r")},
+		// Many short lines (9 bytes with their end) in one event: with CR
+		// alone a search for a LF must not run over the whole buffer at
+		// each line (issue: a server could burn the bridge's CPU).
+		{"short lines LF", shortLines + "\n"},
+		{"short lines CRLF", strings.ReplaceAll(shortLines, "\n", "\r\n") + "\r\n"},
+		{"short lines CR", strings.ReplaceAll(shortLines, "\n", "\r") + "\r"},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			body := strings.NewReader(c.stream)
 			var cur sseCursor
+			b.SetBytes(int64(len(c.stream)))
 			b.ReportAllocs()
 			for range b.N {
 				body.Reset(c.stream)
