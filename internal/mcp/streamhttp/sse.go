@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sync"
 	"time"
 )
@@ -236,7 +237,9 @@ const lineSlack = 64
 // CRLF split across reads is one line end. The line is r's buffer, valid
 // until the next read: most lines are parsed where the reader read them.
 func (r *sseReader) readLine(max int) ([]byte, error) {
-	limit := max + lineSlack
+	// Clamped: a bound near math.MaxInt (no bound, in effect) would
+	// overflow to a negative limit that refuses every line.
+	limit := max + min(lineSlack, math.MaxInt-max)
 	r.line = r.line[:0] // a line longer than the buffer is put together here
 	scanned := 0        // how much of the buffered bytes has no line end
 	for {

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -389,7 +390,9 @@ func (c *Conn) httpError(method string, hresp *http.Response) error {
 // readJSON reads a single JSON response. A JSON-RPC error on a 4xx status is
 // still an answer (the era fallback looks at its code).
 func (c *Conn) readJSON(req *jsonrpc.Message, hresp *http.Response) (*jsonrpc.Message, error) {
-	data, err := io.ReadAll(io.LimitReader(hresp.Body, int64(c.opts.MaxMessageBytes)+1))
+	// One byte over the bound tells a body too large; the bound is clamped
+	// so that the sum cannot overflow to a negative limit (an empty body).
+	data, err := io.ReadAll(io.LimitReader(hresp.Body, int64(min(c.opts.MaxMessageBytes, math.MaxInt-1))+1))
 	if err != nil {
 		return nil, fmt.Errorf("while reading the answer to %s: %w", req.Method, err)
 	}
