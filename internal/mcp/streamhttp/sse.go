@@ -179,13 +179,25 @@ func (r *sseReader) dispatch(cur *sseCursor, name string, hasID bool, onEvent fu
 	}
 	// The data buffer's last LF is removed (spec).
 	data = data[:len(data)-1]
-	if len(data) == 0 {
+	if onlyJSONSpace(data) {
 		// Not the spec's rule but ours: the spec dispatches an event whose
-		// only data line is empty ("data:"), and it carries no JSON-RPC
-		// message. MCP servers send one, with an id, to prime a stream.
+		// data is empty ("data:", which MCP servers send with an id to
+		// prime a stream) or only white space ("data:\ndata:" is a LF).
+		// It carries no JSON-RPC message, and decoding it would fail the
+		// call or the standalone stream for a harmless event.
 		return false, nil
 	}
 	return onEvent(sseEvent{name: name, data: data})
+}
+
+// onlyJSONSpace says whether b is empty or only JSON's white space.
+func onlyJSONSpace(b []byte) bool {
+	for _, c := range b {
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			return false
+		}
+	}
+	return true
 }
 
 // maxRetry bounds the reconnection delay a retry field sets. A larger value

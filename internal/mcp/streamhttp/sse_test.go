@@ -156,7 +156,8 @@ func TestReadSSEFollowsTheSpec(t *testing.T) {
 		// Fields and the data buffer.
 		{name: "no space after the colon", pieces: []string{"data:x\n\n"}, want: []string{"|x"}, retry: -1},
 		{name: "only one space removed", pieces: []string{"data:  x\n\n"}, want: []string{"| x"}, retry: -1},
-		{name: "empty data lines keep their LF", pieces: []string{"data:\ndata:\n\ndata: x\ndata:\n\ndata\ndata: y\n\n"}, want: []string{"|\n", "|x\n", "|\ny"}, retry: -1},
+		{name: "empty data lines keep their LF", pieces: []string{"data: x\ndata:\n\ndata\ndata: y\n\n"}, want: []string{"|x\n", "|\ny"}, retry: -1},
+		{name: "data only white space is no message", pieces: []string{"id: 4\ndata:\ndata:\n\ndata:  \t\ndata\n\ndata: x\n\n"}, want: []string{"|x"}, lastID: "4", retry: -1},
 		{name: "a lone empty data line is no message", pieces: []string{"id: 5\ndata:\n\ndata\n\ndata: x\n\n"}, want: []string{"|x"}, lastID: "5", retry: -1},
 		{name: "no data, no event; its type is dropped", pieces: []string{"event: e\nid: 6\n\ndata: x\n\n"}, want: []string{"|x"}, lastID: "6", retry: -1},
 		{name: "an id with NUL is ignored", pieces: []string{"id: 7\ndata: a\n\nid: 8\x00\ndata: b\n\n"}, want: []string{"|a", "|b"}, lastID: "7", retry: -1},
