@@ -1,8 +1,10 @@
 package streamhttp
 
 import (
+	"bytes"
 	"errors"
 	"io"
+	"math/rand"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -272,6 +274,66 @@ func TestReadSSECRLinesSearchEachByteOnce(t *testing.T) {
 				t.Errorf("%d bytes searched for a LF in a stream of %d bytes, want at most %d", r.lfSearched, len(c.stream), bound)
 			}
 		})
+	}
+}
+
+// readLine splits random streams of CR, LF and CRLF line ends, with lines
+// short and longer than the buffer, read in random pieces, as a plain
+// reading of the spec's rule does: the bookkeeping of bytes known to hold no
+// LF (r.lfFree) must not skip a line end. The seeds are fixed: the same
+// streams each run.
+func TestReadLineSplitsAsTheSpec(t *testing.T) {
+	for seed := range int64(20) {
+		rnd := rand.New(rand.NewSource(seed))
+		var stream []byte
+		for len(stream) < 3*sseBufferSize {
+			n := rnd.Intn(12)
+			if rnd.Intn(20) == 0 {
+				n = rnd.Intn(2 * sseBufferSize)
+			}
+			for range n {
+				stream = append(stream, "ab:"[rnd.Intn(3)])
+			}
+			stream = append(stream, [][]byte{[]byte("\r"), []byte("\n"), []byte("\r\n")}[rnd.Intn(3)]...)
+		}
+		var want []string
+		for i, start := 0, 0; i < len(stream); i++ {
+			if c := stream[i]; c == '\r' || c == '\n' {
+				want = append(want, string(stream[start:i]))
+				if c == '\r' && i+1 < len(stream) && stream[i+1] == '\n' {
+					i++
+				}
+				start = i + 1
+			}
+		}
+		var pieces []io.Reader
+		for rest := stream; len(rest) > 0; {
+			n := min(1+rnd.Intn(sseBufferSize+sseBufferSize/2), len(rest))
+			pieces = append(pieces, bytes.NewReader(rest[:n]))
+			rest = rest[n:]
+		}
+		r := newSSEReader()
+		r.body = eofSeen{r: io.MultiReader(pieces...)}
+		r.br.Reset(&r.body)
+		var got []string
+		for {
+			line, err := r.readLine(1 << 20)
+			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					t.Fatalf("seed %d: %v after %d lines", seed, err, len(got))
+				}
+				break
+			}
+			got = append(got, string(line))
+		}
+		if len(got) != len(want) {
+			t.Fatalf("seed %d: %d lines, want %d", seed, len(got), len(want))
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("seed %d: line %d is %q (%d bytes), want %q (%d bytes)", seed, i, got[i], len(got[i]), want[i], len(want[i]))
+			}
+		}
 	}
 }
 
