@@ -310,24 +310,25 @@ func (r *sseReader) lineEnd(buf []byte, from int) (at, n int) {
 	lfFrom := max(from, r.lfFree)
 	lf := bytes.IndexByte(buf[lfFrom:], '\n')
 	if lf < 0 {
-		lf = len(buf) // no LF: the CR search runs to the end
 		r.lfSearched += len(buf) - lfFrom
-	} else {
-		lf += lfFrom
-		r.lfSearched += lf - lfFrom + 1
-	}
-	r.lfFree = lf
-	// There is no LF before lf, so the first CR before it (found as soon
-	// as the first line end, however much is buffered) ends the line.
-	switch cr := bytes.IndexByte(buf[from:lf], '\r'); {
-	case cr >= 0 && from+cr == lf-1 && lf < len(buf):
-		return from + cr, 2
-	case cr >= 0:
-		return from + cr, 1
-	case lf < len(buf):
-		return lf, 1
-	default:
+		r.lfFree = len(buf)
+		if cr := bytes.IndexByte(buf[from:], '\r'); cr >= 0 {
+			return from + cr, 1
+		}
 		return -1, 0
+	}
+	lf += lfFrom
+	r.lfSearched += lf - lfFrom + 1
+	r.lfFree = lf
+	// There is no LF before lf: a CR before it ends the line, found as
+	// soon as the line's end however much is buffered.
+	switch cr := bytes.IndexByte(buf[from:lf], '\r'); {
+	case cr < 0:
+		return lf, 1
+	case from+cr == lf-1:
+		return lf - 1, 2
+	default:
+		return from + cr, 1
 	}
 }
 
