@@ -21,8 +21,9 @@ var ErrNoStandaloneStream = errors.New("the server offers no standalone GET stre
 // capabilities). A stream that breaks off or that the server ends is opened
 // again after a delay, with Last-Event-ID so that a server keeping its
 // events replays what was missed. The delay doubles from DefaultRetryDelay
-// up to MaxRetryDelay (or is what the server asked for); after MaxResumes
-// attempts in a row that bring nothing new, Listen gives up.
+// up to MaxRetryDelay (or is what the server asked for, 100 ms at least);
+// after MaxResumes attempts in a row that bring nothing new, Listen gives
+// up.
 //
 // opened, when not nil, is called each time the stream is open. It returns
 // when ctx ends (nil), when the server offers no such stream
@@ -64,10 +65,7 @@ func (c *Conn) Listen(ctx context.Context, opened func()) error {
 		} else if failures++; failures >= c.opts.MaxResumes {
 			return fmt.Errorf("while holding the standalone GET stream open: it failed %d times in a row (bound maxResumes), last: %v", failures, streamEndReason(err))
 		}
-		wait := delay
-		if cur.hasRetry {
-			wait = min(cur.retry, c.opts.MaxRetryDelay)
-		}
+		wait := c.reconnectDelay(&cur, delay)
 		delay = min(2*delay, c.opts.MaxRetryDelay)
 		t := time.NewTimer(wait)
 		select {

@@ -1,8 +1,10 @@
 package streamhttp
 
 import (
+	"bytes"
 	"errors"
 	"io"
+	"math/rand"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -156,7 +158,8 @@ func TestReadSSEFollowsTheSpec(t *testing.T) {
 		// Fields and the data buffer.
 		{name: "no space after the colon", pieces: []string{"data:x\n\n"}, want: []string{"|x"}, retry: -1},
 		{name: "only one space removed", pieces: []string{"data:  x\n\n"}, want: []string{"| x"}, retry: -1},
-		{name: "empty data lines keep their LF", pieces: []string{"data:\ndata:\n\ndata: x\ndata:\n\ndata\ndata: y\n\n"}, want: []string{"|\n", "|x\n", "|\ny"}, retry: -1},
+		{name: "empty data lines keep their LF", pieces: []string{"data: x\ndata:\n\ndata\ndata: y\n\n"}, want: []string{"|x\n", "|\ny"}, retry: -1},
+		{name: "data only white space is no message", pieces: []string{"id: 4\ndata:\ndata:\n\ndata:  \t\ndata\n\ndata: x\n\n"}, want: []string{"|x"}, lastID: "4", retry: -1},
 		{name: "a lone empty data line is no message", pieces: []string{"id: 5\ndata:\n\ndata\n\ndata: x\n\n"}, want: []string{"|x"}, lastID: "5", retry: -1},
 		{name: "no data, no event; its type is dropped", pieces: []string{"event: e\nid: 6\n\ndata: x\n\n"}, want: []string{"|x"}, lastID: "6", retry: -1},
 		{name: "an id with NUL is ignored", pieces: []string{"id: 7\ndata: a\n\nid: 8\x00\ndata: b\n\n"}, want: []string{"|a", "|b"}, lastID: "7", retry: -1},
@@ -240,20 +243,124 @@ func TestReadSSECRDispatchesWithoutWaiting(t *testing.T) {
 	}
 }
 
+// Lines ended by CR alone are found with a search for a LF that looks at
+// each byte about once: it used to run over the rest of the buffer for each
+// line (quadratic in the lines a buffer holds), which let a server burn the
+// bridge's CPU. The count is of bytes searched, not time, to hold under any
+// load.
+func TestReadSSECRLinesSearchEachByteOnce(t *testing.T) {
+	for _, c := range []struct{ name, stream string }{
+		{"CR", strings.Repeat("data: 1\r", 3000) + "\r"},
+		{"CR then a LF far on", strings.Repeat("data: 1\r", 3000) + "\n\n"},
+		{"CR in pieces", strings.Repeat("data: 1\r", 3000) + "\r"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var body io.Reader = strings.NewReader(c.stream)
+			if c.name == "CR in pieces" {
+				body = iotest.HalfReader(body)
+			}
+			r := newSSEReader()
+			var cur sseCursor
+			var got []sseEvent
+			err := r.read(body, 1<<20, &cur, func(ev sseEvent) (bool, error) {
+				got = append(got, ev)
+				return false, nil
+			})
+			if !errors.Is(err, io.EOF) || len(got) != 1 || len(got[0].data) != 2*3000-1 {
+				t.Fatalf("err %v, %d events; want io.EOF and one event of 3000 data lines", err, len(got))
+			}
+			// Each byte once, and the byte a search stopped at once more per line.
+			if bound := len(c.stream) + 3002; r.lfSearched > bound {
+				t.Errorf("%d bytes searched for a LF in a stream of %d bytes, want at most %d", r.lfSearched, len(c.stream), bound)
+			}
+		})
+	}
+}
+
+// readLine splits random streams of CR, LF and CRLF line ends, with lines
+// short and longer than the buffer, read in random pieces, as a plain
+// reading of the spec's rule does: the bookkeeping of bytes known to hold no
+// LF (r.lfFree) must not skip a line end. The seeds are fixed: the same
+// streams each run.
+func TestReadLineSplitsAsTheSpec(t *testing.T) {
+	for seed := range int64(20) {
+		rnd := rand.New(rand.NewSource(seed))
+		var stream []byte
+		for len(stream) < 3*sseBufferSize {
+			n := rnd.Intn(12)
+			if rnd.Intn(20) == 0 {
+				n = rnd.Intn(2 * sseBufferSize)
+			}
+			for range n {
+				stream = append(stream, "ab:"[rnd.Intn(3)])
+			}
+			stream = append(stream, [][]byte{[]byte("\r"), []byte("\n"), []byte("\r\n")}[rnd.Intn(3)]...)
+		}
+		var want []string
+		for i, start := 0, 0; i < len(stream); i++ {
+			if c := stream[i]; c == '\r' || c == '\n' {
+				want = append(want, string(stream[start:i]))
+				if c == '\r' && i+1 < len(stream) && stream[i+1] == '\n' {
+					i++
+				}
+				start = i + 1
+			}
+		}
+		var pieces []io.Reader
+		for rest := stream; len(rest) > 0; {
+			n := min(1+rnd.Intn(sseBufferSize+sseBufferSize/2), len(rest))
+			pieces = append(pieces, bytes.NewReader(rest[:n]))
+			rest = rest[n:]
+		}
+		r := newSSEReader()
+		r.body = eofSeen{r: io.MultiReader(pieces...)}
+		r.br.Reset(&r.body)
+		var got []string
+		for {
+			line, err := r.readLine(1 << 20)
+			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					t.Fatalf("seed %d: %v after %d lines", seed, err, len(got))
+				}
+				break
+			}
+			got = append(got, string(line))
+		}
+		if len(got) != len(want) {
+			t.Fatalf("seed %d: %d lines, want %d", seed, len(got), len(want))
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("seed %d: line %d is %q (%d bytes), want %q (%d bytes)", seed, i, got[i], len(got[i]), want[i], len(want[i]))
+			}
+		}
+	}
+}
+
 // BenchmarkReadSSE reads one answer on an event stream as the go-sdk's
-// servers send it, LF or CRLF line ends: the parser's own CPU and
-// allocations (none once the pool holds a reader).
+// servers send it, LF, CRLF or CR line ends, and an event of many short
+// lines: the parser's own CPU and allocations (none once the pool holds a
+// reader).
 //
 //	go test ./internal/mcp/streamhttp -run x -bench ReadSSE -benchmem
 func BenchmarkReadSSE(b *testing.B) {
+	shortLines := strings.Repeat("data: 1\n", 3000)
 	answer := "event: message\nid: 1_0\ndata: " + `{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"` + strings.Repeat("a", 400) + `"}]}}` + "\n\n"
 	for _, c := range []struct{ name, stream string }{
 		{"LF", answer},
 		{"CRLF", strings.ReplaceAll(answer, "\n", "\r\n")},
+		{"CR", strings.ReplaceAll(answer, "\n", "\r")},
+		// Many short lines (9 bytes with their end) in one event: with CR
+		// alone a search for a LF must not run over the whole buffer at
+		// each line (issue: a server could burn the bridge's CPU).
+		{"short lines LF", shortLines + "\n"},
+		{"short lines CRLF", strings.ReplaceAll(shortLines, "\n", "\r\n") + "\r\n"},
+		{"short lines CR", strings.ReplaceAll(shortLines, "\n", "\r") + "\r"},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			body := strings.NewReader(c.stream)
 			var cur sseCursor
+			b.SetBytes(int64(len(c.stream)))
 			b.ReportAllocs()
 			for range b.N {
 				body.Reset(c.stream)

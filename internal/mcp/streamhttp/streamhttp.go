@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -389,7 +390,9 @@ func (c *Conn) httpError(method string, hresp *http.Response) error {
 // readJSON reads a single JSON response. A JSON-RPC error on a 4xx status is
 // still an answer (the era fallback looks at its code).
 func (c *Conn) readJSON(req *jsonrpc.Message, hresp *http.Response) (*jsonrpc.Message, error) {
-	data, err := io.ReadAll(io.LimitReader(hresp.Body, int64(c.opts.MaxMessageBytes)+1))
+	// One byte over the bound tells a body too large; the bound is clamped
+	// so that the sum cannot overflow to a negative limit (an empty body).
+	data, err := io.ReadAll(io.LimitReader(hresp.Body, int64(min(c.opts.MaxMessageBytes, math.MaxInt-1))+1))
 	if err != nil {
 		return nil, fmt.Errorf("while reading the answer to %s: %w", req.Method, err)
 	}
@@ -550,15 +553,30 @@ func streamEndReason(err error) string {
 	return err.Error()
 }
 
+// minRetryDelay floors the reconnection delay a server asks for (its
+// retry field). A server that sends "retry: 0" and a new event id, then
+// ends each stream, had Listen reconnect in a loop with no pause (the new
+// id counts as progress, so it never gives up), burning the bridge's CPU.
+// 100 ms is more than a reconnection costs and less than any server needs
+// to wait: at most 10 reconnections a second.
+const minRetryDelay = 100 * time.Millisecond
+
+// reconnectDelay is the wait before a stream is opened again: the server's
+// retry, floored and capped, or fallback when it asked for none.
+func (c *Conn) reconnectDelay(cur *sseCursor, fallback time.Duration) time.Duration {
+	if !cur.hasRetry {
+		return fallback
+	}
+	// The cap is the caller's option and wins over the floor, which only
+	// guards against the server.
+	return min(max(cur.retry, minRetryDelay), c.opts.MaxRetryDelay)
+}
+
 // resume waits the delay the server asked for and reopens the stream with a
 // GET carrying Last-Event-ID. readErr is how the resumed stream ended;
 // fatal is a failure to resume at all.
 func (c *Conn) resume(ctx context.Context, req *jsonrpc.Message, cur *sseCursor, onEvent func(sseEvent) (bool, error)) (readErr, fatal error) {
-	delay := c.opts.DefaultRetryDelay
-	if cur.hasRetry {
-		delay = min(cur.retry, c.opts.MaxRetryDelay)
-	}
-	t := time.NewTimer(delay)
+	t := time.NewTimer(c.reconnectDelay(cur, c.opts.DefaultRetryDelay))
 	defer t.Stop()
 	select {
 	case <-t.C:

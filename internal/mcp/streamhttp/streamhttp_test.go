@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -96,5 +97,41 @@ func TestSSEStreamKeptOpenIsNotWaitedFor(t *testing.T) {
 	call() // served without waiting for the stream again
 	if n := c.streams.skipped.Load(); n != 1 {
 		t.Fatalf("after %d streams kept open, %d answers were not waited for; want 1", maxKeptOpen, n)
+	}
+}
+
+// A maxMessageBytes near math.MaxInt is no bound, in effect: answers are
+// read, on JSON and on SSE. Before, the bound plus its slack overflowed to a
+// negative limit: every SSE line was refused as too long, and a JSON body
+// read as empty.
+func TestHugeMaxMessageBytesReadsAnswers(t *testing.T) {
+	for _, contentType := range []string{"application/json", "text/event-stream"} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var req struct {
+				ID json.RawMessage `json:"id"`
+			}
+			if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			w.Header().Set("Content-Type", contentType)
+			answer := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"ok":true}}`, req.ID)
+			if contentType == "text/event-stream" {
+				answer = "event: message\ndata: " + answer + "\n\n"
+			}
+			fmt.Fprint(w, answer)
+		}))
+		for _, bound := range []int{math.MaxInt, math.MaxInt - lineSlack/2} {
+			c, err := New(Options{URL: srv.URL, MaxMessageBytes: bound})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := c.Call(context.Background(), &jsonrpc.Message{JSONRPC: jsonrpc.Version, Method: "tools/call", Params: json.RawMessage(`{"name":"echo"}`)})
+			if err != nil || string(m.Result) != `{"ok":true}` {
+				t.Errorf("%s, bound %d: answer %v, err %v; want the result read", contentType, bound, m, err)
+			}
+			c.Close()
+		}
+		srv.Close()
 	}
 }

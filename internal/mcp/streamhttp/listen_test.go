@@ -1,0 +1,63 @@
+package streamhttp
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+)
+
+// A server that asks for "retry: 0" and sends a new event id on each
+// standalone stream, then ends it, is reconnected to after minRetryDelay
+// at least. Before, Listen reconnected with no pause, forever (each new id
+// counts as progress). Only a lower bound on the gaps between the server's
+// GETs is asserted: load makes them longer, never shorter.
+func TestListenFloorsTheServersRetry(t *testing.T) {
+	gets := make(chan time.Time, 16)
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case http.MethodPost: // initialize: opens the session
+			w.Header().Set("Mcp-Session-Id", "s1")
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"jsonrpc":"2.0","id":1,"result":{}}`)
+		case http.MethodGet:
+			select {
+			case gets <- time.Now():
+			default:
+			}
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, "retry: 0\nid: %d\n\n", n.Add(1))
+		}
+	}))
+	defer srv.Close()
+	c, err := New(Options{URL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Call(context.Background(), &jsonrpc.Message{JSONRPC: jsonrpc.Version, Method: "initialize", Params: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	c.SetProtocolVersion("2025-06-18")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Listen(ctx, nil) }()
+	prev := <-gets
+	for i := range 3 {
+		at := <-gets
+		if gap := at.Sub(prev); gap < minRetryDelay {
+			t.Errorf("reconnection %d came %v after the last, want %v at least", i+1, gap, minRetryDelay)
+		}
+		prev = at
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Listen ended with %v, want nil when its context ends", err)
+	}
+}
