@@ -134,13 +134,12 @@ func eraRefused(cli *client.Client, err error) bool {
 }
 
 // relearnAttempt is a relearn under way: done closes when it ends, and
-// changed then says whether it learned the server anew, gaveUp that its
-// call ended first (no answer for the others); waiters counts the calls
-// waiting for it (under Conn.mu; tests wait for them).
+// changed then says whether it learned the server anew; waiters counts the
+// calls waiting for it besides the one that started it (under Conn.mu;
+// tests wait for them).
 type relearnAttempt struct {
 	done    chan struct{}
 	changed bool
-	gaveUp  bool
 	waiters int
 }
 
@@ -158,45 +157,56 @@ type relearnAttempt struct {
 // load balancer with both versions behind it) costs a dial per interval,
 // not per call, and flips the mode (closing the agents' sessions) at most
 // once per interval.
+//
+// The relearn runs on its own, bounded by Options.DialTimeout and the
+// Conn's life, not by the call that started it: that call, like every
+// other waiting, stops waiting when its own context ends, while the run
+// finishes and sets the interval. Else a caller giving up (or a server
+// stalling the dial for a caller's whole timeout) would hand the dial to
+// the next waiter: a dial per call again.
 func (c *Conn) relearn(ctx context.Context, eras int64) bool {
-	for {
-		c.mu.Lock()
-		if c.eras.Load() != eras {
-			c.mu.Unlock()
-			return true
-		}
-		if run := c.relearnRun; run != nil {
-			run.waiters++
-			c.mu.Unlock()
-			select {
-			case <-run.done:
-				if run.changed || !run.gaveUp {
-					return run.changed
-				}
-				continue // its caller gave up: not an answer for this call
-			case <-ctx.Done():
-				return false
-			}
-		}
+	c.mu.Lock()
+	if c.eras.Load() != eras {
+		c.mu.Unlock()
+		return true
+	}
+	run := c.relearnRun
+	if run == nil {
 		if c.clock().Before(c.relearnAfter) {
 			c.mu.Unlock()
 			return false
 		}
-		run := &relearnAttempt{done: make(chan struct{})}
+		run = &relearnAttempt{done: make(chan struct{})}
 		c.relearnRun = run
-		c.mu.Unlock()
-		run.changed = c.relearnOnce(ctx)
+		go c.runRelearn(context.WithoutCancel(ctx), run)
+	} else {
+		run.waiters++
+	}
+	c.mu.Unlock()
+	select {
+	case <-run.done:
+		return run.changed
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// runRelearn is the relearn run (relearnOnce) under DialTimeout, cut off
+// when the Conn retires; it always ends run and sets relearnAfter, even if
+// the dial panics (a relearnRun left set would hold every later refusal).
+func (c *Conn) runRelearn(ctx context.Context, run *relearnAttempt) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.DialTimeout)
+	defer cancel()
+	stop := context.AfterFunc(c.life, cancel)
+	defer stop()
+	defer func() {
 		c.mu.Lock()
 		c.relearnRun = nil
-		if run.changed || ctx.Err() == nil {
-			c.relearnAfter = c.clock().Add(sessionsRetry)
-		} else {
-			run.gaveUp = true
-		}
+		c.relearnAfter = c.clock().Add(sessionsRetry)
 		c.mu.Unlock()
 		close(run.done)
-		return run.changed
-	}
+	}()
+	run.changed = c.relearnOnce(ctx)
 }
 
 // relearnOnce is relearn's dial. When the new connection says something

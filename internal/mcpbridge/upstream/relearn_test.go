@@ -108,13 +108,7 @@ func TestRefusedCallsShareOneRelearn(t *testing.T) {
 	if _, err := c.Client(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	waiting := func(n int) func() bool {
-		return func() bool {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			return c.relearnRun != nil && c.relearnRun.waiters == n
-		}
-	}
+	waiting := func(n int) func() bool { return relearnWaiters(c, n) }
 	results := make(chan error, 3)
 	for range 3 {
 		go func() {
@@ -270,4 +264,56 @@ func TestReplacedSharedSessionClosesOnceIdle(t *testing.T) {
 		defer mu.Unlock()
 		return slices.Contains(deleted, oldID)
 	})
+}
+
+// The call that starts a relearn and then gives up does not end the
+// relearn: it returns with the server's refusal, the relearn's dial goes
+// on for the calls still waiting, and no second dial starts. Before, the
+// dial ran under the first call's context, ended with it, and the next
+// waiter dialled again (a dial per call). Found by review.
+func TestRelearnOutlivesTheCallThatStartedIt(t *testing.T) {
+	f := newRefusingVersionFront(t, 2) // the relearn's dial is held
+	c := newTestConn(t, f.url)
+	if _, err := c.Client(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	waiting := func(n int) func() bool { return relearnWaiters(c, n) }
+	ctx, giveUp := context.WithCancel(ctxT(t))
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.CallTool(ctx, json.RawMessage(echoCall), CallHooks{})
+		first <- err
+	}()
+	eventually(t, "the first call's relearn dialling", func() bool {
+		return f.discovers.Load() == 2 && waiting(0)()
+	})
+	second := make(chan error, 1)
+	go func() {
+		_, err := c.CallTool(ctxT(t), json.RawMessage(echoCall), CallHooks{})
+		second <- err
+	}()
+	eventually(t, "a second call waiting for the relearn", waiting(1))
+	giveUp()
+	refused(t, <-first)
+
+	f.release()
+	refused(t, <-second)
+	if n := f.discovers.Load(); n != 2 {
+		t.Fatalf("the refused calls sent %d server/discover; want 2 (the shared connection's dial, one relearn)", n)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.relearnRun != nil || c.relearnAfter.IsZero() {
+		t.Fatalf("after the relearn: run %v, next one after %v; want none running and the interval set", c.relearnRun, c.relearnAfter)
+	}
+}
+
+// relearnWaiters says when a relearn runs on c with n calls waiting for it
+// besides the one that started it.
+func relearnWaiters(c *Conn, n int) func() bool {
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.relearnRun != nil && c.relearnRun.waiters == n
+	}
 }
