@@ -260,15 +260,19 @@ func (c *Conn) relearnOnce(ctx context.Context) bool {
 	return true
 }
 
-// replacedIdleLocked takes the shared connections relearn replaced, for
-// the caller to close, once no call holds the shared line. c.mu is held.
-func (c *Conn) replacedIdleLocked() []*client.Client {
-	if c.shared.busy > 0 {
-		return nil
+// replacedIdleLocked takes the shared connections relearn replaced that no
+// call holds any more, for the caller to close. c.mu is held.
+func (c *Conn) replacedIdleLocked() (idle []*client.Client) {
+	kept := c.shared.replaced[:0]
+	for _, old := range c.shared.replaced {
+		if c.shared.holds[old] > 0 {
+			kept = append(kept, old)
+		} else {
+			idle = append(idle, old)
+		}
 	}
-	old := c.shared.replaced
-	c.shared.replaced = nil
-	return old
+	c.shared.replaced = kept
+	return idle
 }
 
 // clientFor returns the client a call for agent takes: the agent session's
@@ -312,7 +316,7 @@ func (c *Conn) clientFor(ctx context.Context, agent *Agent) (*client.Client, *li
 		c.trim()
 		return own, l, nil
 	}
-	c.release(l)
+	c.release(l, nil)
 	if c.life.Err() != nil || ctx.Err() != nil || errors.Is(err, errAgentEnded) {
 		return nil, nil, err
 	}
@@ -362,6 +366,10 @@ func (c *Conn) sharedClient(ctx context.Context) (*client.Client, *line, error) 
 		c.mu.Lock()
 		if c.shared.cli == cli {
 			c.shared.busy++
+			if c.shared.holds == nil {
+				c.shared.holds = map[*client.Client]int{}
+			}
+			c.shared.holds[cli]++
 			c.mu.Unlock()
 			return cli, &c.shared, nil
 		}
@@ -369,10 +377,11 @@ func (c *Conn) sharedClient(ctx context.Context) (*client.Client, *line, error) 
 	}
 }
 
-// release ends a call's hold on l (nil: none); a Conn over its cap of
-// agent sessions closes what it can now (trim), and the shared line, idle,
-// the connections relearn replaced on it.
-func (c *Conn) release(l *line) {
+// release ends a call's hold on l (nil: none) and on cli, the client it
+// took from l; a Conn over its cap of agent sessions closes what it can now
+// (trim), and the shared line a connection relearn replaced once its own
+// last call ended (calls on the new one do not keep it open).
+func (c *Conn) release(l *line, cli *client.Client) {
 	if l == nil {
 		return
 	}
@@ -382,6 +391,9 @@ func (c *Conn) release(l *line) {
 	over := c.overCapLocked()
 	var replaced []*client.Client
 	if l == &c.shared {
+		if c.shared.holds[cli]--; c.shared.holds[cli] <= 0 {
+			delete(c.shared.holds, cli)
+		}
 		replaced = c.replacedIdleLocked()
 	}
 	c.mu.Unlock()

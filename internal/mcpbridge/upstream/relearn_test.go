@@ -182,8 +182,10 @@ func TestInitializeWithoutSessionIDEndsOnlyThatAgentsLine(t *testing.T) {
 }
 
 // The shared session relearn replaces is closed (DELETE) once no call uses
-// the shared connection: a call in flight on it ends with its answer.
-// Before, it was DELETEd at once, under the call. The session-only server
+// it: a call in flight on it ends with its answer, and a call in flight on
+// the new shared connection does not keep it open. Before, it was DELETEd
+// at once, under the call; then it waited for the shared line to be idle,
+// which calls on the new connection could put off for ever. The session-only server
 // is replaced by a dual-era one behind a fake front that refuses calls in
 // the old sessions with -32022 (the real dual-era server would not know
 // them: a 404, which a session's call does not take for a change of era).
@@ -191,8 +193,9 @@ func TestInitializeWithoutSessionIDEndsOnlyThatAgentsLine(t *testing.T) {
 func TestReplacedSharedSessionClosesOnceIdle(t *testing.T) {
 	before := testpeers.GoEverything(t, false)
 	after, _ := dualEraServer(t)
-	var switched, holdNext atomic.Bool
+	var switched, holdNext, holdNew atomic.Bool
 	held, release := make(chan struct{}), make(chan struct{})
+	heldNew, releaseNew := make(chan struct{}), make(chan struct{})
 	var releaseOnce sync.Once
 	var mu sync.Mutex
 	var deleted []string
@@ -210,6 +213,11 @@ func TestReplacedSharedSessionClosesOnceIdle(t *testing.T) {
 			case <-release:
 			case <-r.Context().Done():
 			}
+		case isCall && sid == "" && holdNew.CompareAndSwap(true, false):
+			close(heldNew)
+			<-releaseNew
+			relay(w, r, after, body)
+			return true
 		case isCall && switched.Load() && sid != "":
 			var m struct{ ID json.RawMessage }
 			_ = json.Unmarshal(body, &m)
@@ -222,6 +230,8 @@ func TestReplacedSharedSessionClosesOnceIdle(t *testing.T) {
 		}
 		return false
 	})
+	var releaseNewOnce sync.Once
+	t.Cleanup(func() { releaseNewOnce.Do(func() { close(releaseNew) }) })
 	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) }) // before the front closes
 	c := newTestConn(t, front)
 	const call = `{"name":"test_simple_text","arguments":{}}`
@@ -255,15 +265,23 @@ func TestReplacedSharedSessionClosesOnceIdle(t *testing.T) {
 		t.Fatalf("the replaced shared session %q was DELETEd under a call in flight", oldID)
 	}
 
+	holdNew.Store(true)
+	onNew := make(chan string, 1)
+	go func() { onNew <- callTool(t, c, echoCall, CallHooks{}) }()
+	<-heldNew
 	releaseOnce.Do(func() { close(release) })
 	if res := <-inFlight; !strings.Contains(res, "simple text") {
 		t.Fatalf("the call in flight on the replaced session ended with %s; want its answer", res)
 	}
-	eventually(t, "the replaced shared session DELETEd once idle", func() bool {
+	eventually(t, "the replaced shared session DELETEd once its own calls ended, a call on the new one in flight", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return slices.Contains(deleted, oldID)
 	})
+	releaseNewOnce.Do(func() { close(releaseNew) })
+	if res := <-onNew; !strings.Contains(res, `"x"`) {
+		t.Fatalf("the call on the new shared connection answered %s", res)
+	}
 }
 
 // The call that starts a relearn and then gives up does not end the
