@@ -324,13 +324,15 @@ func (c *Conn) clientFor(ctx context.Context, agent *Agent) (*client.Client, *li
 	case errors.Is(err, errNoSession) && dualEra:
 		// Keeps no session after all (for good, or since it changed behind
 		// its URL), or this once. Only a relearn that finds the server
-		// changed takes every agent's session (learn); else this agent's
-		// line ends, and session-era calls go on the shared (stateless)
-		// connection for sessionsRetry, then try a session again.
-		if !c.relearn(ctx, c.eras.Load()) {
-			c.endAgent(agent.ID)
-			c.sessionsRetryAt.Store(c.clock().Add(sessionsRetry).UnixNano())
-		}
+		// changed takes every agent's session (learn); this agent's line
+		// ends, and session-era calls go on the shared (stateless)
+		// connection for sessionsRetry, then try a session again. Both
+		// before the relearn's dial: else another call of this agent
+		// session would take the line meanwhile, dial a session on it, and
+		// fail as if the agent session had ended when it ended the line.
+		c.sessionsRetryAt.Store(c.clock().Add(sessionsRetry).UnixNano())
+		c.dropFailedLine(agent.ID, l)
+		c.relearn(ctx, c.eras.Load())
 		if c.mode.Load() == modeSessionOnly {
 			// Replaced by a server that keeps only sessions: the call
 			// starts again (doOn) on a line of its own.
@@ -602,6 +604,18 @@ func (c *Conn) endAgent(id string) {
 	c.mu.Unlock()
 	if cli != nil {
 		c.closeSessions(cli)
+	}
+}
+
+// dropFailedLine takes agent session id's line l, whose session dial
+// failed, out of the Conn, unless another call dials on it again (its dial
+// decides), a dial of one opened a session on it meanwhile, or the line was
+// replaced.
+func (c *Conn) dropFailedLine(id string, l *line) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.agents[id] == l && l.dialing == nil && l.cli == nil {
+		c.takeAgentLocked(id)
 	}
 }
 
