@@ -178,7 +178,7 @@ func (c *Conn) relearn(ctx context.Context, eras int64) bool {
 		}
 		run = &relearnAttempt{done: make(chan struct{})}
 		c.relearnRun = run
-		go c.runRelearn(context.WithoutCancel(ctx), run)
+		go c.runRelearn(run)
 	} else {
 		run.waiters++
 	}
@@ -192,13 +192,14 @@ func (c *Conn) relearn(ctx context.Context, eras int64) bool {
 }
 
 // runRelearn is the relearn run (relearnOnce) under DialTimeout, cut off
-// when the Conn retires; it always ends run and sets relearnAfter, even if
-// the dial panics (a relearnRun left set would hold every later refusal).
-func (c *Conn) runRelearn(ctx context.Context, run *relearnAttempt) {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.DialTimeout)
+// when the Conn retires; it always ends run and sets relearnAfter (a
+// relearnRun left set would hold every later refusal). Its context is the
+// Conn's, not the starting call's: that call's hooks (its notifications,
+// the agent's answers to server requests) must not see the dial after the
+// call returned.
+func (c *Conn) runRelearn(run *relearnAttempt) {
+	ctx, cancel := context.WithTimeout(c.life, c.opts.DialTimeout)
 	defer cancel()
-	stop := context.AfterFunc(c.life, cancel)
-	defer stop()
 	defer func() {
 		c.mu.Lock()
 		c.relearnRun = nil
@@ -235,9 +236,10 @@ func (c *Conn) relearnOnce(ctx context.Context) bool {
 		return false
 	}
 	c.mu.Lock()
-	if c.learned != was || c.life.Err() != nil || c.shared.dialing != nil {
+	if c.learned != was || c.life.Err() != nil || c.draining || c.shared.dialing != nil {
 		// Learned meanwhile by a dial of the shared connection (or one
-		// under way will), or the Conn retired.
+		// under way will), or the Conn retired or is draining (its
+		// clients are being taken: nothing would close a new one).
 		c.mu.Unlock()
 		c.closeSessions(cli)
 		return false
@@ -614,7 +616,9 @@ func (c *Conn) endAgent(id string) {
 func (c *Conn) dropFailedLine(id string, l *line) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.agents[id] == l && l.dialing == nil && l.cli == nil {
+	// Only while no other call of the agent holds it: that call dials
+	// (or has dialled) a session of its own on it, and decides.
+	if c.agents[id] == l && l.dialing == nil && l.cli == nil && l.busy == 0 {
 		c.takeAgentLocked(id)
 	}
 }
