@@ -134,13 +134,12 @@ func eraRefused(cli *client.Client, err error) bool {
 }
 
 // relearnAttempt is a relearn under way: done closes when it ends, and
-// changed then says whether it learned the server anew, gaveUp that its
-// call ended first (no answer for the others); waiters counts the calls
-// waiting for it (under Conn.mu; tests wait for them).
+// changed then says whether it learned the server anew; waiters counts the
+// calls waiting for it besides the one that started it (under Conn.mu;
+// tests wait for them).
 type relearnAttempt struct {
 	done    chan struct{}
 	changed bool
-	gaveUp  bool
 	waiters int
 }
 
@@ -158,45 +157,57 @@ type relearnAttempt struct {
 // load balancer with both versions behind it) costs a dial per interval,
 // not per call, and flips the mode (closing the agents' sessions) at most
 // once per interval.
+//
+// The relearn runs on its own, bounded by Options.DialTimeout and the
+// Conn's life, not by the call that started it: that call, like every
+// other waiting, stops waiting when its own context ends, while the run
+// finishes and sets the interval. Else a caller giving up (or a server
+// stalling the dial for a caller's whole timeout) would hand the dial to
+// the next waiter: a dial per call again.
 func (c *Conn) relearn(ctx context.Context, eras int64) bool {
-	for {
-		c.mu.Lock()
-		if c.eras.Load() != eras {
-			c.mu.Unlock()
-			return true
-		}
-		if run := c.relearnRun; run != nil {
-			run.waiters++
-			c.mu.Unlock()
-			select {
-			case <-run.done:
-				if run.changed || !run.gaveUp {
-					return run.changed
-				}
-				continue // its caller gave up: not an answer for this call
-			case <-ctx.Done():
-				return false
-			}
-		}
+	c.mu.Lock()
+	if c.eras.Load() != eras {
+		c.mu.Unlock()
+		return true
+	}
+	run := c.relearnRun
+	if run == nil {
 		if c.clock().Before(c.relearnAfter) {
 			c.mu.Unlock()
 			return false
 		}
-		run := &relearnAttempt{done: make(chan struct{})}
+		run = &relearnAttempt{done: make(chan struct{})}
 		c.relearnRun = run
-		c.mu.Unlock()
-		run.changed = c.relearnOnce(ctx)
+		go c.runRelearn(run)
+	} else {
+		run.waiters++
+	}
+	c.mu.Unlock()
+	select {
+	case <-run.done:
+		return run.changed
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// runRelearn is the relearn run (relearnOnce) under DialTimeout, cut off
+// when the Conn retires; it always ends run and sets relearnAfter (a
+// relearnRun left set would hold every later refusal). Its context is the
+// Conn's, not the starting call's: that call's hooks (its notifications,
+// the agent's answers to server requests) must not see the dial after the
+// call returned.
+func (c *Conn) runRelearn(run *relearnAttempt) {
+	ctx, cancel := context.WithTimeout(c.life, c.opts.DialTimeout)
+	defer cancel()
+	defer func() {
 		c.mu.Lock()
 		c.relearnRun = nil
-		if run.changed || ctx.Err() == nil {
-			c.relearnAfter = c.clock().Add(sessionsRetry)
-		} else {
-			run.gaveUp = true
-		}
+		c.relearnAfter = c.clock().Add(sessionsRetry)
 		c.mu.Unlock()
 		close(run.done)
-		return run.changed
-	}
+	}()
+	run.changed = c.relearnOnce(ctx)
 }
 
 // relearnOnce is relearn's dial. When the new connection says something
@@ -225,9 +236,10 @@ func (c *Conn) relearnOnce(ctx context.Context) bool {
 		return false
 	}
 	c.mu.Lock()
-	if c.learned != was || c.life.Err() != nil || c.shared.dialing != nil {
+	if c.learned != was || c.life.Err() != nil || c.draining || c.shared.dialing != nil {
 		// Learned meanwhile by a dial of the shared connection (or one
-		// under way will), or the Conn retired.
+		// under way will), or the Conn retired or is draining (its
+		// clients are being taken: nothing would close a new one).
 		c.mu.Unlock()
 		c.closeSessions(cli)
 		return false
@@ -250,15 +262,19 @@ func (c *Conn) relearnOnce(ctx context.Context) bool {
 	return true
 }
 
-// replacedIdleLocked takes the shared connections relearn replaced, for
-// the caller to close, once no call holds the shared line. c.mu is held.
-func (c *Conn) replacedIdleLocked() []*client.Client {
-	if c.shared.busy > 0 {
-		return nil
+// replacedIdleLocked takes the shared connections relearn replaced that no
+// call holds any more, for the caller to close. c.mu is held.
+func (c *Conn) replacedIdleLocked() (idle []*client.Client) {
+	kept := c.shared.replaced[:0]
+	for _, old := range c.shared.replaced {
+		if c.shared.holds[old] > 0 {
+			kept = append(kept, old)
+		} else {
+			idle = append(idle, old)
+		}
 	}
-	old := c.shared.replaced
-	c.shared.replaced = nil
-	return old
+	c.shared.replaced = kept
+	return idle
 }
 
 // clientFor returns the client a call for agent takes: the agent session's
@@ -302,7 +318,7 @@ func (c *Conn) clientFor(ctx context.Context, agent *Agent) (*client.Client, *li
 		c.trim()
 		return own, l, nil
 	}
-	c.release(l)
+	c.release(l, nil)
 	if c.life.Err() != nil || ctx.Err() != nil || errors.Is(err, errAgentEnded) {
 		return nil, nil, err
 	}
@@ -310,13 +326,15 @@ func (c *Conn) clientFor(ctx context.Context, agent *Agent) (*client.Client, *li
 	case errors.Is(err, errNoSession) && dualEra:
 		// Keeps no session after all (for good, or since it changed behind
 		// its URL), or this once. Only a relearn that finds the server
-		// changed takes every agent's session (learn); else this agent's
-		// line ends, and session-era calls go on the shared (stateless)
-		// connection for sessionsRetry, then try a session again.
-		if !c.relearn(ctx, c.eras.Load()) {
-			c.endAgent(agent.ID)
-			c.sessionsRetryAt.Store(c.clock().Add(sessionsRetry).UnixNano())
-		}
+		// changed takes every agent's session (learn); this agent's line
+		// ends, and session-era calls go on the shared (stateless)
+		// connection for sessionsRetry, then try a session again. Both
+		// before the relearn's dial: else another call of this agent
+		// session would take the line meanwhile, dial a session on it, and
+		// fail as if the agent session had ended when it ended the line.
+		c.sessionsRetryAt.Store(c.clock().Add(sessionsRetry).UnixNano())
+		c.dropFailedLine(agent.ID, l)
+		c.relearn(ctx, c.eras.Load())
 		if c.mode.Load() == modeSessionOnly {
 			// Replaced by a server that keeps only sessions: the call
 			// starts again (doOn) on a line of its own.
@@ -352,6 +370,10 @@ func (c *Conn) sharedClient(ctx context.Context) (*client.Client, *line, error) 
 		c.mu.Lock()
 		if c.shared.cli == cli {
 			c.shared.busy++
+			if c.shared.holds == nil {
+				c.shared.holds = map[*client.Client]int{}
+			}
+			c.shared.holds[cli]++
 			c.mu.Unlock()
 			return cli, &c.shared, nil
 		}
@@ -359,10 +381,11 @@ func (c *Conn) sharedClient(ctx context.Context) (*client.Client, *line, error) 
 	}
 }
 
-// release ends a call's hold on l (nil: none); a Conn over its cap of
-// agent sessions closes what it can now (trim), and the shared line, idle,
-// the connections relearn replaced on it.
-func (c *Conn) release(l *line) {
+// release ends a call's hold on l (nil: none) and on cli, the client it
+// took from l; a Conn over its cap of agent sessions closes what it can now
+// (trim), and the shared line a connection relearn replaced once its own
+// last call ended (calls on the new one do not keep it open).
+func (c *Conn) release(l *line, cli *client.Client) {
 	if l == nil {
 		return
 	}
@@ -372,6 +395,9 @@ func (c *Conn) release(l *line) {
 	over := c.overCapLocked()
 	var replaced []*client.Client
 	if l == &c.shared {
+		if c.shared.holds[cli]--; c.shared.holds[cli] <= 0 {
+			delete(c.shared.holds, cli)
+		}
 		replaced = c.replacedIdleLocked()
 	}
 	c.mu.Unlock()
@@ -580,6 +606,20 @@ func (c *Conn) endAgent(id string) {
 	c.mu.Unlock()
 	if cli != nil {
 		c.closeSessions(cli)
+	}
+}
+
+// dropFailedLine takes agent session id's line l, whose session dial
+// failed, out of the Conn, unless another call dials on it again (its dial
+// decides), a dial of one opened a session on it meanwhile, or the line was
+// replaced.
+func (c *Conn) dropFailedLine(id string, l *line) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// Only while no other call of the agent holds it: that call dials
+	// (or has dialled) a session of its own on it, and decides.
+	if c.agents[id] == l && l.dialing == nil && l.cli == nil && l.busy == 0 {
+		c.takeAgentLocked(id)
 	}
 }
 

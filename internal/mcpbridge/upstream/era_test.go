@@ -408,9 +408,9 @@ func TestServerChangedBehindItsURLIsLearnedAgain(t *testing.T) {
 			}
 			seen := calls()
 			if tc.want == modeSessionOnly {
-				// a's call was refused once (on the shared stateless
-				// connection), then sent in a's own session; the stateless
-				// agent's went in the shared one.
+				// a's and b's calls went each in its own session; the
+				// stateless agent's was refused on the shared stateless
+				// connection, then sent again in the new shared session.
 				shared, err := c.Client(ctxT(t))
 				if err != nil {
 					t.Fatal(err)

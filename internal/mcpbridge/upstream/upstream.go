@@ -238,9 +238,11 @@ type line struct {
 	// forgetAtEnd forgets the agent session's clean-up that would close
 	// the line (nil: none registered yet).
 	forgetAtEnd func()
-	// replaced are the shared line's clients relearn replaced, closed once
-	// no call holds the line (calls in flight may still use them).
+	// replaced are the shared line's clients relearn replaced, each closed
+	// once no call holds it (calls in flight may still use them); holds
+	// counts the calls that took each of the shared line's clients.
 	replaced []*client.Client
+	holds    map[*client.Client]int
 }
 
 // end marks l taken out of the Conn and forgets its agent session's
@@ -771,17 +773,17 @@ func (c *Conn) doOn(ctx context.Context, agent *Agent, f func(context.Context, *
 			switch {
 			case errors.Is(err, streamhttp.ErrNotRun) && agent != nil:
 				c.drop(l, cli)
-				c.release(l)
+				c.release(l, cli)
 				resent = true
 				continue
 			case eraRefused(cli, err) && c.relearn(cctx, eras):
-				c.release(l)
+				c.release(l, cli)
 				resent = true
 				continue
 			}
 		}
 		res, err = c.answer(ctx, cctx, l, cli, res, err)
-		c.release(l)
+		c.release(l, cli)
 		return res, err
 	}
 }
