@@ -140,6 +140,14 @@ func (p *recordingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	p.headers = append(p.headers, r.Header.Clone())
 	p.mu.Unlock()
+	// Full duplex, as internal/mtlstest's Front: else net/http's HTTP/1
+	// server closes the request body once the answer starts, the proxy's
+	// transport fails its last read of it and drops the backend connection
+	// under the answer (golang/go#40747), and the probe gets it cut.
+	if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
 	p.next.ServeHTTP(w, r)
 }
 

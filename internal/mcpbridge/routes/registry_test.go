@@ -172,6 +172,13 @@ func hangingDeletes(t *testing.T, url string) string {
 			<-r.Context().Done()
 			return
 		}
+		// Full duplex: else the proxy's transport may fail its last read
+		// of a forwarded body the server closed as the answer started,
+		// and cut the answer (golang/go#40747).
+		if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
 		proxy.ServeHTTP(w, r)
 	}))
 	t.Cleanup(front.Close)
