@@ -33,9 +33,6 @@ func clearEnv(t *testing.T) {
 			t.Setenv(k, "")
 		}
 	}
-	for _, k := range []string{envDisabled, envExporter, envEndpoint, envTracesEndpoint, envProtocol, envTracesProtocol} {
-		t.Setenv(k, "")
-	}
 }
 
 func TestSetupIsOffUnlessConfigured(t *testing.T) {

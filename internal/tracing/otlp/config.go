@@ -99,7 +99,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		if err != nil || ms <= 0 {
 			return Config{}, fmt.Errorf("%s=%q is not a timeout: give a positive number of milliseconds", from, v)
 		}
-		c.Timeout = millis(ms)
+		c.Timeout = scaled(ms, time.Millisecond)
 	}
 	switch v, from := env(getenv, "COMPRESSION"); v {
 	case "gzip":
@@ -229,12 +229,12 @@ func connectionHeader(key, value string) bool {
 	return false
 }
 
-// millis is ms milliseconds, at most the longest time.Duration.
-func millis(ms int64) time.Duration {
-	if ms > math.MaxInt64/int64(time.Millisecond) {
+// scaled is n units, at most the longest time.Duration.
+func scaled(n int64, unit time.Duration) time.Duration {
+	if n > math.MaxInt64/int64(unit) {
 		return math.MaxInt64
 	}
-	return time.Duration(ms) * time.Millisecond
+	return time.Duration(n) * unit
 }
 
 // tlsConfig reads the certificate files: the CA to check the collector

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -158,8 +159,12 @@ func grpcMessage(body []byte, encoding string) ([]byte, error) {
 	if body[0] == 0 {
 		return message, nil
 	}
-	if encoding != "gzip" {
-		return nil, fmt.Errorf("the message is compressed with %q", encoding)
+	switch encoding {
+	case "gzip":
+	case "":
+		return nil, errors.New("the answer is flagged compressed but names no grpc-encoding")
+	default:
+		return nil, fmt.Errorf("the answer is compressed with %q, not gzip", encoding)
 	}
 	r, err := gzip.NewReader(bytes.NewReader(message))
 	if err != nil {

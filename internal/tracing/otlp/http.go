@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -131,10 +130,7 @@ func retryAfter(v string) time.Duration {
 		return 0
 	}
 	if s, err := strconv.ParseInt(v, 10, 64); (err == nil || errors.Is(err, strconv.ErrRange)) && s > 0 {
-		if s > math.MaxInt64/int64(time.Second) {
-			return math.MaxInt64
-		}
-		return time.Duration(s) * time.Second
+		return scaled(s, time.Second)
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		return max(time.Until(t), 0)

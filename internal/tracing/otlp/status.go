@@ -62,26 +62,36 @@ func fields(b []byte, field func(num protowire.Number, v uint64, bytes []byte)) 
 	}
 }
 
+// fieldsIn walks the fields of every field num of b (a message field that
+// appears more than once is merged, as protobuf does).
+func fieldsIn(b []byte, num protowire.Number, field func(num protowire.Number, v uint64, b []byte)) {
+	fields(b, func(n protowire.Number, _ uint64, v []byte) {
+		if n == num {
+			fields(v, field)
+		}
+	})
+}
+
 // partialSuccess is the collector's word that it refused some of the spans
 // of an export it accepted; nil when it refused none.
 func partialSuccess(response []byte) error {
 	var rejected int64
 	var message string
-	fields(response, func(num protowire.Number, _ uint64, b []byte) {
-		if num != responsePartialSuccess {
-			return
+	fieldsIn(response, responsePartialSuccess, func(num protowire.Number, v uint64, b []byte) {
+		switch num {
+		case partialRejectedSpans:
+			rejected = int64(v)
+		case partialErrorMessage:
+			message = string(b)
 		}
-		fields(b, func(num protowire.Number, v uint64, b []byte) {
-			switch num {
-			case partialRejectedSpans:
-				rejected = int64(v)
-			case partialErrorMessage:
-				message = string(b)
-			}
-		})
 	})
-	if rejected == 0 && message == "" {
+	switch {
+	case rejected == 0 && message == "":
 		return nil
+	case rejected == 0: // the spec's warning: all spans were accepted
+		return fmt.Errorf("the OTLP collector accepted the spans with a warning: %s", message)
+	case message == "":
+		return fmt.Errorf("the OTLP collector refused %d spans", rejected)
 	}
 	return fmt.Errorf("the OTLP collector refused %d spans: %s", rejected, message)
 }
@@ -120,18 +130,13 @@ func retryInfo(anyDetail []byte) time.Duration {
 	}
 	var seconds int64
 	var nanos int32
-	fields(value, func(num protowire.Number, _ uint64, b []byte) {
-		if num != retryInfoDelay {
-			return
+	fieldsIn(value, retryInfoDelay, func(num protowire.Number, v uint64, _ []byte) {
+		switch num {
+		case durationSeconds:
+			seconds = int64(v)
+		case durationNanos:
+			nanos = int32(v)
 		}
-		fields(b, func(num protowire.Number, v uint64, _ []byte) {
-			switch num {
-			case durationSeconds:
-				seconds = int64(v)
-			case durationNanos:
-				nanos = int32(v)
-			}
-		})
 	})
 	return duration(seconds, nanos)
 }
