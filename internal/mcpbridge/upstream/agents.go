@@ -369,7 +369,6 @@ func (c *Conn) sharedClient(ctx context.Context) (*client.Client, *line, error) 
 		}
 		c.mu.Lock()
 		if c.shared.cli == cli {
-			c.shared.busy++
 			if c.shared.holds == nil {
 				c.shared.holds = map[*client.Client]int{}
 			}
@@ -390,8 +389,10 @@ func (c *Conn) release(l *line, cli *client.Client) {
 		return
 	}
 	c.mu.Lock()
-	l.busy--
-	l.lastUsed = time.Now()
+	if l != &c.shared { // the shared line counts its calls by client (holds)
+		l.busy--
+	}
+	l.lastUsed = c.clock()
 	over := c.overCapLocked()
 	var replaced []*client.Client
 	if l == &c.shared {
@@ -577,7 +578,7 @@ func (c *Conn) trimVictimLocked() (string, time.Duration) {
 	if victim == nil {
 		return "", 0
 	}
-	return id, time.Since(victim.lastUsed)
+	return id, c.clock().Sub(victim.lastUsed)
 }
 
 // takeAgentLocked takes agent session id's line out of the Conn, ended,

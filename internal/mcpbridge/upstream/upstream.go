@@ -230,9 +230,10 @@ type line struct {
 	// or the Conn was retired or drained); it is never dialled again, and a
 	// dial that finishes after this closes what it made.
 	ended bool
-	// busy counts the calls that took the line and have not ended;
-	// lastUsed is when the last one ended. An agent's line that is not
-	// busy is idle: the cap may close it (agents.go).
+	// busy counts the calls that took an agent's line and have not ended
+	// (the shared line counts its calls by client: holds); lastUsed is
+	// when the last one ended. An agent's line that is not busy is idle:
+	// the cap may close it (agents.go).
 	busy     int
 	lastUsed time.Time
 	// forgetAtEnd forgets the agent session's clean-up that would close
@@ -476,7 +477,7 @@ func (c *Conn) Client(ctx context.Context) (*client.Client, error) {
 }
 
 // errNoSession is a server that answered initialize without a session id.
-var errNoSession = errors.New("the server keeps no session")
+var errNoSession = errors.New("initialize was answered without a session id")
 
 // client returns l's client, dialling when it has none (one dial at a time:
 // the others wait for it, and share its failure rather than each dial the
