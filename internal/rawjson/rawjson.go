@@ -456,52 +456,58 @@ func decodeString(q []byte) (string, error) {
 	buf := make([]byte, 0, len(inner))
 	for i >= 0 {
 		buf = append(buf, inner[:i]...)
-		inner = inner[i:]
-		if len(inner) < 2 {
-			return "", errors.New("while decoding a JSON string: a lone backslash at its end")
+		r, size, err := DecodeEscape(inner[i:])
+		if err != nil {
+			return "", fmt.Errorf("while decoding a JSON string: %w", err)
 		}
-		switch c := inner[1]; c {
-		case '"', '\\', '/':
-			buf = append(buf, c)
-		case 'b':
-			buf = append(buf, '\b')
-		case 'f':
-			buf = append(buf, '\f')
-		case 'n':
-			buf = append(buf, '\n')
-		case 'r':
-			buf = append(buf, '\r')
-		case 't':
-			buf = append(buf, '\t')
-		case 'u':
-			r, ok := Hex4(inner[2:])
-			if !ok {
-				return "", errors.New("while decoding a JSON string: a malformed \\u escape")
-			}
-			inner = inner[6:]
-			if utf16.IsSurrogate(r) {
-				r2, ok := rune(0), false
-				if len(inner) >= 6 && inner[0] == '\\' && inner[1] == 'u' {
-					r2, ok = Hex4(inner[2:])
-				}
-				if dec := utf16.DecodeRune(r, r2); ok && dec != utf8.RuneError {
-					r = dec
-					inner = inner[6:]
-				} else {
-					r = utf8.RuneError
-				}
-			}
-			buf = utf8.AppendRune(buf, r)
-			i = bytes.IndexByte(inner, '\\')
-			continue
-		default:
-			return "", fmt.Errorf("while decoding a JSON string: the escape \\%c", c)
-		}
-		inner = inner[2:]
+		buf = utf8.AppendRune(buf, r)
+		inner = inner[i+size:]
 		i = bytes.IndexByte(inner, '\\')
 	}
 	buf = append(buf, inner...)
 	return string(buf), nil
+}
+
+// DecodeEscape decodes the escape at the start of b (b[0] is its
+// backslash) as encoding/json does: a UTF-16 surrogate pair is one
+// character, a surrogate without its pair is U+FFFD. size is the bytes it
+// took; an error for an escape JSON does not have.
+func DecodeEscape(b []byte) (r rune, size int, err error) {
+	if len(b) < 2 {
+		return 0, 0, errors.New("a lone backslash at its end")
+	}
+	switch c := b[1]; c {
+	case '"', '\\', '/':
+		return rune(c), 2, nil
+	case 'b':
+		return '\b', 2, nil
+	case 'f':
+		return '\f', 2, nil
+	case 'n':
+		return '\n', 2, nil
+	case 'r':
+		return '\r', 2, nil
+	case 't':
+		return '\t', 2, nil
+	case 'u':
+		r, ok := Hex4(b[2:])
+		if !ok {
+			return 0, 0, errors.New("a malformed \\u escape")
+		}
+		if !utf16.IsSurrogate(r) {
+			return r, 6, nil
+		}
+		if len(b) >= 12 && b[6] == '\\' && b[7] == 'u' {
+			if r2, ok := Hex4(b[8:]); ok {
+				if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
+					return dec, 12, nil
+				}
+			}
+		}
+		return utf8.RuneError, 6, nil
+	default:
+		return 0, 0, fmt.Errorf("the escape \\%c", c)
+	}
 }
 
 // Hex4 reads the four hex digits of a \u escape at the start of b.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"hash"
 	"slices"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
@@ -133,7 +132,7 @@ func (w *writer) string(inner []byte) {
 		var r rune
 		var size int
 		if inner[i] == '\\' {
-			r, size = decodeEscape(inner[i:])
+			r, size, _ = rawjson.DecodeEscape(inner[i:]) // checked by the parser
 		} else {
 			r, size = utf8.DecodeRune(inner[i:])
 		}
@@ -176,7 +175,7 @@ func appendDecoded(dst, inner []byte) []byte {
 		var size int
 		switch c := inner[i]; {
 		case c == '\\':
-			r, size = decodeEscape(inner[i:])
+			r, size, _ = rawjson.DecodeEscape(inner[i:]) // checked by the parser
 		case c < utf8.RuneSelf:
 			dst = append(dst, c)
 			i++
@@ -188,36 +187,4 @@ func appendDecoded(dst, inner []byte) []byte {
 		i += size
 	}
 	return dst
-}
-
-// decodeEscape decodes the escape (already checked by the parser) at the
-// start of b as encoding/json does: a UTF-16 surrogate pair is one
-// character, a surrogate without its pair is U+FFFD.
-func decodeEscape(b []byte) (rune, int) {
-	switch b[1] {
-	case 'b':
-		return '\b', 2
-	case 'f':
-		return '\f', 2
-	case 'n':
-		return '\n', 2
-	case 'r':
-		return '\r', 2
-	case 't':
-		return '\t', 2
-	case 'u':
-		r, _ := rawjson.Hex4(b[2:])
-		if !utf16.IsSurrogate(r) {
-			return r, 6
-		}
-		if len(b) >= 12 && b[6] == '\\' && b[7] == 'u' {
-			if r2, ok := rawjson.Hex4(b[8:]); ok {
-				if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
-					return dec, 12
-				}
-			}
-		}
-		return utf8.RuneError, 6
-	}
-	return rune(b[1]), 2 // " \ /
 }
