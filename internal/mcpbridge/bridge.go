@@ -87,7 +87,9 @@ type Config struct {
 	Metrics   *metrics.Metrics
 	Log       logr.Logger
 	// Idle counts the agents' requests for giving the heap's free pages
-	// back while the bridge is idle (nil: nothing counts).
+	// back while the bridge is idle (nil: nothing counts). It must be the
+	// Releaser whose Wrap serves Handler: a listen stream hands back the
+	// count of the POST that Wrap took.
 	Idle *idlemem.Releaser
 	// Tracer makes a span of every request and of its pipeline's stages
 	// (spans.go); nil: no tracing, at no cost.
