@@ -74,9 +74,10 @@ func main() {
 	idle := flag.Int("idle-sessions", 1000, "idle sessions opened to measure heap per session")
 	cpuProfile := flag.String("cpuprofile", "", "instead of the comparison: write a CPU profile of the bridge under the load (2025-11-25 agents) to this file")
 	profileUpstream := flag.String("profile-upstream", "fast", "the upstream of -cpuprofile: fast (mcp-go, JSON answers) or everything (go-sdk everything-server, SSE answers)")
-	only := flag.String("only", "", "instead of the comparison: memory measures the idle RSS of a real manager bridge alone")
+	only := flag.String("only", "", "instead of the comparison: memory measures the idle RSS of a real manager bridge alone; wire shows what the everything-server receives from each path (wirereport.go)")
 	idleWait := flag.Duration("idle-wait", managerIdleWait, "how long the real manager bridge idles after its calls before its RSS is read")
 	attribute := flag.Bool("attribute", false, "with -only memory: also print whose the manager binary's resident pages are, by section and package")
+	shapeCalls := flag.Int("shape-calls", 20000, "with -only wire: calls of each captured tools/call request sent to the everything-server directly (0: none)")
 	flag.Parse()
 	var err error
 	switch *role {
@@ -92,8 +93,10 @@ func main() {
 			err = profileBridge(*cpuProfile, *profileUpstream, *calls, *sessions, *loadFor)
 		case *only == "memory":
 			err = memoryOnly(*idleWait, *attribute)
+		case *only == "wire":
+			err = wireReport(*calls, *sessions, *loadFor, *shapeCalls)
 		case *only != "":
-			err = fmt.Errorf("-only takes memory, not %q", *only)
+			err = fmt.Errorf("-only takes memory or wire, not %q", *only)
 		default:
 			err = run(*rounds, *calls, *loadFor, *sessions, *idle)
 		}
@@ -177,6 +180,16 @@ func (cs *children) start(addr string, env []string, name string, args ...string
 	return cmd.Process.Pid, nil
 }
 
+// startEverything runs the go-sdk everything-server (bin/everything-server,
+// built by make peers) in the session era, listening on addr.
+func (cs *children) startEverything(root, addr string) (int, error) {
+	pid, err := cs.start(addr, nil, filepath.Join(root, "bin", "everything-server"), "-http="+addr, "-stateless=false")
+	if err != nil {
+		return 0, fmt.Errorf("while starting the everything-server (run make peers): %w", err)
+	}
+	return pid, nil
+}
+
 // stop is deferred as procs.stop(): a pointer receiver, so that it stops
 // the children started after the defer too.
 func (cs *children) stop() {
@@ -201,8 +214,8 @@ func run(rounds, calls int, loadFor time.Duration, sessions, idle int) error {
 	everything := &mcpServer{name: "everything", about: "go-sdk everything-server, session era, SSE answers", tool: "test_simple_text", answer: everythingAnswer}
 	fast := &mcpServer{name: "fast", about: "mcp-go server, both eras, JSON answers", tool: "echo", args: fastArgs, answer: fastAnswer}
 	addr := benchutil.FreeAddr()
-	if everything.pid, err = procs.start(addr, nil, filepath.Join(root, "bin", "everything-server"), "-http="+addr, "-stateless=false"); err != nil {
-		return fmt.Errorf("while starting the everything-server (run make peers): %w", err)
+	if everything.pid, err = procs.startEverything(root, addr); err != nil {
+		return err
 	}
 	everything.url = "http://" + addr + "/mcp"
 	addr = benchutil.FreeAddr()
@@ -517,15 +530,17 @@ func sequential(url, token string, era client.Era, tool string, args json.RawMes
 
 // load runs sessions concurrent sessions calling for d and counts the calls.
 func load(url string, era client.Era, tool string, args json.RawMessage, sessions int, d time.Duration) (int64, error) {
-	clients := make([]*client.Client, sessions)
-	for i := range clients {
-		c, err := connect(url, benchToken, era)
-		if err != nil {
-			return 0, err
-		}
-		defer c.Close()
-		clients[i] = c
+	clients, err := openSessions(url, era, sessions)
+	if err != nil {
+		return 0, err
 	}
+	defer closeAll(clients)
+	return callFor(clients, tool, args, d)
+}
+
+// callFor has each client call tool, one call after another, for d, all
+// at once, and counts the calls.
+func callFor(clients []*client.Client, tool string, args json.RawMessage, d time.Duration) (int64, error) {
 	var n atomic.Int64
 	var firstErr atomic.Value
 	var wg sync.WaitGroup
