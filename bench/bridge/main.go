@@ -48,6 +48,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,6 +70,7 @@ func main() {
 	listen := flag.String("listen", "", "internal: where a child listens")
 	rounds := flag.Int("rounds", 5, "alternating rounds")
 	calls := flag.Int("calls", 2000, "sequential calls per target per round (latency, CPU per call)")
+	chunk := flag.Int("chunk", 250, "sequential calls per target in one turn: the targets' calls are interleaved in chunks")
 	loadFor := flag.Duration("load", 5*time.Second, "duration of the concurrent load per target per round")
 	sessions := flag.Int("sessions", 32, "concurrent sessions of the load")
 	idle := flag.Int("idle-sessions", 1000, "idle sessions opened to measure heap per session")
@@ -88,18 +90,19 @@ func main() {
 	case "fast":
 		err = serveFast(*listen)
 	case "":
-		switch {
-		case *cpuProfile != "":
-			err = profileBridge(*cpuProfile, *profileUpstream, *calls, *sessions, *loadFor)
-		case *only == "memory":
-			err = memoryOnly(*idleWait, *attribute)
-		case *only == "wire":
-			err = wireReport(*calls, *sessions, *loadFor, *shapeCalls)
-		case *only != "":
-			err = fmt.Errorf("-only takes memory or wire, not %q", *only)
-		default:
-			err = run(*rounds, *calls, *loadFor, *sessions, *idle)
-		}
+		err = inScratchDir(func() error {
+			switch {
+			case *cpuProfile != "":
+				return profileBridge(*cpuProfile, *profileUpstream, *calls, *sessions, *loadFor)
+			case *only == "memory":
+				return memoryOnly(*idleWait, *attribute)
+			case *only == "wire":
+				return wireReport(*calls, *sessions, *loadFor, *shapeCalls)
+			case *only != "":
+				return fmt.Errorf("-only takes memory or wire, not %q", *only)
+			}
+			return run(*rounds, *calls, *chunk, *loadFor, *sessions, *idle)
+		})
 		if errors.Is(err, errMissed) {
 			fmt.Println(err)
 			os.Exit(1)
@@ -109,6 +112,23 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench/bridge:", err)
 		os.Exit(1)
 	}
+}
+
+// inScratchDir runs f with TMPDIR set to a directory of its own, removed
+// after f, whose children are stopped by then: the temporary files of the
+// run (the bridge children's audit logs and artifacts, Jaeger's config,
+// ToolHive's home, envtest's etcd) go there. The children are killed, so
+// they cannot remove their own; before, each run left directories behind.
+func inScratchDir(f func() error) error {
+	dir, err := os.MkdirTemp("", "bench-bridge-run-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Setenv("TMPDIR", dir); err != nil {
+		return err
+	}
+	return f()
 }
 
 var errMissed = errors.New("bench/bridge: a target was MISSED")
@@ -135,10 +155,13 @@ type target struct {
 	tool string
 	does string // what the hop does, and what the upstream saw
 
+	seq          *client.Client // its sequential calls' session, open across chunks
 	lat          []time.Duration
 	rate         []float64
 	seqCalls     int64
 	hopCPU, upCP time.Duration // over the sequential calls
+	chunkCPU     []float64     // hop and upstream CPU per call, ns, of each chunk, in pass order
+	chunkUp      []float64     // the upstream's alone
 	rss          int64         // the hop's, after load (max over rounds)
 }
 
@@ -198,7 +221,7 @@ func (cs *children) stop() {
 	}
 }
 
-func run(rounds, calls int, loadFor time.Duration, sessions, idle int) error {
+func run(rounds, calls, chunk int, loadFor time.Duration, sessions, idle int) error {
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		return err
@@ -285,7 +308,7 @@ func run(rounds, calls int, loadFor time.Duration, sessions, idle int) error {
 			t.era = client.EraSession
 		}
 	}
-	fmt.Printf("bridge benchmark: %d rounds x (%d sequential calls + %s at %d sessions) per target, GOMAXPROCS=%d\n", rounds, calls, loadFor, sessions, runtime.GOMAXPROCS(0))
+	fmt.Printf("bridge benchmark: %d rounds x (%d sequential calls, in turns of %d across targets, + %s at %d sessions) per target, GOMAXPROCS=%d\n", rounds, calls, chunk, loadFor, sessions, runtime.GOMAXPROCS(0))
 
 	// Warm up every path (connections, caches, the bridge's catalog).
 	for _, t := range targets {
@@ -296,14 +319,25 @@ func run(rounds, calls int, loadFor time.Duration, sessions, idle int) error {
 			return fmt.Errorf("%s to %s: %w", t.name(), t.up.name, err)
 		}
 	}
+	for _, t := range targets {
+		if t.seq, err = connect(t.url, benchToken, t.era); err != nil {
+			return fmt.Errorf("%s to %s: %w", t.name(), t.up.name, err)
+		}
+		defer t.seq.Close()
+	}
+	var quiet quietWaits
 	for r := 0; r < rounds; r++ {
+		if err := sequentialRound(targets, r, calls, chunk, &quiet); err != nil {
+			return err
+		}
 		for _, t := range rotate(targets, r) {
-			if err := measure(t, calls, sessions, loadFor, r == 0); err != nil {
+			if err := measureLoad(t, sessions, loadFor, r == 0); err != nil {
 				return fmt.Errorf("%s to %s: %w", t.name(), t.up.name, err)
 			}
 		}
 		fmt.Printf("round %d of %d done\n", r+1, rounds)
 	}
+	fmt.Println(quiet)
 	heapPer, err := heapPerSession("http://"+bridgeAddr, "http://"+bridgeAddr+"/mcp", idle, "", nil)
 	if err != nil {
 		return err
@@ -343,19 +377,82 @@ func thvEnv(home string) []string {
 	}
 }
 
-// measure runs one round of a target: sequential calls (latency, CPU per
-// call) then the concurrent load (calls/s). In the first round it also
-// notes what the upstream saw during the load.
-func measure(t *target, calls, sessions int, loadFor time.Duration, first bool) error {
-	hop0, up0 := benchutil.CPU(t.pid), benchutil.CPU(t.up.pid)
-	lat, err := sequential(t.url, benchToken, t.era, t.tool, t.up.args, calls)
-	if err != nil {
-		return err
+// sequentialRound times one round's sequential calls of every target, in
+// chunks of chunk calls taken in turns (passes), each target in its own
+// session kept open across chunks: a machine that drifts (a shared VM) or
+// a moment of someone else's load then hits every target alike, rather
+// than the one whose calls ran in it. Which target goes first rotates
+// from pass to pass. Before each chunk the target's hop and upstream are
+// let go quiet (quietWaits), so that no other target's work still running
+// there (the session teardown after a load, a GC, an audit flush) is
+// counted as this one's.
+func sequentialRound(targets []*target, round, calls, chunk int, quiet *quietWaits) error {
+	passes := max(1, calls/chunk)
+	for pass := 0; pass < passes; pass++ {
+		for _, t := range rotate(targets, round*passes+pass) {
+			quiet.wait(t.pid, t.up.pid)
+			hop0, up0 := benchutil.ThreadCPU(t.pid), benchutil.ThreadCPU(t.up.pid)
+			lat, err := timeCalls(t.seq, t.tool, t.up.args, chunk)
+			if err != nil {
+				return fmt.Errorf("%s to %s: %w", t.name(), t.up.name, err)
+			}
+			hop, up := benchutil.ThreadCPU(t.pid)-hop0, benchutil.ThreadCPU(t.up.pid)-up0
+			t.hopCPU += hop
+			t.upCP += up
+			t.seqCalls += int64(len(lat))
+			t.lat = append(t.lat, lat...)
+			t.chunkCPU = append(t.chunkCPU, float64(hop+up)/float64(len(lat)))
+			t.chunkUp = append(t.chunkUp, float64(up)/float64(len(lat)))
+		}
 	}
-	t.hopCPU += benchutil.CPU(t.pid) - hop0
-	t.upCP += benchutil.CPU(t.up.pid) - up0
-	t.seqCalls += int64(len(lat))
-	t.lat = append(t.lat, lat...)
+	return nil
+}
+
+// quietWaits lets a target's processes go quiet before its timed calls:
+// until their CPU over quietWindow is under quietCPU together, for at most
+// quietLimit. It counts the waits and those cut at the limit.
+type quietWaits struct {
+	waits, capped int
+	total         time.Duration
+}
+
+const (
+	quietWindow = 100 * time.Millisecond
+	quietCPU    = 2 * time.Millisecond // 1 % of two cores
+	quietLimit  = time.Second
+)
+
+func (q *quietWaits) wait(pids ...int) {
+	start := time.Now()
+	cpu := func() (sum time.Duration) {
+		for _, pid := range pids {
+			sum += benchutil.ThreadCPU(pid)
+		}
+		return sum
+	}
+	for {
+		before := cpu()
+		time.Sleep(quietWindow)
+		if cpu()-before <= quietCPU {
+			break
+		}
+		if time.Since(start) >= quietLimit {
+			q.capped++
+			break
+		}
+	}
+	q.waits++
+	q.total += time.Since(start)
+}
+
+func (q quietWaits) String() string {
+	return fmt.Sprintf("before each chunk of sequential calls the hop and the upstream went quiet (CPU under %s in %s): %d waits, %s on average, %d cut at %s",
+		quietCPU, quietWindow, q.waits, (q.total / time.Duration(max(q.waits, 1))).Round(time.Millisecond), q.capped, quietLimit)
+}
+
+// measureLoad runs one round of a target's concurrent load (calls/s). In
+// the first round it also notes what the upstream saw during the load.
+func measureLoad(t *target, sessions int, loadFor time.Duration, first bool) error {
 	if first && t.up.stats != "" {
 		if _, err := upstreamSaw(t.up.stats); err != nil { // reset
 			return err
@@ -431,6 +528,8 @@ func report(ups []*mcpServer, targets []*target, idleRSS int64, heapPer, heapCal
 			p50(b)/p50(th), verdict(p50(b) <= p50(th)), rate(b)/rate(th), verdict(rate(b) >= rate(th)), cpu(b)/cpu(th), verdict(cpu(b) <= cpu(th)))
 		fmt.Printf("  upstream CPU per call: behind the bridge %s, behind the proxy %s, direct %s\n",
 			perCall(b.upCP, b.seqCalls), perCall(p.upCP, p.seqCalls), perCall(d.upCP, d.seqCalls))
+		fmt.Printf("  the spread over the %d turns of sequential calls (quartiles of each turn's ratio): CPU per call with the upstream's, bridge/thv %s; upstream CPU per call, behind the bridge/behind the proxy %s\n",
+			len(b.chunkCPU), quartiles(b.chunkCPU, th.chunkCPU), quartiles(b.chunkUp, p.chunkUp))
 		if bt := byName["bridge+otel"]; bt != nil {
 			fmt.Printf("  tracing on (all sampled, to Jaeger on loopback) vs off: p50 %.2fx, throughput %.2fx, CPU per call with the upstream's %.2fx (reported, no target)\n",
 				p50(bt)/p50(b), rate(bt)/rate(b), cpu(bt)/cpu(b))
@@ -448,6 +547,22 @@ func report(ups []*mcpServer, targets []*target, idleRSS int64, heapPer, heapCal
 		return errMissed
 	}
 	return nil
+}
+
+// quartiles are those of a[i]/b[i], for the turns both ran.
+func quartiles(a, b []float64) string {
+	var r []float64
+	for i := range min(len(a), len(b)) {
+		if b[i] > 0 {
+			r = append(r, a[i]/b[i])
+		}
+	}
+	if len(r) == 0 {
+		return "-"
+	}
+	slices.Sort(r)
+	q := func(p int) float64 { return r[min(len(r)-1, len(r)*p/100)] }
+	return fmt.Sprintf("%.2f %.2f %.2f", q(25), q(50), q(75))
 }
 
 // rotate changes which target goes first in each round.
@@ -516,6 +631,11 @@ func sequential(url, token string, era client.Era, tool string, args json.RawMes
 		return nil, err
 	}
 	defer c.Close()
+	return timeCalls(c, tool, args, n)
+}
+
+// timeCalls times n calls of c, one after the other.
+func timeCalls(c *client.Client, tool string, args json.RawMessage, n int) ([]time.Duration, error) {
 	out := make([]time.Duration, 0, n)
 	ctx := context.Background()
 	for i := 0; i < n; i++ {

@@ -26,8 +26,9 @@ type wire struct {
 
 	mu      sync.Mutex
 	dials   int
-	closes  int   // connections the hop closed first
-	back    int64 // bytes the upstream sent back
+	closes  int    // connections the hop closed first
+	back    int64  // bytes the upstream sent back
+	reads   [2]int // reads from the hop and from the upstream: about the segments each sent
 	reqs    []wireRequest
 	samples map[string]wireRequest // the first request of each kind
 }
@@ -88,10 +89,10 @@ func (w *wire) forward(hop *net.TCPConn) {
 	upDone := make(chan struct{})
 	go func() {
 		defer close(upDone)
-		_, _ = io.Copy(hop, &countingReader{r: up, n: 0, add: w.sentBack})
+		_, _ = io.Copy(hop, &countingReader{r: up, add: func(n int) { w.count(1, n) }})
 		_ = hop.CloseWrite()
 	}()
-	_, _ = io.Copy(io.MultiWriter(up, pw), hop)
+	_, _ = io.Copy(io.MultiWriter(up, pw), &countingReader{r: hop, add: func(n int) { w.count(0, n) }})
 	_ = up.(*net.TCPConn).CloseWrite()
 	pw.Close()
 	<-parsed
@@ -150,9 +151,16 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (w *wire) sentBack(n int) {
+// count notes a read of n bytes from the hop (side 0) or the upstream (1).
+func (w *wire) count(side, n int) {
+	if n == 0 {
+		return
+	}
 	w.mu.Lock()
-	w.back += int64(n)
+	w.reads[side]++
+	if side == 1 {
+		w.back += int64(n)
+	}
 	w.mu.Unlock()
 }
 
@@ -180,6 +188,7 @@ type wireCounts struct {
 	dials, closes int
 	sent          int64 // bytes, all requests
 	back          int64 // bytes the upstream sent back
+	reads         [2]int
 	kinds         map[string]int
 	kindBytes     map[string]int
 	reqs          []wireRequest
@@ -190,13 +199,13 @@ type wireCounts struct {
 func (w *wire) snapshot() wireCounts {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	c := wireCounts{dials: w.dials, closes: w.closes, back: w.back, kinds: map[string]int{}, kindBytes: map[string]int{}, reqs: w.reqs}
+	c := wireCounts{dials: w.dials, closes: w.closes, back: w.back, reads: w.reads, kinds: map[string]int{}, kindBytes: map[string]int{}, reqs: w.reqs}
 	for _, r := range w.reqs {
 		c.kinds[r.kind]++
 		c.kindBytes[r.kind] += r.bytes
 		c.sent += int64(r.bytes)
 	}
-	w.dials, w.closes, w.back, w.reqs = 0, 0, 0, nil
+	w.dials, w.closes, w.back, w.reads, w.reqs = 0, 0, 0, [2]int{}, nil
 	clear(w.samples)
 	return c
 }

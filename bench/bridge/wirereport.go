@@ -137,6 +137,7 @@ func printWire(via string, calls int, seq wireCounts, upCPU time.Duration, upRun
 	fmt.Printf("\n%s, %d sequential calls (session opened, calls, session closed):\n", via, calls)
 	fmt.Printf("  connections accepted %d (%.1f per 1000 calls), closed by the hop %d; bytes received per call %.0f, sent back %.0f; upstream CPU per call %s, its threads woken per call %.2f\n",
 		seq.dials, 1000*float64(seq.dials)/float64(calls), seq.closes, float64(seq.sent)/float64(calls), float64(seq.back)/float64(calls), upCPU/time.Duration(calls), float64(upRuns)/float64(calls))
+	fmt.Printf("  reads per call (about the TCP segments sent): from the hop %.2f, from the upstream %.2f\n", float64(seq.reads[0])/float64(calls), float64(seq.reads[1])/float64(calls))
 	for _, k := range slices.Sorted(maps.Keys(seq.kinds)) {
 		fmt.Printf("  %-36s %6d  (%s per call, %d bytes each)\n", k, seq.kinds[k], per(seq.kinds[k]), seq.kindBytes[k]/seq.kinds[k])
 	}
@@ -206,11 +207,11 @@ func compareShapes(addr string, pid, n int, shapes []shape) error {
 	const chunk = 500
 	cpu := make([]time.Duration, len(rs))
 	runs := make([]int64, len(rs))
-	ratios := make([][]float64, len(rs))
-	for turn := 0; turn*chunk < n; turn++ {
-		got := make([]time.Duration, len(rs))
+	perTurn := make([][]float64, len(rs)) // CPU of each turn's chunk
+	turns := 0
+	for ; turns*chunk < n; turns++ {
 		for k := range rs {
-			i := (k + turn) % len(rs)
+			i := (k + turns) % len(rs)
 			c0, r0 := benchutil.ThreadSched(pid)
 			for range chunk {
 				if err := rs[i].call(); err != nil {
@@ -221,26 +222,20 @@ func compareShapes(addr string, pid, n int, shapes []shape) error {
 				}
 			}
 			c1, r1 := benchutil.ThreadSched(pid)
-			got[i] = c1 - c0
-			cpu[i] += got[i]
+			cpu[i] += c1 - c0
 			runs[i] += r1 - r0
-		}
-		for i := range rs {
-			ratios[i] = append(ratios[i], float64(got[i])/float64(got[0]))
+			perTurn[i] = append(perTurn[i], float64(c1-c0))
 		}
 	}
-	calls := int64(len(ratios[0]) * chunk)
+	calls := int64(turns * chunk)
 	fmt.Printf("\nthe everything-server's CPU per tools/call, the captured requests sent directly by one client, in turns of %d, %d calls each:\n", chunk, calls)
 	for i, s := range shapes {
-		r := ratios[i]
-		slices.Sort(r)
-		q := func(p int) float64 { return r[min(len(r)-1, len(r)*p/100)] }
 		name := s.via
 		if s.pause > 0 {
 			name += fmt.Sprintf(", %s pause", s.pause)
 		}
-		fmt.Printf("  %-22s %s per call, threads woken %.2f per call; to the %s's: %.3f, per turn quartiles %.3f %.3f %.3f\n",
-			name, cpu[i]/time.Duration(calls), float64(runs[i])/float64(calls), shapes[0].via, float64(cpu[i])/float64(cpu[0]), q(25), q(50), q(75))
+		fmt.Printf("  %-22s %s per call, threads woken %.2f per call; to the %s's: %.3f, per turn quartiles %s\n",
+			name, cpu[i]/time.Duration(calls), float64(runs[i])/float64(calls), shapes[0].via, float64(cpu[i])/float64(cpu[0]), quartiles(perTurn[i], perTurn[0]))
 	}
 	return nil
 }
