@@ -125,9 +125,17 @@ func inScratchDir(f func() error) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	old, had := os.LookupEnv("TMPDIR")
 	if err := os.Setenv("TMPDIR", dir); err != nil {
 		return err
 	}
+	defer func() {
+		if had {
+			_ = os.Setenv("TMPDIR", old)
+		} else {
+			_ = os.Unsetenv("TMPDIR")
+		}
+	}()
 	return f()
 }
 

@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -110,5 +112,36 @@ func TestQuartiles(t *testing.T) {
 	}
 	if got := quartiles(a, []float64{0}); got != "-" {
 		t.Errorf("quartiles with no turn to divide by = %q, want -", got)
+	}
+}
+
+// TestInScratchDir checks that what the run puts in the temporary
+// directory is gone after it, and that TMPDIR is as it was.
+func TestInScratchDir(t *testing.T) {
+	base := t.TempDir()
+	t.Setenv("TMPDIR", base)
+	var made string
+	err := inScratchDir(func() error {
+		d, err := os.MkdirTemp("", "bench-bridge-")
+		made = d
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(d, "audit.jsonl"), []byte("{}\n"), 0o600)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Dir(filepath.Dir(made)) != base {
+		t.Errorf("the run's directory %s is not in its own directory under %s", made, base)
+	}
+	if _, err := os.Stat(made); !os.IsNotExist(err) {
+		t.Errorf("%s is left after the run (%v)", made, err)
+	}
+	if left, _ := os.ReadDir(base); len(left) != 0 {
+		t.Errorf("%d entries left in the temporary directory", len(left))
+	}
+	if got := os.Getenv("TMPDIR"); got != base {
+		t.Errorf("TMPDIR after the run is %q, want %q", got, base)
 	}
 }
