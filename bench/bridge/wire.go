@@ -14,10 +14,11 @@ import (
 
 // wire is a loopback TCP forwarder put in front of an upstream to see what
 // a hop sends it (issue 14: does the bridge make the everything-server
-// work harder?). It copies bytes both ways unchanged, so the upstream and
-// the hop behave as they would without it (the same TCP connections, the
-// same chunks of each answer, in later packets as the upstream wrote
-// them), and reads a copy of what the hop sends as HTTP/1 requests: the
+// work harder?). It copies bytes both ways unchanged, as they come, so
+// the upstream and the hop behave as they would without it (one upstream
+// connection per connection the hop dials, closed when the hop's is; an
+// answer's stream end that the upstream sends late reaches the hop late),
+// and reads a copy of what the hop sends as HTTP/1 requests: the
 // connections the hop dials, each request's kind (the HTTP method, and a
 // POST's JSON-RPC method), its bytes and headers, and when it came.
 type wire struct {
