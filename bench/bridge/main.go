@@ -48,6 +48,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,14 +70,16 @@ func main() {
 	listen := flag.String("listen", "", "internal: where a child listens")
 	rounds := flag.Int("rounds", 5, "alternating rounds")
 	calls := flag.Int("calls", 2000, "sequential calls per target per round (latency, CPU per call)")
+	chunk := flag.Int("chunk", 250, "sequential calls per target in one turn: the targets' calls are interleaved in chunks")
 	loadFor := flag.Duration("load", 5*time.Second, "duration of the concurrent load per target per round")
 	sessions := flag.Int("sessions", 32, "concurrent sessions of the load")
 	idle := flag.Int("idle-sessions", 1000, "idle sessions opened to measure heap per session")
 	cpuProfile := flag.String("cpuprofile", "", "instead of the comparison: write a CPU profile of the bridge under the load (2025-11-25 agents) to this file")
 	profileUpstream := flag.String("profile-upstream", "fast", "the upstream of -cpuprofile: fast (mcp-go, JSON answers) or everything (go-sdk everything-server, SSE answers)")
-	only := flag.String("only", "", "instead of the comparison: memory measures the idle RSS of a real manager bridge alone")
+	only := flag.String("only", "", "instead of the comparison: memory measures the idle RSS of a real manager bridge alone; wire shows what the everything-server receives from each path (wirereport.go)")
 	idleWait := flag.Duration("idle-wait", managerIdleWait, "how long the real manager bridge idles after its calls before its RSS is read")
 	attribute := flag.Bool("attribute", false, "with -only memory: also print whose the manager binary's resident pages are, by section and package")
+	shapeCalls := flag.Int("shape-calls", 20000, "with -only wire: calls of each captured tools/call request sent to the everything-server directly (0: none)")
 	flag.Parse()
 	var err error
 	switch *role {
@@ -87,16 +90,19 @@ func main() {
 	case "fast":
 		err = serveFast(*listen)
 	case "":
-		switch {
-		case *cpuProfile != "":
-			err = profileBridge(*cpuProfile, *profileUpstream, *calls, *sessions, *loadFor)
-		case *only == "memory":
-			err = memoryOnly(*idleWait, *attribute)
-		case *only != "":
-			err = fmt.Errorf("-only takes memory, not %q", *only)
-		default:
-			err = run(*rounds, *calls, *loadFor, *sessions, *idle)
-		}
+		err = inScratchDir(func() error {
+			switch {
+			case *cpuProfile != "":
+				return profileBridge(*cpuProfile, *profileUpstream, *calls, *sessions, *loadFor)
+			case *only == "memory":
+				return memoryOnly(*idleWait, *attribute)
+			case *only == "wire":
+				return wireReport(*calls, *sessions, *loadFor, *shapeCalls)
+			case *only != "":
+				return fmt.Errorf("-only takes memory or wire, not %q", *only)
+			}
+			return run(*rounds, *calls, *chunk, *loadFor, *sessions, *idle)
+		})
 		if errors.Is(err, errMissed) {
 			fmt.Println(err)
 			os.Exit(1)
@@ -106,6 +112,31 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench/bridge:", err)
 		os.Exit(1)
 	}
+}
+
+// inScratchDir runs f with TMPDIR set to a directory of its own, removed
+// after f, whose children are stopped by then: the temporary files of the
+// run (the bridge children's audit logs and artifacts, Jaeger's config,
+// ToolHive's home, envtest's etcd) go there. The children are killed, so
+// they cannot remove their own; before, each run left directories behind.
+func inScratchDir(f func() error) error {
+	dir, err := os.MkdirTemp("", "bench-bridge-run-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	old, had := os.LookupEnv("TMPDIR")
+	if err := os.Setenv("TMPDIR", dir); err != nil {
+		return err
+	}
+	defer func() {
+		if had {
+			_ = os.Setenv("TMPDIR", old)
+		} else {
+			_ = os.Unsetenv("TMPDIR")
+		}
+	}()
+	return f()
 }
 
 var errMissed = errors.New("bench/bridge: a target was MISSED")
@@ -132,10 +163,13 @@ type target struct {
 	tool string
 	does string // what the hop does, and what the upstream saw
 
+	seq          *client.Client // its sequential calls' session, open across chunks
 	lat          []time.Duration
 	rate         []float64
 	seqCalls     int64
 	hopCPU, upCP time.Duration // over the sequential calls
+	chunkCPU     []float64     // hop and upstream CPU per call, ns, of each chunk, in pass order
+	chunkUp      []float64     // the upstream's alone
 	rss          int64         // the hop's, after load (max over rounds)
 }
 
@@ -177,6 +211,16 @@ func (cs *children) start(addr string, env []string, name string, args ...string
 	return cmd.Process.Pid, nil
 }
 
+// startEverything runs the go-sdk everything-server (bin/everything-server,
+// built by make peers) in the session era, listening on addr.
+func (cs *children) startEverything(root, addr string) (int, error) {
+	pid, err := cs.start(addr, nil, filepath.Join(root, "bin", "everything-server"), "-http="+addr, "-stateless=false")
+	if err != nil {
+		return 0, fmt.Errorf("while starting the everything-server (run make peers): %w", err)
+	}
+	return pid, nil
+}
+
 // stop is deferred as procs.stop(): a pointer receiver, so that it stops
 // the children started after the defer too.
 func (cs *children) stop() {
@@ -185,7 +229,7 @@ func (cs *children) stop() {
 	}
 }
 
-func run(rounds, calls int, loadFor time.Duration, sessions, idle int) error {
+func run(rounds, calls, chunk int, loadFor time.Duration, sessions, idle int) error {
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		return err
@@ -201,8 +245,8 @@ func run(rounds, calls int, loadFor time.Duration, sessions, idle int) error {
 	everything := &mcpServer{name: "everything", about: "go-sdk everything-server, session era, SSE answers", tool: "test_simple_text", answer: everythingAnswer}
 	fast := &mcpServer{name: "fast", about: "mcp-go server, both eras, JSON answers", tool: "echo", args: fastArgs, answer: fastAnswer}
 	addr := benchutil.FreeAddr()
-	if everything.pid, err = procs.start(addr, nil, filepath.Join(root, "bin", "everything-server"), "-http="+addr, "-stateless=false"); err != nil {
-		return fmt.Errorf("while starting the everything-server (run make peers): %w", err)
+	if everything.pid, err = procs.startEverything(root, addr); err != nil {
+		return err
 	}
 	everything.url = "http://" + addr + "/mcp"
 	addr = benchutil.FreeAddr()
@@ -272,7 +316,7 @@ func run(rounds, calls int, loadFor time.Duration, sessions, idle int) error {
 			t.era = client.EraSession
 		}
 	}
-	fmt.Printf("bridge benchmark: %d rounds x (%d sequential calls + %s at %d sessions) per target, GOMAXPROCS=%d\n", rounds, calls, loadFor, sessions, runtime.GOMAXPROCS(0))
+	fmt.Printf("bridge benchmark: %d rounds x (%d sequential calls, in turns of %d across targets, + %s at %d sessions) per target, GOMAXPROCS=%d\n", rounds, calls, chunk, loadFor, sessions, runtime.GOMAXPROCS(0))
 
 	// Warm up every path (connections, caches, the bridge's catalog).
 	for _, t := range targets {
@@ -283,14 +327,25 @@ func run(rounds, calls int, loadFor time.Duration, sessions, idle int) error {
 			return fmt.Errorf("%s to %s: %w", t.name(), t.up.name, err)
 		}
 	}
+	for _, t := range targets {
+		if t.seq, err = connect(t.url, benchToken, t.era); err != nil {
+			return fmt.Errorf("%s to %s: %w", t.name(), t.up.name, err)
+		}
+		defer t.seq.Close()
+	}
+	var quiet quietWaits
 	for r := 0; r < rounds; r++ {
+		if err := sequentialRound(targets, r, calls, chunk, &quiet); err != nil {
+			return err
+		}
 		for _, t := range rotate(targets, r) {
-			if err := measure(t, calls, sessions, loadFor, r == 0); err != nil {
+			if err := measureLoad(t, sessions, loadFor, r == 0); err != nil {
 				return fmt.Errorf("%s to %s: %w", t.name(), t.up.name, err)
 			}
 		}
 		fmt.Printf("round %d of %d done\n", r+1, rounds)
 	}
+	fmt.Println(quiet)
 	heapPer, err := heapPerSession("http://"+bridgeAddr, "http://"+bridgeAddr+"/mcp", idle, "", nil)
 	if err != nil {
 		return err
@@ -330,19 +385,82 @@ func thvEnv(home string) []string {
 	}
 }
 
-// measure runs one round of a target: sequential calls (latency, CPU per
-// call) then the concurrent load (calls/s). In the first round it also
-// notes what the upstream saw during the load.
-func measure(t *target, calls, sessions int, loadFor time.Duration, first bool) error {
-	hop0, up0 := benchutil.CPU(t.pid), benchutil.CPU(t.up.pid)
-	lat, err := sequential(t.url, benchToken, t.era, t.tool, t.up.args, calls)
-	if err != nil {
-		return err
+// sequentialRound times one round's sequential calls of every target, in
+// chunks of chunk calls taken in turns (passes), each target in its own
+// session kept open across chunks: a machine that drifts (a shared VM) or
+// a moment of someone else's load then hits every target alike, rather
+// than the one whose calls ran in it. Which target goes first rotates
+// from pass to pass. Before each chunk the target's hop and upstream are
+// let go quiet (quietWaits), so that no other target's work still running
+// there (the session teardown after a load, a GC, an audit flush) is
+// counted as this one's.
+func sequentialRound(targets []*target, round, calls, chunk int, quiet *quietWaits) error {
+	passes := max(1, calls/chunk)
+	for pass := 0; pass < passes; pass++ {
+		for _, t := range rotate(targets, round*passes+pass) {
+			quiet.wait(t.pid, t.up.pid)
+			hop0, up0 := benchutil.ThreadCPU(t.pid), benchutil.ThreadCPU(t.up.pid)
+			lat, err := timeCalls(t.seq, t.tool, t.up.args, chunk)
+			if err != nil {
+				return fmt.Errorf("%s to %s: %w", t.name(), t.up.name, err)
+			}
+			hop, up := benchutil.ThreadCPU(t.pid)-hop0, benchutil.ThreadCPU(t.up.pid)-up0
+			t.hopCPU += hop
+			t.upCP += up
+			t.seqCalls += int64(len(lat))
+			t.lat = append(t.lat, lat...)
+			t.chunkCPU = append(t.chunkCPU, float64(hop+up)/float64(len(lat)))
+			t.chunkUp = append(t.chunkUp, float64(up)/float64(len(lat)))
+		}
 	}
-	t.hopCPU += benchutil.CPU(t.pid) - hop0
-	t.upCP += benchutil.CPU(t.up.pid) - up0
-	t.seqCalls += int64(len(lat))
-	t.lat = append(t.lat, lat...)
+	return nil
+}
+
+// quietWaits lets a target's processes go quiet before its timed calls:
+// until their CPU over quietWindow is under quietCPU together, for at most
+// quietLimit. It counts the waits and those cut at the limit.
+type quietWaits struct {
+	waits, capped int
+	total         time.Duration
+}
+
+const (
+	quietWindow = 100 * time.Millisecond
+	quietCPU    = 2 * time.Millisecond // 1 % of two cores
+	quietLimit  = time.Second
+)
+
+func (q *quietWaits) wait(pids ...int) {
+	start := time.Now()
+	cpu := func() (sum time.Duration) {
+		for _, pid := range pids {
+			sum += benchutil.ThreadCPU(pid)
+		}
+		return sum
+	}
+	for {
+		before := cpu()
+		time.Sleep(quietWindow)
+		if cpu()-before <= quietCPU {
+			break
+		}
+		if time.Since(start) >= quietLimit {
+			q.capped++
+			break
+		}
+	}
+	q.waits++
+	q.total += time.Since(start)
+}
+
+func (q quietWaits) String() string {
+	return fmt.Sprintf("before each chunk of sequential calls the hop and the upstream went quiet (CPU under %s in %s): %d waits, %s on average, %d cut at %s",
+		quietCPU, quietWindow, q.waits, (q.total / time.Duration(max(q.waits, 1))).Round(time.Millisecond), q.capped, quietLimit)
+}
+
+// measureLoad runs one round of a target's concurrent load (calls/s). In
+// the first round it also notes what the upstream saw during the load.
+func measureLoad(t *target, sessions int, loadFor time.Duration, first bool) error {
 	if first && t.up.stats != "" {
 		if _, err := upstreamSaw(t.up.stats); err != nil { // reset
 			return err
@@ -418,6 +536,8 @@ func report(ups []*mcpServer, targets []*target, idleRSS int64, heapPer, heapCal
 			p50(b)/p50(th), verdict(p50(b) <= p50(th)), rate(b)/rate(th), verdict(rate(b) >= rate(th)), cpu(b)/cpu(th), verdict(cpu(b) <= cpu(th)))
 		fmt.Printf("  upstream CPU per call: behind the bridge %s, behind the proxy %s, direct %s\n",
 			perCall(b.upCP, b.seqCalls), perCall(p.upCP, p.seqCalls), perCall(d.upCP, d.seqCalls))
+		fmt.Printf("  the spread over the %d turns of sequential calls (quartiles of each turn's ratio): CPU per call with the upstream's, bridge/thv %s; upstream CPU per call, behind the bridge/behind the proxy %s\n",
+			len(b.chunkCPU), quartiles(b.chunkCPU, th.chunkCPU), quartiles(b.chunkUp, p.chunkUp))
 		if bt := byName["bridge+otel"]; bt != nil {
 			fmt.Printf("  tracing on (all sampled, to Jaeger on loopback) vs off: p50 %.2fx, throughput %.2fx, CPU per call with the upstream's %.2fx (reported, no target)\n",
 				p50(bt)/p50(b), rate(bt)/rate(b), cpu(bt)/cpu(b))
@@ -435,6 +555,22 @@ func report(ups []*mcpServer, targets []*target, idleRSS int64, heapPer, heapCal
 		return errMissed
 	}
 	return nil
+}
+
+// quartiles are those of a[i]/b[i], for the turns both ran.
+func quartiles(a, b []float64) string {
+	var r []float64
+	for i := range min(len(a), len(b)) {
+		if b[i] > 0 {
+			r = append(r, a[i]/b[i])
+		}
+	}
+	if len(r) == 0 {
+		return "-"
+	}
+	slices.Sort(r)
+	q := func(p int) float64 { return r[min(len(r)-1, len(r)*p/100)] }
+	return fmt.Sprintf("%.2f %.2f %.2f", q(25), q(50), q(75))
 }
 
 // rotate changes which target goes first in each round.
@@ -503,6 +639,11 @@ func sequential(url, token string, era client.Era, tool string, args json.RawMes
 		return nil, err
 	}
 	defer c.Close()
+	return timeCalls(c, tool, args, n)
+}
+
+// timeCalls times n calls of c, one after the other.
+func timeCalls(c *client.Client, tool string, args json.RawMessage, n int) ([]time.Duration, error) {
 	out := make([]time.Duration, 0, n)
 	ctx := context.Background()
 	for i := 0; i < n; i++ {
@@ -517,15 +658,17 @@ func sequential(url, token string, era client.Era, tool string, args json.RawMes
 
 // load runs sessions concurrent sessions calling for d and counts the calls.
 func load(url string, era client.Era, tool string, args json.RawMessage, sessions int, d time.Duration) (int64, error) {
-	clients := make([]*client.Client, sessions)
-	for i := range clients {
-		c, err := connect(url, benchToken, era)
-		if err != nil {
-			return 0, err
-		}
-		defer c.Close()
-		clients[i] = c
+	clients, err := openSessions(url, era, sessions)
+	if err != nil {
+		return 0, err
 	}
+	defer closeAll(clients)
+	return callFor(clients, tool, args, d)
+}
+
+// callFor has each client call tool, one call after another, for d, all
+// at once, and counts the calls.
+func callFor(clients []*client.Client, tool string, args json.RawMessage, d time.Duration) (int64, error) {
 	var n atomic.Int64
 	var firstErr atomic.Value
 	var wg sync.WaitGroup

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/mcp-operator/mcp-operator/bench/internal/benchutil"
@@ -39,8 +38,8 @@ func profileBridge(file, upstreamName string, seqCalls, sessions int, d time.Dur
 		if err != nil {
 			return err
 		}
-		if _, err := procs.start(upAddr, nil, filepath.Join(root, "bin", "everything-server"), "-http="+upAddr, "-stateless=false"); err != nil {
-			return fmt.Errorf("while starting the everything-server (run make peers): %w", err)
+		if _, err := procs.startEverything(root, upAddr); err != nil {
+			return err
 		}
 		tool, textEnd = "test_simple_text", everythingAnswer
 	default:
