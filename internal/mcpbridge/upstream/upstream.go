@@ -44,6 +44,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/translate"
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
+	"github.com/mcp-operator/mcp-operator/internal/safeurl"
 	"github.com/mcp-operator/mcp-operator/internal/tracing"
 )
 
@@ -560,7 +561,7 @@ func (c *Conn) dial(ctx context.Context, era client.Era) (*client.Client, error)
 		if cause := context.Cause(c.life); cause != nil {
 			return nil, cause
 		}
-		return nil, &Error{Reason: ReasonUnavailable, Err: fmt.Errorf("while connecting to server %s/%s at %s: %w", c.target.Namespace, c.target.Name, c.target.URL, err)}
+		return nil, &Error{Reason: ReasonUnavailable, Err: fmt.Errorf("while connecting to server %s/%s at %s: %w", c.target.Namespace, c.target.Name, safeurl.String(c.target.URL), err)}
 	}
 	if era == client.EraSession && conn.SessionID() == "" {
 		cli.Close()
