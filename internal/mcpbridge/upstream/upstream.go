@@ -154,6 +154,12 @@ type Conn struct {
 
 	life   context.Context // ends when the Conn is retired
 	retire context.CancelCauseFunc
+	// processGone: the Conn was retired because its server's process
+	// ended (Retire). Its sessions went with it, and whatever listens on
+	// its address now (a new pod given the IP) is another server: no
+	// session of this Conn gets a DELETE from then on, not even one a dial
+	// that ended late opened.
+	processGone atomic.Bool
 	// subsLife bounds the resource subscriptions (subscribe.go): it ends
 	// with life, or when the Conn is drained — the Conn replacing it holds
 	// them then, and this one must not re-establish them.
@@ -299,7 +305,12 @@ func (c *Conn) Target() Target { return c.target }
 // a DELETE each would only wait on a server that is gone. Otherwise (a
 // new pod in a rollout, a remote server's new URL, a server removed) the
 // old server may still be serving and holding them: each gets a DELETE.
+// After processGone, no session of the Conn gets one, not even a session a
+// dial under way then opens.
 func (c *Conn) Retire(reason string, processGone bool) {
+	if processGone {
+		c.processGone.Store(true) // before life ends: a dial that sees it ended sees this
+	}
 	c.retire(&Error{Reason: reason, Err: fmt.Errorf("server %s/%s changed under the call (pod %q)", c.target.Namespace, c.target.Name, c.target.Pod)})
 	c.mu.Lock()
 	clis := c.takeAll(ClosedRetired)
@@ -412,7 +423,7 @@ func (c *Conn) closeAll(clis []*client.Client, deleteSessions bool) {
 			c.deletes <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-c.deletes }()
-				cli.Close()
+				c.closeSession(cli)
 			})
 		}
 		wg.Wait()
@@ -430,8 +441,17 @@ func (c *Conn) closeSessions(clis ...*client.Client) {
 			defer c.closing.done()
 			c.deletes <- struct{}{}
 			defer func() { <-c.deletes }()
-			cli.Close()
+			c.closeSession(cli)
 		}()
+	}
+}
+
+// closeSession ends cli's session with a DELETE, unless the server's
+// process ended (processGone): a client over the Conn's pool holds
+// nothing else to close.
+func (c *Conn) closeSession(cli *client.Client) {
+	if !c.processGone.Load() {
+		cli.Close()
 	}
 }
 
