@@ -776,12 +776,16 @@ func (c *Conn) doOn(ctx context.Context, agent *Agent, f func(context.Context, *
 	defer cancel(nil)
 	stop := context.AfterFunc(c.life, func() { cancel(context.Cause(c.life)) })
 	defer stop()
-	eras := c.eras.Load()
 	// resent: the call was sent and refused once (it is not sent a third
 	// time); relearned: a failure to take a client (nothing sent) had the
 	// server learned again, once.
 	resent, relearned := false, false
 	for {
+		// The relearns so far: one since (another call's) counts for a
+		// refusal on the client taken now. Read once per call, a call's
+		// own relearn counted for the refusal after it, and the refused
+		// call was sent again unlearned.
+		eras := c.eras.Load()
 		cli, l, err := c.clientFor(cctx, agent)
 		if err != nil {
 			if !relearned && eraRefused(nil, err) && c.relearn(cctx, eras) {
