@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/safeurl"
 )
 
 // Kinds of notification, one per step of an approval.
@@ -104,7 +105,7 @@ type Webhook struct {
 func NewWebhook(rawURL string, secret []byte) (*Webhook, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("approval webhook URL %q: want an absolute http:// or https:// URL", rawURL)
+		return nil, fmt.Errorf("approval webhook URL %s: want an absolute http:// or https:// URL", safeurl.String(rawURL))
 	}
 	if len(secret) < 16 {
 		return nil, errors.New("approval webhook secret: want at least 16 bytes, so the signature cannot be guessed")
@@ -139,7 +140,8 @@ func (w *Webhook) Notify(ctx context.Context, n Notification) error {
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return fmt.Errorf("while posting to the approval webhook: %w", err)
+		// net/http's error names the URL, which may carry a credential.
+		return fmt.Errorf("while posting to the approval webhook: %w", safeurl.Error(err))
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -102,5 +103,31 @@ var _ = Describe("MCPServer controller with a server that leaks its credentials"
 		Expect(err).NotTo(HaveOccurred())
 		Expect(string(published)).NotTo(Or(ContainSubstring(value), ContainSubstring(leakToken)))
 		Expect(strings.Join(eventsOf(s), "\n")).NotTo(Or(ContainSubstring(value), ContainSubstring(leakToken)))
+	})
+
+	It("names a remote server it cannot reach without the credentials in its URL", func() {
+		ns := createNamespace()
+		startManager([]string{ns}, reconcilerFor(clocktesting.NewFakeClock(time.Now().Truncate(time.Second))))
+		addr := fmt.Sprintf("127.0.0.1:%d", freePort()) // nothing listens there
+		s := &mcpv1alpha1.MCPServer{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unreachable"},
+			Spec: mcpv1alpha1.MCPServerSpec{
+				Transport: mcpv1alpha1.TransportStreamableHTTP,
+				Remote:    &mcpv1alpha1.Remote{URL: "http://urluser:pa55word@" + addr + "/mcp?token=s3cret-token&sig=Zq81xw"},
+			},
+		}
+		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+		Eventually(func() string {
+			if c := condition(s, mcpv1alpha1.ConditionReady)(); c != nil {
+				return c.Reason + ": " + c.Message
+			}
+			return ""
+		}).WithTimeout(30 * time.Second).
+			Should(And(HavePrefix("ProbeFailed: probe failed: "), ContainSubstring("http://REDACTED@"+addr), ContainSubstring("connection refused")))
+		shown := Or(ContainSubstring("urluser"), ContainSubstring("pa55word"), ContainSubstring("s3cret-token"), ContainSubstring("Zq81xw"))
+		conditions, err := json.Marshal(get(s).Status.Conditions)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(conditions)).NotTo(shown)
+		Expect(strings.Join(eventsOf(s), "\n")).NotTo(shown)
 	})
 })

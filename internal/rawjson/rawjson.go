@@ -191,7 +191,12 @@ func AppendArray(dst []byte, elems [][]byte) []byte {
 }
 
 // AppendString writes s as a JSON string, escaped as encoding/json does
+// (since Go 1.22: \b and \f short, other control characters as \u00XX)
 // except that <, > and & stay as they are. Invalid UTF-8 becomes U+FFFD.
+// No digest is taken over what it writes that must stay as it was: an
+// argument's or a catalog's digest is over canonjson's own encoding, a
+// resource's contentHash over the server's bytes; an artifact's name (the
+// sha256 of its bytes) names it for its life only.
 func AppendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
@@ -212,6 +217,10 @@ func AppendString(dst []byte, s string) []byte {
 				dst = append(dst, '\\', 'r')
 			case '\t':
 				dst = append(dst, '\\', 't')
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
 			default:
 				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
 			}

@@ -70,19 +70,32 @@ func TestMalformedGivesErrors(t *testing.T) {
 }
 
 func TestAppendStringMatchesEncodingJSON(t *testing.T) {
-	for _, s := range []string{"", "plain", `q"b\s`, "tab\tnl\ncr\r", "\x00\x01\x1f", "é日本\U0001F600", "bad\xffutf8", "\u2028\u2029", "<&>"} {
-		got := AppendString(nil, s)
-		var back string
-		if err := json.Unmarshal(got, &back); err != nil {
-			t.Fatalf("AppendString(%q) = %s: %v", s, got, err)
-		}
-		var want bytes.Buffer
-		enc := json.NewEncoder(&want)
-		enc.SetEscapeHTML(false)
-		_ = enc.Encode(s)
-		if string(got) != strings.TrimSuffix(want.String(), "\n") {
-			t.Errorf("AppendString(%q) = %s, encoding/json writes %s", s, got, want.String())
-		}
+	for _, s := range []string{"", "plain", `q"b\s`, "tab\tnl\ncr\r", "back\bfeed\f", "\x00\x01\x1f\x7f", "é日本\U0001F600", "bad\xffutf8", "\u2028\u2029", "<&>"} {
+		appendStringAsEncodingJSON(t, s)
+	}
+}
+
+// FuzzAppendString holds AppendString to encoding/json's bytes (HTML
+// escaping off) for any string, valid UTF-8 or not.
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"plain", "\b\f\n\r\t\x00\x1f", "bad\xff\xc3", "\u2028<&>", `"\`} {
+		f.Add(s)
+	}
+	f.Fuzz(appendStringAsEncodingJSON)
+}
+
+func appendStringAsEncodingJSON(t *testing.T, s string) {
+	got := AppendString(nil, s)
+	var back string
+	if err := json.Unmarshal(got, &back); err != nil {
+		t.Fatalf("AppendString(%q) = %s: %v", s, got, err)
+	}
+	var want bytes.Buffer
+	enc := json.NewEncoder(&want)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	if string(got) != strings.TrimSuffix(want.String(), "\n") {
+		t.Errorf("AppendString(%q) = %s, encoding/json writes %s", s, got, want.String())
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/stdio"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
+	"github.com/mcp-operator/mcp-operator/internal/safeurl"
 )
 
 // Target is the server to probe: exactly one of HTTP and Stdio.
@@ -26,11 +27,12 @@ type Target struct {
 	Stdio *stdio.Options
 }
 
-// String names the target for messages.
+// String names the target for messages: a URL as safeurl shows it (it may
+// carry a credential).
 func (t Target) String() string {
 	switch {
 	case t.HTTP != nil:
-		return t.HTTP.URL
+		return safeurl.String(t.HTTP.URL)
 	case t.Stdio != nil:
 		return strings.Join(append([]string{t.Stdio.Command}, t.Stdio.Args...), " ")
 	}

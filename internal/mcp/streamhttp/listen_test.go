@@ -48,16 +48,31 @@ func TestListenFloorsTheServersRetry(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Listen(ctx, nil) }()
-	prev := <-gets
+	// Bounded: a Listen that stops reconnecting fails the test, not hangs it.
+	reconnected := func() time.Time {
+		select {
+		case at := <-gets:
+			return at
+		case <-time.After(20 * time.Second):
+			t.Fatal("Listen did not open its stream again within 20s")
+			return time.Time{}
+		}
+	}
+	prev := reconnected()
 	for i := range 3 {
-		at := <-gets
+		at := reconnected()
 		if gap := at.Sub(prev); gap < minRetryDelay {
 			t.Errorf("reconnection %d came %v after the last, want %v at least", i+1, gap, minRetryDelay)
 		}
 		prev = at
 	}
 	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Listen ended with %v, want nil when its context ends", err)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Listen ended with %v, want nil when its context ends", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Listen did not end within 20s of its context")
 	}
 }

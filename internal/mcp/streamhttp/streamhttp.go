@@ -29,6 +29,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/protocol"
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
+	"github.com/mcp-operator/mcp-operator/internal/safeurl"
 )
 
 // StatelessVersion is the first protocol revision without sessions.
@@ -181,7 +182,8 @@ func NewPool(opts Options) (*Pool, error) {
 	opts.defaults()
 	u, err := url.Parse(opts.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("while parsing the server URL %q: want an absolute http:// or https:// URL", opts.URL)
+		// The URL shown as safeurl shows it: it may carry a credential.
+		return nil, fmt.Errorf("while parsing the server URL %s: want an absolute http:// or https:// URL", safeurl.String(opts.URL))
 	}
 	tr := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
@@ -610,7 +612,7 @@ func (c *Conn) do(ctx context.Context, method string, body []byte, m *jsonrpc.Me
 	}
 	hreq, err := http.NewRequestWithContext(ctx, method, c.url, r)
 	if err != nil {
-		return nil, fmt.Errorf("while building the request for %s: %w", m.Method, err)
+		return nil, fmt.Errorf("while building the request for %s: %w", m.Method, safeurl.Error(err))
 	}
 	// Set by key in canonical form, one value each: this runs for every
 	// request, and Header.Set would canonicalize (and copy) each key again.
@@ -673,7 +675,9 @@ func (c *Conn) do(ctx context.Context, method string, body []byte, m *jsonrpc.Me
 	}
 	hresp, err := c.client.Do(hreq)
 	if err != nil {
-		return nil, fmt.Errorf("while sending %s to %s: %w", m.Method, c.url, err)
+		// net/http's error names the URL (its user, its query): it may
+		// carry a credential, and this error reaches agents and logs.
+		return nil, fmt.Errorf("while sending %s: %w", m.Method, safeurl.Error(err))
 	}
 	return hresp, nil
 }

@@ -407,10 +407,10 @@ func TestAgentSessionCapWithEverySessionBusy(t *testing.T) {
 				_, err := c.CallTool(ctxT(t), []byte(`{"name":"recall","arguments":{}}`), CallHooks{Agent: a})
 				done <- err
 			}()
-			<-arrived
+			within(t, "the first agent's call reaches the server", arrived)
 			res, err := c.CallTool(ctxT(t), []byte(`{"name":"recall","arguments":{}}`), CallHooks{Agent: b})
 			close(hold)
-			if err := <-done; err != nil {
+			if err := within(t, "the held call ends once let go", done); err != nil {
 				t.Fatalf("the held call: %v", err)
 			}
 			seen := st.Calls()
@@ -664,7 +664,7 @@ func TestWaitersShareAFailedDial(t *testing.T) {
 			errs <- err
 		}()
 	}
-	<-arrived
+	within(t, "the agent's session dial reaches the server", arrived)
 	eventually(t, "the other calls waiting on the dial", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -674,7 +674,7 @@ func TestWaitersShareAFailedDial(t *testing.T) {
 	close(release)
 	for range calls {
 		var e *Error
-		if err := <-errs; !errors.As(err, &e) || e.Reason != ReasonUnavailable {
+		if err := within(t, "each call on the refused dial ends", errs); !errors.As(err, &e) || e.Reason != ReasonUnavailable {
 			t.Fatalf("a call on the refused session: %v; want %s", err, ReasonUnavailable)
 		}
 	}
@@ -767,14 +767,14 @@ func TestDialEndingAfterItsAgentSessionIsCleanedUp(t *testing.T) {
 		_, err := c.CallTool(ctxT(t), []byte(`{"name":"echo","arguments":{"text":"x"}}`), CallHooks{Agent: agent})
 		called <- err
 	}()
-	<-initSeen
+	within(t, "the agent's session dial reaches the server", initSeen)
 	as.End(s)
 	close(initGo)
 	var e *Error
-	if err := <-called; !errors.As(err, &e) || e.Reason != ReasonCancelled {
+	if err := within(t, "the call of the ended agent session ends", called); !errors.As(err, &e) || e.Reason != ReasonCancelled {
 		t.Fatalf("the call of an agent session that ended during its dial: %v; want %s", err, ReasonCancelled)
 	}
-	if sid := <-deleteSeen; sid == "" {
+	if sid := within(t, "the late dial's session is DELETEd", deleteSeen); sid == "" {
 		t.Fatal("the session the dial opened was DELETEd without its id")
 	}
 	select {

@@ -308,6 +308,9 @@ func relay(w http.ResponseWriter, r *http.Request, url string, body []byte, stri
 		}
 	}
 	w.WriteHeader(resp.StatusCode)
+	// The headers go at once: a GET stream's client waits for them before
+	// any event.
+	_ = http.NewResponseController(w).Flush()
 	_, _ = io.Copy(w, resp.Body)
 }
 

@@ -126,11 +126,11 @@ func TestRefusedCallsShareOneRelearn(t *testing.T) {
 	}()
 	eventually(t, "a fourth call waiting for the relearn", waiting(3))
 	giveUp()
-	refused(t, <-gaveUp) // its own answer, while the relearn is still held
+	refused(t, within(t, "the call that gave up ends", gaveUp)) // its own answer, while the relearn is still held
 
 	f.release()
 	for range 3 {
-		refused(t, <-results)
+		refused(t, within(t, "each waiting call ends once the relearn did", results))
 	}
 	if n := f.discovers.Load(); n != 2 {
 		t.Fatalf("the refused calls sent %d server/discover; want 2 (the shared connection's dial, one relearn)", n)
@@ -247,7 +247,7 @@ func TestReplacedSharedSessionClosesOnceIdle(t *testing.T) {
 		res, err := c.CallTool(ctxT(t), json.RawMessage(call), CallHooks{})
 		inFlight <- fmt.Sprint(string(res), err)
 	}()
-	<-held
+	within(t, "the call in the old session reaches the server", held)
 	switched.Store(true)
 	if res := callTool(t, c, echoCall, CallHooks{}); !strings.Contains(res, `"x"`) {
 		t.Fatalf("the call refused in the old session answered %s after the relearn", res)
@@ -268,9 +268,9 @@ func TestReplacedSharedSessionClosesOnceIdle(t *testing.T) {
 	holdNew.Store(true)
 	onNew := make(chan string, 1)
 	go func() { onNew <- callTool(t, c, echoCall, CallHooks{}) }()
-	<-heldNew
+	within(t, "the call on the new connection reaches the server", heldNew)
 	releaseOnce.Do(func() { close(release) })
-	if res := <-inFlight; !strings.Contains(res, "simple text") {
+	if res := within(t, "the call in flight on the replaced session ends", inFlight); !strings.Contains(res, "simple text") {
 		t.Fatalf("the call in flight on the replaced session ended with %s; want its answer", res)
 	}
 	eventually(t, "the replaced shared session DELETEd once its own calls ended, a call on the new one in flight", func() bool {
@@ -279,7 +279,7 @@ func TestReplacedSharedSessionClosesOnceIdle(t *testing.T) {
 		return slices.Contains(deleted, oldID)
 	})
 	releaseNewOnce.Do(func() { close(releaseNew) })
-	if res := <-onNew; !strings.Contains(res, `"x"`) {
+	if res := within(t, "the call on the new shared connection ends", onNew); !strings.Contains(res, `"x"`) {
 		t.Fatalf("the call on the new shared connection answered %s", res)
 	}
 }
@@ -312,10 +312,10 @@ func TestRelearnOutlivesTheCallThatStartedIt(t *testing.T) {
 	}()
 	eventually(t, "a second call waiting for the relearn", waiting(1))
 	giveUp()
-	refused(t, <-first)
+	refused(t, within(t, "the call that gave up ends", first))
 
 	f.release()
-	refused(t, <-second)
+	refused(t, within(t, "the waiting call ends once the relearn did", second))
 	if n := f.discovers.Load(); n != 2 {
 		t.Fatalf("the refused calls sent %d server/discover; want 2 (the shared connection's dial, one relearn)", n)
 	}
@@ -382,7 +382,7 @@ func TestCallDuringAFailedSessionDialsRelearnIsServed(t *testing.T) {
 	strip.Store(true)
 	first := make(chan string, 1)
 	go func() { first <- callTool(t, c, echoCall, CallHooks{Agent: a}) }()
-	<-heldDiscover
+	within(t, "the relearn's dial reaches the server", heldDiscover)
 	holdInit.Store(true)
 	second := make(chan error, 1)
 	go func() {
@@ -394,12 +394,12 @@ func TestCallDuringAFailedSessionDialsRelearnIsServed(t *testing.T) {
 	case err = <-second: // served while the relearn dials
 		holdInit.Store(false)
 		releaseDiscoverOnce.Do(func() { close(releaseDiscover) })
-		<-first
+		within(t, "the first call ends once the relearn did", first)
 	case <-heldInit: // dialling a session on the failed line
 		releaseDiscoverOnce.Do(func() { close(releaseDiscover) })
-		<-first
+		within(t, "the first call ends once the relearn did", first)
 		releaseInitOnce.Do(func() { close(releaseInit) })
-		err = <-second
+		err = within(t, "the second call ends once its dial did", second)
 	case <-ctxT(t).Done():
 		t.Fatal("the second call neither answered nor dialled a session")
 	}

@@ -160,10 +160,13 @@ func (c *Conn) reconcile() error {
 	}
 	ctx, cancel := context.WithTimeout(c.subsLife, c.opts.DialTimeout)
 	defer cancel()
-	cli, err := c.Client(ctx)
+	// Held as a call holds it: a relearn that replaces the shared
+	// connection closes this one only once the pass on it ended.
+	cli, l, err := c.sharedClient(ctx)
 	if err != nil {
 		return err
 	}
+	defer c.release(l, cli)
 	s.mu.Lock()
 	if s.cli != cli {
 		// A new connection holds nothing yet.

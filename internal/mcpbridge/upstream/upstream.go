@@ -44,6 +44,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/translate"
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
+	"github.com/mcp-operator/mcp-operator/internal/safeurl"
 	"github.com/mcp-operator/mcp-operator/internal/tracing"
 )
 
@@ -153,6 +154,12 @@ type Conn struct {
 
 	life   context.Context // ends when the Conn is retired
 	retire context.CancelCauseFunc
+	// processGone: the Conn was retired because its server's process
+	// ended (Retire). Its sessions went with it, and whatever listens on
+	// its address now (a new pod given the IP) is another server: no
+	// session of this Conn gets a DELETE from then on, not even one a dial
+	// that ended late opened.
+	processGone atomic.Bool
 	// subsLife bounds the resource subscriptions (subscribe.go): it ends
 	// with life, or when the Conn is drained — the Conn replacing it holds
 	// them then, and this one must not re-establish them.
@@ -298,7 +305,12 @@ func (c *Conn) Target() Target { return c.target }
 // a DELETE each would only wait on a server that is gone. Otherwise (a
 // new pod in a rollout, a remote server's new URL, a server removed) the
 // old server may still be serving and holding them: each gets a DELETE.
+// After processGone, no session of the Conn gets one, not even a session a
+// dial under way then opens.
 func (c *Conn) Retire(reason string, processGone bool) {
+	if processGone {
+		c.processGone.Store(true) // before life ends: a dial that sees it ended sees this
+	}
 	c.retire(&Error{Reason: reason, Err: fmt.Errorf("server %s/%s changed under the call (pod %q)", c.target.Namespace, c.target.Name, c.target.Pod)})
 	c.mu.Lock()
 	clis := c.takeAll(ClosedRetired)
@@ -411,7 +423,7 @@ func (c *Conn) closeAll(clis []*client.Client, deleteSessions bool) {
 			c.deletes <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-c.deletes }()
-				cli.Close()
+				c.closeSession(cli)
 			})
 		}
 		wg.Wait()
@@ -429,8 +441,17 @@ func (c *Conn) closeSessions(clis ...*client.Client) {
 			defer c.closing.done()
 			c.deletes <- struct{}{}
 			defer func() { <-c.deletes }()
-			cli.Close()
+			c.closeSession(cli)
 		}()
+	}
+}
+
+// closeSession ends cli's session with a DELETE, unless the server's
+// process ended (processGone): a client over the Conn's pool holds
+// nothing else to close.
+func (c *Conn) closeSession(cli *client.Client) {
+	if !c.processGone.Load() {
+		cli.Close()
 	}
 }
 
@@ -560,7 +581,7 @@ func (c *Conn) dial(ctx context.Context, era client.Era) (*client.Client, error)
 		if cause := context.Cause(c.life); cause != nil {
 			return nil, cause
 		}
-		return nil, &Error{Reason: ReasonUnavailable, Err: fmt.Errorf("while connecting to server %s/%s at %s: %w", c.target.Namespace, c.target.Name, c.target.URL, err)}
+		return nil, &Error{Reason: ReasonUnavailable, Err: fmt.Errorf("while connecting to server %s/%s at %s: %w", c.target.Namespace, c.target.Name, safeurl.String(c.target.URL), err)}
 	}
 	if era == client.EraSession && conn.SessionID() == "" {
 		cli.Close()
@@ -755,12 +776,16 @@ func (c *Conn) doOn(ctx context.Context, agent *Agent, f func(context.Context, *
 	defer cancel(nil)
 	stop := context.AfterFunc(c.life, func() { cancel(context.Cause(c.life)) })
 	defer stop()
-	eras := c.eras.Load()
 	// resent: the call was sent and refused once (it is not sent a third
 	// time); relearned: a failure to take a client (nothing sent) had the
 	// server learned again, once.
 	resent, relearned := false, false
 	for {
+		// The relearns so far: one since (another call's) counts for a
+		// refusal on the client taken now. Read once per call, a call's
+		// own relearn counted for the refusal after it, and the refused
+		// call was sent again unlearned.
+		eras := c.eras.Load()
 		cli, l, err := c.clientFor(cctx, agent)
 		if err != nil {
 			if !relearned && eraRefused(nil, err) && c.relearn(cctx, eras) {

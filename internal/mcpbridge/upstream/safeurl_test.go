@@ -1,0 +1,57 @@
+package upstream
+
+import (
+	"fmt"
+	"github.com/mcp-operator/mcp-operator/internal/testpeers"
+	"strings"
+	"testing"
+)
+
+// secretURL is a URL of a port nothing listens on, with credentials in its
+// userinfo and query (urlSecrets), as a remote server's URL may carry.
+func secretURL(t *testing.T) string {
+	t.Helper()
+	return fmt.Sprintf("http://urluser:pa55word@127.0.0.1:%d/mcp?token=s3cret-token&sig=Zq81xw", testpeers.FreePort(t))
+}
+
+var urlSecrets = []string{"urluser", "pa55word", "s3cret-token", "Zq81xw"}
+
+func showsSecret(text string) string {
+	for _, s := range urlSecrets {
+		if strings.Contains(text, s) {
+			return s
+		}
+	}
+	return ""
+}
+
+// A server that cannot be reached: the "while connecting" error a call
+// gets, and the line the subscription keeper logs, name the server's URL
+// without its credentials.
+func TestUnreachableServerErrorsHideTheURLsCredentials(t *testing.T) {
+	var log closeLog
+	opts := log.options(0)
+	opts.Subscribed = func() []string { return []string{"file:///watched"} }
+	c := New(Target{Namespace: "ns", Name: "s", URL: secretURL(t)}, opts)
+	t.Cleanup(c.Close)
+
+	_, err := c.Call(ctxT(t), "tools/list", nil)
+	if err == nil || !strings.Contains(err.Error(), "while connecting") || !strings.Contains(err.Error(), "REDACTED@") {
+		t.Fatalf("a call to a closed port: %v; want a connection error naming the URL", err)
+	}
+	if s := showsSecret(err.Error()); s != "" {
+		t.Fatalf("the call's error %q shows %q of the URL", err, s)
+	}
+
+	if err := c.Subscribe(ctxT(t), "file:///watched"); err == nil {
+		t.Fatal("a subscription on a closed port succeeded")
+	}
+	_, lines := log.get()
+	logged := strings.Join(lines, "\n")
+	if !strings.Contains(logged, "resource subscriptions not established") || !strings.Contains(logged, "connection refused") {
+		t.Fatalf("the keeper logged %q; want why the subscriptions failed", logged)
+	}
+	if s := showsSecret(logged); s != "" {
+		t.Fatalf("the keeper's log %q shows %q of the URL", logged, s)
+	}
+}
