@@ -13,9 +13,11 @@ import (
 )
 
 // BenchmarkToolCall is one tools/call, in one process but for the
-// everything-server: the agent (our client) calls an upstream directly, or
-// through a bridge of the bench's (TokenReview behind its cache, one allow rule,
-// the output pipeline, audit to a file), over loopback HTTP both hops. The
+// everything-server: the agent (the bench's: mcp-go's client in a
+// 2025-11-25 session, ours in the 2026-07-28 era; agent.go) calls an
+// upstream directly, or through a bridge of the bench's (TokenReview behind
+// its cache, one allow rule, the output pipeline, audit to a file), over
+// loopback HTTP both hops. The
 // bridge's own cost per call is the difference between the two: allocs/op
 // and B/op are exact, ns/op is as loaded as the machine is, and cpu-ns/op
 // is the CPU the process spent per call (the client's and the bridge's, and
@@ -86,11 +88,7 @@ func benchCalls(b *testing.B, url string, era client.Era, tool string, args json
 	}
 	defer c.Close()
 	ctx := context.Background()
-	res, err := c.CallTool(ctx, tool, args)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := checkAnswer(tool, res, answer); err != nil {
+	if err := checkedCall(ctx, c, tool, args, answer); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
