@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
+
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
@@ -126,6 +128,27 @@ func TestCheckAnswer(t *testing.T) {
 	} {
 		if err := checkAnswer("echo", json.RawMessage(c.res), fastAnswer); (err == nil) != c.ok {
 			t.Errorf("%s: err %v, want ok %v", c.res, err, c.ok)
+		}
+	}
+}
+
+// mcp-go's client hands back its typed result: encoded again for the
+// check, an error result (isError) and a wrong text are still refused.
+func TestCheckAnswerOfMCPGoResults(t *testing.T) {
+	for _, c := range []struct {
+		res *mcpgo.CallToolResult
+		ok  bool
+	}{
+		{mcpgo.NewToolResultText("[mcp:fast:echo] hello"), true},
+		{mcpgo.NewToolResultError("hello"), false},
+		{mcpgo.NewToolResultText("hello there"), false},
+	} {
+		raw, err := mcpgoResult{c.res}.JSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := checkAnswer("echo", raw, fastAnswer); (err == nil) != c.ok {
+			t.Errorf("%s: err %v, want ok %v", raw, err, c.ok)
 		}
 	}
 }
