@@ -8,14 +8,18 @@ import (
 	"testing"
 	"time"
 
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
+
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
 // BenchmarkToolCall is one tools/call, in one process but for the
-// everything-server: the agent (our client) calls an upstream directly, or
-// through a bridge of the bench's (TokenReview behind its cache, one allow rule,
-// the output pipeline, audit to a file), over loopback HTTP both hops. The
+// everything-server: the agent (the bench's: mcp-go's client in a
+// 2025-11-25 session, ours in the 2026-07-28 era; agent.go) calls an
+// upstream directly, or through a bridge of the bench's (TokenReview behind
+// its cache, one allow rule, the output pipeline, audit to a file), over
+// loopback HTTP both hops. The
 // bridge's own cost per call is the difference between the two: allocs/op
 // and B/op are exact, ns/op is as loaded as the machine is, and cpu-ns/op
 // is the CPU the process spent per call (the client's and the bridge's, and
@@ -86,11 +90,7 @@ func benchCalls(b *testing.B, url string, era client.Era, tool string, args json
 	}
 	defer c.Close()
 	ctx := context.Background()
-	res, err := c.CallTool(ctx, tool, args)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := checkAnswer(tool, res, answer); err != nil {
+	if err := checkedCall(ctx, c, tool, args, answer); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
@@ -128,6 +128,27 @@ func TestCheckAnswer(t *testing.T) {
 	} {
 		if err := checkAnswer("echo", json.RawMessage(c.res), fastAnswer); (err == nil) != c.ok {
 			t.Errorf("%s: err %v, want ok %v", c.res, err, c.ok)
+		}
+	}
+}
+
+// mcp-go's client hands back its typed result: encoded again for the
+// check, an error result (isError) and a wrong text are still refused.
+func TestCheckAnswerOfMCPGoResults(t *testing.T) {
+	for _, c := range []struct {
+		res *mcpgo.CallToolResult
+		ok  bool
+	}{
+		{mcpgo.NewToolResultText("[mcp:fast:echo] hello"), true},
+		{mcpgo.NewToolResultError("hello"), false},
+		{mcpgo.NewToolResultText("hello there"), false},
+	} {
+		raw, err := mcpgoResult{c.res}.JSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := checkAnswer("echo", raw, fastAnswer); (err == nil) != c.ok {
+			t.Errorf("%s: err %v, want ok %v", raw, err, c.ok)
 		}
 	}
 }

@@ -6,9 +6,11 @@
 //	fast        mcp-go's server (mcpgo.go), which speaks both eras and
 //	            answers an echo in about 0.2 ms with JSON.
 //
-// Each upstream is reached four ways by agents of the 2025-11-25 era (one
-// session and one connection per agent), and the fast one also by agents
-// of the 2026-07-28 era (no session):
+// Each upstream is reached four ways by agents of the 2025-11-25 era, and
+// the fast one also by agents of the 2026-07-28 era (no session). The
+// session-era agents are mcp-go's Streamable HTTP client (agent.go: one
+// session and one HTTP connection each), as in the issue's harness; the
+// 2026-07-28 agents are our own client, internal/mcp/client. The ways:
 //
 //	direct  the agent talks to the upstream itself;
 //	proxy   through a bare httputil.ReverseProxy: the unavoidable cost of one
@@ -58,7 +60,6 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/bench/internal/benchutil"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
-	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
 	"github.com/mcp-operator/mcp-operator/internal/testenv"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
@@ -163,7 +164,7 @@ type target struct {
 	tool string
 	does string // what the hop does, and what the upstream saw
 
-	seq          *client.Client // its sequential calls' session, open across chunks
+	seq          agent // its sequential calls' session, open across chunks
 	lat          []time.Duration
 	rate         []float64
 	seqCalls     int64
@@ -317,6 +318,7 @@ func run(rounds, calls, chunk int, loadFor time.Duration, sessions, idle int) er
 		}
 	}
 	fmt.Printf("bridge benchmark: %d rounds x (%d sequential calls, in turns of %d across targets, + %s at %d sessions) per target, GOMAXPROCS=%d\n", rounds, calls, chunk, loadFor, sessions, runtime.GOMAXPROCS(0))
+	fmt.Printf("agents (on every path): %s\n", agentsDo)
 
 	// Warm up every path (connections, caches, the bridge's catalog).
 	for _, t := range targets {
@@ -582,16 +584,6 @@ func rotate(ts []*target, r int) []*target {
 	return out
 }
 
-func connect(url, token string, era client.Era) (*client.Client, error) {
-	conn, err := streamhttp.New(streamhttp.Options{URL: url, BearerToken: token})
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return client.Connect(ctx, conn, client.Options{Era: era, ClientName: "bench"})
-}
-
 // What the text of the tools' answers the bench calls ends with (the
 // bridge prefixes it with where it came from): fast's echo of its argument,
 // and the everything-server's test_simple_text.
@@ -604,20 +596,30 @@ const (
 var fastArgs = json.RawMessage(`{"text":"` + fastAnswer + `"}`)
 
 // callChecked makes one call of tool in a session of its own and checks
-// its answer. The calls timed are not checked: CallTool returns a tool's
-// error result (isError) as a success, and a bench of error results would
-// measure the wrong path.
+// its answer. The calls timed are not checked: both clients return a
+// tool's error result (isError) as a success, and a bench of error
+// results would measure the wrong path.
 func callChecked(url string, era client.Era, tool string, args json.RawMessage, answer string) error {
 	c, err := connect(url, benchToken, era)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	res, err := c.CallTool(context.Background(), tool, args)
+	return checkedCall(context.Background(), c, tool, args, answer)
+}
+
+// checkedCall makes one call of tool in the agent's session and checks its
+// answer.
+func checkedCall(ctx context.Context, a agent, tool string, args json.RawMessage, answer string) error {
+	res, err := a.CallTool(ctx, tool, args)
 	if err != nil {
 		return err
 	}
-	return checkAnswer(tool, res, answer)
+	raw, err := res.JSON()
+	if err != nil {
+		return fmt.Errorf("%s answered a result that cannot be encoded again: %w", tool, err)
+	}
+	return checkAnswer(tool, raw, answer)
 }
 
 // checkAnswer says whether a tools/call result is one text ending in answer.
@@ -643,7 +645,7 @@ func sequential(url, token string, era client.Era, tool string, args json.RawMes
 }
 
 // timeCalls times n calls of c, one after the other.
-func timeCalls(c *client.Client, tool string, args json.RawMessage, n int) ([]time.Duration, error) {
+func timeCalls(c agent, tool string, args json.RawMessage, n int) ([]time.Duration, error) {
 	out := make([]time.Duration, 0, n)
 	ctx := context.Background()
 	for i := 0; i < n; i++ {
@@ -668,7 +670,7 @@ func load(url string, era client.Era, tool string, args json.RawMessage, session
 
 // callFor has each client call tool, one call after another, for d, all
 // at once, and counts the calls.
-func callFor(clients []*client.Client, tool string, args json.RawMessage, d time.Duration) (int64, error) {
+func callFor(clients []agent, tool string, args json.RawMessage, d time.Duration) (int64, error) {
 	var n atomic.Int64
 	var firstErr atomic.Value
 	var wg sync.WaitGroup
@@ -702,7 +704,7 @@ func heapPerSession(base, url string, n int, tool string, args json.RawMessage) 
 	if err != nil {
 		return 0, err
 	}
-	var clients []*client.Client
+	var clients []agent
 	defer func() {
 		for _, c := range clients {
 			c.Close()

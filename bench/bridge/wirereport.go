@@ -161,8 +161,8 @@ func printSample(what string, r wireRequest) {
 }
 
 // openSessions connects n agent sessions.
-func openSessions(url string, era client.Era, n int) ([]*client.Client, error) {
-	clients := make([]*client.Client, 0, n)
+func openSessions(url string, era client.Era, n int) ([]agent, error) {
+	clients := make([]agent, 0, n)
 	for range n {
 		c, err := connect(url, benchToken, era)
 		if err != nil {
@@ -174,7 +174,7 @@ func openSessions(url string, era client.Era, n int) ([]*client.Client, error) {
 	return clients, nil
 }
 
-func closeAll(clients []*client.Client) {
+func closeAll(clients []agent) {
 	for _, c := range clients {
 		c.Close()
 	}
@@ -260,7 +260,9 @@ func newReplayer(addr string, r wireRequest, debug bool) (*replayer, error) {
 	if len(r.body) == 0 {
 		return nil, fmt.Errorf("no tools/call was captured")
 	}
-	cli, err := connect("http://"+addr+"/mcp", "", client.EraSession)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cli, err := connectOwn(ctx, "http://"+addr+"/mcp", "", client.EraSession)
 	if err != nil {
 		return nil, err
 	}

@@ -164,11 +164,27 @@ func (b *Bridge) authenticate(w http.ResponseWriter, r *http.Request) (authn.Ide
 }
 
 func (b *Bridge) delete(w http.ResponseWriter, r *http.Request, endpoint string) {
-	id, ok := b.authenticate(w, r)
-	if !ok {
-		return
+	sid := r.Header.Get("Mcp-Session-Id")
+	subject, err := "", session.ErrNotFound
+	if r.Header.Get("Authorization") == "" {
+		// A DELETE without credentials ends the session its id names, for
+		// the identity sealed in it: the id is the bridge's sealed secret,
+		// known to the client it was issued to, and ending the session is
+		// all it allows. mcp-go's Streamable HTTP client (v1.2) sends its
+		// DELETE without the headers it sends on every other request
+		// (WithHTTPHeaders, WithHTTPHeaderFunc, OAuth): refused, its
+		// sessions would stay until they idle out, each counted against
+		// MaxPerSubject, and then the caller could open no more.
+		subject, err = b.cfg.Sessions.Subject(sid)
 	}
-	sess, err := b.cfg.Sessions.Resume(r.Header.Get("Mcp-Session-Id"), id.Username, endpoint)
+	if err != nil {
+		id, ok := b.authenticate(w, r)
+		if !ok {
+			return
+		}
+		subject = id.Username
+	}
+	sess, err := b.cfg.Sessions.Resume(sid, subject, endpoint)
 	if err != nil {
 		writeError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest, "session not found")
 		return

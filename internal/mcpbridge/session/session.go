@@ -273,6 +273,16 @@ func (m *Manager) resumeLive(token, subject, endpoint string) (s *Session, ok bo
 	return s, true
 }
 
+// Subject is the user name sealed in a session id: who opened it. It says
+// nothing of whether the session is still live (Resume checks that).
+func (m *Manager) Subject(token string) (string, error) {
+	var c Claims
+	if err := m.sealer.Open(purpose, token, &c); err != nil || c.ID == "" {
+		return "", ErrNotFound
+	}
+	return c.Subject, nil
+}
+
 // End ends a session on this replica (DELETE): its requests in flight end
 // with cause ErrEnded.
 func (m *Manager) End(s *Session) {
