@@ -781,18 +781,26 @@ func (c *Conn) doOn(ctx context.Context, agent *Agent, f func(context.Context, *
 	// server learned again, once.
 	resent, relearned := false, false
 	for {
-		// The relearns so far: one since (another call's) counts for a
-		// refusal on the client taken now. Read once per call, a call's
-		// own relearn counted for the refusal after it, and the refused
-		// call was sent again unlearned.
-		eras := c.eras.Load()
-		cli, l, err := c.clientFor(cctx, agent)
+		// A refusal for its era on the client taken now sends the call
+		// again only if the server was learned again since the take (by
+		// another call): eras counts the relearns before it. A relearn
+		// clientFor ran for this call (its agent's session opened without
+		// an id) is not another's, so eras is read again after it. A
+		// failure to take a client counts from before the take, that
+		// relearn included: it found the server changed (keeping only
+		// sessions now), and the call starts again.
+		before := c.eras.Load()
+		cli, l, ownRelearn, err := c.clientFor(cctx, agent)
 		if err != nil {
-			if !relearned && eraRefused(nil, err) && c.relearn(cctx, eras) {
+			if !relearned && eraRefused(nil, err) && c.relearn(cctx, before) {
 				relearned = true
 				continue
 			}
 			return nil, c.classify(ctx, cctx, err)
+		}
+		eras := before
+		if ownRelearn {
+			eras = c.eras.Load()
 		}
 		res, err := f(cctx, cli)
 		if !resent && err != nil && ctx.Err() == nil {
