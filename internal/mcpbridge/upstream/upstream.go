@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -581,7 +582,7 @@ func (c *Conn) dial(ctx context.Context, era client.Era) (*client.Client, error)
 		if cause := context.Cause(c.life); cause != nil {
 			return nil, cause
 		}
-		return nil, &Error{Reason: ReasonUnavailable, Err: fmt.Errorf("while connecting to server %s/%s at %s: %w", c.target.Namespace, c.target.Name, safeurl.String(c.target.URL), err)}
+		return nil, &Error{Reason: ReasonUnavailable, Err: fmt.Errorf("while connecting to server %s/%s%s: %w", c.target.Namespace, c.target.Name, c.atURLUnlessNamed(err), err)}
 	}
 	if era == client.EraSession && conn.SessionID() == "" {
 		cli.Close()
@@ -594,6 +595,17 @@ func (c *Conn) dial(ctx context.Context, era client.Era) (*client.Client, error)
 		_, _ = cli.Call(dctx, "logging/setLevel", json.RawMessage(`{"level":"debug"}`))
 	}
 	return cli, nil
+}
+
+// atURLUnlessNamed is " at " and the server's URL (safeurl's), for a dial
+// error that does not name it already: net/http's (*url.Error) does, and
+// once is enough to read.
+func (c *Conn) atURLUnlessNamed(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ""
+	}
+	return " at " + safeurl.String(c.target.URL)
 }
 
 func (c *Conn) onNotification(m *jsonrpc.Message) {
