@@ -128,7 +128,8 @@ func (w *Webhook) Notify(ctx context.Context, n Notification) error {
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(body))
 	if err != nil {
-		return err
+		// url.Parse's error quotes the URL.
+		return fmt.Errorf("while making the approval webhook's request: %w", safeurl.Error(err))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(SignatureHeader, Sign(w.Secret, body))

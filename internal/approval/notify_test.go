@@ -3,9 +3,10 @@ package approval
 import (
 	"context"
 	"fmt"
-	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 	"strings"
 	"testing"
+
+	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
 // The webhook's URL may carry a credential (a token in its query, a user
@@ -21,11 +22,26 @@ func TestWebhookErrorsHideTheURLsCredentials(t *testing.T) {
 	if notifyErr == nil || !strings.Contains(notifyErr.Error(), "connection refused") {
 		t.Fatalf("Notify to a closed port = %v, want the refusal", notifyErr)
 	}
-	_, badErr := NewWebhook("ftp://urluser:pa55word@hooks.example/hook?sig=Zq81xw", []byte("0123456789abcdef"))
-	if badErr == nil {
-		t.Fatal("NewWebhook took an ftp:// URL")
+	errs := []error{notifyErr}
+	for _, bad := range []string{
+		"ftp://urluser:pa55word@hooks.example/hook?sig=Zq81xw",
+		"urluser:pa55word@hooks.example/hook?sig=Zq81xw", // the scheme "urluser"
+		"pa55word@hooks.example/hook?sig=Zq81xw",         // all path
+	} {
+		_, err := NewWebhook(bad, []byte("0123456789abcdef"))
+		if err == nil {
+			t.Fatalf("NewWebhook took %q", bad)
+		}
+		errs = append(errs, err)
 	}
-	for _, err := range []error{notifyErr, badErr} {
+	// A Webhook made without NewWebhook, with a URL that does not parse:
+	// url.Parse's error quotes it ("pa55word" read as a port).
+	unparsed := &Webhook{URL: "http://urluser:pa55word/hook?sig=Zq81xw", Secret: []byte("0123456789abcdef")}
+	parseErr := unparsed.Notify(context.Background(), Notification{Type: EventRequested})
+	if parseErr == nil {
+		t.Fatal("Notify to a URL that does not parse succeeded")
+	}
+	for _, err := range append(errs, parseErr) {
 		for _, s := range secrets {
 			if strings.Contains(err.Error(), s) {
 				t.Errorf("the error %q shows %q of the URL", err, s)

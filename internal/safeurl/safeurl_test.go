@@ -18,9 +18,14 @@ func TestString(t *testing.T) {
 		"user and password": {"https://alice:s3cret@h/mcp", "https://REDACTED@h/mcp"},
 		"user alone":        {"http://t0ken@h/mcp", "http://REDACTED@h/mcp"},
 		"fragment dropped":  {"https://h/mcp#s3cret", "https://h/mcp"},
-		"opaque":            {"mailto:s3cret@example.com", "mailto:REDACTED"},
-		"does not parse":    {"https://alice:s3cret@h/%zz", "(a URL that does not parse)"},
 		"net/http's form":   {"https://alice:***@h/mcp?token=s3cret", "https://REDACTED@h/mcp?token=REDACTED"},
+		// Nothing of these is shown: which part is the secret cannot be told.
+		"does not parse":        {"https://alice:s3cret@h/%zz", NotAURL},
+		"opaque":                {"mailto:s3cret@example.com", NotAURL},
+		"no scheme, no host":    {"s3cret@hooks.example/hook", NotAURL},
+		"user taken for scheme": {"alice:pa55word@h/mcp", NotAURL},
+		"scheme-relative":       {"//alice:pa55word@h/mcp", NotAURL},
+		"scheme without a host": {"https:///alice:pa55word@h/mcp", NotAURL},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -71,5 +76,27 @@ func TestErrorOfAnHTTPClient(t *testing.T) {
 	}
 	if other := errors.New("not a URL's"); Error(other) != other {
 		t.Fatal("Error changed an error that is no *url.Error")
+	}
+}
+
+// A URL that does not parse reaches Error as url.Parse's error (from
+// http.NewRequest, say), whose own text quotes the part that failed: here
+// a piece of the password read as a port. Error keeps that it was a parse
+// failure and shows neither.
+func TestErrorOfAParseFailure(t *testing.T) {
+	raw := "https://alice:ab/cd@h/mcp"
+	_, err := http.NewRequestWithContext(context.Background(), http.MethodPost, raw, nil)
+	if err == nil || !strings.Contains(err.Error(), ":ab") {
+		t.Fatalf("net/http's error %v no longer quotes the URL: this test shows nothing", err)
+	}
+	safe := Error(err)
+	for _, secret := range []string{"alice", ":ab", "ab/cd"} {
+		if strings.Contains(safe.Error(), secret) {
+			t.Fatalf("Error(%q) = %q, which shows %q", err, safe, secret)
+		}
+	}
+	var ue *url.Error
+	if !errors.As(safe, &ue) || ue.Op != "parse" || !errors.Is(safe, errNotAURL) {
+		t.Fatalf("Error(%q) = %#v, want a *url.Error of parse, not a valid URL", err, safe)
 	}
 }

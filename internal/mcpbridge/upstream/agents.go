@@ -280,33 +280,35 @@ func (c *Conn) replacedIdleLocked() (idle []*client.Client) {
 // clientFor returns the client a call for agent takes: the agent session's
 // own upstream session where the server keeps sessions, else the shared
 // connection; and the line it is on, taken (busy) until the call releases
-// it, and for drop. An agent session with a
-// live upstream session takes it without looking at the shared connection
-// or at a paused dial: what happens to them is not its session's business.
-func (c *Conn) clientFor(ctx context.Context, agent *Agent) (*client.Client, *line, error) {
+// it, and for drop; and whether it had the server learned again for the
+// call (doOn must not take that relearn for another call's). An agent
+// session with a live upstream session takes it without looking at the
+// shared connection or at a paused dial: what happens to them is not its
+// session's business.
+func (c *Conn) clientFor(ctx context.Context, agent *Agent) (*client.Client, *line, bool, error) {
 	if agent == nil {
-		return c.sharedClient(ctx)
+		return c.sharedFor(ctx, false)
 	}
 	if l, cli := c.liveAgentLine(agent.ID); cli != nil {
-		return cli, l, nil
+		return cli, l, false, nil
 	}
 	keeps, err := c.keepsSessions(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	if !keeps {
-		return c.sharedClient(ctx)
+		return c.sharedFor(ctx, false)
 	}
 	l, overCap, err := c.agentLine(agent)
 	dualEra := c.mode.Load() == modeDualEra
 	switch {
 	case errors.Is(err, errAtCap) && dualEra:
 		// Its stateless era serves the call, without the session's state.
-		return c.sharedClient(ctx)
+		return c.sharedFor(ctx, false)
 	case errors.Is(err, errAtCap):
-		return nil, nil, &Error{Reason: ReasonBusy, Err: fmt.Errorf("the bridge holds its limit of %d upstream sessions to server %s/%s, each in use by a call; retry shortly", c.opts.MaxAgentSessions, c.target.Namespace, c.target.Name)}
+		return nil, nil, false, &Error{Reason: ReasonBusy, Err: fmt.Errorf("the bridge holds its limit of %d upstream sessions to server %s/%s, each in use by a call; retry shortly", c.opts.MaxAgentSessions, c.target.Namespace, c.target.Name)}
 	case err != nil:
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	own, err := c.client(ctx, l)
 	if overCap {
@@ -316,11 +318,11 @@ func (c *Conn) clientFor(ctx context.Context, agent *Agent) (*client.Client, *li
 	}
 	if err == nil {
 		c.trim()
-		return own, l, nil
+		return own, l, false, nil
 	}
 	c.release(l, nil)
 	if c.life.Err() != nil || ctx.Err() != nil || errors.Is(err, errAgentEnded) {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	switch {
 	case errors.Is(err, errNoSession) && dualEra:
@@ -338,24 +340,31 @@ func (c *Conn) clientFor(ctx context.Context, agent *Agent) (*client.Client, *li
 		if c.mode.Load() == modeSessionOnly {
 			// Replaced by a server that keeps only sessions: the call
 			// starts again (doOn) on a line of its own.
-			return nil, nil, &Error{Reason: ReasonUnavailable, Err: fmt.Errorf("server %s/%s now keeps only sessions: %w", c.target.Namespace, c.target.Name, errNoSession)}
+			return nil, nil, true, &Error{Reason: ReasonUnavailable, Err: fmt.Errorf("server %s/%s now keeps only sessions: %w", c.target.Namespace, c.target.Name, errNoSession)}
 		}
-		return c.sharedClient(ctx)
+		return c.sharedFor(ctx, true)
 	case errors.Is(err, errNoSession):
 		// A session-only server (the shared connection has a session id)
 		// that opened this one without: a failed dial, not a reason to
 		// put every agent in the shared session; the call learns the
 		// server again (doOn) in case it was replaced.
-		return nil, nil, &Error{Reason: ReasonUnavailable, Err: fmt.Errorf("server %s/%s answered an agent session's initialize without a session id, though it kept sessions: %w", c.target.Namespace, c.target.Name, errNoSession)}
+		return nil, nil, false, &Error{Reason: ReasonUnavailable, Err: fmt.Errorf("server %s/%s answered an agent session's initialize without a session id, though it kept sessions: %w", c.target.Namespace, c.target.Name, errNoSession)}
 	case dualEra:
 		// Its stateless era serves the call (a session is cheaper and asks
 		// on the call's stream, but is not needed); dial again later.
 		c.sessionsRetryAt.Store(c.clock().Add(sessionsRetry).UnixNano())
-		return c.sharedClient(ctx)
+		return c.sharedFor(ctx, false)
 	}
 	// A session-only server: the shared connection is a session too, and
 	// the call must not run in another agent's state.
-	return nil, nil, err
+	return nil, nil, false, err
+}
+
+// sharedFor is sharedClient as clientFor returns it, with whether it had
+// the server learned again.
+func (c *Conn) sharedFor(ctx context.Context, relearned bool) (*client.Client, *line, bool, error) {
+	cli, l, err := c.sharedClient(ctx)
+	return cli, l, relearned, err
 }
 
 // sharedClient is Client with the shared line, taken, for clientFor. The

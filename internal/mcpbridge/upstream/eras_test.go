@@ -3,12 +3,12 @@ package upstream
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 
-	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -38,8 +38,7 @@ func TestCallRefusedAfterItsOwnRelearnIsNotSentAgain(t *testing.T) {
 		calls.Add(1)
 		var m struct{ ID json.RawMessage }
 		_ = json.Unmarshal(body, &m)
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":"unsupported protocol version"}}`, m.ID, jsonrpc.CodeUnsupportedProtocolVersion)
+		refuseVersion(w, m.ID)
 		return true
 	})
 	c := newTestConn(t, front)
@@ -59,4 +58,84 @@ func TestCallRefusedAfterItsOwnRelearnIsNotSentAgain(t *testing.T) {
 	if n := calls.Load(); n != 1 {
 		t.Fatalf("the refused call was sent %d times; want once", n)
 	}
+}
+
+// The same with a dual-era server, where the relearn is clientFor's own: a
+// new agent session's initialize answered without a session id has the
+// Conn learn the server again before the call takes the shared connection.
+// Here the real dual-era server (mcp-go's) is behind a fake that, once
+// switched, stands for a stateless-only server replacing it: its
+// server/discover answer lists only the stateless version, an
+// initialize's answer loses its session id, and every tools/call is
+// refused with -32022. The relearn finds the server changed (stateless
+// only), the call goes on the shared connection and is refused; it is not
+// sent again on the strength of the relearn clientFor ran for it.
+func TestCallRefusedAfterClientForsOwnRelearnIsNotSentAgain(t *testing.T) {
+	url, _ := dualEraServer(t)
+	var switched atomic.Bool
+	var calls atomic.Int32
+	front := faultyFront(t, url, func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+		if !switched.Load() {
+			return false
+		}
+		m := requestIn(body)
+		switch m.Method {
+		case "server/discover":
+			statelessOnly(t, w, r, url, body)
+			return true
+		case "initialize":
+			relay(w, r, url, body, "Mcp-Session-Id")
+			return true
+		case "notifications/initialized":
+			if r.Header.Get("Mcp-Session-Id") == "" {
+				w.WriteHeader(http.StatusAccepted) // taken, as by a server that keeps no session
+				return true
+			}
+		case "tools/call":
+			calls.Add(1)
+			refuseVersion(w, m.ID)
+			return true
+		}
+		return false
+	})
+	c := newTestConn(t, front)
+	if _, err := c.Client(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if m := c.mode.Load(); m != modeDualEra {
+		t.Fatalf("the Conn learned %s; want both eras", modeNames[m])
+	}
+	switched.Store(true)
+	_, agent := newAgents(t).open(t)
+	_, err := c.CallTool(ctxT(t), json.RawMessage(echoCall), CallHooks{Agent: agent})
+	refused(t, err)
+	if m := c.mode.Load(); m != modeStateless || c.eras.Load() != 1 {
+		t.Fatalf("the Conn learned the server %d times again, as %s; want once, as stateless", c.eras.Load(), modeNames[m])
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("the refused call was sent %d times; want once", n)
+	}
+}
+
+// statelessOnly relays a server/discover to the server at url and passes
+// its answer on with only the stateless version listed, as a server that
+// speaks no session era would answer.
+func statelessOnly(t *testing.T, w http.ResponseWriter, r *http.Request, url string, body []byte) {
+	rec := httptest.NewRecorder()
+	relay(rec, r, url, body)
+	var answer map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &answer); err != nil {
+		t.Errorf("the server's answer to server/discover is not one JSON message (%v): %s", err, rec.Body)
+		http.Error(w, "unreadable answer", http.StatusBadGateway)
+		return
+	}
+	result, ok := answer["result"].(map[string]any)
+	if !ok {
+		t.Errorf("the server's answer to server/discover has no result: %s", rec.Body)
+		http.Error(w, "no result", http.StatusBadGateway)
+		return
+	}
+	result["supportedVersions"] = []string{client.StatelessVersion}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(answer)
 }

@@ -39,11 +39,7 @@ func newRefusingVersionFront(t *testing.T, holdAt int32) *refusingVersionFront {
 	f.release = func() { once.Do(func() { close(f.hold) }) }
 	t.Cleanup(f.release)
 	f.url = faultyFront(t, url, func(w http.ResponseWriter, r *http.Request, body []byte) bool {
-		var m struct {
-			Method string
-			ID     json.RawMessage
-		}
-		_ = json.Unmarshal(body, &m)
+		m := requestIn(body)
 		switch m.Method {
 		case "server/discover":
 			if f.discovers.Add(1) == f.holdAt {
@@ -53,13 +49,32 @@ func newRefusingVersionFront(t *testing.T, holdAt int32) *refusingVersionFront {
 				}
 			}
 		case "tools/call":
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":"unsupported protocol version"}}`, m.ID, jsonrpc.CodeUnsupportedProtocolVersion)
+			refuseVersion(w, m.ID)
 			return true
 		}
 		return false
 	})
 	return f
+}
+
+// request is what a fake front reads of a JSON-RPC message.
+type request struct {
+	Method string
+	ID     json.RawMessage
+}
+
+// requestIn is the message body holds (zero if it holds none).
+func requestIn(body []byte) request {
+	var m request
+	_ = json.Unmarshal(body, &m)
+	return m
+}
+
+// refuseVersion answers the request numbered id with -32022 (unsupported
+// protocol version), as a server that does not speak its era.
+func refuseVersion(w http.ResponseWriter, id json.RawMessage) {
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":"unsupported protocol version"}}`, id, jsonrpc.CodeUnsupportedProtocolVersion)
 }
 
 // refused fails t unless err is the server's -32022.
@@ -221,8 +236,7 @@ func TestReplacedSharedSessionClosesOnceIdle(t *testing.T) {
 		case isCall && switched.Load() && sid != "":
 			var m struct{ ID json.RawMessage }
 			_ = json.Unmarshal(body, &m)
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":"unsupported protocol version"}}`, m.ID, jsonrpc.CodeUnsupportedProtocolVersion)
+			refuseVersion(w, m.ID)
 			return true
 		case switched.Load() && sid == "":
 			relay(w, r, after, body)

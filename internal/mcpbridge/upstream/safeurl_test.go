@@ -2,9 +2,12 @@ package upstream
 
 import (
 	"fmt"
-	"github.com/mcp-operator/mcp-operator/internal/testpeers"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
 // secretURL is a URL of a port nothing listens on, with credentials in its
@@ -36,8 +39,10 @@ func TestUnreachableServerErrorsHideTheURLsCredentials(t *testing.T) {
 	t.Cleanup(c.Close)
 
 	_, err := c.Call(ctxT(t), "tools/list", nil)
-	if err == nil || !strings.Contains(err.Error(), "while connecting") || !strings.Contains(err.Error(), "REDACTED@") {
-		t.Fatalf("a call to a closed port: %v; want a connection error naming the URL", err)
+	// net/http's error names the URL; the bridge's words before it do not
+	// name it again.
+	if err == nil || !strings.Contains(err.Error(), "while connecting to server ns/s: ") || !strings.Contains(err.Error(), `Post "http://REDACTED@`) {
+		t.Fatalf("a call to a closed port: %v; want a connection error naming the URL, in net/http's words only", err)
 	}
 	if s := showsSecret(err.Error()); s != "" {
 		t.Fatalf("the call's error %q shows %q of the URL", err, s)
@@ -53,5 +58,26 @@ func TestUnreachableServerErrorsHideTheURLsCredentials(t *testing.T) {
 	}
 	if s := showsSecret(logged); s != "" {
 		t.Fatalf("the keeper's log %q shows %q of the URL", logged, s)
+	}
+}
+
+// A dial refused by the server (an HTTP status, no net/http error naming
+// the URL): the "while connecting" error names the URL itself, without its
+// credentials. The server is a plain HTTP server that refuses everything
+// with 401, as one would a client without its token.
+func TestRefusedDialNamesTheURLWithoutCredentials(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no token", http.StatusUnauthorized)
+	}))
+	t.Cleanup(srv.Close)
+	raw := strings.Replace(srv.URL, "://", "://urluser:pa55word@", 1) + "/mcp?token=s3cret-token&sig=Zq81xw"
+	c := New(Target{Namespace: "ns", Name: "s", URL: raw}, Options{})
+	t.Cleanup(c.Close)
+	_, err := c.Call(ctxT(t), "tools/list", nil)
+	if err == nil || !strings.Contains(err.Error(), "401") || strings.Count(err.Error(), "REDACTED@") != 1 {
+		t.Fatalf("a call to a server that refuses it: %v; want the 401, naming the URL once", err)
+	}
+	if s := showsSecret(err.Error()); s != "" {
+		t.Fatalf("the call's error %q shows %q of the URL", err, s)
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -581,7 +582,7 @@ func (c *Conn) dial(ctx context.Context, era client.Era) (*client.Client, error)
 		if cause := context.Cause(c.life); cause != nil {
 			return nil, cause
 		}
-		return nil, &Error{Reason: ReasonUnavailable, Err: fmt.Errorf("while connecting to server %s/%s at %s: %w", c.target.Namespace, c.target.Name, safeurl.String(c.target.URL), err)}
+		return nil, &Error{Reason: ReasonUnavailable, Err: fmt.Errorf("while connecting to server %s/%s%s: %w", c.target.Namespace, c.target.Name, c.atURLUnlessNamed(err), err)}
 	}
 	if era == client.EraSession && conn.SessionID() == "" {
 		cli.Close()
@@ -594,6 +595,17 @@ func (c *Conn) dial(ctx context.Context, era client.Era) (*client.Client, error)
 		_, _ = cli.Call(dctx, "logging/setLevel", json.RawMessage(`{"level":"debug"}`))
 	}
 	return cli, nil
+}
+
+// atURLUnlessNamed is " at " and the server's URL (safeurl's), for a dial
+// error that does not name it already: net/http's (*url.Error) does, and
+// once is enough to read.
+func (c *Conn) atURLUnlessNamed(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ""
+	}
+	return " at " + safeurl.String(c.target.URL)
 }
 
 func (c *Conn) onNotification(m *jsonrpc.Message) {
@@ -781,18 +793,26 @@ func (c *Conn) doOn(ctx context.Context, agent *Agent, f func(context.Context, *
 	// server learned again, once.
 	resent, relearned := false, false
 	for {
-		// The relearns so far: one since (another call's) counts for a
-		// refusal on the client taken now. Read once per call, a call's
-		// own relearn counted for the refusal after it, and the refused
-		// call was sent again unlearned.
-		eras := c.eras.Load()
-		cli, l, err := c.clientFor(cctx, agent)
+		// A refusal for its era on the client taken now sends the call
+		// again only if the server was learned again since the take (by
+		// another call): eras counts the relearns before it. A relearn
+		// clientFor ran for this call (its agent's session opened without
+		// an id) is not another's, so eras is read again after it. A
+		// failure to take a client counts from before the take, that
+		// relearn included: it found the server changed (keeping only
+		// sessions now), and the call starts again.
+		before := c.eras.Load()
+		cli, l, ownRelearn, err := c.clientFor(cctx, agent)
 		if err != nil {
-			if !relearned && eraRefused(nil, err) && c.relearn(cctx, eras) {
+			if !relearned && eraRefused(nil, err) && c.relearn(cctx, before) {
 				relearned = true
 				continue
 			}
 			return nil, c.classify(ctx, cctx, err)
+		}
+		eras := before
+		if ownRelearn {
+			eras = c.eras.Load()
 		}
 		res, err := f(cctx, cli)
 		if !resent && err != nil && ctx.Err() == nil {

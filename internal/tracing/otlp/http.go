@@ -79,7 +79,9 @@ func redirected(resp *http.Response) string {
 
 // safeURL is u as errors show it: scheme, host and path. Its user (a
 // token, often), password, query (an api_key=…) and fragment may be
-// secrets, which url.Redacted would keep but for the password.
+// secrets, which url.Redacted would keep but for the password. Stricter
+// than safeurl.Of, which keeps the query's keys: a collector's endpoint is
+// told by its host and path alone.
 func safeURL(u *url.URL) string {
 	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
 }
