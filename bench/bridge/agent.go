@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	mcpgoclient "github.com/mark3labs/mcp-go/client"
@@ -120,8 +122,50 @@ func (r rawResult) JSON() (json.RawMessage, error) { return json.RawMessage(r), 
 // HTTP connection goes with it and the next call dials again (a third of
 // the calls made directly to the everything-server; none on JSON answers).
 type mcpgoAgent struct {
-	c  *mcpgoclient.Client
-	tr *http.Transport
+	c       *mcpgoclient.Client
+	tr      *http.Transport
+	deletes *deleteWatch
+}
+
+// deleteWatch is the mcp-go agent's RoundTripper: it keeps the status of
+// the session's DELETE. mcp-go's Close returns nil whatever the answer,
+// and its logger is discarded here, so a refused DELETE would go unseen
+// while its session stayed open on the bridge, counted against the
+// caller's cap (--max-caller-sessions), as before the bridge took mcp-go's
+// DELETE without its token.
+type deleteWatch struct {
+	next http.RoundTripper
+	// status is the last DELETE's: 0 before one was sent, -1 when it got
+	// no answer.
+	status atomic.Int32
+}
+
+func (d *deleteWatch) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := d.next.RoundTrip(r)
+	if r.Method == http.MethodDelete {
+		status := int32(-1)
+		if err == nil {
+			status = int32(resp.StatusCode)
+		}
+		d.status.Store(status)
+	}
+	return resp, err
+}
+
+// refusedDeletes counts the mcp-go agents' DELETEs refused in this run.
+var refusedDeletes atomic.Int64
+
+// refused is why the agent's DELETE failed, nil when it was answered 2xx
+// or none was sent (a session that never opened).
+func (d *deleteWatch) refused() error {
+	switch status := d.status.Load(); {
+	case status == 0 || status/100 == 2:
+		return nil
+	case status < 0:
+		return fmt.Errorf("mcp-go's DELETE of its session got no answer (refused DELETEs in this run: %d)", refusedDeletes.Add(1))
+	default:
+		return fmt.Errorf("mcp-go's DELETE of its session was refused: status %d (refused DELETEs in this run: %d)", status, refusedDeletes.Add(1))
+	}
 }
 
 // connectMCPGo connects mcp-go's client as its NewStreamableHttpClient
@@ -131,17 +175,18 @@ type mcpgoAgent struct {
 // connections per host: 32 sessions would dial again and again).
 func connectMCPGo(ctx context.Context, url, token string) (agent, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	deletes := &deleteWatch{next: tr}
 	t, err := mcpgotransport.NewStreamableHTTP(url,
-		mcpgotransport.WithHTTPBasicClient(&http.Client{Transport: tr}),
+		mcpgotransport.WithHTTPBasicClient(&http.Client{Transport: deletes}),
 		mcpgotransport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}),
-		// Its errors are the bench's own (a DELETE refused after a run):
-		// the calls' errors come back from CallTool.
+		// The calls' errors come back from CallTool, a refused DELETE's
+		// from Close (deleteWatch).
 		mcpgotransport.WithHTTPLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		return nil, err
 	}
 	c := mcpgoclient.NewClient(t, mcpgoclient.WithProtocolVersion(mcpgo.LATEST_LEGACY_PROTOCOL_VERSION))
-	a := &mcpgoAgent{c: c, tr: tr}
+	a := &mcpgoAgent{c: c, tr: tr, deletes: deletes}
 	if err := c.Start(ctx); err != nil {
 		a.Close()
 		return nil, err
@@ -178,9 +223,17 @@ func (a *mcpgoAgent) CallTool(ctx context.Context, tool string, args json.RawMes
 // Close sends the session's DELETE, then drops the agent's idle
 // connection, which mcp-go's Close leaves to the transport's idle timeout:
 // a bench's thousand closed sessions must not hold the bridge's goroutines.
+// A refused DELETE is Close's error, and is printed: the bench's callers
+// close agents in defers that drop the error.
 func (a *mcpgoAgent) Close() error {
 	err := a.c.Close()
 	a.tr.CloseIdleConnections()
+	if err == nil {
+		err = a.deletes.refused()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+	}
 	return err
 }
 

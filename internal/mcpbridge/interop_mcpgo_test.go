@@ -131,27 +131,10 @@ func TestMCPGoAgentCallsThroughTheBridge(t *testing.T) {
 	}
 
 	st.Calls()
-	call := func(tool string, args map[string]any) string {
-		t.Helper()
-		var req mcpgo.CallToolRequest
-		req.Params.Name, req.Params.Arguments = "mcp.stateful."+tool, args
-		res, err := c.CallTool(ctxT(t), req)
-		if err != nil {
-			t.Fatalf("%s: %v", tool, err)
-		}
-		if res.IsError || len(res.Content) != 1 {
-			t.Fatalf("%s answered an error or not one item: %+v", tool, res)
-		}
-		text, ok := mcpgo.AsTextContent(res.Content[0])
-		if !ok {
-			t.Fatalf("%s answered %T, want text", tool, res.Content[0])
-		}
-		return text.Text
-	}
-	if got := call("remember", map[string]any{"value": "apple"}); got != "[mcp:stateful:remember] remembered" {
+	if got := statefulText(t, c, "remember", map[string]any{"value": "apple"}); got != "[mcp:stateful:remember] remembered" {
 		t.Fatalf("remember answered %q", got)
 	}
-	if got := call("recall", nil); got != "[mcp:stateful:recall] recalled apple" {
+	if got := statefulText(t, c, "recall", nil); got != "[mcp:stateful:recall] recalled apple" {
 		t.Fatalf("recall answered %q; want what this session remembered", got)
 	}
 	seen := st.Calls()
@@ -218,15 +201,8 @@ func TestMCPGoAgentsEndTheirSessions(t *testing.T) {
 		{"the id of a session of /servers/stateful/mcp", tr.GetSessionId(), http.StatusNotFound},
 		{"a forged id", "forged", http.StatusUnauthorized},
 	} {
-		req, _ := http.NewRequest(http.MethodDelete, h.url+"/mcp", nil)
-		req.Header.Set("Mcp-Session-Id", d.sid)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != d.want {
-			t.Fatalf("a DELETE on /mcp without a token, with %s: status %d, want %d", d.what, resp.StatusCode, d.want)
+		if status := deleteStatus(t, h.url+"/mcp", d.sid, nil); status != d.want {
+			t.Fatalf("a DELETE on /mcp without a token, with %s: status %d, want %d", d.what, status, d.want)
 		}
 	}
 	if _, err := c.ListTools(ctxT(t), mcpgo.ListToolsRequest{}); err != nil {

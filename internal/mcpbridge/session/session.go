@@ -10,7 +10,8 @@
 // this session" is asked again: the safe direction).
 //
 // Ending a session (DELETE) and idle expiry are recorded by the replica that
-// sees them; every replica refuses a session older than MaxAge. So a session
+// sees them (a DELETE of a session live elsewhere leaves only a tombstone
+// here); every replica refuses a session older than MaxAge. So a session
 // ended on one replica can still be used on another until MaxAge: the price
 // of needing no shared store, documented in docs/bridge.md.
 package session
@@ -62,8 +63,14 @@ var ErrTooMany = errors.New("too many sessions")
 var (
 	// ErrCancelled: the agent cancelled the request (Cancel).
 	ErrCancelled = errors.New("the agent cancelled the request (notifications/cancelled)")
-	// ErrEnded: the agent ended its session (End).
+	// ErrEnded: the agent ended its session (End, or EndToken after an
+	// authenticated DELETE).
 	ErrEnded = errors.New("the agent ended its session (DELETE)")
+	// ErrEndedByID: a DELETE that carried no credentials ended the session
+	// (EndToken): whoever sent it knew the session id, which need not be
+	// the agent (a stolen id). Said apart from ErrEnded so that audit and
+	// the calls it cancels tell the two apart.
+	ErrEndedByID = errors.New("a DELETE without credentials, by its session id, ended the session")
 	// ErrIdle: the session idled out (Sweep). Sweep ends only sessions
 	// with nothing in flight, but a request may start between its check
 	// and the end.
@@ -291,17 +298,61 @@ func (m *Manager) End(s *Session) {
 	m.mu.Unlock()
 }
 
+// EndToken ends the session of token for subject on endpoint (DELETE),
+// its requests in flight with cause why, and returns the session's ID
+// (what audit names it by). A session live here ends as End ends it. One
+// not live here (another replica's, or opened before this replica
+// started) is not adopted: its claims are checked as Resume checks them
+// and only its tombstone is written. Adopting would count it against
+// MaxPerSubject and, at the cap, forget another of subject's sessions
+// here (its grants, upstream sessions and subscriptions) just to end one
+// that holds nothing on this replica. Any mismatch, or a session ended
+// already, is ErrNotFound and changes nothing.
+func (m *Manager) EndToken(token, subject, endpoint string, why error) (string, error) {
+	m.mu.Lock()
+	s := m.byToken[token]
+	m.mu.Unlock()
+	var c Claims
+	if s != nil {
+		c = s.Claims
+	} else if err := m.sealer.Open(purpose, token, &c); err != nil {
+		return "", ErrNotFound
+	}
+	if c.Subject != subject || c.Endpoint != endpoint || c.ID == "" ||
+		m.opts.Now().Sub(time.Unix(c.IssuedAt, 0)) > m.opts.MaxAge {
+		return "", ErrNotFound
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, gone := m.ended[c.ID]; gone {
+		return "", ErrNotFound
+	}
+	if s := m.live[c.ID]; s != nil {
+		m.endLocked(s, why)
+	} else {
+		m.tombstoneLocked(c)
+	}
+	return c.ID, nil
+}
+
 // endLocked ends s, its requests in flight with cause why.
 func (m *Manager) endLocked(s *Session, why error) {
-	if _, gone := m.ended[s.ID]; !gone {
-		m.ended[s.ID] = time.Unix(s.IssuedAt, 0).Add(m.opts.MaxAge)
-		m.endedOrder = append(m.endedOrder, s.ID)
-		for len(m.ended) > maxTombstones {
-			delete(m.ended, m.endedOrder[0])
-			m.endedOrder = m.endedOrder[1:]
-		}
-	}
+	m.tombstoneLocked(s.Claims)
 	m.dropLocked(s, why)
+}
+
+// tombstoneLocked remembers that the session of c ended, until it is too
+// old for any replica to accept.
+func (m *Manager) tombstoneLocked(c Claims) {
+	if _, gone := m.ended[c.ID]; gone {
+		return
+	}
+	m.ended[c.ID] = time.Unix(c.IssuedAt, 0).Add(m.opts.MaxAge)
+	m.endedOrder = append(m.endedOrder, c.ID)
+	for len(m.ended) > maxTombstones {
+		delete(m.ended, m.endedOrder[0])
+		m.endedOrder = m.endedOrder[1:]
+	}
 }
 
 // forgetLeastRecentLocked drops subject's least recently used session that
@@ -437,8 +488,8 @@ func (s *Session) Release() { s.requests.Give("", 1) }
 
 // Track records a request in flight so that notifications/cancelled
 // (Cancel) or the session's end can stop it: cancel is called with why
-// (ErrCancelled, ErrEnded, ErrIdle, ErrForgotten). The returned func
-// forgets it.
+// (ErrCancelled, ErrEnded, ErrEndedByID, ErrIdle, ErrForgotten). The
+// returned func forgets it.
 // A request tracked once the session has ended (a DELETE between the
 // request's arrival and its Track) is cancelled at once, with the end's
 // cause.

@@ -283,3 +283,93 @@ func TestTombstonesBounded(t *testing.T) {
 		t.Fatalf("after MaxAge: %d tombstones, %d in order, want none", n, order)
 	}
 }
+
+// TestEndToken: a DELETE ends a session live here, with the cause it is
+// given; one not live here (opened on another replica) is not adopted,
+// so at the identity's cap no other session of its is forgotten; and a
+// DELETE refused (another identity or endpoint, ended already, too old)
+// changes nothing.
+func TestEndToken(t *testing.T) {
+	c := &clock{time.Unix(1_800_000_000, 0)}
+	sealer, _ := signed.New([]byte(strings.Repeat("k", signed.MinKeyBytes)))
+	here := NewManager(sealer, Options{MaxPerSubject: 2, MaxAge: time.Hour, Now: c.now})
+	elsewhere := NewManager(sealer, Options{MaxAge: time.Hour, Now: c.now})
+
+	// Live here, with a request in flight: it ends, told why.
+	live := mustOpen(t, here, "alice")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer live.Track("1", cancel)()
+	if id, err := here.EndToken(live.Token, "alice", "", ErrEndedByID); err != nil || id != live.ID {
+		t.Fatalf("EndToken of a live session = %q, %v; want its id %q", id, err, live.ID)
+	}
+	if context.Cause(ctx) != ErrEndedByID {
+		t.Fatalf("its request in flight is told %v, want %v", context.Cause(ctx), ErrEndedByID)
+	}
+	if _, err := here.Resume(live.Token, "alice", ""); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Resume after EndToken = %v, want ErrNotFound", err)
+	}
+
+	// alice at her cap here, both sessions idle: ending one of hers opened
+	// elsewhere forgets neither.
+	var mine []*Session
+	for range 2 {
+		mine = append(mine, mustOpen(t, here, "alice"))
+		c.t = c.t.Add(time.Second)
+	}
+	far := mustOpen(t, elsewhere, "alice")
+	if id, err := here.EndToken(far.Token, "alice", "", ErrEnded); err != nil || id != far.ID {
+		t.Fatalf("EndToken of a session opened elsewhere = %q, %v; want its id %q", id, err, far.ID)
+	}
+	for i, s := range mine {
+		if got, err := here.Resume(s.Token, "alice", ""); err != nil || got != s {
+			t.Fatalf("alice's session %d here after the DELETE of one opened elsewhere: %p, %v; want it live, %p", i, got, err, s)
+		}
+	}
+	if n := here.Len(); n != 2 {
+		t.Fatalf("%d sessions live here, want alice's 2", n)
+	}
+	// Its tombstone is written: presented here again, it is refused.
+	if _, err := here.Resume(far.Token, "alice", ""); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Resume here of the session ended here = %v, want ErrNotFound", err)
+	}
+
+	// Refused: nothing changes. Ended already (here, and the one from
+	// elsewhere), another identity or endpoint, then too old.
+	for name, tc := range map[string]struct{ token, subject, endpoint string }{
+		"ended here":                  {live.Token, "alice", ""},
+		"ended here, from elsewhere":  {far.Token, "alice", ""},
+		"another identity":            {mine[0].Token, "mallory", ""},
+		"another endpoint":            {mine[0].Token, "alice", "fs"},
+		"a tampered token":            {mine[0].Token[:len(mine[0].Token)-2] + "AA", "alice", ""},
+		"another identity, elsewhere": {mustOpen(t, elsewhere, "alice").Token, "mallory", ""},
+	} {
+		if _, err := here.EndToken(tc.token, tc.subject, tc.endpoint, ErrEnded); !errors.Is(err, ErrNotFound) {
+			t.Errorf("%s: EndToken = %v, want ErrNotFound", name, err)
+		}
+	}
+	stale := mustOpen(t, elsewhere, "alice")
+	c.t = c.t.Add(time.Hour + time.Minute)
+	for name, token := range map[string]string{"live here": mine[0].Token, "opened elsewhere": stale.Token} {
+		if _, err := here.EndToken(token, "alice", "", ErrEnded); !errors.Is(err, ErrNotFound) {
+			t.Errorf("too old, %s: EndToken = %v, want ErrNotFound", name, err)
+		}
+	}
+	if n := here.Len(); n != 2 {
+		t.Fatalf("after the refused DELETEs %d sessions live here, want 2", n)
+	}
+	here.mu.Lock()
+	tombstones := len(here.ended)
+	here.mu.Unlock()
+	if tombstones != 2 {
+		t.Fatalf("%d tombstones here, want the 2 sessions ended", tombstones)
+	}
+}
+
+func mustOpen(t *testing.T, m *Manager, subject string) *Session {
+	t.Helper()
+	s, err := m.Open(Claims{Subject: subject, Version: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
