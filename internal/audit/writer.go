@@ -117,6 +117,7 @@ type Stats struct {
 type Writer struct {
 	opts     Options
 	redactor redactorBox
+	ids      idCache // the redacted session ids and subjects
 
 	mu      sync.Mutex
 	seq     uint64
@@ -355,8 +356,10 @@ func (w *Writer) encodeBody(session, subject string, t Trace, p Payload) *fieldW
 	e.b, e.r, e.argsMode, e.argsPreview = e.b[:0], w.currentRedactor(), w.opts.ArgsMode, w.opts.ArgsPreviewBytes
 	e.b = append(e.b, `"type":`...)
 	e.b = rawjson.AppendString(e.b, p.EventType())
-	e.str("session", session)
-	e.str("subject", subject)
+	e.key("session")
+	e.b = rawjson.AppendString(e.b, w.ids.redacted(e.r, session))
+	e.key("subject")
+	e.b = rawjson.AppendString(e.b, w.ids.redacted(e.r, subject))
 	if t.TraceID != "" {
 		// Hex ids the bridge made: nothing to redact (and a 32-digit hex
 		// string must not look like a secret to the redactor).
