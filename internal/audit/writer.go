@@ -117,18 +117,24 @@ type Stats struct {
 type Writer struct {
 	opts     Options
 	redactor redactorBox
+	ids      idCache // the redacted session ids and subjects
 
-	mu         sync.Mutex
-	seq        uint64
-	queue      []byte        // encoded events not yet handed to the sink
-	changed    chan struct{} // closed (and replaced) when the sink took the queue
-	wake       chan struct{} // tells the sink goroutine there is work
-	urgent     chan struct{} // tells it not to linger
-	flushing   int           // Flush calls waiting
-	dropping   bool          // events are being dropped until space returns
-	lostCount  uint64        // dropped events not yet reported in the stream
-	queuedUpTo uint64        // seq of the last event queued
-	writtenTo  uint64        // seq of the last event the sink took
+	mu      sync.Mutex
+	seq     uint64
+	queue   []byte        // encoded events not yet handed to the sink
+	changed chan struct{} // closed (and replaced) when the sink took the queue
+	// linger is armed by the event that finds the queue empty and wakes
+	// the sink goroutine Linger later; kick wakes it at once (Flush,
+	// Close, a half-full queue). A batch costs the callers no wake-up of
+	// the sink goroutine: before, the first event of each batch woke it
+	// only for it to wait Linger, which on sequential calls was a hand-off
+	// to another thread per batch (issue 14).
+	linger     *time.Timer
+	kick       chan struct{}
+	dropping   bool   // events are being dropped until space returns
+	lostCount  uint64 // dropped events not yet reported in the stream
+	queuedUpTo uint64 // seq of the last event queued
+	writtenTo  uint64 // seq of the last event the sink took
 	closed     bool
 	stats      Stats
 	timeSec    int64         // the second timePrefix shows
@@ -161,7 +167,8 @@ func New(o Options) *Writer {
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
-	w := &Writer{opts: o, changed: make(chan struct{}), wake: make(chan struct{}, 1), urgent: make(chan struct{}, 1), done: make(chan struct{})}
+	w := &Writer{opts: o, changed: make(chan struct{}), linger: time.NewTimer(time.Hour), kick: make(chan struct{}, 1), done: make(chan struct{})}
+	w.linger.Stop()
 	w.SetRedactor(o.Redactor)
 	go w.drain()
 	return w
@@ -298,6 +305,9 @@ func (w *Writer) log(msg string, kv ...any) {
 // enqueue gives body its seq and time and appends the line to the queue.
 // w.mu is held, which makes seq order the stream's order.
 func (w *Writer) enqueue(body []byte) uint64 {
+	if len(w.queue) == 0 {
+		w.linger.Reset(w.opts.Linger)
+	}
 	w.seq++
 	w.queue = append(w.queue, `{"seq":`...)
 	w.queue = strconv.AppendUint(w.queue, w.seq, 10)
@@ -307,9 +317,8 @@ func (w *Writer) enqueue(body []byte) uint64 {
 	w.queue = append(w.queue, body...)
 	w.queuedUpTo = w.seq
 	w.stats.Accepted++
-	signal(w.wake)
 	if len(w.queue) >= w.opts.BufferBytes/2 {
-		signal(w.urgent)
+		signal(w.kick)
 	}
 	return w.seq
 }
@@ -347,8 +356,10 @@ func (w *Writer) encodeBody(session, subject string, t Trace, p Payload) *fieldW
 	e.b, e.r, e.argsMode, e.argsPreview = e.b[:0], w.currentRedactor(), w.opts.ArgsMode, w.opts.ArgsPreviewBytes
 	e.b = append(e.b, `"type":`...)
 	e.b = rawjson.AppendString(e.b, p.EventType())
-	e.str("session", session)
-	e.str("subject", subject)
+	e.key("session")
+	e.b = rawjson.AppendString(e.b, w.ids.redacted(e.r, session))
+	e.key("subject")
+	e.b = rawjson.AppendString(e.b, w.ids.redacted(e.r, subject))
 	if t.TraceID != "" {
 		// Hex ids the bridge made: nothing to redact (and a 32-digit hex
 		// string must not look like a secret to the redactor).
@@ -364,54 +375,55 @@ func (w *Writer) encodeBody(session, subject string, t Trace, p Payload) *fieldW
 
 var fieldWriters = sync.Pool{New: func() any { return &fieldWriter{} }}
 
-// drain hands the queue to the sink in batches until Close.
+// drain hands the queue to the sink in batches until Close: a batch is
+// what gathered from the first event into an empty queue until its linger
+// ran out, or until a kick.
 func (w *Writer) drain() {
 	defer close(w.done)
 	var spare []byte
-	linger := time.NewTimer(time.Hour)
-	linger.Stop()
 	for {
-		w.mu.Lock()
-		for len(w.queue) == 0 && !w.closed {
-			w.mu.Unlock()
-			<-w.wake
+		select {
+		case <-w.linger.C:
+		case <-w.kick:
+		}
+		for {
 			w.mu.Lock()
-		}
-		if len(w.queue) == 0 && w.closed {
+			batch, upTo, closed := w.queue, w.queuedUpTo, w.closed
+			if len(batch) > 0 {
+				w.queue = spare[:0]
+			}
 			w.mu.Unlock()
-			return
-		}
-		hurry := w.closed || w.flushing > 0 || len(w.queue) >= w.opts.BufferBytes/2
-		w.mu.Unlock()
-		if !hurry {
-			linger.Reset(w.opts.Linger)
-			select {
-			case <-linger.C:
-			case <-w.urgent:
-				linger.Stop()
+			if len(batch) > 0 {
+				w.write(batch, upTo)
+				spare = batch
+			}
+			// Events that came during the write armed the linger again.
+			// Once closed no event comes: what is left is written now.
+			if !closed {
+				break
+			}
+			if len(batch) == 0 {
+				return
 			}
 		}
-		w.mu.Lock()
-		batch, upTo := w.queue, w.queuedUpTo
-		w.queue = spare[:0]
-		w.mu.Unlock()
-
-		_, err := w.opts.Sink.Write(batch)
-
-		w.mu.Lock()
-		if err != nil {
-			w.stats.SinkErrors++
-			w.stats.LastSinkError = err
-			w.log("audit sink write failed: events lost", "error", err.Error(), "bytes", len(batch))
-		} else {
-			w.stats.Written += uint64(bytes.Count(batch, []byte{'\n'}))
-		}
-		w.writtenTo = upTo
-		close(w.changed)
-		w.changed = make(chan struct{})
-		w.mu.Unlock()
-		spare = batch
 	}
+}
+
+// write hands one batch to the sink; upTo is the seq of its last event.
+func (w *Writer) write(batch []byte, upTo uint64) {
+	_, err := w.opts.Sink.Write(batch)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		w.stats.SinkErrors++
+		w.stats.LastSinkError = err
+		w.log("audit sink write failed: events lost", "error", err.Error(), "bytes", len(batch))
+	} else {
+		w.stats.Written += uint64(bytes.Count(batch, []byte{'\n'}))
+	}
+	w.writtenTo = upTo
+	close(w.changed)
+	w.changed = make(chan struct{})
 }
 
 // Flush waits until every event accepted before the call has been handed to
@@ -422,9 +434,8 @@ func (w *Writer) Flush(ctx context.Context) error {
 		w.reportLost()
 	}
 	target := w.queuedUpTo
-	w.flushing++
-	defer func() { w.flushing--; w.mu.Unlock() }()
-	signal(w.urgent)
+	defer w.mu.Unlock()
+	signal(w.kick)
 	for w.writtenTo < target {
 		changed := w.changed
 		w.mu.Unlock()
@@ -446,8 +457,7 @@ func (w *Writer) Close(ctx context.Context) error {
 	w.mu.Lock()
 	w.closed = true
 	w.mu.Unlock()
-	signal(w.wake)
-	signal(w.urgent)
+	signal(w.kick)
 	select {
 	case <-w.done:
 	case <-ctx.Done():

@@ -578,3 +578,61 @@ func TestTimeFormat(t *testing.T) {
 		}
 	}
 }
+
+// writesTo hands each Write's bytes to a channel: the test sees each batch.
+type writesTo chan []byte
+
+func (c writesTo) Write(p []byte) (int, error) {
+	c <- bytes.Clone(p)
+	return len(p), nil
+}
+
+// Events reach the sink without Flush: the first event into an empty queue
+// arms the linger, which alone wakes the sink goroutine (nothing else wakes
+// it per batch), and the events written meanwhile go in the same batch. An
+// event after a batch arms it again.
+func TestLingerWritesBatchesWithoutFlush(t *testing.T) {
+	batches := make(writesTo, 16)
+	w := New(Options{Sink: batches, Linger: time.Millisecond})
+	defer func() { _ = w.Close(ctx(t)) }()
+	next := func() []byte {
+		select {
+		case b := <-batches:
+			return b
+		case <-time.After(10 * time.Second):
+			t.Fatal("an event never reached the sink without Flush")
+			return nil
+		}
+	}
+	for round := 1; round <= 2; round++ {
+		seq, err := w.Write(session, subject, ToolStarted{Tool: "mcp.s.t", ToolCallID: "c", Server: "s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b := next(); !bytes.HasPrefix(b, []byte(`{"seq":`+itoa(seq)+`,`)) || bytes.Count(b, []byte{'\n'}) != 1 {
+			t.Fatalf("round %d: batch %q, want the one event of seq %d", round, b, seq)
+		}
+	}
+
+	// A long linger: three events wait for it together, and Flush cuts it
+	// short with one write of the three.
+	slow := make(writesTo, 16)
+	w2 := New(Options{Sink: slow, Linger: time.Hour})
+	defer func() { _ = w2.Close(ctx(t)) }()
+	for range 3 {
+		if _, err := w2.Write(session, subject, ToolStarted{Tool: "mcp.s.t", ToolCallID: "c", Server: "s"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case b := <-slow:
+		t.Fatalf("written before the linger ran out or a Flush: %q", b)
+	default:
+	}
+	if err := w2.Flush(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if b := <-slow; bytes.Count(b, []byte{'\n'}) != 3 {
+		t.Fatalf("Flush wrote %q, want the three events in one write", b)
+	}
+}

@@ -168,6 +168,7 @@ type streamEnds struct {
 	// drainWait after the response; at maxKeptOpen the pool stops waiting.
 	keptOpen atomic.Int32
 	skipped  atomic.Int32 // answers not waited for since keptOpen reached maxKeptOpen
+	watch    drainWatch   // bounds each wait to drainWait
 }
 
 // maxKeptOpen: a moment of load can hold one stream's end back, a server
@@ -348,7 +349,8 @@ func (c *Conn) call(ctx context.Context, req *jsonrpc.Message) (*jsonrpc.Message
 // too, and the next request dials a new one (behind the bridge the go-sdk's
 // everything-server spent about 20 % more CPU per call on those
 // connections, issue 14). A server that keeps the stream open is not
-// waited for: after drainWait the body is closed, and after maxKeptOpen
+// waited for: after drainWait the body is closed (by the pool's
+// drainWatch), and after maxKeptOpen
 // such answers in a row the pool stops waiting but for one answer in
 // retryKeptOpen (a moment of load can hold streams back too). ended says
 // the stream's end was read already, with the response: nothing is left to
@@ -366,9 +368,9 @@ func (c *Conn) finishStream(ctx context.Context, hresp *http.Response, ended boo
 	if k := c.streams.keptOpen.Load(); k >= maxKeptOpen && c.streams.skipped.Add(1)%retryKeptOpen != 0 {
 		return
 	}
-	closed := time.AfterFunc(drainWait, func() { hresp.Body.Close() })
+	id := c.streams.watch.start(hresp.Body)
 	n, err := io.Copy(io.Discard, io.LimitReader(hresp.Body, drainBytes))
-	switch timedOut := !closed.Stop(); {
+	switch timedOut := !c.streams.watch.done(id); {
 	case timedOut || n == drainBytes:
 		c.streams.keptOpen.Add(1)
 	case err == nil:
