@@ -13,7 +13,8 @@ import (
 // packet after the response (a quarter of the everything-server's calls
 // through the bridge) a timer per drain was a timer put in and taken out of
 // the runtime's heap per call, and sometimes a thread woken to watch it
-// (issue 14); the pool's timer is set at most once per drainWait.
+// (issue 14); while calls come one at a time the pool's timer is set about
+// once per drainWait (once more for each drain still waiting when it fires).
 type drainWatch struct {
 	mu      sync.Mutex
 	timer   *time.Timer // made at the first drain
