@@ -578,7 +578,12 @@ func (c *Conn) dial(ctx context.Context, era client.Era) (*client.Client, error)
 	defer stop()
 	cli, err := client.Connect(dctx, conn, client.Options{ClientName: "mcp-operator-bridge", Capabilities: c.opts.ClientCapabilities, Era: era})
 	if err != nil {
-		conn.Close()
+		// The session id is kept from initialize's answer on: a dial cut
+		// by Retire(processGone) before notifications/initialized ends
+		// must not DELETE it at whatever listens on the address now.
+		if !c.processGone.Load() {
+			conn.Close()
+		}
 		if cause := context.Cause(c.life); cause != nil {
 			return nil, cause
 		}
