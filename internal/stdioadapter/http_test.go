@@ -454,12 +454,19 @@ func TestStrayOutputIsSkipped(t *testing.T) {
 // A session nobody uses ends after the idle timeout; one with an open GET
 // stream does not.
 func TestIdleSessionsEnd(t *testing.T) {
-	a := startAdapter(t, []string{peer(t, "mcp-server-everything")}, func(c *Config) { c.SessionIdleTimeout = 200 * time.Millisecond })
+	// 2 s, not less: under a loaded make test a 200 ms timeout ended the
+	// idle session between its initialize and notifications/initialized.
+	// The test waits for the adapter to say it ended one, not a fixed time.
+	a := startAdapter(t, []string{peer(t, "mcp-server-everything")}, func(c *Config) { c.SessionIdleTimeout = 2 * time.Second })
 	idle, listening := &rawClient{url: a.url}, &rawClient{url: a.url}
 	idle.initialize(t)
 	listening.initialize(t)
 	openGET(t, listening)
-	time.Sleep(time.Second)
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(a.stderr.String(), "ending an idle session"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no session was ended as idle within 30 s")
+		}
+	}
 	if resp, _ := idle.post(t, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("an idle session still answers: %s", resp.Status)
 	}
