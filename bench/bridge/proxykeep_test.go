@@ -1,36 +1,34 @@
 package main
 
 import (
-	"bufio"
+	"context"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
+	"net/http/httptrace"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 )
 
-// TestKeepConnsAfterTheAgentLeft has an agent read an SSE answer's first
-// event through the bare proxy and drop its connection before the
-// stream's end, as mcp-go's client does; the upstream ends the stream
-// only once the proxy saw the agent go. The next call through the proxy
-// must reach the upstream on the same connection.
+// TestKeepConnsAfterTheAgentLeft calls an SSE upstream through the bare
+// proxy's transport as httputil.ReverseProxy does when its agent leaves
+// before the stream's end: the agent's context ends after the answer's
+// headers came, and the proxy closes the answer after its first event.
+// The upstream's connection must go back to the pool all the same.
 func TestKeepConnsAfterTheAgentLeft(t *testing.T) {
 	release := make(chan struct{})
 	var conns atomic.Int32
 	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = io.WriteString(w, "data: answer\n\n")
 		w.(http.Flusher).Flush()
-		if r.URL.Query().Get("hold") != "" {
-			select {
-			case <-release:
-			case <-time.After(20 * time.Second):
-			}
+		select { // the stream's end, once the agent has left
+		case <-release:
+		case <-time.After(20 * time.Second):
 		}
 	}))
 	up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
@@ -40,51 +38,46 @@ func TestKeepConnsAfterTheAgentLeft(t *testing.T) {
 	}
 	up.Start()
 	defer up.Close()
-	u, _ := url.Parse(up.URL)
-	p := httputil.NewSingleHostReverseProxy(u)
-	p.FlushInterval = -1
-	p.Transport = keepConns{http.DefaultTransport.(*http.Transport).Clone()}
-	agentGone := make(chan struct{})
-	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Query().Get("hold") != "" {
-			go func() { <-r.Context().Done(); close(agentGone) }()
-		}
-		p.ServeHTTP(w, r)
-	}))
-	defer proxy.Close()
+	rt := keepConns{http.DefaultTransport.(*http.Transport).Clone()}
 
-	c, err := net.Dial("tcp", strings.TrimPrefix(proxy.URL, "http://"))
+	agent, agentLeft := context.WithCancel(context.Background())
+	kept := make(chan error, 1)
+	trace := &httptrace.ClientTrace{PutIdleConn: func(err error) { kept <- err }}
+	req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(agent, trace), http.MethodPost, up.URL+"/mcp", strings.NewReader("{}"))
+	resp, err := rt.RoundTrip(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _ = io.WriteString(c, "POST /mcp?hold=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
-	br := bufio.NewReader(c)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
+	event := make([]byte, len("data: answer\n\n"))
+	if _, err := io.ReadFull(resp.Body, event); err != nil {
 		t.Fatal(err)
 	}
-	if line, err := bufio.NewReader(resp.Body).ReadString('\n'); line != "data: answer\n" {
-		t.Fatalf("first event %q (%v)", line, err)
-	}
-	c.Close() // before the stream's end
-	select {
-	case <-agentGone:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the proxy did not see the agent go in 20 s")
-	}
+	agentLeft() // as the proxy's inbound request's context ends
 	close(release)
+	resp.Body.Close() // as the proxy gives up the answer
+	select {
+	case err := <-kept:
+		if err != nil {
+			t.Fatalf("the upstream connection was not kept: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the upstream connection did not go back to the pool in 20 s")
+	}
 
-	cl := &http.Client{Transport: &http.Transport{}}
-	resp2, err := cl.Post(proxy.URL+"/mcp", "application/json", strings.NewReader("{}"))
+	req2, _ := http.NewRequest(http.MethodPost, up.URL+"/mcp", strings.NewReader("{}"))
+	resp2, err := rt.RoundTrip(req2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := io.ReadAll(resp2.Body)
-	resp2.Body.Close()
-	if string(body) != "data: answer\n\n" {
-		t.Errorf("the next call answered %q", body)
+	close2 := make(chan struct{})
+	go func() { defer close(close2); _, _ = io.ReadAll(resp2.Body) }()
+	select {
+	case <-close2:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the second answer did not end in 20 s")
 	}
+	resp2.Body.Close()
 	if n := conns.Load(); n != 1 {
-		t.Errorf("the upstream accepted %d connections, want 1: the proxy gave up the first after its agent left", n)
+		t.Errorf("the upstream accepted %d connections, want 1", n)
 	}
 }
