@@ -343,7 +343,7 @@ func run(ctx context.Context, rounds, calls, chunk int, loadFor, slice time.Dura
 			t.era = client.EraSession
 		}
 	}
-	fmt.Printf("bridge benchmark: %d rounds x (%d sequential calls, in turns of %d across targets, + %s at %d sessions) per target, GOMAXPROCS=%d\n", rounds, calls, chunk, loadFor, sessions, runtime.GOMAXPROCS(0))
+	fmt.Printf("bridge benchmark: %d rounds x (%d sequential calls, in turns of %d across targets, + %s at %d sessions, in slices of %s across targets) per target, GOMAXPROCS=%d\n", rounds, calls, chunk, loadFor, sessions, slice, runtime.GOMAXPROCS(0))
 	fmt.Printf("agents (on every path): %s\n", agentsDo)
 
 	// Warm up every path (connections, caches, the bridge's catalog).
