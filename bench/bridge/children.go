@@ -54,7 +54,7 @@ func serveProxy(listen, upstreamURL string) error {
 	// the hop's cost is the hop's, not re-dialling (the default keeps 2).
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = upstream.IdleConns
-	p.Transport = tr
+	p.Transport = keepConns{tr}             // proxykeep.go
 	p.ErrorLog = log.New(io.Discard, "", 0) // clients closing idle connections is not news
 	return http.ListenAndServe(listen, p)
 }

@@ -48,6 +48,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -73,6 +74,7 @@ func main() {
 	calls := flag.Int("calls", 2000, "sequential calls per target per round (latency, CPU per call)")
 	chunk := flag.Int("chunk", 250, "sequential calls per target in one turn: the targets' calls are interleaved in chunks")
 	loadFor := flag.Duration("load", 5*time.Second, "duration of the concurrent load per target per round")
+	slice := flag.Duration("slice", time.Second, "the load of a target in one turn: the targets' loads are interleaved in slices")
 	sessions := flag.Int("sessions", 32, "concurrent sessions of the load")
 	idle := flag.Int("idle-sessions", 1000, "idle sessions opened to measure heap per session")
 	cpuProfile := flag.String("cpuprofile", "", "instead of the comparison: write a CPU profile of the bridge under the load (2025-11-25 agents) to this file")
@@ -91,6 +93,12 @@ func main() {
 	case "fast":
 		err = serveFast(*listen)
 	case "":
+		// Ctrl-C or a timeout's SIGTERM ends the run through its defers:
+		// the children (each in a process group of its own, so not
+		// signalled with us) stopped, the scratch directory removed.
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		go func() { <-ctx.Done(); stop() }() // a second signal ends the process at once
 		err = inScratchDir(func() error {
 			switch {
 			case *cpuProfile != "":
@@ -102,8 +110,14 @@ func main() {
 			case *only != "":
 				return fmt.Errorf("-only takes memory or wire, not %q", *only)
 			}
-			return run(*rounds, *calls, *chunk, *loadFor, *sessions, *idle)
+			if *calls < 1 || *chunk < 1 || *rounds < 1 || *slice <= 0 || *loadFor < *slice {
+				return fmt.Errorf("-rounds, -calls and -chunk must be at least 1 and -load at least -slice (above 0), not %d, %d, %d, %s and %s", *rounds, *calls, *chunk, *loadFor, *slice)
+			}
+			return run(ctx, *rounds, *calls, *chunk, *loadFor, *slice, *sessions, *idle)
 		})
+		if ctx.Err() != nil {
+			err = fmt.Errorf("interrupted, children stopped and temporary files removed: %w", err)
+		}
 		if errors.Is(err, errMissed) {
 			fmt.Println(err)
 			os.Exit(1)
@@ -164,9 +178,12 @@ type target struct {
 	tool string
 	does string // what the hop does, and what the upstream saw
 
-	seq          agent // its sequential calls' session, open across chunks
+	seq          agent   // its sequential calls' session, open across turns
+	load         []agent // its load's sessions, open across turns
 	lat          []time.Duration
-	rate         []float64
+	loadCalls    int64         // calls made under load
+	loadTime     time.Duration // the load turns' time
+	sliceRate    []float64     // calls/s of each load turn, in pass order
 	seqCalls     int64
 	hopCPU, upCP time.Duration // over the sequential calls
 	chunkCPU     []float64     // hop and upstream CPU per call, ns, of each chunk, in pass order
@@ -222,6 +239,15 @@ func (cs *children) startEverything(root, addr string) (int, error) {
 	return pid, nil
 }
 
+// pids are the children's process ids.
+func (cs children) pids() []int {
+	var out []int
+	for _, c := range cs {
+		out = append(out, c.Process.Pid)
+	}
+	return out
+}
+
 // stop is deferred as procs.stop(): a pointer receiver, so that it stops
 // the children started after the defer too.
 func (cs *children) stop() {
@@ -230,7 +256,7 @@ func (cs *children) stop() {
 	}
 }
 
-func run(rounds, calls, chunk int, loadFor time.Duration, sessions, idle int) error {
+func run(ctx context.Context, rounds, calls, chunk int, loadFor, slice time.Duration, sessions, idle int) error {
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		return err
@@ -317,7 +343,7 @@ func run(rounds, calls, chunk int, loadFor time.Duration, sessions, idle int) er
 			t.era = client.EraSession
 		}
 	}
-	fmt.Printf("bridge benchmark: %d rounds x (%d sequential calls, in turns of %d across targets, + %s at %d sessions) per target, GOMAXPROCS=%d\n", rounds, calls, chunk, loadFor, sessions, runtime.GOMAXPROCS(0))
+	fmt.Printf("bridge benchmark: %d rounds x (%d sequential calls, in turns of %d across targets, + %s at %d sessions, in slices of %s across targets) per target, GOMAXPROCS=%d\n", rounds, calls, chunk, loadFor, sessions, slice, runtime.GOMAXPROCS(0))
 	fmt.Printf("agents (on every path): %s\n", agentsDo)
 
 	// Warm up every path (connections, caches, the bridge's catalog).
@@ -330,24 +356,30 @@ func run(rounds, calls, chunk int, loadFor time.Duration, sessions, idle int) er
 		}
 	}
 	for _, t := range targets {
-		if t.seq, err = connect(t.url, benchToken, t.era); err != nil {
+		if err := openTarget(ctx, t, sessions, slice); err != nil {
 			return fmt.Errorf("%s to %s: %w", t.name(), t.up.name, err)
 		}
-		defer t.seq.Close()
+		defer func() { closeAll(append(t.load, t.seq)) }()
 	}
+	all := procs.pids()
 	var quiet quietWaits
 	for r := 0; r < rounds; r++ {
-		if err := sequentialRound(targets, r, calls, chunk, &quiet); err != nil {
+		if err := sequentialRound(ctx, targets, r, calls, chunk, all, &quiet); err != nil {
 			return err
 		}
-		for _, t := range rotate(targets, r) {
-			if err := measureLoad(t, sessions, loadFor, r == 0); err != nil {
-				return fmt.Errorf("%s to %s: %w", t.name(), t.up.name, err)
-			}
+		if err := loadRound(ctx, targets, r, loadFor, slice, all, &quiet); err != nil {
+			return err
 		}
 		fmt.Printf("round %d of %d done\n", r+1, rounds)
 	}
+	for _, t := range targets {
+		closeAll(append(t.load, t.seq))
+		t.load, t.seq = nil, nil
+	}
 	fmt.Println(quiet)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	heapPer, err := heapPerSession("http://"+bridgeAddr, "http://"+bridgeAddr+"/mcp", idle, "", nil)
 	if err != nil {
 		return err
@@ -387,100 +419,43 @@ func thvEnv(home string) []string {
 	}
 }
 
-// sequentialRound times one round's sequential calls of every target, in
-// chunks of chunk calls taken in turns (passes), each target in its own
-// session kept open across chunks: a machine that drifts (a shared VM) or
-// a moment of someone else's load then hits every target alike, rather
-// than the one whose calls ran in it. Which target goes first rotates
-// from pass to pass. Before each chunk the target's hop and upstream are
-// let go quiet (quietWaits), so that no other target's work still running
-// there (the session teardown after a load, a GC, an audit flush) is
-// counted as this one's.
-func sequentialRound(targets []*target, round, calls, chunk int, quiet *quietWaits) error {
-	passes := max(1, calls/chunk)
-	for pass := 0; pass < passes; pass++ {
-		for _, t := range rotate(targets, round*passes+pass) {
-			quiet.wait(t.pid, t.up.pid)
-			hop0, up0 := benchutil.ThreadCPU(t.pid), benchutil.ThreadCPU(t.up.pid)
-			lat, err := timeCalls(t.seq, t.tool, t.up.args, chunk)
-			if err != nil {
-				return fmt.Errorf("%s to %s: %w", t.name(), t.up.name, err)
-			}
-			hop, up := benchutil.ThreadCPU(t.pid)-hop0, benchutil.ThreadCPU(t.up.pid)-up0
-			t.hopCPU += hop
-			t.upCP += up
-			t.seqCalls += int64(len(lat))
-			t.lat = append(t.lat, lat...)
-			t.chunkCPU = append(t.chunkCPU, float64(hop+up)/float64(len(lat)))
-			t.chunkUp = append(t.chunkUp, float64(up)/float64(len(lat)))
-		}
+// openTarget opens a target's sessions for the run: the one of its
+// sequential calls and the load's, each making one untimed call first, so
+// that every path has its upstream sessions open before the timing (the
+// bridge opens one at an agent session's first call; the proxies relay
+// the handshake when the agent connects). On the fast upstream it also
+// runs one untimed slice of the load and notes what the upstream saw in
+// it.
+func openTarget(ctx context.Context, t *target, sessions int, slice time.Duration) error {
+	var err error
+	if t.seq, err = connect(t.url, benchToken, t.era); err != nil {
+		return err
 	}
-	return nil
-}
-
-// quietWaits lets a target's processes go quiet before its timed calls:
-// until their CPU over quietWindow is under quietCPU together, for at most
-// quietLimit. It counts the waits and those cut at the limit.
-type quietWaits struct {
-	waits, capped int
-	total         time.Duration
-}
-
-const (
-	quietWindow = 100 * time.Millisecond
-	quietCPU    = 2 * time.Millisecond // 1 % of two cores
-	quietLimit  = time.Second
-)
-
-func (q *quietWaits) wait(pids ...int) {
-	start := time.Now()
-	cpu := func() (sum time.Duration) {
-		for _, pid := range pids {
-			sum += benchutil.ThreadCPU(pid)
-		}
-		return sum
+	if err := checkedCall(ctx, t.seq, t.tool, t.up.args, t.up.answer); err != nil {
+		return err
 	}
-	for {
-		before := cpu()
-		time.Sleep(quietWindow)
-		if cpu()-before <= quietCPU {
-			break
-		}
-		if time.Since(start) >= quietLimit {
-			q.capped++
-			break
-		}
+	if t.load, err = openSessions(t.url, t.era, sessions); err != nil {
+		return err
 	}
-	q.waits++
-	q.total += time.Since(start)
-}
-
-func (q quietWaits) String() string {
-	return fmt.Sprintf("before each chunk of sequential calls the hop and the upstream went quiet (CPU under %s in %s): %d waits, %s on average, %d cut at %s",
-		quietCPU, quietWindow, q.waits, (q.total / time.Duration(max(q.waits, 1))).Round(time.Millisecond), q.capped, quietLimit)
-}
-
-// measureLoad runs one round of a target's concurrent load (calls/s). In
-// the first round it also notes what the upstream saw during the load.
-func measureLoad(t *target, sessions int, loadFor time.Duration, first bool) error {
-	if first && t.up.stats != "" {
-		if _, err := upstreamSaw(t.up.stats); err != nil { // reset
+	for _, c := range t.load {
+		if _, err := c.CallTool(ctx, t.tool, t.up.args); err != nil {
 			return err
 		}
 	}
-	n, err := load(t.url, t.era, t.tool, t.up.args, sessions, loadFor)
-	if err != nil {
+	if t.up.stats == "" {
+		return nil
+	}
+	if _, err := upstreamSaw(t.up.stats); err != nil { // reset
+		return err
+	}
+	if _, err := callFor(ctx, t.load, t.tool, t.up.args, slice); err != nil {
 		return fmt.Errorf("under load: %w", err)
 	}
-	if first && t.up.stats != "" {
-		saw, err := upstreamSaw(t.up.stats)
-		if err != nil {
-			return err
-		}
-		t.does += "\n      under load: " + saw.String()
+	saw, err := upstreamSaw(t.up.stats)
+	if err != nil {
+		return err
 	}
-	t.rate = append(t.rate, float64(n)/loadFor.Seconds())
-	t.rss = max(t.rss, benchutil.RSS(t.pid))
+	t.does += "\n      under load: " + saw.String()
 	return nil
 }
 
@@ -508,6 +483,7 @@ func report(ups []*mcpServer, targets []*target, idleRSS int64, heapPer, heapCal
 	for _, up := range ups {
 		fmt.Printf("\nupstream %s (%s):\n", up.name, up.about)
 		fmt.Printf("  %-28s %9s %9s %9s %14s %14s %9s\n", "target", "p50", "p99", "calls/s", "hop CPU/call", "upstr CPU/call", "hop RSS")
+		rate := func(t *target) float64 { return float64(t.loadCalls) / t.loadTime.Seconds() }
 		byName := map[string]*target{}
 		for _, t := range targets {
 			if t.up != up {
@@ -520,7 +496,7 @@ func report(ups []*mcpServer, targets []*target, idleRSS int64, heapPer, heapCal
 				rss = fmt.Sprintf("%.1f MB", float64(t.rss)/1e6)
 			}
 			fmt.Printf("  %-28s %9s %9s %9.0f %14s %14s %9s\n", t.name(), benchutil.Pct(t.lat, 50).Round(time.Microsecond), benchutil.Pct(t.lat, 99).Round(time.Microsecond),
-				benchutil.Median(t.rate), hop, perCall(t.upCP, t.seqCalls), rss)
+				rate(t), hop, perCall(t.upCP, t.seqCalls), rss)
 		}
 		for _, t := range targets {
 			if t.up == up {
@@ -529,7 +505,6 @@ func report(ups []*mcpServer, targets []*target, idleRSS int64, heapPer, heapCal
 		}
 		b, p, th, d := byName["bridge"], byName["proxy"], byName["thv"], byName["direct"]
 		p50 := func(t *target) float64 { return float64(benchutil.Pct(t.lat, 50)) }
-		rate := func(t *target) float64 { return benchutil.Median(t.rate) }
 		cpu := func(t *target) float64 { return float64(t.hopCPU+t.upCP) / float64(max(t.seqCalls, 1)) }
 		fmt.Printf("  proxy vs direct: p50 %.2fx, throughput %.2fx\n", p50(p)/p50(d), rate(p)/rate(d))
 		fmt.Printf("  bridge vs proxy: p50 %.2fx (target <= 1.15x) %s, throughput %.2fx (target >= 0.85x) %s\n",
@@ -540,6 +515,8 @@ func report(ups []*mcpServer, targets []*target, idleRSS int64, heapPer, heapCal
 			perCall(b.upCP, b.seqCalls), perCall(p.upCP, p.seqCalls), perCall(d.upCP, d.seqCalls))
 		fmt.Printf("  the spread over the %d turns of sequential calls (quartiles of each turn's ratio): CPU per call with the upstream's, bridge/thv %s; upstream CPU per call, behind the bridge/behind the proxy %s\n",
 			len(b.chunkCPU), quartiles(b.chunkCPU, th.chunkCPU), quartiles(b.chunkUp, p.chunkUp))
+		fmt.Printf("  the spread over the %d turns of load (quartiles of each turn's calls/s ratio): bridge/proxy %s, bridge/thv %s\n",
+			len(b.sliceRate), quartiles(b.sliceRate, p.sliceRate), quartiles(b.sliceRate, th.sliceRate))
 		if bt := byName["bridge+otel"]; bt != nil {
 			fmt.Printf("  tracing on (all sampled, to Jaeger on loopback) vs off: p50 %.2fx, throughput %.2fx, CPU per call with the upstream's %.2fx (reported, no target)\n",
 				p50(bt)/p50(b), rate(bt)/rate(b), cpu(bt)/cpu(b))
@@ -571,17 +548,8 @@ func quartiles(a, b []float64) string {
 		return "-"
 	}
 	slices.Sort(r)
-	q := func(p int) float64 { return r[min(len(r)-1, len(r)*p/100)] }
+	q := func(p int) float64 { return r[benchutil.Rank(len(r), p)] }
 	return fmt.Sprintf("%.2f %.2f %.2f", q(25), q(50), q(75))
-}
-
-// rotate changes which target goes first in each round.
-func rotate(ts []*target, r int) []*target {
-	out := make([]*target, len(ts))
-	for i := range ts {
-		out[i] = ts[(i+r)%len(ts)]
-	}
-	return out
 }
 
 // What the text of the tools' answers the bench calls ends with (the
@@ -641,13 +609,12 @@ func sequential(url, token string, era client.Era, tool string, args json.RawMes
 		return nil, err
 	}
 	defer c.Close()
-	return timeCalls(c, tool, args, n)
+	return timeCalls(context.Background(), c, tool, args, n)
 }
 
 // timeCalls times n calls of c, one after the other.
-func timeCalls(c agent, tool string, args json.RawMessage, n int) ([]time.Duration, error) {
+func timeCalls(ctx context.Context, c agent, tool string, args json.RawMessage, n int) ([]time.Duration, error) {
 	out := make([]time.Duration, 0, n)
-	ctx := context.Background()
 	for i := 0; i < n; i++ {
 		start := time.Now()
 		if _, err := c.CallTool(ctx, tool, args); err != nil {
@@ -665,12 +632,12 @@ func load(url string, era client.Era, tool string, args json.RawMessage, session
 		return 0, err
 	}
 	defer closeAll(clients)
-	return callFor(clients, tool, args, d)
+	return callFor(context.Background(), clients, tool, args, d)
 }
 
 // callFor has each client call tool, one call after another, for d, all
 // at once, and counts the calls.
-func callFor(clients []agent, tool string, args json.RawMessage, d time.Duration) (int64, error) {
+func callFor(ctx context.Context, clients []agent, tool string, args json.RawMessage, d time.Duration) (int64, error) {
 	var n atomic.Int64
 	var firstErr atomic.Value
 	var wg sync.WaitGroup
@@ -680,7 +647,7 @@ func callFor(clients []agent, tool string, args json.RawMessage, d time.Duration
 		go func() {
 			defer wg.Done()
 			for time.Now().Before(deadline) {
-				if _, err := c.CallTool(context.Background(), tool, args); err != nil {
+				if _, err := c.CallTool(ctx, tool, args); err != nil {
 					firstErr.CompareAndSwap(nil, err)
 					return
 				}

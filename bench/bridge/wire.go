@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -87,22 +88,22 @@ func (w *wire) forward(hop *net.TCPConn) {
 		w.parse(pr)
 		_, _ = io.Copy(io.Discard, pr) // what did not parse still flows
 	}()
+	// Which side ended first is taken when its copy returns, not after
+	// the half-closes and the parser: by then the other side may have
+	// ended too.
+	var first atomic.Int32 // 1: the hop, 2: the server
 	upDone := make(chan struct{})
 	go func() {
 		defer close(upDone)
 		_, _ = io.Copy(hop, &countingReader{r: up, add: func(n int) { w.count(1, n) }})
+		first.CompareAndSwap(0, 2)
 		_ = hop.CloseWrite()
 	}()
 	_, _ = io.Copy(io.MultiWriter(up, pw), &countingReader{r: hop, add: func(n int) { w.count(0, n) }})
+	hopFirst := first.CompareAndSwap(0, 1)
 	_ = up.(*net.TCPConn).CloseWrite()
 	pw.Close()
 	<-parsed
-	hopFirst := false
-	select {
-	case <-upDone:
-	default:
-		hopFirst = true
-	}
 	<-upDone
 	w.mu.Lock()
 	if hopFirst {

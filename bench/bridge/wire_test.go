@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -58,19 +62,7 @@ func TestWire(t *testing.T) {
 	send(http.MethodDelete, "")
 	cl.CloseIdleConnections()
 
-	var c wireCounts
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		w.mu.Lock()
-		closed := w.closes
-		w.mu.Unlock()
-		if closed == 1 {
-			c = w.snapshot()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the wire did not see the client close its connection")
-		}
-	}
+	c := afterClientClosed(t, w)
 	if c.dials != 1 || c.closes != 1 {
 		t.Errorf("connections accepted %d, closed by the client %d; want 1 and 1 (one kept-alive connection)", c.dials, c.closes)
 	}
@@ -104,11 +96,28 @@ func TestWire(t *testing.T) {
 	}
 }
 
+// afterClientClosed waits until the wire saw the client close its one
+// connection, and takes a snapshot then.
+func afterClientClosed(t *testing.T, w *wire) wireCounts {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		w.mu.Lock()
+		closed := w.closes
+		w.mu.Unlock()
+		if closed == 1 {
+			return w.snapshot()
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the wire did not see the client close its connection")
+		}
+	}
+}
+
 func TestQuartiles(t *testing.T) {
 	a := []float64{1, 2, 3, 4, 5, 6, 7, 8}
 	b := []float64{1, 1, 1, 1, 1, 1, 1, 1}
-	if got, want := quartiles(a, b), "3.00 5.00 7.00"; got != want {
-		t.Errorf("quartiles = %q, want %q", got, want)
+	if got, want := quartiles(a, b), "2.00 4.00 6.00"; got != want {
+		t.Errorf("quartiles = %q, want %q (nearest rank)", got, want)
 	}
 	if got := quartiles(a, []float64{0}); got != "-" {
 		t.Errorf("quartiles with no turn to divide by = %q, want -", got)
@@ -143,5 +152,94 @@ func TestInScratchDir(t *testing.T) {
 	}
 	if got := os.Getenv("TMPDIR"); got != base {
 		t.Errorf("TMPDIR after the run is %q, want %q", got, base)
+	}
+}
+
+// TestWirePipelined writes two requests at once on a raw socket, the
+// second with a chunked body, and checks that the server answers both
+// through the wire and that the wire parses both, the chunked body
+// decoded, their bytes adding up to what was sent.
+func TestWirePipelined(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, string(body))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}))
+	defer srv.Close()
+	w, err := newWire(strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	first := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}`
+	second := `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+	reqs := "POST /mcp HTTP/1.1\r\nHost: up\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(first)) + "\r\n\r\n" + first +
+		"POST /mcp HTTP/1.1\r\nHost: up\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" +
+		strconv.FormatInt(10, 16) + "\r\n" + second[:10] + "\r\n" + strconv.FormatInt(int64(len(second)-10), 16) + "\r\n" + second[10:] + "\r\n0\r\n\r\n"
+	c, err := net.Dial("tcp", w.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, reqs); err != nil { // both in one write: pipelined
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	for i := range 2 {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("answer %d through the wire: %v", i+1, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(body) != `{"ok":true}` {
+			t.Errorf("answer %d: %q", i+1, body)
+		}
+	}
+	c.Close()
+	counts := afterClientClosed(t, w)
+	mu.Lock()
+	if !slices.Equal(got, []string{first, second}) {
+		t.Errorf("the server received %q, want both bodies in order", got)
+	}
+	mu.Unlock()
+	if len(counts.reqs) != 2 || counts.reqs[0].kind != "POST tools/call" || counts.reqs[1].kind != "POST tools/list" || string(counts.reqs[1].body) != second {
+		t.Fatalf("the wire parsed %+v, want tools/call then tools/list with its chunked body decoded", counts.reqs)
+	}
+	if counts.sent != int64(len(reqs)) || counts.dials != 1 {
+		t.Errorf("the wire counted %d bytes on %d connections, want %d on 1", counts.sent, counts.dials, len(reqs))
+	}
+}
+
+func TestFirstResult(t *testing.T) {
+	result := `{"content":[{"type":"text","text":"a hello"}]}`
+	for _, c := range []struct {
+		name, ct, body string
+		ok             bool
+	}{
+		{"JSON", "application/json", `{"jsonrpc":"2.0","id":1,"result":` + result + `}`, true},
+		{"SSE", "text/event-stream", "event: message\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":" + result + "}\r\n\r\n", true},
+		{"SSE, a log message first", "text/event-stream",
+			"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{}}\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":" + result + "}\n\n", false},
+		{"an error", "application/json", `{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"no"}}`, false},
+	} {
+		got, err := firstResult(c.ct, []byte(c.body))
+		if (err == nil) != c.ok {
+			t.Errorf("%s: error %v, want ok %v", c.name, err, c.ok)
+			continue
+		}
+		if c.ok {
+			if string(got) != result {
+				t.Errorf("%s: result %s, want %s", c.name, got, result)
+			}
+			if err := checkAnswer("x", got, "hello"); err != nil {
+				t.Errorf("%s: %v", c.name, err)
+			}
+		}
 	}
 }

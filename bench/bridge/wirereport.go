@@ -84,13 +84,19 @@ func wireReport(calls, sessions int, loadFor time.Duration, shapeCalls int) erro
 		if err != nil {
 			return err
 		}
-		cpu0, runs0 := benchutil.ThreadSched(upPid)
+		cpu0, runs0, err := benchutil.Sched(upPid)
+		if err != nil {
+			return err
+		}
 		for i := 0; i < calls; i++ {
 			if _, err := c.CallTool(context.Background(), p.tool, nil); err != nil {
 				return fmt.Errorf("%s: %w", p.via, err)
 			}
 		}
-		cpu1, runs1 := benchutil.ThreadSched(upPid)
+		cpu1, runs1, err := benchutil.Sched(upPid)
+		if err != nil {
+			return err
+		}
 		upCPU, upRuns := cpu1-cpu0, runs1-runs0
 		samples[p.via], _ = w.sample("POST tools/call")
 		c.Close()
@@ -103,16 +109,22 @@ func wireReport(calls, sessions int, loadFor time.Duration, shapeCalls int) erro
 		}
 		w.quiet(300*time.Millisecond, 5*time.Second)
 		w.snapshot()
-		if _, err := callFor(clients, p.tool, nil, loadFor); err != nil {
+		if _, err := callFor(context.Background(), clients, p.tool, nil, loadFor); err != nil {
 			return err
 		}
 		ended := time.Now()
-		after := benchutil.ThreadCPU(upPid)
+		after, err := benchutil.ProcCPU(upPid)
+		if err != nil {
+			return err
+		}
 		closeAll(clients)
 		var windows []string
 		for _, to := range []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second} {
 			time.Sleep(time.Until(ended.Add(to)))
-			now := benchutil.ThreadCPU(upPid)
+			now, err := benchutil.ProcCPU(upPid)
+			if err != nil {
+				return err
+			}
 			windows = append(windows, fmt.Sprintf("%s: %s", to, (now-after).Round(10*time.Microsecond)))
 			after = now
 		}
@@ -125,7 +137,7 @@ func wireReport(calls, sessions int, loadFor time.Duration, shapeCalls int) erro
 	if shapeCalls <= 0 {
 		return nil
 	}
-	return compareShapes(upAddr, upPid, shapeCalls, []shape{
+	return compareShapes(upAddr, upPid, procs.pids(), shapeCalls, []shape{
 		{via: "proxy", req: samples["proxy"]}, {via: "thv", req: samples["thv"]}, {via: "bridge", req: samples["bridge"], debug: true},
 		{via: "proxy", req: samples["proxy"]}, // the same twice: the spread of a non-difference
 		{via: "proxy", req: samples["proxy"], pause: 200 * time.Microsecond}, {via: "proxy", req: samples["proxy"], pause: 500 * time.Microsecond},
@@ -176,7 +188,9 @@ func openSessions(url string, era client.Era, n int) ([]agent, error) {
 
 func closeAll(clients []agent) {
 	for _, c := range clients {
-		c.Close()
+		if c != nil {
+			c.Close()
+		}
 	}
 }
 
@@ -191,13 +205,15 @@ type shape struct {
 // compareShapes sends the everything-server the captured tools/call
 // requests as they were (each in a session of its own on one connection;
 // only the session id and the JSON-RPC id changed), in turns of chunks
-// whose order rotates, n calls each, and prints its CPU per call for each
+// in the main bench's order (turns.go: every child quiet before a turn,
+// the server quiet again before its end reading, every other pass
+// backwards), n calls each, and prints its CPU per call for each
 // and the spread, over the turns, of each one's ratio to the first's. The
 // same client sends all: only the request's bytes differ.
-func compareShapes(addr string, pid, n int, shapes []shape) error {
+func compareShapes(addr string, pid int, all []int, n int, shapes []shape) error {
 	rs := make([]*replayer, len(shapes))
 	for i, s := range shapes {
-		r, err := newReplayer(addr, s.req, s.debug)
+		r, err := newReplayer(addr, s.req, s.debug, everythingAnswer)
 		if err != nil {
 			return fmt.Errorf("the %s's request: %w", s.via, err)
 		}
@@ -209,10 +225,20 @@ func compareShapes(addr string, pid, n int, shapes []shape) error {
 	runs := make([]int64, len(rs))
 	perTurn := make([][]float64, len(rs)) // CPU of each turn's chunk
 	turns := 0
+	idx := make([]int, len(rs))
+	for i := range idx {
+		idx[i] = i
+	}
+	var quiet quietWaits
 	for ; turns*chunk < n; turns++ {
-		for k := range rs {
-			i := (k + turns) % len(rs)
-			c0, r0 := benchutil.ThreadSched(pid)
+		for _, i := range order(idx, turns) {
+			if err := quiet.wait(all...); err != nil {
+				return err
+			}
+			c0, r0, err := benchutil.Sched(pid)
+			if err != nil {
+				return err
+			}
 			for range chunk {
 				if err := rs[i].call(); err != nil {
 					return err
@@ -221,7 +247,13 @@ func compareShapes(addr string, pid, n int, shapes []shape) error {
 					time.Sleep(p)
 				}
 			}
-			c1, r1 := benchutil.ThreadSched(pid)
+			if err := quiet.settle(pid); err != nil {
+				return err
+			}
+			c1, r1, err := benchutil.Sched(pid)
+			if err != nil {
+				return err
+			}
 			cpu[i] += c1 - c0
 			runs[i] += r1 - r0
 			perTurn[i] = append(perTurn[i], float64(c1-c0))
@@ -237,12 +269,15 @@ func compareShapes(addr string, pid, n int, shapes []shape) error {
 		fmt.Printf("  %-22s %s per call, threads woken %.2f per call; to the %s's: %.3f, per turn quartiles %s\n",
 			name, cpu[i]/time.Duration(calls), float64(runs[i])/float64(calls), shapes[0].via, float64(cpu[i])/float64(cpu[0]), quartiles(perTurn[i], perTurn[0]))
 	}
+	fmt.Println(quiet)
 	return nil
 }
 
 // replayer sends one captured tools/call again and again in a session of
 // its own over one kept-alive connection, reading each SSE answer to its
-// end.
+// end, and accepts an answer only if its first message is the call's
+// result with the expected text (a replay answered with an error, or with
+// something else first, would measure another path of the server).
 type replayer struct {
 	addr      string
 	cli       *client.Client // holds the session
@@ -252,11 +287,12 @@ type replayer struct {
 	pre, post string // the body around its id
 	quoted    bool
 	id        int
+	answer    string // what the result's text ends with
 }
 
 var idMember = regexp.MustCompile(`"id"\s*:\s*("?)[A-Za-z0-9_-]+"?`)
 
-func newReplayer(addr string, r wireRequest, debug bool) (*replayer, error) {
+func newReplayer(addr string, r wireRequest, debug bool, answer string) (*replayer, error) {
 	if len(r.body) == 0 {
 		return nil, fmt.Errorf("no tools/call was captured")
 	}
@@ -276,7 +312,7 @@ func newReplayer(addr string, r wireRequest, debug bool) (*replayer, error) {
 	h.WriteString("POST /mcp HTTP/1.1\r\nHost: " + addr + "\r\n")
 	for _, k := range headerNames(r.header) {
 		switch k {
-		case "Content-Length", "Mcp-Session-Id":
+		case "Content-Length", "Transfer-Encoding", "Mcp-Session-Id": // the body is sent with a Content-Length of its own
 			continue
 		}
 		for _, v := range r.header[k] {
@@ -288,7 +324,7 @@ func newReplayer(addr string, r wireRequest, debug bool) (*replayer, error) {
 	if loc == nil {
 		return nil, fmt.Errorf("no id in %s", r.body)
 	}
-	rp := &replayer{addr: addr, cli: cli, head: h.String(), pre: string(r.body[:loc[0]]), post: string(r.body[loc[1]:]), quoted: loc[3] > loc[2], id: 1000}
+	rp := &replayer{addr: addr, cli: cli, head: h.String(), pre: string(r.body[:loc[0]]), post: string(r.body[loc[1]:]), quoted: loc[3] > loc[2], id: 1000, answer: answer}
 	return rp, rp.dial()
 }
 
@@ -316,16 +352,48 @@ func (r *replayer) call() error {
 	if err != nil {
 		return err
 	}
-	_, err = io.Copy(io.Discard, resp.Body)
+	answer, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if err != nil || resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("replayed tools/call: status %d, %v", resp.StatusCode, err)
+	}
+	result, err := firstResult(resp.Header.Get("Content-Type"), answer)
+	if err != nil {
+		return fmt.Errorf("replayed tools/call: %w", err)
+	}
+	if err := checkAnswer("the replayed tools/call", result, r.answer); err != nil {
+		return err
 	}
 	if resp.Close {
 		r.conn.Close()
 		return r.dial()
 	}
 	return nil
+}
+
+// firstResult is the result of the first JSON-RPC message of an answer,
+// a JSON body or an SSE stream (its first event's data lines).
+func firstResult(contentType string, body []byte) (json.RawMessage, error) {
+	msg := body
+	if strings.HasPrefix(contentType, "text/event-stream") {
+		var data []string
+		for _, line := range strings.Split(string(body), "\n") {
+			line = strings.TrimSuffix(line, "\r")
+			if d, ok := strings.CutPrefix(line, "data:"); ok {
+				data = append(data, strings.TrimPrefix(d, " "))
+			} else if line == "" && len(data) > 0 {
+				break // the first event ended
+			}
+		}
+		msg = []byte(strings.Join(data, "\n"))
+	}
+	var m struct {
+		Result json.RawMessage `json:"result"`
+	}
+	if err := json.Unmarshal(msg, &m); err != nil || len(m.Result) == 0 {
+		return nil, fmt.Errorf("its first message %q is not a result", msg)
+	}
+	return m.Result, nil
 }
 
 func (r *replayer) close() {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Stat is a process's parent pid, command name and user+system CPU time,
@@ -77,14 +79,22 @@ func Stop(cmd *exec.Cmd) {
 	_ = cmd.Wait()
 }
 
-// Pct is the p-th percentile of d.
+// Pct is the p-th percentile of d, by nearest rank.
 func Pct(d []time.Duration, p int) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	if len(s) == 0 {
 		return 0
 	}
-	return s[min(len(s)-1, len(s)*p/100)]
+	return s[Rank(len(s), p)]
+}
+
+// Rank is the index of the p-th percentile in n sorted values by the
+// nearest-rank method: the smallest value with at least p % of the values
+// at or below it, ceil(n*p/100)-1 (n*p/100 picks one rank too high: the
+// median of 1..8 would be 5).
+func Rank(n, p int) int {
+	return min(n-1, max(0, (n*p+99)/100-1))
 }
 
 // Verdict is how every benchmark prints whether a target was met.
@@ -105,27 +115,52 @@ func Median(v []float64) float64 {
 	return s[len(s)/2]
 }
 
-// ThreadCPU is a process's CPU time to the nanosecond: the sum of its
-// threads' run time from /proc/PID/task/*/schedstat, where CPU counts in
-// clock ticks (10 ms). A thread that ended is not counted (Go's runtime
-// keeps its threads), so it is for short windows of a running process:
-// the CPU of a few hundred calls, and whether a process is quiet.
-func ThreadCPU(pid int) time.Duration {
-	cpu, _ := ThreadSched(pid)
-	return cpu
+// ProcCPU is a process's CPU time to the nanosecond, its ended threads'
+// included: the kernel's CPU clock of the process (clock_gettime on
+// (^pid)<<3 | CPUCLOCK_SCHED, which needs no privilege), where
+// /proc/PID/stat counts in clock ticks (10 ms), too coarse for the CPU of
+// a few hundred calls, and a sum over /proc/PID/task loses a thread that
+// ends between two readings (its whole lifetime's CPU). A pid that reads
+// nothing (0, a process gone) is an error, never 0: a reading of 0 would
+// make any comparison of two processes' CPU pass.
+func ProcCPU(pid int) (time.Duration, error) {
+	if pid <= 0 {
+		return 0, fmt.Errorf("no process to read the CPU of (pid %d)", pid)
+	}
+	const cpuclockSched = 2
+	var ts unix.Timespec
+	if err := unix.ClockGettime(int32((^pid)<<3|cpuclockSched), &ts); err != nil {
+		return 0, fmt.Errorf("while reading the CPU clock of process %d: %w", pid, err)
+	}
+	return time.Duration(ts.Nano()), nil
 }
 
-// ThreadSched is ThreadCPU and how many times the process's threads were
-// put on a CPU (each wake-up of a sleeping thread is one).
-func ThreadSched(pid int) (cpu time.Duration, runs int64) {
-	if pid == 0 {
-		return 0, 0
+// Sched is ProcCPU and Wakeups of one process.
+func Sched(pid int) (time.Duration, int64, error) {
+	cpu, err := ProcCPU(pid)
+	if err != nil {
+		return 0, 0, err
+	}
+	runs, err := Wakeups(pid)
+	return cpu, runs, err
+}
+
+// Wakeups is how many times a process's threads were put on a CPU (each
+// wake-up of a sleeping thread is one), summed over its live threads'
+// /proc/PID/task/*/schedstat: a thread that ended is not counted, so it
+// is for windows in which the process keeps its threads (Go's runtime
+// does). A process without a readable thread is an error.
+func Wakeups(pid int) (int64, error) {
+	if pid <= 0 {
+		return 0, fmt.Errorf("no process to read the wake-ups of (pid %d)", pid)
 	}
 	dir := fmt.Sprintf("/proc/%d/task", pid)
 	tasks, err := os.ReadDir(dir)
 	if err != nil {
-		return 0, 0
+		return 0, fmt.Errorf("while reading the threads of process %d: %w", pid, err)
 	}
+	var runs int64
+	read := 0
 	for _, t := range tasks {
 		data, err := os.ReadFile(dir + "/" + t.Name() + "/schedstat")
 		if err != nil {
@@ -135,10 +170,15 @@ func ThreadSched(pid int) (cpu time.Duration, runs int64) {
 		if len(f) < 3 {
 			continue
 		}
-		ns, _ := strconv.ParseInt(f[0], 10, 64)
-		n, _ := strconv.ParseInt(f[2], 10, 64)
-		cpu += time.Duration(ns)
+		n, err := strconv.ParseInt(f[2], 10, 64)
+		if err != nil {
+			continue
+		}
 		runs += n
+		read++
 	}
-	return cpu, runs
+	if read == 0 {
+		return 0, fmt.Errorf("no schedstat readable for any thread of process %d (a kernel without CONFIG_SCHEDSTATS?)", pid)
+	}
+	return runs, nil
 }
