@@ -587,10 +587,10 @@ func (c writesTo) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Events reach the sink without Flush: the first event into an empty queue
-// arms the linger, which alone wakes the sink goroutine (nothing else wakes
-// it per batch), and the events written meanwhile go in the same batch. An
-// event after a batch arms it again.
+// Events reach the sink without Flush, after the linger: the events
+// written within it go in one batch, and an event after a batch arms the
+// linger again (a missed re-arm leaves the second batch unwritten); a
+// Flush cuts the linger short.
 func TestLingerWritesBatchesWithoutFlush(t *testing.T) {
 	batches := make(writesTo, 16)
 	w := New(Options{Sink: batches, Linger: time.Millisecond})

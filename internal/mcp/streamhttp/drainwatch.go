@@ -8,8 +8,9 @@ import (
 
 // drainWatch bounds the drains of a pool's streams (finishStream) with one
 // timer for the pool instead of one per drain: each drain registers its
-// body, and the timer, armed while some drain waits, closes the bodies of
-// those that waited drainWait. On sequential calls whose stream ends in a
+// body, and the timer, armed at a drain's start when it is not and again
+// when it fires with drains still waiting, closes the bodies of those that
+// waited drainWait. On sequential calls whose stream ends in a
 // packet after the response (a quarter of the everything-server's calls
 // through the bridge) a timer per drain was a timer put in and taken out of
 // the runtime's heap per call, and sometimes a thread woken to watch it
