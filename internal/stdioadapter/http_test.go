@@ -462,7 +462,7 @@ func TestIdleSessionsEnd(t *testing.T) {
 	idle.initialize(t)
 	listening.initialize(t)
 	openGET(t, listening)
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(a.stderr.String(), "ending an idle session"); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(a.stderr.String(), "ended an idle session"); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("no session was ended as idle within 30 s")
 		}

@@ -166,8 +166,10 @@ func (r *relay) endIdleSessions(ttl time.Duration) {
 	}
 	r.mu.Unlock()
 	for _, s := range idle {
-		r.log.Info("ending an idle session", "idleFor", ttl.String())
 		r.endSession(s, "session ended: idle")
+		// Logged once it ended: a client (or a test) that reads the line
+		// finds the session gone.
+		r.log.Info("ended an idle session", "idleFor", ttl.String())
 	}
 }
 
