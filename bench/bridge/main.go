@@ -514,9 +514,9 @@ func report(ups []*mcpServer, targets []*target, idleRSS int64, heapPer, heapCal
 		cpu := func(t *target) float64 { return float64(t.hopCPU+t.upCP) / float64(max(t.seqCalls, 1)) }
 		fmt.Printf("  proxy vs direct: p50 %.2fx, throughput %.2fx\n", p50(p)/p50(d), rate(p)/rate(d))
 		fmt.Printf("  bridge vs proxy: p50 %.2fx (target <= 1.15x) %s, throughput %.2fx (target >= 0.85x) %s\n",
-			p50(b)/p50(p), verdict(p50(b) <= 1.15*p50(p)), rate(b)/rate(p), verdict(rate(b) > 0 && rate(b) >= 0.85*rate(p)))
+			p50(b)/p50(p), verdict(p50(b) > 0 && p50(b) <= 1.15*p50(p)), rate(b)/rate(p), verdict(rate(b) > 0 && rate(b) >= 0.85*rate(p)))
 		fmt.Printf("  bridge vs thv: p50 %.2fx (target <= 1x) %s, throughput %.2fx (target >= 1x) %s, CPU per call with the upstream's %.2fx (target <= 1x) %s\n",
-			p50(b)/p50(th), verdict(p50(b) <= p50(th)), rate(b)/rate(th), verdict(rate(b) > 0 && rate(b) >= rate(th)), cpu(b)/cpu(th), verdict(cpu(b) > 0 && cpu(b) <= cpu(th)))
+			p50(b)/p50(th), verdict(p50(b) > 0 && p50(b) <= p50(th)), rate(b)/rate(th), verdict(rate(b) > 0 && rate(b) >= rate(th)), cpu(b)/cpu(th), verdict(cpu(b) > 0 && cpu(b) <= cpu(th)))
 		fmt.Printf("  upstream CPU per call: behind the bridge %s, behind the proxy %s, direct %s\n",
 			perCall(b.upCP, b.seqCalls), perCall(p.upCP, p.seqCalls), perCall(d.upCP, d.seqCalls))
 		fmt.Printf("  the spread over the %d turns of sequential calls (quartiles of each turn's ratio): CPU per call with the upstream's, bridge/thv %s; upstream CPU per call, behind the bridge/behind the proxy %s\n",
