@@ -178,6 +178,7 @@ func (c *Conn) relearn(ctx context.Context, eras int64) bool {
 		}
 		run = &relearnAttempt{done: make(chan struct{})}
 		c.relearnRun = run
+		c.closing.add() // WaitClosed waits for the relearn's dial too
 		go c.runRelearn(run)
 	} else {
 		run.waiters++
@@ -198,6 +199,7 @@ func (c *Conn) relearn(ctx context.Context, eras int64) bool {
 // the agent's answers to server requests) must not see the dial after the
 // call returned.
 func (c *Conn) runRelearn(run *relearnAttempt) {
+	defer c.closing.done()
 	ctx, cancel := context.WithTimeout(c.life, c.opts.DialTimeout)
 	defer cancel()
 	defer func() {

@@ -316,7 +316,7 @@ func (c *Conn) Retire(reason string, processGone bool) {
 	c.mu.Lock()
 	clis := c.takeAll(ClosedRetired)
 	c.mu.Unlock()
-	c.closeAll(clis, !processGone)
+	c.closeAll(clis)
 }
 
 // WaitClosed waits until the sessions the Conn closes (their DELETEs) are
@@ -405,14 +405,14 @@ func (cl *cleanups) idle() <-chan struct{} {
 const closeParallel = 8
 
 // closeAll ends clis in the background, with a DELETE each for sessions
-// unless not deleteSessions (the server is gone: a client over the Conn's
-// pool holds nothing else to close), then drops the pool's idle
+// unless the server's process is gone (processGone: a client over the
+// Conn's pool holds nothing else to close), then drops the pool's idle
 // connections; nil clis is nothing to close.
-func (c *Conn) closeAll(clis []*client.Client, deleteSessions bool) {
+func (c *Conn) closeAll(clis []*client.Client) {
 	if clis == nil || c.pool == nil {
 		return
 	}
-	if len(clis) == 0 || !deleteSessions {
+	if len(clis) == 0 || c.processGone.Load() {
 		c.pool.CloseIdle()
 		return
 	}
@@ -467,7 +467,7 @@ func (c *Conn) Drain() {
 	c.draining = true
 	clis := c.idleClients()
 	c.mu.Unlock()
-	c.closeAll(clis, true)
+	c.closeAll(clis)
 }
 
 // idleClients takes the clients away when a draining Conn has no call in
@@ -490,7 +490,7 @@ func (c *Conn) end() {
 	c.inFlight--
 	clis := c.idleClients()
 	c.mu.Unlock()
-	c.closeAll(clis, true)
+	c.closeAll(clis)
 }
 
 // Client returns the shared client, dialling when there is none.
