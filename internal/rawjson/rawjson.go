@@ -541,6 +541,9 @@ func Hex4(b []byte) (rune, bool) {
 	return r, true
 }
 
+// Blank says whether doc is empty or only JSON's white space.
+func Blank(doc []byte) bool { return skipSpace(doc, 0) == len(doc) }
+
 func skipSpace(doc []byte, i int) int {
 	for i < len(doc) && (doc[i] == ' ' || doc[i] == '\t' || doc[i] == '\n' || doc[i] == '\r') {
 		i++

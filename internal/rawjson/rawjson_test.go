@@ -169,3 +169,11 @@ func FuzzDecodeString(f *testing.F) {
 		}
 	})
 }
+
+func TestBlank(t *testing.T) {
+	for doc, want := range map[string]bool{"": true, " \t\r\n": true, " {} ": false, "\v": false, "\u00a0": false} {
+		if got := Blank([]byte(doc)); got != want {
+			t.Errorf("Blank(%q) = %v, want %v", doc, got, want)
+		}
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
 
 // sseEvent is one dispatched server-sent event. data is the reader's own
@@ -179,7 +181,7 @@ func (r *sseReader) dispatch(cur *sseCursor, name string, hasID bool, onEvent fu
 	}
 	// The data buffer's last LF is removed (spec).
 	data = data[:len(data)-1]
-	if onlyJSONSpace(data) {
+	if rawjson.Blank(data) {
 		// Not the spec's rule but ours: the spec dispatches an event whose
 		// data is empty ("data:", which MCP servers send with an id to
 		// prime a stream) or only white space ("data:\ndata:" is a LF).
@@ -188,16 +190,6 @@ func (r *sseReader) dispatch(cur *sseCursor, name string, hasID bool, onEvent fu
 		return false, nil
 	}
 	return onEvent(sseEvent{name: name, data: data})
-}
-
-// onlyJSONSpace says whether b is empty or only JSON's white space.
-func onlyJSONSpace(b []byte) bool {
-	for _, c := range b {
-		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
-			return false
-		}
-	}
-	return true
 }
 
 // maxRetry bounds the reconnection delay a retry field sets. A larger value
