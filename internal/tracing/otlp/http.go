@@ -57,8 +57,9 @@ func (h *httpSender) send(ctx context.Context, body []byte) error {
 	}
 	message = cmp.Or(redirected(resp), truncated(message, maxMessage))
 	err = fmt.Errorf("the OTLP collector at %s answered %s: %s", safeURL(h.url), resp.Status, message)
-	switch resp.StatusCode {
-	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+	// The specification's retryable statuses are those gRPC reads as
+	// Unavailable (429, 502, 503, 504).
+	if httpStatusCode(resp.StatusCode) == codeUnavailable {
 		return &retryable{err: err, after: retryAfter(resp.Header.Get("Retry-After"))}
 	}
 	return err
