@@ -233,8 +233,7 @@ func (m *Manager) Resume(token, subject, endpoint string) (*Session, error) {
 		return nil, ErrNotFound
 	}
 	now := m.opts.Now()
-	if c.Subject != subject || c.Endpoint != endpoint || c.ID == "" ||
-		now.Sub(time.Unix(c.IssuedAt, 0)) > m.opts.MaxAge {
+	if !m.fits(c, subject, endpoint, now) {
 		return nil, ErrNotFound
 	}
 	m.mu.Lock()
@@ -259,6 +258,14 @@ func (m *Manager) Resume(token, subject, endpoint string) (*Session, error) {
 	return s, nil
 }
 
+// fits says whether a session of claims c may be used (or ended) by
+// subject on endpoint at now: the same identity and endpoint it was
+// opened for, an ID, and not older than MaxAge (every replica's rule).
+func (m *Manager) fits(c Claims, subject, endpoint string, now time.Time) bool {
+	return c.Subject == subject && c.Endpoint == endpoint && c.ID != "" &&
+		now.Sub(time.Unix(c.IssuedAt, 0)) <= m.opts.MaxAge
+}
+
 // resumeLive is Resume for a token this replica opened or adopted and
 // still holds: its claims are the session's, checked as Resume checks
 // them. ok is false when the token is not known here (Resume opens it);
@@ -271,7 +278,7 @@ func (m *Manager) resumeLive(token, subject, endpoint string) (s *Session, ok bo
 		return nil, false
 	}
 	now := m.opts.Now()
-	if s.Subject != subject || s.Endpoint != endpoint || now.Sub(time.Unix(s.IssuedAt, 0)) > m.opts.MaxAge {
+	if !m.fits(s.Claims, subject, endpoint, now) {
 		return nil, true
 	}
 	s.mu.Lock()
@@ -318,8 +325,7 @@ func (m *Manager) EndToken(token, subject, endpoint string, why error) (string, 
 	} else if err := m.sealer.Open(purpose, token, &c); err != nil {
 		return "", ErrNotFound
 	}
-	if c.Subject != subject || c.Endpoint != endpoint || c.ID == "" ||
-		m.opts.Now().Sub(time.Unix(c.IssuedAt, 0)) > m.opts.MaxAge {
+	if !m.fits(c, subject, endpoint, m.opts.Now()) {
 		return "", ErrNotFound
 	}
 	m.mu.Lock()
