@@ -91,6 +91,14 @@ awk -v s="$STATE/" 'index($2, s) == 1 {print $2}' /proc/mounts | sort -r | while
   umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
 done || true
 started=$(cat "$STATE/host/started" 2>/dev/null || echo "")
+# The first `ip netns add` on a host (the isolation e2e's outside host makes
+# one) bind-mounts /run/netns over itself, which hides the namespaces
+# containerd had already mounted in it: through the new mount they can be
+# neither deleted (EBUSY) nor seen. When the directory is the cluster's own,
+# take that mount away first so that they show again.
+if grep -qx /var/run/netns "$STATE/host/created-dirs" 2>/dev/null; then
+  while mountpoint -q /run/netns; do umount /run/netns 2>/dev/null || umount -l /run/netns || break; done
+fi
 for ns in ${netns:-}; do ip netns delete "$(basename "$ns")" 2>/dev/null || true; done
 if [ -n "$started" ]; then
   for f in /var/run/netns/cni-*; do
