@@ -23,6 +23,8 @@ const (
 	MaxPromptArgs    = 64
 	MaxPromptName    = 512
 	MaxPromptArgName = 128
+	MaxToolArgs      = 64
+	MaxToolArgName   = 128
 )
 
 // Tools converts a catalog's tools, sorted by name. Descriptions and titles
@@ -44,10 +46,29 @@ func Tools(c *catalog.Catalog, r *redact.Redactor) []v1alpha1.ToolStatus {
 			Annotations:  ann,
 			SchemaDigest: t.SchemaDigest,
 			Flags:        slices.Clone(t.Flags),
+			Arguments:    toolArguments(t.InputSchema, r),
 		})
 	}
 	slices.SortFunc(out, func(a, b v1alpha1.ToolStatus) int { return strings.Compare(a.Name, b.Name) })
 	return out
+}
+
+// toolArguments are the top-level properties of a tool's input schema, for
+// ToolPolicy lints: names cleaned and cut as prompt arguments' are, sorted,
+// at most MaxToolArgs (a lint reads a full list as possibly cut).
+func toolArguments(schema []byte, r *redact.Redactor) []v1alpha1.ToolArgument {
+	var out []v1alpha1.ToolArgument
+	seen := map[string]bool{}
+	for _, a := range catalog.Arguments(schema) {
+		name := Cut(Clean(r, a.Name), MaxToolArgName)
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		out = append(out, v1alpha1.ToolArgument{Name: name, Holds: a.Holds})
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.ToolArgument) int { return strings.Compare(a.Name, b.Name) })
+	return out[:min(len(out), MaxToolArgs)]
 }
 
 // Prompts converts prompts (names and arguments), sorted by name. Names are
