@@ -6,6 +6,8 @@ import (
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
+
+	"github.com/mcp-operator/mcp-operator/internal/policy/resourceuri"
 )
 
 // pathClean gives `when` conditions path.clean(s): the shortest path naming
@@ -24,4 +26,27 @@ var pathClean = cel.Function("path.clean",
 				return types.MaybeNoSuchOverloadErr(v)
 			}
 			return types.String(path.Clean(string(s)))
+		})))
+
+// uriCanonical gives `when` conditions uri.canonical(s): the one form the
+// bridge decides resource URIs on (package resourceuri: scheme and host in
+// lower case, default ports dropped, dot segments and repeated slashes
+// removed). A URI with no such form (user info, a host ending in a dot,
+// control characters) is an error, which denies. A prefix test on a raw URL
+// is unsafe: args.url.startsWith('https://example.com') holds for
+// https://example.com.evil.test/ and https://example.com@evil.test/;
+// uri.canonical(args.url).startsWith('https://example.com/') holds for
+// neither.
+var uriCanonical = cel.Function("uri.canonical",
+	cel.Overload("uri_canonical_string", []*cel.Type{cel.StringType}, cel.StringType,
+		cel.UnaryBinding(func(v ref.Val) ref.Val {
+			s, ok := v.(types.String)
+			if !ok {
+				return types.MaybeNoSuchOverloadErr(v)
+			}
+			c, err := resourceuri.Canonical(string(s))
+			if err != nil {
+				return types.NewErr("uri.canonical: %v", err)
+			}
+			return types.String(c)
 		})))
