@@ -39,13 +39,27 @@ func toolPolicyStatus(tp *mcpv1alpha1.ToolPolicy, servers []mcpv1alpha1.MCPServe
 			Message:            invalidMessage(errs),
 			ObservedGeneration: tp.Generation,
 		})
+		meta.SetStatusCondition(&status.Conditions, metav1.Condition{
+			Type:               mcpv1alpha1.ConditionWarnings,
+			Status:             metav1.ConditionUnknown,
+			Reason:             mcpv1alpha1.ReasonInvalid,
+			Message:            "the policy does not compile (see Ready); it is linted once it does",
+			ObservedGeneration: tp.Generation,
+		})
 		return status
 	}
 	var matched []string
+	// Not nil: the namespace's servers are known, even when there are none.
+	catalogs := []policy.Catalog{}
 	for _, s := range servers {
 		if s.Namespace != tp.Namespace {
 			continue
 		}
+		catalogs = append(catalogs, policy.Catalog{
+			Server:   s.Name,
+			Tools:    s.Status.Tools,
+			Complete: int(s.Status.ToolCount) <= len(s.Status.Tools),
+		})
 		n := 0
 		for _, t := range s.Status.Tools {
 			if compiled.MatchesTool(s.Name, t.Name, t.Risk) {
@@ -69,7 +83,34 @@ func toolPolicyStatus(tp *mcpv1alpha1.ToolPolicy, servers []mcpv1alpha1.MCPServe
 		Message:            compiledMessage(tp, &status),
 		ObservedGeneration: tp.Generation,
 	})
+	meta.SetStatusCondition(&status.Conditions, warningsCondition(tp, compiled.Lint(&tp.Spec, catalogs)))
 	return status
+}
+
+// warningsCondition lists the lints' findings, each with its field, so the
+// author can fix them all in one edit.
+func warningsCondition(tp *mcpv1alpha1.ToolPolicy, ws []policy.Warning) metav1.Condition {
+	c := metav1.Condition{
+		Type:               mcpv1alpha1.ConditionWarnings,
+		Status:             metav1.ConditionFalse,
+		Reason:             mcpv1alpha1.ReasonNoWarnings,
+		Message:            "the lints found nothing",
+		ObservedGeneration: tp.Generation,
+	}
+	if len(ws) == 0 {
+		return c
+	}
+	parts := make([]string, len(ws))
+	for i, w := range ws {
+		parts[i] = w.String()
+	}
+	what := "a warning"
+	if len(ws) > 1 {
+		what = fmt.Sprintf("%d warnings", len(ws))
+	}
+	c.Status, c.Reason = metav1.ConditionTrue, mcpv1alpha1.ReasonHasWarnings
+	c.Message = capMessage(fmt.Sprintf("the policy is in force, with %s: %s", what, strings.Join(parts, "; ")))
+	return c
 }
 
 // invalidMessage lists every error with its field, so the author can fix
@@ -83,7 +124,12 @@ func invalidMessage(errs []policy.CompileError) string {
 	if len(errs) > 1 {
 		what = fmt.Sprintf("%d errors", len(errs))
 	}
-	msg := fmt.Sprintf("the policy is not in force (its subjects get deny from it) because of %s: %s", what, strings.Join(parts, "; "))
+	return capMessage(fmt.Sprintf("the policy is not in force (its subjects get deny from it) because of %s: %s", what, strings.Join(parts, "; ")))
+}
+
+// capMessage cuts a condition message to maxConditionMessage bytes, on a
+// character boundary, marking the cut.
+func capMessage(msg string) string {
 	if len(msg) > maxConditionMessage {
 		msg = strings.ToValidUTF8(msg[:maxConditionMessage-len(" …")], "") + " …"
 	}
