@@ -63,7 +63,7 @@ func setupCluster(env *envtest.Environment, cfg *rest.Config) error {
 	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return err
 	}
-	if err := testenv.InstallAdmissionPolicies(ctx, admin); err != nil {
+	if err := testenv.InstallAdmissionPolicies(ctx, cfg); err != nil {
 		return err
 	}
 	// Who may decide is RBAC: the on-call group may read and update
