@@ -49,17 +49,10 @@ func toolPolicyStatus(tp *mcpv1alpha1.ToolPolicy, servers []mcpv1alpha1.MCPServe
 		return status
 	}
 	var matched []string
-	// Not nil: the namespace's servers are known, even when there are none.
-	catalogs := []policy.Catalog{}
 	for _, s := range servers {
 		if s.Namespace != tp.Namespace {
 			continue
 		}
-		catalogs = append(catalogs, policy.Catalog{
-			Server:   s.Name,
-			Tools:    s.Status.Tools,
-			Complete: int(s.Status.ToolCount) <= len(s.Status.Tools),
-		})
 		n := 0
 		for _, t := range s.Status.Tools {
 			if compiled.MatchesTool(s.Name, t.Name, t.Risk) {
@@ -83,7 +76,7 @@ func toolPolicyStatus(tp *mcpv1alpha1.ToolPolicy, servers []mcpv1alpha1.MCPServe
 		Message:            compiledMessage(tp, &status),
 		ObservedGeneration: tp.Generation,
 	})
-	meta.SetStatusCondition(&status.Conditions, warningsCondition(tp, compiled.Lint(&tp.Spec, catalogs)))
+	meta.SetStatusCondition(&status.Conditions, warningsCondition(tp, compiled.Lint(&tp.Spec, policy.CatalogsOf(tp.Namespace, servers))))
 	return status
 }
 

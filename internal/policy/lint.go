@@ -18,6 +18,8 @@ import (
 // Warning is something in a policy that compiles but is probably not what
 // its author meant. The policy is in force all the same.
 type Warning struct {
+	// Rule is the index of the tool rule in spec.rules.
+	Rule int
 	// Field is the path in the object, such as spec.rules[2].when.
 	Field string
 	// Message says what is wrong and how to write it safely.
@@ -35,6 +37,26 @@ type Catalog struct {
 	Tools []v1alpha1.ToolStatus
 	// Complete says Tools is the whole catalog (status.toolCount tools).
 	Complete bool
+}
+
+// CatalogsOf are the catalogs of the MCPServers of namespace, as their
+// status publishes them; never nil, so that no servers reads as "none
+// exist" rather than "not known".
+func CatalogsOf(namespace string, servers []v1alpha1.MCPServer) []Catalog {
+	out := []Catalog{}
+	for i := range servers {
+		s := &servers[i]
+		if s.Namespace != namespace {
+			continue
+		}
+		out = append(out, Catalog{
+			Server: s.Name,
+			Tools:  s.Status.Tools,
+			// A status whose list was cut says so with a larger count.
+			Complete: int(s.Status.ToolCount) <= len(s.Status.Tools),
+		})
+	}
+	return out
 }
 
 // maxNamed bounds the tools or arguments a warning names.
@@ -64,7 +86,7 @@ func (p *Policy) lintRule(i int, tr *v1alpha1.ToolRule, catalogs []Catalog) []Wa
 	field := fmt.Sprintf("spec.rules[%d]", i)
 	var out []Warning
 	warn := func(f, format string, args ...any) {
-		out = append(out, Warning{Field: f, Message: fmt.Sprintf(format, args...)})
+		out = append(out, Warning{Rule: i, Field: f, Message: fmt.Sprintf(format, args...)})
 	}
 	matched, allKnown := p.toolsOfRule(i, catalogs)
 
