@@ -54,6 +54,7 @@ rules:
 `)
 		Expect(ws).To(HaveLen(1))
 		Expect(ws[0]).To(And(
+			HavePrefix("Validation failed for ValidatingAdmissionPolicy 'mcp-operator-toolpolicy-lints' with binding 'mcp-operator-toolpolicy-lints': a prefix or suffix test"),
 			ContainSubstring("/data/public/../secret/key.txt passes startsWith('/data/public/')"),
 			ContainSubstring("path.clean(args.path).startsWith('/data/public/')"),
 			ContainSubstring("uri.canonical(args.url).startsWith('https://example.com/')"),
