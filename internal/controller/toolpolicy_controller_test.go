@@ -173,27 +173,22 @@ func newToolPolicy(ns, name string, rules ...mcpv1alpha1.ToolRule) *mcpv1alpha1.
 // eventuallyReady waits until the policy's status describes its current
 // generation with Ready at want, and returns that condition.
 func eventuallyReady(tp *mcpv1alpha1.ToolPolicy, want metav1.ConditionStatus) *metav1.Condition {
-	var ready *metav1.Condition
-	Eventually(func(g Gomega) {
-		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(tp), tp)).To(Succeed())
-		g.Expect(tp.Status.ObservedGeneration).To(Equal(tp.Generation))
-		ready = meta.FindStatusCondition(tp.Status.Conditions, mcpv1alpha1.ConditionReady)
-		g.Expect(ready).NotTo(BeNil())
-		g.Expect(ready.Status).To(Equal(want), "Ready is %s: %s", ready.Status, ready.Message)
-	}).WithTimeout(statusTimeout).Should(Succeed())
-	return ready
+	return eventuallyCondition(tp, mcpv1alpha1.ConditionReady, want)
 }
 
-// eventuallyWarnings waits until the policy's status describes its current
-// generation with Warnings at want, and returns that condition.
+// eventuallyWarnings is eventuallyReady for the Warnings condition.
 func eventuallyWarnings(tp *mcpv1alpha1.ToolPolicy, want metav1.ConditionStatus) *metav1.Condition {
+	return eventuallyCondition(tp, mcpv1alpha1.ConditionWarnings, want)
+}
+
+func eventuallyCondition(tp *mcpv1alpha1.ToolPolicy, conditionType string, want metav1.ConditionStatus) *metav1.Condition {
 	var c *metav1.Condition
 	Eventually(func(g Gomega) {
 		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(tp), tp)).To(Succeed())
 		g.Expect(tp.Status.ObservedGeneration).To(Equal(tp.Generation))
-		c = meta.FindStatusCondition(tp.Status.Conditions, mcpv1alpha1.ConditionWarnings)
+		c = meta.FindStatusCondition(tp.Status.Conditions, conditionType)
 		g.Expect(c).NotTo(BeNil())
-		g.Expect(c.Status).To(Equal(want), "Warnings is %s: %s", c.Status, c.Message)
+		g.Expect(c.Status).To(Equal(want), "%s is %s: %s", conditionType, c.Status, c.Message)
 	}).WithTimeout(statusTimeout).Should(Succeed())
 	return c
 }

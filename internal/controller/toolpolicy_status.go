@@ -93,31 +93,29 @@ func warningsCondition(tp *mcpv1alpha1.ToolPolicy, ws []policy.Warning) metav1.C
 	if len(ws) == 0 {
 		return c
 	}
-	parts := make([]string, len(ws))
-	for i, w := range ws {
-		parts[i] = w.String()
-	}
-	what := "a warning"
-	if len(ws) > 1 {
-		what = fmt.Sprintf("%d warnings", len(ws))
-	}
 	c.Status, c.Reason = metav1.ConditionTrue, mcpv1alpha1.ReasonHasWarnings
-	c.Message = capMessage(fmt.Sprintf("the policy is in force, with %s: %s", what, strings.Join(parts, "; ")))
+	c.Message = capMessage("the policy is in force, with " + listed(len(ws), func(i int) string { return ws[i].String() }, "a warning", "warnings"))
 	return c
 }
 
 // invalidMessage lists every error with its field, so the author can fix
 // them all in one edit.
 func invalidMessage(errs []policy.CompileError) string {
-	parts := make([]string, len(errs))
-	for i, e := range errs {
-		parts[i] = e.Error()
+	return capMessage("the policy is not in force (its subjects get deny from it) because of " + listed(len(errs), func(i int) string { return errs[i].Error() }, "an error", "errors"))
+}
+
+// listed counts items and lists them each with its field: "an error: x" or
+// "3 errors: x; y; z".
+func listed(n int, item func(i int) string, one, many string) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = item(i)
 	}
-	what := "an error"
-	if len(errs) > 1 {
-		what = fmt.Sprintf("%d errors", len(errs))
+	what := one
+	if n > 1 {
+		what = fmt.Sprintf("%d %s", n, many)
 	}
-	return capMessage(fmt.Sprintf("the policy is not in force (its subjects get deny from it) because of %s: %s", what, strings.Join(parts, "; ")))
+	return what + ": " + strings.Join(parts, "; ")
 }
 
 // capMessage cuts a condition message to maxConditionMessage bytes, on a

@@ -336,24 +336,7 @@ func TestProvenanceLookAlikes(t *testing.T) {
 	if err := json.Unmarshal(out, &doc); err != nil {
 		t.Fatal(err)
 	}
-	var strs []string
-	var walk func(v any)
-	walk = func(v any) {
-		switch v := v.(type) {
-		case string:
-			strs = append(strs, v)
-		case []any:
-			for _, e := range v {
-				walk(e)
-			}
-		case map[string]any:
-			for _, e := range v {
-				walk(e)
-			}
-		}
-	}
-	walk(doc)
-	for _, s := range strs {
+	for _, s := range stringValues(doc) {
 		if n := len(markerColons(s)); n != 0 {
 			t.Errorf("%q in the result still holds %d markers: %s", s, n, out)
 		}
