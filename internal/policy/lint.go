@@ -128,6 +128,9 @@ func (p *Policy) toolsOfRule(i int, catalogs []Catalog) ([]matchedTool, bool) {
 	allKnown := true
 	for c := range catalogs {
 		cat := &catalogs[c]
+		if !p.ruleMayReach(i, cat.Server) {
+			continue
+		}
 		for t := range cat.Tools {
 			tool := &cat.Tools[t]
 			if !p.ruleMatchesTool(i, cat.Server, tool.Name, tool.Risk) {
@@ -138,7 +141,7 @@ func (p *Policy) toolsOfRule(i int, catalogs []Catalog) ([]matchedTool, bool) {
 				allKnown = false
 			}
 		}
-		if !cat.Complete && p.ruleMayReach(i, cat.Server) {
+		if !cat.Complete {
 			allKnown = false
 		}
 	}
@@ -339,14 +342,16 @@ func quoteCEL(s string) string {
 // prefix and suffix tests on a raw argument: x.startsWith(…),
 // x.endsWith(…) and x.matches(…) with a pattern anchored by ^ or $, where x
 // is args.<name> itself rather than path.clean(args.<name>) or
-// uri.canonical(args.<name>). A condition that does not compile has
+// uri.canonical(args.<name>). A condition that does not parse has
 // neither: compiling reports it.
 func readArgs(expr string) ([]string, []prefixTest) {
 	env, err := conditionEnv()
 	if err != nil {
 		return nil, nil
 	}
-	ast, issues := env.Compile(expr)
+	// Parsed, not checked: the shapes looked for are the same, and the
+	// policy compiled already (half the cost of linting was checking again).
+	ast, issues := env.Parse(expr)
 	if issues != nil && issues.Err() != nil {
 		return nil, nil
 	}
