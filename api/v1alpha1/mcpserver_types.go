@@ -763,7 +763,10 @@ type ToolStatus struct {
 	// arguments are the top-level properties of the tool's input schema, by
 	// name, with what their schema says they hold. ToolPolicy lints read
 	// them (a when condition on an argument no tool has; a prefix test on a
-	// path or URL). A tool with more than 64 lists the first 64 by name.
+	// path or URL). A tool with more than 64 lists the first 64 by name, and
+	// the status lists at most 4000 in all (tools in name order), so that a
+	// server cannot make its status too large to store: a tool past that
+	// lists none.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
@@ -784,9 +787,9 @@ const (
 
 // ToolArgument is one top-level property of a tool's input schema.
 type ToolArgument struct {
-	// name of the property.
+	// name of the property, cut to 64 characters.
 	// +required
-	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:MaxLength=64
 	Name string `json:"name"`
 
 	// holds says the argument is a string holding a Path or a URL, as its

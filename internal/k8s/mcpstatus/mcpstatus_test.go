@@ -178,3 +178,31 @@ func TestToolArgumentsPublished(t *testing.T) {
 		t.Errorf("arguments not sorted: %+v", args)
 	}
 }
+
+func TestToolArgumentsWithinTheStatusBudget(t *testing.T) {
+	var props []string
+	for i := range 50 {
+		props = append(props, fmt.Sprintf(`"a%02d":{"type":"string"}`, i))
+	}
+	schema := `{"type":"object","properties":{` + strings.Join(props, ",") + `}}`
+	var items []json.RawMessage
+	for i := range 100 {
+		items = append(items, json.RawMessage(fmt.Sprintf(`{"name":"t%03d","inputSchema":%s}`, 99-i, schema)))
+	}
+	cat, err := catalog.Build("srv", items, v1alpha1.ToolsSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := Tools(cat, nil)
+	total := 0
+	for i, tl := range tools {
+		total += len(tl.Arguments)
+		// The budget goes to the first tools by name, whole: 80 tools of 50.
+		if want := 50 * min(1, max(0, 80-i)); len(tl.Arguments) != want {
+			t.Fatalf("%s lists %d arguments, want %d", tl.Name, len(tl.Arguments), want)
+		}
+	}
+	if total > MaxStatusArgs {
+		t.Errorf("%d arguments in status, over the budget of %d", total, MaxStatusArgs)
+	}
+}
