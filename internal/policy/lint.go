@@ -62,11 +62,11 @@ func CatalogsOf(namespace string, servers []v1alpha1.MCPServer) []Catalog {
 // maxNamed bounds the tools or arguments a warning names.
 const maxNamed = 5
 
-// Lint looks for what is easy to write wrong in a compiled policy. Without
+// Lint looks for what is easy to write wrong in a compiled policy. With nil
 // catalogs it lints what the object alone shows (a prefix test on an
 // argument whose name says it is a path or URL; an allow of risk
-// destructive); with the catalogs of the namespace's MCPServers it also
-// reads the tools each rule matches. Warnings come in rule order and are
+// destructive); with the catalogs of the namespace's MCPServers (empty:
+// there are none) it also reads the tools each rule matches. Warnings come in rule order and are
 // deterministic for the same input.
 func (p *Policy) Lint(spec *v1alpha1.ToolPolicySpec, catalogs []Catalog) []Warning {
 	var out []Warning
@@ -74,12 +74,6 @@ func (p *Policy) Lint(spec *v1alpha1.ToolPolicySpec, catalogs []Catalog) []Warni
 		out = append(out, p.lintRule(i, &spec.Rules[i], catalogs)...)
 	}
 	return out
-}
-
-// matchedTool is a published tool a rule matches.
-type matchedTool struct {
-	server string
-	tool   *v1alpha1.ToolStatus
 }
 
 func (p *Policy) lintRule(i int, tr *v1alpha1.ToolRule, catalogs []Catalog) []Warning {
@@ -123,8 +117,8 @@ func (p *Policy) lintRule(i int, tr *v1alpha1.ToolRule, catalogs []Catalog) []Wa
 // and whether every catalog was complete and every matched tool's
 // arguments are known (a tool listing none, or the status's full 64, may
 // take others).
-func (p *Policy) toolsOfRule(i int, catalogs []Catalog) ([]matchedTool, bool) {
-	var out []matchedTool
+func (p *Policy) toolsOfRule(i int, catalogs []Catalog) ([]*v1alpha1.ToolStatus, bool) {
+	var out []*v1alpha1.ToolStatus
 	allKnown := true
 	for c := range catalogs {
 		cat := &catalogs[c]
@@ -136,7 +130,7 @@ func (p *Policy) toolsOfRule(i int, catalogs []Catalog) ([]matchedTool, bool) {
 			if !p.ruleMatchesTool(i, cat.Server, tool.Name, tool.Risk) {
 				continue
 			}
-			out = append(out, matchedTool{server: cat.Server, tool: tool})
+			out = append(out, tool)
 			if n := len(tool.Arguments); n == 0 || n >= maxStatusArguments {
 				allKnown = false
 			}
@@ -188,7 +182,7 @@ func (p *Policy) ruleMayReach(i int, server string) bool {
 // allowDestructive: an allow never allows a destructive tool (the engine
 // asks instead), so an allow that reaches some, or names the risk, does not
 // do what it says.
-func allowDestructive(tr *v1alpha1.ToolRule, matched []matchedTool) string {
+func allowDestructive(tr *v1alpha1.ToolRule, matched []*v1alpha1.ToolStatus) string {
 	const how = "a destructive tool is never allowed, only asked about (each call on its own); " +
 		"to ask, write a separate rule with decision: ask and risks: [destructive]; " +
 		"to leave them out, give this rule risks: [read, write, network]"
@@ -197,8 +191,8 @@ func allowDestructive(tr *v1alpha1.ToolRule, matched []matchedTool) string {
 	}
 	var names []string
 	for _, m := range matched {
-		if effectiveRisk(m.tool.Risk) == v1alpha1.RiskDestructive {
-			names = append(names, m.tool.Name)
+		if effectiveRisk(m.Risk) == v1alpha1.RiskDestructive {
+			names = append(names, m.Name)
 		}
 	}
 	if len(names) == 0 {
@@ -254,10 +248,10 @@ func namedServerProblems(tr *v1alpha1.ToolRule, catalogs []Catalog, nMatched int
 // argumentNoToolHas: the condition reads args.<key>, which none of the
 // tools the rule matches declares; at call time a missing key is an error,
 // which denies.
-func argumentNoToolHas(key string, matched []matchedTool) string {
+func argumentNoToolHas(key string, matched []*v1alpha1.ToolStatus) string {
 	var have []string
 	for _, m := range matched {
-		for _, a := range m.tool.Arguments {
+		for _, a := range m.Arguments {
 			if a.Name == key {
 				return ""
 			}
@@ -283,10 +277,10 @@ type prefixTest struct {
 // spellings that name something else (/data/public/../secret,
 // https://example.com.evil.test); the argument is a path or URL when a tool
 // the rule matches says so in its schema, or else when its name says so.
-func rawPrefixTest(t prefixTest, matched []matchedTool) string {
+func rawPrefixTest(t prefixTest, matched []*v1alpha1.ToolStatus) string {
 	holds := v1alpha1.ArgumentHolds("")
 	for _, m := range matched {
-		for _, a := range m.tool.Arguments {
+		for _, a := range m.Arguments {
 			if a.Name == t.arg && a.Holds != "" {
 				holds = a.Holds
 			}
