@@ -759,6 +759,44 @@ type ToolStatus struct {
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=8
 	Flags []ToolFlag `json:"flags,omitempty"`
+
+	// arguments are the top-level properties of the tool's input schema, by
+	// name, with what their schema says they hold. ToolPolicy lints read
+	// them (a when condition on an argument no tool has; a prefix test on a
+	// path or URL). A tool with more than 64 lists the first 64 by name, and
+	// the status lists at most 4000 in all (tools in name order), so that a
+	// server cannot make its status too large to store: a tool past that
+	// lists none.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Arguments []ToolArgument `json:"arguments,omitempty"`
+}
+
+// ArgumentHolds is what a tool argument's schema says the argument holds.
+// +kubebuilder:validation:Enum=Path;URL
+type ArgumentHolds string
+
+const (
+	// HoldsPath: a file system path (by its name, format or description).
+	HoldsPath ArgumentHolds = "Path"
+	// HoldsURL: a URL or URI.
+	HoldsURL ArgumentHolds = "URL"
+)
+
+// ToolArgument is one top-level property of a tool's input schema.
+type ToolArgument struct {
+	// name of the property, cut to 64 characters.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	Name string `json:"name"`
+
+	// holds says the argument is a string holding a Path or a URL, as its
+	// name, JSON Schema format or description says; unset when it says
+	// neither.
+	// +optional
+	Holds ArgumentHolds `json:"holds,omitempty"`
 }
 
 // ToolAnnotations are a server's hints about a tool. They are untrusted unless

@@ -67,6 +67,21 @@ const (
 	ReasonInvalid = "Invalid"
 )
 
+// ConditionWarnings is True when the policy compiled but something in it is
+// probably not what its author meant (a prefix test on a raw path, an allow
+// that cannot allow the destructive tools it reaches, a rule that matches no
+// published tool); the message lists each with how to write it safely. A
+// policy with warnings is in force all the same: see Ready.
+const ConditionWarnings = "Warnings"
+
+// Warnings condition reasons.
+const (
+	// ReasonHasWarnings: the lints found something; the message lists it.
+	ReasonHasWarnings = "HasWarnings"
+	// ReasonNoWarnings: the lints found nothing.
+	ReasonNoWarnings = "NoWarnings"
+)
+
 // ToolPolicySpec says which subjects may use which tools, resources and prompts
 // of the MCP servers in the policy's namespace.
 //
@@ -286,7 +301,10 @@ type RateLimit struct {
 // ToolPolicyStatus is what the controller made of the policy.
 type ToolPolicyStatus struct {
 	// conditions: Ready (True when compiled; False with reason Invalid and the
-	// compile error otherwise).
+	// compile error otherwise) and Warnings (True with reason HasWarnings
+	// when the lints found something, each listed in the message with how to
+	// write it safely; False with reason NoWarnings otherwise; Unknown while
+	// the policy does not compile).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -316,6 +334,7 @@ type ToolPolicyStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=tp,categories=mcp
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Warnings",type=string,JSONPath=`.status.conditions[?(@.type=="Warnings")].status`
 // +kubebuilder:printcolumn:name="Servers",type=string,JSONPath=`.status.matchedServers`,priority=1
 // +kubebuilder:printcolumn:name="Tools",type=integer,JSONPath=`.status.toolCount`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -81,10 +81,42 @@ func canI(e *env, tool string, subject policy.Subject, rawArgs string, risk v1al
 		fmt.Fprintf(e.out, "  asked:    through %s (in this order), approvals %s, waiting up to %s\n",
 			join(res.Approval.Channels, "no channel: it would be denied with approval_unavailable"), join(res.Approval.Modes, "none"), res.Approval.Timeout)
 	}
+	printWarnings(ctx, e, list.Items, engine.ToolRules(subject, call))
 	if res.Decision != v1alpha1.DecisionAllow {
 		return errDenied
 	}
 	return nil
+}
+
+// printWarnings prints the lint warnings of the rules that may decide the
+// call (those matching it by name and risk, whatever their conditions say),
+// as the ToolPolicy controller computes them from the namespace's
+// MCPServers: a condition that reads a path unsafely answers yes here too.
+func printWarnings(ctx context.Context, e *env, policies []v1alpha1.ToolPolicy, rules []policy.RuleRef) {
+	if len(rules) == 0 {
+		return
+	}
+	// Without the servers (no permission to list them) only what the
+	// policies alone show is linted.
+	var catalogs []policy.Catalog
+	var servers v1alpha1.MCPServerList
+	if err := e.client.List(ctx, &servers, client.InNamespace(e.namespace)); err == nil {
+		catalogs = policy.CatalogsOf(e.namespace, servers.Items)
+	}
+	for i := range policies {
+		tp := &policies[i]
+		compiled, errs := policy.CompilePolicy(tp)
+		if len(errs) > 0 {
+			continue
+		}
+		for _, w := range compiled.Lint(&tp.Spec, catalogs) {
+			if slices.ContainsFunc(rules, func(r policy.RuleRef) bool {
+				return r.Namespace == tp.Namespace && r.Name == tp.Name && r.Section == "rules" && r.Index == w.Rule
+			}) {
+				fmt.Fprintf(e.out, "  warning:  ToolPolicy %s/%s %s\n", tp.Namespace, tp.Name, w)
+			}
+		}
+	}
 }
 
 func publishedTool(ctx context.Context, e *env, server, tool string) (*v1alpha1.ToolStatus, error) {

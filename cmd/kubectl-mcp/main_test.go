@@ -63,7 +63,7 @@ func setupCluster(env *envtest.Environment, cfg *rest.Config) error {
 	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return err
 	}
-	if err := testenv.InstallAdmissionPolicies(ctx, admin); err != nil {
+	if err := testenv.InstallAdmissionPolicies(ctx, cfg); err != nil {
 		return err
 	}
 	// Who may decide is RBAC: the on-call group may read and update
@@ -302,9 +302,10 @@ func TestCanIAnswersFromThePolicyEngine(t *testing.T) {
 		{"allowed for every authenticated user", []string{"can-i", "mcp.fs.stat", "--as", "system:serviceaccount:agents:other"}, 0,
 			[]string{"yes\n", "policy:tools/everyone#rules[0]"}},
 		{"allowed by a rule whose condition holds", []string{"can-i", "mcp.fs.read_file", "--as", agentUser, "--args", `{"path":"/data/a"}`}, 0,
-			[]string{"yes\n", "policy:tools/planner#rules[0]", "risk read"}},
+			[]string{"yes\n", "policy:tools/planner#rules[0]", "risk read",
+				"warning:  ToolPolicy tools/planner spec.rules[0].when: args.path.startsWith('/data/') tests a raw path", "path.clean(args.path).startsWith('/data/')"}},
 		{"the same rule's condition fails", []string{"can-i", "mcp.fs.read_file", "--as", agentUser, "--args", `{"path":"/etc/passwd"}`}, 1,
-			[]string{"no\n", "default"}},
+			[]string{"no\n", "default", "warning:  ToolPolicy tools/planner spec.rules[0].when"}},
 		{"asked through a ToolApproval", []string{"can-i", "mcp.fs.write_file", "--as", agentUser}, 1,
 			[]string{"ask\n", "policy:tools/planner#rules[1]", "writes need a person", "through ToolApproval", "risk destructive"}},
 		{"another subject", []string{"can-i", "mcp.fs.read_file", "--as", "system:serviceaccount:agents:other", "--args", `{"path":"/data/a"}`}, 1,

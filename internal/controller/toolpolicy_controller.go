@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -89,7 +90,8 @@ func (r *ToolPolicyReconciler) policiesOfServerNamespace(ctx context.Context, ob
 }
 
 // catalogChanged passes MCPServer events that can change what a policy
-// matches: a server coming or going, or its published tools changing.
+// matches or what its lints find: a server coming or going, or its
+// published tools (names, risks, arguments, how many) changing.
 var catalogChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		oldServer, okOld := e.ObjectOld.(*mcpv1alpha1.MCPServer)
@@ -97,19 +99,14 @@ var catalogChanged = predicate.Funcs{
 		if !okOld || !okNew {
 			return true
 		}
-		return !sameToolNamesAndRisks(oldServer.Status.Tools, newServer.Status.Tools)
+		return oldServer.Status.ToolCount != newServer.Status.ToolCount ||
+			!sameMatchedAndLinted(oldServer.Status.Tools, newServer.Status.Tools)
 	},
 }
 
-// sameToolNamesAndRisks compares what policy matching looks at.
-func sameToolNamesAndRisks(a, b []mcpv1alpha1.ToolStatus) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i].Name != b[i].Name || a[i].Risk != b[i].Risk {
-			return false
-		}
-	}
-	return true
+// sameMatchedAndLinted compares what policy matching and the lints look at.
+func sameMatchedAndLinted(a, b []mcpv1alpha1.ToolStatus) bool {
+	return slices.EqualFunc(a, b, func(x, y mcpv1alpha1.ToolStatus) bool {
+		return x.Name == y.Name && x.Risk == y.Risk && slices.Equal(x.Arguments, y.Arguments)
+	})
 }

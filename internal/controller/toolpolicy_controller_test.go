@@ -104,6 +104,46 @@ var _ = Describe("ToolPolicy controller", func() {
 		Expect(ready.Message).To(ContainSubstring("match 0 published tools of 0 servers"))
 	})
 
+	It("lists the lints' warnings in the Warnings condition, and clears them when the policy or the catalog is fixed", func() {
+		fs := newRemoteServer(ns, "fs")
+		read := tool("fs", "read_file", mcpv1alpha1.RiskRead)
+		read.Arguments = []mcpv1alpha1.ToolArgument{{Name: "path", Holds: mcpv1alpha1.HoldsPath}}
+		publishTools(fs, read)
+
+		tp := newToolPolicy(ns, "public-files",
+			mcpv1alpha1.ToolRule{Tools: []string{"mcp.fs.read_file"}, Decision: mcpv1alpha1.DecisionAllow, When: "args.path.startsWith('/data/public/')"},
+			mcpv1alpha1.ToolRule{Tools: []string{"mcp.fs.*"}, Decision: mcpv1alpha1.DecisionAllow, Risks: []mcpv1alpha1.Risk{mcpv1alpha1.RiskRead, mcpv1alpha1.RiskDestructive}},
+		)
+		Expect(k8sClient.Create(ctx, tp)).To(Succeed())
+		warnings := eventuallyWarnings(tp, metav1.ConditionTrue)
+		Expect(warnings.Reason).To(Equal(mcpv1alpha1.ReasonHasWarnings))
+		Expect(warnings.Message).To(And(
+			ContainSubstring("in force, with 2 warnings"),
+			ContainSubstring("spec.rules[0].when: args.path.startsWith('/data/public/') tests a raw path"),
+			ContainSubstring("path.clean(args.path).startsWith('/data/public/')"),
+			ContainSubstring("spec.rules[1]: decision allow with risks: [destructive] cannot allow"),
+		))
+		// A policy with warnings is in force all the same.
+		Expect(eventuallyReady(tp, metav1.ConditionTrue).Reason).To(Equal(mcpv1alpha1.ReasonCompiled))
+
+		By("writing the rules safely")
+		tp.Spec.Rules[0].When = "path.clean(args.path).startsWith('/data/public/')"
+		tp.Spec.Rules[1].Risks = []mcpv1alpha1.Risk{mcpv1alpha1.RiskRead}
+		Expect(k8sClient.Update(ctx, tp)).To(Succeed())
+		Expect(eventuallyWarnings(tp, metav1.ConditionFalse).Reason).To(Equal(mcpv1alpha1.ReasonNoWarnings))
+
+		By("a catalog change the policy no longer fits: read_file renamed")
+		renamed := tool("fs", "read", mcpv1alpha1.RiskRead)
+		renamed.Arguments = read.Arguments
+		publishTools(fs, renamed)
+		warnings = eventuallyWarnings(tp, metav1.ConditionTrue)
+		Expect(warnings.Message).To(ContainSubstring("spec.rules[0].tools: the rule matches no tool of the servers it names; they publish mcp.fs.read"))
+
+		By("the catalog back as it was")
+		publishTools(fs, read)
+		eventuallyWarnings(tp, metav1.ConditionFalse)
+	})
+
 	It("writes the status once and then leaves it alone", func() {
 		publishTools(newRemoteServer(ns, "fs"), tool("fs", "read_file", mcpv1alpha1.RiskRead))
 		tp := newToolPolicy(ns, "quiet", mcpv1alpha1.ToolRule{Tools: []string{"mcp.fs.*"}, Decision: mcpv1alpha1.DecisionAllow})
@@ -133,15 +173,24 @@ func newToolPolicy(ns, name string, rules ...mcpv1alpha1.ToolRule) *mcpv1alpha1.
 // eventuallyReady waits until the policy's status describes its current
 // generation with Ready at want, and returns that condition.
 func eventuallyReady(tp *mcpv1alpha1.ToolPolicy, want metav1.ConditionStatus) *metav1.Condition {
-	var ready *metav1.Condition
+	return eventuallyCondition(tp, mcpv1alpha1.ConditionReady, want)
+}
+
+// eventuallyWarnings is eventuallyReady for the Warnings condition.
+func eventuallyWarnings(tp *mcpv1alpha1.ToolPolicy, want metav1.ConditionStatus) *metav1.Condition {
+	return eventuallyCondition(tp, mcpv1alpha1.ConditionWarnings, want)
+}
+
+func eventuallyCondition(tp *mcpv1alpha1.ToolPolicy, conditionType string, want metav1.ConditionStatus) *metav1.Condition {
+	var c *metav1.Condition
 	Eventually(func(g Gomega) {
 		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(tp), tp)).To(Succeed())
 		g.Expect(tp.Status.ObservedGeneration).To(Equal(tp.Generation))
-		ready = meta.FindStatusCondition(tp.Status.Conditions, mcpv1alpha1.ConditionReady)
-		g.Expect(ready).NotTo(BeNil())
-		g.Expect(ready.Status).To(Equal(want), "Ready is %s: %s", ready.Status, ready.Message)
+		c = meta.FindStatusCondition(tp.Status.Conditions, conditionType)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(want), "%s is %s: %s", conditionType, c.Status, c.Message)
 	}).WithTimeout(statusTimeout).Should(Succeed())
-	return ready
+	return c
 }
 
 type matches struct {

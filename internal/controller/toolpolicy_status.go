@@ -39,6 +39,13 @@ func toolPolicyStatus(tp *mcpv1alpha1.ToolPolicy, servers []mcpv1alpha1.MCPServe
 			Message:            invalidMessage(errs),
 			ObservedGeneration: tp.Generation,
 		})
+		meta.SetStatusCondition(&status.Conditions, metav1.Condition{
+			Type:               mcpv1alpha1.ConditionWarnings,
+			Status:             metav1.ConditionUnknown,
+			Reason:             mcpv1alpha1.ReasonInvalid,
+			Message:            "the policy does not compile (see Ready); it is linted once it does",
+			ObservedGeneration: tp.Generation,
+		})
 		return status
 	}
 	var matched []string
@@ -69,21 +76,51 @@ func toolPolicyStatus(tp *mcpv1alpha1.ToolPolicy, servers []mcpv1alpha1.MCPServe
 		Message:            compiledMessage(tp, &status),
 		ObservedGeneration: tp.Generation,
 	})
+	meta.SetStatusCondition(&status.Conditions, warningsCondition(tp, compiled.Lint(&tp.Spec, policy.CatalogsOf(tp.Namespace, servers))))
 	return status
+}
+
+// warningsCondition lists the lints' findings, each with its field, so the
+// author can fix them all in one edit.
+func warningsCondition(tp *mcpv1alpha1.ToolPolicy, ws []policy.Warning) metav1.Condition {
+	c := metav1.Condition{
+		Type:               mcpv1alpha1.ConditionWarnings,
+		Status:             metav1.ConditionFalse,
+		Reason:             mcpv1alpha1.ReasonNoWarnings,
+		Message:            "the lints found nothing",
+		ObservedGeneration: tp.Generation,
+	}
+	if len(ws) == 0 {
+		return c
+	}
+	c.Status, c.Reason = metav1.ConditionTrue, mcpv1alpha1.ReasonHasWarnings
+	c.Message = capMessage("the policy is in force, with " + listed(len(ws), func(i int) string { return ws[i].String() }, "a warning", "warnings"))
+	return c
 }
 
 // invalidMessage lists every error with its field, so the author can fix
 // them all in one edit.
 func invalidMessage(errs []policy.CompileError) string {
-	parts := make([]string, len(errs))
-	for i, e := range errs {
-		parts[i] = e.Error()
+	return capMessage("the policy is not in force (its subjects get deny from it) because of " + listed(len(errs), func(i int) string { return errs[i].Error() }, "an error", "errors"))
+}
+
+// listed counts items and lists them each with its field: "an error: x" or
+// "3 errors: x; y; z".
+func listed(n int, item func(i int) string, one, many string) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = item(i)
 	}
-	what := "an error"
-	if len(errs) > 1 {
-		what = fmt.Sprintf("%d errors", len(errs))
+	what := one
+	if n > 1 {
+		what = fmt.Sprintf("%d %s", n, many)
 	}
-	msg := fmt.Sprintf("the policy is not in force (its subjects get deny from it) because of %s: %s", what, strings.Join(parts, "; "))
+	return what + ": " + strings.Join(parts, "; ")
+}
+
+// capMessage cuts a condition message to maxConditionMessage bytes, on a
+// character boundary, marking the cut.
+func capMessage(msg string) string {
 	if len(msg) > maxConditionMessage {
 		msg = strings.ToValidUTF8(msg[:maxConditionMessage-len(" …")], "") + " …"
 	}

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -56,10 +57,12 @@ func TestToolPolicyStatusIsStable(t *testing.T) {
 	servers := []mcpv1alpha1.MCPServer{serverWithTools("team", "fs", tool("fs", "read", mcpv1alpha1.RiskRead))}
 	first := toolPolicyStatus(tp, servers)
 	// A transition long ago must be kept as it is, not stamped anew.
-	first.Conditions[0].LastTransitionTime = metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	for i := range first.Conditions {
+		first.Conditions[i].LastTransitionTime = metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	}
 	tp.Status = first
 	second := toolPolicyStatus(tp, servers)
-	if len(second.Conditions) != 1 || second.Conditions[0] != first.Conditions[0] {
+	if len(second.Conditions) != 2 || !slices.Equal(second.Conditions, first.Conditions) {
 		t.Errorf("recomputing changed the condition:\n%+v\n%+v", first.Conditions, second.Conditions)
 	}
 }
@@ -84,6 +87,39 @@ func TestToolPolicyStatusInvalid(t *testing.T) {
 	}
 	if len(st.MatchedServers) != 0 || st.ToolCount != 0 {
 		t.Errorf("an invalid policy reports matches: %v, %d", st.MatchedServers, st.ToolCount)
+	}
+	if w := meta.FindStatusCondition(st.Conditions, mcpv1alpha1.ConditionWarnings); w == nil || w.Status != metav1.ConditionUnknown || w.Reason != mcpv1alpha1.ReasonInvalid {
+		t.Errorf("Warnings = %+v, want Unknown Invalid: a policy that does not compile is not linted", w)
+	}
+}
+
+func TestToolPolicyStatusWarnings(t *testing.T) {
+	read := tool("fs", "read_file", mcpv1alpha1.RiskRead)
+	read.Arguments = []mcpv1alpha1.ToolArgument{{Name: "path", Holds: mcpv1alpha1.HoldsPath}}
+	wipe := tool("fs", "wipe", mcpv1alpha1.RiskDestructive)
+	servers := []mcpv1alpha1.MCPServer{serverWithTools("team", "fs", read, wipe)}
+	tp := newToolPolicy("team", "p",
+		mcpv1alpha1.ToolRule{Tools: []string{"mcp.fs.*"}, Decision: mcpv1alpha1.DecisionAllow},
+		mcpv1alpha1.ToolRule{Tools: []string{"mcp.fs.read_file"}, Decision: mcpv1alpha1.DecisionDeny, When: "args.pth == '/'"},
+	)
+	st := toolPolicyStatus(tp, servers)
+	w := meta.FindStatusCondition(st.Conditions, mcpv1alpha1.ConditionWarnings)
+	if w == nil || w.Status != metav1.ConditionTrue || w.Reason != mcpv1alpha1.ReasonHasWarnings {
+		t.Fatalf("Warnings = %+v, want True HasWarnings", w)
+	}
+	for _, want := range []string{"2 warnings", "spec.rules[0]: this allow reaches 1 destructive tool (mcp.fs.wipe)", `spec.rules[1].when: the condition reads args.pth, but none of the 1 tool the rule matches takes an argument "pth" (they take path)`} {
+		if !strings.Contains(w.Message, want) {
+			t.Errorf("message %q lacks %q", w.Message, want)
+		}
+	}
+	if ready := meta.FindStatusCondition(st.Conditions, mcpv1alpha1.ConditionReady); ready == nil || ready.Status != metav1.ConditionTrue {
+		t.Errorf("Ready = %+v: a policy with warnings is in force", ready)
+	}
+	// A server of another namespace is not the policy's.
+	servers[0].Namespace = "elsewhere"
+	w = meta.FindStatusCondition(toolPolicyStatus(tp, servers).Conditions, mcpv1alpha1.ConditionWarnings)
+	if want := `spec.rules[0].tools: MCPServer "fs" does not exist in this namespace`; !strings.Contains(w.Message, want) || strings.Contains(w.Message, "mcp.fs.wipe") {
+		t.Errorf("message %q: want %q and nothing from another namespace's catalog", w.Message, want)
 	}
 }
 

@@ -42,6 +42,7 @@ var conditionEnv = sync.OnceValues(func() (*cel.Env, error) {
 		cel.CrossTypeNumericComparisons(true),
 		cel.ParserExpressionSizeLimit(maxConditionLen),
 		pathClean,
+		uriCanonical,
 	)
 })
 

@@ -132,6 +132,22 @@ func (e *Engine) DecideTool(s Subject, call ToolCall) Result {
 	return res
 }
 
+// ToolRules lists the tool rules of the caller's policies that match the
+// call by name and risk, whatever their conditions say: the rules that may
+// decide it. kubectl mcp can-i shows their lint warnings.
+func (e *Engine) ToolRules(s Subject, call ToolCall) []RuleRef {
+	n, ok := cutName(call.Name, call.Server)
+	if !ok {
+		return nil
+	}
+	matched, conditional := e.matchTool(s, call, n, riskBit(effectiveRisk(call.Risk)), nil, nil)
+	refs := make([]RuleRef, 0, len(matched)+len(conditional))
+	for _, r := range append(matched, conditional...) {
+		refs = append(refs, r.ref)
+	}
+	return refs
+}
+
 // matchTool appends the tool rules of the caller's policies that match the
 // call by name and risk: without a condition to matched, with one to
 // conditional.

@@ -2,7 +2,11 @@ package policy
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
+
+	"github.com/mcp-operator/mcp-operator/internal/mcp/catalog"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 )
@@ -40,6 +44,7 @@ func FuzzDecideTool(f *testing.F) {
 		e, _ := Compile(policies)
 		var args map[string]any
 		_ = json.Unmarshal(argsJSON, &args) // invalid JSON: no arguments
+		lintFuzzed(t, policies, server, tool, args)
 		c := ToolCall{Name: "mcp." + server + "." + tool, Server: server, Namespace: "team",
 			Risk: fuzzRisks[int(risk)%len(fuzzRisks)], Args: args}
 		callers := []Subject{agent, User(group, group), SubjectFromUserInfo(group, []string{group})}
@@ -65,6 +70,30 @@ func FuzzDecideTool(f *testing.F) {
 	})
 }
 
+// lintFuzzed lints each policy that compiles, alone and against a catalog
+// holding the fuzzed tool with the fuzzed arguments' names: no panic, and
+// every warning names a tool rule of the policy.
+func lintFuzzed(t *testing.T, policies []v1alpha1.ToolPolicy, server, tool string, args map[string]any) {
+	t.Helper()
+	st := v1alpha1.ToolStatus{Name: "mcp." + server + "." + tool, Risk: v1alpha1.RiskDestructive}
+	for name := range args {
+		st.Arguments = append(st.Arguments, v1alpha1.ToolArgument{Name: name, Holds: catalogHolds(name)})
+	}
+	for i := range policies {
+		p, errs := CompilePolicy(&policies[i])
+		if len(errs) > 0 {
+			continue
+		}
+		for _, catalogs := range [][]Catalog{nil, {}, {{Server: server, Tools: []v1alpha1.ToolStatus{st}, Complete: true}}} {
+			for _, w := range p.Lint(&policies[i].Spec, catalogs) {
+				if w.Rule < 0 || w.Rule >= len(policies[i].Spec.Rules) || !strings.HasPrefix(w.Field, fmt.Sprintf("spec.rules[%d]", w.Rule)) || w.Message == "" {
+					t.Fatalf("warning %+v names no tool rule of the policy", w)
+				}
+			}
+		}
+	}
+}
+
 func checkInvariants(t *testing.T, r Result, c ToolCall) {
 	t.Helper()
 	switch r.Decision {
@@ -86,3 +115,5 @@ func checkInvariants(t *testing.T, r Result, c ToolCall) {
 		t.Fatalf("riskAtDecision %q for a %q tool", r.RiskAtDecision, c.Risk)
 	}
 }
+
+var catalogHolds = catalog.HoldsByName

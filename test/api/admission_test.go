@@ -24,7 +24,7 @@ const requester = "system:serviceaccount:default:agent"
 // installAdmissionPolicy applies config/admission as shipped and grants the
 // deciders group the use of ToolApprovals.
 func installAdmissionPolicy() {
-	Expect(testenv.InstallAdmissionPolicies(ctx, k8sClient)).To(Succeed())
+	Expect(testenv.InstallAdmissionPolicies(ctx, cfg)).To(Succeed())
 	role := &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: "toolapproval-decider"},
 		Rules: []rbacv1.PolicyRule{{

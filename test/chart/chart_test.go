@@ -93,8 +93,9 @@ func TestRolesEqualConfigRBAC(t *testing.T) {
 	}
 }
 
-// TestAdmissionPolicyEqualsConfig: the ToolApproval admission policy and its
-// binding are config/admission's, under the release's name, and
+// TestAdmissionPolicyEqualsConfig: the admission policies (ToolApprovals,
+// ToolPolicy lints) and their bindings are config/admission's, under the
+// release's name, and
 // admissionPolicy.enabled=false leaves them out.
 func TestAdmissionPolicyEqualsConfig(t *testing.T) {
 	rendered := helmTemplate(t, "prod")
@@ -104,8 +105,8 @@ func TestAdmissionPolicyEqualsConfig(t *testing.T) {
 			sources = append(sources, src)
 		}
 	}
-	if len(sources) != 2 {
-		t.Fatalf("config/admission holds %d admission objects, want the policy and its binding", len(sources))
+	if len(sources) != 4 {
+		t.Fatalf("config/admission holds %d admission objects, want two policies and their bindings", len(sources))
 	}
 	for _, src := range sources {
 		name := "prod-mcp-operator" + strings.TrimPrefix(src.GetName(), "mcp-operator")

@@ -23,6 +23,11 @@ const (
 	MaxPromptArgs    = 64
 	MaxPromptName    = 512
 	MaxPromptArgName = 128
+	MaxToolArgs      = 64
+	MaxToolArgName   = 64
+	// MaxStatusArgs bounds the arguments of all tools together: 1000 tools
+	// of 64 arguments would add megabytes to an object etcd stores whole.
+	MaxStatusArgs = 4000
 )
 
 // Tools converts a catalog's tools, sorted by name. Descriptions and titles
@@ -30,7 +35,8 @@ const (
 // the status fields: cut first, a secret at the cut would leave its start.
 func Tools(c *catalog.Catalog, r *redact.Redactor) []v1alpha1.ToolStatus {
 	out := make([]v1alpha1.ToolStatus, 0, len(c.Tools))
-	for _, t := range c.Tools {
+	budget := MaxStatusArgs
+	for _, t := range sortedByName(c.Tools) {
 		var ann *v1alpha1.ToolAnnotations
 		if t.Annotations != nil {
 			ann = t.Annotations.DeepCopy()
@@ -44,10 +50,41 @@ func Tools(c *catalog.Catalog, r *redact.Redactor) []v1alpha1.ToolStatus {
 			Annotations:  ann,
 			SchemaDigest: t.SchemaDigest,
 			Flags:        slices.Clone(t.Flags),
+			Arguments:    toolArguments(t.InputSchema, r, &budget),
 		})
 	}
-	slices.SortFunc(out, func(a, b v1alpha1.ToolStatus) int { return strings.Compare(a.Name, b.Name) })
 	return out
+}
+
+// toolArguments are the top-level properties of a tool's input schema, for
+// ToolPolicy lints: names cleaned and cut as prompt arguments' are, sorted,
+// at most MaxToolArgs (a lint reads a full list as possibly cut), and none
+// once the status's budget is spent (a lint reads none as not known).
+func toolArguments(schema []byte, r *redact.Redactor, budget *int) []v1alpha1.ToolArgument {
+	var out []v1alpha1.ToolArgument
+	seen := map[string]bool{}
+	for _, a := range catalog.Arguments(schema) {
+		name := Cut(Clean(r, a.Name), MaxToolArgName)
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		out = append(out, v1alpha1.ToolArgument{Name: name, Holds: a.Holds})
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.ToolArgument) int { return strings.Compare(a.Name, b.Name) })
+	out = out[:min(len(out), MaxToolArgs)]
+	if len(out) > *budget {
+		return nil
+	}
+	*budget -= len(out)
+	return out
+}
+
+// sortedByName is the catalog's tools in the order status lists them, so
+// that the argument budget goes to the same tools whatever order the server
+// listed them in.
+func sortedByName(tools []catalog.Tool) []catalog.Tool {
+	return slices.SortedFunc(slices.Values(tools), func(a, b catalog.Tool) int { return strings.Compare(a.Name, b.Name) })
 }
 
 // Prompts converts prompts (names and arguments), sorted by name. Names are

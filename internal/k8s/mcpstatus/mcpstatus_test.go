@@ -2,6 +2,7 @@ package mcpstatus
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -150,5 +151,58 @@ func TestPromptNamesAreCleaned(t *testing.T) {
 	if len(p.Arguments) != 2 || p.Arguments[0].Name != "key_[REDACTED:github-token]" ||
 		p.Arguments[1].Name != strings.Repeat("a", MaxPromptArgName) || !p.Arguments[1].Required {
 		t.Errorf("arguments %+v", p.Arguments)
+	}
+}
+
+func TestToolArgumentsPublished(t *testing.T) {
+	props := []string{`"path":{"type":"string"}`, `"url":{"type":"string"}`, `"sk-ant-api03-` + strings.Repeat("A", 93) + `AA":{"type":"string"}`}
+	for i := range 70 {
+		props = append(props, fmt.Sprintf(`"z%02d":{"type":"integer"}`, i))
+	}
+	items := []json.RawMessage{json.RawMessage(`{"name":"t","inputSchema":{"type":"object","properties":{` + strings.Join(props, ",") + `}}}`)}
+	cat, err := catalog.Build("srv", items, v1alpha1.ToolsSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := Tools(cat, nil)[0].Arguments
+	if len(args) != MaxToolArgs {
+		t.Fatalf("%d arguments published, want the first %d by name", len(args), MaxToolArgs)
+	}
+	if !strings.HasPrefix(args[0].Name, "[REDACTED") {
+		t.Errorf("a secret in an argument name reached status: %q", args[0].Name)
+	}
+	if args[1] != (v1alpha1.ToolArgument{Name: "path", Holds: v1alpha1.HoldsPath}) || args[2] != (v1alpha1.ToolArgument{Name: "url", Holds: v1alpha1.HoldsURL}) {
+		t.Errorf("arguments %+v", args[:3])
+	}
+	if !slices.IsSortedFunc(args, func(a, b v1alpha1.ToolArgument) int { return strings.Compare(a.Name, b.Name) }) {
+		t.Errorf("arguments not sorted: %+v", args)
+	}
+}
+
+func TestToolArgumentsWithinTheStatusBudget(t *testing.T) {
+	var props []string
+	for i := range 50 {
+		props = append(props, fmt.Sprintf(`"a%02d":{"type":"string"}`, i))
+	}
+	schema := `{"type":"object","properties":{` + strings.Join(props, ",") + `}}`
+	var items []json.RawMessage
+	for i := range 100 {
+		items = append(items, json.RawMessage(fmt.Sprintf(`{"name":"t%03d","inputSchema":%s}`, 99-i, schema)))
+	}
+	cat, err := catalog.Build("srv", items, v1alpha1.ToolsSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := Tools(cat, nil)
+	total := 0
+	for i, tl := range tools {
+		total += len(tl.Arguments)
+		// The budget goes to the first tools by name, whole: 80 tools of 50.
+		if want := 50 * min(1, max(0, 80-i)); len(tl.Arguments) != want {
+			t.Fatalf("%s lists %d arguments, want %d", tl.Name, len(tl.Arguments), want)
+		}
+	}
+	if total > MaxStatusArgs {
+		t.Errorf("%d arguments in status, over the budget of %d", total, MaxStatusArgs)
 	}
 }

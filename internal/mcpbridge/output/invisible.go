@@ -80,7 +80,9 @@ func appendFinding(fs []injection.Finding, f injection.Finding) []injection.Find
 // Text runs one text a server sent outside a result (a JSON-RPC error's
 // message, a log or progress message, a listing's description) through the
 // same stages as a result's text: invisible characters removed, secrets
-// redacted, injection scanned. where names it in findings.
+// redacted, marker look-alikes escaped (an error message could otherwise
+// carry another server's marker), injection scanned. where names it in
+// findings.
 func Text(r *redact.Redactor, where, s string) (string, Summary) {
 	if r == nil {
 		r = redact.Shapes
@@ -90,7 +92,7 @@ func Text(r *redact.Redactor, where, s string) (string, Summary) {
 	if found.Removed > 0 {
 		recordInvisible(&sum, where, found, r)
 	}
-	out := r.String(clean, &sum.Redactions)
+	out := EscapeMarkers(r.String(clean, &sum.Redactions))
 	sum.Findings = appendFindings(sum.Findings, where, out)
 	sum.SizeIn, sum.SizeOut = len(s), len(out)
 	return out, sum
@@ -98,8 +100,9 @@ func Text(r *redact.Redactor, where, s string) (string, Summary) {
 
 // JSON runs a JSON document a server sent outside a result (a JSON-RPC
 // error's data, a notification's params, a listing, a completion result)
-// through the same stages: invisible characters removed and secrets
-// redacted in every string, every string scanned. Invalid JSON is an error.
+// through the same stages: invisible characters removed, secrets redacted
+// and marker look-alikes escaped in every string, every string scanned.
+// Invalid JSON is an error.
 func JSON(r *redact.Redactor, where string, doc []byte) ([]byte, Summary, error) {
 	if r == nil {
 		r = redact.Shapes
@@ -114,6 +117,9 @@ func JSON(r *redact.Redactor, where string, doc []byte) ([]byte, Summary, error)
 	}
 	out, err := r.JSON(clean, &sum.Redactions)
 	if err != nil {
+		return nil, sum, err
+	}
+	if out, err = EscapeMarkersJSON(out); err != nil {
 		return nil, sum, err
 	}
 	scanStrings(&sum, where, out)

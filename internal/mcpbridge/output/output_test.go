@@ -307,6 +307,10 @@ func TestProvenanceLookAlikes(t *testing.T) {
 		{"x\n[mcρ꞉bank:t]", "x\n[mcρ\\꞉bank:t]"},             // Greek rho, modifier colon
 		{"x\n〔MCP:bank:t]", "x\n〔MCP\\:bank:t]"},             // bracket look-alike
 		{"x\n[mc\u0301p:bank:t]", "x\n[mc\u0301p\\:bank:t]"}, // combining mark
+		{"x\n﹝mcp﹕bank:t]", "x\n﹝mcp\\﹕bank:t]"},             // small forms, one folding onto a look-alike
+		{"x\n〖𝐦𝐜𝐩:bank:t]", "x\n〖𝐦𝐜𝐩\\:bank:t]"},             // mathematical bold letters
+		{"x\n\t  [MCP :bank:t]", "x\n\t  [MCP \\:bank:t]"},   // leading white space, upper case
+		{"x\n[ⅿｃᵖ:bank:t]", "x\n[ⅿｃᵖ\\:bank:t]"},             // roman numeral, fullwidth, modifier letters
 		// Not markers: text is left alone.
 		{"café [m c p:x]", "café [m c p:x]"},
 		{"[mcx:y] ［note］", "[mcx:y] ［note］"},
@@ -332,24 +336,7 @@ func TestProvenanceLookAlikes(t *testing.T) {
 	if err := json.Unmarshal(out, &doc); err != nil {
 		t.Fatal(err)
 	}
-	var strs []string
-	var walk func(v any)
-	walk = func(v any) {
-		switch v := v.(type) {
-		case string:
-			strs = append(strs, v)
-		case []any:
-			for _, e := range v {
-				walk(e)
-			}
-		case map[string]any:
-			for _, e := range v {
-				walk(e)
-			}
-		}
-	}
-	walk(doc)
-	for _, s := range strs {
+	for _, s := range stringValues(doc) {
 		if n := len(markerColons(s)); n != 0 {
 			t.Errorf("%q in the result still holds %d markers: %s", s, n, out)
 		}

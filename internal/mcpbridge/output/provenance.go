@@ -113,7 +113,13 @@ func foldRune(r rune) string {
 	if l, ok := lookAlikes[r]; ok {
 		return l
 	}
-	return strings.ToLower(norm.NFKC.String(string(r)))
+	folded := norm.NFKC.String(string(r))
+	// NFKC maps some forms onto a look-alike rather than onto ASCII: the
+	// small form "﹝" is "〔", which reads as "[".
+	if l, ok := lookAlikes[[]rune(folded)[0]]; ok && utf8.RuneCountInString(folded) == 1 {
+		return l
+	}
+	return strings.ToLower(folded)
 }
 
 // lookAlikes are letters and punctuation NFKC leaves alone that read as the
@@ -129,4 +135,5 @@ var lookAlikes = map[rune]string{
 	'꞉': ":", 'ː': ":", '˸': ":", '∶': ":", '։': ":", '׃': ":", '᛬': ":", '⁚': ":",
 	// [
 	'⁅': "[", '〔': "[", '❲': "[", '⟦': "[", '【': "[", '〚': "[", '⦋': "[",
+	'〖': "[", '〘': "[", '⦗': "[", '⟬': "[", '⦍': "[", '⦏': "[", '⸢': "[", '⸤': "[",
 }
