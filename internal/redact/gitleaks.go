@@ -98,7 +98,7 @@ type keyword struct {
 var gitleaksGeneric = func() Kind {
 	for i, r := range gitleaksRules {
 		if r.ID == "generic-api-key" {
-			return numOwnKinds + Kind(i)
+			return firstGitleaksKind + Kind(i)
 		}
 	}
 	panic("gitleaks has no generic-api-key rule")
@@ -151,7 +151,7 @@ func compileGitleaks(rules []glRule, global []glAllowlist) *keywordIndex {
 // concurrent use.
 func (ix *keywordIndex) rule(ri int) *glMatcher {
 	lm := &ix.matchers[ri]
-	lm.once.Do(func() { lm.m = compileRule(ix.rules[ri], numOwnKinds+Kind(ri)) })
+	lm.once.Do(func() { lm.m = compileRule(ix.rules[ri], firstGitleaksKind+Kind(ri)) })
 	return &lm.m
 }
 

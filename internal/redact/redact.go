@@ -15,11 +15,15 @@ package redact
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
@@ -47,9 +51,15 @@ const (
 	Secret
 	SecretBase64
 	SecretURLEncoded
+	SecretHex
+	SecretCase
+	SecretJSONEscaped
 	numOwnKinds
-	// The kinds from numOwnKinds on are gitleaks' rules, named by their ids.
-	numKinds = numOwnKinds + numGitleaksRules
+	// The kinds from numOwnKinds on are the bare token formats
+	// (bareFormats), then from firstGitleaksKind on gitleaks' rules, named
+	// by their ids.
+	firstGitleaksKind = numOwnKinds + numBareKinds
+	numKinds          = firstGitleaksKind + numGitleaksRules
 )
 
 var kindNames = [numOwnKinds]string{
@@ -70,13 +80,19 @@ var kindNames = [numOwnKinds]string{
 	Secret:              "secret",
 	SecretBase64:        "secret-base64",
 	SecretURLEncoded:    "secret-urlencoded",
+	SecretHex:           "secret-hex",
+	SecretCase:          "secret-case",
+	SecretJSONEscaped:   "secret-json-escaped",
 }
 
 func (k Kind) String() string {
-	if k < numOwnKinds {
+	switch {
+	case k < numOwnKinds:
 		return kindNames[k]
+	case k < firstGitleaksKind:
+		return bareFormats[k-numOwnKinds].name
 	}
-	return gitleaksRules[k-numOwnKinds].ID
+	return gitleaksRules[k-firstGitleaksKind].ID
 }
 
 // generic says whether k is found by a name, not by a shape of its own.
@@ -137,6 +153,9 @@ type trigger struct {
 	lower string // lit in lower case, for fold
 	kind  Kind
 	match func(s string, at int) (start, end int, ok bool)
+	// third is what may follow a two-byte lit, for the trigram set (nil:
+	// any byte).
+	third *[256]bool
 }
 
 // Redactor redacts the known credential shapes and a fixed set of secret
@@ -154,6 +173,9 @@ type Redactor struct {
 func New(secrets ...string) *Redactor {
 	r := &Redactor{}
 	for _, t := range shapes {
+		r.add(t)
+	}
+	for _, t := range bareTriggers() {
 		r.add(t)
 	}
 	for _, n := range secretNeedles(secrets) {
@@ -180,7 +202,16 @@ var Shapes = New()
 
 func (r *Redactor) add(t trigger) {
 	t.lower = strings.ToLower(t.lit)
-	r.grams.add(t.lit, t.fold, nil)
+	var third *byteClass
+	if t.third != nil {
+		third = new(byteClass)
+		for b, in := range t.third {
+			if in {
+				third.add(byte(b))
+			}
+		}
+	}
+	r.grams.add(t.lit, t.fold, third)
 	r.first[t.lit[0]] = append(r.first[t.lit[0]], t)
 	firsts, seconds := []byte{t.lit[0]}, []byte{t.lit[1]}
 	if t.fold {
@@ -375,11 +406,17 @@ type needle struct {
 	kind Kind
 }
 
-// secretNeedles lists the forms in which each secret value may appear: as
-// is, base64-encoded (standard and URL alphabets; for each of the three
-// alignments a value can have inside a longer encoded text, such as a Basic
-// credential "user:secret", the part of the encoding that depends on the
-// value alone), and URL-encoded.
+// secretNeedles lists the forms in which each secret value may appear,
+// each computed once here so that a scan looks for all of them in its one
+// pass: as is and in upper and lower case; hex-encoded in both cases;
+// base64-encoded (standard and URL alphabets, padded or raw; for each of the
+// three alignments a value can have inside a longer encoded text, such as a
+// Basic credential "user:secret", the part of the encoding that depends on
+// the value alone); URL-encoded (query and path escaping, with upper- or
+// lower-case hex digits); and JSON-escaped as encoders write a string
+// (quotes, backslashes and control characters escaped; "<", ">" and "&" as
+// \u escapes or not; every non-ASCII character as a \u escape; "/" as
+// "\/").
 func secretNeedles(values []string) []needle {
 	var out []needle
 	seen := map[string]bool{}
@@ -394,6 +431,10 @@ func secretNeedles(values []string) []needle {
 			continue
 		}
 		addNeedle(v, Secret)
+		addNeedle(strings.ToUpper(v), SecretCase)
+		addNeedle(strings.ToLower(v), SecretCase)
+		addNeedle(hex.EncodeToString([]byte(v)), SecretHex)
+		addNeedle(strings.ToUpper(hex.EncodeToString([]byte(v))), SecretHex)
 		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
 			for k := range 3 {
 				padded := strings.Repeat("\x00", k) + v
@@ -404,10 +445,54 @@ func secretNeedles(values []string) []needle {
 				addNeedle(e[from:to], SecretBase64)
 			}
 		}
-		addNeedle(url.QueryEscape(v), SecretURLEncoded)
-		addNeedle(url.PathEscape(v), SecretURLEncoded)
+		for _, e := range []string{url.QueryEscape(v), url.PathEscape(v)} {
+			addNeedle(e, SecretURLEncoded)
+			addNeedle(lowerPercentHex(e), SecretURLEncoded)
+		}
+		for _, e := range jsonEscapes(v) {
+			addNeedle(e, SecretJSONEscaped)
+		}
 	}
 	return out
+}
+
+// lowerPercentHex writes the hex digits of e's percent escapes in lower
+// case ("%2f"), as some encoders do.
+func lowerPercentHex(e string) string {
+	b := []byte(e)
+	for i := 0; i+2 < len(b); i++ {
+		if b[i] == '%' {
+			b[i+1], b[i+2] = toLower[b[i+1]], toLower[b[i+2]]
+		}
+	}
+	return string(b)
+}
+
+// jsonEscapes are v's forms inside a JSON string, as encoders write them,
+// without the quotes: Go's (escaping "<", ">", "&" or not), one that writes
+// every non-ASCII character as \u escapes, and one that escapes "/" too.
+func jsonEscapes(v string) []string {
+	var out []string
+	for _, html := range []bool{true, false} {
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(html)
+		_ = enc.Encode(v) // a string always encodes
+		e := strings.TrimSuffix(b.String(), "\n")
+		e = e[1 : len(e)-1]
+		out = append(out, e, strings.ReplaceAll(e, "/", `\/`))
+	}
+	var ascii strings.Builder
+	for _, r := range out[2] { // without HTML or "/" escapes, as Python writes
+		if r < utf8.RuneSelf {
+			ascii.WriteRune(r)
+			continue
+		}
+		for _, u := range utf16.Encode([]rune{r}) {
+			fmt.Fprintf(&ascii, `\u%04x`, u)
+		}
+	}
+	return append(out, ascii.String())
 }
 
 func exact(n int) func(string, int) (int, int, bool) {

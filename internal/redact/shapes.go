@@ -1,6 +1,9 @@
 package redact
 
-import "strings"
+import (
+	"math"
+	"strings"
+)
 
 // shapes are the credential shapes every Redactor knows. Each starts with a
 // literal; its match function checks the rest by hand (no regexps: this runs
@@ -38,7 +41,7 @@ var shapes = []trigger{
 	{lit: "eyJ", kind: JWT, match: jwt},
 	// PEM private keys, from the BEGIN line to the END line (or the end of
 	// the text when it was cut).
-	{lit: "-----BEGIN ", kind: PrivateKey, match: pemPrivateKey},
+	{lit: "-----BEGIN", kind: PrivateKey, match: pemPrivateKey},
 	// Bearer credentials: "Authorization: Bearer …", "bearer <token>".
 	{lit: "bearer", fold: true, kind: Bearer, match: bearer},
 	// Any other Authorization header value: "Authorization: Basic …",
@@ -141,19 +144,11 @@ func connectionValue(needsSemicolon bool) func(string, int) (int, int, bool) {
 }
 
 // token is a trigger for a prefixed token: the literal at the start of a
-// word, then at least minBody bytes accepted by body.
+// word, then at least minBody bytes accepted by body, whatever their
+// entropy (a bare format with no upper bound).
 func token(lit string, body func(byte) bool, minBody int) trigger {
-	return trigger{lit: lit, match: func(s string, at int) (int, int, bool) {
-		if !startsWord(s, at) {
-			return 0, 0, false
-		}
-		from := at + len(lit)
-		end := run(s, from, body)
-		if end-from < minBody {
-			return 0, 0, false
-		}
-		return at, end, true
-	}}
+	f := &bareFormat{lit: lit, body: bytesOf(body), min: minBody, max: math.MaxInt - 1, anyEntropy: true}
+	return trigger{lit: lit, match: f.prefixed}
 }
 
 func (t trigger) as(k Kind) trigger {
@@ -265,21 +260,34 @@ func jwt(s string, at int) (int, int, bool) {
 	return 0, 0, false
 }
 
+// pemPrivateKey matches a PEM private key from "-----BEGIN" to its END
+// line, with the label's words apart by spaces or, in a URL's query, by "+"
+// or "%20".
 func pemPrivateKey(s string, at int) (int, int, bool) {
-	labelStart := at + len("-----BEGIN ")
+	labelStart := at + len("-----BEGIN")
+	var sep string
+	for _, sp := range []string{" ", "+", "%20"} {
+		if strings.HasPrefix(s[labelStart:], sp) {
+			sep = sp
+			break
+		}
+	}
+	if sep == "" {
+		return 0, 0, false
+	}
 	labelEnd := strings.Index(s[labelStart:], "-----")
 	if labelEnd < 0 || labelEnd > 64 {
 		return 0, 0, false
 	}
-	if !strings.Contains(s[labelStart:labelStart+labelEnd], "PRIVATE KEY") {
+	if !strings.Contains(s[labelStart:labelStart+labelEnd], "PRIVATE"+sep+"KEY") {
 		return 0, 0, false
 	}
 	rest := labelStart + labelEnd + len("-----")
-	endLine := strings.Index(s[rest:], "-----END ")
+	endLine := strings.Index(s[rest:], "-----END"+sep)
 	if endLine < 0 {
 		return at, len(s), true // cut short: redact to the end
 	}
-	close := rest + endLine + len("-----END ")
+	close := rest + endLine + len("-----END") + len(sep)
 	if j := strings.Index(s[close:], "-----"); j >= 0 && j <= 64 {
 		return at, close + j + len("-----"), true
 	}
