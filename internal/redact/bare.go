@@ -32,8 +32,8 @@ type bareFormat struct {
 	// match, when set, replaces prefix matching: a structural shape that
 	// looks before its literal or redacts part of what follows it.
 	match func(s string, at int) (int, int, bool)
-	// anyEntropy skips the entropy test: only the hand-written shapes of
-	// before bare tokens, whose tests redact repeated patterns.
+	// anyEntropy skips the entropy test, for prefixes specific enough
+	// alone (loose).
 	anyEntropy bool
 }
 
@@ -50,6 +50,7 @@ var (
 	b64AnySet    = bytesOf(func(b byte) bool { return isAlnum(b) || strings.IndexByte("+/=_-", b) >= 0 })
 	alnumDashSet = bytesOf(isSlackByte)
 	alnumUndSet  = bytesOf(isWordByte)
+	keyByteSet   = bytesOf(isKeyByte)
 	hexDashSet   = bytesOf(func(b byte) bool { return isHex(b) || b == '-' })
 	bech32Set    = bytesOf(func(b byte) bool { return strings.IndexByte("QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L", b) >= 0 })
 	digitSet     = bytesOf(isDigit)
@@ -59,6 +60,12 @@ func isHex(b byte) bool {
 	return b >= '0' && b <= '9' || b >= 'a' && b <= 'f' || b >= 'A' && b <= 'F'
 }
 func isDigit(b byte) bool { return b >= '0' && b <= '9' }
+
+// loose is a prefixed format whose prefix says enough: at least min bytes
+// of body, any entropy.
+func loose(name, lit string, body *[256]bool, min int) bareFormat {
+	return bareFormat{name: name, lit: lit, body: body, min: min, max: math.MaxInt - 1, anyEntropy: true}
+}
 
 // pre is a prefixed format: lit, then min to max bytes of body.
 func pre(name, lit string, body *[256]bool, min, max int) bareFormat {
@@ -71,6 +78,26 @@ func pre(name, lit string, body *[256]bool, min, max int) bareFormat {
 // Hugging Face's have upper-case letters). Where two formats match at the
 // same place, the earlier one names the redaction.
 var bareFormats = [...]bareFormat{
+	// Prefixes so specific that any body of the length is taken, whatever
+	// its entropy (no upper bound either: vendors lengthen these). Anthropic
+	// before OpenAI, whose "sk-" it starts with.
+	loose("anthropic-key", "sk-ant-", keyByteSet, 20),
+	loose("openai-key", "sk-", keyByteSet, 20),  // sk-proj-, sk-svcacct-, sk-admin-
+	loose("github-token", "ghp_", alnumSet, 30), // classic personal access tokens
+	loose("github-token", "gho_", alnumSet, 30), // OAuth
+	loose("github-token", "ghu_", alnumSet, 30), // user-to-server
+	loose("github-token", "ghs_", alnumSet, 30), // server-to-server
+	loose("github-token", "ghr_", alnumSet, 30), // refresh
+	loose("github-pat", "github_pat_", alnumUndSet, 22),
+	loose("slack-token", "xoxa-", alnumDashSet, 10),
+	loose("slack-token", "xoxb-", alnumDashSet, 10), // bot
+	loose("slack-token", "xoxp-", alnumDashSet, 10), // user
+	loose("slack-token", "xoxr-", alnumDashSet, 10),
+	loose("slack-token", "xoxs-", alnumDashSet, 10),
+	// AWS access key ids: AKIA (long-term), ASIA (temporary) and the rarer
+	// kinds, then exactly 16 upper-case letters and digits.
+	pre("aws-access-key-id", "AKIA", upperNumSet, 16, 16),
+	pre("aws-access-key-id", "ASIA", upperNumSet, 16, 16),
 	// Slack: refresh and configuration tokens, app-level tokens, the
 	// browser session's client token and cookie, incoming webhooks.
 	pre("slack-refresh-token", "xoxe-", alnumDashSet, 20, 400),
@@ -252,6 +279,17 @@ var b64URLDotTildeSet = bytesOf(func(b byte) bool { return isB64URLByte(b) || b 
 func bytesOf(in func(byte) bool) *[256]bool {
 	set := byteSet(in)
 	return &set
+}
+
+// IsBareFormat says whether name names the kind of a bare token format,
+// for accounting apart what that detector finds (make bench-redact).
+func IsBareFormat(name string) bool {
+	for i := range bareFormats {
+		if bareFormats[i].name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // bareTriggers are the formats as the scan's triggers.

@@ -196,3 +196,21 @@ func TestSecretValueEncodings(t *testing.T) {
 		t.Errorf("the Redactor holds %d forms of the value", r.secrets)
 	}
 }
+
+// GitleaksOnly finds what gitleaks' rules find and nothing of this
+// package's own: the benchmark's comparison is of the rules alone.
+func TestGitleaksOnly(t *testing.T) {
+	g := GitleaksOnly()
+	stripe := "sk_live_" + randomOf(rngFor(20), alnum, 24)
+	if got := g.String("stripe: "+stripe, nil); strings.Contains(got, stripe) {
+		t.Errorf("gitleaks' stripe rule did not run: %q", got)
+	}
+	for _, s := range []string{
+		"123456789:AA" + randomOf(rngFor(21), alnum, 33),           // a bare format
+		"https://app:" + randomOf(rngFor(22), alnum, 16) + "@db/x", // a shape of this package
+	} {
+		if got := g.String(s, nil); got != s {
+			t.Errorf("%q redacted to %q by gitleaks' rules alone", s, got)
+		}
+	}
+}

@@ -34,13 +34,7 @@ type Kind uint16
 
 // The kinds, in the order Counts reports them.
 const (
-	OpenAIKey Kind = iota
-	AnthropicKey
-	GitHubToken
-	GitHubPAT
-	AWSAccessKeyID
-	AWSSecretAccessKey
-	SlackToken
+	AWSSecretAccessKey Kind = iota
 	JWT
 	PrivateKey
 	Bearer
@@ -63,13 +57,7 @@ const (
 )
 
 var kindNames = [numOwnKinds]string{
-	OpenAIKey:           "openai-key",
-	AnthropicKey:        "anthropic-key",
-	GitHubToken:         "github-token",
-	GitHubPAT:           "github-pat",
-	AWSAccessKeyID:      "aws-access-key-id",
 	AWSSecretAccessKey:  "aws-secret-access-key",
-	SlackToken:          "slack-token",
 	JWT:                 "jwt",
 	PrivateKey:          "private-key",
 	Bearer:              "bearer",
@@ -161,25 +149,68 @@ type trigger struct {
 // Redactor redacts the known credential shapes and a fixed set of secret
 // values. It is immutable and safe for concurrent use.
 type Redactor struct {
-	first   [256][]trigger
-	grams   gramSet              // the first three bytes of own and gitleaks literals
-	own     [1 << 16 / 64]uint64 // the first two bytes of own literals
+	static  *pairIndex     // the shapes and bare formats, shared by every Redactor
+	first   [256][]trigger // the secret values' forms, by first byte
+	grams   gramSet        // the first three bytes of every literal and gitleaks keyword
+	own     pairSet        // the first two bytes of every literal
 	secrets int
 }
+
+// pairSet holds pairs of bytes, one bit each.
+type pairSet [1 << 16 / 64]uint64
+
+func (p *pairSet) has(a, b byte) bool {
+	bg := uint16(a)<<8 | uint16(b)
+	return p[bg/64]&(1<<(bg%64)) != 0
+}
+
+// pairIndex holds triggers by their first two bytes (in every case for a
+// case-insensitive one): a position whose pair starts some literal tries
+// only the few that start with it.
+type pairIndex struct {
+	grams  gramSet
+	pairs  pairSet
+	byPair [1 << 16]uint16 // index+1 into groups
+	groups [][]trigger
+}
+
+// staticTriggers indexes the shapes and the bare formats, once for every
+// Redactor (about 150 KiB).
+var staticTriggers = sync.OnceValue(func() *pairIndex {
+	ix := &pairIndex{}
+	for _, t := range append(slices.Clone(shapes), bareTriggers()...) {
+		t = prepared(t, &ix.grams)
+		for _, a := range variants(t, 0) {
+			for _, b := range variants(t, 1) {
+				bg := uint16(a)<<8 | uint16(b)
+				ix.pairs[bg/64] |= 1 << (bg % 64)
+				if ix.byPair[bg] == 0 {
+					ix.groups = append(ix.groups, nil)
+					ix.byPair[bg] = uint16(len(ix.groups))
+				}
+				g := ix.byPair[bg] - 1
+				ix.groups[g] = append(ix.groups[g], t)
+			}
+		}
+	}
+	return ix
+})
 
 // New builds a Redactor for the credential shapes and the given secret
 // values (the data of the Secrets one server was given; values shorter than
 // MinSecretLen are ignored). With no values it redacts the shapes only.
 func New(secrets ...string) *Redactor {
-	r := &Redactor{}
-	for _, t := range shapes {
-		r.add(t)
-	}
-	for _, t := range bareTriggers() {
-		r.add(t)
-	}
+	static := staticTriggers()
+	r := &Redactor{static: static, grams: static.grams, own: static.pairs}
 	for _, n := range secretNeedles(secrets) {
-		r.add(trigger{lit: n.lit, kind: n.kind, match: exact(len(n.lit))})
+		t := prepared(trigger{lit: n.lit, kind: n.kind, match: exact(len(n.lit))}, &r.grams)
+		for _, a := range variants(t, 0) {
+			r.first[a] = append(r.first[a], t)
+			for _, b := range variants(t, 1) {
+				bg := uint16(a)<<8 | uint16(b)
+				r.own[bg/64] |= 1 << (bg % 64)
+			}
+		}
 		r.secrets++
 	}
 	// One test of a position's three bytes looks for the gitleaks rules'
@@ -200,7 +231,18 @@ var gitleaksGrams = sync.OnceValue(func() *gramSet { return gitleaks().grams() }
 // text that reaches them.
 var Shapes = New()
 
-func (r *Redactor) add(t trigger) {
+// GitleaksOnly returns a Redactor for gitleaks' rules alone: none of this
+// package's own shapes, bare token formats or secret values. It finds what
+// a scanner with gitleaks' default rules finds, for comparisons (make
+// bench-redact).
+func GitleaksOnly() *Redactor {
+	// No literal of its own: the scan never reaches static.
+	return &Redactor{grams: *gitleaksGrams()}
+}
+
+// prepared completes t (its lower-case literal) and adds its first three
+// bytes to grams.
+func prepared(t trigger, grams *gramSet) trigger {
 	t.lower = strings.ToLower(t.lit)
 	var third *byteClass
 	if t.third != nil {
@@ -211,21 +253,17 @@ func (r *Redactor) add(t trigger) {
 			}
 		}
 	}
-	r.grams.add(t.lit, t.fold, third)
-	r.first[t.lit[0]] = append(r.first[t.lit[0]], t)
-	firsts, seconds := []byte{t.lit[0]}, []byte{t.lit[1]}
+	grams.add(t.lit, t.fold, third)
+	return t
+}
+
+// variants are the bytes t's literal may have at i: in both cases when it
+// is case-insensitive.
+func variants(t trigger, i int) []byte {
 	if t.fold {
-		firsts, seconds = caseVariants(t.lit[0]), caseVariants(t.lit[1])
-		if len(firsts) == 2 {
-			r.first[firsts[1]] = append(r.first[firsts[1]], t)
-		}
+		return caseVariants(t.lit[i])
 	}
-	for _, a := range firsts {
-		for _, b := range seconds {
-			bg := uint16(a)<<8 | uint16(b)
-			r.own[bg/64] |= 1 << (bg % 64)
-		}
-	}
+	return []byte{t.lit[i]}
 }
 
 func caseVariants(b byte) []byte {
@@ -347,11 +385,18 @@ func (r *Redactor) find(s string, spans []span, names bool) []span {
 // at appends the secrets that start with a literal at s[i:].
 func (r *Redactor) at(s string, i int, gl *matcher, spans []span, names bool) []span {
 	spans = gl.at(s, i, spans)
-	bg := uint16(s[i])<<8 | uint16(s[i+1])
-	if r.own[bg/64]&(1<<(bg%64)) == 0 {
+	if !r.own.has(s[i], s[i+1]) {
 		return spans
 	}
-	for _, t := range r.first[s[i]] {
+	if g := r.static.byPair[uint16(s[i])<<8|uint16(s[i+1])]; g != 0 {
+		spans = try(s, i, r.static.groups[g-1], spans, names)
+	}
+	return try(s, i, r.first[s[i]], spans, names)
+}
+
+// try appends the secrets that the triggers ts find at s[i:].
+func try(s string, i int, ts []trigger, spans []span, names bool) []span {
+	for _, t := range ts {
 		if len(s)-i < len(t.lit) {
 			continue
 		}

@@ -1,41 +1,18 @@
 package redact
 
-import (
-	"math"
-	"strings"
-)
+import "strings"
 
-// shapes are the credential shapes every Redactor knows. Each starts with a
-// literal; its match function checks the rest by hand (no regexps: this runs
-// over every byte of every result).
+// shapes are the credential shapes every Redactor knows beside the bare
+// token formats (bare.go): those found by a name before them or by a
+// structure of their own. Each starts with a literal; its match function
+// checks the rest by hand (no regexps: this runs over every byte of every
+// result).
 var shapes = []trigger{
-	// OpenAI keys: sk-…, sk-proj-…; Anthropic: sk-ant-…. A body of at least 20
-	// key characters after the prefix keeps "task-123" or "sk-learn" alone.
-	{lit: "sk-", kind: OpenAIKey, match: notBefore("ant-", token("sk-", isKeyByte, 20))},
-	token("sk-ant-", isKeyByte, 20).as(AnthropicKey),
-	// GitHub tokens: ghp_ (classic), gho_ (OAuth), ghu_ (user-to-server),
-	// ghs_ (server-to-server), ghr_ (refresh); 36 characters in practice.
-	token("ghp_", isAlnum, 30).as(GitHubToken),
-	token("gho_", isAlnum, 30).as(GitHubToken),
-	token("ghu_", isAlnum, 30).as(GitHubToken),
-	token("ghs_", isAlnum, 30).as(GitHubToken),
-	token("ghr_", isAlnum, 30).as(GitHubToken),
-	token("github_pat_", isWordByte, 22).as(GitHubPAT),
-	// AWS access key ids: AKIA (long-term) or ASIA (temporary) and exactly 16
-	// upper-case letters and digits.
-	{lit: "AKIA", kind: AWSAccessKeyID, match: awsKeyID},
-	{lit: "ASIA", kind: AWSAccessKeyID, match: awsKeyID},
 	// AWS secret keys have no prefix of their own: the variable or field
 	// name before them is the literal (AWS_SECRET_ACCESS_KEY=…,
 	// aws_secret_access_key = …, "SecretAccessKey": "…").
 	{lit: "secret_access_key", fold: true, kind: AWSSecretAccessKey, match: afterName(isAWSSecretByte, 16)},
 	{lit: "secretaccesskey", fold: true, kind: AWSSecretAccessKey, match: afterName(isAWSSecretByte, 16)},
-	// Slack: xoxb- (bot), xoxp- (user), xoxa-, xoxr-, xoxs-.
-	token("xoxa-", isSlackByte, 10).as(SlackToken),
-	token("xoxb-", isSlackByte, 10).as(SlackToken),
-	token("xoxp-", isSlackByte, 10).as(SlackToken),
-	token("xoxr-", isSlackByte, 10).as(SlackToken),
-	token("xoxs-", isSlackByte, 10).as(SlackToken),
 	// JWTs: base64url of a JSON header ({" encodes as eyJ), a payload and a
 	// signature, joined by dots.
 	{lit: "eyJ", kind: JWT, match: jwt},
@@ -143,30 +120,6 @@ func connectionValue(needsSemicolon bool) func(string, int) (int, int, bool) {
 	}
 }
 
-// token is a trigger for a prefixed token: the literal at the start of a
-// word, then at least minBody bytes accepted by body, whatever their
-// entropy (a bare format with no upper bound).
-func token(lit string, body func(byte) bool, minBody int) trigger {
-	f := &bareFormat{lit: lit, body: bytesOf(body), min: minBody, max: math.MaxInt - 1, anyEntropy: true}
-	return trigger{lit: lit, match: f.prefixed}
-}
-
-func (t trigger) as(k Kind) trigger {
-	t.kind = k
-	return t
-}
-
-// notBefore leaves to a more specific trigger the tokens whose literal is
-// followed by more.
-func notBefore(more string, t trigger) func(string, int) (int, int, bool) {
-	return func(s string, at int) (int, int, bool) {
-		if strings.HasPrefix(s[at+len(t.lit):], more) {
-			return 0, 0, false
-		}
-		return t.match(s, at)
-	}
-}
-
 func isAlnum(b byte) bool {
 	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9'
 }
@@ -192,19 +145,6 @@ func run(s string, i int, ok func(byte) bool) int {
 		i++
 	}
 	return i
-}
-
-func awsKeyID(s string, at int) (int, int, bool) {
-	end := at + 20
-	if !startsWord(s, at) || end > len(s) || end < len(s) && isAlnum(s[end]) {
-		return 0, 0, false
-	}
-	for i := at + 4; i < end; i++ {
-		if !isUpperOrDigit(s[i]) {
-			return 0, 0, false
-		}
-	}
-	return at, end, true
 }
 
 // separators returns where the separators between a name and its value
