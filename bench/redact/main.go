@@ -61,6 +61,7 @@ type sample struct{ wall, cpu time.Duration }
 func main() {
 	rounds := flag.Int("rounds", 5, "rounds; each runs every contender once on each input, alternating")
 	withGitleaks := flag.Bool("gitleaks", true, "compare with gitleaks' detector too (minutes)")
+	show = flag.String("show", "", "list what the redactor redacted of this kind in the clean corpus")
 	flag.Parse()
 	big, planted := mixedInput(10<<20, 1)
 	small, _ := mixedInput(2<<10, 2)
@@ -144,6 +145,8 @@ func main() {
 	}
 }
 
+var show *string
+
 // detection prints recall and false positives for the redactor and for
 // gitleaks' rules alone, beside their throughput, and checks the targets.
 func detection(full, glOnly *redact.Redactor, mbPerS [2]float64) bool {
@@ -185,7 +188,9 @@ func detection(full, glOnly *redact.Redactor, mbPerS [2]float64) bool {
 		red  *redact.Redactor
 		mbps float64
 	}{{"new redactor", full, mbPerS[0]}, {"gitleaks rules", glOnly, mbPerS[1]}}
-	var bareFPs []string // what the bare formats found in the clean corpus
+	// What the bare formats found in the clean corpus: false positives, and
+	// the vendors' own example credentials (real formats, fake values).
+	var bareFPs, bareExamples []string
 	var bareMissed int
 	for i, r := range rows {
 		rec, missed := recall(tokens, func(s string) string { return r.red.String(s, nil) })
@@ -195,8 +200,20 @@ func detection(full, glOnly *redact.Redactor, mbPerS [2]float64) bool {
 			out := r.red.String(f.text, &c)
 			for k, n := range c.Map() {
 				fps[k] += n
+				if i == 0 && k == *show {
+					for _, tok := range redactedTokens(f.text, out, k) {
+						fmt.Printf("    %s: %s: %q\n", f.path, k, tok)
+					}
+				}
 				if i == 0 && redact.IsBareFormat(k) {
-					bareFPs = append(bareFPs, fmt.Sprintf("%s: %s", f.path, excerpt(out, k)))
+					for _, tok := range redactedTokens(f.text, out, k) {
+						line := fmt.Sprintf("%s: %s: %q", f.path, k, tok)
+						if publishedExample(tok) {
+							bareExamples = append(bareExamples, line)
+						} else {
+							bareFPs = append(bareFPs, line)
+						}
+					}
 				}
 			}
 		}
@@ -219,9 +236,13 @@ func detection(full, glOnly *redact.Redactor, mbPerS [2]float64) bool {
 		}
 	}
 	perM := perMillion(len(bareFPs), lines)
-	fmt.Printf("  %-24s %9s %14.2f\n", "bare formats (of new)", "", perM)
+	fmt.Printf("  %-24s %9s %14.2f   (%d false positives; %d vendors' example credentials, redacted as tokens)\n",
+		"bare formats (of new)", "", perM, len(bareFPs), len(bareExamples))
 	for _, e := range bareFPs[:min(len(bareFPs), 20)] {
-		fmt.Printf("    %s\n", e)
+		fmt.Printf("    false positive: %s\n", e)
+	}
+	for _, e := range bareExamples[:min(len(bareExamples), 20)] {
+		fmt.Printf("    example credential: %s\n", e)
 	}
 	pass := ok && perM <= 1
 	ok = ok && pass
@@ -236,6 +257,39 @@ func excerpt(out, kind string) string {
 		return ""
 	}
 	return fmt.Sprintf("%q", out[max(0, i-60):min(len(out), i+80)])
+}
+
+// redactedTokens lists what out replaced with kind's redactions, on the
+// lines where in and out differ by that one redaction (the bare formats'
+// tokens never span lines); "?" for one it cannot tell.
+func redactedTokens(in, out, kind string) []string {
+	ins, outs := strings.Split(in, "\n"), strings.Split(out, "\n")
+	mark := "[REDACTED:" + kind + "]"
+	var toks []string
+	for i, o := range outs {
+		n := strings.Count(o, mark)
+		if n == 0 {
+			continue
+		}
+		if len(ins) != len(outs) || n != 1 || strings.Count(o, "[REDACTED:") != 1 {
+			for range n {
+				toks = append(toks, "?")
+			}
+			continue
+		}
+		// What precedes and follows the redaction is the input's own.
+		j := strings.Index(o, mark)
+		toks = append(toks, ins[i][j:len(ins[i])-(len(o)-j-len(mark))])
+	}
+	return toks
+}
+
+// publishedExample says whether tok is a vendor's documented example of
+// its format rather than text mistaken for a token: vendors mark theirs
+// with "EXAMPLE" (AWS's AKIAIOSFODNN7EXAMPLE) or pad them with zeros
+// (ghp_PersonalAccessToken01245678900000000).
+func publishedExample(tok string) bool {
+	return strings.Contains(strings.ToUpper(tok), "EXAMPLE") || strings.Contains(tok, "000000")
 }
 
 func perMillion(n, lines int) float64 { return float64(n) / float64(lines) * 1e6 }

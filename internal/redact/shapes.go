@@ -58,10 +58,75 @@ func isValueByte(b byte) bool {
 
 func assignedSecret(s string, at int) (int, int, bool) {
 	start, end, ok := afterName(isValueByte, 8)(s, at)
-	if !ok || shannon(s[start:end]) < assignedSecretEntropy {
+	if !ok || shannon(s[start:end]) < assignedSecretEntropy || isCode(s[start:end]) {
 		return 0, 0, false
 	}
 	return start, end, true
+}
+
+// isCode says whether a value after a secret's name is a piece of program
+// rather than a secret, as in source code a server prints: a call, a
+// composite literal or a generic type ("os.Getenv(key)", "&Token{",
+// "z.ZodOptional<z.ZodString>"), a selector of names
+// ("opts.ClientSecret", "gen_ai.usage.prompt_tokens"), a URL (a token
+// endpoint), or a name ("passwordPath", "DelegationToken",
+// "AZURE_TOKEN_CREDENTIALS"), a placeholder or a reference ("<string>",
+// "$AWS_SECRET", "%v"), a comparison, roff markup, a path or a URN. Secrets are none of these:
+// generated ones hold digits, and a name is taken for one only when it
+// says what it names (a secret word in it) or is written as code writes
+// names. A passphrase of capitalised words alone reads as a name too.
+func isCode(v string) bool {
+	if strings.ContainsAny(v, "(){}[]<>") || strings.IndexByte("&*$/", v[0]) >= 0 || strings.HasPrefix(v, "urn:") {
+		return true
+	}
+	for _, syntax := range []string{"://", "%v", "%s", "?.", "==", `\f`, `\-`} {
+		if strings.Contains(v, syntax) {
+			return true
+		}
+	}
+	v = strings.TrimSuffix(v, ".") // the end of a sentence
+	if strings.ContainsAny(v, "0123456789") {
+		return false
+	}
+	parts := strings.Split(v, ".")
+	for _, p := range parts {
+		if p == "" || run(p, 0, isWordByte) != len(p) {
+			return len(parts) == 1 && isName(v)
+		}
+	}
+	return len(parts) > 1 || isName(v)
+}
+
+// isName says whether v, of letters, "_" and "-" alone, reads as a
+// program's name: it holds a secret word, or it is written in snake,
+// kebab or lower camel case.
+func isName(v string) bool {
+	if run(v, 0, func(b byte) bool { return isWordByte(b) || b == '-' }) != len(v) {
+		return false
+	}
+	lower := strings.ToLower(v)
+	for _, w := range []string{"token", "secret", "passw", "key", "credential", "auth"} {
+		if strings.Contains(lower, w) {
+			return true
+		}
+	}
+	return strings.ContainsAny(v, "_-") || v[0] >= 'a' && v[0] <= 'z' || isWords(v)
+}
+
+// isWords says whether v is capitalised words run together ("Optional",
+// "NameAttribute"): each capital letter followed by two small ones or more.
+func isWords(v string) bool {
+	for i := 0; i < len(v); {
+		if v[i] < 'A' || v[i] > 'Z' {
+			return false
+		}
+		j := run(v, i+1, func(b byte) bool { return b >= 'a' && b <= 'z' })
+		if j-i < 3 {
+			return false
+		}
+		i = j
+	}
+	return true
 }
 
 // urlPassword redacts the password of a URL's userinfo (RFC 3986
@@ -89,10 +154,25 @@ func urlPassword(s string, at int) (int, int, bool) {
 			colon = end
 		}
 	}
-	if end == len(s) || s[end] != '@' || colon < 0 || end-colon < 2 {
+	if end == len(s) || s[end] != '@' || colon < 0 || end-colon < 2 || isPlaceholder(s[colon+1:end]) {
 		return 0, 0, false
 	}
 	return colon + 1, end, true
+}
+
+// placeholders are the words documentation writes for a password in a
+// URL ("postgres://user:password@host").
+var placeholders = map[string]bool{
+	"password": true, "passwd": true, "pass": true, "pwd": true, "pw": true, "secret": true,
+	"mypassword": true, "yourpassword": true, "changeme": true, "xxx": true, "xxxx": true,
+	"xxxxx": true, "xxxxxx": true, "xxxxxxxx": true, "token": true,
+}
+
+// isPlaceholder says whether a URL's password is documentation's: a
+// placeholder word, or a template's or markup's syntax ("<password>",
+// "${DB_PASSWORD}", "[:password]", roff's "\fIpassword\fR").
+func isPlaceholder(v string) bool {
+	return placeholders[strings.ToLower(v)] || strings.ContainsAny(v, `[]\<>{}$*`)
 }
 
 // connectionValue redacts the value after a connection string's key, up to
