@@ -1,15 +1,25 @@
 // Package redact replaces secrets in text that MCP servers return, before
-// anyone else sees it: common credential shapes (API keys, GitHub, AWS and
-// Slack tokens, JWTs, PEM private keys, bearer credentials) and the exact
-// values of the Secrets a server was given, with their base64 and
-// URL-encoded forms. A secret becomes "[REDACTED:<kind>]".
+// anyone else sees it, with "[REDACTED:<kind>]". Three detectors share one
+// pass over the text:
 //
-// A Redactor makes one pass over a text: each credential shape starts with a
-// literal ("ghp_", "AKIA", "-----BEGIN "), and so does each secret value and
-// each keyword of gitleaks' rules, so the pass tests three bytes per
-// position against one hashed bitset (gramSet) and looks closer only where
-// a literal may start. Text without any costs about a nanosecond a byte and
-// allocates nothing.
+//   - bare tokens, found by what they are made of with no name beside them:
+//     a table of vendors' token formats (bare.go: a prefix such as "glpat-"
+//     or "hf_", the body's alphabet and length, enough entropy), and
+//     structures specific enough alone (a Telegram bot token, JWTs, PEM
+//     private keys);
+//   - credentials found by a name or a structure around them (shapes.go: an
+//     AWS secret key after its name, bearer and Authorization credentials,
+//     a URL's password, connection strings, a random value after
+//     "password=") and gitleaks' default rules (gitleaks.go);
+//   - the exact values of the Secrets a server was given, in the forms a
+//     server may print them: as they are, in upper or lower case, in hex,
+//     base64, URL and JSON escapes (secretNeedles).
+//
+// Each of them starts with a literal ("ghp_", "AKIA", "-----BEGIN", a
+// secret value's first bytes, a gitleaks keyword), so the pass tests three
+// bytes per position against one hashed bitset (gramSet) and looks closer
+// only where a literal may start. Text without any costs about a nanosecond
+// a byte and allocates nothing.
 package redact
 
 import (
