@@ -101,7 +101,8 @@ func TestCodeAfterASecretsName(t *testing.T) {
 		"// Password: Optional.", `azureTokenCredentials = "AZURE_TOKEN_CREDENTIALS"`, "secret: <string>",
 		"EBS_SECRETKEY=$AWS_SECRETKEY", "if result.TokenType == \"urn:ietf:params:oauth:token-type:saml2\"",
 		"clickhouse://username:password@host1:9000/db", "http://user:pass@proxy:3128", "ftp://[[user][:password]@]host",
-		"DATABASE_URL=postgres://app:${DB_PASSWORD}@db/app",
+		"DATABASE_URL=postgres://app:${DB_PASSWORD}@db/app", `tokenHeader = "X-aws-ec2-metadata-token"`,
+		`tokenURL = "instance/service-accounts/default/token"`, "passwd: UID:GID:user_name:directory:shell",
 	} {
 		if got := Shapes.String(s, nil); got != s {
 			t.Errorf("%q redacted to %q", s, got)

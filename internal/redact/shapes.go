@@ -85,6 +85,9 @@ func isCode(v string) bool {
 		}
 	}
 	v = strings.TrimSuffix(v, ".") // the end of a sentence
+	if namesASecret(v) {
+		return true
+	}
 	if strings.ContainsAny(v, "0123456789") {
 		return false
 	}
@@ -97,20 +100,30 @@ func isCode(v string) bool {
 	return len(parts) > 1 || isName(v)
 }
 
-// isName says whether v, of letters, "_" and "-" alone, reads as a
-// program's name: it holds a secret word, or it is written in snake,
-// kebab or lower camel case.
-func isName(v string) bool {
-	if run(v, 0, func(b byte) bool { return isWordByte(b) || b == '-' }) != len(v) {
+// namesASecret says whether v is a name, a header or a path that says what
+// it names ("X-aws-ec2-metadata-token", "o.CredentialSource.TokenURL",
+// "service-accounts/default/token"): a secret word in a run of name bytes.
+func namesASecret(v string) bool {
+	if run(v, 0, func(b byte) bool { return isWordByte(b) || strings.IndexByte("-./:#", b) >= 0 }) != len(v) {
 		return false
 	}
 	lower := strings.ToLower(v)
-	for _, w := range []string{"token", "secret", "passw", "key", "credential", "auth"} {
+	for _, w := range []string{"token", "secret", "passw", "credential", "auth"} {
 		if strings.Contains(lower, w) {
 			return true
 		}
 	}
-	return strings.ContainsAny(v, "_-") || v[0] >= 'a' && v[0] <= 'z' || isWords(v)
+	return false
+}
+
+// isName says whether v, of letters, "_", "-" and ":" alone, reads as a
+// program's name: it holds "key", or it is written in snake, kebab or lower
+// camel case ("UID:GID:user_name" lists field names).
+func isName(v string) bool {
+	if run(v, 0, func(b byte) bool { return isWordByte(b) || b == '-' || b == ':' }) != len(v) {
+		return false
+	}
+	return strings.Contains(strings.ToLower(v), "key") || strings.ContainsAny(v, "_-") || v[0] >= 'a' && v[0] <= 'z' || isWords(v)
 }
 
 // isWords says whether v is capitalised words run together ("Optional",
