@@ -2,56 +2,26 @@ package main
 
 import (
 	"compress/gzip"
-	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/mcp-operator/mcp-operator/internal/tokencorpus"
 )
-
-// tokenCorpus is internal/redact's bare-token corpus (written by
-// hack/tokencorpus): fake tokens of published formats, each in four
-// wrappings whose names say nothing.
-type tokenEntry struct {
-	Kind    string            `json:"kind"`
-	Token   string            `json:"token"`
-	Wrapped map[string]string `json:"wrapped"`
-}
-
-func loadTokens(path string) ([]tokenEntry, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var c []tokenEntry
-	return c, json.Unmarshal(b, &c)
-}
-
-// rendered is the token as its wrapping writes it.
-func rendered(token, wrapping string) string {
-	switch wrapping {
-	case "json":
-		b, _ := json.Marshal(token)
-		return string(b[1 : len(b)-1])
-	case "url":
-		return url.QueryEscape(token)
-	}
-	return token
-}
 
 // recall is the share of (token, wrapping) pairs after which the text no
 // longer holds the token, and the kinds of the tokens missed.
-func recall(tokens []tokenEntry, redact func(string) string) (float64, map[string]int) {
+func recall(tokens []tokencorpus.Entry, redact func(string) string) (float64, map[string]int) {
 	caught, all := 0, 0
 	missed := map[string]int{}
 	for _, e := range tokens {
-		for _, w := range []string{"bare", "json", "env", "url"} {
+		for _, w := range tokencorpus.Wrappings {
 			all++
-			if strings.Contains(redact(e.Wrapped[w]), rendered(e.Token, w)) {
+			if strings.Contains(redact(e.Wrapped[w]), tokencorpus.Rendered(e.Token, w)) {
 				missed[e.Kind]++
 			} else {
 				caught++

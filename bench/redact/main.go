@@ -41,6 +41,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/bench/internal/benchutil"
 	"github.com/mcp-operator/mcp-operator/bench/redact/baseline"
 	"github.com/mcp-operator/mcp-operator/internal/redact"
+	"github.com/mcp-operator/mcp-operator/internal/tokencorpus"
 )
 
 func cpuTime() time.Duration {
@@ -150,7 +151,7 @@ var show *string
 // detection prints recall and false positives for the redactor and for
 // gitleaks' rules alone, beside their throughput, and checks the targets.
 func detection(full, glOnly *redact.Redactor, mbPerS [2]float64) bool {
-	tokens, err := loadTokens("../../internal/redact/testdata/bare-tokens.json")
+	tokens, err := tokencorpus.Load("../../internal/redact/testdata/bare-tokens.json")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "the token corpus:", err)
 		return false

@@ -22,9 +22,10 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"net/url"
 	"os"
 	"strings"
+
+	"github.com/mcp-operator/mcp-operator/internal/tokencorpus"
 )
 
 const (
@@ -261,40 +262,16 @@ func uuid(g *gen) string {
 	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
-// Entry is one token of the corpus and its renderings.
-type Entry struct {
-	Kind  string `json:"kind"`
-	Token string `json:"token"`
-	// Wrapped holds the token rendered bare, in a JSON document, in an env
-	// file and in a URL's query. Neither the names nor the text around a
-	// token say it is a secret.
-	Wrapped map[string]string `json:"wrapped"`
-}
-
-func wrap(token string, n int) map[string]string {
-	doc, _ := json.Marshal(map[string]any{"id": fmt.Sprintf("item-%d", n), "value": token, "enabled": true})
-	env := token
-	if strings.ContainsAny(env, " \n") {
-		env = `"` + env + `"`
-	}
-	return map[string]string{
-		"bare": token,
-		"json": string(doc),
-		"env":  fmt.Sprintf("LOG_LEVEL=info\nITEM_%d=%s\nPORT=8080\n", n, env),
-		"url":  fmt.Sprintf("https://api.example.com/v1/items?ref=%s&page=2", url.QueryEscape(token)),
-	}
-}
-
 func main() {
 	out := flag.String("out", "internal/redact/testdata/bare-tokens.json", "the corpus file to write")
 	per := flag.Int("per-kind", 3, "tokens of each kind")
 	flag.Parse()
 	g := &gen{rng: rand.New(rand.NewPCG(29, 2026))}
-	var entries []Entry
+	var entries []tokencorpus.Entry
 	for _, f := range formats {
 		for range *per {
 			t := f.make(g)
-			entries = append(entries, Entry{Kind: f.kind, Token: t, Wrapped: wrap(t, len(entries))})
+			entries = append(entries, tokencorpus.Entry{Kind: f.kind, Token: t, Wrapped: tokencorpus.Wrap(t, len(entries))})
 		}
 	}
 	var b bytes.Buffer

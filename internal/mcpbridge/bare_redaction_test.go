@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/redact"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
+	"github.com/mcp-operator/mcp-operator/internal/tokencorpus"
 )
 
 // TestBareTokensAndEncodedSecretsRedacted: a real server (server-everything's
@@ -39,12 +39,8 @@ func TestBareTokensAndEncodedSecretsRedacted(t *testing.T) {
 		"secret JSON-escaped":        string(jsonEscaped[1 : len(jsonEscaped)-1]),
 		"secret JSON-escaped, ASCII": `s3rver/Own\"Secret+v\u00e4lue`,
 	}
-	raw, err := os.ReadFile("../redact/testdata/bare-tokens.json")
+	corpus, err := tokencorpus.Load("../redact/testdata/bare-tokens.json")
 	if err != nil {
-		t.Fatal(err)
-	}
-	var corpus []struct{ Kind, Token string }
-	if err := json.Unmarshal(raw, &corpus); err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range corpus {

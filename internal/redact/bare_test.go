@@ -6,48 +6,27 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"net/url"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
-)
 
-// corpusEntry is one token of testdata/bare-tokens.json (written by
-// hack/tokencorpus).
-type corpusEntry struct {
-	Kind    string            `json:"kind"`
-	Token   string            `json:"token"`
-	Wrapped map[string]string `json:"wrapped"`
-}
+	"github.com/mcp-operator/mcp-operator/internal/tokencorpus"
+)
 
 func rngFor(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 29)) }
 
-var wrappings = []string{"bare", "json", "env", "url"}
-
-func loadCorpus(t testing.TB) []corpusEntry {
-	b, err := os.ReadFile("testdata/bare-tokens.json")
+func loadCorpus(t testing.TB) []tokencorpus.Entry {
+	c, err := tokencorpus.Load("testdata/bare-tokens.json")
 	if err != nil {
-		t.Fatal(err)
-	}
-	var c []corpusEntry
-	if err := json.Unmarshal(b, &c); err != nil {
 		t.Fatal(err)
 	}
 	return c
 }
 
-// rendered is the token as its wrapping writes it: escaped in JSON,
-// query-escaped in a URL.
-func rendered(token, wrapping string) string {
-	switch wrapping {
-	case "json":
-		b, _ := json.Marshal(token)
-		return string(b[1 : len(b)-1])
-	case "url":
-		return url.QueryEscape(token)
-	}
-	return token
-}
+var (
+	wrappings = tokencorpus.Wrappings
+	rendered  = tokencorpus.Rendered
+)
 
 // Every token of the corpus, in every wrapping, is redacted: the text no
 // longer holds it, and JSON's decoded strings do not either.
