@@ -53,7 +53,6 @@ var (
 	keyByteSet   = bytesOf(isKeyByte)
 	hexDashSet   = bytesOf(func(b byte) bool { return isHex(b) || b == '-' })
 	bech32Set    = bytesOf(func(b byte) bool { return strings.IndexByte("QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L", b) >= 0 })
-	digitSet     = bytesOf(isDigit)
 )
 
 func isHex(b byte) bool {
