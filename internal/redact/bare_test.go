@@ -46,9 +46,13 @@ func TestBareTokenCorpus(t *testing.T) {
 			if !strings.Contains(text, tok) {
 				t.Fatalf("%s %s: the wrapping %q does not hold the token", e.Kind, w, text)
 			}
-			if got := Shapes.String(text, nil); strings.Contains(got, tok) {
+			var c Counts
+			if got := Shapes.String(text, &c); strings.Contains(got, tok) {
 				missed++
 				t.Errorf("%s in %s survived: %q", e.Kind, w, got)
+			}
+			if w == "bare" && !foundByShape(c) {
+				t.Errorf("%s: found by %v, not by a format or shape of its own", e.Kind, c.Map())
 			}
 		}
 		out, err := Shapes.JSON([]byte(e.Wrapped["json"]), nil)
@@ -64,6 +68,17 @@ func TestBareTokenCorpus(t *testing.T) {
 		}
 	}
 	t.Logf("%d tokens of %d kinds in %d wrappings: %d missed", len(corpus), len(kinds), len(wrappings), missed)
+}
+
+// foundByShape says whether c counts a bare format or a structural shape
+// (a JWT, a PEM key): what finds a token with no name beside it.
+func foundByShape(c Counts) bool {
+	for k := range c.Map() {
+		if IsBareFormat(k) || k == JWT.String() || k == PrivateKey.String() {
+			return true
+		}
+	}
+	return false
 }
 
 // A bare format's kind names the redaction: each format is found by its own
