@@ -68,10 +68,10 @@ type glMatcher struct {
 	// value (New Relic's "nrak") needs its name too ("newrelic"), which
 	// the text around most keywords found lacks; its regexp costs up to a
 	// millisecond a window.
-	holds []string
-	group    int
-	entropy  float64
-	allow    []glAllow
+	holds   []string
+	group   int
+	entropy float64
+	allow   []glAllow
 }
 
 // keywordIndex finds the rules' keywords: for each case-folded pair of
