@@ -62,7 +62,7 @@ type sample struct{ wall, cpu time.Duration }
 func main() {
 	rounds := flag.Int("rounds", 5, "rounds; each runs every contender once on each input, alternating")
 	withGitleaks := flag.Bool("gitleaks", true, "compare with gitleaks' detector too (minutes)")
-	show = flag.String("show", "", "list what the redactor redacted of this kind in the clean corpus")
+	show := flag.String("show", "", "list what the redactor redacted of this kind in the clean corpus")
 	flag.Parse()
 	big, planted := mixedInput(10<<20, 1)
 	small, _ := mixedInput(2<<10, 2)
@@ -140,17 +140,15 @@ func main() {
 			}
 		}
 	}
-	ok = detection(newR, glR, bigMBps) && ok
+	ok = detection(newR, glR, bigMBps, *show) && ok
 	if !ok {
 		os.Exit(1)
 	}
 }
 
-var show *string
-
 // detection prints recall and false positives for the redactor and for
 // gitleaks' rules alone, beside their throughput, and checks the targets.
-func detection(full, glOnly *redact.Redactor, mbPerS [2]float64) bool {
+func detection(full, glOnly *redact.Redactor, mbPerS [2]float64, show string) bool {
 	tokens, err := tokencorpus.Load("../../internal/redact/testdata/bare-tokens.json")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "the token corpus:", err)
@@ -201,7 +199,7 @@ func detection(full, glOnly *redact.Redactor, mbPerS [2]float64) bool {
 			out := r.red.String(f.text, &c)
 			for k, n := range c.Map() {
 				fps[k] += n
-				if i == 0 && k == *show {
+				if i == 0 && k == show {
 					for _, tok := range redactedTokens(f.text, out, k) {
 						fmt.Printf("    %s: %s: %q\n", f.path, k, tok)
 					}
