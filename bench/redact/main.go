@@ -147,7 +147,9 @@ func main() {
 }
 
 // detection prints recall and false positives for the redactor and for
-// gitleaks' rules alone, beside their throughput, and checks the targets.
+// gitleaks' rules alone, beside their throughput, and checks the targets;
+// with show, it lists what the redactor redacted of that kind in the clean
+// corpus.
 func detection(full, glOnly *redact.Redactor, mbPerS [2]float64, show string) bool {
 	tokens, err := tokencorpus.Load("../../internal/redact/testdata/bare-tokens.json")
 	if err != nil {
