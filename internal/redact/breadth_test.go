@@ -109,7 +109,7 @@ func TestCodeAfterASecretsName(t *testing.T) {
 		}
 	}
 	for _, s := range []string{
-		"password: Pa55.w0rd!x", "token = abc.Def123xyzQ", "SERVICE_TOKEN=q8Wm2xLr7Tz4Vn1K",
+		"password: Pa55.w0rd!x", "token = abc.Def123xyzQ", "SERVICE_TOKEN=q8Wm2xLr7Tz4Vn1K", "password=mypassword123",
 		"postgres://app:Xk29vLq81mZr@db:5432/app",
 	} {
 		if got := Shapes.String(s, nil); got == s {

@@ -102,9 +102,11 @@ func isCode(v string) bool {
 
 // namesASecret says whether v is a name, a header or a path that says what
 // it names ("X-aws-ec2-metadata-token", "o.CredentialSource.TokenURL",
-// "service-accounts/default/token"): a secret word in a run of name bytes.
+// "service-accounts/default/token"): a secret word in name bytes joined by
+// separators ("mypassword123" is a password, not a name).
 func namesASecret(v string) bool {
-	if run(v, 0, func(b byte) bool { return isWordByte(b) || strings.IndexByte("-./:#", b) >= 0 }) != len(v) {
+	if run(v, 0, func(b byte) bool { return isWordByte(b) || strings.IndexByte("-./:#", b) >= 0 }) != len(v) ||
+		!strings.ContainsAny(v, "-./:#_") {
 		return false
 	}
 	lower := strings.ToLower(v)
