@@ -102,16 +102,27 @@ func isCode(v string) bool {
 
 // namesASecret says whether v is a name, a header or a path that says what
 // it names ("X-aws-ec2-metadata-token", "o.CredentialSource.TokenURL",
-// "service-accounts/default/token"): a secret word in name bytes joined by
-// separators ("mypassword123" is a password, not a name).
+// "service-accounts/default/token", "JwtTokenIssuedAt"): a secret word in
+// name bytes joined by separators, or in camel case without digits
+// ("mypassword123" and "SecretPass2024" are passwords, not names).
 func namesASecret(v string) bool {
 	if run(v, 0, func(b byte) bool { return isWordByte(b) || strings.IndexByte("-./:#", b) >= 0 }) != len(v) ||
-		!strings.ContainsAny(v, "-./:#_") {
+		!strings.ContainsAny(v, "-./:#_") && (!camel(v) || strings.ContainsAny(v, "0123456789")) {
 		return false
 	}
 	lower := strings.ToLower(v)
 	for _, w := range []string{"token", "secret", "passw", "credential", "auth"} {
 		if strings.Contains(lower, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// camel says whether a small letter is followed by a capital in v.
+func camel(v string) bool {
+	for i := 1; i < len(v); i++ {
+		if v[i-1] >= 'a' && v[i-1] <= 'z' && v[i] >= 'A' && v[i] <= 'Z' {
 			return true
 		}
 	}
