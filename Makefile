@@ -165,8 +165,9 @@ test: envtest-assets peers $(HELM) $(KUSTOMIZE) helm-lint ## Run every test suit
 
 # FUZZTIME bounds each fuzz target's run beyond its committed corpus
 # (testdata/fuzz): redaction (secret values, tokens of known shapes, the
-# bare-token corpus in every wrapping), invisible characters, the output pipeline,
-# the argument preview, digests' canonical JSON against its reference. A
+# bare-token corpus in every wrapping), invisible characters, the output
+# pipeline, the argument preview, digests' canonical JSON against its
+# reference. A
 # count of inputs, not a duration: with a duration, Go 1.26's fuzzing
 # coordinator can report its own deadline as a failure when a loaded
 # machine keeps a worker busy at the end (go.dev/issue/75804, fixed in Go
