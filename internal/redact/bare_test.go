@@ -186,8 +186,12 @@ func TestSecretValueEncodings(t *testing.T) {
 	}
 	// Every form is a literal of the one scan, computed when the Redactor
 	// was built: none needs a pass of its own.
-	if r.secrets != len(secretNeedles([]string{value})) || r.secrets < len(encodings)-4 {
-		t.Errorf("the Redactor holds %d forms of the value", r.secrets)
+	forms := 0
+	for _, ts := range r.secrets.byHead {
+		forms += len(ts)
+	}
+	if forms != len(secretNeedles([]string{value})) || forms < len(encodings)-4 {
+		t.Errorf("the Redactor holds %d forms of the value", forms)
 	}
 }
 

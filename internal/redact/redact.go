@@ -159,11 +159,62 @@ type trigger struct {
 // Redactor redacts the known credential shapes and a fixed set of secret
 // values. It is immutable and safe for concurrent use.
 type Redactor struct {
-	static  *pairIndex     // the shapes and bare formats, shared by every Redactor
-	first   [256][]trigger // the secret values' forms, by first byte
-	grams   gramSet        // the first three bytes of every literal and gitleaks keyword
-	own     pairSet        // the first two bytes of every literal
-	secrets int
+	static  *pairIndex // the shapes and bare formats, shared by every Redactor
+	grams   gramSet    // the first three bytes of every literal and gitleaks keyword
+	own     pairSet    // the first two bytes of every literal
+	secrets secretIndex
+}
+
+// secretIndex holds the forms of the secret values by their first eight
+// bytes (every form is at least MinSecretLen long), behind a bit set of
+// their hashes: a bridge's audit writer knows every server's values, tens
+// of thousands of forms, and a position costs one probe of the bit set
+// however many there are.
+type secretIndex struct {
+	byHead map[uint64][]trigger
+	bits   []uint64
+	shift  uint // 64 - log2(len(bits)*64)
+}
+
+// headOf is s's first eight bytes as one number.
+func headOf(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+const headMul = 0x9e3779b97f4a7c15
+
+func newSecretIndex(ts []trigger) secretIndex {
+	if len(ts) == 0 {
+		return secretIndex{}
+	}
+	// About sixteen bits a form: a position that starts none passes one
+	// time in sixteen at most.
+	logBits := uint(6)
+	for 1<<logBits < 16*len(ts) {
+		logBits++
+	}
+	ix := secretIndex{byHead: make(map[uint64][]trigger, len(ts)), bits: make([]uint64, 1<<logBits/64), shift: 64 - logBits}
+	for _, t := range ts {
+		h := headOf(t.lit)
+		ix.byHead[h] = append(ix.byHead[h], t)
+		b := h * headMul >> ix.shift
+		ix.bits[b/64] |= 1 << (b % 64)
+	}
+	return ix
+}
+
+// at returns the forms that may start at s[i:].
+func (ix *secretIndex) at(s string, i int) []trigger {
+	if ix.bits == nil || len(s)-i < MinSecretLen {
+		return nil
+	}
+	h := headOf(s[i:])
+	if b := h * headMul >> ix.shift; ix.bits[b/64]&(1<<(b%64)) == 0 {
+		return nil
+	}
+	return ix.byHead[h]
 }
 
 // pairSet holds pairs of bytes, one bit each.
@@ -212,17 +263,14 @@ var staticTriggers = sync.OnceValue(func() *pairIndex {
 func New(secrets ...string) *Redactor {
 	static := staticTriggers()
 	r := &Redactor{static: static, grams: static.grams, own: static.pairs}
+	var forms []trigger
 	for _, n := range secretNeedles(secrets) {
 		t := prepared(trigger{lit: n.lit, kind: n.kind, match: exact(len(n.lit))}, &r.grams)
-		for _, a := range variants(t, 0) {
-			r.first[a] = append(r.first[a], t)
-			for _, b := range variants(t, 1) {
-				bg := uint16(a)<<8 | uint16(b)
-				r.own[bg/64] |= 1 << (bg % 64)
-			}
-		}
-		r.secrets++
+		bg := uint16(t.lit[0])<<8 | uint16(t.lit[1])
+		r.own[bg/64] |= 1 << (bg % 64)
+		forms = append(forms, t)
 	}
+	r.secrets = newSecretIndex(forms)
 	// One test of a position's three bytes looks for the gitleaks rules'
 	// keywords too.
 	gl := gitleaksGrams()
@@ -401,7 +449,7 @@ func (r *Redactor) at(s string, i int, gl *matcher, spans []span, names bool) []
 	if g := r.static.byPair[uint16(s[i])<<8|uint16(s[i+1])]; g != 0 {
 		spans = try(s, i, r.static.groups[g-1], spans, names)
 	}
-	return try(s, i, r.first[s[i]], spans, names)
+	return try(s, i, r.secrets.at(s, i), spans, names)
 }
 
 // try appends the secrets that the triggers ts find at s[i:].
