@@ -355,16 +355,10 @@ func anchor(re string, keywords []string) (*regexp.Regexp, bool, int) {
 	if len(keywords) == 0 {
 		return nil, false, maxLen
 	}
-	flags, rest := "", re
-	if strings.HasPrefix(rest, "(?i)") {
-		flags, rest = "(?i)", rest[len("(?i)"):]
-	}
-	rest = strings.TrimPrefix(rest, identifierRun)
-	tree, err := syntax.Parse(flags+rest, syntax.Perl)
+	flags, rest, tree, err := afterIdentifierRun(re)
 	if err != nil {
 		return nil, false, maxLen
 	}
-	tree = tree.Simplify()
 	boundary := false
 	if tree.Op == syntax.OpConcat && len(tree.Sub) > 0 && tree.Sub[0].Op == syntax.OpWordBoundary {
 		boundary = true
@@ -381,20 +375,30 @@ func anchor(re string, keywords []string) (*regexp.Regexp, bool, int) {
 	return regexp.MustCompile(`^(?:` + flags + rest + `)`), boundary, maxLen
 }
 
-// required returns strings, lower-cased, one of which every match of re
-// holds: the starts of what follows its leading identifier run, or nil
-// when there is no short list of them.
-func required(re string) []string {
-	flags, rest := "", re
+// afterIdentifierRun splits re into its flags and what follows its leading
+// identifier run (which can match nothing), and parses the latter.
+func afterIdentifierRun(re string) (flags, rest string, tree *syntax.Regexp, err error) {
+	rest = re
 	if strings.HasPrefix(rest, "(?i)") {
 		flags, rest = "(?i)", rest[len("(?i)"):]
 	}
 	rest = strings.TrimPrefix(rest, identifierRun)
-	tree, err := syntax.Parse(flags+rest, syntax.Perl)
+	tree, err = syntax.Parse(flags+rest, syntax.Perl)
+	if err != nil {
+		return "", "", nil, err
+	}
+	return flags, rest, tree.Simplify(), nil
+}
+
+// required returns strings, lower-cased, one of which every match of re
+// holds: the starts of what follows its leading identifier run, or nil
+// when there is no short list of them.
+func required(re string) []string {
+	_, _, tree, err := afterIdentifierRun(re)
 	if err != nil {
 		return nil
 	}
-	starts, ok := prefixes(tree.Simplify(), 8)
+	starts, ok := prefixes(tree, 8)
 	if !ok || slices.Contains(starts, "") {
 		return nil
 	}
