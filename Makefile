@@ -164,12 +164,13 @@ test: envtest-assets peers $(HELM) $(KUSTOMIZE) helm-lint ## Run every test suit
 	$(MAKE) e2e
 
 # FUZZTIME bounds each fuzz target's run beyond its committed corpus
-# (testdata/fuzz): redaction, invisible characters, the output pipeline,
-# the argument preview, digests' canonical JSON against its reference. A
-# count of inputs, not a duration: with a duration, Go 1.26's fuzzing
-# coordinator can report its own deadline as a failure when a loaded
-# machine keeps a worker busy at the end (go.dev/issue/75804, fixed in Go
-# 1.27); a count has no deadline to race. About 2-8 s each on a quiet
+# (testdata/fuzz): redaction (secret values, tokens of known shapes, the
+# bare-token corpus in every wrapping), invisible characters, the output
+# pipeline, the argument preview, digests' canonical JSON against its
+# reference. A count of inputs, not a duration: with a duration, Go 1.26's
+# fuzzing coordinator can report its own deadline as a failure when a
+# loaded machine keeps a worker busy at the end (go.dev/issue/75804, fixed
+# in Go 1.27); a count has no deadline to race. About 2-8 s each on a quiet
 # machine.
 FUZZTIME ?= 40000x
 
@@ -177,6 +178,7 @@ FUZZTIME ?= 40000x
 fuzz: ## Run the redaction, output-pipeline and canonical-JSON fuzz targets for FUZZTIME each (beyond their seeds).
 	go test ./internal/redact -run '^$$' -fuzz '^FuzzStringNeverLeaks$$' -fuzztime $(FUZZTIME)
 	go test ./internal/redact -run '^$$' -fuzz '^FuzzJSONNeverLeaksSecret$$' -fuzztime $(FUZZTIME)
+	go test ./internal/redact -run '^$$' -fuzz '^FuzzBareTokensNeverLeak$$' -fuzztime $(FUZZTIME)
 	go test ./internal/mcp/invisible -run '^$$' -fuzz '^FuzzStrip$$' -fuzztime $(FUZZTIME)
 	go test ./internal/mcpbridge/output -run '^$$' -fuzz '^FuzzPipeline$$' -fuzztime $(FUZZTIME)
 	go test ./internal/audit -run '^$$' -fuzz '^FuzzStructurePreview$$' -fuzztime $(FUZZTIME)
@@ -235,7 +237,7 @@ bench-controller: envtest-assets peers ## The MCPServer controller (all namespac
 REDACT_BASELINE := 34976b4
 
 .PHONY: bench-redact
-bench-redact: ## Redaction of a 10 MiB and a 2 KB result: the redactor against the one it replaced (from git history) and gitleaks' detector.
+bench-redact: ## Redaction of a 10 MiB and a 2 KB result against gitleaks' rules alone, the redactor before them (from git history) and gitleaks' detector; recall on the bare-token corpus and false positives on 50+ MB of this machine's sources and man pages; exits 1 on a missed target.
 	@git cat-file -e $(REDACT_BASELINE)^{commit} 2>/dev/null || { \
 		echo "bench-redact compares with internal/redact at commit $(REDACT_BASELINE), which this clone lacks: git fetch --unshallow"; exit 1; }
 	for f in redact.go shapes.go; do \

@@ -90,3 +90,31 @@ func TestNearMissesSurvive(t *testing.T) {
 		}
 	}
 }
+
+// Source code and documentation a server prints: a secret's name with code
+// or a placeholder after it is left alone, a secret after it is not.
+func TestCodeAfterASecretsName(t *testing.T) {
+	for _, s := range []string{
+		"\t\tAccessToken: tok.AccessToken,", "\tsecret := os.Getenv(key)", "ClientSecret: opts.ClientSecret,",
+		`jwtTokenURL = "https://oauth2.googleapis.com/token"`, "token: z.ZodOptional<z.ZodString>;",
+		"\tTokenProvider:  cachedTokenProvider,", "apiKeyPath := v.GetString(cfg.namespace)",
+		"// Password: Optional.", `azureTokenCredentials = "AZURE_TOKEN_CREDENTIALS"`, "secret: <string>",
+		"EBS_SECRETKEY=$AWS_SECRETKEY", "if result.TokenType == \"urn:ietf:params:oauth:token-type:saml2\"",
+		"clickhouse://username:password@host1:9000/db", "http://user:pass@proxy:3128", "ftp://[[user][:password]@]host",
+		"DATABASE_URL=postgres://app:${DB_PASSWORD}@db/app", `tokenHeader = "X-aws-ec2-metadata-token"`,
+		`tokenURL = "instance/service-accounts/default/token"`, "passwd: UID:GID:user_name:directory:shell",
+		"\tcase TokenEOF:", "token: JwtTokenIssuedAt,",
+	} {
+		if got := Shapes.String(s, nil); got != s {
+			t.Errorf("%q redacted to %q", s, got)
+		}
+	}
+	for _, s := range []string{
+		"password: Pa55.w0rd!x", "token = abc.Def123xyzQ", "SERVICE_TOKEN=q8Wm2xLr7Tz4Vn1K", "password=mypassword123", "password: SecretPass2024",
+		"postgres://app:Xk29vLq81mZr@db:5432/app",
+	} {
+		if got := Shapes.String(s, nil); got == s {
+			t.Errorf("%q was not redacted", s)
+		}
+	}
+}

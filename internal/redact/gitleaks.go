@@ -4,6 +4,7 @@ import (
 	"math"
 	"regexp"
 	"regexp/syntax"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -62,9 +63,15 @@ type glMatcher struct {
 	assign   int            // > 0: an assignment rule (assignment), whose value is at least this long
 	nameLen  int            // for assign: the longest name, keyword included
 	maxLen   int            // longest match, at most windowMaxLen
-	group    int
-	entropy  float64
-	allow    []glAllow
+	// holds are strings (lower-case), one of which every match holds: a
+	// window without any is not searched. A rule whose keyword is in its
+	// value (New Relic's "nrak") needs its name too ("newrelic"), which
+	// the text around most keywords found lacks; its regexp costs up to a
+	// millisecond a window.
+	holds   []string
+	group   int
+	entropy float64
+	allow   []glAllow
 }
 
 // keywordIndex finds the rules' keywords: for each case-folded pair of
@@ -98,7 +105,7 @@ type keyword struct {
 var gitleaksGeneric = func() Kind {
 	for i, r := range gitleaksRules {
 		if r.ID == "generic-api-key" {
-			return numOwnKinds + Kind(i)
+			return firstGitleaksKind + Kind(i)
 		}
 	}
 	panic("gitleaks has no generic-api-key rule")
@@ -151,7 +158,7 @@ func compileGitleaks(rules []glRule, global []glAllowlist) *keywordIndex {
 // concurrent use.
 func (ix *keywordIndex) rule(ri int) *glMatcher {
 	lm := &ix.matchers[ri]
-	lm.once.Do(func() { lm.m = compileRule(ix.rules[ri], numOwnKinds+Kind(ri)) })
+	lm.once.Do(func() { lm.m = compileRule(ix.rules[ri], firstGitleaksKind+Kind(ri)) })
 	return &lm.m
 }
 
@@ -164,6 +171,9 @@ func compileRule(r glRule, kind Kind) glMatcher {
 		allow:   compileAllowlists(r.Allowlists),
 	}
 	m.anchored, m.boundary, m.maxLen = anchor(r.Regex, r.Keywords)
+	if m.anchored == nil {
+		m.holds = required(r.Regex)
+	}
 	if m.anchored != nil {
 		tree, err := syntax.Parse(m.anchored.String(), syntax.Perl)
 		if err != nil {
@@ -345,16 +355,10 @@ func anchor(re string, keywords []string) (*regexp.Regexp, bool, int) {
 	if len(keywords) == 0 {
 		return nil, false, maxLen
 	}
-	flags, rest := "", re
-	if strings.HasPrefix(rest, "(?i)") {
-		flags, rest = "(?i)", rest[len("(?i)"):]
-	}
-	rest = strings.TrimPrefix(rest, identifierRun)
-	tree, err := syntax.Parse(flags+rest, syntax.Perl)
+	flags, rest, tree, err := afterIdentifierRun(re)
 	if err != nil {
 		return nil, false, maxLen
 	}
-	tree = tree.Simplify()
 	boundary := false
 	if tree.Op == syntax.OpConcat && len(tree.Sub) > 0 && tree.Sub[0].Op == syntax.OpWordBoundary {
 		boundary = true
@@ -369,6 +373,48 @@ func anchor(re string, keywords []string) (*regexp.Regexp, bool, int) {
 		}
 	}
 	return regexp.MustCompile(`^(?:` + flags + rest + `)`), boundary, maxLen
+}
+
+// afterIdentifierRun splits re into its flags and what follows its leading
+// identifier run (which can match nothing), and parses the latter.
+func afterIdentifierRun(re string) (flags, rest string, tree *syntax.Regexp, err error) {
+	rest = re
+	if strings.HasPrefix(rest, "(?i)") {
+		flags, rest = "(?i)", rest[len("(?i)"):]
+	}
+	rest = strings.TrimPrefix(rest, identifierRun)
+	tree, err = syntax.Parse(flags+rest, syntax.Perl)
+	if err != nil {
+		return "", "", nil, err
+	}
+	return flags, rest, tree.Simplify(), nil
+}
+
+// required returns strings, lower-cased, one of which every match of re
+// holds: the starts of what follows its leading identifier run, or nil
+// when there is no short list of them.
+func required(re string) []string {
+	_, _, tree, err := afterIdentifierRun(re)
+	if err != nil {
+		return nil
+	}
+	starts, ok := prefixes(tree, 8)
+	if !ok || slices.Contains(starts, "") {
+		return nil
+	}
+	return starts
+}
+
+// holdsAny says whether s holds one of lits (lower-case), in any case.
+func holdsAny(s string, lits []string) bool {
+	for i := range s {
+		for _, l := range lits {
+			if toLower[s[i]] == l[0] && hasPrefixFold(s[i:], l) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func startsWithKeyword(p string, keywords []string) bool {
@@ -670,6 +716,9 @@ func (ix *keywordIndex) matchAt(s string, at, ri int, spans []span) []span {
 // search runs rule ri on s[from:to].
 func (ix *keywordIndex) search(s string, from, to, ri int, spans []span) []span {
 	m := ix.rule(ri)
+	if len(m.holds) > 0 && !holdsAny(s[from:to], m.holds) {
+		return spans
+	}
 	for from < to {
 		loc := m.re.FindStringSubmatchIndex(s[from:to])
 		if loc == nil {

@@ -202,3 +202,27 @@ func TestEveryRuleCompiles(t *testing.T) {
 	}
 	ix.global() // a regexp that does not compile panics
 }
+
+// A rule searched in windows skips a window without any of its holds: every
+// match of the rule in its own examples holds one, and the rules keyed by
+// their value have holds (their names).
+func TestWindowHoldsAreInEveryMatch(t *testing.T) {
+	ix := compileGitleaks(gitleaksRules, gitleaksGlobal)
+	withHolds := 0
+	for i, e := range loadExamples(t) {
+		m := ix.rule(i)
+		if len(m.holds) == 0 {
+			continue
+		}
+		withHolds++
+		for _, tp := range e.TPs {
+			if match := m.re.FindString(tp); match != "" && !holdsAny(match, m.holds) {
+				t.Errorf("%s: the match %q holds none of %v", e.ID, match, m.holds)
+			}
+		}
+	}
+	if nr := ix.rule(slices.IndexFunc(gitleaksRules, func(r glRule) bool { return r.ID == "new-relic-user-api-key" })); !slices.Contains(nr.holds, "newrelic") {
+		t.Errorf("New Relic's rule holds %v, want its names", nr.holds)
+	}
+	t.Logf("%d rules searched in windows only where their holds are", withHolds)
+}

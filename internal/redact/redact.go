@@ -1,25 +1,39 @@
 // Package redact replaces secrets in text that MCP servers return, before
-// anyone else sees it: common credential shapes (API keys, GitHub, AWS and
-// Slack tokens, JWTs, PEM private keys, bearer credentials) and the exact
-// values of the Secrets a server was given, with their base64 and
-// URL-encoded forms. A secret becomes "[REDACTED:<kind>]".
+// anyone else sees it, with "[REDACTED:<kind>]". Three detectors share one
+// pass over the text:
 //
-// A Redactor makes one pass over a text: each credential shape starts with a
-// literal ("ghp_", "AKIA", "-----BEGIN "), and so does each secret value and
-// each keyword of gitleaks' rules, so the pass tests three bytes per
-// position against one hashed bitset (gramSet) and looks closer only where
-// a literal may start. Text without any costs about a nanosecond a byte and
-// allocates nothing.
+//   - bare tokens, found by what they are made of with no name beside them:
+//     a table of vendors' token formats (bare.go: a prefix such as "glpat-"
+//     or "hf_", the body's alphabet and length, enough entropy), and
+//     structures specific enough alone (a Telegram bot token, JWTs, PEM
+//     private keys);
+//   - credentials found by a name or a structure around them (shapes.go: an
+//     AWS secret key after its name, bearer and Authorization credentials,
+//     a URL's password, connection strings, a random value after
+//     "password=") and gitleaks' default rules (gitleaks.go);
+//   - the exact values of the Secrets a server was given, in the forms a
+//     server may print them: as they are, in upper or lower case, in hex,
+//     base64, URL and JSON escapes (secretNeedles).
+//
+// Each of them starts with a literal ("ghp_", "AKIA", "-----BEGIN", a
+// secret value's first bytes, a gitleaks keyword), so the pass tests three
+// bytes per position against one hashed bitset (gramSet) and looks closer
+// only where a literal may start. Text without any costs about a nanosecond
+// a byte and allocates nothing.
 package redact
 
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
@@ -30,13 +44,7 @@ type Kind uint16
 
 // The kinds, in the order Counts reports them.
 const (
-	OpenAIKey Kind = iota
-	AnthropicKey
-	GitHubToken
-	GitHubPAT
-	AWSAccessKeyID
-	AWSSecretAccessKey
-	SlackToken
+	AWSSecretAccessKey Kind = iota
 	JWT
 	PrivateKey
 	Bearer
@@ -47,19 +55,19 @@ const (
 	Secret
 	SecretBase64
 	SecretURLEncoded
+	SecretHex
+	SecretCase
+	SecretJSONEscaped
 	numOwnKinds
-	// The kinds from numOwnKinds on are gitleaks' rules, named by their ids.
-	numKinds = numOwnKinds + numGitleaksRules
+	// The kinds from numOwnKinds on are the bare token formats
+	// (bareFormats), then from firstGitleaksKind on gitleaks' rules, named
+	// by their ids.
+	firstGitleaksKind = numOwnKinds + numBareKinds
+	numKinds          = firstGitleaksKind + numGitleaksRules
 )
 
 var kindNames = [numOwnKinds]string{
-	OpenAIKey:           "openai-key",
-	AnthropicKey:        "anthropic-key",
-	GitHubToken:         "github-token",
-	GitHubPAT:           "github-pat",
-	AWSAccessKeyID:      "aws-access-key-id",
 	AWSSecretAccessKey:  "aws-secret-access-key",
-	SlackToken:          "slack-token",
 	JWT:                 "jwt",
 	PrivateKey:          "private-key",
 	Bearer:              "bearer",
@@ -70,13 +78,19 @@ var kindNames = [numOwnKinds]string{
 	Secret:              "secret",
 	SecretBase64:        "secret-base64",
 	SecretURLEncoded:    "secret-urlencoded",
+	SecretHex:           "secret-hex",
+	SecretCase:          "secret-case",
+	SecretJSONEscaped:   "secret-json-escaped",
 }
 
 func (k Kind) String() string {
-	if k < numOwnKinds {
+	switch {
+	case k < numOwnKinds:
 		return kindNames[k]
+	case k < firstGitleaksKind:
+		return bareFormats[k-numOwnKinds].name
 	}
-	return gitleaksRules[k-numOwnKinds].ID
+	return gitleaksRules[k-firstGitleaksKind].ID
 }
 
 // generic says whether k is found by a name, not by a shape of its own.
@@ -137,29 +151,126 @@ type trigger struct {
 	lower string // lit in lower case, for fold
 	kind  Kind
 	match func(s string, at int) (start, end int, ok bool)
+	// third is what may follow a two-byte lit, for the trigram set (nil:
+	// any byte).
+	third *[256]bool
 }
 
 // Redactor redacts the known credential shapes and a fixed set of secret
 // values. It is immutable and safe for concurrent use.
 type Redactor struct {
-	first   [256][]trigger
-	grams   gramSet              // the first three bytes of own and gitleaks literals
-	own     [1 << 16 / 64]uint64 // the first two bytes of own literals
-	secrets int
+	static  *pairIndex // the shapes and bare formats, shared by every Redactor
+	grams   gramSet    // the first three bytes of every literal and gitleaks keyword
+	own     pairSet    // the first two bytes of every literal
+	secrets secretIndex
 }
+
+// secretIndex holds the forms of the secret values by their first eight
+// bytes (every form is at least MinSecretLen long), behind a bit set of
+// their hashes: a bridge's audit writer knows every server's values, tens
+// of thousands of forms, and a position costs one probe of the bit set
+// however many there are.
+type secretIndex struct {
+	byHead map[uint64][]trigger
+	bits   []uint64
+	shift  uint // 64 - log2(len(bits)*64)
+}
+
+// headOf is s's first eight bytes as one number.
+func headOf(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+const headMul = 0x9e3779b97f4a7c15
+
+func newSecretIndex(ts []trigger) secretIndex {
+	if len(ts) == 0 {
+		return secretIndex{}
+	}
+	// About sixteen bits a form: a position that starts none passes one
+	// time in sixteen at most.
+	logBits := uint(6)
+	for 1<<logBits < 16*len(ts) {
+		logBits++
+	}
+	ix := secretIndex{byHead: make(map[uint64][]trigger, len(ts)), bits: make([]uint64, 1<<logBits/64), shift: 64 - logBits}
+	for _, t := range ts {
+		h := headOf(t.lit)
+		ix.byHead[h] = append(ix.byHead[h], t)
+		b := h * headMul >> ix.shift
+		ix.bits[b/64] |= 1 << (b % 64)
+	}
+	return ix
+}
+
+// at returns the forms that may start at s[i:].
+func (ix *secretIndex) at(s string, i int) []trigger {
+	if ix.bits == nil || len(s)-i < MinSecretLen {
+		return nil
+	}
+	h := headOf(s[i:])
+	if b := h * headMul >> ix.shift; ix.bits[b/64]&(1<<(b%64)) == 0 {
+		return nil
+	}
+	return ix.byHead[h]
+}
+
+// pairSet holds pairs of bytes, one bit each.
+type pairSet [1 << 16 / 64]uint64
+
+func (p *pairSet) has(a, b byte) bool {
+	bg := uint16(a)<<8 | uint16(b)
+	return p[bg/64]&(1<<(bg%64)) != 0
+}
+
+// pairIndex holds triggers by their first two bytes (in every case for a
+// case-insensitive one): a position whose pair starts some literal tries
+// only the few that start with it.
+type pairIndex struct {
+	grams  gramSet
+	pairs  pairSet
+	byPair [1 << 16]uint16 // index+1 into groups
+	groups [][]trigger
+}
+
+// staticTriggers indexes the shapes and the bare formats, once for every
+// Redactor (about 150 KiB).
+var staticTriggers = sync.OnceValue(func() *pairIndex {
+	ix := &pairIndex{}
+	for _, t := range append(slices.Clone(shapes), bareTriggers()...) {
+		t = prepared(t, &ix.grams)
+		for _, a := range variants(t, 0) {
+			for _, b := range variants(t, 1) {
+				bg := uint16(a)<<8 | uint16(b)
+				ix.pairs[bg/64] |= 1 << (bg % 64)
+				if ix.byPair[bg] == 0 {
+					ix.groups = append(ix.groups, nil)
+					ix.byPair[bg] = uint16(len(ix.groups))
+				}
+				g := ix.byPair[bg] - 1
+				ix.groups[g] = append(ix.groups[g], t)
+			}
+		}
+	}
+	return ix
+})
 
 // New builds a Redactor for the credential shapes and the given secret
 // values (the data of the Secrets one server was given; values shorter than
 // MinSecretLen are ignored). With no values it redacts the shapes only.
 func New(secrets ...string) *Redactor {
-	r := &Redactor{}
-	for _, t := range shapes {
-		r.add(t)
-	}
+	static := staticTriggers()
+	r := &Redactor{static: static, grams: static.grams, own: static.pairs}
+	var forms []trigger
 	for _, n := range secretNeedles(secrets) {
-		r.add(trigger{lit: n.lit, kind: n.kind, match: exact(len(n.lit))})
-		r.secrets++
+		t := prepared(trigger{lit: n.lit, kind: n.kind, match: exact(len(n.lit))}, &r.grams)
+		bg := uint16(t.lit[0])<<8 | uint16(t.lit[1])
+		r.own[bg/64] |= 1 << (bg % 64)
+		forms = append(forms, t)
 	}
+	r.secrets = newSecretIndex(forms)
 	// One test of a position's three bytes looks for the gitleaks rules'
 	// keywords too.
 	gl := gitleaksGrams()
@@ -178,23 +289,39 @@ var gitleaksGrams = sync.OnceValue(func() *gramSet { return gitleaks().grams() }
 // text that reaches them.
 var Shapes = New()
 
-func (r *Redactor) add(t trigger) {
+// GitleaksOnly returns a Redactor for gitleaks' rules alone: none of this
+// package's own shapes, bare token formats or secret values. It finds what
+// a scanner with gitleaks' default rules finds, for comparisons (make
+// bench-redact).
+func GitleaksOnly() *Redactor {
+	// No literal of its own: the scan never reaches static.
+	return &Redactor{grams: *gitleaksGrams()}
+}
+
+// prepared completes t (its lower-case literal) and adds its first three
+// bytes to grams.
+func prepared(t trigger, grams *gramSet) trigger {
 	t.lower = strings.ToLower(t.lit)
-	r.grams.add(t.lit, t.fold, nil)
-	r.first[t.lit[0]] = append(r.first[t.lit[0]], t)
-	firsts, seconds := []byte{t.lit[0]}, []byte{t.lit[1]}
+	var third *byteClass
+	if t.third != nil {
+		third = new(byteClass)
+		for b, in := range t.third {
+			if in {
+				third.add(byte(b))
+			}
+		}
+	}
+	grams.add(t.lit, t.fold, third)
+	return t
+}
+
+// variants are the bytes t's literal may have at i: in both cases when it
+// is case-insensitive.
+func variants(t trigger, i int) []byte {
 	if t.fold {
-		firsts, seconds = caseVariants(t.lit[0]), caseVariants(t.lit[1])
-		if len(firsts) == 2 {
-			r.first[firsts[1]] = append(r.first[firsts[1]], t)
-		}
+		return caseVariants(t.lit[i])
 	}
-	for _, a := range firsts {
-		for _, b := range seconds {
-			bg := uint16(a)<<8 | uint16(b)
-			r.own[bg/64] |= 1 << (bg % 64)
-		}
-	}
+	return []byte{t.lit[i]}
 }
 
 func caseVariants(b byte) []byte {
@@ -316,11 +443,18 @@ func (r *Redactor) find(s string, spans []span, names bool) []span {
 // at appends the secrets that start with a literal at s[i:].
 func (r *Redactor) at(s string, i int, gl *matcher, spans []span, names bool) []span {
 	spans = gl.at(s, i, spans)
-	bg := uint16(s[i])<<8 | uint16(s[i+1])
-	if r.own[bg/64]&(1<<(bg%64)) == 0 {
+	if !r.own.has(s[i], s[i+1]) {
 		return spans
 	}
-	for _, t := range r.first[s[i]] {
+	if g := r.static.byPair[uint16(s[i])<<8|uint16(s[i+1])]; g != 0 {
+		spans = try(s, i, r.static.groups[g-1], spans, names)
+	}
+	return try(s, i, r.secrets.at(s, i), spans, names)
+}
+
+// try appends the secrets that the triggers ts find at s[i:].
+func try(s string, i int, ts []trigger, spans []span, names bool) []span {
+	for _, t := range ts {
 		if len(s)-i < len(t.lit) {
 			continue
 		}
@@ -375,11 +509,17 @@ type needle struct {
 	kind Kind
 }
 
-// secretNeedles lists the forms in which each secret value may appear: as
-// is, base64-encoded (standard and URL alphabets; for each of the three
-// alignments a value can have inside a longer encoded text, such as a Basic
-// credential "user:secret", the part of the encoding that depends on the
-// value alone), and URL-encoded.
+// secretNeedles lists the forms in which each secret value may appear,
+// each computed once here so that a scan looks for all of them in its one
+// pass: as is and in upper and lower case; hex-encoded in both cases;
+// base64-encoded (standard and URL alphabets, padded or raw; for each of the
+// three alignments a value can have inside a longer encoded text, such as a
+// Basic credential "user:secret", the part of the encoding that depends on
+// the value alone); URL-encoded (query and path escaping, with upper- or
+// lower-case hex digits); and JSON-escaped as encoders write a string
+// (quotes, backslashes and control characters escaped; "<", ">" and "&" as
+// \u escapes or not; every non-ASCII character as a \u escape; "/" as
+// "\/").
 func secretNeedles(values []string) []needle {
 	var out []needle
 	seen := map[string]bool{}
@@ -394,6 +534,10 @@ func secretNeedles(values []string) []needle {
 			continue
 		}
 		addNeedle(v, Secret)
+		addNeedle(strings.ToUpper(v), SecretCase)
+		addNeedle(strings.ToLower(v), SecretCase)
+		addNeedle(hex.EncodeToString([]byte(v)), SecretHex)
+		addNeedle(strings.ToUpper(hex.EncodeToString([]byte(v))), SecretHex)
 		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
 			for k := range 3 {
 				padded := strings.Repeat("\x00", k) + v
@@ -404,10 +548,54 @@ func secretNeedles(values []string) []needle {
 				addNeedle(e[from:to], SecretBase64)
 			}
 		}
-		addNeedle(url.QueryEscape(v), SecretURLEncoded)
-		addNeedle(url.PathEscape(v), SecretURLEncoded)
+		for _, e := range []string{url.QueryEscape(v), url.PathEscape(v)} {
+			addNeedle(e, SecretURLEncoded)
+			addNeedle(lowerPercentHex(e), SecretURLEncoded)
+		}
+		for _, e := range jsonEscapes(v) {
+			addNeedle(e, SecretJSONEscaped)
+		}
 	}
 	return out
+}
+
+// lowerPercentHex writes the hex digits of e's percent escapes in lower
+// case ("%2f"), as some encoders do.
+func lowerPercentHex(e string) string {
+	b := []byte(e)
+	for i := 0; i+2 < len(b); i++ {
+		if b[i] == '%' {
+			b[i+1], b[i+2] = toLower[b[i+1]], toLower[b[i+2]]
+		}
+	}
+	return string(b)
+}
+
+// jsonEscapes are v's forms inside a JSON string, as encoders write them,
+// without the quotes: Go's (escaping "<", ">", "&" or not), one that writes
+// every non-ASCII character as \u escapes, and one that escapes "/" too.
+func jsonEscapes(v string) []string {
+	var out []string
+	for _, html := range []bool{true, false} {
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(html)
+		_ = enc.Encode(v) // a string always encodes
+		e := strings.TrimSuffix(b.String(), "\n")
+		e = e[1 : len(e)-1]
+		out = append(out, e, strings.ReplaceAll(e, "/", `\/`))
+	}
+	var ascii strings.Builder
+	for _, r := range out[2] { // without HTML or "/" escapes, as Python writes
+		if r < utf8.RuneSelf {
+			ascii.WriteRune(r)
+			continue
+		}
+		for _, u := range utf16.Encode([]rune{r}) {
+			fmt.Fprintf(&ascii, `\u%04x`, u)
+		}
+	}
+	return append(out, ascii.String())
 }
 
 func exact(n int) func(string, int) (int, int, bool) {

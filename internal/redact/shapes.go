@@ -2,43 +2,23 @@ package redact
 
 import "strings"
 
-// shapes are the credential shapes every Redactor knows. Each starts with a
-// literal; its match function checks the rest by hand (no regexps: this runs
-// over every byte of every result).
+// shapes are the credential shapes every Redactor knows beside the bare
+// token formats (bare.go): those found by a name before them or by a
+// structure of their own. Each starts with a literal; its match function
+// checks the rest by hand (no regexps: this runs over every byte of every
+// result).
 var shapes = []trigger{
-	// OpenAI keys: sk-…, sk-proj-…; Anthropic: sk-ant-…. A body of at least 20
-	// key characters after the prefix keeps "task-123" or "sk-learn" alone.
-	{lit: "sk-", kind: OpenAIKey, match: notBefore("ant-", token("sk-", isKeyByte, 20))},
-	token("sk-ant-", isKeyByte, 20).as(AnthropicKey),
-	// GitHub tokens: ghp_ (classic), gho_ (OAuth), ghu_ (user-to-server),
-	// ghs_ (server-to-server), ghr_ (refresh); 36 characters in practice.
-	token("ghp_", isAlnum, 30).as(GitHubToken),
-	token("gho_", isAlnum, 30).as(GitHubToken),
-	token("ghu_", isAlnum, 30).as(GitHubToken),
-	token("ghs_", isAlnum, 30).as(GitHubToken),
-	token("ghr_", isAlnum, 30).as(GitHubToken),
-	token("github_pat_", isWordByte, 22).as(GitHubPAT),
-	// AWS access key ids: AKIA (long-term) or ASIA (temporary) and exactly 16
-	// upper-case letters and digits.
-	{lit: "AKIA", kind: AWSAccessKeyID, match: awsKeyID},
-	{lit: "ASIA", kind: AWSAccessKeyID, match: awsKeyID},
 	// AWS secret keys have no prefix of their own: the variable or field
 	// name before them is the literal (AWS_SECRET_ACCESS_KEY=…,
 	// aws_secret_access_key = …, "SecretAccessKey": "…").
 	{lit: "secret_access_key", fold: true, kind: AWSSecretAccessKey, match: afterName(isAWSSecretByte, 16)},
 	{lit: "secretaccesskey", fold: true, kind: AWSSecretAccessKey, match: afterName(isAWSSecretByte, 16)},
-	// Slack: xoxb- (bot), xoxp- (user), xoxa-, xoxr-, xoxs-.
-	token("xoxa-", isSlackByte, 10).as(SlackToken),
-	token("xoxb-", isSlackByte, 10).as(SlackToken),
-	token("xoxp-", isSlackByte, 10).as(SlackToken),
-	token("xoxr-", isSlackByte, 10).as(SlackToken),
-	token("xoxs-", isSlackByte, 10).as(SlackToken),
 	// JWTs: base64url of a JSON header ({" encodes as eyJ), a payload and a
 	// signature, joined by dots.
 	{lit: "eyJ", kind: JWT, match: jwt},
 	// PEM private keys, from the BEGIN line to the END line (or the end of
 	// the text when it was cut).
-	{lit: "-----BEGIN ", kind: PrivateKey, match: pemPrivateKey},
+	{lit: "-----BEGIN", kind: PrivateKey, match: pemPrivateKey},
 	// Bearer credentials: "Authorization: Bearer …", "bearer <token>".
 	{lit: "bearer", fold: true, kind: Bearer, match: bearer},
 	// Any other Authorization header value: "Authorization: Basic …",
@@ -78,10 +58,101 @@ func isValueByte(b byte) bool {
 
 func assignedSecret(s string, at int) (int, int, bool) {
 	start, end, ok := afterName(isValueByte, 8)(s, at)
-	if !ok || shannon(s[start:end]) < assignedSecretEntropy {
+	if !ok || shannon(s[start:end]) < assignedSecretEntropy || isCode(s[start:end]) {
 		return 0, 0, false
 	}
 	return start, end, true
+}
+
+// isCode says whether a value after a secret's name is a piece of program
+// rather than a secret, as in source code a server prints: a call, a
+// composite literal or a generic type ("os.Getenv(key)", "&Token{",
+// "z.ZodOptional<z.ZodString>"), a selector of names
+// ("opts.ClientSecret", "gen_ai.usage.prompt_tokens"), a URL (a token
+// endpoint), or a name ("passwordPath", "DelegationToken",
+// "AZURE_TOKEN_CREDENTIALS"), a placeholder or a reference ("<string>",
+// "$AWS_SECRET", "%v"), a comparison, roff markup, a path or a URN. Secrets are none of these:
+// generated ones hold digits, and a name is taken for one only when it
+// says what it names (a secret word in it) or is written as code writes
+// names. A passphrase of capitalised words alone reads as a name too.
+func isCode(v string) bool {
+	if strings.ContainsAny(v, "(){}[]<>") || strings.IndexByte("&*$/", v[0]) >= 0 || strings.HasPrefix(v, "urn:") {
+		return true
+	}
+	for _, syntax := range []string{"://", "%v", "%s", "?.", "==", `\f`, `\-`} {
+		if strings.Contains(v, syntax) {
+			return true
+		}
+	}
+	v = strings.TrimSuffix(v, ".") // the end of a sentence
+	if namesASecret(v) {
+		return true
+	}
+	if strings.ContainsAny(v, "0123456789") {
+		return false
+	}
+	parts := strings.Split(v, ".")
+	for _, p := range parts {
+		if p == "" || run(p, 0, isWordByte) != len(p) {
+			return len(parts) == 1 && isName(v)
+		}
+	}
+	return len(parts) > 1 || isName(v)
+}
+
+// namesASecret says whether v is a name, a header or a path that says what
+// it names ("X-aws-ec2-metadata-token", "o.CredentialSource.TokenURL",
+// "service-accounts/default/token", "JwtTokenIssuedAt"): a secret word in
+// name bytes joined by separators, or in camel case without digits
+// ("mypassword123" and "SecretPass2024" are passwords, not names).
+func namesASecret(v string) bool {
+	if run(v, 0, func(b byte) bool { return isWordByte(b) || strings.IndexByte("-./:#", b) >= 0 }) != len(v) ||
+		!strings.ContainsAny(v, "-./:#_") && (!camel(v) || strings.ContainsAny(v, "0123456789")) {
+		return false
+	}
+	lower := strings.ToLower(v)
+	for _, w := range []string{"token", "secret", "passw", "credential", "auth"} {
+		if strings.Contains(lower, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// camel says whether a small letter is followed by a capital in v.
+func camel(v string) bool {
+	for i := 1; i < len(v); i++ {
+		if v[i-1] >= 'a' && v[i-1] <= 'z' && v[i] >= 'A' && v[i] <= 'Z' {
+			return true
+		}
+	}
+	return false
+}
+
+// isName says whether v, of letters, "_", "-" and ":" alone, reads as a
+// program's name: it holds "key", or it is written in snake, kebab or lower
+// camel case ("UID:GID:user_name" lists field names).
+func isName(v string) bool {
+	if run(v, 0, func(b byte) bool { return isWordByte(b) || b == '-' || b == ':' }) != len(v) {
+		return false
+	}
+	return strings.Contains(strings.ToLower(v), "key") || strings.ContainsAny(v, "_-") || v[0] >= 'a' && v[0] <= 'z' || isWords(v)
+}
+
+// isWords says whether v is capitalised words run together ("Optional",
+// "NameAttribute"): each capital letter followed by two small ones or more.
+func isWords(v string) bool {
+	for i := 0; i < len(v); {
+		if v[i] < 'A' || v[i] > 'Z' {
+			return false
+		}
+		j := run(v, i+1, func(b byte) bool { return b >= 'a' && b <= 'z' })
+		if j-i < 3 {
+			return false
+		}
+		i = j
+	}
+	return true
 }
 
 // urlPassword redacts the password of a URL's userinfo (RFC 3986
@@ -109,10 +180,25 @@ func urlPassword(s string, at int) (int, int, bool) {
 			colon = end
 		}
 	}
-	if end == len(s) || s[end] != '@' || colon < 0 || end-colon < 2 {
+	if end == len(s) || s[end] != '@' || colon < 0 || end-colon < 2 || isPlaceholder(s[colon+1:end]) {
 		return 0, 0, false
 	}
 	return colon + 1, end, true
+}
+
+// placeholders are the words documentation writes for a password in a
+// URL ("postgres://user:password@host").
+var placeholders = map[string]bool{
+	"password": true, "passwd": true, "pass": true, "pwd": true, "pw": true, "secret": true,
+	"mypassword": true, "yourpassword": true, "changeme": true, "xxx": true, "xxxx": true,
+	"xxxxx": true, "xxxxxx": true, "xxxxxxxx": true, "token": true,
+}
+
+// isPlaceholder says whether a URL's password is documentation's: a
+// placeholder word, or a template's or markup's syntax ("<password>",
+// "${DB_PASSWORD}", "[:password]", roff's "\fIpassword\fR").
+func isPlaceholder(v string) bool {
+	return placeholders[strings.ToLower(v)] || strings.ContainsAny(v, `[]\<>{}$*`)
 }
 
 // connectionValue redacts the value after a connection string's key, up to
@@ -137,38 +223,6 @@ func connectionValue(needsSemicolon bool) func(string, int) (int, int, bool) {
 			return 0, 0, false
 		}
 		return from, end, true
-	}
-}
-
-// token is a trigger for a prefixed token: the literal at the start of a
-// word, then at least minBody bytes accepted by body.
-func token(lit string, body func(byte) bool, minBody int) trigger {
-	return trigger{lit: lit, match: func(s string, at int) (int, int, bool) {
-		if !startsWord(s, at) {
-			return 0, 0, false
-		}
-		from := at + len(lit)
-		end := run(s, from, body)
-		if end-from < minBody {
-			return 0, 0, false
-		}
-		return at, end, true
-	}}
-}
-
-func (t trigger) as(k Kind) trigger {
-	t.kind = k
-	return t
-}
-
-// notBefore leaves to a more specific trigger the tokens whose literal is
-// followed by more.
-func notBefore(more string, t trigger) func(string, int) (int, int, bool) {
-	return func(s string, at int) (int, int, bool) {
-		if strings.HasPrefix(s[at+len(t.lit):], more) {
-			return 0, 0, false
-		}
-		return t.match(s, at)
 	}
 }
 
@@ -197,19 +251,6 @@ func run(s string, i int, ok func(byte) bool) int {
 		i++
 	}
 	return i
-}
-
-func awsKeyID(s string, at int) (int, int, bool) {
-	end := at + 20
-	if !startsWord(s, at) || end > len(s) || end < len(s) && isAlnum(s[end]) {
-		return 0, 0, false
-	}
-	for i := at + 4; i < end; i++ {
-		if !isUpperOrDigit(s[i]) {
-			return 0, 0, false
-		}
-	}
-	return at, end, true
 }
 
 // separators returns where the separators between a name and its value
@@ -265,21 +306,34 @@ func jwt(s string, at int) (int, int, bool) {
 	return 0, 0, false
 }
 
+// pemPrivateKey matches a PEM private key from "-----BEGIN" to its END
+// line, with the label's words apart by spaces or, in a URL's query, by "+"
+// or "%20".
 func pemPrivateKey(s string, at int) (int, int, bool) {
-	labelStart := at + len("-----BEGIN ")
+	labelStart := at + len("-----BEGIN")
+	var sep string
+	for _, sp := range []string{" ", "+", "%20"} {
+		if strings.HasPrefix(s[labelStart:], sp) {
+			sep = sp
+			break
+		}
+	}
+	if sep == "" {
+		return 0, 0, false
+	}
 	labelEnd := strings.Index(s[labelStart:], "-----")
 	if labelEnd < 0 || labelEnd > 64 {
 		return 0, 0, false
 	}
-	if !strings.Contains(s[labelStart:labelStart+labelEnd], "PRIVATE KEY") {
+	if !strings.Contains(s[labelStart:labelStart+labelEnd], "PRIVATE"+sep+"KEY") {
 		return 0, 0, false
 	}
 	rest := labelStart + labelEnd + len("-----")
-	endLine := strings.Index(s[rest:], "-----END ")
+	endLine := strings.Index(s[rest:], "-----END"+sep)
 	if endLine < 0 {
 		return at, len(s), true // cut short: redact to the end
 	}
-	close := rest + endLine + len("-----END ")
+	close := rest + endLine + len("-----END") + len(sep)
 	if j := strings.Index(s[close:], "-----"); j >= 0 && j <= 64 {
 		return at, close + j + len("-----"), true
 	}
