@@ -187,9 +187,9 @@ func hardenedContainer(readOnlyRoot bool) *corev1.SecurityContext {
 }
 
 // mergeResources fills the keys the user left unset with the defaults
-// (defaultResources). Where a default would contradict the user's own value (a default
-// limit below the user's request, a default request above the user's limit),
-// the default gives way.
+// (defaultResources). Where a default would contradict the user's own value
+// (a default limit below the user's request, a default request above the
+// user's limit), the default gives way.
 func mergeResources(user *corev1.ResourceRequirements) corev1.ResourceRequirements {
 	out := defaultResources.DeepCopy()
 	if user == nil {
