@@ -233,7 +233,7 @@ bench-controller: envtest-assets peers ## The MCPServer controller (all namespac
 	go run ./bench/controller
 
 # REDACT_BASELINE is the commit whose internal/redact bench-redact compares
-# against: the redactor before issue 12 (gitleaks' rules).
+# against: the redactor before bare tokens and gitleaks' rules were added.
 REDACT_BASELINE := 34976b4
 
 .PHONY: bench-redact

@@ -61,7 +61,7 @@ func moduleVersion(path string) string {
 }
 
 // connect opens an agent session of era on url. Session-era agents are
-// mcp-go's Streamable HTTP client, as in issue 14's harness: software
+// mcp-go's Streamable HTTP client: software
 // nobody here wrote, as a new user would connect it. 2026-07-28 agents are
 // our own client (internal/mcp/client).
 func connect(url, token string, era client.Era) (agent, error) {

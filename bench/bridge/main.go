@@ -1,4 +1,4 @@
-// Command bridge measures what the bridge costs an agent (issues 7 and 14),
+// Command bridge measures what the bridge costs an agent,
 // side by side in one run, in alternating rounds, against two upstreams:
 //
 //	everything  the go-sdk everything-server, session era only (2025-11-25),
@@ -9,7 +9,7 @@
 // Each upstream is reached four ways by agents of the 2025-11-25 era, and
 // the fast one also by agents of the 2026-07-28 era (no session). The
 // session-era agents are mcp-go's Streamable HTTP client (agent.go: one
-// session and one HTTP connection each), as in the issue's harness; the
+// session and one HTTP connection each), software nobody here wrote; the
 // 2026-07-28 agents are our own client, internal/mcp/client. The ways:
 //
 //	direct  the agent talks to the upstream itself;
@@ -291,7 +291,7 @@ func run(ctx context.Context, rounds, calls, chunk int, loadFor, slice time.Dura
 	if err != nil {
 		return err
 	}
-	// The same bridge with tracing on (issue 18): every request sampled,
+	// The same bridge with tracing on: every request sampled,
 	// its spans exported over OTLP HTTP to Jaeger on loopback.
 	otlp, err := startJaeger(&procs)
 	if err != nil {

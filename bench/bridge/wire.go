@@ -14,8 +14,8 @@ import (
 )
 
 // wire is a loopback TCP forwarder put in front of an upstream to see what
-// a hop sends it (issue 14: does the bridge make the everything-server
-// work harder?). It copies bytes both ways unchanged, as they come, so
+// a hop sends it (does the bridge make the everything-server work
+// harder?). It copies bytes both ways unchanged, as they come, so
 // the upstream and the hop behave as they would without it (one upstream
 // connection per connection the hop dials, closed when the hop's is; an
 // answer's stream end that the upstream sends late reaches the hop late),

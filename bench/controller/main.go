@@ -1,6 +1,5 @@
 // Command controller measures what the MCPServer controller costs to bring
-// many servers up and keep them probed (design §8: controller reconcile of
-// many servers), on a real kube-apiserver and etcd (envtest), with N remote
+// many servers up and keep them probed, on a real kube-apiserver and etcd (envtest), with N remote
 // MCPServers all pointing at one real upstream (the go-sdk everything-server
 // over HTTP, session era), so every reconcile includes a real MCP probe.
 // Side by side in one run, in alternating rounds:
@@ -620,7 +619,7 @@ func report(cfg config, bases []baseRound, ctls []ctlRound) {
 		cfg.servers, ms(medianD(ctlTotal)), ms(medianD(baseTotal)), r, ms(benchutil.Pct(ctlLat, 50)), ms(benchutil.Pct(ctlLat, 99)),
 		benchutil.Median(recs), us(medianD(cpu)/time.Duration(n)), benchutil.Median(heapReady)/1e6, benchutil.Median(heapPer)/1e3, us(perMin(medianD(idleCPU))), cfg.interval)
 
-	// The targets of issue 17, each as measured / target.
+	// The targets, each as measured / target.
 	mean := benchutil.Median(idleProbes) / cfg.idle.Seconds()
 	fmt.Printf("targets: all Ready %.2fx the bare API work (target <= 2x) %s; heap %.1f KB per Ready server (target <= 30 KB) %s; busiest second %.2fx the mean probe rate (target <= 2x) %s\n",
 		r, benchutil.Verdict(r <= 2), benchutil.Median(heapPer)/1e3, benchutil.Verdict(benchutil.Median(heapPer) <= 30e3), benchutil.Median(peak)/max(mean, 1e-9), benchutil.Verdict(benchutil.Median(peak) <= 2*mean))

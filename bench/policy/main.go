@@ -1,4 +1,4 @@
-// Command policy measures the cost of one permission decision (issue 5): the
+// Command policy measures the cost of one permission decision: the
 // compiled, indexed engine against a naive linear scan of the same rules, both
 // in the same run, on 1,000 rules across 100 policies and a catalog of 5,000
 // tools; once without a CEL condition and once with one condition that runs

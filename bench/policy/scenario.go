@@ -10,7 +10,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/policy"
 )
 
-// The scenario of issue 5: 1,000 rules across 100 policies, 5,000 catalog
+// The scenario: 1,000 rules across 100 policies, 5,000 catalog
 // tools. All in one namespace, so the namespace does not thin anything out.
 const (
 	namespace       = "bench"

@@ -9,8 +9,8 @@ import (
 
 // Payload is the part of an event that depends on its type: one of the
 // types below. Its fields are written after the common ones, in the order
-// the struct declares them: the payload fields of the design first, in its
-// order, then additions. The json tags say how a reader decodes them; a
+// the struct declares them: the payload fields docs/audit.md defines first,
+// in its order, then additions. The json tags say how a reader decodes them; a
 // test checks that the Writer's encoding agrees with them.
 type Payload interface {
 	// EventType is the event's "type", such as "permission.requested".

@@ -9,7 +9,7 @@ import (
 // idCache remembers the redacted form of the session ids and subjects every
 // event carries: the six events of a tool call repeat the same two, and
 // redacting them again for each event was about 2 % of the bridge's CPU per
-// sequential call (issue 14). The redacted form is a function of the
+// sequential call. The redacted form is a function of the
 // redactor and the string, so a cached one is what redacting would give;
 // a new redactor (SetRedactor) starts the cache anew.
 type idCache struct {

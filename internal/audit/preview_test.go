@@ -23,7 +23,7 @@ func TestStructurePreview(t *testing.T) {
 	}
 }
 
-// TestPaddingCannotHideTheArguments (review of issue 13): the arguments
+// TestPaddingCannotHideTheArguments: the arguments
 // that matter show in the preview however they are padded: at the end of
 // a long string, after a long member, after many members.
 func TestPaddingCannotHideTheArguments(t *testing.T) {

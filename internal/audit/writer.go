@@ -1,4 +1,4 @@
-// Package audit writes the bridge's audit events (design §6): one JSON object
+// Package audit writes the bridge's audit events (docs/audit.md): one JSON object
 // per line, {seq, time, type, session, subject, …payload}, with the event
 // types and payloads of events.go. Write gives each event its seq at once,
 // in the order of the stream, so the bridge knows a permission decision is
@@ -128,7 +128,7 @@ type Writer struct {
 	// Close, a half-full queue). A batch costs the callers no wake-up of
 	// the sink goroutine: before, the first event of each batch woke it
 	// only for it to wait Linger, which on sequential calls was a hand-off
-	// to another thread per batch (issue 14).
+	// to another thread per batch.
 	linger     *time.Timer
 	kick       chan struct{}
 	dropping   bool   // events are being dropped until space returns

@@ -153,8 +153,8 @@ func TestGoldenTracedChain(t *testing.T) {
 	checkGolden(t, "traced-chain.jsonl", out.Bytes())
 }
 
-// Every event type, with the field names docs/audit.md lists: the design's
-// payload fields first, in its order.
+// Every event type, with the field names docs/audit.md lists: each event's
+// defined payload fields first, in their order.
 func TestEveryEventsFields(t *testing.T) {
 	finding := []injection.Finding{{Pattern: "model-directive", Where: "content[0].text", Excerpt: `"you are now"`}}
 	cases := []struct {
@@ -258,7 +258,7 @@ func TestArgsModes(t *testing.T) {
 				ArgumentsSha256 string
 			}
 			// The structure, not a prefix: padding cannot push the other
-			// arguments out of sight (issue 13, item 10); each member has
+			// arguments out of sight; each member has
 			// its share, and long strings show both ends. The digest is of
 			// the exact arguments, in the form a ToolApproval binds.
 			want := `{"pad":"` + strings.Repeat("x", 41) + `…` + strings.Repeat("x", 41) + `"(240 bytes),"token":"[REDACTED:github-token]","more":"` +

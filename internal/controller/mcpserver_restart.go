@@ -8,7 +8,7 @@ import (
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
 )
 
-// The restart policy of design §4 as pure functions over status, so the
+// The restart policy (docs/mcpserver.md) as pure functions over status, so the
 // crash → restarting → permanently failed sequence survives a controller
 // restart and is table-tested with a fixed clock.
 

@@ -50,7 +50,7 @@ const (
 	operatorName   = "mcp-operator"
 )
 
-// defaultResources are the design's requests and limits for a key the user
+// defaultResources are the default requests and limits for a key the user
 // left unset.
 var defaultResources = corev1.ResourceRequirements{
 	Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
@@ -186,10 +186,10 @@ func hardenedContainer(readOnlyRoot bool) *corev1.SecurityContext {
 	}
 }
 
-// mergeResources fills the keys the user left unset with the design's
-// defaults. Where a default would contradict the user's own value (a default
-// limit below the user's request, a default request above the user's limit),
-// the default gives way.
+// mergeResources fills the keys the user left unset with the defaults
+// (defaultResources). Where a default would contradict the user's own value
+// (a default limit below the user's request, a default request above the
+// user's limit), the default gives way.
 func mergeResources(user *corev1.ResourceRequirements) corev1.ResourceRequirements {
 	out := defaultResources.DeepCopy()
 	if user == nil {

@@ -1,7 +1,8 @@
 package controller
 
 // Permissions the controller needs whatever reconcilers it runs: lifecycle
-// Events on the objects it manages (design §4) and leader election's events.
+// Events on the objects it manages (crashes, restarts, shutdowns) and leader
+// election's events.
 // Each reconciler adds its own markers beside its code; `make manifests`
 // collects them all into config/rbac/role.yaml (ClusterRole
 // mcp-operator-manager), and `make chart` copies the rules into the chart.

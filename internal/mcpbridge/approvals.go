@@ -28,7 +28,7 @@ func (b *Bridge) canAskPerson(x *exchange) bool {
 }
 
 // askPerson creates a ToolApproval for p and waits for a person's decision
-// (design §5, out-of-band approval). answers are what the question may be
+// (out of band: docs/approvals.md). answers are what the question may be
 // answered with, as offered by the policy.
 func (b *Bridge) askPerson(x *exchange, res policy.Result, answers []string) outcome {
 	rq := x.rq

@@ -13,7 +13,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
-// TestArtifactReadsAuditedAndStoreBounded (issue 13, item 8), in raw HTTP:
+// TestArtifactReadsAuditedAndStoreBounded, in raw HTTP:
 // a resources/read of an artifact:// writes mcp.resource.requested and
 // mcp.resource.fetched like any read (a refused one, the request), and a
 // full store fails the capped call with a reason instead of growing.
@@ -76,7 +76,7 @@ func TestArtifactReadsAuditedAndStoreBounded(t *testing.T) {
 	}
 }
 
-// TestArtifactReadRedactedAndScanned (issue 12): an artifact leaves the
+// TestArtifactReadRedactedAndScanned: an artifact leaves the
 // bridge as a result does. One stored unredacted and with an injection in
 // it (as a replica of an older bridge, or one not blocking, may have stored
 // it: the store is a real one on disk, filled directly) reaches its owner

@@ -108,7 +108,7 @@ func (c *boundedReviews) Create(ctx context.Context, tr *authv1.TokenReview, o m
 	return c.TokenReviewCreator.Create(ctx, tr, o)
 }
 
-// TestTokenReviewsBoundedOnARealAPIServer (review of issue 13): many
+// TestTokenReviewsBoundedOnARealAPIServer: many
 // requests with distinct made-up tokens at once never have more than
 // MaxReviews TokenReviews in flight at envtest's kube-apiserver; each is
 // answered 401 (reviewed) or 503 with Retry-After (not reviewed), and only

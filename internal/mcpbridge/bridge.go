@@ -3,7 +3,7 @@
 // goes through one pipeline, whose stages read top to bottom in
 // pipeline.go: authenticate → decode and check → establish → resolve the
 // target → resume → decide → ask and record the decision → forward →
-// output pipeline → record the result → answer (design §5 and §6).
+// output pipeline → record the result → answer (docs/architecture.md).
 //
 // The agent side is a Streamable HTTP server of our own on net/http rather
 // than mcp-go's: mcp-go's server has no body limit, matches JSON keys

@@ -11,9 +11,9 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
-// TestResourceURIsDecidedCanonical is the attack of issue 13, item 2, in
-// raw HTTP against the go-sdk everything-server, whose template resource
-// test://template/{id}/data answers with the URI it was sent. Rules allow
+// TestResourceURIsDecidedCanonical tries other spellings of a denied
+// resource URI, in raw HTTP against the go-sdk everything-server, whose
+// template resource test://template/{id}/data answers with the URI it was sent. Rules allow
 // test://template/** and deny test://template/secret/**: every other
 // spelling of the denied URI is denied, and what reaches the server is the
 // URI that was decided, not the agent's spelling.
@@ -91,7 +91,7 @@ func jsonString(s string) string {
 	return string(b)
 }
 
-// TestCompletionURIsDecidedCanonical (review of issue 13): a completion
+// TestCompletionURIsDecidedCanonical: a completion
 // of a resource template's argument is decided as a read of its URI, in
 // the canonical form, and that form is what reaches the server. Before,
 // the raw ref.uri was decided and forwarded: test://template//secret/…

@@ -98,7 +98,7 @@ func TestReadAndPromptFailureChains(t *testing.T) {
 		})
 	})
 	// A subscription allowed and then refused by its server ends its chain
-	// as a failed read does (review of issue 13: it wrote no tool.failed).
+	// as a failed read does, with tool.failed.
 	t.Run("chain-subscribe-failure.jsonl", func(t *testing.T) {
 		goldenChain(t, "chain-subscribe-failure.jsonl", prompts, pol, func(c *client.Client) {
 			if _, err := c.Call(ctxT(t), "resources/subscribe", json.RawMessage(`{"uri":"mcp://prompts/test://plain"}`)); rpcCode(err) != -32602 {

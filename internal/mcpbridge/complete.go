@@ -20,7 +20,7 @@ import (
 // completion/complete on a server's own endpoint. It is decided and
 // recorded like every request that reaches a server (it used to be
 // forwarded with neither: a caller with no policy at all read the
-// completions of prompts nobody may use, issue 13.1). Completing an
+// completions of prompts nobody may use). Completing an
 // argument of a prompt is decided as getting that prompt, of a resource
 // template as reading it; a suggestion is not worth a question to the
 // user, so where the policy says ask, it is denied. A resource URI is

@@ -14,7 +14,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
-// TestEveryExitRedacted (issue 12): what a server says reaches neither the
+// TestEveryExitRedacted: what a server says reaches neither the
 // agent nor the audit log with the server's own Secret values or a token in
 // it, at every exit. No real server quotes its Secrets on demand, so the
 // server's Secret values here are texts the real go-sdk everything-server

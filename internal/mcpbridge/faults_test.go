@@ -43,8 +43,8 @@ func TestFaults(t *testing.T) {
 	c := h.connect(t, "alice-token", "/mcp", client.EraSession)
 	long := json.RawMessage(`{"duration":20,"steps":20}`)
 
-	// Review of issue 13: the bridge's own catalog lookup quoted the
-	// server's answer redacted with the shapes only.
+	// The bridge's own catalog lookup quotes the server's answer: redacted
+	// with the server's Secret values, not with the shapes only.
 	t.Run("a catalog that cannot be listed is quoted redacted with the server's Secret values", func(t *testing.T) {
 		for path, name := range map[string]string{"/mcp": "mcp.leakycatalog.ok", "/servers/leakycatalog/mcp": "ok"} {
 			_, err := h.connect(t, "alice-token", path, client.EraSession).CallTool(ctxT(t), name, nil)
@@ -196,8 +196,8 @@ func TestFaults(t *testing.T) {
 		}
 	})
 
-	// Issue 12: the bridge scanned the first of repeated keys, the agent's
-	// parser kept the last. Upstream answers are held to the strict JSON
+	// The bridge would scan the first of repeated keys, the agent's parser
+	// keep the last. Upstream answers are held to the strict JSON
 	// of agents' requests.
 	t.Run("two-faced answers are refused", func(t *testing.T) {
 		for _, tool := range []string{"twofaced", "casefaced", "errorfaced"} {
@@ -211,8 +211,8 @@ func TestFaults(t *testing.T) {
 		}
 	})
 
-	// Issue 12: a server's JSON-RPC error carried its Secret value and a
-	// token to the agent and into the audit log, and was never scanned.
+	// A server's JSON-RPC error must not carry its Secret value or a token to
+	// the agent or into the audit log, and is scanned.
 	t.Run("an error message is redacted and scanned like a result", func(t *testing.T) {
 		_, err := c.CallTool(ctxT(t), "mcp.faults.leakyerror", nil)
 		if err == nil || strings.Contains(err.Error(), bridgetest.LeakedValue) || strings.Contains(err.Error(), bridgetest.LeakedToken) ||

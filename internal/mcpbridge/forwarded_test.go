@@ -32,7 +32,7 @@ var forwardedCases = map[string]string{
 	"prompts/list":             `{}`,
 }
 
-// TestEveryForwardedMethodIsDecided (issue 13.1): every method whose
+// TestEveryForwardedMethodIsDecided: every method whose
 // handling reaches a server (the bridge's own table, so a method added
 // there is covered here) is decided for a caller no ToolPolicy names:
 // a request is refused with CodeDenied, its decision recorded, and it never

@@ -289,7 +289,7 @@ func (a countingAuth) Authenticate(ctx context.Context, token string) (authn.Ide
 	return id, err
 }
 
-// TestSlowBodiesDoNotTakeSlots (issue 13.5): requests whose bodies trickle
+// TestSlowBodiesDoNotTakeSlots: requests whose bodies trickle
 // in, from an identity with no policy at all, cannot take the replica's
 // request slots: the slot is taken after authentication and the body, each
 // within the connection's own budget. Before, two such requests made a
@@ -336,8 +336,8 @@ func TestSlowBodiesDoNotTakeSlots(t *testing.T) {
 	}
 }
 
-// TestSessionsPerCallerCapped: a caller cannot open sessions without bound
-// (issue 13, item 10); over the cap initialize is refused with a reason,
+// TestSessionsPerCallerCapped: a caller cannot open sessions without bound:
+// over the cap, initialize is refused with a reason,
 // and other callers are not affected.
 func TestSessionsPerCallerCapped(t *testing.T) {
 	h := newHarness(t, nil, nil, func(c *Config) {
@@ -355,7 +355,7 @@ func TestSessionsPerCallerCapped(t *testing.T) {
 
 // TestMetricsNotOnTheAgentsPort: /metrics lists every server and tool with
 // call counts and decisions; the agents' port does not serve it (nor
-// health), to any Host, with or without a token (issue 13, item 9). The ops
+// health), to any Host, with or without a token. The ops
 // listener does.
 func TestMetricsNotOnTheAgentsPort(t *testing.T) {
 	h := newHarness(t, nil, nil, nil)
@@ -391,7 +391,7 @@ func TestMetricsNotOnTheAgentsPort(t *testing.T) {
 	}
 }
 
-// TestBodyBytesInFlightAreBounded (issue 13, review): slow bodies, each
+// TestBodyBytesInFlightAreBounded: slow bodies, each
 // within the per-request limit, together could take unbounded memory
 // before any slot bounded them. The replica's budget of body bytes is
 // spent by what its requests have read: past it, a request is refused with

@@ -8,7 +8,7 @@ import (
 
 // TestOpsHostGuard: the ops listener answers loopback names, IP addresses
 // (Prometheus and the kubelet use the pod IP) and configured hosts; a
-// rebound DNS name gets 403 (issue 13, item 9, review).
+// rebound DNS name gets 403.
 func TestOpsHostGuard(t *testing.T) {
 	var b Bridge
 	b.cfg.AllowedHosts = []string{"bridge.example"}

@@ -152,7 +152,7 @@ func TestParkedCallsBounded(t *testing.T) {
 	}
 }
 
-// TestParkedCallDeniedMeanwhile (review of issue 13): a parked call whose
+// TestParkedCallDeniedMeanwhile: a parked call whose
 // policy denies it by the agent's retry is ended, and its chain closes as
 // any call that went upstream does: mcp.call.failed, then tool.failed.
 // Before, the refusal wrote tool.failed only.

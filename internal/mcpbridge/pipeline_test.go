@@ -130,8 +130,8 @@ func TestResumeStage(t *testing.T) {
 		t.Fatalf("past its deadline: %+v", answer)
 	}
 	// A state is answered in the era and the session it was asked in
-	// (review of issue 13: a stateless question's state was accepted in a
-	// session, and a parked call could be continued by a session's request).
+	// (a stateless question's state must not be accepted in a
+	// session, nor a parked call be continued by a session's request).
 	inSession := func(id string) *exchange {
 		x := sb.exchange(methodCall, "mcp.fs.write", `{}`)
 		x.rq.stateless, x.rq.sess = false, &session.Session{Claims: session.Claims{ID: id}}

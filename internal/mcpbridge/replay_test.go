@@ -14,7 +14,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
-// TestAllowOnceIsUsedOnce (issue 13.3): one allow_once answer with its
+// TestAllowOnceIsUsedOnce: one allow_once answer with its
 // requestState runs the call once. Replayed, in either era, it is refused
 // and nothing more goes upstream (before: three replays ran a destructive
 // tool three times under one call id). Raw HTTP, to replay the bytes.
@@ -55,7 +55,7 @@ func TestAllowOnceIsUsedOnce(t *testing.T) {
 	}
 }
 
-// TestStateIsBoundToItsEra (review of issue 13): a 2026-07-28 question's
+// TestStateIsBoundToItsEra: a 2026-07-28 question's
 // requestState with an allow_once answer, sent inside a session before
 // its own retry, is refused with -32602 and runs nothing; the stateless
 // retry it was issued for still runs once. Before, the session's request

@@ -24,7 +24,7 @@ import (
 )
 
 // Resource subscriptions: an agent asks for them, so updates are pushed
-// only to those who asked (design §5), and each subscription is decided
+// only to those who asked, never unasked, and each subscription is decided
 // like a read of its URI.
 //
 //   - 2025-11-25 and older: resources/subscribe and resources/unsubscribe in

@@ -471,7 +471,7 @@ func TestUpdatedInServerSpelling(t *testing.T) {
 	}
 }
 
-// TestListenThatAcceptedNothingEnds (review of issue 13): a
+// TestListenThatAcceptedNothingEnds: a
 // subscriptions/listen whose subscriptions were all refused has nothing
 // to wait for: it acknowledges none and ends at once, giving back its
 // request slots. Before, it held them until the client went away. Raw

@@ -2,7 +2,7 @@
 // index and decides, for one caller and one request (tool call, resource read
 // or prompt), whether the request is allowed, denied or must be asked about.
 //
-// The rules (design §3):
+// The rules (docs/toolpolicy.md):
 //   - only policies whose subjects match the caller and that live in the
 //     namespace of the server being called count;
 //   - every rule of those policies that matches the request counts, and the
@@ -13,7 +13,7 @@
 //     cost budget) denies, with the reason;
 //   - a tool call or prompt a matching rule marks injection: Block gets
 //     Result.BlockInjection, whichever rule decided it: the bridge then
-//     withholds a result its injection scan flags (design §5).
+//     withholds a result its injection scan flags.
 //
 // The Engine is immutable once built and safe for concurrent use; the bridge
 // builds a new one whenever a ToolPolicy changes. Two small stateful pieces sit

@@ -338,7 +338,7 @@ func TestDecideToolConditions(t *testing.T) {
 		{name: "has() on a missing key", when: "!has(args.recursive)", args: args, want: dAllow},
 		{name: "no args at all", when: "size(args) == 0", args: nil, want: dAllow},
 		{name: "regex", when: "args.path.matches('^/data/[a-z]+/')", args: args, want: dAllow},
-		// Issue 13, item 7: a prefix on the raw path lets '..' climb out;
+		// A prefix on the raw path lets '..' climb out;
 		// on the cleaned path it does not.
 		{name: "raw prefix is fooled by dot-dot", when: "args.path.startsWith('/data/public/')", args: map[string]any{"path": "/data/public/../secret/key.txt"}, want: dAllow},
 		{name: "cleaned prefix is not", when: "path.clean(args.path).startsWith('/data/public/')", args: map[string]any{"path": "/data/public/../secret/key.txt"}, want: dDeny},
@@ -514,7 +514,7 @@ func TestDecideResource(t *testing.T) {
 		{"docs-v2", "https://anything", "team", dAllow, "policy:team/p#resources[2]"},
 		{"wiki", "wiki://page", "team", dAsk, "policy:team/p#resources[3]"},
 		{"fs", "file:///data/a", "other", dDeny, SourceDefault},
-		// Other spellings of a denied resource (issue 13, item 2): the
+		// Other spellings of a denied resource: the
 		// engine decides the canonical form only, so these are denied as
 		// they are; the bridge canonicalizes before it asks.
 		{"fs", "file:///data/./secret/key", "team", dDeny, SourceDefault},

@@ -45,7 +45,8 @@ type PromptGet struct {
 	Server, Namespace string
 }
 
-// Sources of a decision besides a policy rule (design §5, sourcedFrom).
+// Sources of a decision besides a policy rule (the sourcedFrom of
+// permission.requested and permission.resolved events).
 const (
 	SourceDefault          = "default"
 	SourceSessionAllowOnce = "session_allow_once"

@@ -23,8 +23,8 @@ const (
 	hexa  = "0123456789abcdef"
 )
 
-// The kinds of credentials issue 12 found passing, each in the forms a
-// result carries them: none survives.
+// Everyday kinds of credentials, each in the forms a result carries them:
+// none survives.
 func TestEverydayCredentials(t *testing.T) {
 	rng := rand.New(rand.NewPCG(12, 12))
 	accountKey := base64.StdEncoding.EncodeToString([]byte(randomOf(rng, alnum, 64)))

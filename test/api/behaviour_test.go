@@ -62,7 +62,7 @@ var _ = Describe("config/samples", func() {
 })
 
 var _ = Describe("defaults", func() {
-	It("fill in every unset MCPServer field the design defaults", func() {
+	It("fill in every unset MCPServer field that has a default", func() {
 		name := uniqueName("defaults")
 		Expect(create(object("MCPServer", name, validWorkload))).To(Succeed())
 		var s mcpv1alpha1.MCPServer

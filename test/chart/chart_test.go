@@ -167,7 +167,7 @@ func TestBindingsResolve(t *testing.T) {
 }
 
 // TestDeployments: the controller and the bridge run the one image with
-// their subcommand, carry the labels the design relies on, and are hardened.
+// their subcommand, carry the labels NetworkPolicies select on, and are hardened.
 func TestDeployments(t *testing.T) {
 	rendered := helmTemplate(t)
 	for _, tc := range []struct {

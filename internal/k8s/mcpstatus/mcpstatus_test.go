@@ -84,7 +84,7 @@ func TestServerInfoAndCapabilities(t *testing.T) {
 
 // What a hostile server writes in its descriptions and titles reaches
 // status without credentials, its own Secret values included, and without
-// invisible text (issue 12).
+// invisible text.
 func TestStatusTextIsCleaned(t *testing.T) {
 	token := "ghp_" + strings.Repeat("k9Q", 12)
 	value := "the-servers-own-value"

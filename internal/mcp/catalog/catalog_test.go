@@ -81,7 +81,7 @@ func TestRisk(t *testing.T) {
 		{"read-only trusted lowers", `{"readOnlyHint":true}`, true, "", v1alpha1.RiskRead, RiskFromAnnotation},
 		{"destructive raises untrusted", `{"destructiveHint":true}`, false, "", v1alpha1.RiskDestructive, RiskFromAnnotation},
 		// A server that claims both gets the most harmful reading, trusted
-		// or not (issue 12: it was read, then network, and could be allowed).
+		// or not (read first, it would end as network, and could be allowed).
 		{"contradictory hints trusted", `{"readOnlyHint":true,"destructiveHint":true}`, true, "", v1alpha1.RiskDestructive, RiskFromAnnotation},
 		{"contradictory hints untrusted", `{"destructiveHint":true,"readOnlyHint":true}`, false, "", v1alpha1.RiskDestructive, RiskFromAnnotation},
 		{"destructive false is no hint", `{"readOnlyHint":false,"destructiveHint":false}`, true, "", v1alpha1.RiskNetwork, RiskFromDefault},

@@ -14,7 +14,7 @@ import (
 // packet after the response (a quarter of the everything-server's calls
 // through the bridge) a timer per drain was a timer put in and taken out of
 // the runtime's heap per call, and sometimes a thread woken to watch it
-// (issue 14); while calls come one at a time the pool's timer is set about
+// (make bench-bridge); while calls come one at a time the pool's timer is set about
 // once per drainWait (once more for each drain still waiting when it fires).
 type drainWatch struct {
 	mu      sync.Mutex

@@ -34,7 +34,7 @@ type sseCursor struct {
 // sseReader holds the buffers a stream is read with. They are pooled: a
 // call answered on SSE used to allocate a 32 KiB reader and a copy of each
 // line and event, which on the go-sdk's everything-server was about half of
-// the bridge's bytes allocated per call (issue 14).
+// the bridge's bytes allocated per call (make bench-bridge).
 type sseReader struct {
 	br   *bufio.Reader
 	body eofSeen // what br reads

@@ -348,7 +348,7 @@ func (c *Conn) call(ctx context.Context, req *jsonrpc.Message) (*jsonrpc.Message
 // transport reuse the connection: closed unread, the connection is closed
 // too, and the next request dials a new one (behind the bridge the go-sdk's
 // everything-server spent about 20 % more CPU per call on those
-// connections, issue 14). A server that keeps the stream open is not
+// connections in make bench-bridge). A server that keeps the stream open is not
 // waited for: after drainWait the body is closed (by the pool's
 // drainWatch), and after maxKeptOpen
 // such answers in a row the pool stops waiting but for one answer in

@@ -102,7 +102,7 @@ func TestURI(t *testing.T) {
 
 // TestRetentionAndQuota: artifacts expire MaxAge after they were last
 // stored, and the store refuses what would take it over MaxBytes, until a
-// sweep finds room (issue 13, item 8).
+// sweep finds room.
 func TestRetentionAndQuota(t *testing.T) {
 	offset := time.Duration(0)
 	clock := func() time.Time { return time.Now().Add(offset) }

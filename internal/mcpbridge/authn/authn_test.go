@@ -104,7 +104,7 @@ func TestTokenReviewCache(t *testing.T) {
 }
 
 // TestRefusedTokensRemembered: a refused token repeated within
-// RefusedTTL costs no TokenReview (issue 13, item 10); after it, the API
+// RefusedTTL costs no TokenReview; after it, the API
 // server is asked again. An API server that did not answer is not a
 // refusal and is not remembered.
 func TestRefusedTokensRemembered(t *testing.T) {

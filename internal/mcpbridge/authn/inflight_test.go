@@ -39,7 +39,7 @@ func newSlowReviews() *slowReviews {
 	return &slowReviews{entered: make(chan string, 16), answer: make(chan struct{})}
 }
 
-// TestReviewsInFlightAreBounded (issue 13, review): requests with distinct
+// TestReviewsInFlightAreBounded: requests with distinct
 // bad tokens each cost a TokenReview, and before there was no bound on how
 // many were in flight at once. Past MaxReviews, a new token is refused
 // with ErrBusy at once, without a review.

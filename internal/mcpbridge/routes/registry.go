@@ -272,7 +272,7 @@ func (r *Registry) resubscribe(name string, conn *upstream.Conn) {
 }
 
 // retireReason: in-flight calls at a restart fail mcp_server_restarted; from
-// the second crash in a row on, mcp_server_unstable (design §4).
+// the second crash in a row on, mcp_server_unstable. Neither is replayed.
 func retireReason(rs v1alpha1.RestartStatus) string {
 	if rs.Consecutive >= 2 {
 		return upstream.ReasonUnstable

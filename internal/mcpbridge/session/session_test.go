@@ -176,7 +176,7 @@ func TestEndReachesEveryRequest(t *testing.T) {
 }
 
 // TestSessionsPerSubjectCapped: one identity cannot hold more than
-// MaxPerSubject sessions on a replica (issue 13, item 10); ending one, or
+// MaxPerSubject sessions on a replica; ending one, or
 // its idling out, frees a place; other identities are not affected, and
 // sessions adopted from another replica count too.
 func TestSessionsPerSubjectCapped(t *testing.T) {

@@ -142,8 +142,8 @@ func TestSpent(t *testing.T) {
 	}
 }
 
-// Issue 12: a requestState carried by the agent showed what it held (a
-// server's own state, the call's arguments) to anyone who decoded its
+// A requestState carried by the agent must not show what it holds (a
+// server's own state, the call's arguments) to anyone who decodes its
 // base64. The payload is encrypted: nothing of it can be read, and a
 // payload sealed with another key, or for another purpose, does not open.
 func TestPayloadIsEncrypted(t *testing.T) {

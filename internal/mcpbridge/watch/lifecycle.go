@@ -10,7 +10,7 @@ import (
 )
 
 // Lifecycle turns what changed in MCPServer status between two readings
-// into the server events of the audit stream (design §6): a crash (the
+// into the server events of the audit stream (docs/audit.md): a crash (the
 // total of crashes grew), a restart scheduled after it, a server that gave
 // up, and a server shut down (suspended or deleted). Each replica writes the
 // events it sees into its own stream. The first reading after a start has
