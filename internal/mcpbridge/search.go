@@ -119,19 +119,29 @@ func (b *Bridge) findTools(rq *request) *jsonrpc.Message {
 	for i, h := range hits {
 		items[i] = b.listedTool(ix.tools[h.Doc], style)
 	}
-	found := append([]byte(`{"tools":`), rawjson.AppendArray(nil, items)...)
-	found = append(found, '}')
-	text := fmt.Sprintf("%d tools found. Call one by its name.", len(hits))
-	if len(hits) == 0 {
+	return rpcResult(rq, FindResult(items))
+}
+
+// SearchTools is tools/list's answer on SearchPath: all an agent is shown
+// before it searches.
+func SearchTools() json.RawMessage { return metaTools }
+
+// FindResult is find_tools' result for the tools found, each as tools/list
+// renders it. The tools are one text block of JSON, {"tools":[...]}, and
+// not also structuredContent: a client gives the model one or the other,
+// and the model needs the schemas.
+func FindResult(tools [][]byte) json.RawMessage {
+	text := fmt.Sprintf("%d tools found; call one by its name.", len(tools))
+	if len(tools) == 0 {
 		text = "No tool you may call matches; try other words."
 	}
+	found := append([]byte(`{"tools":`), rawjson.AppendArray(nil, tools)...)
+	found = append(found, '}')
 	out := []byte(`{"content":[{"type":"text","text":`)
 	out = rawjson.AppendString(out, text)
 	out = append(out, `},{"type":"text","text":`...)
 	out = rawjson.AppendString(out, string(found))
-	out = append(out, `}],"structuredContent":`...)
-	out = append(out, found...)
-	return rpcResult(rq, json.RawMessage(append(out, '}')))
+	return append(out, "}]}"...)
 }
 
 // toolError is a tool result that reports an error to the model (a tool's
