@@ -68,12 +68,13 @@ func toolCall(t *routes.Tool, args json.RawMessage) policy.ToolCall {
 	return policy.ToolCall{Name: t.Name, Server: t.Server.Name, Namespace: t.Server.Namespace, Risk: t.Risk, Annotations: t.Annotations, RawArgs: args}
 }
 
-// liveCatalogs are the catalogs of the endpoint's servers, with the
-// servers whose catalog could not be listed left out (and logged).
+// liveCatalogs are the catalogs of the endpoint's servers, listed again
+// where a server's ttlMs says so, with the servers whose catalog could not
+// be listed left out (and logged).
 func (b *Bridge) liveCatalogs(rq *request) []*routes.Catalog {
 	var out []*routes.Catalog
 	for _, name := range b.servers(rq) {
-		c, err := b.cfg.Registry.Catalog(rq.ctx, name)
+		c, err := b.cfg.Registry.FreshCatalog(rq.ctx, name)
 		if err != nil {
 			b.cfg.Log.Info("a server's tools are left out of the list", "server", name, "error", b.redactorOf(name).String(err.Error(), nil))
 			continue
@@ -85,9 +86,14 @@ func (b *Bridge) liveCatalogs(rq *request) []*routes.Catalog {
 
 // visibleTools are the tools of the endpoint the caller may call.
 func (b *Bridge) visibleTools(rq *request) []*routes.Tool {
+	return b.visibleIn(rq, b.liveCatalogs(rq))
+}
+
+// visibleIn are the tools of catalogs the caller may call.
+func (b *Bridge) visibleIn(rq *request, catalogs []*routes.Catalog) []*routes.Tool {
 	eng := b.engine.Load()
 	var out []*routes.Tool
-	for _, c := range b.liveCatalogs(rq) {
+	for _, c := range catalogs {
 		for _, t := range c.Tools {
 			if eng.ToolVisible(rq.id.Subject, toolCall(t, nil)) {
 				out = append(out, t)
@@ -99,16 +105,21 @@ func (b *Bridge) visibleTools(rq *request) []*routes.Tool {
 
 func (b *Bridge) listTools(rq *request) *jsonrpc.Message {
 	if rq.search {
-		return rpcResult(rq, metaTools)
+		return rpcResult(rq, withCacheHints(rq, metaTools, newFreshness(), scopePublic))
+	}
+	catalogs := b.liveCatalogs(rq)
+	// The registry's clock: catalogs expire by it.
+	f, now := newFreshness(), time.Now()
+	for _, c := range catalogs {
+		f.catalog(c, now)
 	}
 	style := b.style(rq)
-	tools := b.visibleTools(rq)
+	tools := b.visibleIn(rq, catalogs)
 	items := make([][]byte, len(tools))
 	for i, t := range tools {
 		items[i] = b.listedTool(t, style)
 	}
-	out := append([]byte(`{"tools":`), rawjson.AppendArray(nil, items)...)
-	return rpcResult(rq, json.RawMessage(append(out, '}')))
+	return listResult(rq, "tools", items, f)
 }
 
 // listedTool is t as a list shows it in style. Rendered redacts the
