@@ -161,7 +161,7 @@ func (b *Bridge) initialize(rq *request) *jsonrpc.Message {
 // discover answers server/discover (2026-07-28).
 func (b *Bridge) discover(rq *request) *jsonrpc.Message {
 	data, err := json.Marshal(map[string]any{
-		"supportedVersions": append([]string{client.StatelessVersion}, client.LegacyVersions...),
+		"supportedVersions": supportedVersions(),
 		"capabilities":      b.capabilities(rq.endpoint),
 		"instructions":      instructions,
 		"_meta":             map[string]any{metaServerInfo: b.serverInfo()},
