@@ -84,6 +84,9 @@ func TestListsCarryCacheHints(t *testing.T) {
 	if ms, scope, _ := hints(search, "tools/list"); scope != scopePublic || ms != listTTL.Milliseconds() {
 		t.Errorf("the meta-tools' list: ttlMs %d, cacheScope %q, want public, %v", ms, scope, listTTL)
 	}
+	if _, _, res := hints(search, "server/discover"); !bytes.Contains(rawjson.Get(res, "instructions"), []byte(metaFindTools)) {
+		t.Errorf("the search endpoint's instructions do not say to search: %s", res)
+	}
 	if _, _, res := hints(h.connect(t, "alice-token", "/mcp", client.EraSession), "tools/list"); rawjson.Get(res, "ttlMs") != nil || rawjson.Get(res, "cacheScope") != nil {
 		t.Errorf("a session-era list has cache hints: %s", res)
 	}

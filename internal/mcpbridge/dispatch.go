@@ -154,7 +154,7 @@ func (b *Bridge) initialize(rq *request) *jsonrpc.Message {
 		"protocolVersion": version,
 		"capabilities":    b.capabilities(rq.endpoint),
 		"serverInfo":      b.serverInfo(),
-		"instructions":    instructions,
+		"instructions":    instructionsFor(rq),
 	})
 }
 
@@ -163,7 +163,7 @@ func (b *Bridge) discover(rq *request) *jsonrpc.Message {
 	data, err := json.Marshal(map[string]any{
 		"supportedVersions": supportedVersions(),
 		"capabilities":      b.capabilities(rq.endpoint),
-		"instructions":      instructions,
+		"instructions":      instructionsFor(rq),
 		"_meta":             map[string]any{metaServerInfo: b.serverInfo()},
 	})
 	if err != nil {

@@ -52,6 +52,17 @@ var metaTools = json.RawMessage(`{"tools":[` +
 	`"inputSchema":{"type":"object","properties":{"name":{"type":"string","description":"The tool's name as ` + metaFindTools + ` gave it."},"arguments":{"type":"object","description":"The tool's arguments."}},"required":["name"]}}` +
 	`]}`)
 
+// searchInstructions tell a model on SearchPath how to find its tools.
+const searchInstructions = "Tools of several MCP servers, named mcp.<server>.<tool>, are found with " + metaFindTools + ": describe the task in a few words and you get the best matching tools you may use, with their schemas. Call a found tool by its full name, directly or through " + metaCallTool + "; bare names are never guessed."
+
+// instructionsFor are the instructions for rq's endpoint.
+func instructionsFor(rq *request) string {
+	if rq.search {
+		return searchInstructions
+	}
+	return instructions
+}
+
 // isSearchPath says whether r came in on SearchPath.
 func isSearchPath(r *http.Request) bool { return r.URL.Path == SearchPath }
 
