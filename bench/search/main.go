@@ -22,8 +22,10 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
+	"github.com/mcp-operator/mcp-operator/internal/redact"
 	"github.com/mcp-operator/mcp-operator/internal/toolsearch"
 )
 
@@ -130,7 +132,10 @@ func run(dir string, verbose bool) error {
 			})
 			out := make([][]byte, len(found))
 			for i, h := range found {
-				out[i] = big[h.Doc].listed
+				// As the bridge does: each found tool is redacted with its
+				// server's Secret values (here the credential shapes alone)
+				// and cleaned of invisible text on its way out.
+				out[i], _, _ = output.JSON(redact.Shapes, "tools/list", big[h.Doc].listed)
 			}
 			answer := mcpbridge.FindResult(out)
 			durations = append(durations, time.Since(start))
