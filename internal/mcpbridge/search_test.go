@@ -2,11 +2,13 @@ package mcpbridge
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
@@ -69,5 +71,26 @@ func TestTypeScriptAgentToolSearch(t *testing.T) {
 	}
 	if strings.Join(denied, " ") != "mcp.everything.get-tiny-image mcp.everything.get-tiny-image" {
 		t.Errorf("denials name %q, want get-tiny-image twice", denied)
+	}
+}
+
+// TestTraceOfACallThroughCallTool: a call made through call_tool is traced
+// as the call of the real tool, stage by stage, and no span names the
+// meta-tool.
+func TestTraceOfACallThroughCallTool(t *testing.T) {
+	tb := newTracedBridge(t, true)
+	c := tb.connect(t, "alice-token", SearchPath, client.EraStateless)
+	if _, err := c.CallTool(ctxT(t), metaCallTool, json.RawMessage(`{"name":"mcp.everything.test_simple_text","arguments":{}}`)); err != nil {
+		t.Fatal(err)
+	}
+	req, stages := tb.requestSpan(t, "tools/call mcp.everything.test_simple_text")
+	wantAttrs(t, req, map[string]string{"gen_ai.tool.name": "mcp.everything.test_simple_text", "mcp_operator.decision": "allow"})
+	wantNames(t, stages, "authenticate", "decide", "tools/call test_simple_text", "output")
+	for _, s := range tb.spans.Ended() {
+		for k, v := range attrs(s) {
+			if strings.Contains(s.Name(), metaCallTool) || strings.Contains(v, metaCallTool) {
+				t.Errorf("span %q names the meta-tool (%s=%s)", s.Name(), k, v)
+			}
+		}
 	}
 }
