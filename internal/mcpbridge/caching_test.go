@@ -17,6 +17,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
 
@@ -25,7 +26,7 @@ import (
 // the tools/list requests it is sent.
 func cachingServer(t *testing.T, ttl time.Duration) (url string, lists *atomic.Int32) {
 	t.Helper()
-	s := mcp.NewServer(&mcp.Implementation{Name: "cached", Version: "1"}, &mcp.ServerOptions{
+	s := mcp.NewServer(&mcp.Implementation{Name: "caching", Version: "1"}, &mcp.ServerOptions{
 		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) {
 			c.TTLMs, c.CacheScope = int(ttl.Milliseconds()), "public"
 		},
@@ -52,12 +53,16 @@ func cachingServer(t *testing.T, ttl time.Duration) (url string, lists *atomic.I
 // and for whom: a caller's list is private and never fresher than its
 // server said; what is the same for everyone is public. A session-era
 // answer has no hints. The bridge lists the server again for an agent's
-// list only once the server's ttlMs has passed, and never for a call.
+// list only once the server's ttlMs has passed, and never for a call; a
+// server whose ttlMs is 0 is listed again at most once a second.
 func TestListsCarryCacheHints(t *testing.T) {
-	const ttl = 400 * time.Millisecond
+	const ttl = 1200 * time.Millisecond
 	url, lists := cachingServer(t, ttl)
-	h := newHarness(t, []v1alpha1.MCPServer{bridgetest.Published(t, "tools", "cached", url, v1alpha1.ToolsSpec{})},
-		[]v1alpha1.ToolPolicy{toolPolicy("tools", "agents", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.cached.*"))}, nil)
+	volatileURL, volatileLists := cachingServer(t, 0)
+	h := newHarness(t, []v1alpha1.MCPServer{
+		bridgetest.Published(t, "tools", "cached", url, v1alpha1.ToolsSpec{}),
+		bridgetest.Published(t, "tools", "volatile", volatileURL, v1alpha1.ToolsSpec{}),
+	}, []v1alpha1.ToolPolicy{toolPolicy("tools", "agents", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.cached.*"))}, nil)
 
 	stateless := h.connect(t, "alice-token", "/mcp", client.EraStateless)
 	hints := func(c *client.Client, method string) (ttlMs int64, scope string, result json.RawMessage) {
@@ -70,6 +75,19 @@ func TestListsCarryCacheHints(t *testing.T) {
 		scope, _ = rawjson.String(rawjson.Get(res, "cacheScope"))
 		return ttlMs, scope, res
 	}
+	volatileBefore := volatileLists.Load()
+	for range 3 {
+		if ms, _, _ := hints(stateless, "tools/list"); ms != 0 {
+			t.Errorf("with a server whose ttlMs is 0, tools/list says ttlMs %d, want 0", ms)
+		}
+	}
+	if n := volatileLists.Load() - volatileBefore; n > 1 {
+		t.Errorf("three lists within a second listed the ttlMs-0 server %d times, want at most 1", n)
+	}
+	// A list is never fresher than any server's part (even one whose tools
+	// the caller cannot see now: its next catalog may have some). Only the
+	// cached server from here on.
+	h.reg.Update(routes.Build([]v1alpha1.MCPServer{bridgetest.Published(t, "tools", "cached", url, v1alpha1.ToolsSpec{})}), target)
 	ms, scope, res := hints(stateless, "tools/list")
 	if scope != scopePrivate || ms <= 0 || ms > ttl.Milliseconds() || !bytes.Contains(res, []byte(`"mcp.cached.greet"`)) {
 		t.Errorf("tools/list: ttlMs %d, cacheScope %q, want private and within the server's %v: %s", ms, scope, ttl, res)

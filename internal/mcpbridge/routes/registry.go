@@ -92,6 +92,8 @@ type Catalog struct {
 	// finds the same tools, so the Catalog, and what is built from it,
 	// stays the same.
 	expires atomic.Int64
+	// listed is when the last listing that found these tools began.
+	listed atomic.Int64
 }
 
 // Expires is when the server said its list is stale; ok is false when it
@@ -101,10 +103,16 @@ func (c *Catalog) Expires() (at time.Time, ok bool) {
 	return time.Unix(0, ns), ns != 0
 }
 
+// minRelist is the least time between two listings of a server's tools
+// for agents' lists: a ttlMs of 0 (the default of some SDKs) would
+// otherwise cost one listing per list, search or card. The bridge's own
+// answers still say no more than the server did (Expires).
+const minRelist = time.Second
+
 // fresh says whether the list may still be used at now.
 func (c *Catalog) fresh(now time.Time) bool {
 	at, ok := c.Expires()
-	return !ok || now.Before(at)
+	return !ok || now.Before(at) || now.Before(time.Unix(0, c.listed.Load()).Add(minRelist))
 }
 
 // sameAs says whether c lists exactly what o lists, for the same Server
@@ -493,9 +501,11 @@ func (r *Registry) fetch(ctx context.Context, s *Server, conn *upstream.Conn, pr
 	}
 	if c.sameAs(prev) {
 		prev.expires.Store(expires)
+		prev.listed.Store(started.UnixNano())
 		return prev
 	}
 	c.expires.Store(expires)
+	c.listed.Store(started.UnixNano())
 	if len(c.Refused) > 0 {
 		r.Log.Info("tools refused until the controller publishes them again (catalog pinning)", "server", s.Key(), "refused", c.Refused)
 	}
