@@ -55,6 +55,7 @@ verify: generate manifests docs chart lint ## Fail when a generated file is stal
 	cd hack/mkimage && go mod tidy -diff
 	cd hack/deploytools && go mod tidy -diff
 	cd bench/redact && go mod tidy -diff
+	cd bench/search && go mod tidy -diff
 	cd hack/netpol && go mod tidy -diff
 	@if [ -n "$$(git status --porcelain -- api config docs charts go.mod go.sum)" ]; then \
 		echo "generated files are stale; run 'make generate manifests docs chart' and commit:"; \
@@ -218,7 +219,7 @@ $(BIN)/thv: bench/thv/go.mod bench/thv/go.sum
 ##@ Benchmarks
 
 .PHONY: bench
-bench: bench-policy bench-bridge bench-controller bench-redact ## Run every benchmark under bench/ (each prints its ratio against a baseline).
+bench: bench-policy bench-bridge bench-controller bench-redact bench-search ## Run every benchmark under bench/ (each prints its ratio against a baseline).
 
 .PHONY: bench-bridge
 bench-bridge: peers envtest-assets $(BIN)/thv ## The bridge against a direct connection, a bare reverse proxy and ToolHive's proxy, on two upstreams: latency, throughput, CPU, memory; exits 1 on a missed target.
@@ -246,6 +247,10 @@ bench-redact: ## Redaction of a 10 MiB and a 2 KB result against gitleaks' rules
 		  sed -e 's/^package redact$$/package baseline/' -e 's#internal/mcpbridge/rawjson#internal/rawjson#'; } > bench/redact/baseline/$$f || exit 1; \
 	done
 	cd bench/redact && go run .
+
+.PHONY: bench-search
+bench-search: ## Tool search on real servers' tool lists: recall@5 and MRR on the query set, tokens before the first call (whole catalog against search) and find latency on 800 tools; exits 1 on a missed target.
+	cd bench/search && go run .
 
 .PHONY: bench-policy
 bench-policy: ## One permission decision: the compiled engine against a linear scan (1,000 rules, 5,000 tools).

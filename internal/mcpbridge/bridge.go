@@ -157,6 +157,8 @@ type Bridge struct {
 	// callTimedOut is the cause of a forwarded call's end at its deadline
 	// (contextWithCallTimeout), built once: CallTimeout is fixed.
 	callTimedOut error
+	// searches keeps the tool search index (search.go).
+	searches searchIndexes
 }
 
 // New returns a bridge; it denies everything until SetEngine is called.
@@ -219,13 +221,20 @@ func (b *Bridge) SetEngine(e *policy.Engine) { b.engine.Store(e) }
 // SetReady marks the bridge ready (caches synced) for /readyz.
 func (b *Bridge) SetReady(ready bool) { b.ready.Store(ready) }
 
-// Handler serves the agents: /mcp and /servers/<name>/mcp, nothing else.
+// Handler serves the agents: /mcp, /mcp/search (the same with tool
+// search) and /servers/<name>/mcp, each with its server card at
+// <endpoint>/server-card, nothing else.
 // Metrics and health are on OpsHandler's own listener: /metrics names every
 // server and tool with call counts and decisions, and must not answer
 // whoever reaches the agents' port (any Host, no token, DNS rebinding).
 func (b *Bridge) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) { b.serveMCP(w, r, "") })
+	mux.HandleFunc(SearchPath, func(w http.ResponseWriter, r *http.Request) { b.serveMCP(w, r, "") })
+	// Server cards (servercard.go).
+	mux.HandleFunc("/mcp/server-card", func(w http.ResponseWriter, r *http.Request) { b.serveCard(w, r, "") })
+	mux.HandleFunc(SearchPath+"/server-card", func(w http.ResponseWriter, r *http.Request) { b.serveCard(w, r, "") })
+	mux.HandleFunc("/servers/{name}/mcp/server-card", func(w http.ResponseWriter, r *http.Request) { b.serveCard(w, r, r.PathValue("name")) })
 	mux.HandleFunc("/servers/{name}/mcp", func(w http.ResponseWriter, r *http.Request) { b.serveMCP(w, r, r.PathValue("name")) })
 	return mux
 }

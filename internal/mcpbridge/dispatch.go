@@ -154,18 +154,23 @@ func (b *Bridge) initialize(rq *request) *jsonrpc.Message {
 		"protocolVersion": version,
 		"capabilities":    b.capabilities(rq.endpoint),
 		"serverInfo":      b.serverInfo(),
-		"instructions":    instructions,
+		"instructions":    instructionsFor(rq),
 	})
 }
 
 // discover answers server/discover (2026-07-28).
 func (b *Bridge) discover(rq *request) *jsonrpc.Message {
-	return rpcResult(rq, map[string]any{
-		"supportedVersions": append([]string{client.StatelessVersion}, client.LegacyVersions...),
+	data, err := json.Marshal(map[string]any{
+		"supportedVersions": supportedVersions(),
 		"capabilities":      b.capabilities(rq.endpoint),
-		"instructions":      instructions,
+		"instructions":      instructionsFor(rq),
 		"_meta":             map[string]any{metaServerInfo: b.serverInfo()},
 	})
+	if err != nil {
+		return rpcError(rq, jsonrpc.CodeInternalError, "the bridge could not encode its answer", nil)
+	}
+	// The same for every caller of the endpoint.
+	return rpcResult(rq, withCacheHints(rq, data, newFreshness(), scopePublic))
 }
 
 // logLevels are the syslog levels of MCP logging, least severe first.

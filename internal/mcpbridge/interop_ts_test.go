@@ -107,6 +107,26 @@ func startTSAgent(t *testing.T, url, token string, plan tsPlan) func() tsResult 
 	}
 }
 
+// tsChecks are what a test reads an agent's steps with: step(i) is step
+// i's result (or "error <message>"), check(i, ok, what) reports step i
+// when ok is false.
+func tsChecks(t *testing.T, res tsResult) (step func(int) string, check func(int, bool, string)) {
+	step = func(i int) string {
+		s := res.Steps[i]
+		if !s.OK {
+			return "error " + s.Error.Message
+		}
+		return string(s.Result)
+	}
+	check = func(i int, ok bool, what string) {
+		t.Helper()
+		if !ok {
+			t.Errorf("step %d (%s %s): %s; got %s", i, res.Steps[i].Op, res.Steps[i].Name, what, step(i))
+		}
+	}
+	return step, check
+}
+
 const secretValue = "hunter2-correct-horse-battery-staple"
 
 // TestTypeScriptAgent: the official TypeScript SDK client through the
@@ -172,19 +192,7 @@ func TestTypeScriptAgent(t *testing.T) {
 			{Op: "call", Name: "mcp.fs.write_file", Args: map[string]any{"path": filepath.Join(dirA, "new.txt"), "content": "x"}},
 		},
 	})
-	step := func(i int) string {
-		s := res.Steps[i]
-		if !s.OK {
-			return "error " + s.Error.Message
-		}
-		return string(s.Result)
-	}
-	check := func(i int, ok bool, what string) {
-		t.Helper()
-		if !ok {
-			t.Errorf("step %d (%s %s): %s; got %s", i, res.Steps[i].Op, res.Steps[i].Name, what, step(i))
-		}
-	}
+	step, check := tsChecks(t, res)
 	check(0, strings.Contains(step(0), `"mcp.everything.echo"`) && strings.Contains(step(0), `"mcp.fs.read_text_file"`) &&
 		strings.Contains(step(0), `"mcp.fs-v2.read_text_file"`) && !strings.Contains(step(0), "get-tiny-image"), "lists the allowed and asked tools, not the denied one")
 	check(1, strings.Contains(step(1), "[mcp:everything:echo] Echo: hi"), "echo answers with the prefix")

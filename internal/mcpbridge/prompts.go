@@ -11,6 +11,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/catalog"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/toolname"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
@@ -22,15 +23,16 @@ import (
 )
 
 // livePrompts lists a server's prompts now, raw and parsed.
-func (b *Bridge) livePrompts(rq *request, s *routes.Server, conn *upstream.Conn) ([]json.RawMessage, []catalog.Prompt, error) {
+// fresh is how long the server said the list is fresh.
+func (b *Bridge) livePrompts(rq *request, s *routes.Server, conn *upstream.Conn) ([]json.RawMessage, []catalog.Prompt, client.Freshness, error) {
 	ctx, cancel := b.contextWithCallTimeout(rq.ctx)
 	defer cancel()
-	items, err := conn.ListAll(ctx, "prompts/list", "prompts")
+	items, fresh, err := conn.ListAllFresh(ctx, "prompts/list", "prompts")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fresh, err
 	}
 	parsed, _ := catalog.Prompts(s.Name, items)
-	return items, parsed, nil
+	return items, parsed, fresh, nil
 }
 
 func (b *Bridge) promptName(rq *request, namespaced string) string {
@@ -46,16 +48,18 @@ func (b *Bridge) promptName(rq *request, namespaced string) string {
 func (b *Bridge) listPrompts(rq *request) *jsonrpc.Message {
 	eng := b.engine.Load()
 	var items [][]byte
+	f := newFreshness()
 	for _, name := range b.servers(rq) {
 		s, conn, ok := b.cfg.Registry.Server(name)
 		if !ok || !s.Capabilities.Prompts {
 			continue
 		}
-		raw, _, err := b.livePrompts(rq, s, conn)
+		raw, _, fresh, err := b.livePrompts(rq, s, conn)
 		if err != nil {
 			b.cfg.Log.Info("a server's prompts are left out of the list", "server", name, "error", b.redactor(s).String(err.Error(), nil))
 			continue
 		}
+		f.server(fresh)
 		for _, item := range raw {
 			upstreamName, _ := rawjson.String(rawjson.Get(item, "name"))
 			if upstreamName == "" {
@@ -76,8 +80,7 @@ func (b *Bridge) listPrompts(rq *request) *jsonrpc.Message {
 			items = append(items, item)
 		}
 	}
-	out := append([]byte(`{"prompts":`), rawjson.AppendArray(nil, items)...)
-	return rpcResult(rq, json.RawMessage(append(out, '}')))
+	return listResult(rq, "prompts", items, f)
 }
 
 // resolvePrompt finds a prompt's server and upstream name, strictly. An
@@ -99,7 +102,7 @@ func (b *Bridge) resolvePrompt(rq *request, name string) (server, upstreamName s
 		if !found || !s.Capabilities.Prompts {
 			continue
 		}
-		_, parsed, err := b.livePrompts(rq, s, conn)
+		_, parsed, _, err := b.livePrompts(rq, s, conn)
 		if err != nil {
 			continue
 		}
@@ -171,7 +174,7 @@ func (pr *prompt) decide(b *Bridge, x *exchange) (policy.Result, *jsonrpc.Messag
 	parsed := pr.listed
 	if parsed == nil {
 		var err error
-		if _, parsed, err = b.livePrompts(rq, s, pr.conn); err != nil {
+		if _, parsed, _, err = b.livePrompts(rq, s, pr.conn); err != nil {
 			return res, upstreamError(rq, err, "", b.redactor(s))
 		}
 	}

@@ -34,18 +34,20 @@ func ParseBridgeURI(u string) (server, uri string, ok bool) { return translate.P
 func (b *Bridge) listResources(rq *request, method, key, uriKey string) *jsonrpc.Message {
 	eng := b.engine.Load()
 	var items [][]byte
+	f := newFreshness()
 	for _, name := range b.servers(rq) {
 		s, conn, ok := b.cfg.Registry.Server(name)
 		if !ok || !s.Capabilities.Resources {
 			continue
 		}
 		ctx, cancel := b.contextWithCallTimeout(rq.ctx)
-		list, err := conn.ListAll(ctx, method, key)
+		list, fresh, err := conn.ListAllFresh(ctx, method, key)
 		cancel()
 		if err != nil {
 			b.cfg.Log.Info("a server's resources are left out of the list", "server", name, "error", b.redactor(s).String(err.Error(), nil))
 			continue
 		}
+		f.server(fresh)
 		for _, item := range list {
 			listed, _ := rawjson.String(rawjson.Get(item, uriKey))
 			// Listed and decided in the form a read will be decided and
@@ -70,8 +72,7 @@ func (b *Bridge) listResources(rq *request, method, key, uriKey string) *jsonrpc
 			items = append(items, item)
 		}
 	}
-	out := append([]byte(`{"`+key+`":`), rawjson.AppendArray(nil, items)...)
-	return rpcResult(rq, json.RawMessage(append(out, '}')))
+	return listResult(rq, key, items, f)
 }
 
 // locateResource finds the server and upstream URI of a URI in the agent's

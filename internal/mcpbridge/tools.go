@@ -68,17 +68,32 @@ func toolCall(t *routes.Tool, args json.RawMessage) policy.ToolCall {
 	return policy.ToolCall{Name: t.Name, Server: t.Server.Name, Namespace: t.Server.Namespace, Risk: t.Risk, Annotations: t.Annotations, RawArgs: args}
 }
 
-// visibleTools are the tools of the endpoint the caller may call, with the
-// servers whose catalog could not be listed left out (and logged).
-func (b *Bridge) visibleTools(rq *request) []*routes.Tool {
-	eng := b.engine.Load()
-	var out []*routes.Tool
+// liveCatalogs are the catalogs of the endpoint's servers, listed again
+// where a server's ttlMs says so, with the servers whose catalog could not
+// be listed left out (and logged).
+func (b *Bridge) liveCatalogs(rq *request) []*routes.Catalog {
+	var out []*routes.Catalog
 	for _, name := range b.servers(rq) {
-		c, err := b.cfg.Registry.Catalog(rq.ctx, name)
+		c, err := b.cfg.Registry.FreshCatalog(rq.ctx, name)
 		if err != nil {
 			b.cfg.Log.Info("a server's tools are left out of the list", "server", name, "error", b.redactorOf(name).String(err.Error(), nil))
 			continue
 		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// visibleTools are the tools of the endpoint the caller may call.
+func (b *Bridge) visibleTools(rq *request) []*routes.Tool {
+	return b.visibleIn(rq, b.liveCatalogs(rq))
+}
+
+// visibleIn are the tools of catalogs the caller may call.
+func (b *Bridge) visibleIn(rq *request, catalogs []*routes.Catalog) []*routes.Tool {
+	eng := b.engine.Load()
+	var out []*routes.Tool
+	for _, c := range catalogs {
 		for _, t := range c.Tools {
 			if eng.ToolVisible(rq.id.Subject, toolCall(t, nil)) {
 				out = append(out, t)
@@ -89,21 +104,34 @@ func (b *Bridge) visibleTools(rq *request) []*routes.Tool {
 }
 
 func (b *Bridge) listTools(rq *request) *jsonrpc.Message {
+	if rq.search {
+		return rpcResult(rq, withCacheHints(rq, metaTools, newFreshness(), scopePublic))
+	}
+	catalogs := b.liveCatalogs(rq)
+	// The registry's clock: catalogs expire by it.
+	f, now := newFreshness(), time.Now()
+	for _, c := range catalogs {
+		f.catalog(c, now)
+	}
 	style := b.style(rq)
-	tools := b.visibleTools(rq)
+	tools := b.visibleIn(rq, catalogs)
 	items := make([][]byte, len(tools))
 	for i, t := range tools {
-		items[i] = t.Rendered(style)
-		// Rendered redacts the shapes; the server's own Secret values go
-		// too, and invisible text, as from every listing. The controller
-		// cleaned status already, but a value the server was given after
-		// its probe is known here first.
-		if clean, _, err := output.JSON(b.redactor(t.Server), "tools/list", items[i]); err == nil {
-			items[i] = clean
-		}
+		items[i] = b.listedTool(t, style)
 	}
-	out := append([]byte(`{"tools":`), rawjson.AppendArray(nil, items)...)
-	return rpcResult(rq, json.RawMessage(append(out, '}')))
+	return listResult(rq, "tools", items, f)
+}
+
+// listedTool is t as a list shows it in style. Rendered redacts the
+// shapes; the server's own Secret values go too, and invisible text, as
+// from every listing. The controller cleaned status already, but a value
+// the server was given after its probe is known here first.
+func (b *Bridge) listedTool(t *routes.Tool, style string) []byte {
+	item := t.Rendered(style)
+	if clean, _, err := output.JSON(b.redactor(t.Server), "tools/list", item); err == nil {
+		return clean
+	}
+	return item
 }
 
 // resolveTool finds the tool a name means, strictly: the full namespaced
@@ -195,8 +223,6 @@ type call struct {
 	// parked while the server waits for the agent (parked.go).
 	parkable *parkable
 }
-
-func (b *Bridge) callTool(rq *request) *jsonrpc.Message { return b.serve(rq, &call{}) }
 
 func (c *call) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
 	c.exchange = x

@@ -47,7 +47,9 @@ type request struct {
 	ctx      context.Context
 	id       authn.Identity
 	endpoint string // "" for /mcp, else the server name
-	sess     *session.Session
+	// search: the request came in on SearchPath (search.go).
+	search bool
+	sess   *session.Session
 	// stateless is the 2026-07-28 era (no session).
 	stateless bool
 	version   string
@@ -257,7 +259,7 @@ func (b *Bridge) post(w http.ResponseWriter, r *http.Request, endpoint string) {
 		writeError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, err.Error())
 		return
 	}
-	rq := &request{id: id, endpoint: endpoint, msg: msg}
+	rq := &request{id: id, endpoint: endpoint, search: isSearchPath(r), msg: msg}
 	if !b.establish(w, r, rq) {
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // Limits bound a paginated list: a server must not make us loop or hoard.
@@ -68,17 +69,33 @@ func (c *Client) ListPrompts(ctx context.Context, lim Limits) ([]json.RawMessage
 	return c.ListAll(ctx, "prompts/list", "prompts", lim)
 }
 
+// Freshness is how long a server said a list may be cached (the
+// 2026-07-28 ttlMs of each page, the least of them; a negative one counts
+// as 0). Given is false when a page said nothing: the caller keeps its own
+// rules then.
+type Freshness struct {
+	TTL   time.Duration
+	Given bool
+}
+
 // ListAll follows nextCursor through every page of method, collecting the
 // array under key, within lim.
 func (c *Client) ListAll(ctx context.Context, method, key string, lim Limits) ([]json.RawMessage, error) {
+	items, _, err := c.ListAllFresh(ctx, method, key, lim)
+	return items, err
+}
+
+// ListAllFresh is ListAll that also says how long the list is fresh.
+func (c *Client) ListAllFresh(ctx context.Context, method, key string, lim Limits) ([]json.RawMessage, Freshness, error) {
 	lim = lim.withDefaults()
+	fresh := Freshness{Given: true}
 	var items []json.RawMessage
 	var total int64
 	seen := map[string]bool{}
 	cursor := ""
 	for page := 1; ; page++ {
 		if page > lim.MaxPages {
-			return nil, &LimitError{Method: method, Bound: "maxPages", Limit: int64(lim.MaxPages)}
+			return nil, Freshness{}, &LimitError{Method: method, Bound: "maxPages", Limit: int64(lim.MaxPages)}
 		}
 		var params json.RawMessage
 		if cursor != "" {
@@ -86,37 +103,51 @@ func (c *Client) ListAll(ctx context.Context, method, key string, lim Limits) ([
 		}
 		result, err := c.Call(ctx, method, params)
 		if err != nil {
-			return nil, fmt.Errorf("while listing (%s), page %d: %w", method, page, err)
+			return nil, Freshness{}, fmt.Errorf("while listing (%s), page %d: %w", method, page, err)
 		}
 		total += int64(len(result))
 		if total > lim.MaxBytes {
-			return nil, &LimitError{Method: method, Bound: "maxBytes", Limit: lim.MaxBytes}
+			return nil, Freshness{}, &LimitError{Method: method, Bound: "maxBytes", Limit: lim.MaxBytes}
 		}
 		var res map[string]json.RawMessage
 		if err := json.Unmarshal(result, &res); err != nil {
-			return nil, fmt.Errorf("while listing (%s), page %d: the result is not a JSON object: %w", method, page, err)
+			return nil, Freshness{}, fmt.Errorf("while listing (%s), page %d: the result is not a JSON object: %w", method, page, err)
 		}
 		var pageItems []json.RawMessage
 		if err := json.Unmarshal(res[key], &pageItems); err != nil || res[key] == nil {
-			return nil, fmt.Errorf("while listing (%s), page %d: the result has no %q array", method, page, key)
+			return nil, Freshness{}, fmt.Errorf("while listing (%s), page %d: the result has no %q array", method, page, key)
 		}
 		if len(items)+len(pageItems) > lim.MaxItems {
-			return nil, &LimitError{Method: method, Bound: "maxItems", Limit: int64(lim.MaxItems)}
+			return nil, Freshness{}, &LimitError{Method: method, Bound: "maxItems", Limit: int64(lim.MaxItems)}
 		}
 		items = append(items, pageItems...)
+		fresh = fresh.page(res["ttlMs"], page == 1)
 		next := ""
 		if raw, ok := res["nextCursor"]; ok && string(raw) != "null" {
 			if err := json.Unmarshal(raw, &next); err != nil {
-				return nil, fmt.Errorf("while listing (%s), page %d: nextCursor is not a string", method, page)
+				return nil, Freshness{}, fmt.Errorf("while listing (%s), page %d: nextCursor is not a string", method, page)
 			}
 		}
 		if next == "" {
-			return items, nil
+			return items, fresh, nil
 		}
 		if seen[next] {
-			return nil, fmt.Errorf("while listing (%s), page %d: the server sent cursor %q twice (a pagination loop)", method, page, next)
+			return nil, Freshness{}, fmt.Errorf("while listing (%s), page %d: the server sent cursor %q twice (a pagination loop)", method, page, next)
 		}
 		seen[next] = true
 		cursor = next
 	}
+}
+
+// page is f with one more page's ttlMs (raw, nil when the page had none).
+func (f Freshness) page(raw json.RawMessage, first bool) Freshness {
+	var ms float64
+	if raw == nil || json.Unmarshal(raw, &ms) != nil || !f.Given {
+		return Freshness{}
+	}
+	ttl := time.Duration(max(ms, 0)) * time.Millisecond
+	if first || ttl < f.TTL {
+		f.TTL = ttl
+	}
+	return f
 }

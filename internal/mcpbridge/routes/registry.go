@@ -1,6 +1,7 @@
 package routes
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 
@@ -81,6 +84,49 @@ type Catalog struct {
 	ByName   map[string]*Tool
 	Refused  []string
 	fetchErr error
+	// server is the Server the catalog was listed for.
+	server *Server
+	// expires is when the server's ttlMs says the list is stale, in Unix
+	// nanoseconds; 0 when it gave none (a list_changed notification or a
+	// change of status makes it stale then). Set again when a new listing
+	// finds the same tools, so the Catalog, and what is built from it,
+	// stays the same.
+	expires atomic.Int64
+	// listed is when the last listing that found these tools began.
+	listed atomic.Int64
+}
+
+// Expires is when the server said its list is stale; ok is false when it
+// said nothing.
+func (c *Catalog) Expires() (at time.Time, ok bool) {
+	ns := c.expires.Load()
+	return time.Unix(0, ns), ns != 0
+}
+
+// minRelist is the least time between two listings of a server's tools
+// for agents' lists: a ttlMs of 0 (the default of some SDKs) would
+// otherwise cost one listing per list, search or card. The bridge's own
+// answers still say no more than the server did (Expires).
+const minRelist = time.Second
+
+// fresh says whether the list may still be used at now.
+func (c *Catalog) fresh(now time.Time) bool {
+	at, ok := c.Expires()
+	return !ok || now.Before(at) || now.Before(time.Unix(0, c.listed.Load()).Add(minRelist))
+}
+
+// sameAs says whether c lists exactly what o lists, for the same Server
+// (whose status gives the tools' risks and annotations).
+func (c *Catalog) sameAs(o *Catalog) bool {
+	if o == nil || c.server != o.server || len(c.Tools) != len(o.Tools) || !slices.Equal(c.Refused, o.Refused) {
+		return false
+	}
+	for i, t := range c.Tools {
+		if t.Name != o.Tools[i].Name || !bytes.Equal(t.Definition, o.Tools[i].Definition) {
+			return false
+		}
+	}
+	return true
 }
 
 // Registry keeps the served servers, a connection to each, and their live
@@ -352,6 +398,18 @@ func (r *Registry) Server(name string) (*Server, *upstream.Conn, bool) {
 // published digest, or that status does not publish, is refused (and
 // logged) until the controller publishes it.
 func (r *Registry) Catalog(ctx context.Context, name string) (*Catalog, error) {
+	return r.catalog(ctx, name, false)
+}
+
+// FreshCatalog is Catalog, listed again where the server's ttlMs says the
+// kept list is stale: what an agent's list is built from. A call is
+// resolved in the kept catalog (Catalog): it is pinned to the published
+// digests either way, and a list per call is not what a ttlMs asks for.
+func (r *Registry) FreshCatalog(ctx context.Context, name string) (*Catalog, error) {
+	return r.catalog(ctx, name, true)
+}
+
+func (r *Registry) catalog(ctx context.Context, name string, fresh bool) (*Catalog, error) {
 	r.mu.RLock()
 	e := r.entries[name]
 	r.mu.RUnlock()
@@ -360,7 +418,7 @@ func (r *Registry) Catalog(ctx context.Context, name string) (*Catalog, error) {
 	}
 	for {
 		e.mu.Lock()
-		if c := e.catalog; c != nil && c.fetchErr == nil {
+		if c := e.catalog; c != nil && c.fetchErr == nil && (!fresh || c.fresh(time.Now())) {
 			e.mu.Unlock()
 			return c, nil
 		}
@@ -374,6 +432,11 @@ func (r *Registry) Catalog(ctx context.Context, name string) (*Catalog, error) {
 				if c != nil && c.fetchErr != nil {
 					return nil, c.fetchErr
 				}
+				if c != nil {
+					// The listing waited for is fresh enough for this
+					// request, even where its ttlMs was 0.
+					return c, nil
+				}
 				continue
 			case <-ctx.Done():
 				return nil, ctx.Err()
@@ -381,10 +444,10 @@ func (r *Registry) Catalog(ctx context.Context, name string) (*Catalog, error) {
 		}
 		done := make(chan struct{})
 		e.fetching = done
-		server, conn := e.server, e.conn
+		server, conn, prev := e.server, e.conn, e.catalog
 		e.mu.Unlock()
 
-		c := r.fetch(ctx, server, conn)
+		c := r.fetch(ctx, server, conn, prev)
 		e.mu.Lock()
 		e.fetching = nil
 		if e.server == server && e.conn == conn {
@@ -399,8 +462,11 @@ func (r *Registry) Catalog(ctx context.Context, name string) (*Catalog, error) {
 	}
 }
 
-func (r *Registry) fetch(ctx context.Context, s *Server, conn *upstream.Conn) *Catalog {
-	items, err := conn.ListAll(ctx, "tools/list", "tools")
+// fetch lists s's tools; where they are prev's, prev is kept (with the new
+// expiry).
+func (r *Registry) fetch(ctx context.Context, s *Server, conn *upstream.Conn, prev *Catalog) *Catalog {
+	started := time.Now()
+	items, fresh, err := conn.ListAllFresh(ctx, "tools/list", "tools")
 	if err != nil {
 		return &Catalog{fetchErr: fmt.Errorf("while listing the tools of server %s: %w", s.Key(), err)}
 	}
@@ -408,7 +474,7 @@ func (r *Registry) fetch(ctx context.Context, s *Server, conn *upstream.Conn) *C
 	if err != nil {
 		return &Catalog{fetchErr: err}
 	}
-	c := &Catalog{ByName: map[string]*Tool{}}
+	c := &Catalog{ByName: map[string]*Tool{}, server: s}
 	for _, t := range built.Tools {
 		published, ok := s.Tools[t.UpstreamName]
 		switch {
@@ -427,6 +493,19 @@ func (r *Registry) fetch(ctx context.Context, s *Server, conn *upstream.Conn) *C
 		c.ByName[t.UpstreamName] = tool
 	}
 	slices.SortFunc(c.Tools, func(a, b *Tool) int { return strings.Compare(a.Name, b.Name) })
+	var expires int64
+	if fresh.Given {
+		// Counted from when the listing began: a slow list is not fresh
+		// for longer than the server meant.
+		expires = started.Add(fresh.TTL).UnixNano()
+	}
+	if c.sameAs(prev) {
+		prev.expires.Store(expires)
+		prev.listed.Store(started.UnixNano())
+		return prev
+	}
+	c.expires.Store(expires)
+	c.listed.Store(started.UnixNano())
 	if len(c.Refused) > 0 {
 		r.Log.Info("tools refused until the controller publishes them again (catalog pinning)", "server", s.Key(), "refused", c.Refused)
 	}

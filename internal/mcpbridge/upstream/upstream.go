@@ -651,10 +651,18 @@ func (c *Conn) CallFor(ctx context.Context, agent *Agent, method string, params 
 
 // ListAll lists every item of a paginated list method.
 func (c *Conn) ListAll(ctx context.Context, method, key string) ([]json.RawMessage, error) {
+	items, _, err := c.ListAllFresh(ctx, method, key)
+	return items, err
+}
+
+// ListAllFresh is ListAll that also says how long the server said the list
+// is fresh.
+func (c *Conn) ListAllFresh(ctx context.Context, method, key string) ([]json.RawMessage, client.Freshness, error) {
 	var items []json.RawMessage
+	var fresh client.Freshness
 	_, err := c.do(ctx, func(ctx context.Context, cli *client.Client) (json.RawMessage, error) {
 		var err error
-		items, err = cli.ListAll(ctx, method, key, client.Limits{})
+		items, fresh, err = cli.ListAllFresh(ctx, method, key, client.Limits{})
 		return nil, err
 	})
 	for i, item := range items {
@@ -662,7 +670,7 @@ func (c *Conn) ListAll(ctx context.Context, method, key string) ([]json.RawMessa
 			err = strict(fmt.Sprintf("%s item %d", key, i), item)
 		}
 	}
-	return items, err
+	return items, fresh, err
 }
 
 // strict holds what the server answers to the rules the bridge holds agents'
