@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
@@ -71,15 +70,7 @@ func newPodAfter(s *mcpv1alpha1.MCPServer, old *corev1.Pod) *corev1.Pod {
 }
 
 var _ = Describe("A deletion is not a crash", func() {
-	var (
-		ns  string
-		clk *clocktesting.FakeClock
-	)
-	BeforeEach(func() {
-		ns = createNamespace()
-		clk = clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
-		startManager([]string{ns}, reconcilerFor(clk))
-	})
+	env := withController()
 
 	expectNoCrash := func(s *mcpv1alpha1.MCPServer) {
 		GinkgoHelper()
@@ -91,9 +82,9 @@ var _ = Describe("A deletion is not a crash", func() {
 
 	It("recreates a pod deleted by kubectl delete pod, whose server the kubelet stopped with 143", func() {
 		port := startEverythingHTTP()
-		s := httpServer(ns, "deleted", port)
+		s := httpServer(env.ns, "deleted", port)
 		Expect(k8sClient.Create(ctx, s)).To(Succeed())
-		pod := readyServing(s, clk)
+		pod := readyServing(s, env.clk)
 
 		holdPod(pod)
 		Expect(k8sClient.Delete(ctx, pod)).To(Succeed())
@@ -104,15 +95,15 @@ var _ = Describe("A deletion is not a crash", func() {
 		release(pod)
 
 		next := newPodAfter(s, pod)
-		kubeletRuns(next, clk.Now())
+		kubeletRuns(next, env.clk.Now())
 		Eventually(condition(s, mcpv1alpha1.ConditionReady)).WithTimeout(30 * time.Second).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonServing))
 		expectNoCrash(s)
 	})
 
 	It("recreates a pod deleted with no grace period, and says so", func() {
-		s := httpServer(ns, "gone", startEverythingHTTP())
+		s := httpServer(env.ns, "gone", startEverythingHTTP())
 		Expect(k8sClient.Create(ctx, s)).To(Succeed())
-		pod := readyServing(s, clk)
+		pod := readyServing(s, env.clk)
 		Expect(k8sClient.Delete(ctx, pod, client.GracePeriodSeconds(0))).To(Succeed())
 		newPodAfter(s, pod)
 		Eventually(func() []string { return eventsOf(s) }).Should(eventWith(eventPodDeleted, "was deleted by someone else"))
@@ -120,9 +111,9 @@ var _ = Describe("A deletion is not a crash", func() {
 	})
 
 	It("recreates an evicted pod (the Eviction API, as a node drain uses it)", func() {
-		s := httpServer(ns, "drained", startEverythingHTTP())
+		s := httpServer(env.ns, "drained", startEverythingHTTP())
 		Expect(k8sClient.Create(ctx, s)).To(Succeed())
-		pod := readyServing(s, clk)
+		pod := readyServing(s, env.clk)
 		holdPod(pod)
 		Expect(k8sClient.SubResource("eviction").Create(ctx, pod, &policyv1.Eviction{})).To(Succeed())
 		stoppedByKubelet(pod)
@@ -133,9 +124,9 @@ var _ = Describe("A deletion is not a crash", func() {
 	})
 
 	It("replaces a pod the kubelet evicted under node pressure (Failed, Evicted, not deleted)", func() {
-		s := httpServer(ns, "pressed", startEverythingHTTP())
+		s := httpServer(env.ns, "pressed", startEverythingHTTP())
 		Expect(k8sClient.Create(ctx, s)).To(Succeed())
-		pod := readyServing(s, clk)
+		pod := readyServing(s, env.clk)
 		pod.Status.Phase, pod.Status.Reason, pod.Status.Message = corev1.PodFailed, "Evicted", "The node was low on resource: memory."
 		pod.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error"}}
 		Expect(k8sClient.Status().Update(ctx, pod)).To(Succeed())

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"strconv"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
 // Sleep and wake on a real API server, decided from the activity Lease with a
@@ -58,18 +60,10 @@ func sleptAfterIdle(s *mcpv1alpha1.MCPServer, clk *clocktesting.FakeClock) {
 }
 
 var _ = Describe("Sleeping servers", func() {
-	var (
-		ns  string
-		clk *clocktesting.FakeClock
-	)
-	BeforeEach(func() {
-		ns = createNamespace()
-		clk = clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
-		startManager([]string{ns}, reconcilerFor(clk))
-	})
+	env := withController()
 
 	sleepy := func(name string, port int) *mcpv1alpha1.MCPServer {
-		s := httpServer(ns, name, port)
+		s := httpServer(env.ns, name, port)
 		s.Spec.Workload.Idle = &metav1.Duration{Duration: time.Minute}
 		Expect(k8sClient.Create(ctx, s)).To(Succeed())
 		return s
@@ -77,7 +71,7 @@ var _ = Describe("Sleeping servers", func() {
 
 	It("falls asleep after idle with its catalog kept, stays up while used, and wakes on newer activity", func() {
 		s := sleepy("dozy", startEverythingHTTP())
-		readyServing(s, clk)
+		readyServing(s, env.clk)
 		l, err := activityLeaseOf(s)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(metav1.IsControlledBy(l, get(s))).To(BeTrue())
@@ -85,61 +79,61 @@ var _ = Describe("Sleeping servers", func() {
 		published := get(s).Status
 
 		// Used 40 s in: the idle minute starts over from there.
-		clk.Step(40 * time.Second)
-		bridgeSawActivity(s, clk.Now())
-		clk.Step(30 * time.Second)
+		env.clk.Step(40 * time.Second)
+		bridgeSawActivity(s, env.clk.Now())
+		env.clk.Step(30 * time.Second)
 		poke(s)
 		Consistently(condition(s, mcpv1alpha1.ConditionReady)).WithTimeout(2 * time.Second).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonServing))
 
-		clk.Step(31 * time.Second)
+		env.clk.Step(31 * time.Second)
 		poke(s)
 		Eventually(condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonSleeping))
 		Eventually(func() []corev1.Pod { return serverPods(s) }).Should(BeEmpty())
 		st := get(s).Status
 		Expect(st.SleepingSince).NotTo(BeNil())
-		Expect(st.SleepingSince.Time).To(BeTemporally("==", clk.Now()))
+		Expect(st.SleepingSince.Time).To(BeTemporally("==", env.clk.Now()))
 		Expect(condition(s, mcpv1alpha1.ConditionReady)().Message).To(ContainSubstring("the next call wakes it"))
 		Expect(st.Tools).To(Equal(published.Tools))
 		Expect(st.CatalogDigest).To(Equal(published.CatalogDigest))
 		Expect(condition(s, mcpv1alpha1.ConditionCatalogReady)()).To(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonServing))
 		Expect(st.Endpoint).To(BeNil())
 		Eventually(func() []string { return eventsOf(s) }).Should(eventWith(eventSlept, "no activity for 1m0s"))
-		Expect(serverMetric("mcp_operator_server_sleeping", ns, s.Name)).To(HaveValue(BeEquivalentTo(1)))
+		Expect(serverMetric("mcp_operator_server_sleeping", env.ns, s.Name)).To(HaveValue(BeEquivalentTo(1)))
 
 		// Still asleep: a reconcile changes nothing.
-		clk.Step(time.Hour)
+		env.clk.Step(time.Hour)
 		poke(s)
 		Consistently(func() []corev1.Pod { return serverPods(s) }).WithTimeout(time.Second).Should(BeEmpty())
 
 		// A call on a bridge: the Lease's renewTime moves past sleepingSince;
 		// the watch on the Lease wakes the server, no poke needed.
-		clk.Step(time.Second)
-		bridgeSawActivity(s, clk.Now())
+		env.clk.Step(time.Second)
+		bridgeSawActivity(s, env.clk.Now())
 		Eventually(condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonWaking))
 		Expect(get(s).Status.SleepingSince).To(BeNil())
 		Expect(get(s).Status.Tools).To(Equal(published.Tools), "the catalog stays listed while the server wakes")
-		clk.Step(1500 * time.Millisecond)
-		readyServing(s, clk)
+		env.clk.Step(1500 * time.Millisecond)
+		readyServing(s, env.clk)
 		Expect(get(s).Status.Restarts.Total).To(BeZero(), "a wake is not a restart")
 		Eventually(func() []string { return eventsOf(s) }).Should(eventWith(eventWoke, "1.5s after the wake request"))
-		Expect(serverMetric("mcp_operator_server_wakes_total", ns, s.Name)).To(HaveValue(BeEquivalentTo(1)))
-		Expect(serverMetric("mcp_operator_server_sleeping", ns, s.Name)).To(HaveValue(BeZero()))
+		Expect(serverMetric("mcp_operator_server_wakes_total", env.ns, s.Name)).To(HaveValue(BeEquivalentTo(1)))
+		Expect(serverMetric("mcp_operator_server_sleeping", env.ns, s.Name)).To(HaveValue(BeZero()))
 	})
 
 	It("sleeps by hand, and a wake whose pod cannot start says WakeFailed with the reason", func() {
 		s := sleepy("by-hand", startEverythingHTTP())
-		readyServing(s, clk)
+		readyServing(s, env.clk)
 
-		clk.Step(time.Second)
+		env.clk.Step(time.Second)
 		update(s, func(cur *mcpv1alpha1.MCPServer) {
-			cur.Annotations = map[string]string{mcpv1alpha1.SleepAnnotation: clk.Now().UTC().Format(time.RFC3339)}
+			cur.Annotations = map[string]string{mcpv1alpha1.SleepAnnotation: env.clk.Now().UTC().Format(time.RFC3339)}
 		})
 		Eventually(condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonSleeping))
 		Expect(condition(s, mcpv1alpha1.ConditionReady)().Message).To(ContainSubstring("put to sleep by hand"))
 		Eventually(func() []corev1.Pod { return serverPods(s) }).Should(BeEmpty())
 
-		clk.Step(time.Second)
-		bridgeSawActivity(s, clk.Now())
+		env.clk.Step(time.Second)
+		bridgeSawActivity(s, env.clk.Now())
 		pod := onePod(s)
 		Eventually(condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonWaking))
 		pod.Status = corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{
@@ -151,12 +145,42 @@ var _ = Describe("Sleeping servers", func() {
 		Eventually(func() []string { return eventsOf(s) }).Should(eventWith(eventWakeFailed, "ImagePullFailed: image \"example.com/everything:1\""))
 	})
 
+	It("treats a woken server whose catalog changed as a restart with a changed catalog: Locked keeps the approved one", func() {
+		node := testpeers.NodeEverything(GinkgoT())
+		s := httpServer(env.ns, "changeling", node.Port)
+		s.Spec.Workload.Idle = &metav1.Duration{Duration: time.Minute}
+		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+		readyServing(s, env.clk)
+		approved := get(s).Status.CatalogDigest
+		update(s, func(cur *mcpv1alpha1.MCPServer) {
+			cur.Spec.Tools.CatalogPinning = mcpv1alpha1.CatalogPinningLocked
+			cur.Spec.Tools.ApprovedDigest = approved
+		})
+		Eventually(func() int64 { cur := get(s); return cur.Generation - cur.Status.ObservedGeneration }).Should(BeZero())
+		sleptAfterIdle(s, env.clk)
+
+		// While it sleeps, another server (the go-sdk's everything-server,
+		// another catalog) takes its place, as a new image would.
+		node.Kill()
+		bin, err := testpeers.EverythingServer()
+		Expect(err).NotTo(HaveOccurred())
+		testpeers.Start(GinkgoT(), node.Port, nil, bin, "-http=127.0.0.1:"+strconv.Itoa(node.Port))
+
+		env.clk.Step(time.Second)
+		bridgeSawActivity(s, env.clk.Now())
+		Eventually(condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonWaking))
+		readyServing(s, env.clk)
+		Eventually(condition(s, mcpv1alpha1.ConditionDegraded)).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonCatalogNotApproved))
+		Expect(get(s).Status.CatalogDigest).To(Equal(approved))
+		Eventually(func() []string { return eventsOf(s) }).Should(eventWith("CatalogRefused", "approvedDigest"))
+	})
+
 	It("counts a crash on waking as a crash, and says WakeFailed", func() {
 		s := sleepy("crash-on-wake", startEverythingHTTP())
-		sleptAfterIdle(s, clk)
+		sleptAfterIdle(s, env.clk)
 
-		clk.Step(time.Second)
-		bridgeSawActivity(s, clk.Now())
+		env.clk.Step(time.Second)
+		bridgeSawActivity(s, env.clk.Now())
 		kubeletSeesExit(onePod(s), 1, "Error")
 		Eventually(func() int32 { return get(s).Status.Restarts.Consecutive }).Should(BeEquivalentTo(1))
 		Eventually(func() []string { return eventsOf(s) }).Should(eventWith(eventWakeFailed, "crashed: Error (exit code 1)"))
@@ -164,7 +188,7 @@ var _ = Describe("Sleeping servers", func() {
 
 	It("removes the Lease and runs the server again when idle is unset", func() {
 		s := sleepy("insomniac", startEverythingHTTP())
-		sleptAfterIdle(s, clk)
+		sleptAfterIdle(s, env.clk)
 
 		update(s, func(cur *mcpv1alpha1.MCPServer) { cur.Spec.Workload.Idle = nil })
 		Eventually(func() bool {
@@ -172,8 +196,8 @@ var _ = Describe("Sleeping servers", func() {
 			return apierrors.IsNotFound(err)
 		}).Should(BeTrue())
 		Eventually(func() *metav1.Time { return get(s).Status.SleepingSince }).Should(BeNil())
-		readyServing(s, clk)
-		clk.Step(time.Hour)
+		readyServing(s, env.clk)
+		env.clk.Step(time.Hour)
 		poke(s)
 		Consistently(condition(s, mcpv1alpha1.ConditionReady)).WithTimeout(2 * time.Second).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonServing))
 	})
