@@ -252,7 +252,10 @@ func (r *MCPServerReconciler) publish(ctx context.Context, sc *scope) (phaseResu
 	if res.refused && !wasRefused {
 		sc.event(corev1.EventTypeWarning, eventCatalogRefused, "catalog refused: its digest differs from spec.tools.approvedDigest")
 	}
-	if sc.waking && meta.IsStatusConditionTrue(s.Status.Conditions, mcpv1alpha1.ConditionReady) {
+	if sc.waking && !meta.IsStatusConditionTrue(s.Status.Conditions, mcpv1alpha1.ConditionReady) {
+		c := meta.FindStatusCondition(s.Status.Conditions, mcpv1alpha1.ConditionReady)
+		sc.wakeFailed(c.Reason + ": " + c.Message)
+	} else if sc.waking {
 		msg := "the server is Ready again after a wake"
 		if !sc.wakeRequest.IsZero() {
 			msg += fmt.Sprintf(", %s after the wake request", sc.now.Sub(sc.wakeRequest).Round(time.Millisecond))

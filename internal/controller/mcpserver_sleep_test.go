@@ -145,7 +145,7 @@ var _ = Describe("Sleeping servers", func() {
 		Eventually(func() []string { return eventsOf(s) }).Should(eventWith(eventWakeFailed, "ImagePullFailed: image \"example.com/everything:1\""))
 	})
 
-	It("treats a woken server whose catalog changed as a restart with a changed catalog: Locked keeps the approved one", func() {
+	It("treats a woken server whose catalog changed as a restart with a changed catalog: Locked refuses it", func() {
 		node := testpeers.NodeEverything(GinkgoT())
 		s := httpServer(env.ns, "changeling", node.Port)
 		s.Spec.Workload.Idle = &metav1.Duration{Duration: time.Minute}
@@ -169,10 +169,12 @@ var _ = Describe("Sleeping servers", func() {
 		env.clk.Step(time.Second)
 		bridgeSawActivity(s, env.clk.Now())
 		Eventually(condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonWaking))
-		readyServing(s, env.clk)
-		Eventually(condition(s, mcpv1alpha1.ConditionDegraded)).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonCatalogNotApproved))
-		Expect(get(s).Status.CatalogDigest).To(Equal(approved))
-		Eventually(func() []string { return eventsOf(s) }).Should(eventWith("CatalogRefused", "approvedDigest"))
+		kubeletRuns(onePod(s), env.clk.Now())
+		Eventually(condition(s, mcpv1alpha1.ConditionReady)).WithTimeout(30 * time.Second).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonCatalogNotApproved))
+		Expect(get(s).Status.Tools).To(BeEmpty())
+		Eventually(func() []string { return eventsOf(s) }).Should(And(
+			eventWith("CatalogRefused", "approvedDigest"),
+			eventWith(eventWakeFailed, "CatalogNotApproved")))
 	})
 
 	It("counts a crash on waking as a crash, and says WakeFailed", func() {
