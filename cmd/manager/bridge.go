@@ -85,7 +85,7 @@ func parseBridgeFlags(args []string, stderr io.Writer) (bridgeFlags, error) {
 	fs.IntVar(&f.sessionConcurrent, "max-session-requests", session.DefaultMaxConcurrent, "requests in flight at once in one session")
 	fs.IntVar(&f.callerConcurrent, "max-caller-requests", 4*session.DefaultMaxConcurrent, "requests in flight at once from one caller, in all its sessions or none")
 	fs.IntVar(&f.callerSessions, "max-caller-sessions", session.DefaultMaxPerSubject, "legacy-era sessions one caller may hold open on this replica")
-	fs.IntVar(&f.upstreamSessions, "max-upstream-sessions", upstream.DefaultMaxAgentSessions, "upstream sessions this replica opens on one MCP server for session-era agent sessions; at it the least recently used idle one is closed, and with all in use a session-only server's call is refused (mcp_server_busy)")
+	fs.IntVar(&f.upstreamSessions, "max-upstream-sessions", upstream.DefaultMaxAgentSessions, "upstream sessions this replica opens on one MCP server for session-era agent sessions; at it an idle one is closed, the caller's own first (another caller's only if that caller holds more), and with none it may close a session-only server's call is refused (mcp_server_busy)")
 	fs.DurationVar(&f.callTimeout, "call-timeout", mcpbridge.DefaultCallTimeout, "deadline of a call forwarded to an MCP server")
 	fs.DurationVar(&f.idleTimeout, "session-idle-timeout", session.DefaultIdleTimeout, "a session not used this long ends")
 	fs.DurationVar(&f.shutdownDelay, "shutdown-delay", mcpbridge.DefaultShutdownDelay, "after SIGTERM, how long to go on serving (readyz failing, keep-alives off) before refusing new connections, so the Service stops sending agents here first")
