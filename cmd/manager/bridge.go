@@ -290,6 +290,10 @@ func bridgeOptions(f bridgeFlags, log interface {
 		o.Auth = authn.Anonymous{}
 	}
 	o.ToolApprovals = f.toolApprovals
+	// Replicas record single uses of sealed states in their own namespace.
+	if o.OnceNamespace = os.Getenv("POD_NAMESPACE"); o.OnceNamespace == "" {
+		log.Info("WARNING: no $POD_NAMESPACE: single use of sealed states (allow once) is remembered per replica, so a state replayed to another replica runs there once more")
+	}
 	if f.webhookURL != "" {
 		secret, err := os.ReadFile(f.webhookSecretFile)
 		if err != nil {

@@ -136,6 +136,9 @@ type Config struct {
 	BlockInjection bool
 	// Version is the bridge's version in serverInfo.
 	Version string
+	// Once, when set, makes single use of sealed states hold across the
+	// replicas (state.go); without it, each replica remembers its own.
+	Once OnceLedger
 	// Clock and NewCallID are fixed in tests (time.Now and random ids by default).
 	Clock     func() time.Time
 	NewCallID func() string

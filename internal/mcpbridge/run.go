@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -31,6 +32,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/idlemem"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/metrics"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/once"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
@@ -81,7 +83,11 @@ type Options struct {
 	ToolApprovals bool
 	// ApprovalNotifier is told of each ToolApproval (nil: nobody).
 	ApprovalNotifier approval.Notifier
-	Log              logr.Logger
+	// OnceNamespace, when set, is the bridge's own namespace, where the
+	// replicas record single uses of sealed states for one another
+	// (package once); empty: each replica remembers its own.
+	OnceNamespace string
+	Log           logr.Logger
 }
 
 // Runtime is a started bridge.
@@ -103,12 +109,13 @@ type Runtime struct {
 func (r *Runtime) Wait() error { return <-r.done }
 
 // Scheme holds the kinds the bridge reads and writes: the project's
-// (MCPServer, ToolPolicy, ToolApproval) and core Secrets. Not client-go's
+// (MCPServer, ToolPolicy, ToolApproval), core Secrets and Leases (package once). Not client-go's
 // scheme of every built-in group: a second registry of those held about
 // 0.3 MB of the idle bridge's heap for kinds it never touches.
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(corev1.AddToScheme(s))
+	utilruntime.Must(coordinationv1.AddToScheme(s))
 	utilruntime.Must(v1alpha1.AddToScheme(s))
 	return s
 }
@@ -181,6 +188,11 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 			return nil, err
 		}
 	}
+	if o.OnceNamespace != "" {
+		ledger := &once.Ledger{Client: kc.direct, Namespace: o.OnceNamespace, Now: cfg.Clock}
+		cfg.Once = ledger
+		go ledger.Run(ctx, time.Minute, func(err error) { o.Log.Error(err, "expired one-time records were not deleted") })
+	}
 	b := New(cfg)
 	w := &watch.Watcher{
 		Cache: kc.cache, Secrets: kc.direct, Registry: registry, Log: o.Log.WithName("watch"), Resync: o.SecretsResync,
@@ -246,7 +258,7 @@ type kubeClients struct {
 // lists, to their resources, all namespaced, without discovery: a
 // discovering mapper read the resources of every group the API server has
 // (aggregated discovery) and kept them, about 0.4 MB of the idle bridge's
-// heap, for four kinds known when it was built. A kind not listed here
+// heap, for five kinds known when it was built. A kind not listed here
 // fails with "no matches for kind", not silently.
 func restMapper() meta.RESTMapper {
 	m := meta.NewDefaultRESTMapper(nil)
@@ -255,6 +267,7 @@ func restMapper() meta.RESTMapper {
 		v1alpha1.GroupVersion.WithKind("ToolPolicy"),
 		v1alpha1.GroupVersion.WithKind("ToolApproval"),
 		corev1.SchemeGroupVersion.WithKind("Secret"),
+		coordinationv1.SchemeGroupVersion.WithKind("Lease"),
 	} {
 		// Lower-case plurals (mcpservers, toolpolicies, toolapprovals,
 		// secrets): the CRDs' and the core group's names. The list kind

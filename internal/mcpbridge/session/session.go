@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcp-operator/mcp-operator/internal/every"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/inflight"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"
@@ -466,16 +467,7 @@ func (m *Manager) Sweep() {
 
 // Run sweeps every interval until ctx ends.
 func (m *Manager) Run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			m.Sweep()
-		}
-	}
+	every.Run(ctx, interval, m.Sweep)
 }
 
 // Len is the number of live sessions on this replica.
