@@ -292,7 +292,7 @@ func bridgeOptions(f bridgeFlags, log interface {
 	o.ToolApprovals = f.toolApprovals
 	// Replicas record single uses of sealed states in their own namespace.
 	if o.OnceNamespace = os.Getenv("POD_NAMESPACE"); o.OnceNamespace == "" {
-		log.Info("WARNING: no $POD_NAMESPACE: single use of sealed states (allow once) is remembered per replica, so a state replayed to another replica runs there once more")
+		log.Info("WARNING: no $POD_NAMESPACE: single use of sealed states (allow once) and session ends (DELETE) are remembered per replica: a state replayed to another replica runs there once more, and an ended session works there until its maximum age")
 	}
 	if f.webhookURL != "" {
 		secret, err := os.ReadFile(f.webhookSecretFile)

@@ -2,6 +2,7 @@ package mcpbridge
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -123,5 +124,37 @@ func TestLedgerSweepsExpiredRecords(t *testing.T) {
 	// The expired key can be claimed again (it was deleted).
 	if fresh, err := ledger.Claim(ctx, "state", []byte("old"), now.Add(time.Second)); err != nil || !fresh {
 		t.Fatalf("a claim after the sweep: %v %v", fresh, err)
+	}
+}
+
+// TestSessionEndedOnOneReplicaIsRefusedOnTheOther: two bridge replicas
+// sharing one API server and the session key; a session opened on a and
+// carried on by b is ended (DELETE) on a, and b refuses it from then on
+// (404), as soon as its watch has the record. Before, b accepted it until
+// its maximum age.
+func TestSessionEndedOnOneReplicaIsRefusedOnTheOther(t *testing.T) {
+	served := freshNamespace("ends")
+	_, cs := startAPIServer(t)
+	own := freshNamespace("bridge")
+	ensureNamespace(t, cs, own)
+	replica := func() string {
+		_, url, _, _ := startRuntimeWith(t, func(o *Options) { o.OnceNamespace = own }, served)
+		return url + "/mcp"
+	}
+	a, b := replica(), replica()
+	sid := openSession(t, a, "alice-token")
+	list := func(url string) int {
+		status, _, _ := post(t, url, "alice-token", sid, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, map[string]string{"MCP-Protocol-Version": "2025-11-25"})
+		return status
+	}
+	if status := list(b); status != http.StatusOK {
+		t.Fatalf("replica b carrying the session on: %d, want 200", status)
+	}
+	endSession(t, a, "alice-token", sid)
+	ended := time.Now()
+	eventually(t, "replica b refuses the session ended on a", func() bool { return list(b) == http.StatusNotFound })
+	t.Logf("replica b refused the session %s after its DELETE on a", time.Since(ended).Round(time.Millisecond))
+	if status := list(a); status != http.StatusNotFound {
+		t.Fatalf("replica a after the DELETE: %d, want 404", status)
 	}
 }

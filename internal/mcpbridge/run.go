@@ -15,6 +15,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -160,6 +161,18 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
+	var ledger *once.Ledger
+	if o.OnceNamespace != "" {
+		ledger = &once.Ledger{Client: kc.direct, Namespace: o.OnceNamespace, Now: o.Bridge.Clock}
+		ends := &once.Ends{Ledger: ledger, Failed: func(err error) {
+			o.Log.Error(err, "a session's end was not recorded for the other replicas: they accept it until its maximum age")
+		}}
+		if err := watchEnds(ctx, kc, ends); err != nil {
+			return nil, err
+		}
+		o.Session.Ends = ends
+		go ledger.Run(ctx, time.Minute, func(err error) { o.Log.Error(err, "expired one-time records were not deleted") })
+	}
 	sessions := session.NewManager(sealer, o.Session)
 	m := metrics.New(reg, func() float64 { return float64(sessions.Len()) }, func() float64 { return float64(aw.Stats().Dropped) })
 	if store != nil {
@@ -188,10 +201,8 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 			return nil, err
 		}
 	}
-	if o.OnceNamespace != "" {
-		ledger := &once.Ledger{Client: kc.direct, Namespace: o.OnceNamespace, Now: cfg.Clock}
+	if ledger != nil {
 		cfg.Once = ledger
-		go ledger.Run(ctx, time.Minute, func(err error) { o.Log.Error(err, "expired one-time records were not deleted") })
 	}
 	b := New(cfg)
 	w := &watch.Watcher{
@@ -298,8 +309,16 @@ func newKubeClients(o Options) (*kubeClients, error) {
 		nsMap[ns] = cache.Config{}
 	}
 	kc := &kubeClients{}
-	kc.cache, err = cache.New(cfg, cache.Options{HTTPClient: httpClient, Mapper: mapper, Scheme: o.Scheme,
-		DefaultNamespaces: nsMap, DefaultTransform: cache.TransformStripManagedFields()})
+	copts := cache.Options{HTTPClient: httpClient, Mapper: mapper, Scheme: o.Scheme,
+		DefaultNamespaces: nsMap, DefaultTransform: cache.TransformStripManagedFields()}
+	if o.OnceNamespace != "" {
+		// Only the records of ended sessions, in the bridge's own namespace.
+		copts.ByObject = map[client.Object]cache.ByObject{&coordinationv1.Lease{}: {
+			Namespaces: map[string]cache.Config{o.OnceNamespace: {}},
+			Label:      labels.SelectorFromSet(labels.Set{once.LabelKind: once.KindSessionEnd}),
+		}}
+	}
+	kc.cache, err = cache.New(cfg, copts)
 	if err != nil {
 		return nil, fmt.Errorf("while creating the MCPServer cache: %w", err)
 	}
@@ -313,6 +332,19 @@ func newKubeClients(o Options) (*kubeClients, error) {
 		return nil, fmt.Errorf("while creating the Events client: %w", err)
 	}
 	return kc, nil
+}
+
+// watchEnds has ends keep the set of ended sessions from the cache's watch
+// of their records.
+func watchEnds(ctx context.Context, kc *kubeClients, ends *once.Ends) error {
+	inf, err := kc.cache.GetInformer(ctx, &coordinationv1.Lease{})
+	if err == nil {
+		err = ends.Watch(inf)
+	}
+	if err != nil {
+		return fmt.Errorf("while watching the records of ended sessions: %w", err)
+	}
+	return nil
 }
 
 // startApprovals builds the ToolApproval broker: it writes through the

@@ -1,5 +1,6 @@
 // Package once records, for every bridge replica at once, that a one-time
-// thing happened (a sealed allow-once state was used), through the
+// thing happened (a sealed allow-once state was used, a session ended),
+// through the
 // Kubernetes API's create-if-absent: the first replica to create the
 // record wins, every later attempt (on any replica) finds it there. The
 // records are Leases in the bridge's own namespace, named after what they
@@ -17,11 +18,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mcp-operator/mcp-operator/internal/every"
@@ -115,4 +118,71 @@ func (l *Ledger) Run(ctx context.Context, interval time.Duration, failed func(er
 			failed(err)
 		}
 	})
+}
+
+// KindSessionEnd names the records of sessions ended by DELETE.
+const KindSessionEnd = "session-end"
+
+// Ends shares the ends of sessions (DELETE) between the replicas
+// (session.Ends): End creates a record, and Ended reads the set of records
+// a watch keeps on every replica (Watch), so a request pays a lookup, not
+// a round trip; another replica hears of an end as fast as its watch
+// (milliseconds), this one at once.
+type Ends struct {
+	Ledger *Ledger
+	// Failed is told when an end could not be recorded (the other replicas
+	// then go on accepting the session until its maximum age).
+	Failed func(error)
+	ended  sync.Map // record names
+}
+
+// End records that session id ended, until it is too old anyway.
+func (e *Ends) End(id string, until time.Time) {
+	e.ended.Store(Name(KindSessionEnd, []byte(id)), struct{}{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := e.Ledger.Claim(ctx, KindSessionEnd, []byte(id), until); err != nil && e.Failed != nil {
+		e.Failed(err)
+	}
+}
+
+// Ended says whether any replica recorded session id's end.
+func (e *Ends) Ended(id string) bool {
+	_, ok := e.ended.Load(Name(KindSessionEnd, []byte(id)))
+	return ok
+}
+
+// Informer is what Watch needs of an informer (client-go's or
+// controller-runtime's).
+type Informer interface {
+	AddEventHandler(toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error)
+}
+
+// Watch keeps the set of ended sessions from inf, an informer of the
+// records (Leases labelled KindSessionEnd in the Ledger's namespace).
+func (e *Ends) Watch(inf Informer) error {
+	name := func(obj any) (string, bool) {
+		if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		l, ok := obj.(*coordinationv1.Lease)
+		if !ok || l.Labels[LabelKind] != KindSessionEnd {
+			return "", false
+		}
+		return l.Name, true
+	}
+	_, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if n, ok := name(obj); ok {
+				e.ended.Store(n, struct{}{})
+			}
+		},
+		// Deleted by the sweep once the session is too old anyway.
+		DeleteFunc: func(obj any) {
+			if n, ok := name(obj); ok {
+				e.ended.Delete(n)
+			}
+		},
+	})
+	return err
 }

@@ -82,3 +82,17 @@ func BenchmarkClaim(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkEnded is what sharing sessions' ends adds to every request of a
+// session: a lookup in the set the watch keeps.
+func BenchmarkEnded(b *testing.B) {
+	e := &Ends{}
+	for i := range 10000 {
+		e.ended.Store(Name(KindSessionEnd, binary.BigEndian.AppendUint64(nil, uint64(i))), struct{}{})
+	}
+	for range b.N {
+		if e.Ended("a session id of 32 hexadecimal digits") {
+			b.Fatal("a live session is ended")
+		}
+	}
+}
