@@ -180,8 +180,16 @@ func scaleBridge(n int32) {
 func bridgeServing() int {
 	pods, err := clientset.CoreV1().Pods(bridgeNamespace).List(ctx, metav1.ListOptions{LabelSelector: bridgePodSelector})
 	Expect(err).NotTo(HaveOccurred())
+	active := 0
 	for _, p := range pods.Items {
 		switch {
+		case p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded:
+			// Its containers have ended for good (a deleted pod whose
+			// object the kubelet has yet to remove, or an evicted one the
+			// Deployment replaced): it serves nothing and is out of the
+			// endpoints, and counted it would keep the wait from settling
+			// for as long as its object stays.
+			continue
 		case p.DeletionTimestamp != nil:
 			bridgeNotServing = fmt.Sprintf("pod %s terminating for %s (phase %s, containers %s)", p.Name,
 				time.Since(p.DeletionTimestamp.Time).Round(time.Second), p.Status.Phase, containerStates(&p))
@@ -191,6 +199,7 @@ func bridgeServing() int {
 				time.Since(p.CreationTimestamp.Time).Round(time.Second), p.Status.Phase, containerStates(&p))
 			return -1
 		}
+		active++
 	}
 	eps, err := clientset.DiscoveryV1().EndpointSlices(bridgeNamespace).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + bridgeService})
 	Expect(err).NotTo(HaveOccurred())
@@ -204,8 +213,8 @@ func bridgeServing() int {
 			ready++
 		}
 	}
-	if ready != len(pods.Items) {
-		bridgeNotServing = fmt.Sprintf("%d ready endpoints for %d pods", ready, len(pods.Items))
+	if ready != active {
+		bridgeNotServing = fmt.Sprintf("%d ready endpoints for %d pods", ready, active)
 		return -1
 	}
 	return ready
