@@ -57,12 +57,13 @@ func TestBridgeOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Setenv("POD_NAMESPACE", "bridge-ns")
 	o, closeSink, err := bridgeOptions(f, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer closeSink()
-	if strings.Join(o.Namespaces, ",") != "a,b" || string(o.SessionKey) != "0123456789abcdef0123456789abcdef" ||
+	if strings.Join(o.Namespaces, ",") != "a,b" || o.OnceNamespace != "bridge-ns" || string(o.SessionKey) != "0123456789abcdef0123456789abcdef" ||
 		o.ArgsMode != audit.ArgsNone || o.Bridge.ToolNameStyle != "underscore" || !o.Bridge.LoopbackOnly ||
 		len(o.Bridge.AllowedOrigins) != 1 || o.Auth != nil ||
 		o.ArtifactLimits.MaxBytes != 2<<30 || o.ArtifactLimits.MaxAge != 2*time.Hour || o.Session.MaxPerSubject != 7 ||

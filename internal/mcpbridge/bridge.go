@@ -136,6 +136,9 @@ type Config struct {
 	BlockInjection bool
 	// Version is the bridge's version in serverInfo.
 	Version string
+	// Once, when set, makes single use of sealed states hold across the
+	// replicas (state.go); without it, each replica remembers its own.
+	Once OnceLedger
 	// Clock and NewCallID are fixed in tests (time.Now and random ids by default).
 	Clock     func() time.Time
 	NewCallID func() string
@@ -147,7 +150,9 @@ type Bridge struct {
 	engine atomic.Pointer[policy.Engine]
 	limits limits
 	ready  atomic.Bool
-	subs   *hub
+	// stop ends the work of a stopping replica (shutdown.go).
+	stop *stopper
+	subs *hub
 	// parked are the calls waiting here for their agent's answer to the
 	// server's question, by id (parked.go).
 	parked sync.Map
@@ -197,7 +202,7 @@ func New(cfg Config) *Bridge {
 	if cfg.UpdateQueue <= 0 {
 		cfg.UpdateQueue = DefaultUpdateQueue
 	}
-	b := &Bridge{cfg: cfg, limits: newLimits(cfg),
+	b := &Bridge{cfg: cfg, limits: newLimits(cfg), stop: newStopper(),
 		callTimedOut: fmt.Errorf("the call's deadline (%s) passed: %w", cfg.CallTimeout, context.DeadlineExceeded)}
 	b.engine.Store(policy.NewEngine())
 	b.subs = newHub(b)
@@ -245,7 +250,13 @@ func (b *Bridge) OpsHandler(metricsHandler http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !b.ready.Load() {
+		switch {
+		case b.stop.stopping.Load():
+			// Failing first takes the replica out of the Service's
+			// endpoints before it stops answering.
+			http.Error(w, "not ready: this replica is stopping", http.StatusServiceUnavailable)
+			return
+		case !b.ready.Load():
 			http.Error(w, "not ready: the MCPServer and ToolPolicy caches have not synced", http.StatusServiceUnavailable)
 			return
 		}

@@ -204,6 +204,12 @@ func (b *Bridge) refuse(x *exchange, o outcome) *jsonrpc.Message {
 	_, _ = b.audit(x.rq, x.failed(o.failReason, o.reason))
 	b.countCall(x, "deny", o.failReason)
 	x.traceFailure(o.failReason)
+	if o.failReason == ReasonStopping {
+		// Not a decision: nobody decided, and another replica may ask again.
+		return rpcError(x.rq, CodeUpstream, fmt.Sprintf("%s not decided: %s", x.what, o.reason), map[string]any{
+			"reason": o.failReason, "toolCallId": x.id,
+		})
+	}
 	return rpcError(x.rq, CodeDenied, fmt.Sprintf("%s denied: %s", x.what, o.reason), map[string]any{
 		"reason": o.failReason, "sourcedFrom": o.sourcedFrom, "toolCallId": x.id,
 	})

@@ -12,8 +12,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -31,6 +33,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/idlemem"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/metrics"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/once"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
@@ -81,7 +84,11 @@ type Options struct {
 	ToolApprovals bool
 	// ApprovalNotifier is told of each ToolApproval (nil: nobody).
 	ApprovalNotifier approval.Notifier
-	Log              logr.Logger
+	// OnceNamespace, when set, is the bridge's own namespace, where the
+	// replicas record single uses of sealed states for one another
+	// (package once); empty: each replica remembers its own.
+	OnceNamespace string
+	Log           logr.Logger
 }
 
 // Runtime is a started bridge.
@@ -103,12 +110,13 @@ type Runtime struct {
 func (r *Runtime) Wait() error { return <-r.done }
 
 // Scheme holds the kinds the bridge reads and writes: the project's
-// (MCPServer, ToolPolicy, ToolApproval) and core Secrets. Not client-go's
+// (MCPServer, ToolPolicy, ToolApproval), core Secrets and Leases (package once). Not client-go's
 // scheme of every built-in group: a second registry of those held about
 // 0.3 MB of the idle bridge's heap for kinds it never touches.
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(corev1.AddToScheme(s))
+	utilruntime.Must(coordinationv1.AddToScheme(s))
 	utilruntime.Must(v1alpha1.AddToScheme(s))
 	return s
 }
@@ -153,6 +161,18 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
+	var ledger *once.Ledger
+	if o.OnceNamespace != "" {
+		ledger = &once.Ledger{Client: kc.direct, Namespace: o.OnceNamespace, Now: o.Bridge.Clock}
+		ends := &once.Ends{Ledger: ledger, Failed: func(err error) {
+			o.Log.Error(err, "a session's end was not recorded for the other replicas: they accept it until its maximum age")
+		}}
+		if err := watchEnds(ctx, kc, ends); err != nil {
+			return nil, err
+		}
+		o.Session.Ends = ends
+		go ledger.Run(ctx, time.Minute, func(err error) { o.Log.Error(err, "expired one-time records were not deleted") })
+	}
 	sessions := session.NewManager(sealer, o.Session)
 	m := metrics.New(reg, func() float64 { return float64(sessions.Len()) }, func() float64 { return float64(aw.Stats().Dropped) })
 	if store != nil {
@@ -180,6 +200,9 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		if cfg.Approvals, err = startApprovals(ctx, o, kc, reg); err != nil {
 			return nil, err
 		}
+	}
+	if ledger != nil {
+		cfg.Once = ledger
 	}
 	b := New(cfg)
 	w := &watch.Watcher{
@@ -246,7 +269,7 @@ type kubeClients struct {
 // lists, to their resources, all namespaced, without discovery: a
 // discovering mapper read the resources of every group the API server has
 // (aggregated discovery) and kept them, about 0.4 MB of the idle bridge's
-// heap, for four kinds known when it was built. A kind not listed here
+// heap, for five kinds known when it was built. A kind not listed here
 // fails with "no matches for kind", not silently.
 func restMapper() meta.RESTMapper {
 	m := meta.NewDefaultRESTMapper(nil)
@@ -255,6 +278,7 @@ func restMapper() meta.RESTMapper {
 		v1alpha1.GroupVersion.WithKind("ToolPolicy"),
 		v1alpha1.GroupVersion.WithKind("ToolApproval"),
 		corev1.SchemeGroupVersion.WithKind("Secret"),
+		coordinationv1.SchemeGroupVersion.WithKind("Lease"),
 	} {
 		// Lower-case plurals (mcpservers, toolpolicies, toolapprovals,
 		// secrets): the CRDs' and the core group's names. The list kind
@@ -285,8 +309,16 @@ func newKubeClients(o Options) (*kubeClients, error) {
 		nsMap[ns] = cache.Config{}
 	}
 	kc := &kubeClients{}
-	kc.cache, err = cache.New(cfg, cache.Options{HTTPClient: httpClient, Mapper: mapper, Scheme: o.Scheme,
-		DefaultNamespaces: nsMap, DefaultTransform: cache.TransformStripManagedFields()})
+	copts := cache.Options{HTTPClient: httpClient, Mapper: mapper, Scheme: o.Scheme,
+		DefaultNamespaces: nsMap, DefaultTransform: cache.TransformStripManagedFields()}
+	if o.OnceNamespace != "" {
+		// Only the records of ended sessions, in the bridge's own namespace.
+		copts.ByObject = map[client.Object]cache.ByObject{&coordinationv1.Lease{}: {
+			Namespaces: map[string]cache.Config{o.OnceNamespace: {}},
+			Label:      labels.SelectorFromSet(labels.Set{once.LabelKind: once.KindSessionEnd}),
+		}}
+	}
+	kc.cache, err = cache.New(cfg, copts)
 	if err != nil {
 		return nil, fmt.Errorf("while creating the MCPServer cache: %w", err)
 	}
@@ -300,6 +332,19 @@ func newKubeClients(o Options) (*kubeClients, error) {
 		return nil, fmt.Errorf("while creating the Events client: %w", err)
 	}
 	return kc, nil
+}
+
+// watchEnds has ends keep the set of ended sessions from the cache's watch
+// of their records.
+func watchEnds(ctx context.Context, kc *kubeClients, ends *once.Ends) error {
+	inf, err := kc.cache.GetInformer(ctx, &coordinationv1.Lease{})
+	if err == nil {
+		err = ends.Watch(inf)
+	}
+	if err != nil {
+		return fmt.Errorf("while watching the records of ended sessions: %w", err)
+	}
+	return nil
 }
 
 // startApprovals builds the ToolApproval broker: it writes through the

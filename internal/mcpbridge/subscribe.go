@@ -409,9 +409,13 @@ func (b *Bridge) listen(rq *request) *jsonrpc.Message {
 	// From here the request only waits for updates: the bridge may be
 	// idle meanwhile (its free heap given back).
 	defer b.cfg.Idle.Streaming()()
+	// A stopping replica ends the stream as the client closing it would:
+	// the client listens again, on another replica.
+	ctx, cancel := b.untilWaitsEnd(rq.ctx)
+	defer cancel()
 	for {
 		select {
-		case <-rq.ctx.Done():
+		case <-ctx.Done():
 			return end
 		case m := <-l.queue:
 			if !rq.out.send(m) {
@@ -454,7 +458,9 @@ func (b *Bridge) serveGET(w http.ResponseWriter, r *http.Request, endpoint strin
 		writeError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest, "session not found")
 		return
 	}
-	ctx, cancel := context.WithCancel(r.Context())
+	// A stopping replica ends the stream: the client opens it again on
+	// another replica.
+	ctx, cancel := b.untilWaitsEnd(r.Context())
 	defer cancel()
 	// Tracked like a call: ending the session ends the stream, and a
 	// session with a stream open is not idle.

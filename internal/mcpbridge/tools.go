@@ -285,7 +285,7 @@ func (rq *request) upstreamAgent() *upstream.Agent {
 	if rq.sess == nil {
 		return nil
 	}
-	return &upstream.Agent{ID: rq.sess.ID, AtEnd: rq.sess.AtEnd}
+	return &upstream.Agent{ID: rq.sess.ID, Caller: rq.id.Username, AtEnd: rq.sess.AtEnd}
 }
 
 // execute forwards an allowed call and runs its result through the output

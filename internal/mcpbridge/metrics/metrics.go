@@ -77,7 +77,7 @@ func New(reg prometheus.Registerer, sessions func() float64, auditDropped func()
 			Name: "mcp_bridge_injection_findings_total", Help: "Injection scan findings in servers' results (tool results, resources, prompts), by server.",
 		}, []string{"server"}),
 		UpstreamSessionsClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mcp_bridge_upstream_sessions_closed_total", Help: "Agents' upstream sessions closed, by server and reason (agent_ended, cap: at --max-upstream-sessions, failed, retired, drained, era_changed: the server keeps none now).",
+			Name: "mcp_bridge_upstream_sessions_closed_total", Help: "Agents' upstream sessions closed, by server and reason (agent_ended, cap: a caller's own at --max-upstream-sessions, cap_fair_share: one of the caller holding the most, failed, retired, drained, era_changed: the server keeps none now).",
 		}, []string{"server", "reason"}),
 	}
 	reg.MustRegister(m.Calls, m.CallDuration, m.Requests, m.InFlight, m.Sessions, m.UpstreamUp, m.AuditDropped, m.ResourceUpdates, m.Redactions, m.InjectionFindings, m.UpstreamSessionsClosed)

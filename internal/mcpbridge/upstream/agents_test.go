@@ -375,6 +375,63 @@ func TestAgentSessionCapClosesTheLeastRecentlyUsed(t *testing.T) {
 	eventually(t, "b's session (now least recently used) DELETEd", deleted(sb))
 }
 
+// At the cap, a caller opening sessions closes its own idle ones, never
+// another caller's (a stateful server would lose that caller's state); a
+// caller holding fewer than another gets room from the one holding the
+// most. Each is counted by its reason. Before, the least recently used
+// idle session closed, whoever's it was.
+func TestAgentSessionCapClosesTheCallersOwnFirst(t *testing.T) {
+	st := bridgetest.NewStateful(t, true)
+	var mu sync.Mutex
+	reasons := map[string]int{}
+	c := New(Target{Namespace: "ns", Name: "s", URL: st.URL}, Options{MaxAgentSessions: 3, SessionClosed: func(_, reason string) {
+		mu.Lock()
+		reasons[reason]++
+		mu.Unlock()
+	}})
+	t.Cleanup(c.Close)
+	as := newAgents(t)
+	agentOf := func(caller string) *Agent {
+		_, a := as.open(t)
+		a.Caller = caller
+		return a
+	}
+	deleted := func(id string) func() bool { return func() bool { return slices.Contains(st.Deleted(), id) } }
+	bob := agentOf("bob")
+	callTool(t, c, `{"name":"remember","arguments":{"value":"bob's"}}`, CallHooks{Agent: bob})
+	bobs := agentSession(c, bob)
+	var alices []*Agent
+	var alicesSessions []string
+	for i := range 4 {
+		a := agentOf("alice")
+		alices = append(alices, a)
+		callTool(t, c, `{"name":"remember","arguments":{"value":"alice's"}}`, CallHooks{Agent: a})
+		alicesSessions = append(alicesSessions, agentSession(c, a))
+		if i >= 2 { // at the cap: alice's least recently used goes
+			eventually(t, "alice's own least recently used session DELETEd", deleted(alicesSessions[i-2]))
+		}
+	}
+	if n := c.agentSessions(); n != 3 || slices.Contains(st.Deleted(), bobs) {
+		t.Fatalf("%d agent sessions; bob's DELETEd: %v; want 3, bob's kept", n, slices.Contains(st.Deleted(), bobs))
+	}
+	if res := callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: bob}); !strings.Contains(res, "bob's") {
+		t.Fatalf("bob recalls %s after alice opened sessions at the cap; want bob's", res)
+	}
+	// Carol holds none, alice two: alice's least recently used makes room.
+	alice2 := agentSession(c, alices[2])
+	carol := agentOf("carol")
+	callTool(t, c, `{"name":"remember","arguments":{"value":"carol's"}}`, CallHooks{Agent: carol})
+	eventually(t, "alice's least recently used session DELETEd for carol", deleted(alice2))
+	if slices.Contains(st.Deleted(), bobs) || agentSession(c, carol) == "" {
+		t.Fatalf("for carol's session: bob's DELETEd %v, carol's %q; want bob's kept, carol's open", slices.Contains(st.Deleted(), bobs), agentSession(c, carol))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if reasons[ClosedCap] != 2 || reasons[ClosedCapFairShare] != 1 {
+		t.Fatalf("sessions closed by reason %v; want 2 %s (alice's own) and 1 %s (alice's for carol)", reasons, ClosedCap, ClosedCapFairShare)
+	}
+}
+
 // At its cap with every agent session in use by a call, a new agent's call
 // is refused (mcp_server_busy) by a session-only server's Conn, and served
 // statelessly by a dual-era server's. The call in flight is held by a fake
