@@ -274,6 +274,31 @@ func (r *Registry) awayEntries(t *Table) map[string]*awayEntry {
 	return out
 }
 
+// InUse are the served servers an agent holds without calling: an open
+// upstream agent session or a resource subscription. They count as
+// activity (a server that sleeps would end them).
+func (r *Registry) InUse() []*Server {
+	r.mu.RLock()
+	entries := make(map[string]*entry, len(r.entries))
+	for name, e := range r.entries {
+		entries[name] = e
+	}
+	subs := r.subs
+	r.mu.RUnlock()
+	// The hub and the connections are asked without r.mu held: they have
+	// locks of their own.
+	var out []*Server
+	for name, e := range entries {
+		e.mu.Lock()
+		s, conn := e.server, e.conn
+		e.mu.Unlock()
+		if conn.AgentSessions() > 0 || subs != nil && len(subs.URIs(name)) > 0 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // Away returns a server of the bridge's scope that is away (not served,
 // with a published catalog), and why.
 func (r *Registry) Away(name string) (*Away, bool) {
