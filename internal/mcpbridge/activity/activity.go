@@ -152,7 +152,11 @@ func (r *Recorder) Wake(ctx context.Context, namespace, name string, since time.
 			r.mu.Unlock()
 			return nil
 		}
-		if lease, ok := r.Leases(namespace, LeaseName(name)); ok && renewTime(lease).After(since) {
+		// since is read from a condition's time, whole seconds: a renewal
+		// within the second after it may be from before the sleep, and is
+		// not taken for a wake (one write too many is harmless, a wake
+		// missed is not).
+		if lease, ok := r.Leases(namespace, LeaseName(name)); ok && !renewTime(lease).Before(since.Add(time.Second)) {
 			r.setWoken(key, since)
 			r.mu.Unlock()
 			return nil

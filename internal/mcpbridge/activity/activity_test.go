@@ -209,7 +209,7 @@ func TestWakeOncePerSleep(t *testing.T) {
 	}
 	// Woken by another replica: renewTime after the second sleep's start.
 	since2 := f.now.Add(time.Hour)
-	f.store.set("ns", "fs", since2.Add(time.Second), 0)
+	f.store.set("ns", "fs", since2.Add(2*time.Second), 0)
 	if err := f.r.Wake(context.Background(), "ns", "fs", since2); err != nil || f.writes.Load() != 1 {
 		t.Fatalf("a sleep another replica woke was written again (%v, %d writes)", err, f.writes.Load())
 	}
@@ -226,5 +226,12 @@ func TestWakeOncePerSleep(t *testing.T) {
 	f.fail.Store(false)
 	if err := f.r.Wake(context.Background(), "ns", "fs", since4); err != nil || f.writes.Load() != 3 {
 		t.Fatalf("the wake was not tried again (%v, %d writes)", err, f.writes.Load())
+	}
+	// A renewal within the second after a sleep's start (its time is whole
+	// seconds) may be from before it: the wake is written.
+	since5 := f.now.Add(5 * time.Hour)
+	f.store.set("ns", "fs", since5.Add(500*time.Millisecond), 0)
+	if err := f.r.Wake(context.Background(), "ns", "fs", since5); err != nil || f.writes.Load() != 4 {
+		t.Fatalf("a renewal in the sleep's first second was taken for a wake (%v, %d writes)", err, f.writes.Load())
 	}
 }
