@@ -51,6 +51,7 @@ func (b *Bridge) listPrompts(rq *request) *jsonrpc.Message {
 		if !ok || !s.Capabilities.Prompts {
 			continue
 		}
+		b.cfg.Activity.Touch(s.Namespace, s.Name)
 		raw, _, err := b.livePrompts(rq, s, conn)
 		if err != nil {
 			b.cfg.Log.Info("a server's prompts are left out of the list", "server", name, "error", b.redactor(s).String(err.Error(), nil))

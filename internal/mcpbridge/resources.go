@@ -39,6 +39,7 @@ func (b *Bridge) listResources(rq *request, method, key, uriKey string) *jsonrpc
 		if !ok || !s.Capabilities.Resources {
 			continue
 		}
+		b.cfg.Activity.Touch(s.Namespace, s.Name)
 		ctx, cancel := b.contextWithCallTimeout(rq.ctx)
 		list, err := conn.ListAll(ctx, method, key)
 		cancel()

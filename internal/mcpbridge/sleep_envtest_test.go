@@ -42,7 +42,12 @@ func peer(t *testing.T) *bridgetest.Forwarder {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return bridgetest.Forward(t, u.Host, u.Path)
+	fwd := bridgetest.Forward(t, u.Host, u.Path)
+	// The server stops before its forwarder waits for its connections: a
+	// connection a retired upstream pool still keeps idle then ends at once
+	// rather than at the pool's idle timeout.
+	t.Cleanup(up.Kill)
+	return fwd
 }
 
 // closeUpstreams ends the bridge's upstream connections when the test ends,
@@ -214,11 +219,20 @@ func TestWakeOnFirstCall(t *testing.T) {
 	old, fresh := peer(t), peer(t)
 	rt, k, obj, c, before := servedTo(t, ns, old, nil)
 	createLease(t, k, ns, "everything", 5*time.Minute)
+	// A session-era agent's call opens its upstream session on the pod.
+	if _, err := c.CallTool(ctxT(t), "mcp.everything.test_simple_text", json.RawMessage(`{}`)); err != nil {
+		t.Fatal(err)
+	}
 
 	since := putToSleep(t, k, rt, obj)
 	if names := listNames(t, c); len(names) != before || before == 0 {
 		t.Fatalf("asleep, %d tools listed; awake %d", len(names), before)
 	}
+	// Falling asleep ended it (the pod is gone); the agent's session with
+	// the bridge stays, and its next calls get a new one on the new pod.
+	eventually(t, "the agent's upstream session ends with the pod", func() bool {
+		return metric(t, rt, `mcp_bridge_upstream_sessions_closed_total{reason="retired",server="everything"}`) == 1
+	})
 	progress := hearProgress(c)
 	var results []<-chan callResult
 	results = append(results, callWithProgressAsync(c, "mcp.everything.test_simple_text", `{}`, "wake-1"))
@@ -260,8 +274,13 @@ func TestWakeOnFirstCall(t *testing.T) {
 	if n := metric(t, rt, `mcp_bridge_activity_lease_writes_total{kind="wake"}`); n != 1 {
 		t.Fatalf("20 calls during one sleep: %d wake writes, want 1", n)
 	}
-	if old.Calls() != 0 || fresh.Calls() != 20 {
-		t.Fatalf("calls sent: %d to the old pod, %d to the new one; want 0 and 20", old.Calls(), fresh.Calls())
+	if old.Calls() != 1 || fresh.Calls() != 20 {
+		t.Fatalf("calls sent: %d to the old pod, %d to the new one; want 1 (before the sleep) and 20", old.Calls(), fresh.Calls())
+	}
+	// Two sessions on the new pod: the connection's own (the live catalog)
+	// and one for the agent's session, shared by its 20 calls.
+	if n := fresh.Requests("initialize"); n != 2 {
+		t.Fatalf("the new pod saw %d initialize requests; want 2: the bridge's and the agent's new upstream session", n)
 	}
 	if n := metric(t, rt, `mcp_bridge_wake_wait_seconds_count{outcome="woken"}`); n != 20 {
 		t.Fatalf("wake waits counted woken: %d, want 20", n)

@@ -452,7 +452,8 @@ func (r *Registry) Server(name string) (*Server, *upstream.Conn, bool) {
 }
 
 // Catalog returns the tools a server serves now, listing them live when
-// the cached list is stale. A tool whose live definition differs from the
+// the cached list is stale; for a server away, what it served (awayEntry),
+// without asking it. A tool whose live definition differs from the
 // published digest, or that status does not publish, is refused (and
 // logged) until the controller publishes it.
 func (r *Registry) Catalog(ctx context.Context, name string) (*Catalog, error) {

@@ -1,6 +1,7 @@
 // Package routes decides which MCP servers the bridge serves and how to
 // reach them. Build turns MCPServer objects into a Table (a pure function:
-// Ready servers with an endpoint, one per name); the Registry keeps one
+// Ready servers with an endpoint, one per name, and the servers away: not
+// serving now, their catalog published); the Registry keeps one
 // upstream connection per served server and the live catalog of each,
 // serving only tools whose live definition still has the schema digest the
 // controller published; Watch feeds the Registry from an informer cache.
