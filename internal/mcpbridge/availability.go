@@ -102,10 +102,10 @@ func (b *Bridge) wake(x *exchange, away *routes.Away) *jsonrpc.Message {
 			}
 		}
 		p.tell(away)
+		// Told at the top of the loop: at each change and each tick.
 		select {
 		case <-changed:
 		case <-tick.C:
-			p.tell(away)
 		case <-ctx.Done():
 			b.observeWake("timeout", start)
 			if x.rq.ctx.Err() != nil {
@@ -128,6 +128,10 @@ type wakeProgress struct {
 	b    *Bridge
 	x    *exchange
 	sent int
+	// last is the reason last told and when: a table change for another
+	// server tells nothing new.
+	last   string
+	lastAt time.Time
 }
 
 func (p *wakeProgress) tell(a *routes.Away) {
@@ -135,7 +139,11 @@ func (p *wakeProgress) tell(a *routes.Away) {
 	if p.x.progressToken == nil || !rq.out.canStream {
 		return
 	}
-	p.sent++
+	now := p.b.now()
+	if p.sent > 0 && a.Reason == p.last && now.Sub(p.lastAt) < wakeProgressEvery/2 {
+		return
+	}
+	p.sent, p.last, p.lastAt = p.sent+1, a.Reason, now
 	msg := fmt.Sprintf("server %s is %s; the call goes on when it is ready", a.Server.Name, a.Reason)
 	params := []byte(`{"progress":`)
 	params = fmt.Appendf(params, "%d", p.sent)
