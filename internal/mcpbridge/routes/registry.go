@@ -347,6 +347,9 @@ func (r *Registry) Close(ctx context.Context) error {
 	r.mu.Lock()
 	entries := r.entries
 	r.closed, r.table, r.entries, r.away = true, &Table{Servers: map[string]*Server{}}, map[string]*entry{}, map[string]*awayEntry{}
+	// Requests waiting for a server to wake see it gone, and are answered.
+	close(r.changed)
+	r.changed = make(chan struct{})
 	r.mu.Unlock()
 	conns := make([]*upstream.Conn, 0, len(entries))
 	for _, e := range entries {
