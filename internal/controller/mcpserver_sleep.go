@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -10,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -203,6 +205,13 @@ func (r *MCPServerReconciler) activityLease(ctx context.Context, sc *scope) (*co
 	var l coordinationv1.Lease
 	err := r.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: activityLeaseName(s)}, &l)
 	if err == nil {
+		if want := idleSeconds(s); !ptr.Equal(l.Spec.LeaseDurationSeconds, want) {
+			patch := client.MergeFrom(l.DeepCopy())
+			l.Spec.LeaseDurationSeconds = want
+			if err := r.Patch(ctx, &l, patch, client.FieldOwner(fieldOwner)); err != nil {
+				return nil, fmt.Errorf("while updating the activity Lease's duration: %w", err)
+			}
+		}
 		return &l, nil
 	}
 	if !apierrors.IsNotFound(err) {
@@ -214,7 +223,7 @@ func (r *MCPServerReconciler) activityLease(ctx context.Context, sc *scope) (*co
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: activityLeaseName(s), Labels: map[string]string{
 			labelManagedBy: operatorName, mcpv1alpha1.ServerLabel: s.Name,
 		}},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, RenewTime: &now},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, RenewTime: &now, LeaseDurationSeconds: idleSeconds(s)},
 	}
 	if err := controllerutil.SetControllerReference(s, &l, r.Scheme()); err != nil {
 		return nil, err
@@ -223,6 +232,18 @@ func (r *MCPServerReconciler) activityLease(ctx context.Context, sc *scope) (*co
 		return nil, fmt.Errorf("while creating the activity Lease: %w", err)
 	}
 	return &l, nil
+}
+
+// idleSeconds is spec.workload.idle in whole seconds, rounded up, as the
+// activity Lease's leaseDurationSeconds: the bridge paces its renewals by it
+// (a quarter of it, at most a minute) without reading the MCPServer's spec.
+// Nil for a server put to sleep by hand with no idle time.
+func idleSeconds(s *mcpv1alpha1.MCPServer) *int32 {
+	if s.Spec.Workload == nil || s.Spec.Workload.Idle == nil {
+		return nil
+	}
+	secs := math.Ceil(s.Spec.Workload.Idle.Seconds())
+	return ptr.To(int32(max(1, min(secs, math.MaxInt32))))
 }
 
 // deleteActivityLease deletes the server's activity Lease if it has one.

@@ -76,6 +76,8 @@ var _ = Describe("Sleeping servers", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(metav1.IsControlledBy(l, get(s))).To(BeTrue())
 		Expect(l.Labels).To(And(HaveKeyWithValue(mcpv1alpha1.ServerLabel, s.Name), HaveKeyWithValue("app.kubernetes.io/managed-by", "mcp-operator")))
+		// The bridge paces its renewals by the idle time the Lease carries.
+		Expect(l.Spec.LeaseDurationSeconds).To(HaveValue(BeEquivalentTo(60)))
 		published := get(s).Status
 
 		// Used 40 s in: the idle minute starts over from there.

@@ -2,10 +2,12 @@ package mcpbridge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -15,9 +17,11 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	authenticationv1 "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	eventsv1 "k8s.io/client-go/kubernetes/typed/events/v1"
@@ -29,6 +33,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/approval"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/activity"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/artifact"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/idlemem"
@@ -88,6 +93,13 @@ type Options struct {
 	// replicas record single uses of sealed states for one another
 	// (package once); empty: each replica remembers its own.
 	OnceNamespace string
+	// Identity is the holderIdentity of the activity Leases this replica
+	// writes: its pod's name (the host name when empty).
+	Identity string
+	// ActivityEvery is how often open agent sessions and subscriptions are
+	// counted as activity (default 15 s; the writes stay bounded by the
+	// Lease's own rate).
+	ActivityEvery time.Duration
 	Log           logr.Logger
 }
 
@@ -110,7 +122,8 @@ type Runtime struct {
 func (r *Runtime) Wait() error { return <-r.done }
 
 // Scheme holds the kinds the bridge reads and writes: the project's
-// (MCPServer, ToolPolicy, ToolApproval), core Secrets and Leases (package once). Not client-go's
+// (MCPServer, ToolPolicy, ToolApproval), core Secrets, the servers'
+// activity Leases and the replicas' one-time records (package once). Not client-go's
 // scheme of every built-in group: a second registry of those held about
 // 0.3 MB of the idle bridge's heap for kinds it never touches.
 func Scheme() *runtime.Scheme {
@@ -204,6 +217,9 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 	if ledger != nil {
 		cfg.Once = ledger
 	}
+	if cfg.Activity, err = startActivity(ctx, o, kc, m, registry); err != nil {
+		return nil, err
+	}
 	b := New(cfg)
 	w := &watch.Watcher{
 		Cache: kc.cache, Secrets: kc.direct, Registry: registry, Log: o.Log.WithName("watch"), Resync: o.SecretsResync,
@@ -265,6 +281,36 @@ type kubeClients struct {
 	events  eventsv1.EventsV1Interface
 }
 
+// leaseCache is which Leases the bridge's cache holds: in the served
+// namespaces the servers' activity Leases, in its own namespace the records
+// of ended sessions (package once) -- not every Lease there (leader
+// elections, node heartbeats, the allow-once records no replica reads
+// back). Where the bridge serves its own namespace, one selector takes both
+// kinds: everything the operator labels as its own.
+func leaseCache(served map[string]cache.Config, onceNamespace string) (cache.ByObject, error) {
+	activityLeases, err := labels.Parse(activity.ServerLabel + "," + activity.ManagedByLabel + "=" + activity.ManagedBy)
+	if err != nil {
+		return cache.ByObject{}, err
+	}
+	sessionEnds := labels.SelectorFromSet(labels.Set{once.LabelKind: once.KindSessionEnd})
+	ours := labels.SelectorFromSet(labels.Set{activity.ManagedByLabel: activity.ManagedBy})
+	ns := map[string]cache.Config{}
+	if len(served) == 0 {
+		ns[cache.AllNamespaces] = cache.Config{LabelSelector: activityLeases}
+	}
+	for n := range served {
+		ns[n] = cache.Config{LabelSelector: activityLeases}
+	}
+	if onceNamespace != "" {
+		if _, both := ns[onceNamespace]; both || len(served) == 0 {
+			ns[onceNamespace] = cache.Config{LabelSelector: ours}
+		} else {
+			ns[onceNamespace] = cache.Config{LabelSelector: sessionEnds}
+		}
+	}
+	return cache.ByObject{Namespaces: ns}, nil
+}
+
 // restMapper maps the few kinds the bridge reads and writes, and their
 // lists, to their resources, all namespaced, without discovery: a
 // discovering mapper read the resources of every group the API server has
@@ -309,16 +355,13 @@ func newKubeClients(o Options) (*kubeClients, error) {
 		nsMap[ns] = cache.Config{}
 	}
 	kc := &kubeClients{}
-	copts := cache.Options{HTTPClient: httpClient, Mapper: mapper, Scheme: o.Scheme,
-		DefaultNamespaces: nsMap, DefaultTransform: cache.TransformStripManagedFields()}
-	if o.OnceNamespace != "" {
-		// Only the records of ended sessions, in the bridge's own namespace.
-		copts.ByObject = map[client.Object]cache.ByObject{&coordinationv1.Lease{}: {
-			Namespaces: map[string]cache.Config{o.OnceNamespace: {}},
-			Label:      labels.SelectorFromSet(labels.Set{once.LabelKind: once.KindSessionEnd}),
-		}}
+	leases, err := leaseCache(nsMap, o.OnceNamespace)
+	if err != nil {
+		return nil, err
 	}
-	kc.cache, err = cache.New(cfg, copts)
+	kc.cache, err = cache.New(cfg, cache.Options{HTTPClient: httpClient, Mapper: mapper, Scheme: o.Scheme,
+		DefaultNamespaces: nsMap, DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{&coordinationv1.Lease{}: leases}})
 	if err != nil {
 		return nil, fmt.Errorf("while creating the MCPServer cache: %w", err)
 	}
@@ -364,4 +407,57 @@ func startApprovals(ctx context.Context, o Options, kc *kubeClients, reg prometh
 	events.StartRecordingToSink(ctx.Done())
 	broker.Recorder = events.NewRecorder(o.Scheme, "mcp-operator-bridge")
 	return broker, nil
+}
+
+// startActivity watches the servers' activity Leases (through the bridge's
+// cache: deciding whether to write reads no API) and returns the recorder
+// that renews them and wakes sleeping servers. Open agent sessions and
+// subscriptions count as activity every ActivityEvery.
+func startActivity(ctx context.Context, o Options, kc *kubeClients, m *metrics.Metrics, reg *routes.Registry) (*activity.Recorder, error) {
+	if _, err := kc.cache.GetInformer(ctx, &coordinationv1.Lease{}); err != nil {
+		return nil, fmt.Errorf("while watching activity Leases: %w", err)
+	}
+	id := o.Identity
+	if id == "" {
+		id, _ = os.Hostname()
+	}
+	rec := &activity.Recorder{
+		Identity: id, Log: o.Log.WithName("activity"), Now: o.Bridge.Clock,
+		Wrote: func(kind string) { m.ActivityWrites.WithLabelValues(kind).Inc() },
+		Leases: func(namespace, name string) (*coordinationv1.Lease, bool) {
+			var l coordinationv1.Lease
+			err := kc.cache.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &l)
+			return &l, err == nil
+		},
+		Patch: func(ctx context.Context, namespace, name string, renew time.Time, holder string) error {
+			patch, err := json.Marshal(map[string]any{"spec": map[string]any{
+				"renewTime": metav1.NewMicroTime(renew), "holderIdentity": holder,
+			}})
+			if err != nil {
+				return err
+			}
+			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+			return kc.direct.Patch(ctx, l, client.RawPatch(types.MergePatchType, patch))
+		},
+	}
+	every := o.ActivityEvery
+	if every <= 0 {
+		every = 15 * time.Second
+	}
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				rec.Wait()
+				return
+			case <-t.C:
+				for _, s := range reg.InUse() {
+					rec.Touch(s.Namespace, s.Name)
+				}
+			}
+		}
+	}()
+	return rec, nil
 }

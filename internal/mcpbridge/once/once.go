@@ -33,6 +33,14 @@ import (
 // LabelKind labels each record with what it records.
 const LabelKind = "mcp-operator.dev/once"
 
+// Every record is also labelled as the operator's own, as the servers'
+// activity Leases are: where the bridge serves its own namespace, its cache
+// selects both by this label.
+const (
+	managedByLabel = "app.kubernetes.io/managed-by"
+	managedBy      = "mcp-operator"
+)
+
 // Ledger records one-time uses as Leases in Namespace.
 type Ledger struct {
 	Client    client.Client
@@ -63,7 +71,7 @@ func (l *Ledger) Claim(ctx context.Context, kind string, key []byte, until time.
 	now := l.now()
 	seconds := int32(min(math.MaxInt32, math.Ceil(until.Sub(now).Seconds())))
 	lease := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: l.Namespace, Name: Name(kind, key), Labels: map[string]string{LabelKind: kind}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: l.Namespace, Name: Name(kind, key), Labels: map[string]string{LabelKind: kind, managedByLabel: managedBy}},
 		Spec: coordinationv1.LeaseSpec{
 			AcquireTime:          &metav1.MicroTime{Time: now},
 			LeaseDurationSeconds: &seconds,
