@@ -9,6 +9,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -174,8 +175,14 @@ func (r *MCPServerReconciler) fallAsleep(ctx context.Context, sc *scope, why str
 	s.Status.Restarts.ProbeFailures = 0
 	s.Status.Restarts.NextRestartTime = nil
 	msg := fmt.Sprintf("asleep since %s (%s); the next call wakes it", since.UTC().Format(time.RFC3339), why)
-	setCondition(s, mcpv1alpha1.ConditionReady, metav1.ConditionFalse, mcpv1alpha1.ReasonSleeping, msg)
-	setCondition(s, mcpv1alpha1.ConditionAvailable, metav1.ConditionFalse, mcpv1alpha1.ReasonSleeping, msg)
+	// Both conditions say when the sleep began even when they were False
+	// already (falling asleep while Waking or Starting): a wake is judged
+	// against that time, and an older one would take a wake written before
+	// this sleep for one written after it.
+	for _, typ := range []string{mcpv1alpha1.ConditionReady, mcpv1alpha1.ConditionAvailable} {
+		setCondition(s, typ, metav1.ConditionFalse, mcpv1alpha1.ReasonSleeping, msg)
+		meta.FindStatusCondition(s.Status.Conditions, typ).LastTransitionTime = since
+	}
 	sc.event(corev1.EventTypeNormal, eventSlept, "the server's pod is removed: "+why+"; its tools stay listed and the next call wakes it")
 	return nil
 }

@@ -190,6 +190,32 @@ var _ = Describe("Sleeping servers", func() {
 		Eventually(func() []string { return eventsOf(s) }).Should(eventWith(eventWakeFailed, "crashed: Error (exit code 1)"))
 	})
 
+	It("falls asleep again before a wake finished with Ready's time at the new sleep, and a newer call wakes it", func() {
+		s := sleepy("restless", startEverythingHTTP())
+		sleptAfterIdle(s, env.clk)
+		env.clk.Step(time.Second)
+		bridgeSawActivity(s, env.clk.Now())
+		Eventually(condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonWaking))
+
+		// The pod is slow to start; the server is put back to sleep meanwhile:
+		// Ready stays False, yet it says when this sleep began, the time the
+		// bridge judges its wake write against.
+		env.clk.Step(10 * time.Second)
+		update(s, func(cur *mcpv1alpha1.MCPServer) {
+			cur.Annotations = map[string]string{mcpv1alpha1.SleepAnnotation: env.clk.Now().UTC().Format(time.RFC3339)}
+		})
+		Eventually(condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonSleeping))
+		since := get(s).Status.SleepingSince
+		Expect(since).NotTo(BeNil())
+		Expect(condition(s, mcpv1alpha1.ConditionReady)().LastTransitionTime.Time).To(BeTemporally("==", since.Time))
+		Expect(condition(s, mcpv1alpha1.ConditionAvailable)().LastTransitionTime.Time).To(BeTemporally("==", since.Time))
+
+		env.clk.Step(time.Second)
+		bridgeSawActivity(s, env.clk.Now())
+		Eventually(condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonWaking))
+		readyServing(s, env.clk)
+	})
+
 	It("removes the Lease and runs the server again when idle is unset", func() {
 		s := sleepy("insomniac", startEverythingHTTP())
 		sleptAfterIdle(s, env.clk)

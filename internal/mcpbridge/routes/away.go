@@ -21,7 +21,9 @@ type Away struct {
 	// Reason and Message are its Ready condition's.
 	Reason, Message string
 	// Since is when Ready took its reason: one sleep is told from the next
-	// by it.
+	// by it. For a sleeping server it is status.sleepingSince, the time the
+	// controller compares a wake with (Ready's lastTransitionTime may be
+	// older: Ready was already False when the server fell asleep).
 	Since time.Time
 	// RetryAt is status.restarts.nextRestartTime while a restart is
 	// scheduled; zero otherwise.
@@ -83,6 +85,9 @@ func away(list []v1alpha1.MCPServer, served map[string]*Server) map[string]*Away
 			} else {
 				a.Reason, a.Message, a.Since = c.Reason, c.Message, c.LastTransitionTime.Time
 			}
+		}
+		if t := s.Status.SleepingSince; t != nil && a.Reason == v1alpha1.ReasonSleeping {
+			a.Since = t.Time
 		}
 		if t := s.Status.Restarts.NextRestartTime; t != nil && a.Reason == v1alpha1.ReasonRestarting {
 			a.RetryAt = t.Time

@@ -113,6 +113,22 @@ func TestBuildAway(t *testing.T) {
 	}
 }
 
+// TestAwaySleepingSince: a server that fell asleep while Ready was already
+// False keeps Ready's older lastTransitionTime; the time a wake is judged
+// against is status.sleepingSince, the controller's own.
+func TestAwaySleepingSince(t *testing.T) {
+	older, since := time.Unix(1_800_000_000, 0), metav1.NewTime(time.Unix(1_800_000_100, 0))
+	tbl := Build([]v1alpha1.MCPServer{server("a", "sleepy", time.Hour, func(s *v1alpha1.MCPServer) {
+		s.Status.Endpoint = nil
+		c := &s.Status.Conditions[0]
+		c.Status, c.Reason, c.LastTransitionTime = metav1.ConditionFalse, v1alpha1.ReasonSleeping, metav1.NewTime(older)
+		s.Status.SleepingSince = &since
+	})})
+	if a := tbl.Away["sleepy"]; a == nil || !a.Since.Equal(since.Time) {
+		t.Fatalf("away: %+v, want since %v", a, since.Time)
+	}
+}
+
 // TestAwayCatalog: a server away lists the live catalog it had while the
 // published digest is the same, else what status publishes.
 func TestAwayCatalog(t *testing.T) {
