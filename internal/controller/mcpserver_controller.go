@@ -257,6 +257,7 @@ func (r *MCPServerReconciler) summarize(ctx context.Context, sc *scope, orig *mc
 		s.Status.ObservedGeneration = s.Generation
 	}
 
+	stampTransitions(orig, s, sc.now)
 	if sc.probed {
 		stampProbe(orig, s, sc.now)
 	}
@@ -281,6 +282,19 @@ func (r *MCPServerReconciler) summarize(ctx context.Context, sc *scope, orig *mc
 func (sc *scope) wakeFailed(why string) {
 	if sc.waking && !sc.hasEvent(eventWakeFailed) {
 		sc.event(corev1.EventTypeWarning, eventWakeFailed, "the server did not come back after a wake: "+truncate(why, 1024))
+	}
+}
+
+// stampTransitions dates the conditions whose status this reconcile changed
+// by the reconciler's clock rather than the machine's, which
+// meta.SetStatusCondition reads: idle time is measured from Ready's
+// transition and compared with the same clock's now.
+func stampTransitions(orig, s *mcpv1alpha1.MCPServer, now time.Time) {
+	for i := range s.Status.Conditions {
+		c := &s.Status.Conditions[i]
+		if o := meta.FindStatusCondition(orig.Status.Conditions, c.Type); o == nil || o.Status != c.Status {
+			c.LastTransitionTime = metav1.NewTime(now.Truncate(time.Second))
+		}
 	}
 }
 

@@ -80,7 +80,8 @@ type sleepDecision struct {
 // decideSleep decides from the server's state, its last activity and the
 // sleep annotation (zero: none) at now. Activity newer than the time it fell
 // asleep wakes a sleeping server; a sleep request newer than the last
-// activity, or idle elapsed since it, puts an awake one to sleep.
+// activity, or idle elapsed since it while Ready, puts an awake one to
+// sleep.
 func decideSleep(s *mcpv1alpha1.MCPServer, activity, asked, now time.Time) sleepDecision {
 	if since := s.Status.SleepingSince; since != nil {
 		if activity.After(since.Time) {
@@ -95,7 +96,20 @@ func decideSleep(s *mcpv1alpha1.MCPServer, activity, asked, now time.Time) sleep
 	if idle == nil {
 		return sleepDecision{action: stayAwake}
 	}
-	at := activity.Add(idle.Duration)
+	ready := meta.FindStatusCondition(s.Status.Conditions, mcpv1alpha1.ConditionReady)
+	if ready == nil || ready.Status != metav1.ConditionTrue {
+		// Starting, waking or restarting: a pod slower to start than idle is
+		// not idle, and deleting it would start the wait over. Looked at
+		// again once Ready, or after idle at the latest.
+		return sleepDecision{action: stayAwake, after: idle.Duration}
+	}
+	// Idle counts from the last activity or from when the server became
+	// Ready, whichever is later: a call that woke it is older than its pod.
+	from := activity
+	if t := ready.LastTransitionTime.Time; t.After(from) {
+		from = t
+	}
+	at := from.Add(idle.Duration)
 	if !now.Before(at) {
 		return sleepDecision{action: fallAsleep}
 	}

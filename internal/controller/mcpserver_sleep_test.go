@@ -216,6 +216,33 @@ var _ = Describe("Sleeping servers", func() {
 		readyServing(s, env.clk)
 	})
 
+	It("keeps a waking pod slower than idle, and counts idle from when it is Ready", func() {
+		s := sleepy("slow-waker", startEverythingHTTP())
+		sleptAfterIdle(s, env.clk)
+		env.clk.Step(time.Second)
+		bridgeSawActivity(s, env.clk.Now())
+		pod := onePod(s)
+		Eventually(condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonWaking))
+
+		// Two idle minutes pass while the pod starts: it is kept.
+		env.clk.Step(2 * time.Minute)
+		poke(s)
+		Consistently(func() []corev1.Pod { return serverPods(s) }).WithTimeout(2 * time.Second).Should(HaveLen(1))
+		Expect(serverPods(s)[0].UID).To(Equal(pod.UID))
+		Expect(condition(s, mcpv1alpha1.ConditionReady)()).To(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonWaking))
+
+		// Ready now; the call that woke it is over two minutes old, yet the
+		// idle minute starts at Ready.
+		kubeletRuns(pod, env.clk.Now())
+		Eventually(condition(s, mcpv1alpha1.ConditionReady)).WithTimeout(30 * time.Second).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonServing))
+		env.clk.Step(30 * time.Second)
+		poke(s)
+		Consistently(condition(s, mcpv1alpha1.ConditionReady)).WithTimeout(2 * time.Second).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonServing))
+		env.clk.Step(31 * time.Second)
+		poke(s)
+		Eventually(condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonSleeping))
+	})
+
 	It("removes the Lease and runs the server again when idle is unset", func() {
 		s := sleepy("insomniac", startEverythingHTTP())
 		sleptAfterIdle(s, env.clk)
@@ -243,7 +270,13 @@ var _ = Describe("decideSleep", func() {
 		if sleepingSince != nil {
 			mt := metav1.NewTime(*sleepingSince)
 			s.Status.SleepingSince = &mt
+		} else {
+			s.Status.Conditions = []metav1.Condition{{Type: mcpv1alpha1.ConditionReady, Status: metav1.ConditionTrue, LastTransitionTime: metav1.NewTime(t0.Add(-time.Hour))}}
 		}
+		return s
+	}
+	readyAt := func(s *mcpv1alpha1.MCPServer, status metav1.ConditionStatus, at time.Time) *mcpv1alpha1.MCPServer {
+		s.Status.Conditions = []metav1.Condition{{Type: mcpv1alpha1.ConditionReady, Status: status, LastTransitionTime: metav1.NewTime(at)}}
 		return s
 	}
 	DescribeTable("decides from the last activity, a sleep request and the time",
@@ -252,6 +285,8 @@ var _ = Describe("decideSleep", func() {
 		},
 		Entry("awake, idle not over: look again when it is", server(time.Minute, nil), t0, time.Time{}, t0.Add(20*time.Second), sleepDecision{action: stayAwake, after: 40 * time.Second}),
 		Entry("awake, idle over", server(time.Minute, nil), t0, time.Time{}, t0.Add(time.Minute), sleepDecision{action: fallAsleep}),
+		Entry("not Ready (waking, starting): idle does not count", readyAt(server(time.Minute, nil), metav1.ConditionFalse, t0), t0, time.Time{}, t0.Add(time.Hour), sleepDecision{action: stayAwake, after: time.Minute}),
+		Entry("Ready after the last activity: idle counts from Ready", readyAt(server(time.Minute, nil), metav1.ConditionTrue, t0.Add(2*time.Minute)), t0, time.Time{}, t0.Add(150*time.Second), sleepDecision{action: stayAwake, after: 30 * time.Second}),
 		Entry("asked to sleep after the last activity", server(0, nil), t0, t0.Add(time.Second), t0.Add(time.Second), sleepDecision{action: fallAsleep, byHand: true}),
 		Entry("asked to sleep before the last activity (a call since)", server(0, nil), t0.Add(time.Second), t0, t0.Add(time.Second), sleepDecision{action: stayAwake}),
 		Entry("asleep, no newer activity", server(time.Minute, ptrTo(t0)), t0, time.Time{}, t0.Add(time.Hour), sleepDecision{action: stayAsleep}),
