@@ -145,7 +145,12 @@ func (r *MCPServerReconciler) sleepOrWake(ctx context.Context, sc *scope) (phase
 		}
 		return phaseResult{}, nil
 	}
-	lease, err := r.activityLease(ctx, sc)
+	asked, err := sleepRequest(s)
+	if err != nil {
+		// A bad value is not a request; the server keeps its idle timer.
+		log.FromContext(ctx).Info("sleep request ignored", "reason", err.Error())
+	}
+	lease, err := r.activityLease(ctx, sc, asked)
 	if err != nil {
 		return phaseResult{}, err
 	}
@@ -153,17 +158,12 @@ func (r *MCPServerReconciler) sleepOrWake(ctx context.Context, sc *scope) (phase
 	if sc.waking {
 		sc.wakeRequest = activity
 	}
-	asked, err := sleepRequest(s)
-	if err != nil {
-		// A bad value is not a request; the server keeps its idle timer.
-		log.FromContext(ctx).Info("sleep request ignored", "reason", err.Error())
-	}
 	d := decideSleep(s, activity, asked, sc.now)
 	switch d.action {
 	case fallAsleep:
-		why := fmt.Sprintf("no activity for %s", s.Spec.Workload.Idle.Duration)
-		if d.byHand {
-			why = "put to sleep by hand"
+		why := "put to sleep by hand"
+		if !d.byHand {
+			why = fmt.Sprintf("no activity for %s", s.Spec.Workload.Idle.Duration)
 		}
 		return phaseResult{stop: true}, r.fallAsleep(ctx, sc, why)
 	case stayAsleep:
@@ -220,8 +220,8 @@ func markWaking(s *mcpv1alpha1.MCPServer, message string) {
 }
 
 // activityLease is the server's activity Lease, created when missing: its
-// creation starts the idle time.
-func (r *MCPServerReconciler) activityLease(ctx context.Context, sc *scope) (*coordinationv1.Lease, error) {
+// creation starts the idle time. asked is the sleep request (zero: none).
+func (r *MCPServerReconciler) activityLease(ctx context.Context, sc *scope, asked time.Time) (*coordinationv1.Lease, error) {
 	s := sc.server
 	var l coordinationv1.Lease
 	err := r.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: activityLeaseName(s)}, &l)
@@ -238,7 +238,14 @@ func (r *MCPServerReconciler) activityLease(ctx context.Context, sc *scope) (*co
 	if !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("while reading the activity Lease: %w", err)
 	}
-	now := metav1.NewMicroTime(sc.now.Truncate(time.Microsecond))
+	start := sc.now
+	if !asked.IsZero() && !asked.After(start) {
+		// Created for a sleep request (a server without idle): no activity
+		// since the request, which would otherwise look older than the
+		// Lease's own creation and never be honoured.
+		start = asked.Add(-time.Microsecond)
+	}
+	now := metav1.NewMicroTime(start.Truncate(time.Microsecond))
 	holder := operatorName
 	l = coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: activityLeaseName(s), Labels: map[string]string{

@@ -243,6 +243,31 @@ var _ = Describe("Sleeping servers", func() {
 		Eventually(condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonSleeping))
 	})
 
+	It("sleeps by hand a server without idle, whose Lease the request creates", func() {
+		s := httpServer(env.ns, "no-idle", startEverythingHTTP())
+		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+		readyServing(s, env.clk)
+		_, err := activityLeaseOf(s)
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no Lease without idle or a sleep request")
+
+		// The request is older than the reconcile that sees it.
+		asked := env.clk.Now().Add(500 * time.Millisecond)
+		env.clk.Step(2 * time.Second)
+		update(s, func(cur *mcpv1alpha1.MCPServer) {
+			cur.Annotations = map[string]string{mcpv1alpha1.SleepAnnotation: asked.UTC().Format(time.RFC3339Nano)}
+		})
+		Eventually(condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonSleeping))
+		Eventually(func() []corev1.Pod { return serverPods(s) }).Should(BeEmpty())
+		l, err := activityLeaseOf(s)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(l.Spec.LeaseDurationSeconds).To(BeNil())
+
+		env.clk.Step(time.Second)
+		bridgeSawActivity(s, env.clk.Now())
+		Eventually(condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonWaking))
+		readyServing(s, env.clk)
+	})
+
 	It("removes the Lease and runs the server again when idle is unset", func() {
 		s := sleepy("insomniac", startEverythingHTTP())
 		sleptAfterIdle(s, env.clk)
