@@ -45,14 +45,16 @@ const fieldOwner = "mcp-operator"
 // survive (crash and probe-failure counts) is in status.
 type MCPServerReconciler struct {
 	client.Client
-	// Secrets reads the Secrets remote servers name, uncached: a cached
+	// APIReader reads uncached: the Secrets remote servers name (a cached
 	// client would list and watch every Secret the controller can see,
-	// holding them all in memory, for the few a server references.
-	Secrets  client.Reader
-	Recorder recorder.EventRecorder
-	Prober   Prober
-	Clock    clock.Clock
-	Workload WorkloadOptions
+	// holding them all in memory, for the few a server references), and the
+	// activity Lease the moment a server falls asleep (the cache may not
+	// show a renewal written just before).
+	APIReader client.Reader
+	Recorder  recorder.EventRecorder
+	Prober    Prober
+	Clock     clock.Clock
+	Workload  WorkloadOptions
 	// BridgeNamespaces is the bridge's scope: servers of these namespaces
 	// share one name space of mcp.<server>.<tool>, so two of the same name
 	// conflict. Empty: each namespace is its own scope.
@@ -63,7 +65,7 @@ type MCPServerReconciler struct {
 }
 
 // NewMCPServerReconciler is the reconciler `manager controller` runs: the
-// manager's cached client, its uncached reader for Secrets, the MCP prober
+// manager's cached client, its uncached reader, the MCP prober
 // unless opts names another.
 func NewMCPServerReconciler(mgr ctrl.Manager, opts Options) *MCPServerReconciler {
 	prober := opts.Prober
@@ -72,7 +74,7 @@ func NewMCPServerReconciler(mgr ctrl.Manager, opts Options) *MCPServerReconciler
 	}
 	return &MCPServerReconciler{
 		Client:           mgr.GetClient(),
-		Secrets:          mgr.GetAPIReader(),
+		APIReader:        mgr.GetAPIReader(),
 		Recorder:         mgr.GetEventRecorder("mcp-operator"),
 		Prober:           prober,
 		Workload:         opts.Workload,
@@ -86,8 +88,8 @@ func (r *MCPServerReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) e
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
-	if r.Secrets == nil {
-		r.Secrets = mgr.GetAPIReader()
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		// Spec and annotation changes only: the reconciler's own status writes

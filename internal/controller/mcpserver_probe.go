@@ -59,10 +59,10 @@ type Catalog struct {
 // probe like its credentials; nil when it is given none. A Secret that can't
 // be read leaves its value out (the pod or the probe fails without it).
 func (r *MCPServerReconciler) secretRedactor(ctx context.Context, s *mcpv1alpha1.MCPServer) *redact.Redactor {
-	if r.Secrets == nil {
+	if r.APIReader == nil {
 		return nil
 	}
-	values, err := credentials.Values(ctx, r.Secrets, s)
+	values, err := credentials.Values(ctx, r.APIReader, s)
 	if err != nil {
 		log.FromContext(ctx).V(1).Info("a Secret the server is given could not be read to redact its value", "error", err.Error())
 	}
@@ -135,7 +135,7 @@ func (r *MCPServerReconciler) probeFailed(sc *scope, probeErr error) (phaseResul
 // probeRemote reads the Secrets a remote server's spec names and probes it.
 func (r *MCPServerReconciler) probeRemote(ctx context.Context, sc *scope) (phaseResult, error) {
 	s := sc.server
-	target, err := remoteTarget(ctx, r.Secrets, s)
+	target, err := remoteTarget(ctx, r.APIReader, s)
 	if err != nil {
 		return phaseResult{}, &stalledError{reason: mcpv1alpha1.ReasonCredentialsMissing, message: err.Error(), recheck: credentialsRecheck}
 	}

@@ -165,7 +165,13 @@ func (r *MCPServerReconciler) sleepOrWake(ctx context.Context, sc *scope) (phase
 		if !d.byHand {
 			why = fmt.Sprintf("no activity for %s", s.Spec.Workload.Idle.Duration)
 		}
-		return phaseResult{stop: true}, r.fallAsleep(ctx, sc, why)
+		since := metav1.NewTime(sc.now.Truncate(time.Second))
+		held, err := r.holdForSleep(ctx, s, activity, since)
+		if err != nil || !held {
+			// Used since this reconcile read the Lease: awake, look again.
+			return phaseResult{requeueAfter: requeueSoon}, err
+		}
+		return phaseResult{stop: true}, r.fallAsleep(ctx, sc, since, why)
 	case stayAsleep:
 		// A pod someone else started (or one left by a failed delete) goes.
 		return phaseResult{stop: true}, r.deletePods(ctx, s)
@@ -177,12 +183,11 @@ func (r *MCPServerReconciler) sleepOrWake(ctx context.Context, sc *scope) (phase
 
 // fallAsleep deletes the pod and says so in status, keeping the catalog: the
 // bridge lists the tools and wakes the server on a call.
-func (r *MCPServerReconciler) fallAsleep(ctx context.Context, sc *scope, why string) error {
+func (r *MCPServerReconciler) fallAsleep(ctx context.Context, sc *scope, since metav1.Time, why string) error {
 	s := sc.server
 	if err := r.deletePods(ctx, s); err != nil {
 		return err
 	}
-	since := metav1.NewTime(sc.now.Truncate(time.Second))
 	s.Status.SleepingSince = &since
 	// No pod to dial: the bridge wakes the server instead.
 	s.Status.Endpoint = nil
@@ -262,6 +267,36 @@ func (r *MCPServerReconciler) activityLease(ctx context.Context, sc *scope, aske
 	return &l, nil
 }
 
+// holdForSleep writes the activity Lease as the server falls asleep:
+// holder mcp-operator, renewTime the time it sleeps since. Any later write
+// by someone else is then a wake, whenever the cache shows it. The Lease is
+// read uncached and updated with that resourceVersion: a renewal newer than
+// the activity the decision was made on, or one written meanwhile (a
+// conflict), keeps the server awake (false).
+func (r *MCPServerReconciler) holdForSleep(ctx context.Context, s *mcpv1alpha1.MCPServer, activity time.Time, since metav1.Time) (bool, error) {
+	var l coordinationv1.Lease
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: activityLeaseName(s)}, &l)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("while reading the activity Lease: %w", err)
+	}
+	if lastActivity(&l).After(activity) {
+		return false, nil
+	}
+	holder, renew := operatorName, metav1.NewMicroTime(since.Time)
+	l.Spec.HolderIdentity, l.Spec.RenewTime = &holder, &renew
+	err = r.Update(ctx, &l, client.FieldOwner(fieldOwner))
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("while writing the activity Lease: %w", err)
+	}
+	return true, nil
+}
+
 // idleSeconds is spec.workload.idle in whole seconds, rounded up, as the
 // activity Lease's leaseDurationSeconds: the bridge paces its renewals by it
 // (a quarter of it, at most a minute) without reading the MCPServer's spec.
@@ -290,25 +325,21 @@ func (r *MCPServerReconciler) deleteActivityLease(ctx context.Context, s *mcpv1a
 	return nil
 }
 
-// wakeOnActivity maps an activity Lease to its server when the Lease says to
-// wake it. Renewals of an awake server's Lease start no reconcile (and no
-// probe): the server's own requeue at the end of its idle time reads the
-// Lease then.
-func (r *MCPServerReconciler) wakeOnActivity(ctx context.Context, o client.Object) []reconcile.Request {
+// wakeOnActivity maps an activity Lease someone other than mcp-operator
+// wrote last to its server. After a server falls asleep the Lease is the
+// operator's (holdForSleep), so such a write is a wake or a renewal; it is
+// not judged against the cached server, which may not show the sleep yet
+// (a wake dropped then would never come again: the bridge writes once per
+// sleep). A renewal of an awake server costs a reconcile at the bridges'
+// bounded rate.
+func (r *MCPServerReconciler) wakeOnActivity(_ context.Context, o client.Object) []reconcile.Request {
 	l, ok := o.(*coordinationv1.Lease)
 	if !ok {
 		return nil
 	}
 	name := l.Labels[mcpv1alpha1.ServerLabel]
-	if name == "" {
+	if name == "" || ptr.Deref(l.Spec.HolderIdentity, "") == operatorName {
 		return nil
 	}
-	var s mcpv1alpha1.MCPServer
-	if err := r.Get(ctx, types.NamespacedName{Namespace: l.Namespace, Name: name}, &s); err != nil {
-		return nil
-	}
-	if since := s.Status.SleepingSince; since == nil || !lastActivity(l).After(since.Time) {
-		return nil
-	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: s.Namespace, Name: s.Name}}}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l.Namespace, Name: name}}}
 }

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
@@ -268,6 +269,34 @@ var _ = Describe("Sleeping servers", func() {
 		readyServing(s, env.clk)
 	})
 
+	It("holds the Lease as it falls asleep, so that any later write wakes it, and stays awake when used meanwhile", func() {
+		s := sleepy("held", startEverythingHTTP())
+		readyServing(s, env.clk)
+		decidedOn := lastActivity(must(activityLeaseOf(s)))
+
+		// A renewal the decision did not see (the cache lagging): not asleep.
+		env.clk.Step(time.Second)
+		bridgeSawActivity(s, env.clk.Now())
+		r := &MCPServerReconciler{Client: k8sClient, APIReader: k8sClient}
+		held, err := r.holdForSleep(ctx, get(s), decidedOn, metav1.NewTime(env.clk.Now()))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(held).To(BeFalse())
+		Expect(must(activityLeaseOf(s)).Spec.HolderIdentity).To(HaveValue(Equal("bridge-0")))
+
+		env.clk.Step(61 * time.Second)
+		poke(s)
+		Eventually(condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonSleeping))
+		l := must(activityLeaseOf(s))
+		Expect(l.Spec.HolderIdentity).To(HaveValue(Equal("mcp-operator")))
+		Expect(l.Spec.RenewTime.Time).To(BeTemporally("==", get(s).Status.SleepingSince.Time))
+
+		// Any Lease someone else wrote reaches its server, whatever the
+		// cached server says; the operator's own writes do not.
+		Expect(r.wakeOnActivity(ctx, l)).To(BeEmpty())
+		l.Spec.HolderIdentity = ptrTo("bridge-1")
+		Expect(r.wakeOnActivity(ctx, l)).To(ConsistOf(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(s)}))
+	})
+
 	It("removes the Lease and runs the server again when idle is unset", func() {
 		s := sleepy("insomniac", startEverythingHTTP())
 		sleptAfterIdle(s, env.clk)
@@ -325,4 +354,11 @@ var _ = Describe("decideSleep", func() {
 	})
 })
 
-func ptrTo(t time.Time) *time.Time { return &t }
+func ptrTo[T any](t T) *T { return &t }
+
+// must is v when err is nil, and fails the spec otherwise.
+func must[T any](v T, err error) T {
+	GinkgoHelper()
+	Expect(err).NotTo(HaveOccurred())
+	return v
+}

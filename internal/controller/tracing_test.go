@@ -30,7 +30,7 @@ var _ = Describe("MCPServer controller traces", func() {
 		clk := clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
 		startManager([]string{ns}, func(mgr ctrl.Manager) error {
 			return (&MCPServerReconciler{
-				Client: mgr.GetClient(), Secrets: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("mcp-operator"),
+				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("mcp-operator"),
 				Prober: NewMCPProber(), Clock: clk, Tracer: provider.Tracer("controller-test"),
 			}).SetupWithManager(mgr, Options{MaxConcurrentReconciles: 1})
 		})
