@@ -261,8 +261,27 @@ func (r *MCPServerReconciler) activityLease(ctx context.Context, sc *scope, aske
 	if err := controllerutil.SetControllerReference(s, &l, r.Scheme()); err != nil {
 		return nil, err
 	}
-	if err := r.Create(ctx, &l, client.FieldOwner(fieldOwner)); err != nil && !apierrors.IsAlreadyExists(err) {
+	err = r.Create(ctx, &l, client.FieldOwner(fieldOwner))
+	if apierrors.IsAlreadyExists(err) {
+		// Created since the cache was read, or someone else's Lease of the
+		// same name, which the cache does not hold.
+		return r.existingActivityLease(ctx, s)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("while creating the activity Lease: %w", err)
+	}
+	return &l, nil
+}
+
+// existingActivityLease reads the activity Lease uncached; one this server
+// does not control is a conflict, not its activity.
+func (r *MCPServerReconciler) existingActivityLease(ctx context.Context, s *mcpv1alpha1.MCPServer) (*coordinationv1.Lease, error) {
+	var l coordinationv1.Lease
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: activityLeaseName(s)}, &l); err != nil {
+		return nil, fmt.Errorf("while reading the activity Lease: %w", err)
+	}
+	if !metav1.IsControlledBy(&l, s) {
+		return nil, fmt.Errorf("the Lease %s/%s exists and is not this server's activity Lease (not controlled by it): delete or rename it", l.Namespace, l.Name)
 	}
 	return &l, nil
 }

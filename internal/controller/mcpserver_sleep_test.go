@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -297,6 +298,19 @@ var _ = Describe("Sleeping servers", func() {
 		Expect(r.wakeOnActivity(ctx, l)).To(ConsistOf(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(s)}))
 	})
 
+	It("reports a Lease of the activity Lease's name that is not the server's as a conflict", func() {
+		holder := "someone-else"
+		foreign := &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: env.ns, Name: "squatted" + mcpv1alpha1.ActivityLeaseSuffix},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder},
+		}
+		Expect(k8sClient.Create(ctx, foreign)).To(Succeed())
+		s := sleepy("squatted", startEverythingHTTP())
+		Eventually(condition(s, mcpv1alpha1.ConditionDegraded)).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonReconcileError))
+		Expect(condition(s, mcpv1alpha1.ConditionDegraded)().Message).To(ContainSubstring("not this server's activity Lease"))
+		Expect(must(activityLeaseOf(s)).Spec.HolderIdentity).To(HaveValue(Equal(holder)), "the other Lease is left as it was")
+	})
+
 	It("removes the Lease and runs the server again when idle is unset", func() {
 		s := sleepy("insomniac", startEverythingHTTP())
 		sleptAfterIdle(s, env.clk)
@@ -362,3 +376,12 @@ func must[T any](v T, err error) T {
 	Expect(err).NotTo(HaveOccurred())
 	return v
 }
+
+var _ = Describe("the Lease cache", func() {
+	It("holds servers' activity Leases, not the operator's other Leases", func() {
+		sel := activityLeaseSelector()
+		Expect(sel.Matches(labels.Set{"app.kubernetes.io/managed-by": "mcp-operator", mcpv1alpha1.ServerLabel: "fs"})).To(BeTrue())
+		Expect(sel.Matches(labels.Set{"app.kubernetes.io/managed-by": "mcp-operator", "mcp-operator.dev/once": "allow"})).To(BeFalse())
+		Expect(sel.Matches(labels.Set{mcpv1alpha1.ServerLabel: "fs"})).To(BeFalse())
+	})
+})

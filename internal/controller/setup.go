@@ -9,8 +9,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
 )
 
 // Options are the settings every reconciler may need.
@@ -44,11 +47,24 @@ const (
 )
 
 // CacheByObject narrows what the manager's cache holds for the reconcilers:
-// only the Leases mcp-operator creates (servers' activity Leases), not the
-// nodes' heartbeats and every component's leader election, which are
-// renewed every few seconds.
+// only servers' activity Leases (labelled with their server), not the nodes'
+// heartbeats and every component's leader election, which are renewed every
+// few seconds, nor the bridge's other Leases (one-time records).
 func CacheByObject() map[client.Object]cache.ByObject {
 	return map[client.Object]cache.ByObject{
-		&coordinationv1.Lease{}: {Label: labels.SelectorFromSet(labels.Set{labelManagedBy: operatorName})},
+		&coordinationv1.Lease{}: {Label: activityLeaseSelector()},
 	}
+}
+
+// activityLeaseSelector selects servers' activity Leases.
+func activityLeaseSelector() labels.Selector {
+	managed, err := labels.NewRequirement(labelManagedBy, selection.Equals, []string{operatorName})
+	if err != nil {
+		panic(err) // constant, valid label key and value
+	}
+	server, err := labels.NewRequirement(mcpv1alpha1.ServerLabel, selection.Exists, nil)
+	if err != nil {
+		panic(err)
+	}
+	return labels.NewSelector().Add(*managed, *server)
 }

@@ -77,7 +77,8 @@ func startStoppableManager(namespaces []string, setup ...func(ctrl.Manager) erro
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		// Objects of earlier specs stay in the API server (envtest runs no
 		// namespace controller); a manager sees only its spec's namespaces.
-		Cache:                  cache.Options{DefaultNamespaces: watched},
+		// The cache holds what `manager controller`'s does.
+		Cache:                  cache.Options{DefaultNamespaces: watched, ByObject: CacheByObject()},
 		Scheme:                 testenv.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
