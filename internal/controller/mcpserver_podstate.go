@@ -53,10 +53,13 @@ var stuckWaitingReasons = map[string]string{
 // readPod reads a pod: removed by someone else, terminated (a crash), stuck
 // (cannot start), starting, or running (ready to probe).
 func readPod(pod *corev1.Pod) podState {
-	if how, ok := removal(pod); ok {
-		return podState{phase: podRemoved, reason: "PodDeleted", message: how}
+	if how, ok := ownLimitEviction(pod); ok {
+		return podState{phase: podTerminated, reason: "Evicted", message: how}
 	}
 	statuses := append(append([]corev1.ContainerStatus{}, pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...)
+	if how, ok := removal(pod); ok && !crashedBeforeDeletion(pod, statuses) {
+		return podState{phase: podRemoved, reason: "PodDeleted", message: how}
+	}
 	for _, cs := range statuses {
 		if t := cs.State.Terminated; t != nil && (t.ExitCode != 0 || cs.Name == serverContainer) {
 			return podState{phase: podTerminated, reason: exitReason(t), message: exitDetail(pod, cs.Name, t)}
@@ -95,6 +98,44 @@ func readPod(pod *corev1.Pod) podState {
 		}
 	}
 	return podState{phase: podStarting, reason: mcpv1alpha1.ReasonStarting, message: "the server's pod is starting"}
+}
+
+// ownLimitEviction says why the kubelet evicted the pod for going over a
+// limit of its own (its ephemeral storage, an emptyDir's sizeLimit): the
+// server's doing, like an OOM kill, so a crash rather than a removal. The
+// kubelet says so in the pod's status message, and in the DisruptionTarget
+// condition it adds.
+func ownLimitEviction(pod *corev1.Pod) (string, bool) {
+	overLimit := func(msg string) bool { return strings.Contains(msg, "exceed") && strings.Contains(msg, "limit") }
+	if pod.Status.Reason == "Evicted" && overLimit(pod.Status.Message) {
+		return "evicted by the kubelet for going over its own limit: " + pod.Status.Message, true
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason == "TerminationByKubelet" && overLimit(c.Message) {
+			return "evicted by the kubelet for going over its own limit: " + c.Message, true
+		}
+	}
+	return "", false
+}
+
+// crashedBeforeDeletion: a container of a deleted pod had exited non-zero
+// before the deletion was asked for (deletionTimestamp less the grace
+// period): it crashed and was deleted after, so the crash counts.
+func crashedBeforeDeletion(pod *corev1.Pod, statuses []corev1.ContainerStatus) bool {
+	if pod.DeletionTimestamp.IsZero() {
+		return false
+	}
+	asked := pod.DeletionTimestamp.Time
+	if g := pod.DeletionGracePeriodSeconds; g != nil {
+		asked = asked.Add(-time.Duration(*g) * time.Second)
+	}
+	for _, cs := range statuses {
+		t := cs.State.Terminated
+		if t != nil && t.ExitCode != 0 && !t.FinishedAt.IsZero() && t.FinishedAt.Time.Before(asked) {
+			return true
+		}
+	}
+	return false
 }
 
 // removal says how a pod was taken away by someone else, if it was: a

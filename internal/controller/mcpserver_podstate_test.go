@@ -62,6 +62,16 @@ func TestReadPod(t *testing.T) {
 		{"evicted by the kubelet", corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "The node was low on resource: memory.",
 			ContainerStatuses: server(corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error"}})},
 			podState{phase: podRemoved, reason: "PodDeleted", message: "evicted by the kubelet (The node was low on resource: memory.)"}},
+		{"evicted under node pressure, DisruptionTarget by the kubelet", corev1.PodStatus{Phase: corev1.PodFailed, Conditions: []corev1.PodCondition{{
+			Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "TerminationByKubelet", Message: "The node was low on resource: ephemeral-storage."}}},
+			podState{phase: podRemoved, reason: "PodDeleted", message: "evicted (TerminationByKubelet: The node was low on resource: ephemeral-storage.)"}},
+		// Going over its own limits is the server's doing, like an OOM kill.
+		{"evicted for its own ephemeral storage limit", corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "Pod ephemeral local storage usage exceeds the total limit of containers 1Gi. ",
+			ContainerStatuses: server(corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error"}})},
+			podState{phase: podTerminated, reason: "Evicted", message: "evicted by the kubelet for going over its own limit: Pod ephemeral local storage usage exceeds the total limit of containers 1Gi. "}},
+		{"evicted for its emptyDir's limit, DisruptionTarget by the kubelet", corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{
+			Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "TerminationByKubelet", Message: `Usage of EmptyDir volume "tmp" exceeds the limit "64Mi". `}}},
+			podState{phase: podTerminated, reason: "Evicted", message: `evicted by the kubelet for going over its own limit: Usage of EmptyDir volume "tmp" exceeds the limit "64Mi". `}},
 		{"evicted through the Eviction API (a drain)", corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{
 			Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "EvictionByEvictionAPI", Message: "Eviction API: evicting"}},
 			ContainerStatuses: server(corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 143, Reason: "Error"}})},
@@ -92,5 +102,29 @@ func TestReadPodDeleted(t *testing.T) {
 		if got := readPod(pod); got.phase != podTerminated {
 			t.Errorf("exit %d of a pod nobody deleted: got %+v, want terminated", code, got)
 		}
+	}
+}
+
+// A container that exited non-zero before its pod's deletion was asked for
+// crashed first: the crash counts. One that exited on the kubelet's signal
+// after it, whatever its code, did not.
+func TestReadPodCrashedThenDeleted(t *testing.T) {
+	asked := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	gone, grace := metav1.NewTime(asked.Add(30*time.Second)), int64(30)
+	pod := func(code int32, finished time.Time) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &gone, DeletionGracePeriodSeconds: &grace}, Status: corev1.PodStatus{Phase: corev1.PodRunning,
+			ContainerStatuses: []corev1.ContainerStatus{{Name: serverContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: code, Reason: "Error", FinishedAt: metav1.NewTime(finished)}}}}}}
+	}
+	if got := readPod(pod(1, asked.Add(-time.Second))); got.phase != podTerminated || got.reason != "Error (exit code 1)" {
+		t.Errorf("exit 1 before the deletion: got %+v, want terminated", got)
+	}
+	for _, code := range []int32{1, 143} {
+		if got := readPod(pod(code, asked.Add(time.Second))); got.phase != podRemoved {
+			t.Errorf("exit %d after the deletion was asked for: got %+v, want removed", code, got)
+		}
+	}
+	if got := readPod(pod(0, asked.Add(-time.Second))); got.phase != podRemoved {
+		t.Errorf("exit 0 before the deletion: got %+v, want removed", got)
 	}
 }
