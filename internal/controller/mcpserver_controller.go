@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -62,6 +63,12 @@ type MCPServerReconciler struct {
 	// Tracer makes a span of each reconcile and its phases (tracing.go);
 	// nil: none.
 	Tracer trace.Tracer
+
+	// wakeRequests holds, by server UID, the activity that woke a server
+	// until the wake ends: its latency counts from that first request, not
+	// from the renewals bridges write while calls wait for it. Lost on a
+	// restart of the controller, when that wake goes unmeasured.
+	wakeRequests sync.Map
 }
 
 // NewMCPServerReconciler is the reconciler `manager controller` runs: the
@@ -273,6 +280,9 @@ func (r *MCPServerReconciler) summarize(ctx context.Context, sc *scope, orig *mc
 	r.emit(s, sc.events)
 	traceEvents(ctx, sc.events)
 	recordMetrics(s, sc)
+	if sc.hasEvent(eventWoke) || sc.hasEvent(eventWakeFailed) {
+		r.wakeRequests.Delete(s.UID)
+	}
 	if transient {
 		return ctrl.Result{}, phaseErr
 	}

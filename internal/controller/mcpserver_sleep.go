@@ -155,8 +155,8 @@ func (r *MCPServerReconciler) sleepOrWake(ctx context.Context, sc *scope) (phase
 		return phaseResult{}, err
 	}
 	activity := lastActivity(lease)
-	if sc.waking {
-		sc.wakeRequest = activity
+	if t, ok := r.wakeRequests.Load(s.UID); ok && sc.waking {
+		sc.wakeRequest = t.(time.Time)
 	}
 	d := decideSleep(s, activity, asked, sc.now)
 	switch d.action {
@@ -188,6 +188,8 @@ func (r *MCPServerReconciler) fallAsleep(ctx context.Context, sc *scope, since m
 	if err := r.deletePods(ctx, s); err != nil {
 		return err
 	}
+	// A wake under way ends here, unmeasured.
+	r.wakeRequests.Delete(s.UID)
 	s.Status.SleepingSince = &since
 	// No pod to dial: the bridge wakes the server instead.
 	s.Status.Endpoint = nil
@@ -212,6 +214,12 @@ func (r *MCPServerReconciler) fallAsleep(ctx context.Context, sc *scope, since m
 func (r *MCPServerReconciler) wake(sc *scope, requested time.Time, why string) {
 	s := sc.server
 	s.Status.SleepingSince = nil
+	if !requested.IsZero() {
+		// The first request stays when this reconcile's status write
+		// conflicts and the next one wakes the server again.
+		t, _ := r.wakeRequests.LoadOrStore(s.UID, requested)
+		requested = t.(time.Time)
+	}
 	sc.waking, sc.wakeStarted, sc.wakeRequest = true, true, requested
 	markWaking(s, "woken by "+why+"; the server's pod is starting")
 }

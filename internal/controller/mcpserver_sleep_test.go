@@ -311,6 +311,24 @@ var _ = Describe("Sleeping servers", func() {
 		Expect(must(activityLeaseOf(s)).Spec.HolderIdentity).To(HaveValue(Equal(holder)), "the other Lease is left as it was")
 	})
 
+	It("measures a wake from its first request, not from the renewals written while it starts", func() {
+		s := sleepy("measured", startEverythingHTTP())
+		sleptAfterIdle(s, env.clk)
+		env.clk.Step(time.Second)
+		bridgeSawActivity(s, env.clk.Now())
+		pod := onePod(s)
+		Eventually(condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonWaking))
+
+		// Calls waiting for it keep the Lease renewed.
+		env.clk.Step(5 * time.Second)
+		bridgeSawActivity(s, env.clk.Now())
+		poke(s)
+		env.clk.Step(3 * time.Second)
+		kubeletRuns(pod, env.clk.Now())
+		Eventually(condition(s, mcpv1alpha1.ConditionReady)).WithTimeout(30 * time.Second).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonServing))
+		Eventually(func() []string { return eventsOf(s) }).WithTimeout(10 * time.Second).Should(eventWith(eventWoke, "8s after the wake request"))
+	})
+
 	It("removes the Lease and runs the server again when idle is unset", func() {
 		s := sleepy("insomniac", startEverythingHTTP())
 		sleptAfterIdle(s, env.clk)
