@@ -159,13 +159,18 @@ func (r *MCPServerReconciler) sleepOrWake(ctx context.Context, sc *scope) (phase
 		sc.wakeRequest = t.(time.Time)
 	}
 	d := decideSleep(s, activity, asked, sc.now)
+	since := metav1.NewTime(sc.now.Truncate(time.Second))
+	if t := heldForSleep(lease); t != nil && s.Status.SleepingSince == nil {
+		// An earlier reconcile held the Lease for a sleep, but its status
+		// write did not happen: that sleep goes on, from its time.
+		d, since, activity = sleepDecision{action: fallAsleep, byHand: s.Spec.Workload.Idle == nil}, metav1.NewTime(t.Time), t.Time
+	}
 	switch d.action {
 	case fallAsleep:
 		why := "put to sleep by hand"
 		if !d.byHand {
 			why = fmt.Sprintf("no activity for %s", s.Spec.Workload.Idle.Duration)
 		}
-		since := metav1.NewTime(sc.now.Truncate(time.Second))
 		held, err := r.holdForSleep(ctx, s, activity, since)
 		if err != nil || !held {
 			// Used since this reconcile read the Lease: awake, look again.
@@ -313,7 +318,7 @@ func (r *MCPServerReconciler) holdForSleep(ctx context.Context, s *mcpv1alpha1.M
 		return false, nil
 	}
 	holder, renew := operatorName, metav1.NewMicroTime(since.Time)
-	l.Spec.HolderIdentity, l.Spec.RenewTime = &holder, &renew
+	l.Spec.HolderIdentity, l.Spec.RenewTime, l.Spec.AcquireTime = &holder, &renew, &renew
 	err = r.Update(ctx, &l, client.FieldOwner(fieldOwner))
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		return false, nil
@@ -322,6 +327,16 @@ func (r *MCPServerReconciler) holdForSleep(ctx context.Context, s *mcpv1alpha1.M
 		return false, fmt.Errorf("while writing the activity Lease: %w", err)
 	}
 	return true, nil
+}
+
+// heldForSleep is the time the operator held the Lease for a sleep at
+// (holdForSleep: its acquireTime), while no one else has written it since;
+// nil otherwise (a Lease the operator just created has no acquireTime).
+func heldForSleep(l *coordinationv1.Lease) *metav1.MicroTime {
+	if ptr.Deref(l.Spec.HolderIdentity, "") != operatorName {
+		return nil
+	}
+	return l.Spec.AcquireTime
 }
 
 // idleSeconds is spec.workload.idle in whole seconds, rounded up, as the

@@ -61,6 +61,18 @@ func sleptAfterIdle(s *mcpv1alpha1.MCPServer, clk *clocktesting.FakeClock) {
 	EventuallyWithOffset(1, condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonSleeping))
 }
 
+// wokenAfterSleep puts a server with an idle minute to sleep, wakes it as a
+// bridge's call does a second later and waits for Waking: its new pod.
+func wokenAfterSleep(s *mcpv1alpha1.MCPServer, clk *clocktesting.FakeClock) *corev1.Pod {
+	GinkgoHelper()
+	sleptAfterIdle(s, clk)
+	clk.Step(time.Second)
+	bridgeSawActivity(s, clk.Now())
+	pod := onePod(s)
+	Eventually(condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonWaking))
+	return pod
+}
+
 var _ = Describe("Sleeping servers", func() {
 	env := withController()
 
@@ -194,10 +206,7 @@ var _ = Describe("Sleeping servers", func() {
 
 	It("falls asleep again before a wake finished with Ready's time at the new sleep, and a newer call wakes it", func() {
 		s := sleepy("restless", startEverythingHTTP())
-		sleptAfterIdle(s, env.clk)
-		env.clk.Step(time.Second)
-		bridgeSawActivity(s, env.clk.Now())
-		Eventually(condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonWaking))
+		wokenAfterSleep(s, env.clk)
 
 		// The pod is slow to start; the server is put back to sleep meanwhile:
 		// Ready stays False, yet it says when this sleep began, the time the
@@ -220,11 +229,7 @@ var _ = Describe("Sleeping servers", func() {
 
 	It("keeps a waking pod slower than idle, and counts idle from when it is Ready", func() {
 		s := sleepy("slow-waker", startEverythingHTTP())
-		sleptAfterIdle(s, env.clk)
-		env.clk.Step(time.Second)
-		bridgeSawActivity(s, env.clk.Now())
-		pod := onePod(s)
-		Eventually(condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonWaking))
+		pod := wokenAfterSleep(s, env.clk)
 
 		// Two idle minutes pass while the pod starts: it is kept.
 		env.clk.Step(2 * time.Minute)
@@ -291,6 +296,22 @@ var _ = Describe("Sleeping servers", func() {
 		Expect(l.Spec.HolderIdentity).To(HaveValue(Equal("mcp-operator")))
 		Expect(l.Spec.RenewTime.Time).To(BeTemporally("==", get(s).Status.SleepingSince.Time))
 
+		// Held for a sleep whose status write was lost (a conflict): the
+		// next reconcile goes on with that sleep, from its time.
+		env.clk.Step(time.Second)
+		bridgeSawActivity(s, env.clk.Now())
+		readyServing(s, env.clk)
+		since := metav1.NewTime(env.clk.Now())
+		env.clk.Step(time.Second)
+		held, err = r.holdForSleep(ctx, get(s), lastActivity(must(activityLeaseOf(s))), since)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(held).To(BeTrue())
+		poke(s)
+		Eventually(condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonSleeping))
+		Expect(get(s).Status.SleepingSince.Time).To(BeTemporally("==", since.Time))
+		Eventually(func() []corev1.Pod { return serverPods(s) }).Should(BeEmpty())
+		l = must(activityLeaseOf(s))
+
 		// Any Lease someone else wrote reaches its server, whatever the
 		// cached server says; the operator's own writes do not.
 		Expect(r.wakeOnActivity(ctx, l)).To(BeEmpty())
@@ -313,11 +334,7 @@ var _ = Describe("Sleeping servers", func() {
 
 	It("measures a wake from its first request, not from the renewals written while it starts", func() {
 		s := sleepy("measured", startEverythingHTTP())
-		sleptAfterIdle(s, env.clk)
-		env.clk.Step(time.Second)
-		bridgeSawActivity(s, env.clk.Now())
-		pod := onePod(s)
-		Eventually(condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonWaking))
+		pod := wokenAfterSleep(s, env.clk)
 
 		// Calls waiting for it keep the Lease renewed.
 		env.clk.Step(5 * time.Second)
