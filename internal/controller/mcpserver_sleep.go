@@ -27,9 +27,9 @@ import (
 // server (<server>-activity) whose spec.renewTime the bridge replicas write
 // at a bounded rate while the server is used, and at once to wake it. A
 // Lease, not a field or an annotation of the MCPServer: every write to the
-// MCPServer would reach every watcher of MCPServers (the bridge included),
-// while the Lease is watched by the controller alone. Status changes only
-// when the server falls asleep or wakes.
+// MCPServer would reach every watcher of MCPServers, while the Lease reaches
+// only the controller and the bridge replicas, which act on it. Status
+// changes only when the server falls asleep or wakes.
 
 // Kubernetes Event reasons of sleeping and waking.
 const (
@@ -245,9 +245,10 @@ func (r *MCPServerReconciler) activityLease(ctx context.Context, sc *scope, aske
 	err := r.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: activityLeaseName(s)}, &l)
 	if err == nil {
 		if want := idleSeconds(s); !ptr.Equal(l.Spec.LeaseDurationSeconds, want) {
-			patch := client.MergeFrom(l.DeepCopy())
+			// An update, with the cached resourceVersion: a renewal written
+			// since makes it conflict and the reconcile retries.
 			l.Spec.LeaseDurationSeconds = want
-			if err := r.Patch(ctx, &l, patch, client.FieldOwner(fieldOwner)); err != nil {
+			if err := r.Update(ctx, &l, client.FieldOwner(fieldOwner)); err != nil {
 				return nil, fmt.Errorf("while updating the activity Lease's duration: %w", err)
 			}
 		}

@@ -346,6 +346,13 @@ var _ = Describe("Sleeping servers", func() {
 		Eventually(func() []string { return eventsOf(s) }).WithTimeout(10 * time.Second).Should(eventWith(eventWoke, "8s after the wake request"))
 	})
 
+	It("carries a changed idle into the Lease's duration", func() {
+		s := sleepy("retimed", startEverythingHTTP())
+		readyServing(s, env.clk)
+		update(s, func(cur *mcpv1alpha1.MCPServer) { cur.Spec.Workload.Idle = &metav1.Duration{Duration: 90 * time.Second} })
+		Eventually(func() *int32 { return must(activityLeaseOf(s)).Spec.LeaseDurationSeconds }).Should(HaveValue(BeEquivalentTo(90)))
+	})
+
 	It("removes the Lease and runs the server again when idle is unset", func() {
 		s := sleepy("insomniac", startEverythingHTTP())
 		sleptAfterIdle(s, env.clk)
