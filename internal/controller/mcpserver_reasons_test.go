@@ -93,7 +93,7 @@ var _ = Describe("MCPServer status says what to fix", func() {
 		kubeletSeesExit(onePod(s), 137, "OOMKilled")
 		Eventually(readyMessage(s)).Should(And(HavePrefix("Restarting: crashed (OOMKilled: "), ContainSubstring("memory limit of 96Mi")))
 		Expect(get(s).Status.Restarts.LastExitReason).To(Equal("OOMKilled"))
-		Expect(eventsOf(s)).To(eventWith("Crashed", "mcp.server.crashed: OOMKilled: container server used all of its memory limit of 96Mi"))
+		Eventually(func() []string { return eventsOf(s) }).Should(eventWith("Crashed", "mcp.server.crashed: OOMKilled: container server used all of its memory limit of 96Mi"))
 	})
 
 	It("gives the MCP error of a probe that fails, and counts failed probes in status", func() {

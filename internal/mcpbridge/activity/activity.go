@@ -153,7 +153,7 @@ func (r *Recorder) Wake(ctx context.Context, namespace, name string, since time.
 			r.mu.Unlock()
 			return nil
 		}
-		// since is read from a condition's time, whole seconds: a renewal
+		// since is status.sleepingSince, whole seconds: a renewal
 		// within the second after it may be from before the sleep, and is
 		// not taken for a wake (one write too many is harmless, a wake
 		// missed is not).
