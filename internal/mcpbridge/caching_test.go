@@ -26,6 +26,15 @@ import (
 // the tools/list requests it is sent.
 func cachingServer(t *testing.T, ttl time.Duration) (url string, lists *atomic.Int32) {
 	t.Helper()
+	url, lists, _ = failingCachingServer(t, ttl)
+	return url, lists
+}
+
+// failingCachingServer is cachingServer whose tools/list answers a
+// JSON-RPC error while failLists is set: a fault the go-sdk server cannot
+// be made to produce on demand, so the handler in front of it answers.
+func failingCachingServer(t *testing.T, ttl time.Duration) (url string, lists *atomic.Int32, failLists *atomic.Bool) {
+	t.Helper()
 	s := mcp.NewServer(&mcp.Implementation{Name: "caching", Version: "1"}, &mcp.ServerOptions{
 		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) {
 			c.TTLMs, c.CacheScope = int(ttl.Milliseconds()), "public"
@@ -36,17 +45,23 @@ func cachingServer(t *testing.T, ttl time.Duration) (url string, lists *atomic.I
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hello"}}}, nil
 		})
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
-	lists = &atomic.Int32{}
+	lists, failLists = &atomic.Int32{}, &atomic.Bool{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		if m, err := jsonrpc.Decode(body); err == nil && m.Method == "tools/list" {
 			lists.Add(1)
+			if failLists.Load() {
+				out, _ := jsonrpc.Encode(jsonrpc.NewErrorResponse(m.ID, jsonrpc.CodeInternalError, "the tool list is unavailable"))
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write(out)
+				return
+			}
 		}
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	return srv.URL, lists
+	return srv.URL, lists, failLists
 }
 
 // TestListsCarryCacheHints: 2026-07-28 answers say how long they are fresh
@@ -124,5 +139,42 @@ func TestListsCarryCacheHints(t *testing.T) {
 	hints(stateless, "tools/list")
 	if n := lists.Load() - before; n != 1 {
 		t.Errorf("two lists after the server's ttlMs passed listed its tools %d times, want 1", n)
+	}
+}
+
+// TestFailedRelistingKeepsTheCatalog: once a server's ttlMs has passed, a
+// re-listing that fails leaves the tools listed before served, to every
+// caller, for lists and calls, and the server is not asked again at each
+// request while it fails.
+func TestFailedRelistingKeepsTheCatalog(t *testing.T) {
+	const ttl = 1100 * time.Millisecond // past minRelist
+	url, lists, failLists := failingCachingServer(t, ttl)
+	h := newHarness(t, []v1alpha1.MCPServer{bridgetest.Published(t, "tools", "cached", url, v1alpha1.ToolsSpec{})},
+		[]v1alpha1.ToolPolicy{toolPolicy("tools", "agents", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.cached.*"))}, nil)
+	c := h.connect(t, "alice-token", "/mcp", client.EraStateless)
+	listed := func() json.RawMessage {
+		t.Helper()
+		res, err := c.Call(ctxT(t), "tools/list", nil)
+		if err != nil {
+			t.Fatalf("tools/list: %v", err)
+		}
+		return res
+	}
+	if res := listed(); !bytes.Contains(res, []byte(`"mcp.cached.greet"`)) {
+		t.Fatalf("the first list lacks the server's tool: %s", res)
+	}
+	failLists.Store(true)
+	time.Sleep(ttl + 100*time.Millisecond)
+	before := lists.Load()
+	for range 3 {
+		if res := listed(); !bytes.Contains(res, []byte(`"mcp.cached.greet"`)) {
+			t.Errorf("after a failed re-listing the list lacks the tool listed before: %s", res)
+		}
+		if _, err := c.Call(ctxT(t), "tools/call", json.RawMessage(`{"name":"mcp.cached.greet","arguments":{}}`)); err != nil {
+			t.Errorf("a call after a failed re-listing: %v", err)
+		}
+	}
+	if n := lists.Load() - before; n != 1 {
+		t.Errorf("three lists and calls while re-listing fails listed the server %d times, want 1 (then back off)", n)
 	}
 }
