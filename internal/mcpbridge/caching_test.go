@@ -133,7 +133,29 @@ func TestListsCarryCacheHints(t *testing.T) {
 	if n := lists.Load() - before; n != 0 {
 		t.Errorf("calls listed the server's tools %d times, want none", n)
 	}
+	// A bridge that names tools underscore-style resolves such a name, and
+	// a bare one, in the kept catalog too, stale or not.
+	underscore := newHarness(t, []v1alpha1.MCPServer{bridgetest.Published(t, "tools", "cached", url, v1alpha1.ToolsSpec{})},
+		[]v1alpha1.ToolPolicy{toolPolicy("tools", "agents", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.cached.*"))},
+		func(c *Config) { c.ToolNameStyle = StyleUnderscore })
+	underscored := underscore.connect(t, "alice-token", "/mcp", client.EraStateless)
+	callUnderscored := func() {
+		t.Helper()
+		if _, err := underscored.Call(ctxT(t), "tools/call", json.RawMessage(`{"name":"mcp__cached__greet","arguments":{}}`)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := underscored.Call(ctxT(t), "tools/call", json.RawMessage(`{"name":"greet","arguments":{}}`)); !jsonrpc.IsCode(err, jsonrpc.CodeInvalidParams) {
+			t.Errorf("a bare name: %v, want invalid params (never guessed)", err)
+		}
+	}
+	callUnderscored()
 	time.Sleep(ttl + 100*time.Millisecond)
+	before = lists.Load()
+	callUnderscored()
+	callUnderscored()
+	if n := lists.Load() - before; n != 0 {
+		t.Errorf("underscore-style and bare-name calls after the server's ttlMs passed listed its tools %d times, want none", n)
+	}
 	before = lists.Load()
 	hints(stateless, "tools/list")
 	hints(stateless, "tools/list")
