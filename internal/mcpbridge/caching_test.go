@@ -113,6 +113,9 @@ func TestListsCarryCacheHints(t *testing.T) {
 	if ms, scope, _ := hints(stateless, "server/discover"); scope != scopePublic || ms != listTTL.Milliseconds() {
 		t.Errorf("server/discover: ttlMs %d, cacheScope %q, want public, %v", ms, scope, listTTL)
 	}
+	if ms, scope, _ := hints(h.connect(t, "alice-token", "/servers/cached/mcp", client.EraStateless), "server/discover"); scope != scopePrivate || ms != listTTL.Milliseconds() {
+		t.Errorf("server/discover on a server's endpoint: ttlMs %d, cacheScope %q, want private, %v", ms, scope, listTTL)
+	}
 	search := h.connect(t, "alice-token", SearchPath, client.EraStateless)
 	if ms, scope, _ := hints(search, "tools/list"); scope != scopePublic || ms != listTTL.Milliseconds() {
 		t.Errorf("the meta-tools' list: ttlMs %d, cacheScope %q, want public, %v", ms, scope, listTTL)
