@@ -249,7 +249,7 @@ bench-redact: ## Redaction of a 10 MiB and a 2 KB result against gitleaks' rules
 	cd bench/redact && go run .
 
 .PHONY: bench-search
-bench-search: ## Tool search on real servers' tool lists: recall@5 and MRR on the query set, tokens before the first call (whole catalog against search) and find latency on 800 tools; exits 1 on a missed target.
+bench-search: ## Tool search on real servers' tool lists: recall@5 and MRR on the tuning and the held-out query sets, tokens before the first call (whole catalog against search) and in-process find latency on 800 tools; exits 1 on a missed target or a missing reading.
 	cd bench/search && go run .
 
 .PHONY: bench-policy

@@ -169,8 +169,14 @@ func (b *Bridge) discover(rq *request) *jsonrpc.Message {
 	if err != nil {
 		return rpcError(rq, jsonrpc.CodeInternalError, "the bridge could not encode its answer", nil)
 	}
-	// The same for every caller of the endpoint.
-	return rpcResult(rq, withCacheHints(rq, data, newFreshness(), scopePublic))
+	// The same for every caller of the aggregate endpoints. A server's own
+	// endpoint tells that the server is served and what it offers, which
+	// not every caller may learn: a shared cache keeps it from no one.
+	scope := scopePublic
+	if rq.endpoint != "" {
+		scope = scopePrivate
+	}
+	return rpcResult(rq, withCacheHints(rq, data, newFreshness(), scope))
 }
 
 // logLevels are the syslog levels of MCP logging, least severe first.

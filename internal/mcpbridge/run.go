@@ -196,6 +196,8 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		MaxAgentSessions: o.MaxUpstreamSessions,
 		SessionClosed:    func(server, reason string) { m.UpstreamSessionsClosed.WithLabelValues(server, reason).Inc() },
 	}, o.Log.WithName("routes"))
+	// A listing runs for every caller waiting on it: bounded as a call is.
+	registry.ListTimeout = o.Bridge.CallTimeout
 
 	cfg := o.Bridge
 	cfg.Registry, cfg.Auth, cfg.Sessions, cfg.Sealer, cfg.Audit = registry, auth, sessions, sealer, aw

@@ -1,6 +1,7 @@
 package mcpbridge
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -74,11 +75,21 @@ func toolCall(t *routes.Tool, args json.RawMessage) policy.ToolCall {
 
 // liveCatalogs are the catalogs of the endpoint's servers, listed again
 // where a server's ttlMs says so, with the servers whose catalog could not
-// be listed left out (and logged).
+// be listed left out (and logged): what an agent's list is built from.
 func (b *Bridge) liveCatalogs(rq *request) []*routes.Catalog {
+	return b.catalogs(rq, b.cfg.Registry.FreshCatalog)
+}
+
+// keptCatalogs are liveCatalogs as kept, listed only where never listed
+// yet: what a call is resolved in (a ttlMs is about lists, not calls).
+func (b *Bridge) keptCatalogs(rq *request) []*routes.Catalog {
+	return b.catalogs(rq, b.cfg.Registry.Catalog)
+}
+
+func (b *Bridge) catalogs(rq *request, get func(context.Context, string) (*routes.Catalog, error)) []*routes.Catalog {
 	var out []*routes.Catalog
 	for _, name := range b.servers(rq) {
-		c, err := b.cfg.Registry.FreshCatalog(rq.ctx, name)
+		c, err := get(rq.ctx, name)
 		if err != nil {
 			b.cfg.Log.Info("a server's tools are left out of the list", "server", name, "error", b.redactorOf(name).String(err.Error(), nil))
 			continue
@@ -89,11 +100,6 @@ func (b *Bridge) liveCatalogs(rq *request) []*routes.Catalog {
 		out = append(out, c)
 	}
 	return out
-}
-
-// visibleTools are the tools of the endpoint the caller may call.
-func (b *Bridge) visibleTools(rq *request) []*routes.Tool {
-	return b.visibleIn(rq, b.liveCatalogs(rq))
 }
 
 // visibleIn are the tools of catalogs the caller may call.
@@ -165,7 +171,7 @@ func (b *Bridge) resolveTool(rq *request, name string) (*routes.Tool, *jsonrpc.M
 		}
 	}
 	var candidates []string
-	for _, t := range b.visibleTools(rq) {
+	for _, t := range b.visibleIn(rq, b.keptCatalogs(rq)) {
 		switch {
 		case b.cfg.ToolNameStyle == StyleUnderscore && t.Underscore == name:
 			return t, nil
