@@ -298,7 +298,7 @@ func bareTriggers() []trigger {
 		f := &bareFormats[i]
 		t := trigger{lit: f.lit, kind: numOwnKinds + Kind(i), match: f.match}
 		if t.match == nil {
-			t.match = f.prefixed
+			t.format = f
 		}
 		switch {
 		case f.third != nil:
@@ -314,24 +314,12 @@ func bareTriggers() []trigger {
 // prefixed matches the format's lit at the start of a word, then a body of
 // its alphabet, min to max bytes long and ending a word, with the entropy
 // of random bytes.
-func (f *bareFormat) prefixed(s string, at int) (int, int, bool) {
+func (f *bareFormat) prefixed(s string, at int, bodies *bodyRuns) (int, int, bool) {
 	if !startsWord(s, at) {
 		return 0, 0, false
 	}
 	from := at + len(f.lit)
-	end, n := from, 0
-	for end < len(s) && n <= f.max {
-		c, w := s[end], 1
-		// A body byte percent-encoded counts as that byte: the token was
-		// put in a URL's query ("+" of a base64 body as "%2B").
-		if d, ok := percentByte(s, end); ok && f.body[d] {
-			c, w = d, 3
-		}
-		if !f.body[c] {
-			break
-		}
-		end, n = end+w, n+1
-	}
+	end, n := bodies.run(s, from, f.body)
 	if n < f.min || n > f.max || end < len(s) && isAlnum(s[end]) {
 		return 0, 0, false
 	}

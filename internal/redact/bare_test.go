@@ -212,3 +212,37 @@ func TestGitleaksOnly(t *testing.T) {
 		}
 	}
 }
+
+// A text repeating a prefix is read once for each alphabet, not once for
+// each prefix: the bytes of bodies read grow with the text, not with its
+// square (a server's result must not burn the bridge's CPU).
+func TestRepeatedPrefixesReadOnce(t *testing.T) {
+	for _, prefix := range []string{"sk-", "xoxb-", "github_pat_", "fm2_", "glpat-", "sk-ant-", "sk-%2D"} {
+		s := strings.Repeat(prefix, 5000)
+		gl := matcher{ix: gitleaks()}
+		var bodies bodyRuns
+		Shapes.scan(s, nil, false, &gl, &bodies)
+		if bodies.examined > 2*len(s) {
+			t.Errorf("%q x 5000 (%d bytes): %d bytes of bodies read", prefix, len(s), bodies.examined)
+		}
+	}
+}
+
+// Reading a body through bodyRuns finds what reading it alone finds.
+func TestBodyRunsAgreeWithOneRead(t *testing.T) {
+	s := "sk-ab%2Dcd-ef%2d" + strings.Repeat("x", 30) + " sk-" + strings.Repeat("Ab3", 10) + "%zz"
+	for _, step := range []int{1, -1, 3, -5} {
+		var shared bodyRuns
+		for k := range len(s) {
+			from := k * step % len(s)
+			if from < 0 {
+				from += len(s)
+			}
+			var alone bodyRuns
+			wantEnd, wantN := alone.run(s, from, keyByteSet)
+			if end, n := shared.run(s, from, keyByteSet); end != wantEnd || n != wantN {
+				t.Fatalf("step %d from %d: end %d n %d, want %d %d", step, from, end, n, wantEnd, wantN)
+			}
+		}
+	}
+}
