@@ -314,12 +314,12 @@ func bareTriggers() []trigger {
 // prefixed matches the format's lit at the start of a word, then a body of
 // its alphabet, min to max bytes long and ending a word, with the entropy
 // of random bytes.
-func (f *bareFormat) prefixed(s string, at int, bodies *bodyRuns) (int, int, bool) {
+func (f *bareFormat) prefixed(s string, at int, memo *scanMemo) (int, int, bool) {
 	if !startsWord(s, at) {
 		return 0, 0, false
 	}
 	from := at + len(f.lit)
-	end, n := bodies.run(s, from, f.body)
+	end, n := memo.run(s, from, f.body)
 	if n < f.min || n > f.max || end < len(s) && isAlnum(s[end]) {
 		return 0, 0, false
 	}

@@ -155,7 +155,7 @@ type trigger struct {
 	// any byte).
 	third *[256]bool
 	// format, when set instead of match, is the bare token format whose
-	// prefix lit is: its body is read through the scan's bodyRuns.
+	// prefix lit is: its body is read through the scan's scanMemo.
 	format *bareFormat
 }
 
@@ -426,13 +426,13 @@ func isAWSSecretField(key string) bool {
 // key counts too (see clean).
 func (r *Redactor) find(s string, spans []span, names bool) []span {
 	gl := matcher{ix: gitleaks()}
-	var bodies bodyRuns
-	return r.scan(s, spans, names, &gl, &bodies)
+	var memo scanMemo
+	return r.scan(s, spans, names, &gl, &memo)
 }
 
 // scan is find with the scan's state: gitleaks' matcher and the body runs
 // read so far.
-func (r *Redactor) scan(s string, spans []span, names bool, gl *matcher, bodies *bodyRuns) []span {
+func (r *Redactor) scan(s string, spans []span, names bool, gl *matcher, memo *scanMemo) []span {
 	if len(s) < 2 {
 		return gl.done(s, spans)
 	}
@@ -442,34 +442,37 @@ func (r *Redactor) scan(s string, spans []span, names bool, gl *matcher, bodies 
 	for i := 2; i < len(s); i++ {
 		x = (x<<8 | uint32(s[i])) & 0xffffff
 		if h := x * gramMul >> (32 - gramBits); r.grams[h/64]&(1<<(h%64)) != 0 {
-			spans = r.at(s, i-2, gl, bodies, spans, names)
+			spans = r.at(s, i-2, gl, memo, spans, names)
 		}
 	}
 	// Only a two-byte literal fits at the end.
-	spans = r.at(s, len(s)-2, gl, bodies, spans, names)
+	spans = r.at(s, len(s)-2, gl, memo, spans, names)
 	return gl.done(s, spans)
 }
 
 // at appends the secrets that start with a literal at s[i:].
-func (r *Redactor) at(s string, i int, gl *matcher, bodies *bodyRuns, spans []span, names bool) []span {
+func (r *Redactor) at(s string, i int, gl *matcher, memo *scanMemo, spans []span, names bool) []span {
 	spans = gl.at(s, i, spans)
 	if !r.own.has(s[i], s[i+1]) {
 		return spans
 	}
 	if g := r.static.byPair[uint16(s[i])<<8|uint16(s[i+1])]; g != 0 {
-		spans = try(s, i, r.static.groups[g-1], bodies, spans, names)
+		spans = try(s, i, r.static.groups[g-1], memo, spans, names)
 	}
-	return try(s, i, r.secrets.at(s, i), bodies, spans, names)
+	return try(s, i, r.secrets.at(s, i), memo, spans, names)
 }
 
 // try appends the secrets that the triggers ts find at s[i:].
-func try(s string, i int, ts []trigger, bodies *bodyRuns, spans []span, names bool) []span {
+func try(s string, i int, ts []trigger, memo *scanMemo, spans []span, names bool) []span {
 	for _, t := range ts {
 		if len(s)-i < len(t.lit) {
 			continue
 		}
 		if t.fold && !hasPrefixFold(s[i:], t.lower) || !t.fold && s[i:i+len(t.lit)] != t.lit {
 			continue
+		}
+		if t.kind < numOwnKinds && i < memo.reach[t.kind] {
+			continue // inside a secret of its kind already found
 		}
 		if names && t.kind == AWSSecretAccessKey {
 			spans = append(spans, span{i, i, t.kind})
@@ -478,12 +481,15 @@ func try(s string, i int, ts []trigger, bodies *bodyRuns, spans []span, names bo
 		var start, end int
 		var ok bool
 		if t.format != nil {
-			start, end, ok = t.format.prefixed(s, i, bodies)
+			start, end, ok = t.format.prefixed(s, i, memo)
 		} else {
 			start, end, ok = t.match(s, i)
 		}
 		if ok {
 			spans = append(spans, span{start, end, t.kind})
+			if t.kind < numOwnKinds {
+				memo.reach[t.kind] = max(memo.reach[t.kind], end)
+			}
 		}
 	}
 	return spans

@@ -110,10 +110,10 @@ func connectionValue(needsSemicolon bool) func(string, int) (int, int, bool) {
 		}
 		from++
 		end := from
-		for end < len(s) && s[end] != ';' && s[end] != '"' && s[end] != '\'' && s[end] > ' ' {
+		for end < len(s) && end-from < maxValueLen && s[end] != ';' && s[end] != '"' && s[end] != '\'' && s[end] > ' ' {
 			end++
 		}
-		if end == from || needsSemicolon && (end == len(s) || s[end] != ';') {
+		if end == from || end-from == maxValueLen || needsSemicolon && (end == len(s) || s[end] != ';') {
 			return 0, 0, false
 		}
 		return from, end, true
@@ -162,20 +162,29 @@ func separators(s string, i int) int {
 	return j
 }
 
+// A name is at most maxNameLen bytes from its secret word on, a value
+// after it at most maxValueLen: longer runs are text or data, not a field,
+// and bounding them keeps a text that repeats a secret word ("password"
+// 40,000 times) from costing the square of its length.
+const (
+	maxNameLen  = 64
+	maxValueLen = 1024
+)
+
 // afterName matches a value after a variable or field name (the literal,
 // possibly the tail of a longer name such as AWS_SECRET_ACCESS_KEY): up to a
 // few separators (quotes, spaces, ':' or '='), then at least minLen value
 // bytes. Only the value is redacted.
 func afterName(value func(byte) bool, minLen int) func(string, int) (int, int, bool) {
 	return func(s string, at int) (int, int, bool) {
-		i := run(s, at, isWordByte)
+		i := run(s[:min(len(s), at+maxNameLen)], at, isWordByte)
 		from := i
 		i = separators(s, i)
 		if i == from {
 			return 0, 0, false
 		}
-		end := run(s, i, value)
-		if end-i < minLen {
+		end := run(s[:min(len(s), i+maxValueLen)], i, value)
+		if end-i < minLen || end-i == maxValueLen {
 			return 0, 0, false
 		}
 		return i, end, true

@@ -2,15 +2,25 @@ package redact
 
 import "sort"
 
-// bodyRuns remembers, for one scan of one text, the run of body bytes last
-// read for each alphabet, so that the scan stays linear however the text
-// repeats a prefix: in "sk-sk-sk-…" every "sk-" starts a body that runs to
-// the same end, and reading it again at each would cost the square of the
-// text's length (a server's 1 MB result, minutes of the bridge's CPU).
-// A body starting inside a run already read ends where that run ends.
-type bodyRuns struct {
-	runs map[*[256]bool]*bodyRun
-	// examined counts the bytes read, for the test that keeps the scan linear.
+// scanMemo is what one scan of one text remembers so that it stays linear
+// however the text repeats a literal: a server's 1 MB result must not cost
+// the bridge minutes of CPU.
+//
+// runs holds the run of body bytes last read for each alphabet of the bare
+// formats: in "sk-sk-sk-…" every "sk-" starts a body that runs to the same
+// end, and reading it again at each would cost the square of the text's
+// length. A body starting inside a run already read ends where that run
+// ends.
+//
+// reach holds, for each of the hand-written shapes' kinds, where the last
+// secret of that kind found ends: a shape's literal inside a secret of its
+// own kind already found would find a part of it ("-----BEGIN" repeated
+// before one END line, each reading up to it).
+type scanMemo struct {
+	runs  map[*[256]bool]*bodyRun
+	reach [numOwnKinds]int
+	// examined counts the body bytes read, for the test that keeps the
+	// scan linear.
 	examined int
 }
 
@@ -34,7 +44,7 @@ func (r *bodyRun) units(q int) (int, bool) {
 // run returns where the body of alphabet set that starts at s[from:] ends
 // and how many body bytes it holds (a percent escape of a body byte counts
 // as that one byte: the token was put in a URL's query, "+" as "%2B").
-func (b *bodyRuns) run(s string, from int, set *[256]bool) (end, n int) {
+func (b *scanMemo) run(s string, from int, set *[256]bool) (end, n int) {
 	if b.runs == nil {
 		b.runs = make(map[*[256]bool]*bodyRun)
 	}
