@@ -552,7 +552,16 @@ func secretNeedles(values []string) []needle {
 			out = append(out, needle{lit, kind})
 		}
 	}
+	var forms []string
 	for _, v := range values {
+		forms = append(forms, v)
+		// A value read from a file ("kubectl create secret --from-file")
+		// ends with the file's newline, which a program using it drops.
+		if t := strings.TrimSpace(v); t != v {
+			forms = append(forms, t)
+		}
+	}
+	for _, v := range forms {
 		if len(v) < MinSecretLen {
 			continue
 		}
@@ -571,7 +580,7 @@ func secretNeedles(values []string) []needle {
 				addNeedle(e[from:to], SecretBase64)
 			}
 		}
-		for _, e := range []string{url.QueryEscape(v), url.PathEscape(v)} {
+		for _, e := range []string{url.QueryEscape(v), url.PathEscape(v), percentEscape(v, "-_.~/"), percentEscape(v, "-_.~!*'()")} {
 			addNeedle(e, SecretURLEncoded)
 			addNeedle(lowerPercentHex(e), SecretURLEncoded)
 		}
@@ -584,6 +593,25 @@ func secretNeedles(values []string) []needle {
 
 // lowerPercentHex writes the hex digits of e's percent escapes in lower
 // case ("%2f"), as some encoders do.
+// percentEscape is v with every byte but letters, digits and those of
+// keep written as %XX: with keep "-_.~/" as Python's urllib.parse.quote
+// writes it, with "-_.~!*'()" as JavaScript's encodeURIComponent, the two
+// escapers Go's (url.QueryEscape, url.PathEscape) differ most from.
+func percentEscape(v, keep string) string {
+	const hexDigits = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; isAlnum(c) || strings.IndexByte(keep, c) >= 0 {
+			b.WriteByte(c)
+		} else {
+			b.WriteByte('%')
+			b.WriteByte(hexDigits[c>>4])
+			b.WriteByte(hexDigits[c&15])
+		}
+	}
+	return b.String()
+}
+
 func lowerPercentHex(e string) string {
 	b := []byte(e)
 	for i := 0; i+2 < len(b); i++ {
