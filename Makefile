@@ -169,8 +169,8 @@ test: envtest-assets peers $(HELM) $(KUSTOMIZE) helm-lint ## Run every test suit
 # pipeline, the argument preview, digests' canonical JSON against its
 # reference. A count of inputs, not a duration: with a duration, Go 1.26's
 # fuzzing coordinator can report its own deadline as a failure when a
-# loaded machine keeps a worker busy at the end (go.dev/issue/75804, fixed
-# in Go 1.27); a count has no deadline to race. About 2-8 s each on a quiet
+# loaded machine keeps a worker busy at the end (fixed in Go 1.27); a
+# count has no deadline to race. About 2-8 s each on a quiet
 # machine.
 FUZZTIME ?= 40000x
 
