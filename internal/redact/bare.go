@@ -52,6 +52,7 @@ var (
 	alnumUndSet  = bytesOf(isWordByte)
 	keyByteSet   = bytesOf(isKeyByte)
 	hexDashSet   = bytesOf(func(b byte) bool { return isHex(b) || b == '-' })
+	braintreeSet = bytesOf(func(b byte) bool { return isAlnum(b) || b == '$' })
 	bech32Set    = bytesOf(func(b byte) bool { return strings.IndexByte("QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L", b) >= 0 })
 )
 
@@ -141,7 +142,10 @@ var bareFormats = [...]bareFormat{
 	pre("square-access-token", "EAAA", b64URLSet, 60, 60),
 	pre("square-access-token", "sq0atp-", b64URLSet, 22, 22),
 	pre("square-oauth-secret", "sq0csp-", b64URLSet, 43, 43),
-	pre("braintree-access-token", "access_token$production$", bytesOf(func(b byte) bool { return isAlnum(b) || b == '$' }), 49, 49),
+	pre("braintree-access-token", "access_token$production$", braintreeSet, 49, 49),
+	// The same put in a URL's query, its "$" escaped (the body's "$" is read
+	// through its escape as any body byte).
+	pre("braintree-access-token", "access_token%24production%24", braintreeSet, 49, 49),
 	pre("shippo-api-token", "shippo_live_", hexLowerSet, 40, 40),
 	pre("shippo-api-token", "shippo_test_", hexLowerSet, 40, 40),
 	pre("duffel-api-token", "duffel_live_", b64URLSet, 43, 43),
@@ -320,8 +324,18 @@ func (f *bareFormat) prefixed(s string, at int, memo *scanMemo) (int, int, bool)
 	}
 	from := at + len(f.lit)
 	end, n := memo.run(s, from, f.body)
-	if n < f.min || n > f.max || end < len(s) && isAlnum(s[end]) {
+	if n < f.min || end < len(s) && isAlnum(s[end]) {
 		return 0, 0, false
+	}
+	if n > f.max {
+		// A body longer than its format allows is still the vendor's token
+		// when the format's length varies and the prefix is specific (four
+		// bytes or more): vendors lengthen their tokens, and leaving such a
+		// token whole would leak it. Fixed-length formats ("AKIA" and 16)
+		// stay exact: a longer run there is something else.
+		if f.min == f.max || len(f.lit) < 4 || f.structure != nil {
+			return 0, 0, false
+		}
 	}
 	body := s[from:end]
 	if f.structure != nil && !f.structure(body) || !f.anyEntropy && !random(body, f.body) {

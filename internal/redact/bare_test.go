@@ -105,7 +105,7 @@ func TestBareFormatsNameTheirKind(t *testing.T) {
 	}
 }
 
-// Prefixes in ordinary text, placeholders and memo of the wrong length
+// Prefixes in ordinary text, placeholders and bodies of the wrong length
 // or alphabet are left alone.
 func TestBareFormatsLeaveOrdinaryTextAlone(t *testing.T) {
 	for _, s := range []string{
@@ -215,7 +215,7 @@ func TestGitleaksOnly(t *testing.T) {
 }
 
 // A text repeating a prefix is read once for each alphabet, not once for
-// each prefix: the bytes of memo read grow with the text, not with its
+// each prefix: the bytes of bodies read grow with the text, not with its
 // square (a server's result must not burn the bridge's CPU).
 func TestRepeatedPrefixesReadOnce(t *testing.T) {
 	for _, prefix := range []string{"sk-", "xoxb-", "github_pat_", "fm2_", "glpat-", "sk-ant-", "sk-%2D"} {
@@ -266,6 +266,19 @@ func BenchmarkRepeatedLiterals(b *testing.B) {
 					Shapes.String(s, nil)
 				}
 			})
+		}
+	}
+}
+
+// A token of a prefix whose length varies, longer than its format says,
+// and a Braintree token with its "$" escaped for a URL's query.
+func TestBareFormatEdges(t *testing.T) {
+	for in, want := range map[string]string{
+		"key: gsk_" + randomOf(rngFor(21), alnum, 57) + " end":                                                              "key: [REDACTED:groq-api-key] end",
+		"?t=access_token%24production%24" + randomOf(rngFor(22), alnum, 16) + "%24" + randomOf(rngFor(23), hexa, 32) + "&x": "?t=[REDACTED:braintree-access-token]&x",
+	} {
+		if got := Shapes.String(in, nil); got != want {
+			t.Errorf("String(%q)\n got %q\nwant %q", in, got, want)
 		}
 	}
 }
