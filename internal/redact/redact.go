@@ -170,9 +170,10 @@ type Redactor struct {
 
 // secretIndex holds the forms of the secret values by their first eight
 // bytes (every form is at least MinSecretLen long), behind a bit set of
-// their hashes: a bridge's audit writer knows every server's values, tens
-// of thousands of forms, and a position costs one probe of the bit set
-// however many there are.
+// their hashes with about sixteen bits a form: a bridge's audit writer
+// knows every server's values, tens of thousands of forms. A position costs
+// one probe of the bit set, and one in sixteen at most (more as forms share
+// heads with the text) a look in the map.
 type secretIndex struct {
 	byHead map[uint64][]trigger
 	bits   []uint64
@@ -266,12 +267,13 @@ var staticTriggers = sync.OnceValue(func() *pairIndex {
 func New(secrets ...string) *Redactor {
 	static := staticTriggers()
 	r := &Redactor{static: static, grams: static.grams, own: static.pairs}
+	// The secret values' forms stay out of the trigram set the shapes and
+	// rules share: thousands of forms would set most of its bits and send
+	// most positions to the slower tests. They have their own index of
+	// eight-byte heads, probed once a position.
 	var forms []trigger
 	for _, n := range secretNeedles(secrets) {
-		t := prepared(trigger{lit: n.lit, kind: n.kind, match: exact(len(n.lit))}, &r.grams)
-		bg := uint16(t.lit[0])<<8 | uint16(t.lit[1])
-		r.own[bg/64] |= 1 << (bg % 64)
-		forms = append(forms, t)
+		forms = append(forms, trigger{lit: n.lit, kind: n.kind, match: exact(len(n.lit))})
 	}
 	r.secrets = newSecretIndex(forms)
 	// One test of a position's three bytes looks for the gitleaks rules'
@@ -447,6 +449,13 @@ func (r *Redactor) scan(s string, spans []span, names bool, gl *matcher, memo *s
 	}
 	// Only a two-byte literal fits at the end.
 	spans = r.at(s, len(s)-2, gl, memo, spans, names)
+	if r.secrets.bits != nil {
+		for i := 0; i+MinSecretLen <= len(s); i++ {
+			if ts := r.secrets.at(s, i); ts != nil {
+				spans = try(s, i, ts, memo, spans, names)
+			}
+		}
+	}
 	return gl.done(s, spans)
 }
 
@@ -459,7 +468,7 @@ func (r *Redactor) at(s string, i int, gl *matcher, memo *scanMemo, spans []span
 	if g := r.static.byPair[uint16(s[i])<<8|uint16(s[i+1])]; g != 0 {
 		spans = try(s, i, r.static.groups[g-1], memo, spans, names)
 	}
-	return try(s, i, r.secrets.at(s, i), memo, spans, names)
+	return spans
 }
 
 // try appends the secrets that the triggers ts find at s[i:].

@@ -274,3 +274,23 @@ func FuzzStringNeverLeaks(f *testing.F) {
 		}
 	})
 }
+
+// However many Secret values a Redactor holds, the trigram test the shapes
+// and rules share stays as it is without them (so its throughput does): the
+// values' forms have their own index. And they are all still found.
+func TestManySecretValuesKeepTheSharedTrigrams(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	values := make([]string, 3000)
+	for i := range values {
+		values[i] = randomOf(rng, alnum, 20)
+	}
+	r := New(values...)
+	if r.grams != Shapes.grams || r.own != Shapes.own {
+		t.Fatal("the Secret values' forms changed the shared trigram or pair set")
+	}
+	for _, v := range values[:50] {
+		if got := r.String("x "+v+" y", nil); got != "x [REDACTED:secret] y" {
+			t.Fatalf("%q: %q", v, got)
+		}
+	}
+}
