@@ -3,33 +3,29 @@ package redact
 import "strings"
 
 // isCode says whether a value after a secret's name is a piece of program
-// or documentation rather than a secret, as in source code a server prints.
-// Only whole shapes count: a call ("os.Getenv(key)"), a composite literal
-// ("&Token{"), a generic type ("z.ZodOptional<z.ZodString>"), a reference
-// to a variable ("$AWS_SECRET", "${DB_PASSWORD}"), a placeholder
-// ("<string>", "changeme"), a URL (a token endpoint), a path, a URN, a
-// format verb, a comparison, roff markup, a selector of names
-// ("opts.ClientSecret") or a name ("passwordPath", "AZURE_TOKEN_CREDENTIALS").
-// A value holding a generated segment (letters mixed with digits, or a long
-// run of random letters) is never code, whatever syntax surrounds it: a
-// brace or a '$' inside a password does not make it a program.
+// or documentation rather than a secret, as in source code a server prints:
+// a call, a composite literal or a generic type ("os.Getenv(key)",
+// "&Token{", "z.ZodOptional<z.ZodString>"), a selector of names
+// ("opts.ClientSecret", "gen_ai.usage.prompt_tokens"), a URL (a token
+// endpoint), or a name ("passwordPath", "DelegationToken",
+// "AZURE_TOKEN_CREDENTIALS"), a placeholder or a reference ("<string>",
+// "$AWS_SECRET", "%v"), a comparison, roff markup, a path or a URN. A value
+// that reads as generated (see looksGenerated) is none of these, whatever
+// syntax it holds: a brace or a '$' inside a password does not make it a
+// program.
 func isCode(v string) bool {
-	if v == "" || hasGeneratedSegment(v) {
+	if v == "" || looksGenerated(v) {
 		return false
 	}
-	v = strings.TrimSuffix(v, ".") // the end of a sentence
-	if isCall(v) || isCompositeLiteral(v) || isGeneric(v) || isReference(v) || isPlaceholder(v) ||
-		isURL(v) || isPath(v) || strings.HasPrefix(v, "urn:") {
+	if strings.ContainsAny(v, "(){}[]<>") || strings.IndexByte("&*$/", v[0]) >= 0 || strings.HasPrefix(v, "urn:") {
 		return true
 	}
-	for _, syntax := range []string{"%v", "%s", "?.", "==", `\f`, `\-`} {
+	for _, syntax := range []string{"://", "%v", "%s", "?.", "==", `\f`, `\-`} {
 		if strings.Contains(v, syntax) {
 			return true
 		}
 	}
-	if len(v) > 1 && (v[0] == '&' || v[0] == '*') {
-		return isCode(v[1:]) // taking an address or dereferencing a pointer
-	}
+	v = strings.TrimSuffix(v, ".") // the end of a sentence
 	if namesASecret(v) {
 		return true
 	}
@@ -43,6 +39,23 @@ func isCode(v string) bool {
 		}
 	}
 	return len(parts) > 1 || isName(v)
+}
+
+// looksGenerated says whether v reads as generated rather than written: a
+// run of letters and digits in it does (hasGeneratedSegment), or digits
+// scattered among its letters in three runs or more with a high entropy
+// ("K#9v(Lm2]Qx7!zP4"; "sha256.Sum256(data)" has two).
+func looksGenerated(v string) bool {
+	if hasGeneratedSegment(v) {
+		return true
+	}
+	runs := 0
+	for i := 0; i < len(v); i++ {
+		if isDigit(v[i]) && (i == 0 || !isDigit(v[i-1])) {
+			runs++
+		}
+	}
+	return runs >= 3 && shannon(v) >= assignedSecretEntropy
 }
 
 // hasGeneratedSegment says whether a run of letters and digits in v reads
@@ -79,84 +92,6 @@ func generated(seg string) bool {
 		return true
 	}
 	return digitRuns == 0 && len(seg) >= 20 && shannon(seg) >= 4
-}
-
-// highEntropyMix says whether a body (a call's arguments, a literal's
-// fields) mixes letters and digits with a high entropy: a secret, not code.
-func highEntropyMix(body string) bool {
-	return strings.ContainsAny(body, "0123456789") &&
-		strings.ContainsAny(strings.ToLower(body), "abcdefghijklmnopqrstuvwxyz") &&
-		shannon(body) >= assignedSecretEntropy
-}
-
-// qualifiedName returns where a Go or JavaScript name, possibly qualified
-// ("os.Getenv", "z.ZodOptional"), that starts at v[0] ends, or 0 when none does.
-func qualifiedName(v string) int {
-	if v == "" || !(v[0] == '_' || v[0] >= 'a' && v[0] <= 'z' || v[0] >= 'A' && v[0] <= 'Z') {
-		return 0
-	}
-	return run(v, 1, func(b byte) bool { return isWordByte(b) || b == '.' })
-}
-
-// isCall says whether v is a whole call: a name, "(", arguments, ")".
-func isCall(v string) bool {
-	n := qualifiedName(v)
-	return n > 0 && n < len(v) && v[n] == '(' && strings.HasSuffix(v, ")") && !highEntropyMix(v[n+1:len(v)-1])
-}
-
-// isGeneric says whether v is a whole generic type: a name, "<", type
-// arguments, ">".
-func isGeneric(v string) bool {
-	n := qualifiedName(v)
-	return n > 0 && n < len(v) && v[n] == '<' && strings.HasSuffix(v, ">") && !highEntropyMix(v[n+1:len(v)-1])
-}
-
-// isCompositeLiteral says whether v opens a composite literal: "&Token{",
-// "Config{Name:" — a capitalised type name without digits, then "{".
-func isCompositeLiteral(v string) bool {
-	v = strings.TrimPrefix(v, "&")
-	if v == "" || v[0] < 'A' || v[0] > 'Z' {
-		return false
-	}
-	n := run(v, 1, func(b byte) bool { return isWordByte(b) && !isDigit(b) })
-	return n < len(v) && v[n] == '{' && !highEntropyMix(strings.TrimSuffix(v[n+1:], "}"))
-}
-
-// isReference says whether v is a whole reference to a variable in a shell,
-// a template or a manifest: "$NAME", "${NAME}", "$(NAME)", "$(cat file)".
-func isReference(v string) bool {
-	if len(v) < 2 || v[0] != '$' {
-		return false
-	}
-	body := v[1:]
-	for _, pair := range []string{"{}", "()"} {
-		if len(body) > 2 && body[0] == pair[0] && body[len(body)-1] == pair[1] {
-			return !highEntropyMix(body[1 : len(body)-1])
-		}
-	}
-	return run(body, 0, isWordByte) == len(body) && !highEntropyMix(body) && (body == strings.ToUpper(body) || body == strings.ToLower(body))
-}
-
-// isURL says whether v starts with a URL's scheme ("https://").
-func isURL(v string) bool {
-	n := run(v, 0, func(b byte) bool { return isAlnum(b) || b == '+' || b == '.' || b == '-' })
-	return n > 0 && strings.HasPrefix(v[n:], "://")
-}
-
-// isPath says whether v is a whole file path of name segments
-// ("/var/run/secrets/token", "./token.txt", "~/.aws/credentials").
-func isPath(v string) bool {
-	rest := v
-	for _, head := range []string{"~/", "./", "../", "/"} {
-		if strings.HasPrefix(v, head) {
-			rest = v[len(head):]
-			break
-		}
-	}
-	if rest == v {
-		return false
-	}
-	return run(rest, 0, func(b byte) bool { return isWordByte(b) || b == '.' || b == '-' || b == '/' }) == len(rest)
 }
 
 // namesASecret says whether v is a name, a header or a path that says what
@@ -225,26 +160,10 @@ var placeholders = map[string]bool{
 	"xxxxx": true, "xxxxxx": true, "xxxxxxxx": true, "token": true,
 }
 
-// isPlaceholder says whether a password is documentation's: a placeholder
-// word, bare or in a template's or markup's brackets ("<password>",
-// "[:password]", roff's "\fIpassword\fR"), a mask ("****"), a reference to a
-// variable ("${DB_PASSWORD}") or "<" words ">" ("<your-token>"). Only whole
-// shapes: a bracket or a '$' inside a generated value leaves it a secret.
+// isPlaceholder says whether a URL's password is documentation's: a
+// placeholder word, or a template's or markup's syntax ("<password>",
+// "${DB_PASSWORD}", "[:password]", roff's "\fIpassword\fR") around a value
+// that does not read as generated ("S3cr$t9xQw7z" is a password).
 func isPlaceholder(v string) bool {
-	if v == "" || hasGeneratedSegment(v) {
-		return false
-	}
-	if strings.Trim(v, "*") == "" || isReference(v) {
-		return true
-	}
-	if len(v) > 2 && v[0] == '<' && v[len(v)-1] == '>' &&
-		run(v, 1, func(b byte) bool { return isAlnum(b) || strings.IndexByte("_- .", b) >= 0 }) == len(v)-1 {
-		return true
-	}
-	word := v
-	for _, roff := range []string{`\fI`, `\fB`, `\fR`, `\fP`} {
-		word = strings.ReplaceAll(word, roff, "")
-	}
-	word = strings.Trim(word, "[]<>{}:")
-	return placeholders[strings.ToLower(word)]
+	return placeholders[strings.ToLower(v)] || strings.ContainsAny(v, `[]\<>{}$*`) && !looksGenerated(v)
 }
