@@ -162,10 +162,13 @@ type trigger struct {
 // Redactor redacts the known credential shapes and a fixed set of secret
 // values. It is immutable and safe for concurrent use.
 type Redactor struct {
-	static  *pairIndex // the shapes and bare formats, shared by every Redactor
-	grams   gramSet    // the first three bytes of every literal and gitleaks keyword
-	own     pairSet    // the first two bytes of every literal
-	secrets secretIndex
+	static *pairIndex // the shapes and bare formats, shared by every Redactor
+	grams  gramSet    // the first three bytes of every literal and gitleaks keyword
+	// secretGrams are the first three bytes of the secret values' forms:
+	// a position whose three bytes start none skips their index.
+	secretGrams gramSet
+	own         pairSet // the first two bytes of every literal
+	secrets     secretIndex
 }
 
 // secretIndex holds the forms of the secret values by their first eight
@@ -274,6 +277,7 @@ func New(secrets ...string) *Redactor {
 	var forms []trigger
 	for _, n := range secretNeedles(secrets) {
 		forms = append(forms, trigger{lit: n.lit, kind: n.kind, match: exact(len(n.lit))})
+		r.secretGrams.add(n.lit, false, nil)
 	}
 	r.secrets = newSecretIndex(forms)
 	// One test of a position's three bytes looks for the gitleaks rules'
@@ -443,19 +447,18 @@ func (r *Redactor) scan(s string, spans []span, names bool, gl *matcher, memo *s
 	x := uint32(s[0])<<8 | uint32(s[1])
 	for i := 2; i < len(s); i++ {
 		x = (x<<8 | uint32(s[i])) & 0xffffff
-		if h := x * gramMul >> (32 - gramBits); r.grams[h/64]&(1<<(h%64)) != 0 {
+		h := x * gramMul >> (32 - gramBits)
+		if r.grams[h/64]&(1<<(h%64)) != 0 {
 			spans = r.at(s, i-2, gl, memo, spans, names)
+		}
+		if r.secretGrams[h/64]&(1<<(h%64)) != 0 {
+			if ts := r.secrets.at(s, i-2); ts != nil {
+				spans = try(s, i-2, ts, memo, spans, names)
+			}
 		}
 	}
 	// Only a two-byte literal fits at the end.
 	spans = r.at(s, len(s)-2, gl, memo, spans, names)
-	if r.secrets.bits != nil {
-		for i := 0; i+MinSecretLen <= len(s); i++ {
-			if ts := r.secrets.at(s, i); ts != nil {
-				spans = try(s, i, ts, memo, spans, names)
-			}
-		}
-	}
 	return gl.done(s, spans)
 }
 
