@@ -165,7 +165,7 @@ test: envtest-assets peers $(HELM) $(KUSTOMIZE) helm-lint ## Run every test suit
 
 # FUZZTIME bounds each fuzz target's run beyond its committed corpus
 # (testdata/fuzz): redaction (secret values, tokens of known shapes, the
-# bare-token corpus in every wrapping), invisible characters, the output
+# bare-token corpus in every wrapping, a Secret value in each encoding), invisible characters, the output
 # pipeline, the argument preview, digests' canonical JSON against its
 # reference. A count of inputs, not a duration: with a duration, Go 1.26's
 # fuzzing coordinator can report its own deadline as a failure when a
@@ -179,6 +179,7 @@ fuzz: ## Run the redaction, output-pipeline and canonical-JSON fuzz targets for 
 	go test ./internal/redact -run '^$$' -fuzz '^FuzzStringNeverLeaks$$' -fuzztime $(FUZZTIME)
 	go test ./internal/redact -run '^$$' -fuzz '^FuzzJSONNeverLeaksSecret$$' -fuzztime $(FUZZTIME)
 	go test ./internal/redact -run '^$$' -fuzz '^FuzzBareTokensNeverLeak$$' -fuzztime $(FUZZTIME)
+	go test ./internal/redact -run '^$$' -fuzz '^FuzzEncodedSecretNeverLeaks$$' -fuzztime $(FUZZTIME)
 	go test ./internal/mcp/invisible -run '^$$' -fuzz '^FuzzStrip$$' -fuzztime $(FUZZTIME)
 	go test ./internal/mcpbridge/output -run '^$$' -fuzz '^FuzzPipeline$$' -fuzztime $(FUZZTIME)
 	go test ./internal/audit -run '^$$' -fuzz '^FuzzStructurePreview$$' -fuzztime $(FUZZTIME)
