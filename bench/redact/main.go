@@ -22,8 +22,9 @@
 //
 // It checks the targets and exits 1 on a miss: the redactor's recall >= 99
 // %, the bare-format detector's false positives <= 1 per million lines (the
-// whole redactor's are printed, not gated), >= 200 MB/s (cpu) on 10 MiB,
-// with 2 Secret values and with 3,000.
+// whole redactor's are printed, not gated), >= 200 MB/s (cpu) on 10 MiB with
+// 2 Secret values (a server's own; the figure with 3,000, the audit
+// writer's, is printed, not gated).
 //
 // It is its own module, so that gitleaks (the detector compared against)
 // never enters the operator's dependencies. Run it with `make bench-redact`.
@@ -142,10 +143,10 @@ func main() {
 			pass := got >= 200
 			ok = ok && pass
 			fmt.Printf("  target >= 200 MB/s (cpu) on 10 MiB: %.1f MB/s: %s\n", got, benchutil.Verdict(pass))
-			many := mbps(in.bytes, medians[3].cpu)
-			passMany := many >= 200
-			ok = ok && passMany
-			fmt.Printf("  target >= 200 MB/s (cpu) on 10 MiB with 3,000 Secret values: %.1f MB/s: %s\n", many, benchutil.Verdict(passMany))
+			// Reported, not gated: a bridge answer is scanned with its own
+			// server's few values; only the audit writer's redactor holds every
+			// server's, and its cost is the figure to watch.
+			fmt.Printf("  on 10 MiB with 3,000 Secret values (the audit writer's case; no target): %.1f MB/s (cpu)\n", mbps(in.bytes, medians[3].cpu))
 			if found[0] < planted {
 				fmt.Printf("  the new redactor found %d of the %d planted secrets: FAIL\n", found[0], planted)
 				ok = false
