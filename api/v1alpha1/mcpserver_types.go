@@ -846,7 +846,8 @@ type PromptStatus struct {
 // SkillStatus is one skill the server serves.
 type SkillStatus struct {
 	// name is the namespaced skill name: mcp.<server>.<skill path>, the
-	// path being that of the skill's URI (acme/billing/refunds).
+	// path being that of the skill's URI with '.' for '/' (a skill at
+	// skill://acme/billing/refunds/SKILL.md is mcp.<server>.acme.billing.refunds).
 	// +required
 	// +kubebuilder:validation:MaxLength=512
 	Name string `json:"name"`

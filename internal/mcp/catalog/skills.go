@@ -23,8 +23,10 @@ const (
 
 // Skill is one skill a server serves (an entry of skills/list or skills/get).
 type Skill struct {
-	// Name is the namespaced name mcp.<server>.<skill path>: the path is
-	// unique within a server where the frontmatter name need not be.
+	// Name is the namespaced name mcp.<server>.<skill path> with the path's
+	// '/' written '.' (acme/billing/refunds: mcp.<server>.acme.billing.refunds),
+	// so policy globs match skills as they match tools. The path is unique
+	// within a server where the frontmatter name need not be.
 	Name string `json:"name"`
 	// Path is the skill path of the URI (acme/billing/refunds); its last
 	// segment is the frontmatter name.
@@ -63,7 +65,10 @@ func (s Skill) File(uri string) (SkillFile, bool) {
 	return s.Files[i], true
 }
 
-var fileDigest = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+var (
+	fileDigest   = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+	skillSegment = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+)
 
 // ParseSkill reads one skill entry for server. An entry the bridge could
 // not verify is an error: one with "dynamic" resources (no digests to bind
@@ -85,6 +90,12 @@ func ParseSkill(server string, raw json.RawMessage) (Skill, error) {
 	if len(path) > maxSkillPathLen {
 		return Skill{}, fmt.Errorf("skill path must be at most %d bytes", maxSkillPathLen)
 	}
+	for _, seg := range strings.Split(path, "/") {
+		if !skillSegment.MatchString(seg) {
+			// A '.' in a segment would make two paths share a name.
+			return Skill{}, fmt.Errorf("skill path segment %q cannot be part of a name: use letters, digits, '_' and '-'", seg)
+		}
+	}
 	var name, description string
 	if json.Unmarshal(e.Frontmatter["name"], &name) != nil || name == "" {
 		return Skill{}, errors.New("skill frontmatter has no name")
@@ -105,7 +116,7 @@ func ParseSkill(server string, raw json.RawMessage) (Skill, error) {
 	if len(files) > MaxSkillFiles {
 		return Skill{}, fmt.Errorf("skill has %d files, over the limit of %d", len(files), MaxSkillFiles)
 	}
-	s := Skill{Name: toolname.Namespaced(server, path), Path: path, URI: e.URI, Description: description, Files: files}
+	s := Skill{Name: toolname.Namespaced(server, strings.ReplaceAll(path, "/", ".")), Path: path, URI: e.URI, Description: description, Files: files}
 	seen := map[string]bool{}
 	for _, f := range files {
 		switch {

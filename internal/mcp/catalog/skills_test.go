@@ -21,6 +21,7 @@ func TestParseSkill(t *testing.T) {
 		{"file outside", `{"uri":"skill://b/SKILL.md","frontmatter":{"name":"b","description":"d"},"resources":[{"uri":"skill://c/x","digest":"` + okDigest + `","size":1}]}`, "outside the skill"},
 		{"bad digest", `{"uri":"skill://b/SKILL.md","frontmatter":{"name":"b","description":"d"},"resources":[{"uri":"skill://b/SKILL.md","digest":"sha256:ABC","size":1}]}`, "digest is not"},
 		{"over the byte limit", `{"uri":"skill://b/SKILL.md","frontmatter":{"name":"b","description":"d"},"resources":[{"uri":"skill://b/SKILL.md","digest":"` + okDigest + `","size":16777217}]}`, "over the limit"},
+		{"dot in a path segment", `{"uri":"skill://v1.2/b/SKILL.md","frontmatter":{"name":"b","description":"d"},"resources":[]}`, "cannot be part of a name"},
 		{"not an object", `[1]`, "malformed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -28,7 +29,7 @@ func TestParseSkill(t *testing.T) {
 			switch {
 			case tc.err == "" && err != nil:
 				t.Fatalf("ParseSkill: %v", err)
-			case tc.err == "" && (s.Name != "mcp.srv.a/b" || !strings.HasPrefix(s.Digest, "sha256:")):
+			case tc.err == "" && (s.Name != "mcp.srv.a.b" || !strings.HasPrefix(s.Digest, "sha256:")):
 				t.Fatalf("skill %+v", s)
 			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
 				t.Fatalf("error %v, want one saying %q", err, tc.err)

@@ -28,7 +28,7 @@ func TestProbeFindsSkills(t *testing.T) {
 		t.Fatalf("skills %+v, rejected %+v; want 2 and none", res.Skills, res.RejectedSkills)
 	}
 	refunds := res.Skills[0]
-	if refunds.Name != "mcp.skills.acme/billing/refunds" || refunds.URI != "skill://acme/billing/refunds/SKILL.md" || refunds.Description != "Process refunds per policy" {
+	if refunds.Name != "mcp.skills.acme.billing.refunds" || refunds.URI != "skill://acme/billing/refunds/SKILL.md" || refunds.Description != "Process refunds per policy" {
 		t.Errorf("first skill %+v", refunds)
 	}
 	email, ok := refunds.File("skill://acme/billing/refunds/examples/email.md")
