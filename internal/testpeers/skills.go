@@ -34,7 +34,7 @@ type SkillsServer struct {
 type peerSkill struct {
 	description string
 	files       map[string]string // content by path within the skill
-	listed      map[string]string // digest the entry states, by path, when it lies
+	listed      map[string]string // content the entry describes, by path, when it lies
 }
 
 // StartSkillsServer serves skills (skill path -> description) whose only
@@ -61,13 +61,14 @@ func (s *SkillsServer) SetFile(skill, path, content string) {
 	delete(s.skills[skill].listed, path)
 }
 
-// Tamper changes a file's content but not the digest its entry states.
+// Tamper changes a file's content but not the digest and size its entry
+// states.
 func (s *SkillsServer) Tamper(skill, path, content string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sk := s.skills[skill]
 	if _, lying := sk.listed[path]; !lying {
-		sk.listed[path] = Digest(sk.files[path])
+		sk.listed[path] = sk.files[path]
 	}
 	sk.files[path] = content
 }
@@ -88,11 +89,11 @@ func (s *SkillsServer) entry(path string) map[string]any {
 	slices.Sort(files)
 	resources := []map[string]any{}
 	for _, f := range files {
-		digest, lying := sk.listed[f]
+		described, lying := sk.listed[f]
 		if !lying {
-			digest = Digest(sk.files[f])
+			described = sk.files[f]
 		}
-		resources = append(resources, map[string]any{"uri": "skill://" + path + "/" + f, "digest": digest, "size": len(sk.files[f])})
+		resources = append(resources, map[string]any{"uri": "skill://" + path + "/" + f, "digest": Digest(described), "size": len(described)})
 	}
 	return map[string]any{
 		"uri":         "skill://" + path + "/SKILL.md",

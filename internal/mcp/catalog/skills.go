@@ -70,6 +70,32 @@ var (
 	skillSegment = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 )
 
+// SkillPath is the skill path of the URI of a skill's SKILL.md
+// (skill://acme/billing/refunds/SKILL.md: acme/billing/refunds), or why it
+// has none a name can be made of.
+func SkillPath(uri string) (string, error) {
+	root, ok := strings.CutSuffix(uri, "/SKILL.md")
+	scheme, path, hasScheme := strings.Cut(root, "://")
+	if !ok || !hasScheme || scheme == "" || path == "" {
+		return "", fmt.Errorf("skill uri %q is not <scheme>://<skill path>/SKILL.md", uri)
+	}
+	if len(path) > maxSkillPathLen {
+		return "", fmt.Errorf("skill path must be at most %d bytes", maxSkillPathLen)
+	}
+	for _, seg := range strings.Split(path, "/") {
+		if !skillSegment.MatchString(seg) {
+			// A '.' in a segment would make two paths share a name.
+			return "", fmt.Errorf("skill path segment %q cannot be part of a name: use letters, digits, '_' and '-'", seg)
+		}
+	}
+	return path, nil
+}
+
+// SkillName is the namespaced name of a skill at path on server.
+func SkillName(server, path string) string {
+	return toolname.Namespaced(server, strings.ReplaceAll(path, "/", "."))
+}
+
 // ParseSkill reads one skill entry for server. An entry the bridge could
 // not verify is an error: one with "dynamic" resources (no digests to bind
 // to), one without SKILL.md in its manifest, one over the limits.
@@ -82,20 +108,11 @@ func ParseSkill(server string, raw json.RawMessage) (Skill, error) {
 	if err := json.Unmarshal(raw, &e); err != nil {
 		return Skill{}, fmt.Errorf("malformed skill: %w", err)
 	}
-	root, ok := strings.CutSuffix(e.URI, "/SKILL.md")
-	scheme, path, hasScheme := strings.Cut(root, "://")
-	if !ok || !hasScheme || scheme == "" || path == "" || strings.HasSuffix(path, "/") {
-		return Skill{}, fmt.Errorf("skill uri %q is not <scheme>://<skill path>/SKILL.md", e.URI)
+	path, err := SkillPath(e.URI)
+	if err != nil {
+		return Skill{}, err
 	}
-	if len(path) > maxSkillPathLen {
-		return Skill{}, fmt.Errorf("skill path must be at most %d bytes", maxSkillPathLen)
-	}
-	for _, seg := range strings.Split(path, "/") {
-		if !skillSegment.MatchString(seg) {
-			// A '.' in a segment would make two paths share a name.
-			return Skill{}, fmt.Errorf("skill path segment %q cannot be part of a name: use letters, digits, '_' and '-'", seg)
-		}
-	}
+	root := strings.TrimSuffix(e.URI, "/SKILL.md")
 	var name, description string
 	if json.Unmarshal(e.Frontmatter["name"], &name) != nil || name == "" {
 		return Skill{}, errors.New("skill frontmatter has no name")
@@ -116,7 +133,7 @@ func ParseSkill(server string, raw json.RawMessage) (Skill, error) {
 	if len(files) > MaxSkillFiles {
 		return Skill{}, fmt.Errorf("skill has %d files, over the limit of %d", len(files), MaxSkillFiles)
 	}
-	s := Skill{Name: toolname.Namespaced(server, strings.ReplaceAll(path, "/", ".")), Path: path, URI: e.URI, Description: description, Files: files}
+	s := Skill{Name: SkillName(server, path), Path: path, URI: e.URI, Description: description, Files: files}
 	seen := map[string]bool{}
 	for _, f := range files {
 		switch {
