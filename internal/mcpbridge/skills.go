@@ -13,6 +13,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/catalog"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
@@ -54,7 +55,7 @@ func (b *Bridge) listSkills(rq *request) *jsonrpc.Message {
 			if eng.DecideSkill(rq.id.Subject, get).Decision != v1alpha1.DecisionAllow {
 				continue
 			}
-			items = append(items, skillEntry(rq, s, raw, sk))
+			items = append(items, b.skillEntry(rq, s, raw, sk))
 		}
 	}
 	out := rawjson.Set([]byte(`{"resultType":"complete"}`), "skills", rawjson.AppendArray(nil, items))
@@ -111,7 +112,7 @@ func (g *skillGet) forward(b *Bridge, x *exchange) *jsonrpc.Message {
 	}
 	sum := sha256.Sum256(raw)
 	_, _ = b.audit(rq, audit.ResourceFetched{Server: s.Name, URI: g.uri, SizeBytes: len(raw), ContentHash: "sha256:" + hex.EncodeToString(sum[:]), ToolCallID: x.id})
-	out := rawjson.Set([]byte(`{"resultType":"complete"}`), "skill", skillEntry(rq, s, raw, sk))
+	out := rawjson.Set([]byte(`{"resultType":"complete"}`), "skill", b.skillEntry(rq, s, raw, sk))
 	return rpcResult(rq, withCacheHints(rq, out, newFreshness(), scopePrivate))
 }
 
@@ -151,8 +152,13 @@ func (b *Bridge) publishedSkill(s *routes.Server, raw json.RawMessage) (catalog.
 }
 
 // skillEntry is a live entry in the caller's view: on /mcp every URI is
-// the bridge's mcp://<server>/<uri>, so reads reach the right server.
-func skillEntry(rq *request, s *routes.Server, raw json.RawMessage, sk catalog.Skill) []byte {
+// the bridge's mcp://<server>/<uri>, so reads reach the right server. The
+// frontmatter is the server's output, cleaned as a listing is (as SKILL.md
+// itself is when read).
+func (b *Bridge) skillEntry(rq *request, s *routes.Server, raw json.RawMessage, sk catalog.Skill) []byte {
+	if clean, _, err := output.JSON(b.redactor(s), "skills", raw); err == nil {
+		raw = clean
+	}
 	if rq.endpoint != "" {
 		return raw
 	}
