@@ -85,7 +85,7 @@ const (
 // ToolPolicySpec says which subjects may use which tools, resources and prompts
 // of the MCP servers in the policy's namespace.
 //
-// +kubebuilder:validation:XValidation:rule="has(self.rules) || has(self.resources) || has(self.prompts)",message="a ToolPolicy needs at least one of rules, resources or prompts"
+// +kubebuilder:validation:XValidation:rule="has(self.rules) || has(self.resources) || has(self.prompts) || has(self.skills)",message="a ToolPolicy needs at least one of rules, resources, prompts or skills"
 type ToolPolicySpec struct {
 	// subjects the policy applies to. They may come from any namespace.
 	// +required
@@ -270,7 +270,7 @@ type SkillRule struct {
 	// decision for the skills the rule matches: allow or deny (a skill is
 	// loaded by an agent's host, which has no call to hold for a question).
 	// +required
-	// +kubebuilder:validation:Enum=allow;deny
+	// +kubebuilder:validation:XValidation:rule="self != 'ask'",message="a skill rule decides allow or deny, not ask"
 	Decision Decision `json:"decision"`
 }
 
