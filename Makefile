@@ -166,12 +166,12 @@ test: envtest-assets peers $(HELM) $(KUSTOMIZE) helm-lint ## Run every test suit
 
 # FUZZTIME bounds each fuzz target's run beyond its committed corpus
 # (testdata/fuzz): redaction (secret values, tokens of known shapes, the
-# bare-token corpus in every wrapping), invisible characters, the output
+# bare-token corpus in every wrapping, a Secret value in each encoding), invisible characters, the output
 # pipeline, the argument preview, digests' canonical JSON against its
 # reference. A count of inputs, not a duration: with a duration, Go 1.26's
 # fuzzing coordinator can report its own deadline as a failure when a
-# loaded machine keeps a worker busy at the end (go.dev/issue/75804, fixed
-# in Go 1.27); a count has no deadline to race. About 2-8 s each on a quiet
+# loaded machine keeps a worker busy at the end (fixed in Go 1.27); a
+# count has no deadline to race. About 2-8 s each on a quiet
 # machine.
 FUZZTIME ?= 40000x
 
@@ -180,6 +180,7 @@ fuzz: ## Run the redaction, output-pipeline and canonical-JSON fuzz targets for 
 	go test ./internal/redact -run '^$$' -fuzz '^FuzzStringNeverLeaks$$' -fuzztime $(FUZZTIME)
 	go test ./internal/redact -run '^$$' -fuzz '^FuzzJSONNeverLeaksSecret$$' -fuzztime $(FUZZTIME)
 	go test ./internal/redact -run '^$$' -fuzz '^FuzzBareTokensNeverLeak$$' -fuzztime $(FUZZTIME)
+	go test ./internal/redact -run '^$$' -fuzz '^FuzzEncodedSecretNeverLeaks$$' -fuzztime $(FUZZTIME)
 	go test ./internal/mcp/invisible -run '^$$' -fuzz '^FuzzStrip$$' -fuzztime $(FUZZTIME)
 	go test ./internal/mcpbridge/output -run '^$$' -fuzz '^FuzzPipeline$$' -fuzztime $(FUZZTIME)
 	go test ./internal/audit -run '^$$' -fuzz '^FuzzStructurePreview$$' -fuzztime $(FUZZTIME)
@@ -249,7 +250,7 @@ bench-redact: ## Redaction of a 10 MiB and a 2 KB result against gitleaks' rules
 	cd bench/redact && go run .
 
 .PHONY: bench-search
-bench-search: ## Tool search on real servers' tool lists: recall@5 and MRR on the query set, tokens before the first call (whole catalog against search) and find latency on 800 tools; exits 1 on a missed target.
+bench-search: ## Tool search on real servers' tool lists: recall@5 and MRR on the tuning and the held-out query sets, tokens before the first call (whole catalog against search) and in-process find latency on 800 tools; exits 1 on a missed target or a missing reading.
 	cd bench/search && go run .
 
 .PHONY: bench-policy

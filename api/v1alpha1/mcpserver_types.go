@@ -50,6 +50,18 @@ const (
 // that gave up after too many crashes. Any new value counts.
 const RestartAnnotation = "mcp-operator.dev/restart"
 
+// SleepAnnotation on an MCPServer puts a workload server to sleep by hand:
+// its value is an RFC 3339 time, and the server sleeps when that time is
+// newer than the last activity its activity Lease records (`kubectl mcp
+// sleep` sets it to now). A later call or `kubectl mcp wake` wakes it.
+const SleepAnnotation = "mcp-operator.dev/sleep"
+
+// ActivityLeaseSuffix names a server's activity Lease: <server>-activity, in
+// the server's namespace. Bridge replicas write its spec.renewTime when the
+// server is used; the controller reads it to put the server to sleep and to
+// wake it.
+const ActivityLeaseSuffix = "-activity"
+
 // ServerLabel is set on every object the controller creates for a server; its
 // value is the MCPServer's name.
 const ServerLabel = "mcp-operator.dev/server"
@@ -85,6 +97,13 @@ const (
 	ReasonPermanentlyFailed = "PermanentlyFailed"
 	// ReasonSuspended: spec.suspend is true.
 	ReasonSuspended = "Suspended"
+	// ReasonSleeping: the server had no activity for spec.workload.idle (or
+	// was put to sleep by hand); its pod is gone, its catalog stays
+	// published, and the next call wakes it.
+	ReasonSleeping = "Sleeping"
+	// ReasonWaking: a call (or `kubectl mcp wake`) woke a sleeping server;
+	// its pod is starting and the catalog stays published.
+	ReasonWaking = "Waking"
 	// ReasonInvalidTools: some tools broke the naming or schema rules and were
 	// left out.
 	ReasonInvalidTools = "InvalidTools"
@@ -253,6 +272,15 @@ type Workload struct {
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:XValidation:rule="self.all(v, has(v.configMap) || has(v.csi) || has(v.downwardAPI) || has(v.emptyDir) || has(v.ephemeral) || has(v.persistentVolumeClaim) || has(v.projected) || has(v.secret))",message="server pods run under the restricted Pod Security Standard: a volume must be one of configMap, csi, downwardAPI, emptyDir, ephemeral, persistentVolumeClaim, projected or secret"
 	Volumes []corev1.Volume `json:"volumes,omitempty"`
+
+	// idle is how long the server may go without activity (a call, a list, a
+	// read, an open agent session or subscription on any bridge replica)
+	// before the controller removes its pod. The server then sleeps: Ready is
+	// False with reason Sleeping, its catalog stays published, and the next
+	// call wakes it. Unset: the server never sleeps on its own.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="idle must be at least 1s"
+	Idle *metav1.Duration `json:"idle,omitempty"`
 
 	// volumeMounts of the server's container. The root filesystem is read-only
 	// unless securityContext says otherwise: mount an emptyDir where the server
@@ -651,9 +679,17 @@ type MCPServerStatus struct {
 	// +optional
 	Restarts RestartStatus `json:"restarts,omitzero"`
 
-	// lastProbeTime is when the server was last probed successfully.
+	// lastProbeTime is when a probe last succeeded, as of the last status
+	// write: it is refreshed with any other change of status and otherwise
+	// at most once an hour, so an idle server costs no writes. The exact
+	// time is the controller's metric
+	// mcp_operator_server_last_probe_success_timestamp_seconds.
 	// +optional
 	LastProbeTime *metav1.Time `json:"lastProbeTime,omitempty"`
+
+	// sleepingSince is when the server fell asleep; unset while it is awake.
+	// +optional
+	SleepingSince *metav1.Time `json:"sleepingSince,omitempty"`
 }
 
 // Endpoint is where the bridge reaches a server.
@@ -942,6 +978,7 @@ type RestartStatus struct {
 // +kubebuilder:printcolumn:name="Transport",type=string,JSONPath=`.spec.transport`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Asleep",type=date,JSONPath=`.status.sleepingSince`
 // +kubebuilder:printcolumn:name="Tools",type=integer,JSONPath=`.status.toolCount`
 // +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restarts.total`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -57,6 +58,7 @@ func serveController(listen string, workers int) error {
 	cfg.QPS, cfg.Burst = controller.DefaultAPIQPS, controller.DefaultAPIBurst
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 testenv.Scheme(),
+		Cache:                  cache.Options{ByObject: controller.CacheByObject()},
 		Metrics:                metricsserver.Options{BindAddress: "0"}, // read from the registry below
 		HealthProbeBindAddress: "0",
 	})

@@ -19,8 +19,12 @@
 // its CPU per server, its heap with N servers Ready and, in steady state, the
 // CPU of N servers' periodic probes, and whether the targets hold: all Ready
 // within 2x the baseline, at most 30 KB of heap per Ready server, and the
-// busiest second of periodic probes at most 2x the mean. Everything is
-// deleted between rounds (N defaults to 1,000).
+// busiest second of periodic probes at most 2x the mean; and at rest, with
+// only periodic probes running, at most 0.01 status writes and 0.01 watch
+// events (what a watcher of MCPServers, the bridge, receives) per probe and at
+// most 5 ms of API server and etcd CPU per server per minute. It exits
+// non-zero when a target is missed. Everything is deleted between rounds
+// (N defaults to 1,000).
 // Run it with `make bench-controller`.
 package main
 
@@ -38,6 +42,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -105,6 +110,7 @@ type ctlRound struct {
 	idleCPU, idleAPICPU       time.Duration
 	idleProbes, idleFailures  int64
 	idlePatches, idleRequests float64
+	idleWatchEvents           int64
 	peakProbesPerSecond       int64
 	reconcileErrors, failures float64
 }
@@ -174,7 +180,9 @@ func run(cfg config) (err error) {
 		}
 		fmt.Printf("round %d: baseline %s, controller %s (%.2fx)\n", r+1, bases[r].total.Round(time.Millisecond), ctls[r].total.Round(time.Millisecond), ratio(ctls[r].total, bases[r].total))
 	}
-	report(cfg, bases, ctls)
+	if !report(cfg, bases, ctls) {
+		return fmt.Errorf("a target was missed")
+	}
 	return nil
 }
 
@@ -333,7 +341,12 @@ func (b *bench) controller(ctx context.Context) (ctlRound, error) {
 	}
 
 	// Steady state: only periodic probes run. Sampling the probe counter
-	// every second shows whether they bunch up.
+	// every second shows whether they bunch up; a watch of the servers, as
+	// the bridge keeps one, counts what the probes make every watcher see.
+	events, err := b.countWatchEvents(ctx, ctlNS)
+	if err != nil {
+		return out, err
+	}
 	cpu1, api1 := benchutil.CPU(pid), apiServerCPU()
 	last := settled.Probes
 	for range int(b.idle / time.Second) {
@@ -346,6 +359,7 @@ func (b *bench) controller(ctx context.Context) (ctlRound, error) {
 		last = s.Probes
 	}
 	out.idleCPU, out.idleAPICPU = benchutil.CPU(pid)-cpu1, apiServerCPU()-api1
+	out.idleWatchEvents = events()
 	after, err := b.read(false)
 	if err != nil {
 		return out, err
@@ -360,6 +374,35 @@ func (b *bench) controller(ctx context.Context) (ctlRound, error) {
 		return out, err
 	}
 	return out, b.quiet()
+}
+
+// countWatchEvents watches the MCPServers of ns from now on, as any watcher
+// of MCPServers (the bridge) does; the returned function stops the watch and
+// says how many events it delivered.
+func (b *bench) countWatchEvents(ctx context.Context, ns string) (func() int64, error) {
+	var list mcpv1alpha1.MCPServerList
+	if err := b.c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	wi, err := b.c.Watch(ctx, &mcpv1alpha1.MCPServerList{}, client.InNamespace(ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
+	if err != nil {
+		return nil, err
+	}
+	var n atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range wi.ResultChan() {
+			if ev.Type != watch.Bookmark {
+				n.Add(1)
+			}
+		}
+	}()
+	return func() int64 {
+		wi.Stop()
+		<-done
+		return n.Load()
+	}, nil
 }
 
 // createAll creates the servers with b.workers concurrent clients, each
@@ -549,11 +592,13 @@ func (b *bench) read(heap bool) (stats, error) {
 	return s, json.NewDecoder(resp.Body).Decode(&s)
 }
 
-func report(cfg config, bases []baseRound, ctls []ctlRound) {
+// report prints the rounds side by side and reports whether every target
+// was met.
+func report(cfg config, bases []baseRound, ctls []ctlRound) bool {
 	n := float64(cfg.servers)
 	var baseLat, ctlLat []time.Duration
 	var baseTotal, ctlTotal, baseAPI, ctlAPI, cpu, idleCPU, idleAPI []time.Duration
-	var recs, probes, heapReady, heapPer, idleProbes, idlePatches, peak, failures, errs []float64
+	var recs, probes, heapReady, heapPer, idleProbes, idlePatches, idleEvents, peak, failures, errs []float64
 	reqs := map[string][]float64{}
 	for _, r := range bases {
 		baseLat = append(baseLat, r.latencies...)
@@ -575,6 +620,7 @@ func report(cfg config, bases []baseRound, ctls []ctlRound) {
 		heapPer = append(heapPer, (float64(r.heapReady)-float64(r.heapEmpty))/n)
 		idleProbes = append(idleProbes, float64(r.idleProbes))
 		idlePatches = append(idlePatches, r.idlePatches/max(float64(r.idleProbes), 1))
+		idleEvents = append(idleEvents, float64(r.idleWatchEvents))
 		peak = append(peak, float64(r.peakProbesPerSecond))
 		for m, v := range r.requests {
 			reqs[m] = append(reqs[m], v/n)
@@ -609,10 +655,12 @@ func report(cfg config, bases []baseRound, ctls []ctlRound) {
 	fmt.Printf("\nsteady state, %s idle with %d servers Ready (probe interval %s):\n", cfg.idle, cfg.servers, cfg.interval)
 	fmt.Printf("  probes %.0f (peak %.0f in one second, mean %.1f/s), failed probes and reconcile errors over all rounds: %.0f, %.0f\n",
 		benchutil.Median(idleProbes), benchutil.Median(peak), benchutil.Median(idleProbes)/cfg.idle.Seconds(), sum(failures), sum(errs))
-	fmt.Printf("  controller CPU %s per server per minute, %s per probe; status writes per probe %.2f\n",
+	fmt.Printf("  controller CPU %s per server per minute, %s per probe; status writes per probe %.3f\n",
 		us(perMin(medianD(idleCPU))), us(medianD(idleCPU)/time.Duration(max(benchutil.Median(idleProbes), 1))), benchutil.Median(idlePatches))
 	fmt.Printf("  API server + etcd CPU %s per server per minute, %s per probe\n",
 		us(perMin(medianD(idleAPI))), us(medianD(idleAPI)/time.Duration(max(benchutil.Median(idleProbes), 1))))
+	fmt.Printf("  watch events a watcher of the servers got: %.0f (%.3f per probe)\n",
+		benchutil.Median(idleEvents), benchutil.Median(idleEvents)/max(benchutil.Median(idleProbes), 1))
 
 	r := float64(medianD(ctlTotal)) / float64(medianD(baseTotal))
 	fmt.Printf("\nsummary: %d servers Ready in %s through the controller vs %s for the bare API work (%.2fx); p50/p99 create→Ready %s/%s; %.2f reconciles and %s controller CPU per server; heap %.1f MB (%.1f KB/server); idle %s CPU per server per minute at a %s probe interval\n",
@@ -621,8 +669,15 @@ func report(cfg config, bases []baseRound, ctls []ctlRound) {
 
 	// The targets, each as measured / target.
 	mean := benchutil.Median(idleProbes) / cfg.idle.Seconds()
+	writes, idleAPIPerMin := benchutil.Median(idlePatches), perMin(medianD(idleAPI))
+	eventsPerProbe := benchutil.Median(idleEvents) / max(benchutil.Median(idleProbes), 1)
+	met := []bool{r <= 2, benchutil.Median(heapPer) <= 30e3, benchutil.Median(peak) <= 2*mean,
+		writes <= 0.01, idleAPIPerMin <= 5*time.Millisecond, eventsPerProbe <= 0.01}
 	fmt.Printf("targets: all Ready %.2fx the bare API work (target <= 2x) %s; heap %.1f KB per Ready server (target <= 30 KB) %s; busiest second %.2fx the mean probe rate (target <= 2x) %s\n",
-		r, benchutil.Verdict(r <= 2), benchutil.Median(heapPer)/1e3, benchutil.Verdict(benchutil.Median(heapPer) <= 30e3), benchutil.Median(peak)/max(mean, 1e-9), benchutil.Verdict(benchutil.Median(peak) <= 2*mean))
+		r, benchutil.Verdict(met[0]), benchutil.Median(heapPer)/1e3, benchutil.Verdict(met[1]), benchutil.Median(peak)/max(mean, 1e-9), benchutil.Verdict(met[2]))
+	fmt.Printf("idle targets: status writes per probe %.3f (target <= 0.01) %s; API server + etcd CPU %s per server per minute (target <= 5ms) %s; watch events per probe %.3f (target <= 0.01) %s\n",
+		writes, benchutil.Verdict(met[3]), us(idleAPIPerMin), benchutil.Verdict(met[4]), eventsPerProbe, benchutil.Verdict(met[5]))
+	return !slices.Contains(met, false)
 }
 
 func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }

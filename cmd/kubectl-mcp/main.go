@@ -1,6 +1,7 @@
 // Command kubectl-mcp is the kubectl plugin of mcp-operator (`kubectl mcp`):
 // it lists the ToolApprovals waiting for a person, approves and denies them
-// under the caller's own name, and answers "may this subject call this tool"
+// under the caller's own name, puts servers to sleep and wakes them, and
+// answers "may this subject call this tool"
 // from the same permission engine the bridge uses, without calling anything.
 package main
 
@@ -36,6 +37,8 @@ var commands = map[string]command{
 	"approvals": {"approvals [-A] [--all]", "list the ToolApprovals waiting for a decision", approvalsCmd},
 	"approve":   {"approve NAME [--session] [--comment TEXT]", "approve a waiting request (once, or for the agent's session)", approveCmd},
 	"deny":      {"deny NAME [--comment TEXT]", "deny a waiting request", denyCmd},
+	"sleep":     {"sleep SERVER", "put a workload MCPServer to sleep (its pod goes, its tools stay listed; the next call wakes it)", sleepCmd},
+	"wake":      {"wake SERVER", "wake a sleeping MCPServer, as a call does", wakeCmd},
 	"can-i":     {"can-i TOOL --as USER [--as-group G]... [--args JSON] [--risk R]", "may this subject call this tool with these arguments, and which rule says so", canICmd},
 }
 

@@ -86,6 +86,25 @@ func setupCluster(env *envtest.Environment, cfg *rest.Config) error {
 	}); err != nil {
 		return err
 	}
+	// Operators on call may put servers to sleep and wake them: patch the
+	// MCPServer (the sleep annotation) and its activity Lease.
+	sleeper := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "mcp-sleeper"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"mcpservers"}, Verbs: []string{"get", "patch"}},
+			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "patch"}},
+		},
+	}
+	if err := admin.Create(ctx, sleeper); err != nil {
+		return err
+	}
+	if err := admin.Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "mcp-sleepers"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: sleeper.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "on-call"}},
+	}); err != nil {
+		return err
+	}
 	dir, err := os.MkdirTemp("", "kubectl-mcp-test")
 	if err != nil {
 		return err
@@ -239,6 +258,8 @@ func TestBadInvocationsSayWhatIsWrong(t *testing.T) {
 		{[]string{"approve"}, "give the name of one ToolApproval"},
 		{[]string{"approve", "no-such-approval"}, "not found"},
 		{[]string{"frobnicate"}, "unknown command"},
+		{[]string{"sleep"}, "give the name of one MCPServer"},
+		{[]string{"wake", "no-such-server"}, "not found"},
 		{[]string{"can-i", "mcp.fs.read_file"}, "--as is required"},
 		{[]string{"can-i", "read_file", "--as", "x"}, "want mcp.<server>.<tool>"},
 		{[]string{"can-i", "mcp.fs.read_file", "--as", "x", "--args", "[1]"}, "--args must be a JSON object"},

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,6 +55,7 @@ type bridgeFlags struct {
 	idleTimeout       time.Duration
 	shutdownDelay     time.Duration
 	allowedHosts      string
+	publicURL         string
 	allowedOrigins    string
 	blockInjection    bool
 	toolApprovals     bool
@@ -85,10 +87,11 @@ func parseBridgeFlags(args []string, stderr io.Writer) (bridgeFlags, error) {
 	fs.IntVar(&f.sessionConcurrent, "max-session-requests", session.DefaultMaxConcurrent, "requests in flight at once in one session")
 	fs.IntVar(&f.callerConcurrent, "max-caller-requests", 4*session.DefaultMaxConcurrent, "requests in flight at once from one caller, in all its sessions or none")
 	fs.IntVar(&f.callerSessions, "max-caller-sessions", session.DefaultMaxPerSubject, "legacy-era sessions one caller may hold open on this replica")
-	fs.IntVar(&f.upstreamSessions, "max-upstream-sessions", upstream.DefaultMaxAgentSessions, "upstream sessions this replica opens on one MCP server for session-era agent sessions; at it the least recently used idle one is closed, and with all in use a session-only server's call is refused (mcp_server_busy)")
+	fs.IntVar(&f.upstreamSessions, "max-upstream-sessions", upstream.DefaultMaxAgentSessions, "upstream sessions this replica opens on one MCP server for session-era agent sessions; at it an idle one is closed, the caller's own first (another caller's only if that caller holds more), and with none it may close a session-only server's call is refused (mcp_server_busy)")
 	fs.DurationVar(&f.callTimeout, "call-timeout", mcpbridge.DefaultCallTimeout, "deadline of a call forwarded to an MCP server")
 	fs.DurationVar(&f.idleTimeout, "session-idle-timeout", session.DefaultIdleTimeout, "a session not used this long ends")
-	fs.DurationVar(&f.shutdownDelay, "shutdown-delay", mcpbridge.DefaultShutdownDelay, "after SIGTERM, how long to go on serving (keep-alives off) before refusing new connections, so the Service stops sending agents here first")
+	fs.DurationVar(&f.shutdownDelay, "shutdown-delay", mcpbridge.DefaultShutdownDelay, "after SIGTERM, how long to go on serving (readyz failing, keep-alives off) before refusing new connections, so the Service stops sending agents here first")
+	fs.StringVar(&f.publicURL, "public-url", "", "where agents reach the bridge (scheme and host, as https://bridge.example.com): the base of the URLs server cards give; empty: cards give paths alone")
 	fs.StringVar(&f.allowedHosts, "allowed-hosts", "", "comma-separated Host values accepted (DNS rebinding protection); empty accepts any, or only loopback names when listening on loopback")
 	fs.StringVar(&f.allowedOrigins, "allowed-origins", "", "comma-separated Origin values accepted from browsers; requests without Origin always pass")
 	fs.BoolVar(&f.blockInjection, "block-injection", false, "withhold every result in which the injection scan finds instructions to the model, whatever the ToolPolicies say (findings are always recorded in the audit event; without this flag, rules with injection: Block decide per tool and prompt)")
@@ -117,6 +120,8 @@ func parseBridgeFlags(args []string, stderr io.Writer) (bridgeFlags, error) {
 		err = errors.New("--approval-webhook-url and --approval-webhook-secret-file go together")
 	case f.webhookURL != "" && !f.toolApprovals:
 		err = errors.New("--approval-webhook-url needs --tool-approvals")
+	case f.publicURL != "" && !isOrigin(f.publicURL):
+		err = fmt.Errorf("--public-url must be http(s)://host[:port] with no path, not %q", f.publicURL)
 	}
 	if err == nil {
 		_, err = audit.ParseArgsMode(f.auditArgs)
@@ -224,36 +229,23 @@ func runBridge(args []string, _, stderr io.Writer) int {
 			_ = srv.Close()
 		}
 	}()
-	// ListenAndServe returns as soon as Shutdown starts; the process must
-	// live on until the calls in flight are answered and the audit is flushed.
+	// ListenAndServe returns as soon as the drain starts; the process must
+	// live on until the calls in flight are answered, the upstream sessions
+	// ended and the audit flushed: Stop does each within its bound, all
+	// within the chart's terminationGracePeriodSeconds (30).
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
 		<-ctx.Done()
-		// The delay, then up to 10s for calls in flight: within the chart's
-		// terminationGracePeriodSeconds (30) at the default delay.
-		sctx, cancel := context.WithTimeout(context.Background(), f.shutdownDelay+10*time.Second)
+		bounds := mcpbridge.DefaultStopBounds
+		bounds.Delay = f.shutdownDelay
+		log.Info("stopping", "within", bounds.Total())
+		if err := rt.Bridge.Stop(srv, rt.Registry, rt.Audit, tp.Shutdown, bounds); err != nil {
+			fmt.Fprintf(stderr, "manager bridge: while stopping: %v\n", err)
+		}
+		octx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		_ = mcpbridge.Shutdown(sctx, srv, f.shutdownDelay)
-		_ = ops.Shutdown(sctx)
-		// The agents' upstream sessions end with a DELETE each, so servers
-		// free what they keep per session; up to 3s (still within the grace
-		// with the flush below), and servers expire the ones not reached.
-		dctx, dcancel := context.WithTimeout(context.Background(), 3*time.Second)
-		if err := rt.Registry.Close(dctx); err != nil {
-			fmt.Fprintf(stderr, "manager bridge: %v\n", err)
-		}
-		dcancel()
-		// The audit's and the traces' last batches get time of their own:
-		// calls still open at the end take all of sctx's.
-		fctx, fcancel := context.WithTimeout(context.Background(), 4*time.Second)
-		defer fcancel()
-		if err := rt.Audit.Close(fctx); err != nil {
-			fmt.Fprintf(stderr, "manager bridge: while flushing the audit stream: %v\n", err)
-		}
-		if err := tp.Shutdown(fctx); err != nil {
-			fmt.Fprintf(stderr, "manager bridge: while flushing traces: %v\n", err)
-		}
+		_ = ops.Shutdown(octx)
 	}()
 	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		fmt.Fprintf(stderr, "manager bridge: while serving %s: %v\n", f.listen, err)
@@ -303,6 +295,10 @@ func bridgeOptions(f bridgeFlags, log interface {
 		o.Auth = authn.Anonymous{}
 	}
 	o.ToolApprovals = f.toolApprovals
+	// Replicas record single uses of sealed states in their own namespace.
+	if o.OnceNamespace = os.Getenv("POD_NAMESPACE"); o.OnceNamespace == "" {
+		log.Info("WARNING: no $POD_NAMESPACE: single use of sealed states (allow once) and session ends (DELETE) are remembered per replica: a state replayed to another replica runs there once more, and an ended session works there until its maximum age")
+	}
 	if f.webhookURL != "" {
 		secret, err := os.ReadFile(f.webhookSecretFile)
 		if err != nil {
@@ -318,9 +314,16 @@ func bridgeOptions(f bridgeFlags, log interface {
 	o.MaxUpstreamSessions = f.upstreamSessions
 	o.Bridge = mcpbridge.Config{
 		ToolNameStyle: f.toolNameStyle, MaxBodyBytes: f.maxBodyBytes, MaxBodyBytesInFlight: f.bodyBytesInFlight, MaxConcurrent: f.maxConcurrent,
-		MaxSubjectConcurrent: f.callerConcurrent, CallTimeout: f.callTimeout, AllowedHosts: splitList(f.allowedHosts), AllowedOrigins: splitList(f.allowedOrigins),
+		MaxSubjectConcurrent: f.callerConcurrent, CallTimeout: f.callTimeout, PublicURL: f.publicURL, AllowedHosts: splitList(f.allowedHosts), AllowedOrigins: splitList(f.allowedOrigins),
 		LoopbackOnly:   isLoopback(f.listen) || f.insecureAnonymous && len(splitList(f.allowedHosts)) == 0,
 		BlockInjection: f.blockInjection, Version: version.String(),
 	}
 	return o, closeSink, nil
+}
+
+// isOrigin says whether s is a scheme and host alone, as --public-url is.
+func isOrigin(s string) bool {
+	u, err := url.Parse(strings.TrimSuffix(s, "/"))
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.Path == "" &&
+		u.RawQuery == "" && u.Fragment == "" && u.User == nil
 }

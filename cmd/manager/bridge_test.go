@@ -30,6 +30,8 @@ func TestBridgeFlags(t *testing.T) {
 		{"bad artifact size", []string{"--namespaces=a", "--artifact-max-size=lots"}, "positive quantity"},
 		{"body budget under one body", []string{"--namespaces=a", "--max-body-bytes=1000", "--max-body-bytes-in-flight=999"}, "at least as large"},
 		{"no artifact retention", []string{"--namespaces=a", "--artifact-retention=0s"}, "must be positive"},
+		{"public URL with a path", []string{"--namespaces=a", "--public-url=https://bridge.example.com/mcp"}, "--public-url must be"},
+		{"public URL without a scheme", []string{"--namespaces=a", "--public-url=bridge.example.com"}, "--public-url must be"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
@@ -57,12 +59,13 @@ func TestBridgeOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Setenv("POD_NAMESPACE", "bridge-ns")
 	o, closeSink, err := bridgeOptions(f, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer closeSink()
-	if strings.Join(o.Namespaces, ",") != "a,b" || string(o.SessionKey) != "0123456789abcdef0123456789abcdef" ||
+	if strings.Join(o.Namespaces, ",") != "a,b" || o.OnceNamespace != "bridge-ns" || string(o.SessionKey) != "0123456789abcdef0123456789abcdef" ||
 		o.ArgsMode != audit.ArgsNone || o.Bridge.ToolNameStyle != "underscore" || !o.Bridge.LoopbackOnly ||
 		len(o.Bridge.AllowedOrigins) != 1 || o.Auth != nil ||
 		o.ArtifactLimits.MaxBytes != 2<<30 || o.ArtifactLimits.MaxAge != 2*time.Hour || o.Session.MaxPerSubject != 7 ||

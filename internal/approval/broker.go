@@ -309,7 +309,8 @@ func (b *Broker) Wait(ctx context.Context, a *v1alpha1.ToolApproval) (Outcome, e
 			o := Outcome{Phase: v1alpha1.ApprovalExpired, Message: fmt.Sprintf("nobody decided before %s", bound.ExpiresAt.UTC().Format(time.RFC3339))}
 			return b.finishUnlessDecided(ctx, current, bound, o), nil
 		case <-ctx.Done():
-			o := Outcome{Phase: v1alpha1.ApprovalCancelled, Message: "the agent's request ended before a decision"}
+			// The cause says who ended it: the agent, or a stopping replica.
+			o := Outcome{Phase: v1alpha1.ApprovalCancelled, Message: "the agent's request ended before a decision: " + context.Cause(ctx).Error()}
 			// ctx is over; the status write gets its own short deadline.
 			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -36,6 +37,7 @@ const fieldOwner = "mcp-operator"
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
 
 // MCPServerReconciler runs each MCPServer's workload (or reaches its remote
 // endpoint), probes it, publishes its catalog in status and applies the
@@ -95,6 +97,8 @@ func (r *MCPServerReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) e
 		Owns(&corev1.Pod{}).
 		Owns(&corev1.Service{}).
 		Owns(&networkingv1.NetworkPolicy{}).
+		// Activity Leases wake sleeping servers (mcpserver_sleep.go).
+		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.wakeOnActivity)).
 		// A server that lost a name conflict gets it when the older one goes.
 		Watches(&mcpv1alpha1.MCPServer{}, handler.EnqueueRequestsFromMapFunc(r.sameNameElsewhere)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(opts.MaxConcurrentReconciles, 1)}).
@@ -115,6 +119,13 @@ type scope struct {
 	// catalog and endpoint are what the probe phase found, and where.
 	catalog  *Catalog
 	endpoint *mcpv1alpha1.Endpoint
+	// probed: a probe succeeded in this reconcile.
+	probed bool
+	// waking: the server was woken and is not Ready yet; wakeStarted: this
+	// reconcile woke it; wakeRequest: the activity that woke it (zero when
+	// unknown), the start of the wake latency.
+	waking, wakeStarted bool
+	wakeRequest         time.Time
 	// events go out after the status write, and only if it succeeded: a
 	// reconcile that worked from a stale object must not announce a crash
 	// twice.
@@ -161,6 +172,7 @@ func (r *MCPServerReconciler) phases(s *mcpv1alpha1.MCPServer) []phase {
 		{"suspend", r.suspendIfAsked},
 		{"owned objects", r.applyOwnedObjects},
 		{"restart gate", r.restartGate},
+		{"sleep", r.sleepOrWake},
 		{"pod", r.reconcilePod},
 		{"probe", r.probeWorkload},
 		{"publish", r.publish},
@@ -215,13 +227,19 @@ func (r *MCPServerReconciler) summarize(ctx context.Context, sc *scope, orig *mc
 	switch {
 	case phaseErr == nil:
 	case errors.As(phaseErr, &waiting):
-		markDown(s, waiting.reason, waiting.message)
+		if sc.waking {
+			// The catalog stays listed while the woken server starts.
+			markWaking(s, waiting.message)
+		} else {
+			markDown(s, waiting.reason, waiting.message)
+		}
 		result.RequeueAfter = earliest(result.RequeueAfter, waiting.after)
 	case errors.As(phaseErr, &stalled):
 		markDown(s, stalled.reason, stalled.message)
 		if serverReadyReason(orig) != stalled.reason && !sc.hasEvent(stalled.reason) {
 			sc.event(corev1.EventTypeWarning, stalled.reason, stalled.message)
 		}
+		sc.wakeFailed(stalled.reason + ": " + stalled.message)
 		result.RequeueAfter = earliest(result.RequeueAfter, stalled.recheck)
 	}
 	transient := phaseErr != nil && waiting == nil && stalled == nil
@@ -239,6 +257,9 @@ func (r *MCPServerReconciler) summarize(ctx context.Context, sc *scope, orig *mc
 		s.Status.ObservedGeneration = s.Generation
 	}
 
+	if sc.probed {
+		stampProbe(orig, s, sc.now)
+	}
 	if err := r.patchStatus(ctx, orig, s); err != nil {
 		if apierrors.IsConflict(err) {
 			// Worked from a stale object: nothing was written; run again.
@@ -248,11 +269,36 @@ func (r *MCPServerReconciler) summarize(ctx context.Context, sc *scope, orig *mc
 	}
 	r.emit(s, sc.events)
 	traceEvents(ctx, sc.events)
-	recordMetrics(s, sc.events)
+	recordMetrics(s, sc)
 	if transient {
 		return ctrl.Result{}, phaseErr
 	}
 	return result, nil
+}
+
+// wakeFailed emits WakeFailed when a waking server fails to start; the
+// failure's own reason (ImagePullFailed, Crashed ...) is said too.
+func (sc *scope) wakeFailed(why string) {
+	if sc.waking && !sc.hasEvent(eventWakeFailed) {
+		sc.event(corev1.EventTypeWarning, eventWakeFailed, "the server did not come back after a wake: "+truncate(why, 1024))
+	}
+}
+
+// lastProbeRefresh is how old status.lastProbeTime may get while nothing
+// else in status changes: a successful probe alone writes status once per
+// this long, not at each probe (the exact time is a metric).
+const lastProbeRefresh = time.Hour
+
+// stampProbe sets status.lastProbeTime after a successful probe when status
+// is written anyway, or when the recorded time is older than
+// lastProbeRefresh.
+func stampProbe(orig, s *mcpv1alpha1.MCPServer, now time.Time) {
+	last := orig.Status.LastProbeTime
+	if equality.Semantic.DeepEqual(orig.Status, s.Status) && last != nil && now.Sub(last.Time) < lastProbeRefresh {
+		return
+	}
+	probed := metav1.NewTime(now.Truncate(time.Second))
+	s.Status.LastProbeTime = &probed
 }
 
 func (sc *scope) hasEvent(reason string) bool {

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,6 +33,7 @@ const (
 	eventCatalogChanged    = "CatalogChanged"
 	eventCatalogRefused    = "CatalogRefused"
 	eventRecovered         = "Recovered"
+	eventPodDeleted        = "PodDeleted"
 )
 
 // suspendIfAsked withdraws the catalog and deletes the pod at once, without
@@ -47,6 +47,7 @@ func (r *MCPServerReconciler) suspendIfAsked(ctx context.Context, sc *scope) (ph
 		sc.event(corev1.EventTypeNormal, eventShutdown, "mcp.server.shutdown: spec.suspend is true; the server's tools are withdrawn")
 	}
 	markDown(s, mcpv1alpha1.ReasonSuspended, "spec.suspend is true")
+	s.Status.SleepingSince = nil
 	s.Status.Restarts.NextRestartTime = nil
 	return phaseResult{stop: true}, r.deletePods(ctx, s)
 }
@@ -131,6 +132,11 @@ func (r *MCPServerReconciler) reconcilePod(ctx context.Context, sc *scope) (phas
 		return phaseResult{}, err
 	}
 	if current == nil {
+		if ep := s.Status.Endpoint; ep != nil && ep.PodName == desired.Name && !deletesPodsItself(s) {
+			// The pod it served from is gone and the controller did not
+			// delete it: deleted at once (no grace period) by someone else.
+			sc.event(corev1.EventTypeNormal, eventPodDeleted, "the server's pod "+desired.Name+" was deleted by someone else; a new one is started (not counted as a crash)")
+		}
 		if err := controllerutil.SetControllerReference(s, desired, r.Scheme()); err != nil {
 			return phaseResult{}, err
 		}
@@ -143,6 +149,8 @@ func (r *MCPServerReconciler) reconcilePod(ctx context.Context, sc *scope) (phas
 	}
 	state := readPod(current)
 	switch state.phase {
+	case podRemoved:
+		return r.podRemoved(ctx, sc, current, state.message)
 	case podTerminated:
 		return r.crash(sc, state.reason, state.message)
 	case podStuck:
@@ -152,6 +160,39 @@ func (r *MCPServerReconciler) reconcilePod(ctx context.Context, sc *scope) (phas
 	}
 	sc.pod, sc.upSince = current, state.upSince
 	return phaseResult{}, nil
+}
+
+// podRemoved waits for a pod someone else deleted or evicted to be gone, then
+// the pod phase starts a new one of the same name: no crash is counted, so
+// restarts.consecutive stays and the server never gives up over it. An
+// evicted pod that the kubelet left Failed is deleted here to free its name.
+func (r *MCPServerReconciler) podRemoved(ctx context.Context, sc *scope, pod *corev1.Pod, how string) (phaseResult, error) {
+	s := sc.server
+	if pod.DeletionTimestamp.IsZero() {
+		if err := r.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
+			return phaseResult{}, fmt.Errorf("while deleting the evicted pod %s: %w", pod.Name, err)
+		}
+	}
+	if sc.waking || deletesPodsItself(s) {
+		// The controller's own deletion (the server slept, was suspended or
+		// gave up) that has not finished yet.
+		return phaseResult{}, &waitingError{reason: mcpv1alpha1.ReasonStarting, message: "the server's previous pod is still stopping"}
+	}
+	msg := "the server's pod was " + how + " by someone else; a new one starts when it is gone (not counted as a crash)"
+	if c := meta.FindStatusCondition(s.Status.Conditions, mcpv1alpha1.ConditionReady); c == nil || c.Message != msg {
+		sc.event(corev1.EventTypeNormal, eventPodDeleted, fmt.Sprintf("pod %s was %s; a new one is started (not counted as a crash)", pod.Name, how))
+	}
+	return phaseResult{}, &waitingError{reason: mcpv1alpha1.ReasonRestarting, message: msg}
+}
+
+// deletesPodsItself: the server's last Ready reason is one where the
+// controller deleted its pod, so a pod going away is no one else's doing.
+func deletesPodsItself(s *mcpv1alpha1.MCPServer) bool {
+	switch serverReadyReason(s) {
+	case mcpv1alpha1.ReasonSuspended, mcpv1alpha1.ReasonSleeping, mcpv1alpha1.ReasonWaking, mcpv1alpha1.ReasonPermanentlyFailed:
+		return true
+	}
+	return false
 }
 
 // podNameFor names a pod by server, incarnation and spec: a restart or a spec
@@ -176,6 +217,7 @@ func (r *MCPServerReconciler) crash(sc *scope, reason, detail string) (phaseResu
 		what += ": " + detail
 	}
 	sc.event(corev1.EventTypeWarning, eventCrashed, fmt.Sprintf("mcp.server.crashed: %s (crash %d in a row)", what, s.Status.Restarts.Consecutive))
+	sc.wakeFailed("crashed: " + what)
 	if out.giveUp {
 		s.Status.Restarts.FailedGeneration = s.Generation
 		s.Status.Restarts.RestartRequest = s.Annotations[mcpv1alpha1.RestartAnnotation]
@@ -200,8 +242,7 @@ func permanentlyFailedMessage(s *mcpv1alpha1.MCPServer) string {
 // and schedules the next probe.
 func (r *MCPServerReconciler) publish(ctx context.Context, sc *scope) (phaseResult, error) {
 	s := sc.server
-	probed := metav1.NewTime(sc.now.Truncate(time.Second))
-	s.Status.LastProbeTime = &probed
+	sc.probed = true
 	wasRefused := meta.IsStatusConditionTrue(s.Status.Conditions, mcpv1alpha1.ConditionDegraded) &&
 		meta.FindStatusCondition(s.Status.Conditions, mcpv1alpha1.ConditionDegraded).Reason == mcpv1alpha1.ReasonCatalogNotApproved
 	res := publishCatalog(s, sc.catalog, sc.endpoint)
@@ -210,6 +251,16 @@ func (r *MCPServerReconciler) publish(ctx context.Context, sc *scope) (phaseResu
 	}
 	if res.refused && !wasRefused {
 		sc.event(corev1.EventTypeWarning, eventCatalogRefused, "catalog refused: its digest differs from spec.tools.approvedDigest")
+	}
+	if sc.waking && !meta.IsStatusConditionTrue(s.Status.Conditions, mcpv1alpha1.ConditionReady) {
+		c := meta.FindStatusCondition(s.Status.Conditions, mcpv1alpha1.ConditionReady)
+		sc.wakeFailed(c.Reason + ": " + c.Message)
+	} else if sc.waking {
+		msg := "the server is Ready again after a wake"
+		if !sc.wakeRequest.IsZero() {
+			msg += fmt.Sprintf(", %s after the wake request", sc.now.Sub(sc.wakeRequest).Round(time.Millisecond))
+		}
+		sc.event(corev1.EventTypeNormal, eventWoke, msg)
 	}
 	log.FromContext(ctx).V(1).Info("catalog probed", "digest", sc.catalog.Digest, "tools", len(sc.catalog.Tools))
 

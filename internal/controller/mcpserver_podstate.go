@@ -21,6 +21,10 @@ const (
 	podStuck
 	podRunning
 	podTerminated
+	// podRemoved: someone else deleted or evicted the pod (kubectl delete
+	// pod, a node drain, an eviction). Not a crash: whatever its containers
+	// exited with, the server did not end on its own.
+	podRemoved
 )
 
 // podState is what the controller needs to know of a pod.
@@ -46,9 +50,12 @@ var stuckWaitingReasons = map[string]string{
 	"CreateContainerError":       mcpv1alpha1.ReasonContainerConfigError,
 }
 
-// readPod reads a pod: terminated (a crash), stuck (cannot start), starting,
-// or running (ready to probe).
+// readPod reads a pod: removed by someone else, terminated (a crash), stuck
+// (cannot start), starting, or running (ready to probe).
 func readPod(pod *corev1.Pod) podState {
+	if how, ok := removal(pod); ok {
+		return podState{phase: podRemoved, reason: "PodDeleted", message: how}
+	}
 	statuses := append(append([]corev1.ContainerStatus{}, pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...)
 	for _, cs := range statuses {
 		if t := cs.State.Terminated; t != nil && (t.ExitCode != 0 || cs.Name == serverContainer) {
@@ -88,6 +95,29 @@ func readPod(pod *corev1.Pod) podState {
 		}
 	}
 	return podState{phase: podStarting, reason: mcpv1alpha1.ReasonStarting, message: "the server's pod is starting"}
+}
+
+// removal says how a pod was taken away by someone else, if it was: a
+// deletion (its deletionTimestamp; the exit code 137 or 143 its containers
+// get from the kubelet's SIGTERM/SIGKILL is not the server's), or an
+// eviction (a DisruptionTarget condition, or the kubelet's Evicted status).
+func removal(pod *corev1.Pod) (string, bool) {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			how := "evicted (" + c.Reason
+			if c.Message != "" {
+				how += ": " + c.Message
+			}
+			return how + ")", true
+		}
+	}
+	if pod.Status.Phase == corev1.PodFailed && pod.Status.Reason == "Evicted" {
+		return "evicted by the kubelet (" + pod.Status.Message + ")", true
+	}
+	if !pod.DeletionTimestamp.IsZero() {
+		return "deleted", true
+	}
+	return "", false
 }
 
 // runningSince is when a ready pod's server started.

@@ -58,8 +58,14 @@ func TestReadPod(t *testing.T) {
 		{"init container failed", corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{{Name: "install-adapter",
 			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}}}},
 			podState{phase: podTerminated, reason: "Error (exit code 1)"}},
-		{"evicted", corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "The node was low on resource: memory."},
-			podState{phase: podTerminated, reason: "Evicted", message: "The node was low on resource: memory."}},
+		// Evictions are not the server's doing: not a crash.
+		{"evicted by the kubelet", corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "The node was low on resource: memory.",
+			ContainerStatuses: server(corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error"}})},
+			podState{phase: podRemoved, reason: "PodDeleted", message: "evicted by the kubelet (The node was low on resource: memory.)"}},
+		{"evicted through the Eviction API (a drain)", corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{
+			Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "EvictionByEvictionAPI", Message: "Eviction API: evicting"}},
+			ContainerStatuses: server(corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 143, Reason: "Error"}})},
+			podState{phase: podRemoved, reason: "PodDeleted", message: "evicted (EvictionByEvictionAPI: Eviction API: evicting)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -68,5 +74,23 @@ func TestReadPod(t *testing.T) {
 				t.Errorf("readPod:\n got %+v\nwant %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+// A deleted pod whose server the kubelet stopped (SIGTERM: 143, SIGKILL after
+// the grace period: 137) was not a crash; OOM kills and exits of a pod that
+// nobody deleted are.
+func TestReadPodDeleted(t *testing.T) {
+	gone := metav1.Now()
+	for _, code := range []int32{143, 137} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &gone}, Status: corev1.PodStatus{Phase: corev1.PodFailed,
+			ContainerStatuses: []corev1.ContainerStatus{{Name: serverContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Error"}}}}}}
+		if got := readPod(pod); got.phase != podRemoved || got.message != "deleted" {
+			t.Errorf("exit %d of a deleted pod: got %+v, want removed", code, got)
+		}
+		pod.DeletionTimestamp = nil
+		if got := readPod(pod); got.phase != podTerminated {
+			t.Errorf("exit %d of a pod nobody deleted: got %+v, want terminated", code, got)
+		}
 	}
 }

@@ -112,9 +112,11 @@ func publishCatalog(s *mcpv1alpha1.MCPServer, cat *Catalog, endpoint *mcpv1alpha
 	if tools.CatalogPinning == mcpv1alpha1.CatalogPinningLocked && cat.Digest != tools.ApprovedDigest {
 		res.refused = true
 		msg := fmt.Sprintf("the server's catalog %s differs from approvedDigest %s; review it with 'manager probe' and update approvedDigest to accept it", cat.Digest, tools.ApprovedDigest)
-		if s.Status.CatalogDigest == tools.ApprovedDigest && s.Status.CatalogDigest != "" {
+		if s.Status.CatalogDigest == tools.ApprovedDigest && s.Status.CatalogDigest != "" && meta.IsStatusConditionTrue(s.Status.Conditions, mcpv1alpha1.ConditionReady) {
 			// Keep serving the approved catalog; the bridge refuses tools whose
-			// live schema no longer matches it.
+			// live schema no longer matches it. A server coming back (a
+			// restart, a wake: not Ready, whether or not its catalog stayed
+			// listed) is refused instead.
 			setCondition(s, mcpv1alpha1.ConditionDegraded, metav1.ConditionTrue, mcpv1alpha1.ReasonCatalogNotApproved, msg)
 			return res
 		}

@@ -7,6 +7,10 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Options are the settings every reconciler may need.
@@ -38,3 +42,13 @@ const (
 	DefaultAPIQPS   = 100
 	DefaultAPIBurst = 200
 )
+
+// CacheByObject narrows what the manager's cache holds for the reconcilers:
+// only the Leases mcp-operator creates (servers' activity Leases), not the
+// nodes' heartbeats and every component's leader election, which are
+// renewed every few seconds.
+func CacheByObject() map[client.Object]cache.ByObject {
+	return map[client.Object]cache.ByObject{
+		&coordinationv1.Lease{}: {Label: labels.SelectorFromSet(labels.Set{labelManagedBy: operatorName})},
+	}
+}

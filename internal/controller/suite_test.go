@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -122,4 +123,23 @@ func secretListsAndWatches() int {
 		total += n
 	}
 	return total
+}
+
+// specEnv is what withController gives each spec: its namespace and the
+// fake clock of the MCPServer reconciler watching it.
+type specEnv struct {
+	ns  string
+	clk *clocktesting.FakeClock
+}
+
+// withController starts, before each spec of the container, a namespace
+// and an MCPServer reconciler with a fake clock watching it.
+func withController() *specEnv {
+	env := &specEnv{}
+	BeforeEach(func() {
+		env.ns = createNamespace()
+		env.clk = clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
+		startManager([]string{env.ns}, reconcilerFor(env.clk))
+	})
+	return env
 }

@@ -1,6 +1,7 @@
 package mcpbridge
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -57,7 +58,11 @@ func (b *Bridge) askPerson(x *exchange, res policy.Result, answers []string) out
 	}
 	stop := make(chan struct{})
 	defer close(stop)
-	o, err := b.cfg.Approvals.Ask(rq.ctx, approval.Request{
+	// A stopping replica stops waiting: the request is answered as not
+	// decided, to be sent again (the ToolApproval expires unanswered).
+	ctx, cancel := b.untilWaitsEnd(rq.ctx)
+	defer cancel()
+	o, err := b.cfg.Approvals.Ask(ctx, approval.Request{
 		Namespace: x.server.Namespace, Server: x.server.Name, Method: x.method, Target: x.target,
 		Args: x.args, ArgsDigest: x.argsDigest(), ArgsPreview: b.argsPreview(x),
 		Requester: v1alpha1.ApprovalRequester{Username: rq.id.Username, Groups: rq.id.Subject.Groups, Session: rq.sessionID()},
@@ -66,6 +71,9 @@ func (b *Bridge) askPerson(x *exchange, res policy.Result, answers []string) out
 			b.progressWhileWaiting(x, namespace, name, expires, stop)
 		},
 	})
+	if cause := context.Cause(ctx); Stopping(cause) {
+		return stoppingOutcome(cause)
+	}
 	if err != nil {
 		return unavailable(res, "no ToolApproval could be created: "+err.Error())
 	}

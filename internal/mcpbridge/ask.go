@@ -1,6 +1,7 @@
 package mcpbridge
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -163,6 +164,9 @@ func (b *Bridge) elicitAnswer(x *exchange) outcome {
 		return outcome{pending: b.inputRequired(x, question, answers, timeout)}
 	}
 	answer, err := b.elicit(x, question, timeout)
+	if Stopping(err) {
+		return stoppingOutcome(err)
+	}
 	if err != nil {
 		return outcome{
 			decision: "deny", actor: "bridge", sourcedFrom: "approval:timeout", failReason: reasonApprovalTimeout,
@@ -252,6 +256,8 @@ func (b *Bridge) elicit(x *exchange, question map[string]any, timeout time.Durat
 	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()
+	ctx, cancel := b.untilWaitsEnd(rq.ctx)
+	defer cancel()
 	select {
 	case m := <-answer:
 		if m.Error != nil {
@@ -260,9 +266,15 @@ func (b *Bridge) elicit(x *exchange, question map[string]any, timeout time.Durat
 		return m.Result, nil
 	case <-t.C:
 		return nil, fmt.Errorf("no answer within %s", timeout)
-	case <-rq.ctx.Done():
-		return nil, fmt.Errorf("the %s ended before an answer: %w", x.noun(), rq.ctx.Err())
+	case <-ctx.Done():
+		return nil, fmt.Errorf("the %s ended before an answer: %w", x.noun(), context.Cause(ctx))
 	}
+}
+
+// stoppingOutcome ends a request whose approval was still awaited when
+// the replica stopped: undecided, and safe to send again.
+func stoppingOutcome(err error) outcome {
+	return outcome{decision: "deny", actor: "bridge", sourcedFrom: "approval:stopping", failReason: ReasonStopping, reason: err.Error()}
 }
 
 // inputRequired is the answer asking a 2026-07-28 agent the approval

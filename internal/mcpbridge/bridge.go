@@ -33,6 +33,7 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/internal/approval"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/activity"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/artifact"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/idlemem"
@@ -67,6 +68,10 @@ const (
 // Sessions, Sealer, Audit, Pipeline.
 type Config struct {
 	Registry *routes.Registry
+	// Activity renews the servers' activity Leases and wakes sleeping
+	// servers; nil where no server sleeps (a request for a sleeping server
+	// is then refused as for any server away).
+	Activity *activity.Recorder
 	Auth     authn.Authenticator
 	Sessions *session.Manager
 	// Sealer signs the requestState of 2026-07-28 approvals.
@@ -116,6 +121,12 @@ type Config struct {
 	// body, both done before the request takes a shared slot
 	// (DefaultRequestReadTimeout when zero).
 	RequestReadTimeout time.Duration
+	// PublicURL is where agents reach the bridge (scheme and host, as
+	// https://bridge.example.com), behind whatever ingress terminates TLS:
+	// the only base of the absolute URLs the server cards give. Empty:
+	// the cards give the endpoint's path alone, as a request's Host and
+	// scheme behind an ingress say nothing reliable.
+	PublicURL string
 	// AllowedHosts, when set, are the only Host values accepted (host, or
 	// host:port). Empty: any Host, except that a bridge listening on a
 	// loopback address accepts only loopback names (DNS rebinding).
@@ -136,6 +147,9 @@ type Config struct {
 	BlockInjection bool
 	// Version is the bridge's version in serverInfo.
 	Version string
+	// Once, when set, makes single use of sealed states hold across the
+	// replicas (state.go); without it, each replica remembers its own.
+	Once OnceLedger
 	// Clock and NewCallID are fixed in tests (time.Now and random ids by default).
 	Clock     func() time.Time
 	NewCallID func() string
@@ -147,7 +161,9 @@ type Bridge struct {
 	engine atomic.Pointer[policy.Engine]
 	limits limits
 	ready  atomic.Bool
-	subs   *hub
+	// stop ends the work of a stopping replica (shutdown.go).
+	stop *stopper
+	subs *hub
 	// parked are the calls waiting here for their agent's answer to the
 	// server's question, by id (parked.go).
 	parked sync.Map
@@ -197,7 +213,7 @@ func New(cfg Config) *Bridge {
 	if cfg.UpdateQueue <= 0 {
 		cfg.UpdateQueue = DefaultUpdateQueue
 	}
-	b := &Bridge{cfg: cfg, limits: newLimits(cfg),
+	b := &Bridge{cfg: cfg, limits: newLimits(cfg), stop: newStopper(),
 		callTimedOut: fmt.Errorf("the call's deadline (%s) passed: %w", cfg.CallTimeout, context.DeadlineExceeded)}
 	b.engine.Store(policy.NewEngine())
 	b.subs = newHub(b)
@@ -245,7 +261,13 @@ func (b *Bridge) OpsHandler(metricsHandler http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !b.ready.Load() {
+		switch {
+		case b.stop.stopping.Load():
+			// Failing first takes the replica out of the Service's
+			// endpoints before it stops answering.
+			http.Error(w, "not ready: this replica is stopping", http.StatusServiceUnavailable)
+			return
+		case !b.ready.Load():
 			http.Error(w, "not ready: the MCPServer and ToolPolicy caches have not synced", http.StatusServiceUnavailable)
 			return
 		}

@@ -99,7 +99,7 @@ func (b *Bridge) capabilities(endpoint string) map[string]any {
 	if endpoint == "" {
 		return caps
 	}
-	s, _, ok := b.cfg.Registry.Server(endpoint)
+	s, _, ok := b.target(endpoint)
 	if !ok {
 		return caps
 	}
@@ -135,8 +135,8 @@ func (b *Bridge) initialize(rq *request) *jsonrpc.Message {
 		return rpcError(rq, jsonrpc.CodeInvalidParams, "malformed initialize params: "+err.Error(), nil)
 	}
 	if rq.endpoint != "" {
-		if _, _, ok := b.cfg.Registry.Server(rq.endpoint); !ok {
-			return rpcError(rq, jsonrpc.CodeInvalidParams, "server "+rq.endpoint+" is not served here (unknown, not Ready, or not in the bridge's namespaces)", nil)
+		if _, _, ok := b.target(rq.endpoint); !ok {
+			return rpcError(rq, jsonrpc.CodeInvalidParams, "server "+rq.endpoint+" is not served here (unknown, never Ready, or not in the bridge's namespaces)", nil)
 		}
 	}
 	version := client.LatestLegacy
@@ -175,8 +175,14 @@ func (b *Bridge) discover(rq *request) *jsonrpc.Message {
 	if err != nil {
 		return rpcError(rq, jsonrpc.CodeInternalError, "the bridge could not encode its answer", nil)
 	}
-	// The same for every caller of the endpoint.
-	return rpcResult(rq, withCacheHints(rq, data, newFreshness(), scopePublic))
+	// The same for every caller of the aggregate endpoints. A server's own
+	// endpoint tells that the server is served and what it offers, which
+	// not every caller may learn: a shared cache keeps it from no one.
+	scope := scopePublic
+	if rq.endpoint != "" {
+		scope = scopePrivate
+	}
+	return rpcResult(rq, withCacheHints(rq, data, newFreshness(), scope))
 }
 
 // logLevels are the syslog levels of MCP logging, least severe first.

@@ -1,12 +1,10 @@
 package mcpbridge
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -126,17 +124,7 @@ func (h *harness) events(t *testing.T) []map[string]any {
 	if err := h.audit.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var out []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(h.sink.String()))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var ev map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			t.Fatalf("audit line is not JSON: %v: %s", err, sc.Text())
-		}
-		out = append(out, ev)
-	}
-	return out
+	return sinkEvents(t, h.sink)
 }
 
 // typesOf are the types of events about one tool call, in order.

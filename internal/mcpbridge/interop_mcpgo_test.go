@@ -126,7 +126,7 @@ func TestMCPGoAgentCallsThroughTheBridge(t *testing.T) {
 	for _, tool := range tools.Tools {
 		names = append(names, tool.Name)
 	}
-	if slices.Sort(names); !slices.Equal(names, []string{"mcp.stateful.recall", "mcp.stateful.remember"}) {
+	if slices.Sort(names); !slices.Equal(names, []string{"mcp.stateful.recall", "mcp.stateful.remember", "mcp.stateful.sleep"}) {
 		t.Fatalf("mcp-go's client lists %q", names)
 	}
 

@@ -180,10 +180,15 @@ func TestRemoteServerOverMutualTLS(t *testing.T) {
 			// which may come after the bridge has the error.
 			eventually(t, "the proxy logs "+tc.refusal, func() bool { return strings.Contains(front.Refusals(), tc.refusal) })
 			// The connection the refused credentials replaced is drained: it
-			// may still end its session with the last good certificate.
-			for _, subject := range front.Subjects() {
-				if subject != "bridge-client-2" {
-					t.Fatalf("requests reached the server with client certificates %v", front.Subjects())
+			// may still end its sessions with the last good certificate. So
+			// may the first one: it holds two sessions (the shared one and
+			// the agent's), and the wait above saw one DELETE; the other,
+			// sent at the same moment, can reach the proxy after this
+			// subtest's Reset on a loaded machine (then this check failed,
+			// though no refused certificate got through).
+			for _, r := range front.Requests() {
+				if r.Subject != "bridge-client-2" && r != endOfFirst {
+					t.Fatalf("requests reached the server with client certificates %v", front.Requests())
 				}
 			}
 		})

@@ -142,12 +142,19 @@ func (b *Bridge) leaveUnresumed(c *call, p *parkable, id string) {
 		return // its agent resumed it (unpark)
 	}
 	why := "the call ended before the agent answered"
-	timedOut := p.ctx.Err() != nil
-	if timedOut {
+	cause := context.Cause(p.ctx)
+	stopping, timedOut := Stopping(cause), p.ctx.Err() != nil
+	switch {
+	case stopping:
+		why = cause.Error()
+	case timedOut:
 		why = "the agent did not answer before the call's deadline"
 	}
 	end := pc.end(jsonrpc.CodeInternalError, why)
-	if timedOut {
+	switch {
+	case stopping:
+		end = parkableEnd{err: cause}
+	case timedOut:
 		end = parkableEnd{err: &upstream.Error{Reason: upstream.ReasonTimeout, Err: errors.New(why)}}
 	}
 	b.finish(c, end.res, end.err, p.start)

@@ -2,20 +2,26 @@ package mcpbridge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	authenticationv1 "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	eventsv1 "k8s.io/client-go/kubernetes/typed/events/v1"
@@ -27,10 +33,12 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/approval"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/activity"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/artifact"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/idlemem"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/metrics"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/once"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
@@ -81,7 +89,18 @@ type Options struct {
 	ToolApprovals bool
 	// ApprovalNotifier is told of each ToolApproval (nil: nobody).
 	ApprovalNotifier approval.Notifier
-	Log              logr.Logger
+	// OnceNamespace, when set, is the bridge's own namespace, where the
+	// replicas record single uses of sealed states for one another
+	// (package once); empty: each replica remembers its own.
+	OnceNamespace string
+	// Identity is the holderIdentity of the activity Leases this replica
+	// writes: its pod's name (the host name when empty).
+	Identity string
+	// ActivityEvery is how often open agent sessions and subscriptions are
+	// counted as activity (default 15 s; the writes stay bounded by the
+	// Lease's own rate).
+	ActivityEvery time.Duration
+	Log           logr.Logger
 }
 
 // Runtime is a started bridge.
@@ -103,12 +122,14 @@ type Runtime struct {
 func (r *Runtime) Wait() error { return <-r.done }
 
 // Scheme holds the kinds the bridge reads and writes: the project's
-// (MCPServer, ToolPolicy, ToolApproval) and core Secrets. Not client-go's
+// (MCPServer, ToolPolicy, ToolApproval), core Secrets, the servers'
+// activity Leases and the replicas' one-time records (package once). Not client-go's
 // scheme of every built-in group: a second registry of those held about
 // 0.3 MB of the idle bridge's heap for kinds it never touches.
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(corev1.AddToScheme(s))
+	utilruntime.Must(coordinationv1.AddToScheme(s))
 	utilruntime.Must(v1alpha1.AddToScheme(s))
 	return s
 }
@@ -153,6 +174,18 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
+	var ledger *once.Ledger
+	if o.OnceNamespace != "" {
+		ledger = &once.Ledger{Client: kc.direct, Namespace: o.OnceNamespace, Now: o.Bridge.Clock}
+		ends := &once.Ends{Ledger: ledger, Failed: func(err error) {
+			o.Log.Error(err, "a session's end was not recorded for the other replicas: they accept it until its maximum age")
+		}}
+		if err := watchEnds(ctx, kc, ends); err != nil {
+			return nil, err
+		}
+		o.Session.Ends = ends
+		go ledger.Run(ctx, time.Minute, func(err error) { o.Log.Error(err, "expired one-time records were not deleted") })
+	}
 	sessions := session.NewManager(sealer, o.Session)
 	m := metrics.New(reg, func() float64 { return float64(sessions.Len()) }, func() float64 { return float64(aw.Stats().Dropped) })
 	if store != nil {
@@ -163,6 +196,8 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		MaxAgentSessions: o.MaxUpstreamSessions,
 		SessionClosed:    func(server, reason string) { m.UpstreamSessionsClosed.WithLabelValues(server, reason).Inc() },
 	}, o.Log.WithName("routes"))
+	// A listing runs for every caller waiting on it: bounded as a call is.
+	registry.ListTimeout = o.Bridge.CallTimeout
 
 	cfg := o.Bridge
 	cfg.Registry, cfg.Auth, cfg.Sessions, cfg.Sealer, cfg.Audit = registry, auth, sessions, sealer, aw
@@ -180,6 +215,12 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		if cfg.Approvals, err = startApprovals(ctx, o, kc, reg); err != nil {
 			return nil, err
 		}
+	}
+	if ledger != nil {
+		cfg.Once = ledger
+	}
+	if cfg.Activity, err = startActivity(ctx, o, kc, m, registry); err != nil {
+		return nil, err
 	}
 	b := New(cfg)
 	w := &watch.Watcher{
@@ -242,11 +283,41 @@ type kubeClients struct {
 	events  eventsv1.EventsV1Interface
 }
 
+// leaseCache is which Leases the bridge's cache holds: in the served
+// namespaces the servers' activity Leases, in its own namespace the records
+// of ended sessions (package once) -- not every Lease there (leader
+// elections, node heartbeats, the allow-once records no replica reads
+// back). Where the bridge serves its own namespace, one selector takes both
+// kinds: everything the operator labels as its own.
+func leaseCache(served map[string]cache.Config, onceNamespace string) (cache.ByObject, error) {
+	activityLeases, err := labels.Parse(activity.ServerLabel + "," + activity.ManagedByLabel + "=" + activity.ManagedBy)
+	if err != nil {
+		return cache.ByObject{}, err
+	}
+	sessionEnds := labels.SelectorFromSet(labels.Set{once.LabelKind: once.KindSessionEnd})
+	ours := labels.SelectorFromSet(labels.Set{activity.ManagedByLabel: activity.ManagedBy})
+	ns := map[string]cache.Config{}
+	if len(served) == 0 {
+		ns[cache.AllNamespaces] = cache.Config{LabelSelector: activityLeases}
+	}
+	for n := range served {
+		ns[n] = cache.Config{LabelSelector: activityLeases}
+	}
+	if onceNamespace != "" {
+		if _, both := ns[onceNamespace]; both || len(served) == 0 {
+			ns[onceNamespace] = cache.Config{LabelSelector: ours}
+		} else {
+			ns[onceNamespace] = cache.Config{LabelSelector: sessionEnds}
+		}
+	}
+	return cache.ByObject{Namespaces: ns}, nil
+}
+
 // restMapper maps the few kinds the bridge reads and writes, and their
 // lists, to their resources, all namespaced, without discovery: a
 // discovering mapper read the resources of every group the API server has
 // (aggregated discovery) and kept them, about 0.4 MB of the idle bridge's
-// heap, for four kinds known when it was built. A kind not listed here
+// heap, for five kinds known when it was built. A kind not listed here
 // fails with "no matches for kind", not silently.
 func restMapper() meta.RESTMapper {
 	m := meta.NewDefaultRESTMapper(nil)
@@ -255,6 +326,7 @@ func restMapper() meta.RESTMapper {
 		v1alpha1.GroupVersion.WithKind("ToolPolicy"),
 		v1alpha1.GroupVersion.WithKind("ToolApproval"),
 		corev1.SchemeGroupVersion.WithKind("Secret"),
+		coordinationv1.SchemeGroupVersion.WithKind("Lease"),
 	} {
 		// Lower-case plurals (mcpservers, toolpolicies, toolapprovals,
 		// secrets): the CRDs' and the core group's names. The list kind
@@ -285,8 +357,13 @@ func newKubeClients(o Options) (*kubeClients, error) {
 		nsMap[ns] = cache.Config{}
 	}
 	kc := &kubeClients{}
+	leases, err := leaseCache(nsMap, o.OnceNamespace)
+	if err != nil {
+		return nil, err
+	}
 	kc.cache, err = cache.New(cfg, cache.Options{HTTPClient: httpClient, Mapper: mapper, Scheme: o.Scheme,
-		DefaultNamespaces: nsMap, DefaultTransform: cache.TransformStripManagedFields()})
+		DefaultNamespaces: nsMap, DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{&coordinationv1.Lease{}: leases}})
 	if err != nil {
 		return nil, fmt.Errorf("while creating the MCPServer cache: %w", err)
 	}
@@ -300,6 +377,19 @@ func newKubeClients(o Options) (*kubeClients, error) {
 		return nil, fmt.Errorf("while creating the Events client: %w", err)
 	}
 	return kc, nil
+}
+
+// watchEnds has ends keep the set of ended sessions from the cache's watch
+// of their records.
+func watchEnds(ctx context.Context, kc *kubeClients, ends *once.Ends) error {
+	inf, err := kc.cache.GetInformer(ctx, &coordinationv1.Lease{})
+	if err == nil {
+		err = ends.Watch(inf)
+	}
+	if err != nil {
+		return fmt.Errorf("while watching the records of ended sessions: %w", err)
+	}
+	return nil
 }
 
 // startApprovals builds the ToolApproval broker: it writes through the
@@ -319,4 +409,57 @@ func startApprovals(ctx context.Context, o Options, kc *kubeClients, reg prometh
 	events.StartRecordingToSink(ctx.Done())
 	broker.Recorder = events.NewRecorder(o.Scheme, "mcp-operator-bridge")
 	return broker, nil
+}
+
+// startActivity watches the servers' activity Leases (through the bridge's
+// cache: deciding whether to write reads no API) and returns the recorder
+// that renews them and wakes sleeping servers. Open agent sessions and
+// subscriptions count as activity every ActivityEvery.
+func startActivity(ctx context.Context, o Options, kc *kubeClients, m *metrics.Metrics, reg *routes.Registry) (*activity.Recorder, error) {
+	if _, err := kc.cache.GetInformer(ctx, &coordinationv1.Lease{}); err != nil {
+		return nil, fmt.Errorf("while watching activity Leases: %w", err)
+	}
+	id := o.Identity
+	if id == "" {
+		id, _ = os.Hostname()
+	}
+	rec := &activity.Recorder{
+		Identity: id, Log: o.Log.WithName("activity"), Now: o.Bridge.Clock,
+		Wrote: func(kind string) { m.ActivityWrites.WithLabelValues(kind).Inc() },
+		Leases: func(namespace, name string) (*coordinationv1.Lease, bool) {
+			var l coordinationv1.Lease
+			err := kc.cache.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &l)
+			return &l, err == nil
+		},
+		Patch: func(ctx context.Context, namespace, name string, renew time.Time, holder string) error {
+			patch, err := json.Marshal(map[string]any{"spec": map[string]any{
+				"renewTime": metav1.NewMicroTime(renew), "holderIdentity": holder,
+			}})
+			if err != nil {
+				return err
+			}
+			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+			return kc.direct.Patch(ctx, l, client.RawPatch(types.MergePatchType, patch))
+		},
+	}
+	every := o.ActivityEvery
+	if every <= 0 {
+		every = 15 * time.Second
+	}
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				rec.Wait()
+				return
+			case <-t.C:
+				for _, s := range reg.InUse() {
+					rec.Touch(s.Namespace, s.Name)
+				}
+			}
+		}
+	}()
+	return rec, nil
 }

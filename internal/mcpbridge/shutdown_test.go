@@ -1,75 +1,228 @@
 package mcpbridge
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
-// A stopping replica answers during the delay, on connections it closes
-// after each response, and refuses new connections only after it.
-func TestShutdownServesThroughTheDelay(t *testing.T) {
+// serve serves h on a loopback listener with the bridge's own server
+// settings (NewServer), as the manager does, and returns its URL.
+func serve(t *testing.T, h http.Handler) (*http.Server, string) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := NewServer("", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }))
+	srv := NewServer("", h)
 	go func() { _ = srv.Serve(ln) }()
-	url := "http://" + ln.Addr().String() + "/"
-	client := &http.Client{Transport: &http.Transport{}}
-	get := func() (*http.Response, error) {
-		resp, err := client.Get(url)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-		return resp, err
-	}
-	if resp, err := get(); err != nil || resp.Close {
-		t.Fatalf("before shutdown: %v, close=%v; want a kept-alive answer", err, resp != nil && resp.Close)
-	}
+	t.Cleanup(func() { _ = srv.Close() })
+	return srv, "http://" + ln.Addr().String()
+}
 
-	// During the delay the server still answers, each answer closing its
-	// connection: polled until Shutdown has begun, while the delay lasts.
-	const delay = 2 * time.Second
-	start := time.Now()
-	done := make(chan error, 1)
-	go func() { done <- Shutdown(context.Background(), srv, delay) }()
-	for {
-		resp, err := get()
+// TestStopEndsEverythingWithinItsBounds: a replica told to stop while it
+// has calls in flight, a call parked for its agent's answer and an open
+// GET stream fails readyz at once, still answers during the delay, ends
+// the GET stream and the parked call at the start of the drain, lets the
+// short call finish, fails the long one with bridge_stopping at the end of
+// the drain, DELETEs the agents' upstream sessions, flushes every call's
+// audit chain to its end, and returns within StopBounds.Total().
+func TestStopEndsEverythingWithinItsBounds(t *testing.T) {
+	st := bridgetest.NewStateful(t, false)
+	everything := testpeers.GoEverything(t, false)
+	servers := []v1alpha1.MCPServer{
+		bridgetest.Published(t, "tools", "stateful", st.URL, v1alpha1.ToolsSpec{}),
+		bridgetest.Published(t, "tools", "everything", everything.URL, v1alpha1.ToolsSpec{}),
+	}
+	pol := toolPolicy("tools", "callers", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.stateful.*", "mcp.everything.*"))
+	h := newHarness(t, servers, []v1alpha1.ToolPolicy{pol}, func(c *Config) { c.CallTimeout = time.Minute })
+	srv, url := serve(t, h.b.Handler())
+	h.url = url
+	h.b.SetReady(true)
+	ops := httptest.NewServer(h.b.OpsHandler(nil))
+	defer ops.Close()
+	readyz := func() int {
+		resp, err := http.Get(ops.URL + "/readyz")
 		if err != nil {
-			t.Fatalf("during the delay: %v; want an answer", err)
+			t.Fatal(err)
 		}
-		if resp.Close {
-			break
-		}
-		if time.Since(start) >= delay {
-			t.Fatal("during the delay the answer must close its connection (Connection: close)")
-		}
-	}
-	if err := <-done; err != nil {
-		t.Fatalf("Shutdown: %v", err)
-	}
-	if took := time.Since(start); took < delay {
-		t.Fatalf("Shutdown returned after %s, before the %s delay", took, delay)
-	}
-	if _, err := get(); err == nil {
-		t.Fatal("after Shutdown a request must be refused")
+		resp.Body.Close()
+		return resp.StatusCode
 	}
 
-	// A context that ends cuts the delay short.
-	srv2 := NewServer("", http.NotFoundHandler())
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	start = time.Now()
-	if err := Shutdown(ctx, srv2, time.Hour); err != nil && !errors.Is(err, context.Canceled) {
-		t.Fatalf("Shutdown with an ended context: %v", err)
+	// A session-era agent with an upstream session of its own.
+	agent := h.connect(t, "alice-token", "/mcp", client.EraSession)
+	if _, err := agent.CallTool(ctxT(t), "mcp.stateful.remember", json.RawMessage(`{"value":"x"}`)); err != nil {
+		t.Fatal(err)
 	}
-	if time.Since(start) > time.Second {
-		t.Fatal("an ended context must cut the delay short")
+	upstreamSessions := slices.Compact(st.Calls())
+	if len(upstreamSessions) != 1 || upstreamSessions[0] == "" {
+		t.Fatalf("the agent's calls went upstream in sessions %q, want one session", upstreamSessions)
+	}
+	// A GET stream of another session.
+	sid := openSession(t, url+"/mcp", "alice-token")
+	req, _ := http.NewRequest(http.MethodGet, url+"/mcp", nil)
+	req.Header.Set("Authorization", "Bearer alice-token")
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("Accept", "text/event-stream")
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil || stream.StatusCode != http.StatusOK {
+		t.Fatalf("GET stream: %v %v", stream, err)
+	}
+	streamEnded := make(chan time.Duration, 1)
+	// A 2026-07-28 agent's call parked for its answer to the server.
+	raw, err := connectAnswering(t, url+"/mcp", "alice-token").CallTool(ctxT(t), "mcp.everything.test_elicitation", json.RawMessage(`{"message":"q"}`))
+	if err != nil || !strings.Contains(string(raw), "input_required") {
+		t.Fatalf("want the call parked: %s %v", raw, err)
+	}
+	// Two calls in flight: one ends within the drain, one would not.
+	short := callAsync(agent, "mcp.stateful.sleep", `{"ms":800}`)
+	long := callAsync(agent, "mcp.stateful.sleep", `{"ms":60000}`)
+	eventually(t, "both calls in flight upstream", func() bool { return len(st.Calls()) == 2 })
+
+	bounds := StopBounds{Delay: 300 * time.Millisecond, Drain: 1500 * time.Millisecond, Sessions: 2 * time.Second, Flush: 2 * time.Second}
+	start := time.Now()
+	go func() {
+		_, _ = io.Copy(io.Discard, stream.Body)
+		streamEnded <- time.Since(start)
+	}()
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.b.Stop(srv, h.reg, h.audit, nil, bounds) }()
+	eventually(t, "readyz fails as the stop begins", func() bool { return readyz() == http.StatusServiceUnavailable })
+	if time.Since(start) < bounds.Delay {
+		// During the delay the replica still answers.
+		if _, err := agent.CallTool(ctxT(t), "mcp.stateful.recall", json.RawMessage(`{}`)); err != nil {
+			t.Errorf("a call during the delay: %v, want an answer", err)
+		}
+	}
+
+	var stopErr error
+	select {
+	case stopErr = <-stopped:
+	case <-time.After(2 * bounds.Total()):
+		t.Fatalf("Stop did not return within twice its bound %s", bounds.Total())
+	}
+	took := time.Since(start)
+	if stopErr != nil {
+		t.Errorf("Stop: %v", stopErr)
+	}
+	if took > bounds.Total() {
+		t.Errorf("Stop took %s, more than its bound %s", took, bounds.Total())
+	}
+	select {
+	case d := <-streamEnded:
+		if d > bounds.Delay+bounds.Drain/2 {
+			t.Errorf("the GET stream ended %s after the stop began, want at the start of the drain (%s)", d, bounds.Delay)
+		}
+	default:
+		t.Error("the GET stream is still open after Stop")
+	}
+	if r := <-short; r.err != nil || !strings.Contains(string(r.res), "slept") {
+		t.Errorf("the short call: %s %v, want its result", r.res, r.err)
+	}
+	r := <-long
+	var rpcErr *jsonrpc.Error
+	if !errors.As(r.err, &rpcErr) || rpcErr.Code != CodeUpstream || !strings.Contains(string(rpcErr.Data), `"reason":"bridge_stopping"`) ||
+		!strings.Contains(rpcErr.Message, "send the request again") {
+		t.Errorf("the long call: %v, want -32011 bridge_stopping saying to send it again", r.err)
+	}
+	if n := len(h.b.parkedIDs()); n != 0 {
+		t.Errorf("%d calls still parked", n)
+	}
+	if !slices.Contains(st.Deleted(), upstreamSessions[0]) {
+		t.Errorf("the agent's upstream session %s was not DELETEd (DELETEs: %q)", upstreamSessions[0], st.Deleted())
+	}
+
+	// Every call's audit chain is complete: one end, last.
+	events := sinkEvents(t, h.sink)
+	ends := map[string]string{}
+	var ids []string
+	for _, ev := range events {
+		id, _ := ev["toolCallId"].(string)
+		switch ev["type"] {
+		case "permission.requested":
+			ids = append(ids, id)
+		case "tool.completed", "tool.failed":
+			if prev, ok := ends[id]; ok {
+				t.Errorf("call %s ended twice: %s, then %s", id, prev, ev["type"])
+			}
+			ends[id] = ev["type"].(string) + " " + stringOf(ev["reason"])
+		default:
+			if _, ok := ends[id]; ok && id != "" {
+				t.Errorf("call %s has %s after its end", id, ev["type"])
+			}
+		}
+	}
+	stoppedCalls := 0
+	for _, id := range ids {
+		switch end := ends[id]; {
+		case end == "":
+			t.Errorf("call %s has no end in the audit stream: %q", id, typesOf(events, id))
+		case end == "tool.failed "+ReasonStopping:
+			stoppedCalls++
+		}
+	}
+	if stoppedCalls != 2 {
+		t.Errorf("%d calls ended %s, want 2 (the long call and the parked one): %v", stoppedCalls, ReasonStopping, ends)
+	}
+}
+
+func stringOf(v any) string { s, _ := v.(string); return s }
+
+// parkedIDs are the ids of the calls parked on b.
+func (b *Bridge) parkedIDs() []string {
+	var ids []string
+	b.parked.Range(func(k, _ any) bool { ids = append(ids, k.(string)); return true })
+	return ids
+}
+
+// sinkEvents are the audit events in sink (its writer may be closed).
+func sinkEvents(t *testing.T, sink *bridgetest.Sink) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(sink.String()))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var ev map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("audit line is not JSON: %v: %s", err, sc.Text())
+		}
+		out = append(out, ev)
+	}
+	return out
+}
+
+// A stopping replica refuses new connections once its delay has passed.
+func TestStopRefusesAfterTheDelay(t *testing.T) {
+	h := newHarness(t, nil, nil, nil)
+	srv, url := serve(t, h.b.Handler())
+	done := make(chan error, 1)
+	go func() {
+		done <- h.b.Stop(srv, h.reg, h.audit, nil, StopBounds{Delay: 200 * time.Millisecond, Drain: time.Second, Sessions: time.Second, Flush: time.Second})
+	}()
+	if err := <-done; err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/mcp", nil)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatal("after Stop a request must be refused")
 	}
 }

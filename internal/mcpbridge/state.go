@@ -1,11 +1,13 @@
 package mcpbridge
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/canonjson"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"
 )
 
 // A 2026-07-28 agent answers a question by sending its request again with
@@ -128,9 +130,8 @@ func (b *Bridge) sealState(st requestState) (string, error) {
 
 // openState is the one place a requestState is opened: it must have been
 // sealed by this bridge (any replica), for x's caller, method, target and
-// exact arguments, before its deadline, and not used before (on this
-// replica: what another replica accepted, this one cannot know; the rate
-// limits still apply to every retry there).
+// exact arguments, before its deadline, and not used before, on any
+// replica when Config.Once is set (otherwise on this one).
 func (b *Bridge) openState(x *exchange, raw string) (*requestState, error) {
 	var st requestState
 	if err := b.cfg.Sealer.Open(statePurpose, raw, &st); err != nil {
@@ -147,10 +148,14 @@ func (b *Bridge) openState(x *exchange, raw string) (*requestState, error) {
 		return nil, &invalidStateError{"invalid requestState: the arguments changed since the question; send the request again without requestState"}
 	case b.now().UnixMilli() > st.Expires:
 		return nil, &invalidStateError{"invalid requestState: the question expired; send the request again without requestState"}
-	case !b.useOnce(raw, st.Expires):
-		// One answer serves one retry: an allow_once replayed would run the
-		// request again under the same call id, and each retry of a
-		// server's question is another call upstream.
+	}
+	// One answer serves one retry: an allow_once replayed would run the
+	// request again under the same call id, and each retry of a server's
+	// question is another call upstream.
+	switch fresh, err := b.useOnce(x.rq.ctx, raw, st.Expires); {
+	case err != nil:
+		return nil, &invalidStateError{"requestState could not be used: its single use could not be recorded (" + err.Error() + "); send it again"}
+	case !fresh:
 		return nil, &invalidStateError{"invalid requestState: it was used already; send the request again without requestState"}
 	}
 	return &st, nil
@@ -165,7 +170,32 @@ func eraPhrase(era string) string {
 }
 
 // useOnce records a sealed state as used until it expires; false when it
-// was used already, in any spelling (signed.Spent keys on what was sealed).
-func (b *Bridge) useOnce(state string, expires int64) bool {
-	return b.spent.Use(state, time.UnixMilli(expires), b.now())
+// was used already, in any spelling (both key on what was sealed): on
+// this replica (its memory answers a replay here without a round trip),
+// then on every replica (Config.Once, when set). An error is not a use:
+// the state is refused, and may be sent again.
+func (b *Bridge) useOnce(ctx context.Context, state string, expires int64) (bool, error) {
+	until := time.UnixMilli(expires)
+	if !b.spent.Use(state, until, b.now()) {
+		return false, nil
+	}
+	if b.cfg.Once == nil {
+		return true, nil
+	}
+	tag, _ := signed.Tag(state) // Use accepted it: it is a sealed value
+	fresh, err := b.cfg.Once.Claim(ctx, onceKindState, tag, until)
+	if err != nil {
+		// Not used after all: a retry here may claim it again.
+		b.spent.Forget(state)
+	}
+	return fresh, err
+}
+
+// onceKindState names the one-time records of sealed states.
+const onceKindState = "state"
+
+// OnceLedger records one-time uses for every replica (once.Ledger): Claim
+// is false when key of kind was claimed before, on any replica.
+type OnceLedger interface {
+	Claim(ctx context.Context, kind string, key []byte, until time.Time) (bool, error)
 }

@@ -261,6 +261,13 @@ func (b *Bridge) resolveResource(rq *request, agentURI, what string) (*routes.Se
 	if unknown != nil {
 		return nil, nil, "", nil, unknown
 	}
+	if conn == nil {
+		// A subscription is held by the server itself: one that is away
+		// cannot take it now (and an open subscription does not wake it).
+		if a, ok := b.cfg.Registry.Away(s.Name); ok {
+			return nil, nil, "", nil, b.refuseAway(rq, a)
+		}
+	}
 	// Decided and recorded as the pipeline does (pipeline.go), with no
 	// question to ask.
 	x := &exchange{rq: rq, method: methodRead, target: BridgeURI(s.Name, uri), what: what + " of " + agentURI, noAsk: true}
@@ -409,9 +416,13 @@ func (b *Bridge) listen(rq *request) *jsonrpc.Message {
 	// From here the request only waits for updates: the bridge may be
 	// idle meanwhile (its free heap given back).
 	defer b.cfg.Idle.Streaming()()
+	// A stopping replica ends the stream as the client closing it would:
+	// the client listens again, on another replica.
+	ctx, cancel := b.untilWaitsEnd(rq.ctx)
+	defer cancel()
 	for {
 		select {
-		case <-rq.ctx.Done():
+		case <-ctx.Done():
 			return end
 		case m := <-l.queue:
 			if !rq.out.send(m) {
@@ -454,7 +465,9 @@ func (b *Bridge) serveGET(w http.ResponseWriter, r *http.Request, endpoint strin
 		writeError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest, "session not found")
 		return
 	}
-	ctx, cancel := context.WithCancel(r.Context())
+	// A stopping replica ends the stream: the client opens it again on
+	// another replica.
+	ctx, cancel := b.untilWaitsEnd(r.Context())
 	defer cancel()
 	// Tracked like a call: ending the session ends the stream, and a
 	// session with a stream open is not idle.

@@ -1,6 +1,7 @@
 package mcpbridge
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,15 +52,19 @@ func (b *Bridge) style(rq *request) string {
 	return b.cfg.ToolNameStyle
 }
 
-// servers are the servers an endpoint covers.
+// servers are the servers whose tools an endpoint lists: the served ones
+// and those away but expected back.
 func (b *Bridge) servers(rq *request) []string {
 	if rq.endpoint != "" {
 		if _, _, ok := b.cfg.Registry.Server(rq.endpoint); ok {
 			return []string{rq.endpoint}
 		}
+		if a, ok := b.cfg.Registry.Away(rq.endpoint); ok && a.Expected() {
+			return []string{rq.endpoint}
+		}
 		return nil
 	}
-	return b.cfg.Registry.Names()
+	return b.cfg.Registry.Listed()
 }
 
 // toolCall is the engine's view of a call of t with args, JSON text that the
@@ -70,23 +75,31 @@ func toolCall(t *routes.Tool, args json.RawMessage) policy.ToolCall {
 
 // liveCatalogs are the catalogs of the endpoint's servers, listed again
 // where a server's ttlMs says so, with the servers whose catalog could not
-// be listed left out (and logged).
+// be listed left out (and logged): what an agent's list is built from.
 func (b *Bridge) liveCatalogs(rq *request) []*routes.Catalog {
+	return b.catalogs(rq, b.cfg.Registry.FreshCatalog)
+}
+
+// keptCatalogs are liveCatalogs as kept, listed only where never listed
+// yet: what a call is resolved in (a ttlMs is about lists, not calls).
+func (b *Bridge) keptCatalogs(rq *request) []*routes.Catalog {
+	return b.catalogs(rq, b.cfg.Registry.Catalog)
+}
+
+func (b *Bridge) catalogs(rq *request, get func(context.Context, string) (*routes.Catalog, error)) []*routes.Catalog {
 	var out []*routes.Catalog
 	for _, name := range b.servers(rq) {
-		c, err := b.cfg.Registry.FreshCatalog(rq.ctx, name)
+		c, err := get(rq.ctx, name)
 		if err != nil {
 			b.cfg.Log.Info("a server's tools are left out of the list", "server", name, "error", b.redactorOf(name).String(err.Error(), nil))
 			continue
 		}
+		if s, _, served := b.cfg.Registry.Server(name); served {
+			b.cfg.Activity.Touch(s.Namespace, s.Name)
+		}
 		out = append(out, c)
 	}
 	return out
-}
-
-// visibleTools are the tools of the endpoint the caller may call.
-func (b *Bridge) visibleTools(rq *request) []*routes.Tool {
-	return b.visibleIn(rq, b.liveCatalogs(rq))
 }
 
 // visibleIn are the tools of catalogs the caller may call.
@@ -153,12 +166,12 @@ func (b *Bridge) resolveTool(rq *request, name string) (*routes.Tool, *jsonrpc.M
 			if t := c.ByName[tool]; t != nil && t.Name == name {
 				return t, nil
 			}
-		} else if _, _, served := b.cfg.Registry.Server(server); served {
+		} else if _, _, known := b.target(server); known {
 			return nil, b.catalogError(rq, server, err)
 		}
 	}
 	var candidates []string
-	for _, t := range b.visibleTools(rq) {
+	for _, t := range b.visibleIn(rq, b.keptCatalogs(rq)) {
 		switch {
 		case b.cfg.ToolNameStyle == StyleUnderscore && t.Underscore == name:
 			return t, nil
@@ -285,7 +298,7 @@ func (rq *request) upstreamAgent() *upstream.Agent {
 	if rq.sess == nil {
 		return nil
 	}
-	return &upstream.Agent{ID: rq.sess.ID, AtEnd: rq.sess.AtEnd}
+	return &upstream.Agent{ID: rq.sess.ID, Caller: rq.id.Username, AtEnd: rq.sess.AtEnd}
 }
 
 // execute forwards an allowed call and runs its result through the output

@@ -284,6 +284,9 @@ func (b *Bridge) post(w http.ResponseWriter, r *http.Request, endpoint string) {
 	defer giveCaller()
 	ctx, cancel := requestContext(b.startRequest(r.Context(), r, rq, began, authenticated))
 	defer cancel(nil)
+	// A stopping replica ends what is left at the end of its drain.
+	stopOnStop := context.AfterFunc(b.stop.calls, func() { cancel(errStopping) })
+	defer stopOnStop()
 	var resp *jsonrpc.Message
 	defer func() { endRequest(rq, resp) }()
 	if rq.sess != nil {

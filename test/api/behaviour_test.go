@@ -163,8 +163,16 @@ var _ = Describe("the status subresource", func() {
 		Expect(k8sClient.Status().Update(ctx, &s)).To(Succeed())
 
 		table := getTable("mcpservers", name)
-		Expect(table.columns).To(Equal([]string{"Name", "Transport", "Ready", "Reason", "Tools", "Restarts", "Age"}))
-		Expect(table.row[:6]).To(Equal([]any{name, "streamable-http", "True", "Serving", float64(12), float64(3)}))
+		Expect(table.columns).To(Equal([]string{"Name", "Transport", "Ready", "Reason", "Asleep", "Tools", "Restarts", "Age"}))
+		Expect(table.row[:7]).To(Equal([]any{name, "streamable-http", "True", "Serving", nil, float64(12), float64(3)}))
+
+		// A sleeping server says so, and since when, and keeps its tools.
+		since := metav1.NewTime(time.Now().Add(-2 * time.Hour))
+		s.Status.SleepingSince = &since
+		s.Status.Conditions[0].Status, s.Status.Conditions[0].Reason = metav1.ConditionFalse, mcpv1alpha1.ReasonSleeping
+		Expect(k8sClient.Status().Update(ctx, &s)).To(Succeed())
+		table = getTable("mcpservers", name)
+		Expect(table.row[:7]).To(Equal([]any{name, "streamable-http", "False", "Sleeping", "120m", float64(12), float64(3)}))
 	})
 
 	It("registers the short names mcps and tp", func() {

@@ -60,6 +60,13 @@ var _ = Describe("MCPServer validation", func() {
 		Expect(create(object("MCPServer", uniqueName("minimal"), validWorkload))).To(Succeed())
 	})
 
+	It("accepts an idle time of a second or more", func() {
+		Expect(create(object("MCPServer", uniqueName("sleepy"), `
+transport: streamable-http
+workload: {image: example.com/server:1, idle: 1s}
+`))).To(Succeed())
+	})
+
 	DescribeTable("rejects invalid servers with a message that says what to fix",
 		func(specYAML, message string) {
 			expectRejected(create(object("MCPServer", uniqueName("bad"), specYAML)), message)
@@ -87,6 +94,9 @@ tools: {catalogPinning: Locked}`, "catalogPinning Locked needs approvedDigest"),
 restartPolicy: {backoffBase: 20s, backoffCap: 10s}`, "backoffBase must not exceed backoffCap"),
 		Entry("backoffBase of zero", validWorkload+`
 restartPolicy: {backoffBase: 0s}`, "backoffBase must be positive"),
+		Entry("idle under a second", `
+transport: streamable-http
+workload: {image: x, idle: 500ms}`, "idle must be at least 1s"),
 		Entry("backoffCap above an hour", validWorkload+`
 restartPolicy: {backoffCap: 2h}`, "backoffCap must be at most 1h"),
 		Entry("stableAfter under a second", validWorkload+`

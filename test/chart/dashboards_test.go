@@ -296,7 +296,8 @@ func TestDashboardAndRulesQueryExportedMetrics(t *testing.T) {
 	all := strings.Join(slices.Collect(maps.Values(queries)), "\n")
 	for _, metric := range []string{"mcp_bridge_tool_calls_total", "mcp_bridge_upstream_call_duration_seconds_bucket", "mcp_operator_approvals_pending",
 		"mcp_bridge_redactions_total", "mcp_bridge_injection_findings_total", "mcp_bridge_upstream_up", "mcp_operator_server_crashes_total",
-		"mcp_operator_server_ready", "mcp_bridge_audit_events_dropped_total"} {
+		"mcp_operator_server_ready", "mcp_bridge_audit_events_dropped_total", "mcp_operator_server_sleeping", "mcp_operator_server_wakes_total",
+		"mcp_operator_server_wake_seconds_bucket"} {
 		if !strings.Contains(all, metric) {
 			t.Errorf("neither the dashboard nor the rules query %s", metric)
 		}

@@ -5,6 +5,7 @@ package e2e
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -165,21 +166,40 @@ func scaleBridge(n int32) {
 		}, metav1.UpdateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(bridgeServing).WithTimeout(90*time.Second).WithPolling(250*time.Millisecond).Should(Equal(int(replicas)),
-			"%d bridge pods Ready and behind the Service, none terminating", replicas)
+			func() string {
+				return fmt.Sprintf("%d bridge pods Ready and behind the Service, none terminating; last seen: %s", replicas, bridgeNotServing)
+			})
 	}
 	DeferCleanup(setScale, restore)
 	setScale(n)
 }
 
 // bridgeServing is how many bridge pods serve: Ready and in the Service's
-// endpoints; -1 while any pod is still starting or terminating.
+// endpoints; -1 while any pod is still starting or terminating, with why in
+// bridgeNotServing (a wait that times out says what it waited on).
 func bridgeServing() int {
 	pods, err := clientset.CoreV1().Pods(bridgeNamespace).List(ctx, metav1.ListOptions{LabelSelector: bridgePodSelector})
 	Expect(err).NotTo(HaveOccurred())
+	active := 0
 	for _, p := range pods.Items {
-		if p.DeletionTimestamp != nil || !podReady(&p) {
+		switch {
+		case p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded:
+			// Its containers have ended for good (a deleted pod whose
+			// object the kubelet has yet to remove, or an evicted one the
+			// Deployment replaced): it serves nothing and is out of the
+			// endpoints, and counted it would keep the wait from settling
+			// for as long as its object stays.
+			continue
+		case p.DeletionTimestamp != nil:
+			bridgeNotServing = fmt.Sprintf("pod %s terminating for %s (phase %s, containers %s)", p.Name,
+				time.Since(p.DeletionTimestamp.Time).Round(time.Second), p.Status.Phase, containerStates(&p))
+			return -1
+		case !podReady(&p):
+			bridgeNotServing = fmt.Sprintf("pod %s not Ready %s after its creation (phase %s, containers %s)", p.Name,
+				time.Since(p.CreationTimestamp.Time).Round(time.Second), p.Status.Phase, containerStates(&p))
 			return -1
 		}
+		active++
 	}
 	eps, err := clientset.DiscoveryV1().EndpointSlices(bridgeNamespace).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + bridgeService})
 	Expect(err).NotTo(HaveOccurred())
@@ -187,15 +207,36 @@ func bridgeServing() int {
 	for _, s := range eps.Items {
 		for _, e := range s.Endpoints {
 			if e.Conditions.Ready == nil || !*e.Conditions.Ready {
+				bridgeNotServing = fmt.Sprintf("endpoint %v of slice %s not ready", e.Addresses, s.Name)
 				return -1
 			}
 			ready++
 		}
 	}
-	if ready != len(pods.Items) {
+	if ready != active {
+		bridgeNotServing = fmt.Sprintf("%d ready endpoints for %d pods", ready, active)
 		return -1
 	}
 	return ready
+}
+
+// bridgeNotServing is why bridgeServing last returned -1.
+var bridgeNotServing string
+
+// containerStates says, for a wait's message, what p's containers are doing.
+func containerStates(p *corev1.Pod) string {
+	var out []string
+	for _, c := range p.Status.ContainerStatuses {
+		switch st := c.State; {
+		case st.Running != nil:
+			out = append(out, fmt.Sprintf("%s running since %s, ready %v, %d restarts", c.Name, st.Running.StartedAt.UTC().Format(time.TimeOnly), c.Ready, c.RestartCount))
+		case st.Waiting != nil:
+			out = append(out, fmt.Sprintf("%s waiting: %s %s", c.Name, st.Waiting.Reason, st.Waiting.Message))
+		case st.Terminated != nil:
+			out = append(out, fmt.Sprintf("%s terminated: %s, exit code %d", c.Name, st.Terminated.Reason, st.Terminated.ExitCode))
+		}
+	}
+	return "[" + strings.Join(out, "; ") + "]"
 }
 
 func podReady(p *corev1.Pod) bool {

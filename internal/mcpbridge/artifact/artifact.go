@@ -36,6 +36,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/mcp-operator/mcp-operator/internal/every"
 )
 
 // Scheme is the URI scheme of artifacts.
@@ -210,18 +212,11 @@ func (s *Store) removeExpired(dir string, now time.Time) (bool, error) {
 
 // Run sweeps every interval until ctx ends; errors go to onError.
 func (s *Store) Run(ctx context.Context, interval time.Duration, onError func(error)) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := s.Sweep(); err != nil && onError != nil {
-				onError(err)
-			}
+	every.Run(ctx, interval, func() {
+		if err := s.Sweep(); err != nil && onError != nil {
+			onError(err)
 		}
-	}
+	})
 }
 
 func (s *Store) expired(fi fs.FileInfo, now time.Time) bool {

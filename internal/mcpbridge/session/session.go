@@ -9,11 +9,11 @@
 // rebuilt empty when another replica adopts the session (a lost "allow for
 // this session" is asked again: the safe direction).
 //
-// Ending a session (DELETE) and idle expiry are recorded by the replica that
-// sees them (a DELETE of a session live elsewhere leaves only a tombstone
-// here); every replica refuses a session older than MaxAge. So a session
-// ended on one replica can still be used on another until MaxAge: the price
-// of needing no shared store, documented in docs/bridge.md.
+// Idle expiry is recorded by the replica that sees it (the agent may have
+// moved on to another); every replica refuses a session older than MaxAge.
+// Ending a session (DELETE) is recorded there too, and, with Options.Ends,
+// for every replica: without it, a session ended on one replica can still
+// be used on another until MaxAge (docs/bridge.md).
 package session
 
 import (
@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcp-operator/mcp-operator/internal/every"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/inflight"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"
@@ -118,6 +119,20 @@ type Options struct {
 	Now func() time.Time
 	// NewID makes session ids (random when nil; tests fix them).
 	NewID func() string
+	// Ends, when set, shares the sessions' ends (DELETE) between the
+	// replicas: a session ended on one is refused on every other. Without
+	// it, an ended session works on another replica until MaxAge.
+	Ends Ends
+}
+
+// Ends records sessions ended by DELETE for every replica.
+type Ends interface {
+	// End records that session id ended; until is when it would be too
+	// old for any replica anyway. Called without the Manager's lock.
+	End(id string, until time.Time)
+	// Ended says whether any replica recorded session id's end. Called on
+	// every request of a session: it must not wait on the network.
+	Ended(id string) bool
 }
 
 // Manager issues, verifies and expires sessions. It is safe for concurrent use.
@@ -238,7 +253,7 @@ func (m *Manager) Resume(token, subject, endpoint string) (*Session, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, gone := m.ended[c.ID]; gone {
+	if _, gone := m.ended[c.ID]; gone || m.endedElsewhereLocked(c) {
 		return nil, ErrNotFound
 	}
 	s := m.live[c.ID]
@@ -281,6 +296,9 @@ func (m *Manager) resumeLive(token, subject, endpoint string) (s *Session, ok bo
 	if !m.fits(s.Claims, subject, endpoint, now) {
 		return nil, true
 	}
+	if m.endedElsewhereLocked(s.Claims) {
+		return nil, true
+	}
 	s.mu.Lock()
 	s.lastSeen = now
 	s.mu.Unlock()
@@ -303,6 +321,30 @@ func (m *Manager) End(s *Session) {
 	m.mu.Lock()
 	m.endLocked(s, ErrEnded)
 	m.mu.Unlock()
+	m.shareEnd(s.Claims)
+}
+
+// shareEnd tells the other replicas (Options.Ends) that the session of c
+// ended.
+func (m *Manager) shareEnd(c Claims) {
+	if m.opts.Ends != nil {
+		m.opts.Ends.End(c.ID, time.Unix(c.IssuedAt, 0).Add(m.opts.MaxAge))
+	}
+}
+
+// endedElsewhereLocked says whether another replica ended the session of
+// c (Options.Ends); if so it ends here too, its requests in flight told
+// ErrEnded. m.mu is held.
+func (m *Manager) endedElsewhereLocked(c Claims) bool {
+	if m.opts.Ends == nil || !m.opts.Ends.Ended(c.ID) {
+		return false
+	}
+	if s := m.live[c.ID]; s != nil {
+		m.endLocked(s, ErrEnded)
+	} else {
+		m.tombstoneLocked(c)
+	}
+	return true
 }
 
 // EndToken ends the session of token for subject on endpoint (DELETE),
@@ -329,8 +371,8 @@ func (m *Manager) EndToken(token, subject, endpoint string, why error) (string, 
 		return "", ErrNotFound
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, gone := m.ended[c.ID]; gone {
+	if _, gone := m.ended[c.ID]; gone || m.endedElsewhereLocked(c) {
+		m.mu.Unlock()
 		return "", ErrNotFound
 	}
 	if s := m.live[c.ID]; s != nil {
@@ -338,6 +380,8 @@ func (m *Manager) EndToken(token, subject, endpoint string, why error) (string, 
 	} else {
 		m.tombstoneLocked(c)
 	}
+	m.mu.Unlock()
+	m.shareEnd(c)
 	return c.ID, nil
 }
 
@@ -466,16 +510,7 @@ func (m *Manager) Sweep() {
 
 // Run sweeps every interval until ctx ends.
 func (m *Manager) Run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			m.Sweep()
-		}
-	}
+	every.Run(ctx, interval, m.Sweep)
 }
 
 // Len is the number of live sessions on this replica.

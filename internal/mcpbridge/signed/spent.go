@@ -27,9 +27,8 @@ type Spent struct {
 // reports whether it was unused before. A string that is not a sealed value
 // is never usable.
 func (sp *Spent) Use(sealed string, expires, now time.Time) bool {
-	_, sig, ok := strings.Cut(sealed, ".")
-	mac, decoded := decode(sig)
-	if !ok || !decoded || len(mac) != sha256.Size {
+	mac, ok := Tag(sealed)
+	if !ok {
 		return false
 	}
 	key := [sha256.Size]byte(mac)
@@ -57,4 +56,25 @@ func (sp *Spent) Len() int {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	return len(sp.used)
+}
+
+// Tag is the MAC of a sealed value: what names it for single use, whatever
+// its spelling. false for a string that is not a sealed value.
+func Tag(sealed string) ([]byte, bool) {
+	_, sig, ok := strings.Cut(sealed, ".")
+	mac, decoded := decode(sig)
+	if !ok || !decoded || len(mac) != sha256.Size {
+		return nil, false
+	}
+	return mac, true
+}
+
+// Forget forgets that sealed was used: its use did not happen after all
+// (it could not be recorded elsewhere).
+func (sp *Spent) Forget(sealed string) {
+	if mac, ok := Tag(sealed); ok {
+		sp.mu.Lock()
+		delete(sp.used, [sha256.Size]byte(mac))
+		sp.mu.Unlock()
+	}
 }

@@ -35,6 +35,9 @@ import (
 type Agent struct {
 	// ID names the agent session on this replica.
 	ID string
+	// Caller is who the agent session is (its username): at the cap, a
+	// caller's new session closes its own idle sessions first (trim).
+	Caller string
 	// AtEnd registers f to run when the agent session ends on this
 	// replica and returns what forgets f (the Conn forgets it when it
 	// closes the line first, so that a session outliving the Conn does not
@@ -319,7 +322,7 @@ func (c *Conn) clientFor(ctx context.Context, agent *Agent) (*client.Client, *li
 		c.mu.Unlock()
 	}
 	if err == nil {
-		c.trim()
+		c.trim(agent.Caller)
 		return own, l, false, nil
 	}
 	c.release(l, nil)
@@ -415,7 +418,9 @@ func (c *Conn) release(l *line, cli *client.Client) {
 	c.mu.Unlock()
 	c.closeSessions(replaced...)
 	if over {
-		c.trim()
+		// The caller whose new session put the Conn over its cap is not
+		// known here: the caller holding the most gives one back.
+		c.trim("")
 	}
 }
 
@@ -482,14 +487,14 @@ func (c *Conn) agentLine(agent *Agent) (l *line, overCap bool, err error) {
 		return l, false, nil
 	}
 	if len(c.agents) >= c.opts.MaxAgentSessions {
-		if c.idleLinesLocked() <= c.opening {
+		if v, _ := c.trimVictimLocked(agent.Caller, 1); v == "" || c.idleLinesLocked() <= c.opening {
 			c.mu.Unlock()
 			return nil, false, errAtCap
 		}
 		overCap = true
 		c.opening++
 	}
-	l = &line{era: client.EraSession, busy: 1}
+	l = &line{era: client.EraSession, busy: 1, caller: agent.Caller}
 	if c.agents == nil {
 		c.agents = map[string]*line{}
 	}
@@ -529,33 +534,48 @@ func (c *Conn) idleLinesLocked() int {
 }
 
 // trim closes idle agents' lines while the Conn holds more than
-// Options.MaxAgentSessions besides the lines being dialled over it: first
-// lines without a session (a failed dial: nothing to lose), then the least
-// recently used. Each session closed at the cap is logged and counted: the
-// agent calling again starts with an empty one, a sign that the cap is too
-// low for the agents this replica serves.
-func (c *Conn) trim() {
+// Options.MaxAgentSessions besides the lines being dialled over it, to make
+// room for a new session of caller's: first lines without a session (a
+// failed dial: nothing to lose), then caller's own least recently used,
+// then the least recently used of the caller holding the most, if that is
+// more than caller holds. So one caller opening sessions never closes
+// another's idle session (a stateful server would lose that caller's
+// state) unless that caller holds more than its share. Each session closed
+// at the cap is logged and counted (ClosedCap: caller's own,
+// ClosedCapFairShare: another's): the agent calling again starts with an
+// empty one, a sign that the cap is too low for the agents this replica
+// serves.
+func (c *Conn) trim(caller string) {
+	type closing struct {
+		owner string
+		idle  time.Duration
+	}
 	c.mu.Lock()
 	var closed []*client.Client
-	var idles []time.Duration
+	var why []closing
 	for c.overCapLocked() {
-		id, idle := c.trimVictimLocked()
+		id, idle := c.trimVictimLocked(caller, 0)
 		if id == "" {
-			break // every line is in use: trimmed when a call releases one
+			break // no idle line it may close: trimmed when a call releases one
 		}
+		owner := c.agents[id].caller
 		cli := c.takeAgentLocked(id)
 		if cli == nil {
 			continue
 		}
 		closed = append(closed, cli)
-		idles = append(idles, idle)
-		c.sessionClosed(ClosedCap)
+		why = append(why, closing{owner, idle})
+		if owner == caller {
+			c.sessionClosed(ClosedCap)
+		} else {
+			c.sessionClosed(ClosedCapFairShare)
+		}
 	}
 	c.mu.Unlock()
 	c.closeSessions(closed...)
-	for _, idle := range idles { // logged without the Conn's lock
-		c.opts.Log.Info("closed the least recently used idle upstream session of an agent session: at --max-upstream-sessions; that agent session starts a new, empty one if it calls again",
-			"server", c.target.Namespace+"/"+c.target.Name, "max", c.opts.MaxAgentSessions, "idle", idle.Round(time.Millisecond).String())
+	for _, w := range why { // logged without the Conn's lock
+		c.opts.Log.Info("closed an idle upstream session of an agent session at --max-upstream-sessions: the caller's own first, else one of the caller holding the most; that agent session starts a new, empty one if it calls again",
+			"server", c.target.Namespace+"/"+c.target.Name, "max", c.opts.MaxAgentSessions, "for", caller, "owner", w.owner, "idle", w.idle.Round(time.Millisecond).String())
 	}
 }
 
@@ -567,23 +587,40 @@ func (c *Conn) overCapLocked() bool {
 }
 
 // trimVictimLocked is the agent session id of the idle line trim closes
-// first, and how long it has been idle; "" if every line is in use. c.mu
-// is held.
-func (c *Conn) trimVictimLocked() (string, time.Duration) {
-	closesFirst := func(l, than *line) bool {
-		if (l.cli == nil) != (than.cli == nil) {
-			return l.cli == nil
+// first to make room for a session of caller (who holds extra lines more
+// than the Conn has yet: 1 when asking before its line is made), and how
+// long it has been idle; "" if there is none it may close. c.mu is held.
+func (c *Conn) trimVictimLocked(caller string, extra int) (string, time.Duration) {
+	held := map[string]int{}
+	for _, l := range c.agents {
+		held[l.caller]++
+	}
+	// rank orders the idle lines trim may close, lowest first: no session
+	// yet, then caller's own, then those of the callers holding more than
+	// caller, the most first; -1 for a line it may not close.
+	rank := func(l *line) int {
+		switch {
+		case l.busy > 0 || l.dialing != nil:
+			return -1
+		case l.cli == nil:
+			return 0
+		case l.caller == caller:
+			return 1
+		case caller != "" && held[l.caller] <= held[caller]+extra:
+			return -1
 		}
-		return l.lastUsed.Before(than.lastUsed)
+		return 2 + len(c.agents) - held[l.caller]
 	}
 	var id string
 	var victim *line
+	victimRank := -1
 	for aid, l := range c.agents {
-		if l.busy > 0 || l.dialing != nil {
+		r := rank(l)
+		if r < 0 {
 			continue
 		}
-		if victim == nil || closesFirst(l, victim) {
-			id, victim = aid, l
+		if victim == nil || r < victimRank || r == victimRank && l.lastUsed.Before(victim.lastUsed) {
+			id, victim, victimRank = aid, l, r
 		}
 	}
 	if victim == nil {
@@ -635,9 +672,10 @@ func (c *Conn) dropFailedLine(id string, l *line) {
 	}
 }
 
-// agentSessions is how many agent sessions have an upstream session (or
-// one being dialled, or to dial again) on this Conn; for tests.
-func (c *Conn) agentSessions() int {
+// AgentSessions is how many agent sessions have an upstream session (or
+// one being dialled, or to dial again) on this Conn: open sessions keep a
+// server from sleeping.
+func (c *Conn) AgentSessions() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.agents)

@@ -65,7 +65,7 @@ func TestAgentSessionsKeepTheirOwnUpstreamState(t *testing.T) {
 			if stateless := seen[4]; stateless == sa || stateless == sb || (sessionOnly && stateless == "") || (!sessionOnly && stateless != "") {
 				t.Errorf("the stateless agent's call came in session %q; want the shared connection (a session only where the server has no stateless era)", stateless)
 			}
-			if n := c.agentSessions(); n != 2 {
+			if n := c.AgentSessions(); n != 2 {
 				t.Errorf("the Conn holds %d agent sessions, want 2", n)
 			}
 		})
@@ -90,8 +90,8 @@ func TestUpstreamSessionEndsWithTheAgentSession(t *testing.T) {
 
 	as.End(ended) // the agent's DELETE
 	eventually(t, "the ended agent session's upstream session DELETEd", deleted(sa))
-	if c.agentSessions() != 2 || slices.Contains(st.Deleted(), sIdle) || slices.Contains(st.Deleted(), sb) {
-		t.Fatalf("after one agent session ended: %d agent sessions, DELETEd %q; want the other two kept", c.agentSessions(), st.Deleted())
+	if c.AgentSessions() != 2 || slices.Contains(st.Deleted(), sIdle) || slices.Contains(st.Deleted(), sb) {
+		t.Fatalf("after one agent session ended: %d agent sessions, DELETEd %q; want the other two kept", c.AgentSessions(), st.Deleted())
 	}
 
 	as.advance(2 * time.Minute) // past the idle timeout
@@ -106,14 +106,14 @@ func TestUpstreamSessionEndsWithTheAgentSession(t *testing.T) {
 
 	_, err := c.CallTool(ctxT(t), []byte(`{"name":"recall","arguments":{}}`), CallHooks{Agent: a})
 	var e *Error
-	if !errors.As(err, &e) || e.Reason != ReasonCancelled || c.agentSessions() != 1 {
-		t.Fatalf("a call for an ended agent session: %v, %d agent sessions; want %s and no new upstream session", err, c.agentSessions(), ReasonCancelled)
+	if !errors.As(err, &e) || e.Reason != ReasonCancelled || c.AgentSessions() != 1 {
+		t.Fatalf("a call for an ended agent session: %v, %d agent sessions; want %s and no new upstream session", err, c.AgentSessions(), ReasonCancelled)
 	}
 
 	c.Close() // the server left the bridge's scope
 	eventually(t, "the last agent's upstream session DELETEd with the Conn", deleted(sb))
-	if c.agentSessions() != 0 {
-		t.Fatalf("a retired Conn holds %d agent sessions", c.agentSessions())
+	if c.AgentSessions() != 0 {
+		t.Fatalf("a retired Conn holds %d agent sessions", c.AgentSessions())
 	}
 }
 
@@ -128,8 +128,8 @@ func TestAgentSessionsShareOnePool(t *testing.T) {
 		_, agent := as.open(t)
 		callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: agent})
 	}
-	if c.agentSessions() != 8 {
-		t.Fatalf("%d agent sessions, want 8", c.agentSessions())
+	if c.AgentSessions() != 8 {
+		t.Fatalf("%d agent sessions, want 8", c.AgentSessions())
 	}
 	// Sequential requests need one connection; a second can open when a
 	// request is sent just before the previous one's connection is back
@@ -362,7 +362,7 @@ func TestAgentSessionCapClosesTheLeastRecentlyUsed(t *testing.T) {
 
 	callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: third})
 	eventually(t, "a's session (least recently used) DELETEd at the cap", deleted(sa))
-	if n := c.agentSessions(); n != 2 || slices.Contains(st.Deleted(), sb) || agentSession(c, third) == "" {
+	if n := c.AgentSessions(); n != 2 || slices.Contains(st.Deleted(), sb) || agentSession(c, third) == "" {
 		t.Fatalf("at the cap: %d agent sessions, DELETEd %q; want 2, b's kept and the third agent's opened", n, st.Deleted())
 	}
 
@@ -373,6 +373,63 @@ func TestAgentSessionCapClosesTheLeastRecentlyUsed(t *testing.T) {
 		t.Fatalf("agent a's session is %q; want a new one (the old was %q)", s, sa)
 	}
 	eventually(t, "b's session (now least recently used) DELETEd", deleted(sb))
+}
+
+// At the cap, a caller opening sessions closes its own idle ones, never
+// another caller's (a stateful server would lose that caller's state); a
+// caller holding fewer than another gets room from the one holding the
+// most. Each is counted by its reason. Before, the least recently used
+// idle session closed, whoever's it was.
+func TestAgentSessionCapClosesTheCallersOwnFirst(t *testing.T) {
+	st := bridgetest.NewStateful(t, true)
+	var mu sync.Mutex
+	reasons := map[string]int{}
+	c := New(Target{Namespace: "ns", Name: "s", URL: st.URL}, Options{MaxAgentSessions: 3, SessionClosed: func(_, reason string) {
+		mu.Lock()
+		reasons[reason]++
+		mu.Unlock()
+	}})
+	t.Cleanup(c.Close)
+	as := newAgents(t)
+	agentOf := func(caller string) *Agent {
+		_, a := as.open(t)
+		a.Caller = caller
+		return a
+	}
+	deleted := func(id string) func() bool { return func() bool { return slices.Contains(st.Deleted(), id) } }
+	bob := agentOf("bob")
+	callTool(t, c, `{"name":"remember","arguments":{"value":"bob's"}}`, CallHooks{Agent: bob})
+	bobs := agentSession(c, bob)
+	var alices []*Agent
+	var alicesSessions []string
+	for i := range 4 {
+		a := agentOf("alice")
+		alices = append(alices, a)
+		callTool(t, c, `{"name":"remember","arguments":{"value":"alice's"}}`, CallHooks{Agent: a})
+		alicesSessions = append(alicesSessions, agentSession(c, a))
+		if i >= 2 { // at the cap: alice's least recently used goes
+			eventually(t, "alice's own least recently used session DELETEd", deleted(alicesSessions[i-2]))
+		}
+	}
+	if n := c.AgentSessions(); n != 3 || slices.Contains(st.Deleted(), bobs) {
+		t.Fatalf("%d agent sessions; bob's DELETEd: %v; want 3, bob's kept", n, slices.Contains(st.Deleted(), bobs))
+	}
+	if res := callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: bob}); !strings.Contains(res, "bob's") {
+		t.Fatalf("bob recalls %s after alice opened sessions at the cap; want bob's", res)
+	}
+	// Carol holds none, alice two: alice's least recently used makes room.
+	alice2 := agentSession(c, alices[2])
+	carol := agentOf("carol")
+	callTool(t, c, `{"name":"remember","arguments":{"value":"carol's"}}`, CallHooks{Agent: carol})
+	eventually(t, "alice's least recently used session DELETEd for carol", deleted(alice2))
+	if slices.Contains(st.Deleted(), bobs) || agentSession(c, carol) == "" {
+		t.Fatalf("for carol's session: bob's DELETEd %v, carol's %q; want bob's kept, carol's open", slices.Contains(st.Deleted(), bobs), agentSession(c, carol))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if reasons[ClosedCap] != 2 || reasons[ClosedCapFairShare] != 1 {
+		t.Fatalf("sessions closed by reason %v; want 2 %s (alice's own) and 1 %s (alice's for carol)", reasons, ClosedCap, ClosedCapFairShare)
+	}
 }
 
 // At its cap with every agent session in use by a call, a new agent's call
@@ -441,8 +498,8 @@ func TestRetiredForANewPodSendsNoDelete(t *testing.T) {
 			if err := c.WaitClosed(ctxT(t)); err != nil {
 				t.Fatal(err)
 			}
-			if d := st.Deleted(); len(d) != 0 || c.agentSessions() != 0 {
-				t.Fatalf("retired (%s): DELETEd %q, %d agent sessions held; want no DELETE and none held", reason, d, c.agentSessions())
+			if d := st.Deleted(); len(d) != 0 || c.AgentSessions() != 0 {
+				t.Fatalf("retired (%s): DELETEd %q, %d agent sessions held; want no DELETE and none held", reason, d, c.AgentSessions())
 			}
 		})
 	}
@@ -459,8 +516,8 @@ func TestRetiredWithTheServerAliveDeletesSessions(t *testing.T) {
 	if err := c.WaitClosed(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	if d := st.Deleted(); len(d) < 3 || c.agentSessions() != 0 {
-		t.Fatalf("retired with the server alive: DELETEd %q, %d agent sessions held; want the 3 agents' sessions DELETEd", d, c.agentSessions())
+	if d := st.Deleted(); len(d) < 3 || c.AgentSessions() != 0 {
+		t.Fatalf("retired with the server alive: DELETEd %q, %d agent sessions held; want the 3 agents' sessions DELETEd", d, c.AgentSessions())
 	}
 }
 
@@ -544,7 +601,7 @@ func TestEveryDeleteOfAConnSharesOneBound(t *testing.T) {
 	for _, s := range ss[:2*closeParallel] {
 		as.End(s)
 	}
-	eventually(t, "the ended agent sessions' upstream sessions closing", func() bool { return c.agentSessions() == sessions-2*closeParallel })
+	eventually(t, "the ended agent sessions' upstream sessions closing", func() bool { return c.AgentSessions() == sessions-2*closeParallel })
 	c.Close()
 	eventually(t, "every agent session DELETEd", func() bool { return len(st.Deleted()) == sessions })
 	if most() > closeParallel {
@@ -610,8 +667,8 @@ func TestCapClosesASessionOnlyOnceTheNewOneOpened(t *testing.T) {
 	if err := c.WaitClosed(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	if d := st.Deleted(); len(d) != 0 || c.agentSessions() != 1 {
-		t.Fatalf("after b's session was refused at the cap: DELETEd %q, %d agent sessions; want a's kept and b's line gone", d, c.agentSessions())
+	if d := st.Deleted(); len(d) != 0 || c.AgentSessions() != 1 {
+		t.Fatalf("after b's session was refused at the cap: DELETEd %q, %d agent sessions; want a's kept and b's line gone", d, c.AgentSessions())
 	}
 	refuse.Store(false)
 	if res := callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: a}); !strings.Contains(res, "recalled apple") {

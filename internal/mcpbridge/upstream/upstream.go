@@ -128,9 +128,13 @@ const (
 	// ClosedAgentEnded: its agent session ended (DELETE, idle timeout,
 	// forgotten at the per-caller cap).
 	ClosedAgentEnded = "agent_ended"
-	// ClosedCap: the least recently used idle one, closed at
-	// Options.MaxAgentSessions once a new agent's session opened.
+	// ClosedCap: an idle one of the caller's own, closed at
+	// Options.MaxAgentSessions once a new session of that caller opened.
 	ClosedCap = "cap"
+	// ClosedCapFairShare: an idle one of the caller holding the most
+	// sessions, closed at Options.MaxAgentSessions once a new session of a
+	// caller holding fewer opened (agents.go: trim).
+	ClosedCapFairShare = "cap_fair_share"
 	// ClosedFailed: a call in it failed without an answer (the session
 	// broke, or the server no longer knew it).
 	ClosedFailed = "failed"
@@ -231,8 +235,11 @@ type Conn struct {
 type line struct {
 	// era is what a dial asks for: "" tries the stateless era first (the
 	// shared line), client.EraSession a session (an agent's line).
-	era     client.Era
-	cli     *client.Client
+	era client.Era
+	cli *client.Client
+	// caller is who the agent's line is for (Agent.Caller; "" on the
+	// shared line).
+	caller  string
 	dialing *dialAttempt
 	// ended: the line was taken out of the Conn (its agent session ended,
 	// or the Conn was retired or drained); it is never dialled again, and a

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
@@ -41,8 +42,13 @@ type step struct {
 	Ms float64    `json:"ms,omitempty"`
 }
 
+// reportMu keeps the lines of calls made at once whole.
+var reportMu sync.Mutex
+
 func report(s step) {
 	line, _ := json.Marshal(s)
+	reportMu.Lock()
+	defer reportMu.Unlock()
 	fmt.Println(string(line))
 }
 
@@ -66,6 +72,7 @@ func main() {
 	// A call a person approves waits for them: a test that decides
 	// ToolApprovals gives the calls more time.
 	callsFor := flag.Duration("timeout", time.Minute, "how long connecting and the --call calls may take in all")
+	concurrent := flag.Int("concurrent", 1, "send each --call this many times at once, each reported (many first calls at one moment)")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), *callsFor+*repeatFor)
 	defer cancel()
@@ -114,12 +121,18 @@ func main() {
 
 	for _, call := range toCall {
 		name, args, _ := strings.Cut(call, "=")
-		res, err := callTool(ctx, c, name, json.RawMessage(args), *traceparent)
-		s := step{Step: "call", Tool: name, Result: res, Session: conn.SessionID()}
-		if err != nil {
-			s.Error = err.Error()
+		var wg sync.WaitGroup
+		for range max(*concurrent, 1) {
+			wg.Go(func() {
+				res, err := callTool(ctx, c, name, json.RawMessage(args), *traceparent)
+				s := step{Step: "call", Tool: name, Result: res, Session: conn.SessionID()}
+				if err != nil {
+					s.Error = err.Error()
+				}
+				report(s)
+			})
 		}
-		report(s)
+		wg.Wait()
 	}
 
 	if *repeat != "" {

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 	mcpgoserver "github.com/mark3labs/mcp-go/server"
@@ -18,7 +19,8 @@ import (
 // Stateful is a real MCP server (mcp-go's, with its defaults) that keeps
 // state per session, as a browser or a shell server does: the tool
 // `remember` stores its `value` for the calling session, `recall` answers
-// what the calling session stored. It records the session of each
+// what the calling session stored, `sleep` answers after `ms` milliseconds
+// (a call still in flight when the bridge stops). It records the session of each
 // tools/call, each DELETE, and the TCP connections it accepted.
 type Stateful struct {
 	URL string
@@ -54,6 +56,14 @@ func NewStateful(t testing.TB, sessionOnly bool) *Stateful {
 		mu.Lock()
 		defer mu.Unlock()
 		return mcpgo.NewToolResultText("recalled " + values[session(ctx)]), nil
+	})
+	s.AddTool(mcpgo.NewTool("sleep", mcpgo.WithNumber("ms", mcpgo.Required()), mcpgo.WithReadOnlyHintAnnotation(true), mcpgo.WithDestructiveHintAnnotation(false)), func(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+		select {
+		case <-time.After(time.Duration(req.GetFloat("ms", 0)) * time.Millisecond):
+			return mcpgo.NewToolResultText("slept"), nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	})
 	h := mcpgoserver.NewStreamableHTTPServer(s)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,137 @@
+package controller
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
+)
+
+// A pod deleted or evicted by someone else is recreated and never counted as
+// a crash. envtest runs no kubelet, so an unscheduled pod is deleted at once;
+// a finalizer of the test's holds a deleted pod in the state a kubelet shows
+// while it stops the containers (deletionTimestamp set, exit code 143).
+
+const holdFinalizer = "test.mcp-operator.dev/hold"
+
+// holdPod keeps the pod after its deletion until release.
+func holdPod(pod *corev1.Pod) {
+	patch := client.MergeFrom(pod.DeepCopy())
+	pod.Finalizers = append(pod.Finalizers, holdFinalizer)
+	ExpectWithOffset(1, k8sClient.Patch(ctx, pod, patch)).To(Succeed())
+}
+
+func release(pod *corev1.Pod) {
+	EventuallyWithOffset(1, func() error {
+		var cur corev1.Pod
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), &cur); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		patch := client.MergeFrom(cur.DeepCopy())
+		cur.Finalizers = nil
+		return k8sClient.Patch(ctx, &cur, patch)
+	}).Should(Succeed())
+}
+
+// stoppedByKubelet writes what the kubelet reports once its SIGTERM on
+// deletion ended the server: exit code 143, Failed.
+func stoppedByKubelet(pod *corev1.Pod) {
+	EventuallyWithOffset(1, func() error {
+		var cur corev1.Pod
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), &cur); err != nil {
+			return err
+		}
+		cur.Status.Phase = corev1.PodFailed
+		cur.Status.ContainerStatuses = []corev1.ContainerStatus{{
+			Name: serverContainer, Image: cur.Spec.Containers[0].Image, ImageID: "sha256:0",
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 143, Reason: "Error"}},
+		}}
+		return k8sClient.Status().Update(ctx, &cur)
+	}).Should(Succeed())
+}
+
+// newPodAfter waits for a live pod of the server other than old (or old's
+// name recreated: a new UID).
+func newPodAfter(s *mcpv1alpha1.MCPServer, old *corev1.Pod) *corev1.Pod {
+	var pod corev1.Pod
+	EventuallyWithOffset(1, func(g Gomega) {
+		pods := serverPods(s)
+		g.Expect(pods).To(HaveLen(1))
+		g.Expect(pods[0].UID).NotTo(Equal(old.UID))
+		pod = pods[0]
+	}).WithTimeout(20 * time.Second).Should(Succeed())
+	return &pod
+}
+
+var _ = Describe("A deletion is not a crash", func() {
+	env := withController()
+
+	expectNoCrash := func(s *mcpv1alpha1.MCPServer) {
+		GinkgoHelper()
+		st := get(s).Status.Restarts
+		Expect(st.Consecutive).To(BeZero())
+		Expect(st.Total).To(BeZero())
+		Expect(eventsOf(s)).NotTo(ContainElement(HavePrefix(eventCrashed)))
+	}
+
+	It("recreates a pod deleted by kubectl delete pod, whose server the kubelet stopped with 143", func() {
+		port := startEverythingHTTP()
+		s := httpServer(env.ns, "deleted", port)
+		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+		pod := readyServing(s, env.clk)
+
+		holdPod(pod)
+		Expect(k8sClient.Delete(ctx, pod)).To(Succeed())
+		stoppedByKubelet(pod)
+		Eventually(condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonRestarting))
+		Expect(condition(s, mcpv1alpha1.ConditionReady)().Message).To(ContainSubstring("deleted by someone else"))
+		Eventually(func() []string { return eventsOf(s) }).Should(eventWith(eventPodDeleted, "was deleted"))
+		release(pod)
+
+		next := newPodAfter(s, pod)
+		kubeletRuns(next, env.clk.Now())
+		Eventually(condition(s, mcpv1alpha1.ConditionReady)).WithTimeout(30 * time.Second).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonServing))
+		expectNoCrash(s)
+	})
+
+	It("recreates a pod deleted with no grace period, and says so", func() {
+		s := httpServer(env.ns, "gone", startEverythingHTTP())
+		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+		pod := readyServing(s, env.clk)
+		Expect(k8sClient.Delete(ctx, pod, client.GracePeriodSeconds(0))).To(Succeed())
+		newPodAfter(s, pod)
+		Eventually(func() []string { return eventsOf(s) }).Should(eventWith(eventPodDeleted, "was deleted by someone else"))
+		expectNoCrash(s)
+	})
+
+	It("recreates an evicted pod (the Eviction API, as a node drain uses it)", func() {
+		s := httpServer(env.ns, "drained", startEverythingHTTP())
+		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+		pod := readyServing(s, env.clk)
+		holdPod(pod)
+		Expect(k8sClient.SubResource("eviction").Create(ctx, pod, &policyv1.Eviction{})).To(Succeed())
+		stoppedByKubelet(pod)
+		Eventually(func() []string { return eventsOf(s) }).Should(eventWith(eventPodDeleted, "evicted (EvictionByEvictionAPI"))
+		release(pod)
+		newPodAfter(s, pod)
+		expectNoCrash(s)
+	})
+
+	It("replaces a pod the kubelet evicted under node pressure (Failed, Evicted, not deleted)", func() {
+		s := httpServer(env.ns, "pressed", startEverythingHTTP())
+		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+		pod := readyServing(s, env.clk)
+		pod.Status.Phase, pod.Status.Reason, pod.Status.Message = corev1.PodFailed, "Evicted", "The node was low on resource: memory."
+		pod.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error"}}
+		Expect(k8sClient.Status().Update(ctx, pod)).To(Succeed())
+		newPodAfter(s, pod)
+		Eventually(func() []string { return eventsOf(s) }).Should(eventWith(eventPodDeleted, "evicted by the kubelet (The node was low on resource: memory.)"))
+		expectNoCrash(s)
+	})
+})
