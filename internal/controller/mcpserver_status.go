@@ -28,6 +28,7 @@ func setCondition(s *mcpv1alpha1.MCPServer, typ string, status metav1.ConditionS
 func withdrawCatalog(s *mcpv1alpha1.MCPServer) {
 	s.Status.Tools = nil
 	s.Status.Prompts = nil
+	s.Status.Skills = nil
 	s.Status.ToolCount = 0
 	s.Status.ResourceCount = 0
 	s.Status.CatalogDigest = ""
@@ -141,6 +142,10 @@ func publishCatalog(s *mcpv1alpha1.MCPServer, cat *Catalog, endpoint *mcpv1alpha
 	s.Status.Prompts = cat.Prompts
 	if len(s.Status.Prompts) > maxStatusTools {
 		s.Status.Prompts = s.Status.Prompts[:maxStatusTools]
+	}
+	s.Status.Skills = cat.Skills
+	if len(s.Status.Skills) > maxStatusTools {
+		s.Status.Skills = s.Status.Skills[:maxStatusTools]
 	}
 	s.Status.ResourceCount = cat.ResourceCount
 	s.Status.CatalogDigest = cat.Digest

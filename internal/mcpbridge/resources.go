@@ -137,6 +137,10 @@ func (r *read) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
 }
 
 func (r *read) decide(b *Bridge, x *exchange) (policy.Result, *jsonrpc.Message) {
+	if sk, ok := skillOf(r.server, r.uri); ok {
+		// A skill's files are the skill's: its rules decide them.
+		return b.engine.Load().DecideSkill(x.rq.id.Subject, policy.SkillGet{Name: sk.Name, Server: r.server.Name, Namespace: r.server.Namespace}), nil
+	}
 	return b.engine.Load().DecideResource(x.rq.id.Subject, policy.ResourceRead{Server: r.server.Name, Namespace: r.server.Namespace, URI: r.uri}), nil
 }
 
@@ -155,6 +159,13 @@ func (r *read) forward(b *Bridge, x *exchange) *jsonrpc.Message {
 	b.observe(s.Name, "resources/read", took, err)
 	if err != nil {
 		return b.callFailed(x, s, took, err)
+	}
+	if sk, ok := skillOf(s, r.uri); ok {
+		if err := b.verifySkillFile(rq.ctx, rq, s, r.conn, sk, r.uri, raw); err != nil {
+			b.cfg.Log.Info("skill file refused", "server", s.Key(), "uri", r.uri, "error", err.Error())
+			_, _ = b.audit(rq, x.failed(reasonSkillMismatch, err.Error()))
+			return rpcError(rq, CodeUpstream, err.Error(), map[string]any{"reason": reasonSkillMismatch, "toolCallId": x.id})
+		}
 	}
 	sum := sha256.Sum256(raw)
 	_, span = b.stage(x, spanOutput, trace.SpanKindInternal)

@@ -23,6 +23,7 @@ const (
 	MaxPromptArgs    = 64
 	MaxPromptName    = 512
 	MaxPromptArgName = 128
+	MaxSkillURI      = 2048
 	MaxToolArgs      = 64
 	MaxToolArgName   = 64
 	// MaxStatusArgs bounds the arguments of all tools together: 1000 tools
@@ -138,7 +139,29 @@ func Capabilities(c client.Capabilities) *v1alpha1.ServerCapabilities {
 		Prompts:            c.Prompts,
 		Logging:            c.Logging,
 		Completions:        c.Completions,
+		Skills:             c.Skills,
 	}
+}
+
+// Skills are skills as status lists them: name, URI and description
+// cleaned and cut like prompts, file count, bytes and digest as probed.
+func Skills(skills []catalog.Skill, r *redact.Redactor) []v1alpha1.SkillStatus {
+	out := make([]v1alpha1.SkillStatus, 0, len(skills))
+	seen := map[string]bool{}
+	for _, s := range skills {
+		ss := v1alpha1.SkillStatus{
+			Name: Cut(Clean(r, s.Name), MaxPromptName), URI: Cut(Clean(r, s.URI), MaxSkillURI),
+			Description: Cut(Clean(r, s.Description), MaxDescription),
+			Files:       int32(len(s.Files)), Bytes: s.Bytes(), Digest: s.Digest,
+		}
+		if seen[ss.Name] {
+			continue
+		}
+		seen[ss.Name] = true
+		out = append(out, ss)
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.SkillStatus) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // Clean is the text of a server published in status: without invisible

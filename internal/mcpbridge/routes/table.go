@@ -27,8 +27,11 @@ type Server struct {
 	// list exactly as the controller did.
 	ToolsSpec     v1alpha1.ToolsSpec
 	CatalogDigest string
-	Capabilities  v1alpha1.ServerCapabilities
-	Restarts      v1alpha1.RestartStatus
+	// Skills are the published skills by the URI of their SKILL.md: the
+	// bridge serves a skill only while its live entry has this digest.
+	Skills       map[string]v1alpha1.SkillStatus
+	Capabilities v1alpha1.ServerCapabilities
+	Restarts     v1alpha1.RestartStatus
 	// Remote is spec.remote (credentials are resolved by the watcher).
 	Remote *v1alpha1.Remote
 	// ServerRequests is spec.serverRequests: which of the server's own
@@ -111,6 +114,12 @@ func serverOf(s *v1alpha1.MCPServer) *Server {
 	}
 	for _, tool := range s.Status.Tools {
 		srv.Tools[tool.UpstreamName] = tool
+	}
+	if len(s.Status.Skills) > 0 {
+		srv.Skills = make(map[string]v1alpha1.SkillStatus, len(s.Status.Skills))
+		for _, sk := range s.Status.Skills {
+			srv.Skills[sk.URI] = sk
+		}
 	}
 	return srv
 }
