@@ -287,13 +287,26 @@ func rawPrefixTest(t prefixTest, matched []*v1alpha1.ToolStatus) string {
 		holds = catalog.HoldsByName(t.arg)
 	}
 	test := fmt.Sprintf("args.%s.%s(%s)", t.arg, t.fn, quoteCEL(t.lit))
+	// Only a prefix needs the '/' that ends a directory or host: a suffix
+	// test with one added would never hold, and following the advice would
+	// switch the rule off.
+	lit, slash := t.lit, ""
+	if t.fn == overloads.StartsWith {
+		lit = safePrefix(t.lit)
+	}
 	switch holds {
 	case v1alpha1.HoldsPath:
-		return fmt.Sprintf("%s tests a raw path: %s. Clean it first: path.clean(args.%s).%s(%s), with a prefix that ends in '/'; for absolute paths also require path.clean(args.%s).startsWith('/')",
-			test, pathExample(t), t.arg, t.fn, quoteCEL(safePrefix(t.lit)), t.arg)
+		if t.fn == overloads.StartsWith {
+			slash = ", with a prefix that ends in '/'"
+		}
+		return fmt.Sprintf("%s tests a raw path: %s. Clean it first: path.clean(args.%s).%s(%s)%s; for absolute paths also require path.clean(args.%s).startsWith('/')",
+			test, pathExample(t), t.arg, t.fn, quoteCEL(lit), slash, t.arg)
 	case v1alpha1.HoldsURL:
-		return fmt.Sprintf("%s tests a raw URL: https://example.com.evil.test/ and https://example.com@evil.test/ pass startsWith('https://example.com'), and ../ segments reach past a path prefix. Compare the canonical form: uri.canonical(args.%s).%s(%s), with a prefix that ends in '/' after the host (uri.canonical lower-cases scheme and host, removes dot segments and refuses user info)",
-			test, t.arg, t.fn, quoteCEL(safePrefix(t.lit)))
+		if t.fn == overloads.StartsWith {
+			slash = ", with a prefix that ends in '/' after the host"
+		}
+		return fmt.Sprintf("%s tests a raw URL: https://example.com.evil.test/ and https://example.com@evil.test/ pass startsWith('https://example.com'), and ../ segments reach past a path prefix. Compare the canonical form: uri.canonical(args.%s).%s(%s)%s (uri.canonical lower-cases scheme and host, removes dot segments and refuses user info)",
+			test, t.arg, t.fn, quoteCEL(lit), slash)
 	}
 	return ""
 }

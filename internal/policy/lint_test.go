@@ -138,28 +138,44 @@ func TestLint(t *testing.T) {
 // warning names, where the condition it warns about allowed it.
 func TestLintAdviceIsSafe(t *testing.T) {
 	cases := []struct {
+		decision                  v1alpha1.Decision
 		unsafe, safe, arg, escape string
 	}{
-		{"args.path.startsWith('/data/public/')", "path.clean(args.path).startsWith('/data/public/')", "path", "/data/public/../secret/key.txt"},
-		{"args.url.startsWith('https://example.com')", "uri.canonical(args.url).startsWith('https://example.com/')", "url", "https://example.com.evil.test/x"},
-		{"args.url.startsWith('https://example.com')", "uri.canonical(args.url).startsWith('https://example.com/')", "url", "https://example.com@evil.test/x"},
-		{"args.url.startsWith('https://example.com/docs/')", "uri.canonical(args.url).startsWith('https://example.com/docs/')", "url", "https://example.com/docs/../admin"},
+		{v1alpha1.DecisionAllow, "args.path.startsWith('/data/public/')", "path.clean(args.path).startsWith('/data/public/')", "path", "/data/public/../secret/key.txt"},
+		{v1alpha1.DecisionAllow, "args.url.startsWith('https://example.com')", "uri.canonical(args.url).startsWith('https://example.com/')", "url", "https://example.com.evil.test/x"},
+		{v1alpha1.DecisionAllow, "args.url.startsWith('https://example.com')", "uri.canonical(args.url).startsWith('https://example.com/')", "url", "https://example.com@evil.test/x"},
+		{v1alpha1.DecisionAllow, "args.url.startsWith('https://example.com/docs/')", "uri.canonical(args.url).startsWith('https://example.com/docs/')", "url", "https://example.com/docs/../admin"},
+		// A deny on a suffix: the advice must keep denying the file it names.
+		{v1alpha1.DecisionDeny, "args.path.endsWith('.pem')", "path.clean(args.path).endsWith('.pem')", "path", "/x/key.pem/."},
+		{v1alpha1.DecisionDeny, "args.path.endsWith('.pem')", "path.clean(args.path).endsWith('.pem')", "path", "/x/key.pem"},
+	}
+	// A deny case also allows everything else, so that what the condition
+	// lets through is allowed.
+	policy := func(d v1alpha1.Decision, cond string) v1alpha1.ToolPolicy {
+		opts := []policyOption{forSA("team", "agent"), withToolRule(toolRule(d, "mcp.srv.*"), when(cond))}
+		if d == v1alpha1.DecisionDeny {
+			opts = append(opts, allow("mcp.srv.*"))
+		}
+		return newPolicy("team", "p", opts...)
 	}
 	for _, tc := range cases {
-		tp := newPolicy("team", "p", forSA("team", "agent"), withToolRule(toolRule(v1alpha1.DecisionAllow, "mcp.srv.*"), when(tc.unsafe)))
-		p, _ := CompilePolicy(&tp)
-		ws := p.Lint(&tp.Spec, nil)
+		tp := policy(tc.decision, tc.unsafe)
+		ws := mustCompile(t, &tp).Lint(&tp.Spec, nil)
 		if len(ws) != 1 || !strings.Contains(ws[0].Message, tc.safe) {
 			t.Fatalf("%s: warnings %v, want advice %s", tc.unsafe, ws, tc.safe)
 		}
+		if tc.decision != v1alpha1.DecisionAllow && strings.Contains(ws[0].Message, "ends in '/'") {
+			t.Errorf("%s: a suffix test is advised a '/': %s", tc.unsafe, ws[0].Message)
+		}
 		args := map[string]any{tc.arg: tc.escape}
 		c := call("srv", "x", v1alpha1.RiskRead, args)
-		if r := mustEngine(t, tp).DecideTool(agent, c); r.Decision != v1alpha1.DecisionAllow {
+		raw := mustEngine(t, tp).DecideTool(agent, c).Decision
+		if tc.decision == v1alpha1.DecisionAllow && raw != v1alpha1.DecisionAllow {
 			t.Fatalf("%s denied %s: the lint warns about nothing", tc.unsafe, tc.escape)
 		}
-		safe := newPolicy("team", "p", forSA("team", "agent"), withToolRule(toolRule(v1alpha1.DecisionAllow, "mcp.srv.*"), when(tc.safe)))
+		safe := policy(tc.decision, tc.safe)
 		if r := mustEngine(t, safe).DecideTool(agent, c); r.Decision != v1alpha1.DecisionDeny {
-			t.Errorf("the advice %s let %s through", tc.safe, tc.escape)
+			t.Errorf("the advice %s let %s through (the warned condition: %s)", tc.safe, tc.escape, raw)
 		}
 		if ws := mustCompile(t, &safe).Lint(&safe.Spec, nil); len(ws) != 0 {
 			t.Errorf("the advice %s is itself warned about: %v", tc.safe, ws)
