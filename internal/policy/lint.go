@@ -96,8 +96,8 @@ func (p *Policy) lintRule(i int, tr *v1alpha1.ToolRule, catalogs []Catalog) []Wa
 	}
 	reads, tests := readArgs(tr.When)
 	if allKnown && len(matched) > 0 {
-		for _, key := range reads {
-			if msg := argumentNoToolHas(key, matched); msg != "" {
+		for _, read := range reads {
+			if msg := argumentNoToolHas(read, matched); msg != "" {
 				warn(field+".when", "%s", msg)
 			}
 		}
@@ -248,8 +248,9 @@ func namedServerProblems(tr *v1alpha1.ToolRule, catalogs []Catalog, nMatched int
 
 // argumentNoToolHas: the condition reads args.<key>, which none of the
 // tools the rule matches declares; at call time a missing key is an error,
-// which denies.
-func argumentNoToolHas(key string, matched []*v1alpha1.ToolStatus) string {
+// which denies, and has(args.<key>) is always false.
+func argumentNoToolHas(read argRead, matched []*v1alpha1.ToolStatus) string {
+	key := read.key
 	var have []string
 	for _, m := range matched {
 		for _, a := range m.Arguments {
@@ -262,8 +263,12 @@ func argumentNoToolHas(key string, matched []*v1alpha1.ToolStatus) string {
 		}
 	}
 	slices.Sort(have)
-	return fmt.Sprintf("the condition reads args.%s, but none of the %d %s the rule matches takes an argument %q (they take %s): a missing argument is an error at call time, which denies; check the spelling, or guard it with has(args.%s)",
-		key, len(matched), plural(len(matched), "tool", "tools"), key, someOf(have), key)
+	what := fmt.Sprintf("none of the %d %s the rule matches takes an argument %q (they take %s)", len(matched), plural(len(matched), "tool", "tools"), key, someOf(have))
+	if read.onlyHas {
+		return fmt.Sprintf("the condition tests has(args.%s), but %s: it is always false; check the spelling", key, what)
+	}
+	return fmt.Sprintf("the condition reads args.%s, but %s: a missing argument is an error at call time, which denies; check the spelling, or guard it with has(args.%s)",
+		key, what, key)
 }
 
 // prefixTest is a string test in a condition on an argument.

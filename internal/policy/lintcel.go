@@ -23,7 +23,7 @@ import (
 // path.clean(x).startsWith(…) and uri.canonical(x).startsWith(…), which
 // the lints look at for their prefix. A condition that does not parse has
 // neither: compiling reports it.
-func readArgs(expr string) ([]string, []prefixTest) {
+func readArgs(expr string) ([]argRead, []prefixTest) {
 	env, err := conditionEnv()
 	if err != nil {
 		return nil, nil
@@ -34,14 +34,21 @@ func readArgs(expr string) ([]string, []prefixTest) {
 	if issues != nil && issues.Err() != nil {
 		return nil, nil
 	}
-	var reads []string
+	var reads []argRead
 	var tests []prefixTest
 	// elements maps a comprehension's variable to the argument it ranges
 	// over. Pre-order visits a comprehension before the tests inside it.
 	elements := map[string]string{}
 	celast.PreOrderVisit(ast.NativeRep().Expr(), celast.NewExprVisitor(func(e celast.Expr) {
-		if key, ok := argKey(e); ok && !slices.Contains(reads, key) {
-			reads = append(reads, key)
+		if key, ok := argKey(e); ok {
+			inHas := e.Kind() == celast.SelectKind && e.AsSelect().IsTestOnly()
+			i := slices.IndexFunc(reads, func(r argRead) bool { return r.key == key })
+			switch {
+			case i < 0:
+				reads = append(reads, argRead{key: key, onlyHas: inHas})
+			case !inHas:
+				reads[i].onlyHas = false
+			}
 		}
 		if e.Kind() == celast.ComprehensionKind {
 			c := e.AsComprehension()
@@ -54,6 +61,13 @@ func readArgs(expr string) ([]string, []prefixTest) {
 		}
 	}))
 	return reads, tests
+}
+
+// argRead is an argument a condition reads, and whether it only tests
+// that it is there (has(args.x)).
+type argRead struct {
+	key     string
+	onlyHas bool
 }
 
 // argKey reports whether e is args.<key> or args['<key>'].
