@@ -813,8 +813,12 @@ type ToolStatus struct {
 	// them (a when condition on an argument no tool has; a prefix test on a
 	// path or URL). A tool with more than 64 lists the first 64 by name, and
 	// the status lists at most 4000 in all (tools in name order), so that a
-	// server cannot make its status too large to store: a tool past that
-	// lists none.
+	// server cannot make its status too large to store: every tool from the
+	// first that does not fit lists none. A tool also lists none when a name
+	// is not 1 to 64 of A-Z, a-z, 0-9, '_', '.', '-' (or held a secret), or
+	// when its schema may admit arguments it does not list
+	// (additionalProperties, patternProperties, allOf, anyOf, oneOf, $ref and
+	// the like); none means not known.
 	// +optional
 	// +listType=map
 	// +listMapKey=name

@@ -11,7 +11,6 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
@@ -257,12 +256,8 @@ func (b *Bridge) callFailed(x *exchange, s *routes.Server, took time.Duration, e
 		// The server's error is its output too: scanned and redacted with
 		// its own Secret values, withheld where a result would be; the
 		// agent gets it as cleaned here.
-		msg, sum := output.Text(red, "error.message", rpcErr.Message)
-		data, dataSum, dataErr := output.JSON(red, "error.data", rpcErr.Data)
-		if dataErr != nil {
-			data = nil
-		}
-		if x.blockInjection && len(sum.Findings)+len(dataSum.Findings) > 0 {
+		msg, data, findings := serverError(red, rpcErr)
+		if x.blockInjection && findings > 0 {
 			msg, data = "the bridge withheld the server's error message: it looks like instructions to the model", nil
 		}
 		answer = jsonrpc.NewErrorResponse(x.rq.msg.ID, rpcErr.Code, msg)

@@ -426,22 +426,23 @@ func (b *Bridge) observe(server, method string, took time.Duration, err error) {
 }
 
 // upstreamError answers the agent for a call that failed upstream: the
-// server's own JSON-RPC error passes through (redacted), anything else is
+// server's own JSON-RPC error passes through, anything else is
 // CodeUpstream with the reason.
 //
 // red is the server's own redactor (its Secret values and the shapes), nil
-// where the server is not known: the error's text may quote the server's
-// answer (a body that was not JSON-RPC), so it is redacted like its output.
+// where the server is not known. Either way the text is the server's (its
+// error, or its answer quoted in ours when it was not JSON-RPC), so it goes
+// through what the server's output goes through: invisible characters
+// removed, redacted, marker look-alikes escaped.
 func upstreamError(rq *request, err error, toolCallID string, red *redact.Redactor) *jsonrpc.Message {
 	if red == nil {
 		red = redact.Shapes // the server is not known
 	}
 	var rpcErr *jsonrpc.Error
 	if errors.As(err, &rpcErr) {
-		resp := jsonrpc.NewErrorResponse(rq.msg.ID, rpcErr.Code, red.String(rpcErr.Message, nil))
-		if len(rpcErr.Data) > 0 && json.Valid(rpcErr.Data) {
-			resp.Error.Data, _ = red.JSON(rpcErr.Data, nil)
-		}
+		msg, data, _ := serverError(red, rpcErr)
+		resp := jsonrpc.NewErrorResponse(rq.msg.ID, rpcErr.Code, msg)
+		resp.Error.Data = data
 		return resp
 	}
 	reason := upstream.ReasonUnavailable
@@ -453,7 +454,24 @@ func upstreamError(rq *request, err error, toolCallID string, red *redact.Redact
 	if toolCallID != "" {
 		data["toolCallId"] = toolCallID
 	}
-	return rpcError(rq, CodeUpstream, "the MCP server gave no answer: "+red.String(err.Error(), nil), data)
+	why, _ := output.Text(red, "error.message", err.Error())
+	return rpcError(rq, CodeUpstream, "the MCP server gave no answer: "+why, data)
+}
+
+// serverError is a server's JSON-RPC error as the agent may get it: its
+// message and data cleaned as output (data that is not valid JSON is
+// dropped), with how many injection findings the two hold.
+func serverError(red *redact.Redactor, rpcErr *jsonrpc.Error) (string, json.RawMessage, int) {
+	msg, sum := output.Text(red, "error.message", rpcErr.Message)
+	findings := len(sum.Findings)
+	if len(rpcErr.Data) == 0 {
+		return msg, nil, findings
+	}
+	data, dataSum, err := output.JSON(red, "error.data", rpcErr.Data)
+	if err != nil {
+		return msg, nil, findings
+	}
+	return msg, data, findings + len(dataSum.Findings)
 }
 
 // redactor is what s's text is redacted with: its own Secret values and

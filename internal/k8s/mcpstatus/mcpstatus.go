@@ -4,6 +4,7 @@
 package mcpstatus
 
 import (
+	"regexp"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -28,8 +29,15 @@ const (
 	MaxToolArgName   = 64
 	// MaxStatusArgs bounds the arguments of all tools together: 1000 tools
 	// of 64 arguments would add megabytes to an object etcd stores whole.
+	// With names of at most MaxToolArgName characters from toolArgName's
+	// alphabet (one byte each in JSON), they take under 400 KB.
 	MaxStatusArgs = 4000
 )
+
+// toolArgName is the names status lists: a name of anything else (a
+// character JSON writes in several bytes, one cleaning changed) makes the
+// tool's arguments unknown, so that MaxStatusArgs bounds bytes too.
+var toolArgName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 
 // Tools converts a catalog's tools, sorted by name. Descriptions and titles
 // are cleaned with r (see Clean), then cut on a character boundary to fit
@@ -58,23 +66,28 @@ func Tools(c *catalog.Catalog, r *redact.Redactor) []v1alpha1.ToolStatus {
 }
 
 // toolArguments are the top-level properties of a tool's input schema, for
-// ToolPolicy lints: names cleaned and cut as prompt arguments' are, sorted,
-// at most MaxToolArgs (a lint reads a full list as possibly cut), and none
-// once the status's budget is spent (a lint reads none as not known).
+// ToolPolicy lints, sorted, at most MaxToolArgs (a lint reads a full list
+// as possibly cut). A lint reads none as not known, which is what a tool
+// gets whose schema may admit others (catalog.Arguments), one with a name
+// outside toolArgName (after cleaning: a secret in a name is not listed
+// either), and every tool from the first that does not fit in what is
+// left of the status's budget on.
 func toolArguments(schema []byte, r *redact.Redactor, budget *int) []v1alpha1.ToolArgument {
-	var out []v1alpha1.ToolArgument
-	seen := map[string]bool{}
-	for _, a := range catalog.Arguments(schema) {
-		name := Cut(Clean(r, a.Name), MaxToolArgName)
-		if seen[name] {
-			continue
+	args, closed := catalog.Arguments(schema)
+	if !closed {
+		return nil
+	}
+	out := make([]v1alpha1.ToolArgument, 0, len(args))
+	for _, a := range args {
+		name := Clean(r, a.Name)
+		if name != a.Name || !toolArgName.MatchString(name) {
+			return nil
 		}
-		seen[name] = true
 		out = append(out, v1alpha1.ToolArgument{Name: name, Holds: a.Holds})
 	}
-	slices.SortFunc(out, func(a, b v1alpha1.ToolArgument) int { return strings.Compare(a.Name, b.Name) })
 	out = out[:min(len(out), MaxToolArgs)]
 	if len(out) > *budget {
+		*budget = 0
 		return nil
 	}
 	*budget -= len(out)
