@@ -86,6 +86,12 @@ func (b *Bridge) wake(x *exchange, away *routes.Away) *jsonrpc.Message {
 		}
 		now, ok := b.cfg.Registry.Away(name)
 		if !ok {
+			if down, ok := b.cfg.Registry.Down(name); ok {
+				// The wake failed in a way that withdrew the catalog
+				// (PermanentlyFailed, CatalogNotApproved): say so.
+				b.observeWake("failed", start)
+				return b.refuseAway(x.rq, down)
+			}
 			b.observeWake("gone", start)
 			return upstreamError(x.rq, &upstream.Error{Reason: upstream.ReasonUnavailable, Err: fmt.Errorf("server %s left the bridge's scope while it was woken", name)}, "", nil)
 		}
