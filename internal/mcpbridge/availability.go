@@ -54,6 +54,10 @@ func (b *Bridge) available(x *exchange, a adapter) *jsonrpc.Message {
 	}
 	if _, _, served := b.cfg.Registry.Server(s.Name); served {
 		b.cfg.Activity.Touch(s.Namespace, s.Name)
+		if x.resolvedAway {
+			// Resolved while away, served now: take its connection.
+			return b.resolveAgain(x, a)
+		}
 		return nil
 	}
 	away, ok := b.cfg.Registry.Away(s.Name)
@@ -66,7 +70,20 @@ func (b *Bridge) available(x *exchange, a adapter) *jsonrpc.Message {
 	if answer := b.wake(x, away); answer != nil {
 		return answer
 	}
-	return a.resolve(b, x)
+	return b.resolveAgain(x, a)
+}
+
+// resolveAgain resolves x against its server now served (its live catalog
+// and connection). A server away again by then is answered as away: x
+// never goes on without a connection.
+func (b *Bridge) resolveAgain(x *exchange, a adapter) *jsonrpc.Message {
+	if answer := a.resolve(b, x); answer != nil || !x.resolvedAway {
+		return answer
+	}
+	if away, ok := b.cfg.Registry.Away(x.server.Name); ok {
+		return b.refuseAway(x.rq, away)
+	}
+	return upstreamError(x.rq, &upstream.Error{Reason: upstream.ReasonUnavailable, Err: fmt.Errorf("server %s is not serving now", x.server.Name)}, "", nil)
 }
 
 // wake asks for a sleeping server and waits until it is served, fails to

@@ -88,6 +88,10 @@ type exchange struct {
 	// agent's, told what a ToolApproval waits for.
 	server        *routes.Server
 	progressToken json.RawMessage
+	// resolvedAway: resolve found x.server away and kept no connection (a
+	// read, prompt or completion); if the server is served again by the
+	// time available runs, x is resolved again before it goes upstream.
+	resolvedAway bool
 }
 
 // adapter is what differs between the kinds of request.

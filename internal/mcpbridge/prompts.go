@@ -157,6 +157,7 @@ func (pr *prompt) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
 	}
 	x.server, x.progressToken = s, p.Meta.ProgressToken
 	pr.conn, pr.upstreamName, pr.name, pr.listed = conn, upstreamName, p.Name, listed
+	x.resolvedAway = conn == nil
 	full := toolname.Namespaced(s.Name, upstreamName)
 	if string(p.Arguments) != "null" {
 		x.args = p.Arguments

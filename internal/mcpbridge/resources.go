@@ -130,6 +130,7 @@ func (r *read) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
 	}
 	x.server, x.progressToken = s, p.Meta.ProgressToken
 	r.conn, r.uri, r.shown = conn, uri, p.URI
+	x.resolvedAway = conn == nil
 	x.method, x.target = methodRead, BridgeURI(s.Name, uri)
 	x.action, x.what = "read the resource "+p.URI, "read of "+p.URI
 	x.readRetry()
