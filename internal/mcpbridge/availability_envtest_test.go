@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
@@ -41,6 +42,20 @@ func aliceAsks(endpoint, method, params string) *request {
 		msg: &jsonrpc.Message{ID: json.RawMessage(`1`), Method: method, Params: json.RawMessage(params)}}
 }
 
+// restarting reports the server restarting, as the controller does after a
+// crash (no endpoint, catalog kept), and waits until the bridge sees it.
+func restarting(t *testing.T, k client.Client, rt *Runtime, obj *v1alpha1.MCPServer) {
+	t.Helper()
+	updateStatus(t, k, obj, func(s *v1alpha1.MCPServerStatus) {
+		s.Endpoint = nil
+		setReady(s, metav1.ConditionFalse, v1alpha1.ReasonRestarting, "restarting after crash 1")
+	})
+	eventually(t, "the bridge sees the server restarting", func() bool {
+		_, ok := rt.Registry.Away(obj.Name)
+		return ok
+	})
+}
+
 // TestResolvedAwayServedByAvailable: a read, a prompt and a completion
 // resolved while their server was restarting (no connection), whose server
 // is served again when the available stage runs, are resolved again and
@@ -65,14 +80,7 @@ func TestResolvedAwayServedByAvailable(t *testing.T) {
 		{"completion/complete", "everything", `{"ref":{"type":"ref/prompt","name":"test_prompt_with_arguments"},"argument":{"name":"arg1","value":"a"}}`, &completion{}},
 	} {
 		t.Run(tc.method, func(t *testing.T) {
-			updateStatus(t, k, obj, func(s *v1alpha1.MCPServerStatus) {
-				s.Endpoint = nil
-				setReady(s, metav1.ConditionFalse, v1alpha1.ReasonRestarting, "restarting after crash 1")
-			})
-			eventually(t, "the bridge sees the server restarting", func() bool {
-				_, ok := rt.Registry.Away("everything")
-				return ok
-			})
+			restarting(t, k, rt, obj)
 			a := &backAfterResolve{adapter: tc.adapter, back: func() {
 				updateStatus(t, k, obj, func(s *v1alpha1.MCPServerStatus) {
 					s.Endpoint = served.Endpoint
@@ -106,14 +114,7 @@ func TestCompletionOfAServerAway(t *testing.T) {
 	pol := toolPolicy(ns, "prompts", []v1alpha1.Subject{sa("agents", "alice")})
 	pol.Spec.Prompts = []v1alpha1.PromptRule{{Prompts: []string{"mcp.everything.*"}, Decision: "allow"}}
 	createPolicy(t, k, pol)
-	updateStatus(t, k, obj, func(s *v1alpha1.MCPServerStatus) {
-		s.Endpoint = nil
-		setReady(s, metav1.ConditionFalse, v1alpha1.ReasonRestarting, "restarting after crash 1")
-	})
-	eventually(t, "the bridge sees the server restarting", func() bool {
-		_, ok := rt.Registry.Away("everything")
-		return ok
-	})
+	restarting(t, k, rt, obj)
 	answer := rt.Bridge.complete(aliceAsks("everything", "completion/complete",
 		`{"ref":{"type":"ref/prompt","name":"test_prompt_with_arguments"},"argument":{"name":"arg1","value":"a"}}`))
 	if answer == nil || answer.Error == nil {
