@@ -3,7 +3,9 @@ package mcpbridge
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -125,5 +127,32 @@ func TestCompletionOfAServerAway(t *testing.T) {
 	}
 	if n := fwd.Requests("completion/complete"); n != 0 {
 		t.Fatalf("%d completions reached a server that was away", n)
+	}
+}
+
+// TestSubscribeToAServerAwayDecidesFirst: a caller the policy does not let
+// read a resource is refused as such, and learns nothing of the server's
+// state; an allowed one is told the server is away (CodeServerAway).
+func TestSubscribeToAServerAwayDecidesFirst(t *testing.T) {
+	const ns = "subscribeaway"
+	fwd := peer(t)
+	rt, k, obj, c, _ := servedTo(t, ns, fwd, nil)
+	restarting(t, k, rt, obj)
+	sub := json.RawMessage(`{"uri":"mcp://everything/test://static-text"}`)
+	_, err := c.Call(ctxT(t), "resources/subscribe", sub)
+	var e *jsonrpc.Error
+	if !errors.As(err, &e) || e.Code == CodeServerAway || strings.Contains(e.Error(), "Restarting") {
+		t.Fatalf("a denied subscription: %v", err)
+	}
+
+	pol := toolPolicy(ns, "reads", []v1alpha1.Subject{sa("agents", "alice")})
+	pol.Spec.Resources = []v1alpha1.ResourceRule{{Servers: []string{"everything"}, Decision: "allow"}}
+	createPolicy(t, k, pol)
+	eventually(t, "the allowed subscription is told the server is away", func() bool {
+		_, err := c.Call(ctxT(t), "resources/subscribe", sub)
+		return errors.As(err, &e) && e.Code == CodeServerAway
+	})
+	if n := fwd.Requests("resources/subscribe"); n != 0 {
+		t.Fatalf("%d subscriptions reached a server that was away", n)
 	}
 }
