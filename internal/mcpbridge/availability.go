@@ -3,6 +3,7 @@ package mcpbridge
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
@@ -67,10 +68,34 @@ func (b *Bridge) available(x *exchange, a adapter) *jsonrpc.Message {
 	if !away.Asleep() || b.cfg.Activity == nil {
 		return b.refuseAway(x.rq, away)
 	}
+	decided := x.tool
 	if answer := b.wake(x, away); answer != nil {
 		return answer
 	}
-	return b.resolveAgain(x, a)
+	if answer := b.resolveAgain(x, a); answer != nil {
+		return answer
+	}
+	return b.sameToolAsDecided(x, decided)
+}
+
+// reasonToolChanged: the tool a call was decided on changed while its
+// server woke.
+const reasonToolChanged = "tool_changed"
+
+// sameToolAsDecided refuses a call whose tool the woken server publishes
+// with another risk or other annotations than the catalog the call was
+// decided on: the policy may decide it otherwise. Deciding again here
+// would charge the caller's rate limits a second time; the call is refused
+// before anything is recorded, retryable, and decided afresh when sent
+// again.
+func (b *Bridge) sameToolAsDecided(x *exchange, decided *routes.Tool) *jsonrpc.Message {
+	t := x.tool
+	if decided == nil || t == nil || t.Risk == decided.Risk && reflect.DeepEqual(t.Annotations, decided.Annotations) {
+		return nil
+	}
+	msg := fmt.Sprintf("tool %s changed while server %s woke (risk %s, now %s; or its annotations): it was not called; send the call again to have it decided on the new catalog",
+		t.Name, t.Server.Name, decided.Risk, t.Risk)
+	return rpcError(x.rq, CodeUpstream, msg, map[string]any{"reason": reasonToolChanged, "retryable": true})
 }
 
 // resolveAgain resolves x against its server now served (its live catalog

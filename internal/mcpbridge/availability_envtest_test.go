@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -154,5 +155,51 @@ func TestSubscribeToAServerAwayDecidesFirst(t *testing.T) {
 	})
 	if n := fwd.Requests("resources/subscribe"); n != 0 {
 		t.Fatalf("%d subscriptions reached a server that was away", n)
+	}
+}
+
+// TestWokenServerWithAChangedTool: a call decided on a sleeping server's
+// catalog, whose tool the woken server publishes with another risk, is not
+// forwarded on the old decision (allowed as it was): it is refused,
+// retryable, and decided on the new catalog when sent again.
+func TestWokenServerWithAChangedTool(t *testing.T) {
+	const ns = "wakechanged"
+	fwd := peer(t)
+	rt, k, obj, c, _ := servedTo(t, ns, fwd, nil)
+	createLease(t, k, ns, "everything", 5*time.Minute)
+	since := putToSleep(t, k, rt, obj)
+	served := obj.Status.DeepCopy()
+	result := callAsync(c, "mcp.everything.test_simple_text", `{}`)
+	eventually(t, "the wake is written", func() bool {
+		return getLease(t, k, ns, "everything").Spec.RenewTime.After(since)
+	})
+	updateStatus(t, k, obj, func(s *v1alpha1.MCPServerStatus) {
+		for i := range s.Tools {
+			if s.Tools[i].UpstreamName == "test_simple_text" {
+				s.Tools[i].Risk = v1alpha1.RiskDestructive
+			}
+		}
+		s.Endpoint = served.Endpoint
+		setReady(s, metav1.ConditionTrue, v1alpha1.ReasonServing, "the catalog is published")
+	})
+	var got callResult
+	select {
+	case got = <-result:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the call was not answered when the server woke")
+	}
+	var e *jsonrpc.Error
+	if !errors.As(got.err, &e) || e.Code != CodeUpstream || !strings.Contains(string(e.Data), `"reason":"tool_changed"`) || !strings.Contains(string(e.Data), `"retryable":true`) {
+		t.Fatalf("a call decided on the tool before it changed: %v", got.err)
+	}
+	if fwd.Calls() != 0 {
+		t.Fatalf("%d calls went upstream on the old decision", fwd.Calls())
+	}
+	// Sent again, it is decided as the destructive tool it is now: the
+	// policy's allow of a destructive tool asks, and this client cannot be
+	// asked.
+	_, err := c.CallTool(ctxT(t), "mcp.everything.test_simple_text", json.RawMessage(`{}`))
+	if !errors.As(err, &e) || e.Code != CodeDenied || !strings.Contains(string(e.Data), reasonApprovalUnavailable) {
+		t.Fatalf("sent again: %v", err)
 	}
 }
