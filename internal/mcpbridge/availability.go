@@ -114,7 +114,12 @@ func (b *Bridge) resolveAgain(x *exchange, a adapter) *jsonrpc.Message {
 // wake asks for a sleeping server and waits until it is served, fails to
 // wake, or the call's deadline passes; nil when it is served.
 func (b *Bridge) wake(x *exchange, away *routes.Away) *jsonrpc.Message {
-	ctx, cancel := b.contextWithCallTimeout(x.rq.ctx)
+	// A stopping replica ends the wait at the start of its drain (the
+	// request is answered bridge_stopping, to be sent again), rather than
+	// holding it until the drain's end cuts it off as cancelled.
+	waits, endWait := b.untilWaitsEnd(x.rq.ctx)
+	defer endWait()
+	ctx, cancel := b.contextWithCallTimeout(waits)
 	defer cancel()
 	name, start := away.Server.Name, b.now()
 	tick := time.NewTicker(wakeProgressEvery)
@@ -155,6 +160,10 @@ func (b *Bridge) wake(x *exchange, away *routes.Away) *jsonrpc.Message {
 		case <-changed:
 		case <-tick.C:
 		case <-ctx.Done():
+			if cause := context.Cause(waits); Stopping(cause) {
+				b.observeWake("stopping", start)
+				return upstreamError(x.rq, cause, "", nil)
+			}
 			b.observeWake("timeout", start)
 			if x.rq.ctx.Err() != nil {
 				return upstreamError(x.rq, &upstream.Error{Reason: upstream.ReasonCancelled, Err: context.Cause(x.rq.ctx)}, "", nil)
@@ -242,7 +251,7 @@ func (b *Bridge) awayError(rq *request, a *routes.Away, why string) *jsonrpc.Mes
 }
 
 // observeWake records how long a request waited for a wake and how it
-// ended (woken, failed, timeout, gone).
+// ended (woken, failed, timeout, gone, stopping).
 func (b *Bridge) observeWake(outcome string, start time.Time) {
 	if b.cfg.Metrics != nil {
 		b.cfg.Metrics.WakeWaits.WithLabelValues(outcome).Observe(b.now().Sub(start).Seconds())

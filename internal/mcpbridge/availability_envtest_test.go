@@ -13,8 +13,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	mcpclient "github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
 )
 
@@ -201,5 +203,44 @@ func TestWokenServerWithAChangedTool(t *testing.T) {
 	_, err := c.CallTool(ctxT(t), "mcp.everything.test_simple_text", json.RawMessage(`{}`))
 	if !errors.As(err, &e) || e.Code != CodeDenied || !strings.Contains(string(e.Data), reasonApprovalUnavailable) {
 		t.Fatalf("sent again: %v", err)
+	}
+}
+
+// TestStopAnswersAWakeWait: a call waiting for its server to wake when its
+// replica stops is answered at the start of the drain, -32011
+// bridge_stopping (to be sent again to another replica), not cut off as
+// cancelled at the drain's end.
+func TestStopAnswersAWakeWait(t *testing.T) {
+	const ns = "stopwake"
+	rt, _, k, _ := startRuntimeWith(t, nil, ns)
+	closeUpstreams(t, rt)
+	fwd := peer(t)
+	obj := apply(t, k, bridgetest.Published(t, ns, "everything", fwd.URL, v1alpha1.ToolsSpec{}))
+	createPolicy(t, k, toolPolicy(ns, "agents", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.everything.*")))
+	srv, url := serve(t, rt.Handler)
+	c := connectTo(t, url, "alice-token", mcpclient.EraSession)
+	eventually(t, "the bridge lists the server's tools", func() bool { return len(listNames(t, c)) > 0 })
+	createLease(t, k, ns, "everything", 5*time.Minute)
+	since := putToSleep(t, k, rt, obj)
+	done := callAsync(c, "mcp.everything.test_simple_text", `{}`)
+	eventually(t, "the wake is written", func() bool {
+		return getLease(t, k, ns, "everything").Spec.RenewTime.After(since)
+	})
+
+	bounds := StopBounds{Delay: 100 * time.Millisecond, Drain: 5 * time.Second, Sessions: time.Second, Flush: time.Second}
+	start := time.Now()
+	if err := rt.Bridge.Stop(srv, rt.Registry, rt.Audit, nil, bounds); err != nil {
+		t.Errorf("Stop: %v", err)
+	}
+	if took := time.Since(start); took > bounds.Delay+bounds.Drain/2 {
+		t.Errorf("Stop took %s: the wake's wait must end at the start of the drain, not at its end", took)
+	}
+	r := <-done
+	var e *jsonrpc.Error
+	if !errors.As(r.err, &e) || e.Code != CodeUpstream || !strings.Contains(string(e.Data), `"reason":"bridge_stopping"`) {
+		t.Errorf("the waiting call: %v, want -32011 bridge_stopping", r.err)
+	}
+	if fwd.Calls() != 0 {
+		t.Error("the call reached its server")
 	}
 }
