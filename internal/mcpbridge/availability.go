@@ -203,7 +203,7 @@ func (p *wakeProgress) tell(a *routes.Away) {
 	p.sent, p.last, p.lastAt = p.sent+1, a.Reason, now
 	msg := fmt.Sprintf("server %s is %s; the call goes on when it is ready", a.Server.Name, a.Reason)
 	params := []byte(`{"progress":`)
-	params = fmt.Appendf(params, "%d", p.sent)
+	params = fmt.Appendf(params, "%d", p.x.nextProgress())
 	params = append(params, `,"message":`...)
 	params = rawjson.AppendString(params, msg)
 	params = append(params, '}')

@@ -244,3 +244,52 @@ func TestStopAnswersAWakeWait(t *testing.T) {
 		t.Error("the call reached its server")
 	}
 }
+
+// TestWakeThenServerProgressIncreases: an agent told of a wake (progress
+// 1, 2, ...) and then of the server's own progress sees progress increase
+// throughout: the server's is told after the wake's.
+func TestWakeThenServerProgressIncreases(t *testing.T) {
+	const ns = "wakeprogress"
+	fwd := peer(t)
+	rt, k, obj, c, _ := servedTo(t, ns, fwd, nil)
+	createLease(t, k, ns, "everything", 5*time.Minute)
+	served := obj.Status.DeepCopy()
+	putToSleep(t, k, rt, obj)
+	progress := hearProgress(c)
+	done := callWithProgressAsync(c, "mcp.everything.test_tool_with_progress", `{}`, "wake-p")
+	eventually(t, "the waiting agent hears of the wake", func() bool { return progress.first() != "" })
+	updateStatus(t, k, obj, func(s *v1alpha1.MCPServerStatus) {
+		s.Endpoint = served.Endpoint
+		setReady(s, metav1.ConditionTrue, v1alpha1.ReasonServing, "the catalog is published")
+	})
+	select {
+	case r := <-done:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the call was not answered when the server woke")
+	}
+	progress.mu.Lock()
+	defer progress.mu.Unlock()
+	last, fromServer := -1.0, 0
+	for _, p := range progress.params {
+		var n struct {
+			Progress float64 `json:"progress"`
+			Message  string  `json:"message"`
+		}
+		if err := json.Unmarshal([]byte(p), &n); err != nil {
+			t.Fatal(err)
+		}
+		if n.Progress <= last {
+			t.Fatalf("progress went from %v to %v: %v", last, n.Progress, progress.params)
+		}
+		if !strings.Contains(n.Message, "the call goes on when it is ready") {
+			fromServer++
+		}
+		last = n.Progress
+	}
+	if fromServer == 0 {
+		t.Fatalf("no progress of the server's own was told: %v", progress.params)
+	}
+}

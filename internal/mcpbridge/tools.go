@@ -324,7 +324,7 @@ func (b *Bridge) execute(c *call) *jsonrpc.Message {
 		hooks.Progress = func(p json.RawMessage) {
 			// A progress message is the server's output too.
 			if clean, _, err := output.JSON(b.redactor(tool.Server), "notifications/progress", p); err == nil {
-				rq.out.send(jsonrpc.NewNotification("notifications/progress", rawjson.Set(clean, "progressToken", tok)))
+				rq.out.send(jsonrpc.NewNotification("notifications/progress", rawjson.Set(c.offsetProgress(clean), "progressToken", tok)))
 			}
 		}
 	}
