@@ -41,8 +41,24 @@ func (b *Bridge) target(name string) (*routes.Server, *upstream.Conn, bool) {
 	return nil, nil, false
 }
 
+// touch records activity on the server x goes to, once settle allowed it: a
+// caller the policy refuses keeps no server awake.
+func (b *Bridge) touch(x *exchange) {
+	if s := x.server; s != nil {
+		b.touchServed(s.Name)
+	}
+}
+
+// touchServed records activity on the server named name if it is served
+// (a request for one away goes through the available stage instead).
+func (b *Bridge) touchServed(name string) {
+	if s, _, served := b.cfg.Registry.Server(name); served {
+		b.cfg.Activity.Touch(s.Namespace, s.Name)
+	}
+}
+
 // available is the stage between decide and settle that every request for a
-// server goes through: a served server's activity is recorded; for one
+// server goes through: for one
 // that is away the agent is told why (never "unknown tool"), and for one
 // asleep the request wakes it, waits (with progress notifications) and is
 // resolved again against the server that came back, its live catalog and
@@ -54,7 +70,6 @@ func (b *Bridge) available(x *exchange, a adapter) *jsonrpc.Message {
 		return nil
 	}
 	if _, _, served := b.cfg.Registry.Server(s.Name); served {
-		b.cfg.Activity.Touch(s.Namespace, s.Name)
 		if x.resolvedAway {
 			// Resolved while away, served now: take its connection.
 			return b.resolveAgain(x, a)

@@ -293,3 +293,43 @@ func TestWakeThenServerProgressIncreases(t *testing.T) {
 		t.Fatalf("no progress of the server's own was told: %v", progress.params)
 	}
 }
+
+// TestOnlyAllowedRequestsAreActivity: a call the policy denies and a list
+// that shows nothing of a server do not renew its activity Lease (a caller
+// with no rights does not keep a server awake); a list that shows its
+// tools does.
+func TestOnlyAllowedRequestsAreActivity(t *testing.T) {
+	const ns = "activityrights"
+	fwd := peer(t)
+	rt, url, k, _ := startRuntimeWith(t, nil, ns)
+	closeUpstreams(t, rt)
+	apply(t, k, bridgetest.Published(t, ns, "everything", fwd.URL, v1alpha1.ToolsSpec{}))
+	createPolicy(t, k, toolPolicy(ns, "agents", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.everything.*"), rule("deny", "mcp.everything.test_simple_text")))
+	alice := connectTo(t, url, "alice-token", mcpclient.EraSession)
+	bob := connectTo(t, url, "bob-token", mcpclient.EraSession)
+	eventually(t, "the bridge serves the server", func() bool {
+		_, _, ok := rt.Registry.Server("everything")
+		return ok
+	})
+	createLease(t, k, ns, "everything", 5*time.Minute)
+	time.Sleep(time.Second) // the bridge's Lease informer takes it up
+	renewed := getLease(t, k, ns, "everything").Spec.RenewTime.Time
+	eventually(t, "alice's call is denied", func() bool {
+		_, err := alice.CallTool(ctxT(t), "mcp.everything.test_simple_text", json.RawMessage(`{}`))
+		var e *jsonrpc.Error
+		return errors.As(err, &e) && e.Code == CodeDenied
+	})
+	if names := listNames(t, bob); len(names) != 0 {
+		t.Fatalf("bob sees %v", names)
+	}
+	time.Sleep(time.Second) // the Lease would be written by now
+	if n := metric(t, rt, `mcp_bridge_activity_lease_writes_total{kind="activity"}`); n != 0 || !getLease(t, k, ns, "everything").Spec.RenewTime.Time.Equal(renewed) {
+		t.Fatalf("a denied call or an empty list renewed the Lease (%d writes)", n)
+	}
+	if len(listNames(t, alice)) == 0 {
+		t.Fatal("alice sees no tools")
+	}
+	eventually(t, "a list showing the server's tools renews its Lease", func() bool {
+		return getLease(t, k, ns, "everything").Spec.RenewTime.After(renewed)
+	})
+}

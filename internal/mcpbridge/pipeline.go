@@ -164,6 +164,7 @@ func (b *Bridge) serve(rq *request, a adapter) *jsonrpc.Message {
 	if answer := b.settle(x); answer != nil {
 		return answer
 	}
+	b.touch(x)
 	return a.forward(b, x)
 }
 
