@@ -164,9 +164,11 @@ func (b *Bridge) wake(x *exchange, away *routes.Away) *jsonrpc.Message {
 		}
 		if away.Reason == v1alpha1.ReasonSleeping {
 			if err := b.cfg.Activity.Wake(ctx, away.Server.Namespace, name, away.Since); err != nil && ctx.Err() == nil {
+				// The API's error names objects of the cluster: it is
+				// logged here, and the agent told only what failed.
 				b.cfg.Log.Info("a sleeping server could not be woken", "server", away.Server.Key(), "error", err.Error())
 				b.observeWake("failed", start)
-				return b.awayError(x.rq, away, "it could not be woken: "+err.Error())
+				return b.awayError(x.rq, away, "the bridge could not ask for the server to wake")
 			}
 		}
 		p.tell(away)

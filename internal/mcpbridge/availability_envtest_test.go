@@ -333,3 +333,23 @@ func TestOnlyAllowedRequestsAreActivity(t *testing.T) {
 		return getLease(t, k, ns, "everything").Spec.RenewTime.After(renewed)
 	})
 }
+
+// TestFailedWakeWriteIsNotShownToTheAgent: a wake whose Lease write the API
+// server refuses (here the Lease is missing: not found) answers the call
+// -32012, saying the bridge could not ask for the wake, without the API's
+// error (it names the cluster's objects).
+func TestFailedWakeWriteIsNotShownToTheAgent(t *testing.T) {
+	const ns = "wakewritefails"
+	fwd := peer(t)
+	rt, k, obj, c, _ := servedTo(t, ns, fwd, nil)
+	putToSleep(t, k, rt, obj) // no activity Lease: the wake's patch fails
+	_, err := c.CallTool(ctxT(t), "mcp.everything.test_simple_text", json.RawMessage(`{}`))
+	d := awayOf(t, err)
+	if d.Reason != v1alpha1.ReasonSleeping || !strings.Contains(err.Error(), "could not ask for the server to wake") ||
+		strings.Contains(err.Error(), "not found") || strings.Contains(err.Error(), "leases") {
+		t.Fatalf("a wake that could not be written: %v", err)
+	}
+	if n := metric(t, rt, `mcp_bridge_wake_wait_seconds_count{outcome="failed"}`); n != 1 {
+		t.Fatalf("failed wakes counted: %d, want 1", n)
+	}
+}
