@@ -302,6 +302,9 @@ func TestFailedWakeAnswersEveryWaitingCall(t *testing.T) {
 		return metric(t, rt, `mcp_bridge_activity_lease_writes_total{kind="wake"}`) == 1 &&
 			getLease(t, k, ns, "everything").Spec.RenewTime.After(since)
 	})
+	// As the controller writes it: the catalog stays published for a pod
+	// that cannot start (TestFailedWakeThatWithdrewTheCatalog has the
+	// reasons that withdraw it).
 	updateStatus(t, k, obj, func(s *v1alpha1.MCPServerStatus) {
 		setReady(s, metav1.ConditionFalse, v1alpha1.ReasonImagePullFailed, `image "everything:nope" cannot be pulled`)
 	})
