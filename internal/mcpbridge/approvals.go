@@ -121,18 +121,18 @@ func (b *Bridge) progressWhileWaiting(x *exchange, namespace, name string, expir
 	}
 	msg := fmt.Sprintf("waiting for a person to approve ToolApproval %s/%s (kubectl mcp approve %s -n %s) until %s",
 		namespace, name, name, namespace, expires.UTC().Format(time.RFC3339))
-	send := func(n int) {
-		params, _ := json.Marshal(map[string]any{"progressToken": x.progressToken, "progress": n, "message": msg})
+	send := func() {
+		params, _ := json.Marshal(map[string]any{"progressToken": x.progressToken, "progress": x.nextProgress(), "message": msg})
 		rq.out.send(jsonrpc.NewNotification("notifications/progress", params))
 	}
-	send(0)
+	send()
 	go func() {
 		t := time.NewTicker(approvalProgressEvery)
 		defer t.Stop()
-		for n := 1; ; n++ {
+		for {
 			select {
 			case <-t.C:
-				send(n)
+				send()
 			case <-stop:
 				return
 			}

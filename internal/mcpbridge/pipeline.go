@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -14,6 +16,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
+	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
 
 // The pipeline: every request goes through these stages, in this order.
@@ -87,6 +90,35 @@ type exchange struct {
 	// agent's, told what a ToolApproval waits for.
 	server        *routes.Server
 	progressToken json.RawMessage
+	// progressSent counts the progress notifications the bridge itself sent
+	// for x while it waited (a wake, a person's decision): they carry 0 to
+	// progressSent-1, and the server's own progress (from 0) is told
+	// offset by progressSent, so the agent sees progress increase
+	// throughout.
+	progressSent atomic.Int64
+	// resolvedAway: resolve found x.server away and kept no connection (a
+	// read, prompt or completion); if the server is served again by the
+	// time available runs, x is resolved again before it goes upstream.
+	resolvedAway bool
+}
+
+// nextProgress is the progress of the next notification the bridge itself
+// sends for x: 0, 1, 2, ...
+func (x *exchange) nextProgress() int64 { return x.progressSent.Add(1) - 1 }
+
+// offsetProgress is a server's progress notification p as the agent is
+// told it: progress (and total) raised by what the bridge sent before it.
+func (x *exchange) offsetProgress(p []byte) []byte {
+	sent := x.progressSent.Load()
+	if sent == 0 {
+		return p
+	}
+	for _, key := range []string{"progress", "total"} {
+		if n, err := strconv.ParseFloat(string(rawjson.Get(p, key)), 64); err == nil {
+			p = rawjson.Set(p, key, strconv.AppendFloat(nil, n+float64(sent), 'f', -1, 64))
+		}
+	}
+	return p
 }
 
 // adapter is what differs between the kinds of request.
@@ -131,6 +163,7 @@ func (b *Bridge) serve(rq *request, a adapter) *jsonrpc.Message {
 	if answer := b.settle(x); answer != nil {
 		return answer
 	}
+	b.touch(x)
 	return a.forward(b, x)
 }
 

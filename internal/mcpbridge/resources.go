@@ -40,7 +40,6 @@ func (b *Bridge) listResources(rq *request, method, key, uriKey string) *jsonrpc
 		if !ok || !s.Capabilities.Resources {
 			continue
 		}
-		b.cfg.Activity.Touch(s.Namespace, s.Name)
 		ctx, cancel := b.contextWithCallTimeout(rq.ctx)
 		list, fresh, err := conn.ListAllFresh(ctx, method, key)
 		cancel()
@@ -49,6 +48,7 @@ func (b *Bridge) listResources(rq *request, method, key, uriKey string) *jsonrpc
 			continue
 		}
 		f.server(fresh)
+		shown := false
 		for _, item := range list {
 			listed, _ := rawjson.String(rawjson.Get(item, uriKey))
 			// Listed and decided in the form a read will be decided and
@@ -71,6 +71,11 @@ func (b *Bridge) listResources(rq *request, method, key, uriKey string) *jsonrpc
 				item = clean
 			}
 			items = append(items, item)
+			shown = true
+		}
+		if shown {
+			// Only a list that shows something of a server is activity on it.
+			b.cfg.Activity.Touch(s.Namespace, s.Name)
 		}
 	}
 	return listResult(rq, key, items, f)
@@ -130,6 +135,7 @@ func (r *read) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
 	}
 	x.server, x.progressToken = s, p.Meta.ProgressToken
 	r.conn, r.uri, r.shown = conn, uri, p.URI
+	x.resolvedAway = conn == nil
 	x.method, x.target = methodRead, BridgeURI(s.Name, uri)
 	x.action, x.what = "read the resource "+p.URI, "read of "+p.URI
 	x.readRetry()

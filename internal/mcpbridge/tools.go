@@ -94,9 +94,6 @@ func (b *Bridge) catalogs(rq *request, get func(context.Context, string) (*route
 			b.cfg.Log.Info("a server's tools are left out of the list", "server", name, "error", b.redactorOf(name).String(err.Error(), nil))
 			continue
 		}
-		if s, _, served := b.cfg.Registry.Server(name); served {
-			b.cfg.Activity.Touch(s.Namespace, s.Name)
-		}
 		out = append(out, c)
 	}
 	return out
@@ -128,6 +125,14 @@ func (b *Bridge) listTools(rq *request) *jsonrpc.Message {
 	}
 	style := b.style(rq)
 	tools := b.visibleIn(rq, catalogs)
+	// Only the servers the list shows something of count as active: a
+	// caller who sees none of a server's tools keeps it no more awake than
+	// one that did not ask.
+	for i, t := range tools {
+		if i == 0 || tools[i-1].Server.Name != t.Server.Name {
+			b.touchServed(t.Server.Name)
+		}
+	}
 	items := make([][]byte, len(tools))
 	for i, t := range tools {
 		items[i] = b.listedTool(t, style)
@@ -324,7 +329,7 @@ func (b *Bridge) execute(c *call) *jsonrpc.Message {
 		hooks.Progress = func(p json.RawMessage) {
 			// A progress message is the server's output too.
 			if clean, _, err := output.JSON(b.redactor(tool.Server), "notifications/progress", p); err == nil {
-				rq.out.send(jsonrpc.NewNotification("notifications/progress", rawjson.Set(clean, "progressToken", tok)))
+				rq.out.send(jsonrpc.NewNotification("notifications/progress", rawjson.Set(c.offsetProgress(clean), "progressToken", tok)))
 			}
 		}
 	}

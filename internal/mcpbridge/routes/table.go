@@ -57,6 +57,11 @@ type Table struct {
 	// Away are the servers with a published catalog that are not served
 	// now, by name (names served are not among them).
 	Away map[string]*Away
+	// Down are the servers of the scope not served and without a catalog
+	// (gave up, catalog refused, never published), by name: nothing of
+	// theirs is listed, but a request already routed to one (waiting for
+	// its wake) is answered with its Ready reason.
+	Down map[string]*Away
 }
 
 // Build makes the table from MCPServers: only Ready ones with an endpoint
@@ -91,7 +96,7 @@ func Build(list []v1alpha1.MCPServer) *Table {
 		t.Names = append(t.Names, s.Name)
 	}
 	slices.Sort(t.Names)
-	t.Away = away(list, t.Servers)
+	t.Away, t.Down = away(list, t.Servers)
 	return t
 }
 
