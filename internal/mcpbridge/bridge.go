@@ -33,6 +33,7 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/internal/approval"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/activity"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/artifact"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/idlemem"
@@ -67,6 +68,10 @@ const (
 // Sessions, Sealer, Audit, Pipeline.
 type Config struct {
 	Registry *routes.Registry
+	// Activity renews the servers' activity Leases and wakes sleeping
+	// servers; nil where no server sleeps (a request for a sleeping server
+	// is then refused as for any server away).
+	Activity *activity.Recorder
 	Auth     authn.Authenticator
 	Sessions *session.Manager
 	// Sealer signs the requestState of 2026-07-28 approvals.

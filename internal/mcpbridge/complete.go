@@ -49,7 +49,7 @@ func (c *completion) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
 	if err := json.Unmarshal(rq.msg.Params, &p); err != nil {
 		return rpcError(rq, jsonrpc.CodeInvalidParams, "completion/complete needs params with a ref", nil)
 	}
-	s, conn, ok := b.cfg.Registry.Server(rq.endpoint)
+	s, conn, ok := b.target(rq.endpoint)
 	if !ok {
 		return rpcError(rq, CodeUpstream, "server "+rq.endpoint+" is not served", nil)
 	}

@@ -96,7 +96,7 @@ func (b *Bridge) capabilities(endpoint string) map[string]any {
 	if endpoint == "" {
 		return caps
 	}
-	s, _, ok := b.cfg.Registry.Server(endpoint)
+	s, _, ok := b.target(endpoint)
 	if !ok {
 		return caps
 	}
@@ -129,8 +129,8 @@ func (b *Bridge) initialize(rq *request) *jsonrpc.Message {
 		return rpcError(rq, jsonrpc.CodeInvalidParams, "malformed initialize params: "+err.Error(), nil)
 	}
 	if rq.endpoint != "" {
-		if _, _, ok := b.cfg.Registry.Server(rq.endpoint); !ok {
-			return rpcError(rq, jsonrpc.CodeInvalidParams, "server "+rq.endpoint+" is not served here (unknown, not Ready, or not in the bridge's namespaces)", nil)
+		if _, _, ok := b.target(rq.endpoint); !ok {
+			return rpcError(rq, jsonrpc.CodeInvalidParams, "server "+rq.endpoint+" is not served here (unknown, never Ready, or not in the bridge's namespaces)", nil)
 		}
 	}
 	version := client.LatestLegacy

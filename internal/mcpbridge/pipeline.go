@@ -32,6 +32,11 @@ import (
 //	resume                 b.resume                     a retry's requestState (state.go)
 //	decide                 adapter.decide, b.decide     the engine, session grants,
 //	                                                    rate limits, injection floor
+//	wait for the server    b.available                  activity; a server away is
+//	                                                    refused with why, one asleep
+//	                                                    woken and waited for, and the
+//	                                                    request resolved again
+//	                                                    (availability.go)
 //	ask, record decision   b.settle                     ask.go; a denial is b.refuse
 //	forward, output,       adapter.forward              tools.go, resources.go,
 //	record the result                                   prompts.go, complete.go
@@ -88,7 +93,10 @@ type exchange struct {
 // adapter is what differs between the kinds of request.
 type adapter interface {
 	// resolve decodes x's params and finds its target; an answer ends the
-	// request (bad params, an unknown target).
+	// request (bad params, an unknown target). A target on a server that is
+	// away resolves too (x.server is the server as status has it): the
+	// available stage answers for it, or waits and calls resolve again once
+	// the server is back.
 	resolve(b *Bridge, x *exchange) *jsonrpc.Message
 	// decide is the engine's decision about x; an answer ends the request
 	// (a prompt's arguments that do not fit it).
@@ -118,6 +126,9 @@ func (b *Bridge) serve(rq *request, a adapter) *jsonrpc.Message {
 	b.decide(x, res)
 	x.traceDecision(span)
 	span.End()
+	if answer := b.available(x, a); answer != nil {
+		return answer
+	}
 	if answer := b.settle(x); answer != nil {
 		return answer
 	}

@@ -54,6 +54,7 @@ func (b *Bridge) listPrompts(rq *request) *jsonrpc.Message {
 		if !ok || !s.Capabilities.Prompts {
 			continue
 		}
+		b.cfg.Activity.Touch(s.Namespace, s.Name)
 		raw, _, fresh, err := b.livePrompts(rq, s, conn)
 		if err != nil {
 			b.cfg.Log.Info("a server's prompts are left out of the list", "server", name, "error", b.redactor(s).String(err.Error(), nil))
@@ -125,6 +126,9 @@ type prompt struct {
 	arguments map[string]string
 	// listed are the server's prompts when resolve listed them already.
 	listed []catalog.Prompt
+	// checkWhenBack: decide met the server away; the arguments are checked
+	// when resolve runs again with the server back.
+	checkWhenBack bool
 }
 
 func (b *Bridge) getPrompt(rq *request) *jsonrpc.Message { return b.serve(rq, &prompt{}) }
@@ -147,8 +151,8 @@ func (pr *prompt) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
 		}
 	}
 	serverName, upstreamName, listed, ok := b.resolvePrompt(rq, p.Name)
-	s, conn, served := b.cfg.Registry.Server(serverName)
-	if !ok || !served || !s.Capabilities.Prompts {
+	s, conn, known := b.target(serverName)
+	if !ok || !known || !s.Capabilities.Prompts {
 		return rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("unknown prompt %q", p.Name), nil)
 	}
 	x.server, x.progressToken = s, p.Meta.ProgressToken
@@ -159,6 +163,9 @@ func (pr *prompt) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
 	}
 	x.method, x.target, x.action, x.what = methodPrompt, full, "get the prompt "+full, "prompt "+full
 	x.readRetry()
+	if pr.checkWhenBack && conn != nil {
+		return pr.checkArgs(b, x)
+	}
 	return nil
 }
 
@@ -171,21 +178,35 @@ func (pr *prompt) decide(b *Bridge, x *exchange) (policy.Result, *jsonrpc.Messag
 	if res.Decision == v1alpha1.DecisionDeny {
 		return res, nil
 	}
+	if pr.conn == nil {
+		// The server is away: its declaration is checked once it is back
+		// (resolve, called again by the available stage), before anyone is
+		// asked.
+		pr.checkWhenBack = true
+		return res, nil
+	}
+	return res, pr.checkArgs(b, x)
+}
+
+// checkArgs holds the arguments to the prompt's declaration, as the server
+// lists it now.
+func (pr *prompt) checkArgs(b *Bridge, x *exchange) *jsonrpc.Message {
+	rq, s := x.rq, pr.server
 	parsed := pr.listed
 	if parsed == nil {
 		var err error
 		if _, parsed, _, err = b.livePrompts(rq, s, pr.conn); err != nil {
-			return res, upstreamError(rq, err, "", b.redactor(s))
+			return upstreamError(rq, err, "", b.redactor(s))
 		}
 	}
 	i := slices.IndexFunc(parsed, func(c catalog.Prompt) bool { return c.UpstreamName == pr.upstreamName })
 	if i < 0 {
-		return res, rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("unknown prompt %q", pr.name), nil)
+		return rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("unknown prompt %q", pr.name), nil)
 	}
 	if err := checkPromptArgs(parsed[i], pr.arguments); err != nil {
-		return res, rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("prompt %s: %v", x.target, err), nil)
+		return rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("prompt %s: %v", x.target, err), nil)
 	}
-	return res, nil
+	return nil
 }
 
 func (pr *prompt) forward(b *Bridge, x *exchange) *jsonrpc.Message {

@@ -40,6 +40,7 @@ func (b *Bridge) listResources(rq *request, method, key, uriKey string) *jsonrpc
 		if !ok || !s.Capabilities.Resources {
 			continue
 		}
+		b.cfg.Activity.Touch(s.Namespace, s.Name)
 		ctx, cancel := b.contextWithCallTimeout(rq.ctx)
 		list, fresh, err := conn.ListAllFresh(ctx, method, key)
 		cancel()
@@ -77,7 +78,7 @@ func (b *Bridge) listResources(rq *request, method, key, uriKey string) *jsonrpc
 
 // locateResource finds the server and upstream URI of a URI in the agent's
 // view (mcp://<server>/<uri> on /mcp, the server's own on its endpoint);
-// the message answers an unknown one. The URI is the canonical form: the
+// the message answers an unknown one. conn is nil when the server is away. The URI is the canonical form: the
 // one decided, recorded and forwarded, whatever the agent's spelling.
 func (b *Bridge) locateResource(rq *request, agentURI string) (*routes.Server, *upstream.Conn, string, *jsonrpc.Message) {
 	server, uri := rq.endpoint, agentURI
@@ -87,7 +88,7 @@ func (b *Bridge) locateResource(rq *request, agentURI string) (*routes.Server, *
 			return nil, nil, "", rpcError(rq, CodeResourceNotFound, fmt.Sprintf("unknown resource %q: resources here are named %s<server>/<uri>", agentURI, translate.URIPrefix), nil)
 		}
 	}
-	s, conn, ok := b.cfg.Registry.Server(server)
+	s, conn, ok := b.target(server)
 	if !ok || !s.Capabilities.Resources {
 		return nil, nil, "", rpcError(rq, CodeResourceNotFound, fmt.Sprintf("unknown resource %q: server %q serves no resources here", agentURI, server), nil)
 	}

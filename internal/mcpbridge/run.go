@@ -2,20 +2,26 @@ package mcpbridge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	authenticationv1 "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	eventsv1 "k8s.io/client-go/kubernetes/typed/events/v1"
@@ -27,6 +33,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/approval"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/activity"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/artifact"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/idlemem"
@@ -81,7 +88,14 @@ type Options struct {
 	ToolApprovals bool
 	// ApprovalNotifier is told of each ToolApproval (nil: nobody).
 	ApprovalNotifier approval.Notifier
-	Log              logr.Logger
+	// Identity is the holderIdentity of the activity Leases this replica
+	// writes: its pod's name (the host name when empty).
+	Identity string
+	// ActivityEvery is how often open agent sessions and subscriptions are
+	// counted as activity (default 15 s; the writes stay bounded by the
+	// Lease's own rate).
+	ActivityEvery time.Duration
+	Log           logr.Logger
 }
 
 // Runtime is a started bridge.
@@ -103,12 +117,14 @@ type Runtime struct {
 func (r *Runtime) Wait() error { return <-r.done }
 
 // Scheme holds the kinds the bridge reads and writes: the project's
-// (MCPServer, ToolPolicy, ToolApproval) and core Secrets. Not client-go's
+// (MCPServer, ToolPolicy, ToolApproval), core Secrets and the servers'
+// activity Leases. Not client-go's
 // scheme of every built-in group: a second registry of those held about
 // 0.3 MB of the idle bridge's heap for kinds it never touches.
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(corev1.AddToScheme(s))
+	utilruntime.Must(coordinationv1.AddToScheme(s))
 	utilruntime.Must(v1alpha1.AddToScheme(s))
 	return s
 }
@@ -180,6 +196,9 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		if cfg.Approvals, err = startApprovals(ctx, o, kc, reg); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.Activity, err = startActivity(ctx, o, kc, m, registry); err != nil {
+		return nil, err
 	}
 	b := New(cfg)
 	w := &watch.Watcher{
@@ -255,6 +274,7 @@ func restMapper() meta.RESTMapper {
 		v1alpha1.GroupVersion.WithKind("ToolPolicy"),
 		v1alpha1.GroupVersion.WithKind("ToolApproval"),
 		corev1.SchemeGroupVersion.WithKind("Secret"),
+		coordinationv1.SchemeGroupVersion.WithKind("Lease"),
 	} {
 		// Lower-case plurals (mcpservers, toolpolicies, toolapprovals,
 		// secrets): the CRDs' and the core group's names. The list kind
@@ -285,8 +305,15 @@ func newKubeClients(o Options) (*kubeClients, error) {
 		nsMap[ns] = cache.Config{}
 	}
 	kc := &kubeClients{}
+	// Only the servers' activity Leases, not every Lease of the namespaces
+	// (leader elections, node heartbeats in their own namespace).
+	activityLeases, err := labels.Parse(activity.ServerLabel + "," + activity.ManagedByLabel + "=mcp-operator")
+	if err != nil {
+		return nil, err
+	}
 	kc.cache, err = cache.New(cfg, cache.Options{HTTPClient: httpClient, Mapper: mapper, Scheme: o.Scheme,
-		DefaultNamespaces: nsMap, DefaultTransform: cache.TransformStripManagedFields()})
+		DefaultNamespaces: nsMap, DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{&coordinationv1.Lease{}: {Label: activityLeases}}})
 	if err != nil {
 		return nil, fmt.Errorf("while creating the MCPServer cache: %w", err)
 	}
@@ -319,4 +346,57 @@ func startApprovals(ctx context.Context, o Options, kc *kubeClients, reg prometh
 	events.StartRecordingToSink(ctx.Done())
 	broker.Recorder = events.NewRecorder(o.Scheme, "mcp-operator-bridge")
 	return broker, nil
+}
+
+// startActivity watches the servers' activity Leases (through the bridge's
+// cache: deciding whether to write reads no API) and returns the recorder
+// that renews them and wakes sleeping servers. Open agent sessions and
+// subscriptions count as activity every ActivityEvery.
+func startActivity(ctx context.Context, o Options, kc *kubeClients, m *metrics.Metrics, reg *routes.Registry) (*activity.Recorder, error) {
+	if _, err := kc.cache.GetInformer(ctx, &coordinationv1.Lease{}); err != nil {
+		return nil, fmt.Errorf("while watching activity Leases: %w", err)
+	}
+	id := o.Identity
+	if id == "" {
+		id, _ = os.Hostname()
+	}
+	rec := &activity.Recorder{
+		Identity: id, Log: o.Log.WithName("activity"), Now: o.Bridge.Clock,
+		Wrote: func(kind string) { m.ActivityWrites.WithLabelValues(kind).Inc() },
+		Leases: func(namespace, name string) (*coordinationv1.Lease, bool) {
+			var l coordinationv1.Lease
+			err := kc.cache.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &l)
+			return &l, err == nil
+		},
+		Patch: func(ctx context.Context, namespace, name string, renew time.Time, holder string) error {
+			patch, err := json.Marshal(map[string]any{"spec": map[string]any{
+				"renewTime": metav1.NewMicroTime(renew), "holderIdentity": holder,
+			}})
+			if err != nil {
+				return err
+			}
+			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+			return kc.direct.Patch(ctx, l, client.RawPatch(types.MergePatchType, patch))
+		},
+	}
+	every := o.ActivityEvery
+	if every <= 0 {
+		every = 15 * time.Second
+	}
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				rec.Wait()
+				return
+			case <-t.C:
+				for _, s := range reg.InUse() {
+					rec.Touch(s.Namespace, s.Name)
+				}
+			}
+		}
+	}()
+	return rec, nil
 }

@@ -261,6 +261,13 @@ func (b *Bridge) resolveResource(rq *request, agentURI, what string) (*routes.Se
 	if unknown != nil {
 		return nil, nil, "", nil, unknown
 	}
+	if conn == nil {
+		// A subscription is held by the server itself: one that is away
+		// cannot take it now (and an open subscription does not wake it).
+		if a, ok := b.cfg.Registry.Away(s.Name); ok {
+			return nil, nil, "", nil, b.refuseAway(rq, a)
+		}
+	}
 	// Decided and recorded as the pipeline does (pipeline.go), with no
 	// question to ask.
 	x := &exchange{rq: rq, method: methodRead, target: BridgeURI(s.Name, uri), what: what + " of " + agentURI, noAsk: true}

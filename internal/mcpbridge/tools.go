@@ -51,15 +51,19 @@ func (b *Bridge) style(rq *request) string {
 	return b.cfg.ToolNameStyle
 }
 
-// servers are the servers an endpoint covers.
+// servers are the servers whose tools an endpoint lists: the served ones
+// and those away but expected back.
 func (b *Bridge) servers(rq *request) []string {
 	if rq.endpoint != "" {
 		if _, _, ok := b.cfg.Registry.Server(rq.endpoint); ok {
 			return []string{rq.endpoint}
 		}
+		if a, ok := b.cfg.Registry.Away(rq.endpoint); ok && a.Expected() {
+			return []string{rq.endpoint}
+		}
 		return nil
 	}
-	return b.cfg.Registry.Names()
+	return b.cfg.Registry.Listed()
 }
 
 // toolCall is the engine's view of a call of t with args, JSON text that the
@@ -78,6 +82,9 @@ func (b *Bridge) liveCatalogs(rq *request) []*routes.Catalog {
 		if err != nil {
 			b.cfg.Log.Info("a server's tools are left out of the list", "server", name, "error", b.redactorOf(name).String(err.Error(), nil))
 			continue
+		}
+		if s, _, served := b.cfg.Registry.Server(name); served {
+			b.cfg.Activity.Touch(s.Namespace, s.Name)
 		}
 		out = append(out, c)
 	}
@@ -153,7 +160,7 @@ func (b *Bridge) resolveTool(rq *request, name string) (*routes.Tool, *jsonrpc.M
 			if t := c.ByName[tool]; t != nil && t.Name == name {
 				return t, nil
 			}
-		} else if _, _, served := b.cfg.Registry.Server(server); served {
+		} else if _, _, known := b.target(server); known {
 			return nil, b.catalogError(rq, server, err)
 		}
 	}

@@ -257,14 +257,25 @@ func TestRoutingFromMCPServerStatus(t *testing.T) {
 		t.Fatalf("the second crash ended the call with %v, want mcp_server_unstable", err)
 	}
 
-	// Not Ready: the server's tools are gone.
+	// Not Ready, restarting: the server is not served, but its tools stay
+	// listed; a call is told the server restarts.
 	updateStatus(t, k, obj, func(s *v1alpha1.MCPServerStatus) {
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonRestarting, Message: "backoff"})
 	})
-	eventually(t, "the tools of a server that is not Ready are withdrawn", func() bool {
+	eventually(t, "a server that is not Ready is no longer served", func() bool {
 		return len(rt.Registry.Names()) == 0
 	})
-	if names := listNames(t, c); len(names) != 0 {
-		t.Fatalf("tools of a server that is not Ready are listed: %v", names)
+	if names := listNames(t, c); len(names) == 0 {
+		t.Fatal("the tools of a restarting server are withdrawn")
 	}
+	if _, err := c.CallTool(ctxT(t), "mcp.everything.echo", json.RawMessage(`{"message":"hi"}`)); rpcCode(err) != CodeServerAway || !strings.Contains(err.Error(), "Restarting") {
+		t.Fatalf("a call while the server restarts: %v, want CodeServerAway (Restarting)", err)
+	}
+	// Given up: the catalog is withdrawn.
+	updateStatus(t, k, obj, func(s *v1alpha1.MCPServerStatus) {
+		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonPermanentlyFailed, Message: "gave up"})
+	})
+	eventually(t, "the tools of a server that gave up are withdrawn", func() bool {
+		return len(listNames(t, c)) == 0
+	})
 }

@@ -39,6 +39,15 @@ type Metrics struct {
 	// bridge closed, by server and reason (upstream.Closed*): many closed
 	// at the cap (reason cap) say --max-upstream-sessions is too low.
 	UpstreamSessionsClosed *prometheus.CounterVec
+	// AwayRefusals counts requests answered CodeServerAway, by server and
+	// the server's Ready reason (Restarting, Sleeping, PermanentlyFailed...).
+	AwayRefusals *prometheus.CounterVec
+	// WakeWaits is how long requests waited for a sleeping server, by how
+	// the wait ended (woken, failed, timeout, gone).
+	WakeWaits *prometheus.HistogramVec
+	// ActivityWrites counts the writes of servers' activity Leases, by kind
+	// (activity, wake).
+	ActivityWrites *prometheus.CounterVec
 }
 
 // New makes the collectors and registers them with reg. sessions and
@@ -79,8 +88,19 @@ func New(reg prometheus.Registerer, sessions func() float64, auditDropped func()
 		UpstreamSessionsClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcp_bridge_upstream_sessions_closed_total", Help: "Agents' upstream sessions closed, by server and reason (agent_ended, cap: at --max-upstream-sessions, failed, retired, drained, era_changed: the server keeps none now).",
 		}, []string{"server", "reason"}),
+		AwayRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcp_bridge_server_away_refusals_total", Help: "Requests answered that their server is not serving now (retryable unless PermanentlyFailed), by server and the server's Ready reason.",
+		}, []string{"server", "reason"}),
+		WakeWaits: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "mcp_bridge_wake_wait_seconds", Help: "Time requests waited for a sleeping server, by outcome (woken, failed, timeout, gone).",
+			Buckets: []float64{.1, .25, .5, 1, 1.5, 2, 3, 5, 10, 20, 30, 60},
+		}, []string{"outcome"}),
+		ActivityWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcp_bridge_activity_lease_writes_total", Help: "Writes of servers' activity Leases, by kind (activity: a busy server renewed, at most once a minute per server; wake).",
+		}, []string{"kind"}),
 	}
-	reg.MustRegister(m.Calls, m.CallDuration, m.Requests, m.InFlight, m.Sessions, m.UpstreamUp, m.AuditDropped, m.ResourceUpdates, m.Redactions, m.InjectionFindings, m.UpstreamSessionsClosed)
+	reg.MustRegister(m.Calls, m.CallDuration, m.Requests, m.InFlight, m.Sessions, m.UpstreamUp, m.AuditDropped, m.ResourceUpdates, m.Redactions, m.InjectionFindings, m.UpstreamSessionsClosed,
+		m.AwayRefusals, m.WakeWaits, m.ActivityWrites)
 	return m
 }
 

@@ -140,6 +140,10 @@ type Registry struct {
 	mu      sync.RWMutex
 	table   *Table
 	entries map[string]*entry
+	away    map[string]*awayEntry
+	// changed is closed at the next Update: callers waiting for a server
+	// to come back wait on it.
+	changed chan struct{}
 	subs    Subscriptions
 	// closed: the replica is stopping (Close); tables are no longer taken.
 	closed bool
@@ -176,9 +180,22 @@ type entry struct {
 	fetching chan struct{}
 }
 
+// awayEntry is a server that is away and what is listed of it: the live
+// catalog this replica last had of it while the published catalog is the
+// same, else what status publishes (statusCatalog).
+type awayEntry struct {
+	away    *Away
+	catalog *Catalog
+	// live and liveDigest are the last live catalog and the published
+	// digest it was checked against.
+	live       *Catalog
+	liveDigest string
+}
+
 // NewRegistry returns an empty registry.
 func NewRegistry(opts upstream.Options, log logr.Logger) *Registry {
-	return &Registry{Options: opts, Log: log, table: &Table{Servers: map[string]*Server{}}, entries: map[string]*entry{}}
+	return &Registry{Options: opts, Log: log, table: &Table{Servers: map[string]*Server{}}, entries: map[string]*entry{},
+		away: map[string]*awayEntry{}, changed: make(chan struct{})}
 }
 
 // Update installs a new table. target resolves how to reach a server
@@ -272,7 +289,94 @@ func (r *Registry) Update(t *Table, target func(*Server) (upstream.Target, error
 			old.conn.Retire(reason, crashed)
 		}
 	}
+	r.away = r.awayEntries(t)
 	r.table, r.entries = t, next
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// awayEntries are t's away servers with what is listed of them; called with
+// r.mu held, before the entries are replaced.
+func (r *Registry) awayEntries(t *Table) map[string]*awayEntry {
+	out := make(map[string]*awayEntry, len(t.Away))
+	for name, a := range t.Away {
+		ae := &awayEntry{away: a}
+		if e := r.entries[name]; e != nil && e.server.Namespace == a.Server.Namespace {
+			e.mu.Lock()
+			if e.catalog != nil && e.catalog.fetchErr == nil {
+				ae.live, ae.liveDigest = e.catalog, e.server.CatalogDigest
+			}
+			e.mu.Unlock()
+		} else if prev := r.away[name]; prev != nil && prev.away.Server.Namespace == a.Server.Namespace {
+			ae.live, ae.liveDigest = prev.live, prev.liveDigest
+		}
+		if ae.live != nil && ae.liveDigest == a.Server.CatalogDigest {
+			ae.catalog = rebound(ae.live, a.Server)
+		} else {
+			ae.live, ae.catalog = nil, statusCatalog(a.Server)
+		}
+		out[name] = ae
+	}
+	return out
+}
+
+// InUse are the served servers an agent holds without calling: an open
+// upstream agent session or a resource subscription. They count as
+// activity (a server that sleeps would end them).
+func (r *Registry) InUse() []*Server {
+	r.mu.RLock()
+	entries := make(map[string]*entry, len(r.entries))
+	for name, e := range r.entries {
+		entries[name] = e
+	}
+	subs := r.subs
+	r.mu.RUnlock()
+	// The hub and the connections are asked without r.mu held: they have
+	// locks of their own.
+	var out []*Server
+	for name, e := range entries {
+		e.mu.Lock()
+		s, conn := e.server, e.conn
+		e.mu.Unlock()
+		if conn.AgentSessions() > 0 || subs != nil && len(subs.URIs(name)) > 0 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Away returns a server of the bridge's scope that is away (not served,
+// with a published catalog), and why.
+func (r *Registry) Away(name string) (*Away, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if ae := r.away[name]; ae != nil {
+		return ae.away, true
+	}
+	return nil, false
+}
+
+// Changed is closed at the next table installed: a caller waiting for a
+// server to come back takes it, then reads Server or Away again.
+func (r *Registry) Changed() <-chan struct{} {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.changed
+}
+
+// Listed are the names whose tools are listed, sorted: the served servers
+// and those away but expected back (restarting, starting, asleep).
+func (r *Registry) Listed() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := slices.Clone(r.table.Names)
+	for name, ae := range r.away {
+		if ae.away.Expected() {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Close ends every server's connection, for a stopping replica: calls
@@ -288,7 +392,7 @@ func (r *Registry) Update(t *Table, target func(*Server) (upstream.Target, error
 func (r *Registry) Close(ctx context.Context) error {
 	r.mu.Lock()
 	entries := r.entries
-	r.closed, r.table, r.entries = true, &Table{Servers: map[string]*Server{}}, map[string]*entry{}
+	r.closed, r.table, r.entries, r.away = true, &Table{Servers: map[string]*Server{}}, map[string]*entry{}, map[string]*awayEntry{}
 	r.mu.Unlock()
 	conns := make([]*upstream.Conn, 0, len(entries))
 	for _, e := range entries {
@@ -394,7 +498,8 @@ func (r *Registry) Server(name string) (*Server, *upstream.Conn, bool) {
 }
 
 // Catalog returns the tools a server serves now, listing them live when
-// the cached list is stale. A tool whose live definition differs from the
+// the cached list is stale; for a server away, what it served (awayEntry),
+// without asking it. A tool whose live definition differs from the
 // published digest, or that status does not publish, is refused (and
 // logged) until the controller publishes it.
 func (r *Registry) Catalog(ctx context.Context, name string) (*Catalog, error) {
@@ -411,8 +516,12 @@ func (r *Registry) FreshCatalog(ctx context.Context, name string) (*Catalog, err
 
 func (r *Registry) catalog(ctx context.Context, name string, fresh bool) (*Catalog, error) {
 	r.mu.RLock()
-	e := r.entries[name]
+	e, ae := r.entries[name], r.away[name]
 	r.mu.RUnlock()
+	if e == nil && ae != nil {
+		// Away: what it served, for the agent to be told when it is back.
+		return ae.catalog, nil
+	}
 	if e == nil {
 		return nil, fmt.Errorf("server %q is not served", name)
 	}

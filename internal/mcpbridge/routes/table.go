@@ -1,6 +1,7 @@
 // Package routes decides which MCP servers the bridge serves and how to
 // reach them. Build turns MCPServer objects into a Table (a pure function:
-// Ready servers with an endpoint, one per name); the Registry keeps one
+// Ready servers with an endpoint, one per name, and the servers away: not
+// serving now, their catalog published); the Registry keeps one
 // upstream connection per served server and the live catalog of each,
 // serving only tools whose live definition still has the schema digest the
 // controller published; Watch feeds the Registry from an informer cache.
@@ -50,6 +51,9 @@ type Table struct {
 	// Registry tells a crash (its sessions went with the process) from a
 	// server stopped or moved.
 	Restarts map[string]v1alpha1.RestartStatus
+	// Away are the servers with a published catalog that are not served
+	// now, by name (names served are not among them).
+	Away map[string]*Away
 }
 
 // Build makes the table from MCPServers: only Ready ones with an endpoint
@@ -79,25 +83,34 @@ func Build(list []v1alpha1.MCPServer) *Table {
 		if _, taken := t.Servers[s.Name]; taken {
 			continue
 		}
-		srv := &Server{
-			Namespace: s.Namespace, Name: s.Name,
-			URL: s.Status.Endpoint.URL, Pod: s.Status.Endpoint.PodName,
-			Tools:          map[string]v1alpha1.ToolStatus{},
-			ToolsSpec:      s.Spec.Tools,
-			CatalogDigest:  s.Status.CatalogDigest,
-			Restarts:       s.Status.Restarts,
-			Remote:         s.Spec.Remote,
-			ServerRequests: s.Spec.ServerRequests,
-		}
-		if s.Status.Capabilities != nil {
-			srv.Capabilities = *s.Status.Capabilities
-		}
-		for _, tool := range s.Status.Tools {
-			srv.Tools[tool.UpstreamName] = tool
-		}
+		srv := serverOf(s)
 		t.Servers[s.Name] = srv
 		t.Names = append(t.Names, s.Name)
 	}
 	slices.Sort(t.Names)
+	t.Away = away(list, t.Servers)
 	return t
+}
+
+// serverOf is s as the bridge routes to it.
+func serverOf(s *v1alpha1.MCPServer) *Server {
+	srv := &Server{
+		Namespace: s.Namespace, Name: s.Name,
+		Tools:          map[string]v1alpha1.ToolStatus{},
+		ToolsSpec:      s.Spec.Tools,
+		CatalogDigest:  s.Status.CatalogDigest,
+		Restarts:       s.Status.Restarts,
+		Remote:         s.Spec.Remote,
+		ServerRequests: s.Spec.ServerRequests,
+	}
+	if e := s.Status.Endpoint; e != nil {
+		srv.URL, srv.Pod = e.URL, e.PodName
+	}
+	if s.Status.Capabilities != nil {
+		srv.Capabilities = *s.Status.Capabilities
+	}
+	for _, tool := range s.Status.Tools {
+		srv.Tools[tool.UpstreamName] = tool
+	}
+	return srv
 }

@@ -66,3 +66,67 @@ func TestRetireReason(t *testing.T) {
 		t.Fatal(r)
 	}
 }
+
+// TestBuildAway: servers with a published catalog that are not served are
+// away with their Ready reason; suspended, deleted, conflicting and
+// never-probed servers are not; a served name is never away.
+func TestBuildAway(t *testing.T) {
+	next := metav1.NewMicroTime(time.Unix(1_800_000_003, 0))
+	reason := func(r string) func(*v1alpha1.MCPServer) {
+		return func(s *v1alpha1.MCPServer) {
+			s.Status.Endpoint = nil
+			s.Status.Conditions[0].Status, s.Status.Conditions[0].Reason, s.Status.Conditions[0].Message = metav1.ConditionFalse, r, "why "+r
+			if r == v1alpha1.ReasonRestarting {
+				s.Status.Restarts.NextRestartTime = &next
+			}
+		}
+	}
+	tbl := Build([]v1alpha1.MCPServer{
+		server("a", "fs", time.Hour, nil),
+		server("b", "fs", time.Minute, reason(ReasonSleeping)), // the name is served by a/fs
+		server("a", "sleepy", time.Hour, reason(ReasonSleeping)),
+		server("a", "crashy", time.Hour, reason(v1alpha1.ReasonRestarting)),
+		server("a", "gone", time.Hour, reason(v1alpha1.ReasonPermanentlyFailed)),
+		server("a", "nopull", time.Hour, reason(v1alpha1.ReasonImagePullFailed)),
+		server("a", "paused", time.Hour, func(s *v1alpha1.MCPServer) { reason(v1alpha1.ReasonSuspended)(s); s.Spec.Suspend = true }),
+		server("a", "new", time.Hour, func(s *v1alpha1.MCPServer) { reason(v1alpha1.ReasonStarting)(s); s.Status.Tools = nil }),
+	})
+	for name, want := range map[string]struct {
+		reason              string
+		expected, retryable bool
+	}{
+		"sleepy": {ReasonSleeping, true, true},
+		"crashy": {v1alpha1.ReasonRestarting, true, true},
+		"gone":   {v1alpha1.ReasonPermanentlyFailed, false, false},
+		"nopull": {v1alpha1.ReasonImagePullFailed, false, true},
+	} {
+		a := tbl.Away[name]
+		if a == nil || a.Reason != want.reason || a.Message != "why "+want.reason || a.Expected() != want.expected || a.Retryable() != want.retryable {
+			t.Fatalf("%s: %+v, want %+v", name, a, want)
+		}
+	}
+	if !tbl.Away["crashy"].RetryAt.Equal(next.Time) {
+		t.Fatalf("crashy retries at %v, want nextRestartTime %v", tbl.Away["crashy"].RetryAt, next.Time)
+	}
+	if len(tbl.Away) != 4 {
+		t.Fatalf("away: %d servers, want 4 (not fs, paused, new)", len(tbl.Away))
+	}
+}
+
+// TestAwayCatalog: a server away lists the live catalog it had while the
+// published digest is the same, else what status publishes.
+func TestAwayCatalog(t *testing.T) {
+	s := serverOf(&[]v1alpha1.MCPServer{server("a", "fs", time.Hour, nil)}[0])
+	c := statusCatalog(s)
+	if len(c.Tools) != 1 || c.ByName["t"].Name != "mcp.fs.t" || c.ByName["t"].Risk != "read" ||
+		string(c.ByName["t"].Definition) != `{"inputSchema":{"type":"object"},"name":"t"}` {
+		t.Fatalf("status catalog: %+v", c.Tools[0])
+	}
+	live := &Catalog{ByName: map[string]*Tool{}}
+	live.add(s, "mcp.fs.t", "t", s.Tools["t"], []byte(`{"name":"t","inputSchema":{"type":"object","properties":{"p":{"type":"string"}}}}`))
+	live.add(s, "mcp.fs.old", "old", v1alpha1.ToolStatus{}, []byte(`{"name":"old"}`)) // no longer published
+	moved := rebound(live, s)
+	if len(moved.Tools) != 1 || moved.Tools[0].Server != s || !slices.Equal(moved.Tools[0].Definition, live.ByName["t"].Definition) {
+		t.Fatalf("rebound: %+v", moved.Tools)
+	}
+}

@@ -635,9 +635,10 @@ func (c *Conn) dropFailedLine(id string, l *line) {
 	}
 }
 
-// agentSessions is how many agent sessions have an upstream session (or
-// one being dialled, or to dial again) on this Conn; for tests.
-func (c *Conn) agentSessions() int {
+// AgentSessions is how many agent sessions have an upstream session (or
+// one being dialled, or to dial again) on this Conn: open sessions keep a
+// server from sleeping.
+func (c *Conn) AgentSessions() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.agents)

@@ -65,7 +65,7 @@ func TestAgentSessionsKeepTheirOwnUpstreamState(t *testing.T) {
 			if stateless := seen[4]; stateless == sa || stateless == sb || (sessionOnly && stateless == "") || (!sessionOnly && stateless != "") {
 				t.Errorf("the stateless agent's call came in session %q; want the shared connection (a session only where the server has no stateless era)", stateless)
 			}
-			if n := c.agentSessions(); n != 2 {
+			if n := c.AgentSessions(); n != 2 {
 				t.Errorf("the Conn holds %d agent sessions, want 2", n)
 			}
 		})
@@ -90,8 +90,8 @@ func TestUpstreamSessionEndsWithTheAgentSession(t *testing.T) {
 
 	as.End(ended) // the agent's DELETE
 	eventually(t, "the ended agent session's upstream session DELETEd", deleted(sa))
-	if c.agentSessions() != 2 || slices.Contains(st.Deleted(), sIdle) || slices.Contains(st.Deleted(), sb) {
-		t.Fatalf("after one agent session ended: %d agent sessions, DELETEd %q; want the other two kept", c.agentSessions(), st.Deleted())
+	if c.AgentSessions() != 2 || slices.Contains(st.Deleted(), sIdle) || slices.Contains(st.Deleted(), sb) {
+		t.Fatalf("after one agent session ended: %d agent sessions, DELETEd %q; want the other two kept", c.AgentSessions(), st.Deleted())
 	}
 
 	as.advance(2 * time.Minute) // past the idle timeout
@@ -106,14 +106,14 @@ func TestUpstreamSessionEndsWithTheAgentSession(t *testing.T) {
 
 	_, err := c.CallTool(ctxT(t), []byte(`{"name":"recall","arguments":{}}`), CallHooks{Agent: a})
 	var e *Error
-	if !errors.As(err, &e) || e.Reason != ReasonCancelled || c.agentSessions() != 1 {
-		t.Fatalf("a call for an ended agent session: %v, %d agent sessions; want %s and no new upstream session", err, c.agentSessions(), ReasonCancelled)
+	if !errors.As(err, &e) || e.Reason != ReasonCancelled || c.AgentSessions() != 1 {
+		t.Fatalf("a call for an ended agent session: %v, %d agent sessions; want %s and no new upstream session", err, c.AgentSessions(), ReasonCancelled)
 	}
 
 	c.Close() // the server left the bridge's scope
 	eventually(t, "the last agent's upstream session DELETEd with the Conn", deleted(sb))
-	if c.agentSessions() != 0 {
-		t.Fatalf("a retired Conn holds %d agent sessions", c.agentSessions())
+	if c.AgentSessions() != 0 {
+		t.Fatalf("a retired Conn holds %d agent sessions", c.AgentSessions())
 	}
 }
 
@@ -128,8 +128,8 @@ func TestAgentSessionsShareOnePool(t *testing.T) {
 		_, agent := as.open(t)
 		callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: agent})
 	}
-	if c.agentSessions() != 8 {
-		t.Fatalf("%d agent sessions, want 8", c.agentSessions())
+	if c.AgentSessions() != 8 {
+		t.Fatalf("%d agent sessions, want 8", c.AgentSessions())
 	}
 	// Sequential requests need one connection; a second can open when a
 	// request is sent just before the previous one's connection is back
@@ -362,7 +362,7 @@ func TestAgentSessionCapClosesTheLeastRecentlyUsed(t *testing.T) {
 
 	callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: third})
 	eventually(t, "a's session (least recently used) DELETEd at the cap", deleted(sa))
-	if n := c.agentSessions(); n != 2 || slices.Contains(st.Deleted(), sb) || agentSession(c, third) == "" {
+	if n := c.AgentSessions(); n != 2 || slices.Contains(st.Deleted(), sb) || agentSession(c, third) == "" {
 		t.Fatalf("at the cap: %d agent sessions, DELETEd %q; want 2, b's kept and the third agent's opened", n, st.Deleted())
 	}
 
@@ -441,8 +441,8 @@ func TestRetiredForANewPodSendsNoDelete(t *testing.T) {
 			if err := c.WaitClosed(ctxT(t)); err != nil {
 				t.Fatal(err)
 			}
-			if d := st.Deleted(); len(d) != 0 || c.agentSessions() != 0 {
-				t.Fatalf("retired (%s): DELETEd %q, %d agent sessions held; want no DELETE and none held", reason, d, c.agentSessions())
+			if d := st.Deleted(); len(d) != 0 || c.AgentSessions() != 0 {
+				t.Fatalf("retired (%s): DELETEd %q, %d agent sessions held; want no DELETE and none held", reason, d, c.AgentSessions())
 			}
 		})
 	}
@@ -459,8 +459,8 @@ func TestRetiredWithTheServerAliveDeletesSessions(t *testing.T) {
 	if err := c.WaitClosed(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	if d := st.Deleted(); len(d) < 3 || c.agentSessions() != 0 {
-		t.Fatalf("retired with the server alive: DELETEd %q, %d agent sessions held; want the 3 agents' sessions DELETEd", d, c.agentSessions())
+	if d := st.Deleted(); len(d) < 3 || c.AgentSessions() != 0 {
+		t.Fatalf("retired with the server alive: DELETEd %q, %d agent sessions held; want the 3 agents' sessions DELETEd", d, c.AgentSessions())
 	}
 }
 
@@ -544,7 +544,7 @@ func TestEveryDeleteOfAConnSharesOneBound(t *testing.T) {
 	for _, s := range ss[:2*closeParallel] {
 		as.End(s)
 	}
-	eventually(t, "the ended agent sessions' upstream sessions closing", func() bool { return c.agentSessions() == sessions-2*closeParallel })
+	eventually(t, "the ended agent sessions' upstream sessions closing", func() bool { return c.AgentSessions() == sessions-2*closeParallel })
 	c.Close()
 	eventually(t, "every agent session DELETEd", func() bool { return len(st.Deleted()) == sessions })
 	if most() > closeParallel {
@@ -610,8 +610,8 @@ func TestCapClosesASessionOnlyOnceTheNewOneOpened(t *testing.T) {
 	if err := c.WaitClosed(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	if d := st.Deleted(); len(d) != 0 || c.agentSessions() != 1 {
-		t.Fatalf("after b's session was refused at the cap: DELETEd %q, %d agent sessions; want a's kept and b's line gone", d, c.agentSessions())
+	if d := st.Deleted(); len(d) != 0 || c.AgentSessions() != 1 {
+		t.Fatalf("after b's session was refused at the cap: DELETEd %q, %d agent sessions; want a's kept and b's line gone", d, c.AgentSessions())
 	}
 	refuse.Store(false)
 	if res := callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: a}); !strings.Contains(res, "recalled apple") {

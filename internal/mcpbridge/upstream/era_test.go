@@ -214,7 +214,7 @@ func TestSessionOnlyServerGivesEachAgentASession(t *testing.T) {
 	if shared.Era() != client.EraSession || sharedID == "" || sa == "" || sb == "" || sa == sb || sa == sharedID || sb == sharedID {
 		t.Fatalf("sessions to a session-only server: shared %q (%s), agents %q and %q; want three distinct sessions", sharedID, shared.Era(), sa, sb)
 	}
-	if n := c.agentSessions(); n != 2 {
+	if n := c.AgentSessions(); n != 2 {
 		t.Fatalf("the Conn holds %d agent sessions, want 2 (the stateless agent has none)", n)
 	}
 }
@@ -237,8 +237,8 @@ func TestServerWithoutSessionsStaysStateless(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if keeps, err := c.keepsSessions(ctxT(t)); shared.Era() != client.EraStateless || c.agentSessions() != 0 || keeps || err != nil {
-		t.Fatalf("connections to a stateless-only server: shared %s, %d agent sessions, sessions dialled: %v (%v); want the shared stateless connection alone", shared.Era(), c.agentSessions(), keeps, err)
+	if keeps, err := c.keepsSessions(ctxT(t)); shared.Era() != client.EraStateless || c.AgentSessions() != 0 || keeps || err != nil {
+		t.Fatalf("connections to a stateless-only server: shared %s, %d agent sessions, sessions dialled: %v (%v); want the shared stateless connection alone", shared.Era(), c.AgentSessions(), keeps, err)
 	}
 }
 
