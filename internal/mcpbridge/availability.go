@@ -85,6 +85,11 @@ func (b *Bridge) wake(x *exchange, away *routes.Away) *jsonrpc.Message {
 			return nil
 		}
 		now, ok := b.cfg.Registry.Away(name)
+		if down, isDown := b.cfg.Registry.Down(name); !ok && isDown && down.Server.Namespace == away.Server.Namespace {
+			// The wake failed and took the catalog with it: say why.
+			b.observeWake("failed", start)
+			return b.refuseAway(x.rq, down)
+		}
 		if !ok {
 			b.observeWake("gone", start)
 			return upstreamError(x.rq, &upstream.Error{Reason: upstream.ReasonUnavailable, Err: fmt.Errorf("server %s left the bridge's scope while it was woken", name)}, "", nil)

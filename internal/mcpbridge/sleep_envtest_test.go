@@ -289,6 +289,8 @@ func TestWakeOnFirstCall(t *testing.T) {
 
 // TestFailedWakeAnswersEveryWaitingCall: a wake that ends in ImagePullFailed
 // answers each call that waited with that reason; none reaches a server.
+// The controller withdraws the catalog in the same status write that says
+// the image cannot be pulled, so the server is no longer away but down.
 func TestFailedWakeAnswersEveryWaitingCall(t *testing.T) {
 	const ns = "nowake"
 	fwd := peer(t)
@@ -305,6 +307,7 @@ func TestFailedWakeAnswersEveryWaitingCall(t *testing.T) {
 	})
 	updateStatus(t, k, obj, func(s *v1alpha1.MCPServerStatus) {
 		setReady(s, metav1.ConditionFalse, v1alpha1.ReasonImagePullFailed, `image "everything:nope" cannot be pulled`)
+		s.Tools, s.ToolCount, s.CatalogDigest = nil, 0, ""
 	})
 	for i, r := range results {
 		select {

@@ -56,28 +56,44 @@ func (a *Away) Asleep() bool { return a.Reason == ReasonSleeping || a.Reason == 
 func (a *Away) Retryable() bool { return a.Reason != v1alpha1.ReasonPermanentlyFailed }
 
 // away finds the servers of list with a published catalog that Build did
-// not serve; suspended and deleted servers are gone at once, and a name
-// conflict has no tools to offer.
-func away(list []v1alpha1.MCPServer, served map[string]*Server) map[string]*Away {
-	out := map[string]*Away{}
-	var cands []*v1alpha1.MCPServer
+// not serve (listed), and those without one that are down all the same
+// (down: a server that cannot start has its catalog withdrawn in the same
+// status write that says why); suspended and deleted servers are gone at
+// once, and a name conflict has no tools to offer.
+func away(list []v1alpha1.MCPServer, served map[string]*Server) (listed, down map[string]*Away) {
+	var cands, downCands []*v1alpha1.MCPServer
 	for i := range list {
 		s := &list[i]
 		if _, ok := served[s.Name]; ok || s.DeletionTimestamp != nil || s.Spec.Suspend ||
-			s.Status.CatalogDigest == "" && len(s.Status.Tools) == 0 ||
 			meta.IsStatusConditionTrue(s.Status.Conditions, v1alpha1.ConditionNameConflict) {
+			continue
+		}
+		if s.Status.CatalogDigest == "" && len(s.Status.Tools) == 0 {
+			downCands = append(downCands, s)
 			continue
 		}
 		cands = append(cands, s)
 	}
+	listed = awayByName(cands, nil)
+	return listed, awayByName(downCands, listed)
+}
+
+// awayByName is each name's server of cands, the oldest where two share a
+// name (as the controller decides), ties broken by namespace; names in
+// taken are left out.
+func awayByName(cands []*v1alpha1.MCPServer, taken map[string]*Away) map[string]*Away {
 	slices.SortFunc(cands, func(a, b *v1alpha1.MCPServer) int {
 		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
 			return c
 		}
 		return strings.Compare(a.Namespace, b.Namespace)
 	})
+	out := map[string]*Away{}
 	for _, s := range cands {
-		if _, taken := out[s.Name]; taken {
+		if _, ok := out[s.Name]; ok {
+			continue
+		}
+		if _, ok := taken[s.Name]; ok {
 			continue
 		}
 		a := &Away{Server: serverOf(s), Reason: v1alpha1.ReasonStarting}

@@ -356,6 +356,16 @@ func (r *Registry) Away(name string) (*Away, bool) {
 	return nil, false
 }
 
+// Down returns a server of the bridge's scope that is neither served nor
+// away (no catalog published), and why: a wake that failed withdraws the
+// catalog in the same status write that says why.
+func (r *Registry) Down(name string) (*Away, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	a, ok := r.table.Down[name]
+	return a, ok
+}
+
 // Changed is closed at the next table installed: a caller waiting for a
 // server to come back takes it, then reads Server or Away again.
 func (r *Registry) Changed() <-chan struct{} {

@@ -54,6 +54,11 @@ type Table struct {
 	// Away are the servers with a published catalog that are not served
 	// now, by name (names served are not among them).
 	Away map[string]*Away
+	// Down are the servers not served and with no catalog published (never
+	// probed, or withdrawn when the server went down), by name, with their
+	// Ready reason: nothing of them is listed, but a call that waited for
+	// one (a wake that failed) is told why.
+	Down map[string]*Away
 }
 
 // Build makes the table from MCPServers: only Ready ones with an endpoint
@@ -88,7 +93,7 @@ func Build(list []v1alpha1.MCPServer) *Table {
 		t.Names = append(t.Names, s.Name)
 	}
 	slices.Sort(t.Names)
-	t.Away = away(list, t.Servers)
+	t.Away, t.Down = away(list, t.Servers)
 	return t
 }
 

@@ -69,7 +69,9 @@ func TestRetireReason(t *testing.T) {
 
 // TestBuildAway: servers with a published catalog that are not served are
 // away with their Ready reason; suspended, deleted, conflicting and
-// never-probed servers are not; a served name is never away.
+// never-probed servers are not; a served name is never away. A server with
+// no catalog published (never probed, or withdrawn when it went down) is
+// down with its reason, unless suspended.
 func TestBuildAway(t *testing.T) {
 	next := metav1.NewMicroTime(time.Unix(1_800_000_003, 0))
 	reason := func(r string) func(*v1alpha1.MCPServer) {
@@ -90,6 +92,11 @@ func TestBuildAway(t *testing.T) {
 		server("a", "nopull", time.Hour, reason(v1alpha1.ReasonImagePullFailed)),
 		server("a", "paused", time.Hour, func(s *v1alpha1.MCPServer) { reason(v1alpha1.ReasonSuspended)(s); s.Spec.Suspend = true }),
 		server("a", "new", time.Hour, func(s *v1alpha1.MCPServer) { reason(v1alpha1.ReasonStarting)(s); s.Status.Tools = nil }),
+		server("a", "withdrawn", time.Hour, func(s *v1alpha1.MCPServer) { reason(v1alpha1.ReasonImagePullFailed)(s); s.Status.Tools = nil }),
+		server("a", "stopped", time.Hour, func(s *v1alpha1.MCPServer) {
+			reason(v1alpha1.ReasonSuspended)(s)
+			s.Spec.Suspend, s.Status.Tools = true, nil
+		}),
 	})
 	for name, want := range map[string]struct {
 		reason              string
@@ -110,6 +117,15 @@ func TestBuildAway(t *testing.T) {
 	}
 	if len(tbl.Away) != 4 {
 		t.Fatalf("away: %d servers, want 4 (not fs, paused, new)", len(tbl.Away))
+	}
+	if d := tbl.Down["withdrawn"]; d == nil || d.Reason != v1alpha1.ReasonImagePullFailed || d.Message != "why ImagePullFailed" || !d.Retryable() {
+		t.Fatalf("withdrawn: %+v, want down with ImagePullFailed", d)
+	}
+	if d := tbl.Down["new"]; d == nil || d.Reason != v1alpha1.ReasonStarting {
+		t.Fatalf("new: %+v, want down, Starting", d)
+	}
+	if len(tbl.Down) != 2 {
+		t.Fatalf("down: %v, want withdrawn and new (not the suspended stopped, nor any away or served)", tbl.Down)
 	}
 }
 
