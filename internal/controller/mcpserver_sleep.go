@@ -144,9 +144,10 @@ func (r *MCPServerReconciler) sleepOrWake(ctx context.Context, sc *scope) (phase
 	d := decideSleep(s, activity, asked, sc.now)
 	switch d.action {
 	case fallAsleep:
-		why := fmt.Sprintf("no activity for %s", s.Spec.Workload.Idle.Duration)
-		if d.byHand {
-			why = "put to sleep by hand"
+		// By hand, idle may be unset.
+		why := "put to sleep by hand"
+		if !d.byHand {
+			why = fmt.Sprintf("no activity for %s", s.Spec.Workload.Idle.Duration)
 		}
 		return phaseResult{stop: true}, r.fallAsleep(ctx, sc, why)
 	case stayAsleep:
@@ -197,7 +198,9 @@ func markWaking(s *mcpv1alpha1.MCPServer, message string) {
 }
 
 // activityLease is the server's activity Lease, created when missing: its
-// creation starts the idle time.
+// creation starts the idle time. A sleep request standing when it is created
+// (a server without idle put to sleep by hand, or one created asleep) is
+// newer than the activity it starts with, so that the request counts.
 func (r *MCPServerReconciler) activityLease(ctx context.Context, sc *scope) (*coordinationv1.Lease, error) {
 	s := sc.server
 	var l coordinationv1.Lease
@@ -208,7 +211,11 @@ func (r *MCPServerReconciler) activityLease(ctx context.Context, sc *scope) (*co
 	if !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("while reading the activity Lease: %w", err)
 	}
-	now := metav1.NewMicroTime(sc.now.Truncate(time.Microsecond))
+	start := sc.now.Truncate(time.Microsecond)
+	if asked, err := sleepRequest(s); err == nil && !asked.IsZero() && !asked.After(start) {
+		start = asked.Add(-time.Microsecond)
+	}
+	now := metav1.NewMicroTime(start)
 	holder := operatorName
 	l = coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: activityLeaseName(s), Labels: map[string]string{
