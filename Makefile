@@ -220,7 +220,7 @@ $(BIN)/thv: bench/thv/go.mod bench/thv/go.sum
 ##@ Benchmarks
 
 .PHONY: bench
-bench: bench-policy bench-bridge bench-controller bench-redact bench-search ## Run every benchmark under bench/ (each prints its ratio against a baseline).
+bench: bench-policy bench-bridge bench-controller bench-wake bench-redact bench-search ## Run every benchmark under bench/ (each prints its ratio against a baseline).
 
 .PHONY: bench-bridge
 bench-bridge: peers envtest-assets $(BIN)/thv ## The bridge against a direct connection, a bare reverse proxy and ToolHive's proxy, on two upstreams: latency, throughput, CPU, memory; exits 1 on a missed target.
@@ -233,6 +233,15 @@ bench-bridge-memory: envtest-assets ## The idle RSS of a real manager bridge alo
 .PHONY: bench-controller
 bench-controller: envtest-assets peers ## The MCPServer controller (all namespaces, as manager controller runs) bringing up 1,000 remote servers against the bare API work: time to Ready, reconciles, CPU, heap, idle probes; checks the targets.
 	go run ./bench/controller
+
+# BENCH_WAKE_FLAGS passes flags to bench/wake (e.g. -servers 50 -wakes 20
+# -colds 10 -window 2m).
+BENCH_WAKE_FLAGS ?=
+
+.PHONY: bench-wake
+bench-wake: ## Sleeping servers on the dev cluster (brings it up, tears it down, also on failure or Ctrl-C): wake to first answer through the bridge against a cold apply, and N sleeping servers' pods, API writes and controller CPU at rest; exits 1 on a missed target.
+	@trap 'exit 130' INT TERM; trap '$(MAKE) dev-down' EXIT; \
+		$(MAKE) dev && go run ./bench/wake $(BENCH_WAKE_FLAGS)
 
 # REDACT_BASELINE is the commit whose internal/redact bench-redact compares
 # against: the redactor before bare tokens and gitleaks' rules were added.

@@ -82,7 +82,7 @@ type sleepDecision struct {
 // activity, or idle elapsed since it, puts an awake one to sleep.
 func decideSleep(s *mcpv1alpha1.MCPServer, activity, asked, now time.Time) sleepDecision {
 	if since := s.Status.SleepingSince; since != nil {
-		if activity.After(since.Time) {
+		if wakes(activity, since.Time, asked) {
 			return sleepDecision{action: wakeUp}
 		}
 		return sleepDecision{action: stayAsleep}
@@ -99,6 +99,15 @@ func decideSleep(s *mcpv1alpha1.MCPServer, activity, asked, now time.Time) sleep
 		return sleepDecision{action: fallAsleep}
 	}
 	return sleepDecision{action: stayAwake, after: at.Sub(now)}
+}
+
+// wakes: activity after the server fell asleep wakes it. sleepingSince is
+// in whole seconds, so activity within the second the server fell asleep
+// may be from before the sleep: activity that a standing sleep request is
+// newer than (a server put to sleep by hand, or created asleep) is not a
+// wake.
+func wakes(activity, since, asked time.Time) bool {
+	return activity.After(since) && activity.After(asked)
 }
 
 // sleepRequest is the time of the sleep annotation; zero when there is
@@ -146,9 +155,10 @@ func (r *MCPServerReconciler) sleepOrWake(ctx context.Context, sc *scope) (phase
 	d := decideSleep(s, activity, asked, sc.now)
 	switch d.action {
 	case fallAsleep:
-		why := fmt.Sprintf("no activity for %s", s.Spec.Workload.Idle.Duration)
-		if d.byHand {
-			why = "put to sleep by hand"
+		// By hand, idle may be unset.
+		why := "put to sleep by hand"
+		if !d.byHand {
+			why = fmt.Sprintf("no activity for %s", s.Spec.Workload.Idle.Duration)
 		}
 		return phaseResult{stop: true}, r.fallAsleep(ctx, sc, why)
 	case stayAsleep:
@@ -199,7 +209,9 @@ func markWaking(s *mcpv1alpha1.MCPServer, message string) {
 }
 
 // activityLease is the server's activity Lease, created when missing: its
-// creation starts the idle time.
+// creation starts the idle time. A sleep request standing when it is created
+// (a server without idle put to sleep by hand, or one created asleep) is
+// newer than the activity it starts with, so that the request counts.
 func (r *MCPServerReconciler) activityLease(ctx context.Context, sc *scope) (*coordinationv1.Lease, error) {
 	s := sc.server
 	var l coordinationv1.Lease
@@ -217,7 +229,11 @@ func (r *MCPServerReconciler) activityLease(ctx context.Context, sc *scope) (*co
 	if !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("while reading the activity Lease: %w", err)
 	}
-	now := metav1.NewMicroTime(sc.now.Truncate(time.Microsecond))
+	start := sc.now.Truncate(time.Microsecond)
+	if asked, err := sleepRequest(s); err == nil && !asked.IsZero() && !asked.After(start) {
+		start = asked.Add(-time.Microsecond)
+	}
+	now := metav1.NewMicroTime(start)
 	holder := operatorName
 	l = coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: activityLeaseName(s), Labels: map[string]string{
@@ -279,7 +295,8 @@ func (r *MCPServerReconciler) wakeOnActivity(ctx context.Context, o client.Objec
 	if err := r.Get(ctx, types.NamespacedName{Namespace: l.Namespace, Name: name}, &s); err != nil {
 		return nil
 	}
-	if since := s.Status.SleepingSince; since == nil || !lastActivity(l).After(since.Time) {
+	asked, _ := sleepRequest(&s) // a bad value is no request
+	if since := s.Status.SleepingSince; since == nil || !wakes(lastActivity(l), since.Time, asked) {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: s.Namespace, Name: s.Name}}}
