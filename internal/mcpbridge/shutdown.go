@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -75,6 +76,12 @@ type stopper struct {
 	endWaits context.CancelCauseFunc
 	calls    context.Context
 	endCalls context.CancelCauseFunc
+	// deadline is when the agents' requests must be done (set when the
+	// drain starts): what a handler still writes after its context ended
+	// (a ToolApproval's status) is bounded by it, so that its audit event
+	// comes before the audit stream closes.
+	deadline atomic.Pointer[time.Time]
+	handlers handlers
 }
 
 func newStopper() *stopper {
@@ -82,6 +89,59 @@ func newStopper() *stopper {
 	s.waits, s.endWaits = context.WithCancelCause(context.Background())
 	s.calls, s.endCalls = context.WithCancelCause(context.Background())
 	return s
+}
+
+// handlersDeadline is the stop's deadline for the agents' requests; false
+// while the replica is not stopping.
+func (s *stopper) handlersDeadline() (time.Time, bool) {
+	if d := s.deadline.Load(); d != nil {
+		return *d, true
+	}
+	return time.Time{}, false
+}
+
+// handlers counts the agents' requests being served. http.Server.Close
+// does not wait for them, and one may still write its audit end (a
+// ToolApproval's status written to a slow API server first): Stop waits
+// for them before it closes the audit stream.
+type handlers struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to 0
+}
+
+func (h *handlers) enter() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n == 0 {
+		h.idle = make(chan struct{})
+	}
+	h.n++
+}
+
+func (h *handlers) leave() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n--; h.n == 0 {
+		close(h.idle)
+	}
+}
+
+// wait waits until no request is being served, or ctx ends.
+func (h *handlers) wait(ctx context.Context) error {
+	h.mu.Lock()
+	if h.n == 0 {
+		h.mu.Unlock()
+		return nil
+	}
+	idle, n := h.idle, h.n
+	h.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%d requests still being served: %w", n, ctx.Err())
+	}
 }
 
 // untilWaitsEnd is ctx, also ended (cause errStopping) when the replica's
@@ -136,6 +196,10 @@ func (b *Bridge) Stop(srv *http.Server, reg *routes.Registry, aw *audit.Writer, 
 	srv.SetKeepAlivesEnabled(false) // also closes the connections idle now
 	time.Sleep(bounds.Delay)
 
+	// The requests' last writes (their audit ends) must be done by the
+	// end of the sessions' phase, before the audit stream closes.
+	deadline := time.Now().Add(bounds.Drain + stopAnswerGrace + bounds.Sessions)
+	b.stop.deadline.Store(&deadline)
 	drained := make(chan error, 1)
 	drain, cancelDrain := context.WithTimeout(context.Background(), bounds.Drain+stopAnswerGrace)
 	defer cancelDrain()
@@ -159,8 +223,15 @@ func (b *Bridge) Stop(srv *http.Server, reg *routes.Registry, aw *audit.Writer, 
 	// Nothing may start after the drain (a handler still returning).
 	b.stop.endCalls(errStopping)
 
-	sctx, cancel := context.WithTimeout(context.Background(), bounds.Sessions)
+	// The upstream sessions end while the requests cut by srv.Close (or
+	// still returning) finish their last writes.
+	sctx, cancel := context.WithDeadline(context.Background(), deadline)
+	served := make(chan error, 1)
+	go func() { served <- b.stop.handlers.wait(sctx) }()
 	errs = append(errs, reg.Close(sctx))
+	if err := <-served; err != nil {
+		errs = append(errs, fmt.Errorf("before closing the audit stream: %w", err))
+	}
 	cancel()
 
 	fctx, cancel := context.WithTimeout(context.Background(), bounds.Flush)
