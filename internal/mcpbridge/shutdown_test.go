@@ -226,3 +226,29 @@ func TestStopRefusesAfterTheDelay(t *testing.T) {
 		t.Fatal("after Stop a request must be refused")
 	}
 }
+
+// TestACallParkedAfterTheWaitsEndedIsEnded: a call that parks for its
+// agent's answer after the stopping replica ended its waits (the drain has
+// begun, its call was in flight) is ended at once with bridge_stopping,
+// not held until its deadline: no answer of its agent reaches it here.
+func TestACallParkedAfterTheWaitsEndedIsEnded(t *testing.T) {
+	everything := testpeers.GoEverything(t, false)
+	servers := []v1alpha1.MCPServer{bridgetest.Published(t, "tools", "everything", everything.URL, v1alpha1.ToolsSpec{})}
+	pol := toolPolicy("tools", "callers", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.everything.*"))
+	h := newHarness(t, servers, []v1alpha1.ToolPolicy{pol}, func(c *Config) { c.CallTimeout = time.Minute })
+	_, url := serve(t, h.b.Handler())
+	h.b.endWaits()
+	raw, err := connectAnswering(t, url+"/mcp", "alice-token").CallTool(ctxT(t), "mcp.everything.test_elicitation", json.RawMessage(`{"message":"q"}`))
+	if err != nil || !strings.Contains(string(raw), "input_required") {
+		t.Fatalf("want the call parked: %s %v", raw, err)
+	}
+	eventually(t, "the parked call ended", func() bool { return len(h.b.parkedIDs()) == 0 })
+	eventually(t, "the parked call's audit chain ends with tool.failed bridge_stopping", func() bool {
+		for _, ev := range sinkEvents(t, h.sink) {
+			if ev["type"] == "tool.failed" && ev["reason"] == ReasonStopping {
+				return true
+			}
+		}
+		return false
+	})
+}
