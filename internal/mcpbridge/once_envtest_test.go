@@ -106,7 +106,12 @@ func TestLedgerSweepsExpiredRecords(t *testing.T) {
 	if err := k.Create(ctx, foreign); err != nil {
 		t.Fatal(err)
 	}
-	now = now.Add(time.Minute)
+	// Within the margin for the replicas' clocks an expired record stays.
+	now = now.Add(once.SweepMargin - time.Second)
+	if n, err := ledger.Sweep(ctx); err != nil || n != 0 {
+		t.Fatalf("the sweep deleted %d (%v) within the margin, want 0", n, err)
+	}
+	now = now.Add(2 * time.Second)
 	if n, err := ledger.Sweep(ctx); err != nil || n != 1 {
 		t.Fatalf("the sweep deleted %d (%v), want 1", n, err)
 	}
@@ -124,6 +129,11 @@ func TestLedgerSweepsExpiredRecords(t *testing.T) {
 	// The expired key can be claimed again (it was deleted).
 	if fresh, err := ledger.Claim(ctx, "state", []byte("old"), now.Add(time.Second)); err != nil || !fresh {
 		t.Fatalf("a claim after the sweep: %v %v", fresh, err)
+	}
+	// A use over already (its time passed on this clock) is still recorded:
+	// the API server takes no Lease duration under a second.
+	if fresh, err := ledger.Claim(ctx, "state", []byte("late"), now.Add(-time.Second)); err != nil || !fresh {
+		t.Fatalf("a claim whose time is past: %v %v, want recorded", fresh, err)
 	}
 }
 
