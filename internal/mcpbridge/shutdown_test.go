@@ -95,7 +95,7 @@ func TestStopEndsEverythingWithinItsBounds(t *testing.T) {
 	long := callAsync(agent, "mcp.stateful.sleep", `{"ms":60000}`)
 	eventually(t, "both calls in flight upstream", func() bool { return len(st.Calls()) == 2 })
 
-	bounds := StopBounds{Delay: 300 * time.Millisecond, Drain: 1500 * time.Millisecond, Sessions: 2 * time.Second, Flush: 2 * time.Second}
+	bounds := StopBounds{Delay: 1500 * time.Millisecond, Drain: 1500 * time.Millisecond, Sessions: 2 * time.Second, Flush: 2 * time.Second}
 	start := time.Now()
 	go func() {
 		_, _ = io.Copy(io.Discard, stream.Body)
@@ -104,11 +104,12 @@ func TestStopEndsEverythingWithinItsBounds(t *testing.T) {
 	stopped := make(chan error, 1)
 	go func() { stopped <- h.b.Stop(srv, h.reg, h.audit, nil, bounds) }()
 	eventually(t, "readyz fails as the stop begins", func() bool { return readyz() == http.StatusServiceUnavailable })
-	if time.Since(start) < bounds.Delay {
-		// During the delay the replica still answers.
-		if _, err := agent.CallTool(ctxT(t), "mcp.stateful.recall", json.RawMessage(`{}`)); err != nil {
-			t.Errorf("a call during the delay: %v, want an answer", err)
-		}
+	// During the delay the replica still answers.
+	if _, err := agent.CallTool(ctxT(t), "mcp.stateful.recall", json.RawMessage(`{}`)); err != nil {
+		t.Errorf("a call during the delay: %v, want an answer", err)
+	}
+	if d := time.Since(start); d >= bounds.Delay {
+		t.Errorf("the call meant for the delay was answered %s after the stop began, past the delay %s: the check did not run", d, bounds.Delay)
 	}
 
 	var stopErr error
