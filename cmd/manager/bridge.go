@@ -122,6 +122,9 @@ func parseBridgeFlags(args []string, stderr io.Writer) (bridgeFlags, error) {
 		err = errors.New("--approval-webhook-url needs --tool-approvals")
 	case f.publicURL != "" && !isOrigin(f.publicURL):
 		err = fmt.Errorf("--public-url must be http(s)://host[:port] with no path, not %q", f.publicURL)
+	case f.shutdownDelay < 0 || stopBounds(f).Total() > mcpbridge.MaxStop:
+		err = fmt.Errorf("--shutdown-delay must be between 0s and %s, not %s: the whole stop (%s with it) must stay within %s, under the chart's terminationGracePeriodSeconds (30)",
+			mcpbridge.MaxStop-stopBounds(bridgeFlags{}).Total(), f.shutdownDelay, stopBounds(f).Total(), mcpbridge.MaxStop)
 	}
 	if err == nil {
 		_, err = audit.ParseArgsMode(f.auditArgs)
@@ -237,8 +240,7 @@ func runBridge(args []string, _, stderr io.Writer) int {
 	go func() {
 		defer close(stopped)
 		<-ctx.Done()
-		bounds := mcpbridge.DefaultStopBounds
-		bounds.Delay = f.shutdownDelay
+		bounds := stopBounds(f)
 		log.Info("stopping", "within", bounds.Total())
 		if err := rt.Bridge.Stop(srv, rt.Registry, rt.Audit, tp.Shutdown, bounds); err != nil {
 			fmt.Fprintf(stderr, "manager bridge: while stopping: %v\n", err)
@@ -259,6 +261,13 @@ func runBridge(args []string, _, stderr io.Writer) int {
 	}
 	<-stopped
 	return 0
+}
+
+// stopBounds are the bounds of the replica's stop with f's --shutdown-delay.
+func stopBounds(f bridgeFlags) mcpbridge.StopBounds {
+	bounds := mcpbridge.DefaultStopBounds
+	bounds.Delay = f.shutdownDelay
+	return bounds
 }
 
 // bridgeOptions turns flags into the bridge's options (everything but the

@@ -54,9 +54,14 @@ type StopBounds struct {
 	Flush time.Duration
 }
 
-// DefaultStopBounds: 5 + 8 + 3 + 4 = 20 s, 10 s under the chart's grace
-// period (the handlers' last answers and the exit fit in that margin).
+// DefaultStopBounds: 5 + 8 + 3 + 4 = 20 s, and stopAnswerGrace (1 s) for
+// the last answers: Total() is 21 s, 9 s under the chart's grace period
+// (the exit fits in that margin).
 var DefaultStopBounds = StopBounds{Delay: DefaultShutdownDelay, Drain: 8 * time.Second, Sessions: 3 * time.Second, Flush: 4 * time.Second}
+
+// MaxStop is the most a stop may take: the chart's
+// terminationGracePeriodSeconds (30 s) less 2 s for the exit.
+const MaxStop = 28 * time.Second
 
 // Total is the most a stop with these bounds takes, answers written.
 func (s StopBounds) Total() time.Duration {
@@ -186,7 +191,7 @@ func (b *Bridge) endWaits() {
 //   - the agents' upstream sessions end with a DELETE each (reg.Close), so
 //     servers free what they keep per session, within bounds.Sessions.
 //   - the audit stream and flush (the traces) are flushed within
-//     bounds.Flush.
+//     bounds.Flush, the audit stream within half of it.
 //
 // Without Stop a GET stream or a call waiting for a person kept
 // http.Server.Shutdown waiting until its deadline, and was then cut with
@@ -234,9 +239,13 @@ func (b *Bridge) Stop(srv *http.Server, reg *routes.Registry, aw *audit.Writer, 
 	}
 	cancel()
 
+	// The audit stream gets half the flush's bound, so that a slow sink
+	// leaves the traces their share; the traces get what is left.
 	fctx, cancel := context.WithTimeout(context.Background(), bounds.Flush)
 	defer cancel()
-	if err := aw.Close(fctx); err != nil {
+	actx, cancelAudit := context.WithTimeout(fctx, bounds.Flush/2)
+	defer cancelAudit()
+	if err := aw.Close(actx); err != nil {
 		errs = append(errs, fmt.Errorf("while flushing the audit stream: %w", err))
 	}
 	if flush != nil {
