@@ -218,7 +218,12 @@ func runBridge(args []string, _, stderr io.Writer) int {
 	}
 	log.Info("tracing", "enabled", tp.Enabled())
 	opts.Bridge.Tracer = tp.Tracer("github.com/mcp-operator/mcp-operator/internal/mcpbridge")
-	rt, err := mcpbridge.Start(ctx, opts)
+	// The caches and watches live until the stop is over, not until
+	// SIGTERM: during the delay and the drain the replica still serves, and
+	// must see a ToolApproval decided, a policy changed, a session ended.
+	runCtx, stopRuntime := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRuntime()
+	rt, err := mcpbridge.Start(runCtx, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "manager bridge: %v\n", err)
 		return 1
@@ -245,6 +250,7 @@ func runBridge(args []string, _, stderr io.Writer) int {
 		if err := rt.Bridge.Stop(srv, rt.Registry, rt.Audit, tp.Shutdown, bounds); err != nil {
 			fmt.Fprintf(stderr, "manager bridge: while stopping: %v\n", err)
 		}
+		stopRuntime()
 		octx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_ = ops.Shutdown(octx)
