@@ -163,8 +163,15 @@ type Ends struct {
 	// Failed is told when an end could not be recorded (the other replicas
 	// then go on accepting the session until its maximum age).
 	Failed func(error)
-	ended  sync.Map // record names
+	// Heard, when set, is told the name (Key) of each end the watch
+	// delivers, so that a replica holding the session ends it at once.
+	// Set before Watch.
+	Heard func(name string)
+	ended sync.Map // record names
 }
+
+// Key is the name session id's end is recorded by.
+func (e *Ends) Key(id string) string { return Name(KindSessionEnd, []byte(id)) }
 
 // End records that session id ended, until it is too old anyway. This
 // replica knows at once; the record for the others is written in the
@@ -208,6 +215,9 @@ func (e *Ends) Watch(inf Informer) error {
 		AddFunc: func(obj any) {
 			if n, ok := name(obj); ok {
 				e.ended.Store(n, struct{}{})
+				if e.Heard != nil {
+					e.Heard(n)
+				}
 			}
 		},
 		// Deleted by the sweep once the session is too old anyway.
