@@ -122,6 +122,9 @@ func parseBridgeFlags(args []string, stderr io.Writer) (bridgeFlags, error) {
 		err = errors.New("--approval-webhook-url needs --tool-approvals")
 	case f.publicURL != "" && !isOrigin(f.publicURL):
 		err = fmt.Errorf("--public-url must be http(s)://host[:port] with no path, not %q", f.publicURL)
+	case f.shutdownDelay < 0 || stopBounds(f).Total() > mcpbridge.MaxStop:
+		err = fmt.Errorf("--shutdown-delay must be between 0s and %s, not %s: the whole stop (%s with it) must stay within %s, under the chart's terminationGracePeriodSeconds (30)",
+			mcpbridge.MaxStop-stopBounds(bridgeFlags{}).Total(), f.shutdownDelay, stopBounds(f).Total(), mcpbridge.MaxStop)
 	}
 	if err == nil {
 		_, err = audit.ParseArgsMode(f.auditArgs)
@@ -215,7 +218,12 @@ func runBridge(args []string, _, stderr io.Writer) int {
 	}
 	log.Info("tracing", "enabled", tp.Enabled())
 	opts.Bridge.Tracer = tp.Tracer("github.com/mcp-operator/mcp-operator/internal/mcpbridge")
-	rt, err := mcpbridge.Start(ctx, opts)
+	// The caches and watches live until the stop is over, not until
+	// SIGTERM: during the delay and the drain the replica still serves, and
+	// must see a ToolApproval decided, a policy changed, a session ended.
+	runCtx, stopRuntime := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRuntime()
+	rt, err := mcpbridge.Start(runCtx, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "manager bridge: %v\n", err)
 		return 1
@@ -237,12 +245,12 @@ func runBridge(args []string, _, stderr io.Writer) int {
 	go func() {
 		defer close(stopped)
 		<-ctx.Done()
-		bounds := mcpbridge.DefaultStopBounds
-		bounds.Delay = f.shutdownDelay
+		bounds := stopBounds(f)
 		log.Info("stopping", "within", bounds.Total())
 		if err := rt.Bridge.Stop(srv, rt.Registry, rt.Audit, tp.Shutdown, bounds); err != nil {
 			fmt.Fprintf(stderr, "manager bridge: while stopping: %v\n", err)
 		}
+		stopRuntime()
 		octx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_ = ops.Shutdown(octx)
@@ -259,6 +267,13 @@ func runBridge(args []string, _, stderr io.Writer) int {
 	}
 	<-stopped
 	return 0
+}
+
+// stopBounds are the bounds of the replica's stop with f's --shutdown-delay.
+func stopBounds(f bridgeFlags) mcpbridge.StopBounds {
+	bounds := mcpbridge.DefaultStopBounds
+	bounds.Delay = f.shutdownDelay
+	return bounds
 }
 
 // bridgeOptions turns flags into the bridge's options (everything but the

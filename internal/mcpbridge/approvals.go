@@ -59,7 +59,7 @@ func (b *Bridge) askPerson(x *exchange, res policy.Result, answers []string) out
 	stop := make(chan struct{})
 	defer close(stop)
 	// A stopping replica stops waiting: the request is answered as not
-	// decided, to be sent again (the ToolApproval expires unanswered).
+	// decided, to be sent again (the ToolApproval is left Cancelled).
 	ctx, cancel := b.untilWaitsEnd(rq.ctx)
 	defer cancel()
 	o, err := b.cfg.Approvals.Ask(ctx, approval.Request{

@@ -216,6 +216,11 @@ func New(cfg Config) *Bridge {
 	b := &Bridge{cfg: cfg, limits: newLimits(cfg), stop: newStopper(),
 		callTimedOut: fmt.Errorf("the call's deadline (%s) passed: %w", cfg.CallTimeout, context.DeadlineExceeded)}
 	b.engine.Store(policy.NewEngine())
+	if cfg.Approvals != nil {
+		// A stopping replica's approvals write their last status in time
+		// for the audit stream.
+		cfg.Approvals.WriteDeadline = b.stop.handlersDeadline
+	}
 	b.subs = newHub(b)
 	if cfg.Registry != nil {
 		// The servers' connections learn from the hub which resources to
