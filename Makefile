@@ -166,12 +166,12 @@ test: envtest-assets peers $(HELM) $(KUSTOMIZE) helm-lint ## Run every test suit
 
 # FUZZTIME bounds each fuzz target's run beyond its committed corpus
 # (testdata/fuzz): redaction (secret values, tokens of known shapes, the
-# bare-token corpus in every wrapping), invisible characters, the output
+# bare-token corpus in every wrapping, a Secret value in each encoding), invisible characters, the output
 # pipeline, the argument preview, digests' canonical JSON against its
 # reference. A count of inputs, not a duration: with a duration, Go 1.26's
 # fuzzing coordinator can report its own deadline as a failure when a
-# loaded machine keeps a worker busy at the end (go.dev/issue/75804, fixed
-# in Go 1.27); a count has no deadline to race. About 2-8 s each on a quiet
+# loaded machine keeps a worker busy at the end (fixed in Go 1.27); a
+# count has no deadline to race. About 2-8 s each on a quiet
 # machine.
 FUZZTIME ?= 40000x
 
@@ -180,6 +180,7 @@ fuzz: ## Run the redaction, output-pipeline and canonical-JSON fuzz targets for 
 	go test ./internal/redact -run '^$$' -fuzz '^FuzzStringNeverLeaks$$' -fuzztime $(FUZZTIME)
 	go test ./internal/redact -run '^$$' -fuzz '^FuzzJSONNeverLeaksSecret$$' -fuzztime $(FUZZTIME)
 	go test ./internal/redact -run '^$$' -fuzz '^FuzzBareTokensNeverLeak$$' -fuzztime $(FUZZTIME)
+	go test ./internal/redact -run '^$$' -fuzz '^FuzzEncodedSecretNeverLeaks$$' -fuzztime $(FUZZTIME)
 	go test ./internal/mcp/invisible -run '^$$' -fuzz '^FuzzStrip$$' -fuzztime $(FUZZTIME)
 	go test ./internal/mcpbridge/output -run '^$$' -fuzz '^FuzzPipeline$$' -fuzztime $(FUZZTIME)
 	go test ./internal/audit -run '^$$' -fuzz '^FuzzStructurePreview$$' -fuzztime $(FUZZTIME)
@@ -219,7 +220,7 @@ $(BIN)/thv: bench/thv/go.mod bench/thv/go.sum
 ##@ Benchmarks
 
 .PHONY: bench
-bench: bench-policy bench-bridge bench-controller bench-redact bench-search ## Run every benchmark under bench/ (each prints its ratio against a baseline).
+bench: bench-policy bench-bridge bench-controller bench-wake bench-redact bench-search ## Run every benchmark under bench/ (each prints its ratio against a baseline).
 
 .PHONY: bench-bridge
 bench-bridge: peers envtest-assets $(BIN)/thv ## The bridge against a direct connection, a bare reverse proxy and ToolHive's proxy, on two upstreams: latency, throughput, CPU, memory; exits 1 on a missed target.
@@ -232,6 +233,15 @@ bench-bridge-memory: envtest-assets ## The idle RSS of a real manager bridge alo
 .PHONY: bench-controller
 bench-controller: envtest-assets peers ## The MCPServer controller (all namespaces, as manager controller runs) bringing up 1,000 remote servers against the bare API work: time to Ready, reconciles, CPU, heap, idle probes; checks the targets.
 	go run ./bench/controller
+
+# BENCH_WAKE_FLAGS passes flags to bench/wake (e.g. -servers 50 -wakes 20
+# -colds 10 -window 2m).
+BENCH_WAKE_FLAGS ?=
+
+.PHONY: bench-wake
+bench-wake: ## Sleeping servers on the dev cluster (brings it up, tears it down, also on failure or Ctrl-C): wake to first answer through the bridge against a cold apply, and N sleeping servers' pods, API writes and controller CPU at rest; exits 1 on a missed target.
+	@trap 'exit 130' INT TERM; trap '$(MAKE) dev-down' EXIT; \
+		$(MAKE) dev && go run ./bench/wake $(BENCH_WAKE_FLAGS)
 
 # REDACT_BASELINE is the commit whose internal/redact bench-redact compares
 # against: the redactor before bare tokens and gitleaks' rules were added.
@@ -249,7 +259,7 @@ bench-redact: ## Redaction of a 10 MiB and a 2 KB result against gitleaks' rules
 	cd bench/redact && go run .
 
 .PHONY: bench-search
-bench-search: ## Tool search on real servers' tool lists: recall@5 and MRR on the query set, tokens before the first call (whole catalog against search) and find latency on 800 tools; exits 1 on a missed target.
+bench-search: ## Tool search on real servers' tool lists: recall@5 and MRR on the tuning and the held-out query sets, tokens before the first call (whole catalog against search) and in-process find latency on 800 tools; exits 1 on a missed target or a missing reading.
 	cd bench/search && go run .
 
 .PHONY: bench-policy

@@ -661,7 +661,16 @@ type MCPServerStatus struct {
 	// +kubebuilder:validation:MaxItems=1000
 	Prompts []PromptStatus `json:"prompts,omitempty"`
 
-	// catalogDigest is the sha256 of the canonical published catalog.
+	// skills the server serves (the skills extension), sorted by name. The
+	// bridge serves a skill only while its live entry has this digest.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=1000
+	Skills []SkillStatus `json:"skills,omitempty"`
+
+	// catalogDigest is the sha256 of the canonical published catalog: its
+	// tools and, when the server serves skills, its skills.
 	// +optional
 	// +kubebuilder:validation:MaxLength=71
 	CatalogDigest string `json:"catalogDigest,omitempty"`
@@ -732,6 +741,9 @@ type ServerCapabilities struct {
 	// prompts: the server lists and expands prompts.
 	// +optional
 	Prompts bool `json:"prompts,omitempty"`
+	// skills: the server serves skills (io.modelcontextprotocol/skills).
+	// +optional
+	Skills bool `json:"skills,omitempty"`
 	// logging: the server sends log messages.
 	// +optional
 	Logging bool `json:"logging,omitempty"`
@@ -801,8 +813,12 @@ type ToolStatus struct {
 	// them (a when condition on an argument no tool has; a prefix test on a
 	// path or URL). A tool with more than 64 lists the first 64 by name, and
 	// the status lists at most 4000 in all (tools in name order), so that a
-	// server cannot make its status too large to store: a tool past that
-	// lists none.
+	// server cannot make its status too large to store: every tool from the
+	// first that does not fit lists none. A tool also lists none when a name
+	// is not 1 to 64 of A-Z, a-z, 0-9, '_', '.', '-' (or held a secret), or
+	// when its schema may admit arguments it does not list
+	// (additionalProperties, patternProperties, allOf, anyOf, oneOf, $ref and
+	// the like); none means not known.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
@@ -865,6 +881,40 @@ type PromptStatus struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=64
 	Arguments []PromptArgument `json:"arguments,omitempty"`
+}
+
+// SkillStatus is one skill the server serves.
+type SkillStatus struct {
+	// name is the namespaced skill name: mcp.<server>.<skill path>, the
+	// path being that of the skill's URI with '.' for '/' (a skill at
+	// skill://acme/billing/refunds/SKILL.md is mcp.<server>.acme.billing.refunds).
+	// +required
+	// +kubebuilder:validation:MaxLength=512
+	Name string `json:"name"`
+
+	// uri of the skill's SKILL.md.
+	// +required
+	// +kubebuilder:validation:MaxLength=2048
+	URI string `json:"uri"`
+
+	// description from the skill's frontmatter, cut to 512 bytes.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Description string `json:"description,omitempty"`
+
+	// files is the number of files the skill's manifest lists.
+	// +optional
+	Files int32 `json:"files,omitempty"`
+
+	// bytes is the total size of the skill's files.
+	// +optional
+	Bytes int64 `json:"bytes,omitempty"`
+
+	// digest is the sha256 of the skill's canonical entry: its frontmatter
+	// and every file's URI, sha256 and size.
+	// +required
+	// +kubebuilder:validation:MaxLength=71
+	Digest string `json:"digest"`
 }
 
 // PromptArgument is one argument of a prompt.

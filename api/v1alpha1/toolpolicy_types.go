@@ -85,7 +85,7 @@ const (
 // ToolPolicySpec says which subjects may use which tools, resources and prompts
 // of the MCP servers in the policy's namespace.
 //
-// +kubebuilder:validation:XValidation:rule="has(self.rules) || has(self.resources) || has(self.prompts)",message="a ToolPolicy needs at least one of rules, resources or prompts"
+// +kubebuilder:validation:XValidation:rule="has(self.rules) || has(self.resources) || has(self.prompts) || has(self.skills)",message="a ToolPolicy needs at least one of rules, resources, prompts or skills"
 type ToolPolicySpec struct {
 	// subjects the policy applies to. They may come from any namespace.
 	// +required
@@ -113,6 +113,13 @@ type ToolPolicySpec struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=256
 	Prompts []PromptRule `json:"prompts,omitempty"`
+
+	// skills decide which skills (the skills extension) a subject may list
+	// and fetch: skills/list, skills/get and resources/read of their files.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	Skills []SkillRule `json:"skills,omitempty"`
 
 	// approval configures the question asked when a rule says ask.
 	// +optional
@@ -246,6 +253,25 @@ type PromptRule struct {
 	// +optional
 	// +kubebuilder:default=Flag
 	Injection InjectionAction `json:"injection,omitempty"`
+}
+
+// SkillRule decides the skills it matches.
+type SkillRule struct {
+	// skills are globs on namespaced skill names: mcp.<server>.<skill path>,
+	// the path's '/' written '.' (mcp.billing.acme.billing.refunds).
+	// +required
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=128
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=512
+	Skills []string `json:"skills"`
+
+	// decision for the skills the rule matches: allow or deny (a skill is
+	// loaded by an agent's host, which has no call to hold for a question).
+	// +required
+	// +kubebuilder:validation:XValidation:rule="self != 'ask'",message="a skill rule decides allow or deny, not ask"
+	Decision Decision `json:"decision"`
 }
 
 // ApprovalSpec configures the question the bridge asks when a rule says ask.

@@ -21,7 +21,10 @@
 // real text and code collected from this machine (see cleanCorpus).
 //
 // It checks the targets and exits 1 on a miss: the redactor's recall >= 99
-// %, false positives <= 1 per million lines, >= 200 MB/s (cpu) on 10 MiB.
+// %, the bare-format detector's false positives <= 1 per million lines (the
+// whole redactor's are printed, not gated), >= 200 MB/s (cpu) on 10 MiB with
+// 2 Secret values (a server's own; the figure with 3,000, the audit
+// writer's, is printed, not gated).
 //
 // It is its own module, so that gitleaks (the detector compared against)
 // never enters the operator's dependencies. Run it with `make bench-redact`.
@@ -140,6 +143,10 @@ func main() {
 			pass := got >= 200
 			ok = ok && pass
 			fmt.Printf("  target >= 200 MB/s (cpu) on 10 MiB: %.1f MB/s: %s\n", got, benchutil.Verdict(pass))
+			// Reported, not gated: a bridge answer is scanned with its own
+			// server's few values; only the audit writer's redactor holds every
+			// server's, and its cost is the figure to watch.
+			fmt.Printf("  on 10 MiB with 3,000 Secret values (the audit writer's case; no target): %.1f MB/s (cpu)\n", mbps(in.bytes, medians[3].cpu))
 			if found[0] < planted {
 				fmt.Printf("  the new redactor found %d of the %d planted secrets: FAIL\n", found[0], planted)
 				ok = false
@@ -254,6 +261,7 @@ func detection(full, glOnly *redact.Redactor, mbPerS [2]float64, show string) bo
 	pass := ok && perM <= 1
 	ok = ok && pass
 	fmt.Printf("  targets: the new redactor's recall >= 99%% (%d missed), the bare formats' false positives <= 1 per million lines: %s\n", bareMissed, benchutil.Verdict(pass))
+	fmt.Println("  (the false-positive target gates the bare-format detector alone; the whole redactor's redactions per million lines, above, are printed, not gated)")
 	return ok
 }
 
@@ -291,13 +299,19 @@ func redactedTokens(in, out, kind string) []string {
 	return toks
 }
 
-// publishedExample says whether tok is a vendor's documented example of
-// its format rather than text mistaken for a token: vendors mark theirs
-// with "EXAMPLE" (AWS's AKIAIOSFODNN7EXAMPLE) or pad them with zeros
-// (ghp_PersonalAccessToken01245678900000000).
-func publishedExample(tok string) bool {
-	return strings.Contains(strings.ToUpper(tok), "EXAMPLE") || strings.Contains(tok, "000000")
+// publishedExamples are vendors' documented example credentials found in
+// the clean corpus: real formats with fake values, which any scanner of
+// these formats reports. Exact tokens, so that no other hit is excused.
+var publishedExamples = map[string]bool{
+	"AKIAIOSFODNN7EXAMPLE":                     true, // AWS's documentation and SDKs
+	"wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY": true,
+	"ghp_PersonalAccessToken01245678900000000": true, // Octokit's READMEs
+	"ghs_InstallallationOrActionToken00000000": true,
+	"ghu_InstallationUserToServer000000000000": true,
 }
+
+// publishedExample says whether tok is one of publishedExamples.
+func publishedExample(tok string) bool { return publishedExamples[tok] }
 
 func perMillion(n, lines int) float64 { return float64(n) / float64(lines) * 1e6 }
 

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
@@ -96,12 +97,16 @@ func printWarnings(ctx context.Context, e *env, policies []v1alpha1.ToolPolicy, 
 	if len(rules) == 0 {
 		return
 	}
-	// Without the servers (no permission to list them) only what the
-	// policies alone show is linted.
+	// Without the servers only what the policies alone show is linted: no
+	// permission to list them is common and says nothing new; any other
+	// failure is worth a note, as the warnings are then fewer.
 	var catalogs []policy.Catalog
 	var servers v1alpha1.MCPServerList
-	if err := e.client.List(ctx, &servers, client.InNamespace(e.namespace)); err == nil {
+	switch err := e.client.List(ctx, &servers, client.InNamespace(e.namespace)); {
+	case err == nil:
 		catalogs = policy.CatalogsOf(e.namespace, servers.Items)
+	case !apierrors.IsForbidden(err):
+		fmt.Fprintf(e.out, "  note:     the MCPServers of %s could not be listed (%v): only what the policies alone show is linted\n", e.namespace, err)
 	}
 	for i := range policies {
 		tp := &policies[i]

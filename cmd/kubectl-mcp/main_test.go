@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,12 +12,15 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/policy"
 	"github.com/mcp-operator/mcp-operator/internal/testenv"
 )
 
@@ -348,4 +352,53 @@ func TestCanIAnswersFromThePolicyEngine(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCanINotesServersItCouldNotList: can-i lints without the catalogs
+// when the MCPServers cannot be listed, and says so unless it was only not
+// allowed to. The API server will not fail a List on demand, so the
+// failure is injected in front of the real client (failingList): the only
+// stand-in of this test.
+func TestCanINotesServersItCouldNotList(t *testing.T) {
+	start(t)
+	tp := v1alpha1.ToolPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "notes"},
+		Spec: v1alpha1.ToolPolicySpec{
+			Subjects: []v1alpha1.Subject{{Kind: v1alpha1.SubjectUser, Name: "alice"}},
+			Rules:    []v1alpha1.ToolRule{{Tools: []string{"mcp.fs.read_file"}, Decision: v1alpha1.DecisionAllow, When: "args.path.startsWith('/data/')"}},
+		},
+	}
+	rules := []policy.RuleRef{{Namespace: ns, Name: "notes", Section: "rules", Index: 0}}
+	for _, c := range []struct {
+		err  error
+		note bool
+	}{
+		{apierrors.NewServiceUnavailable("etcd is away"), true},
+		{apierrors.NewForbidden(schema.GroupResource{Group: v1alpha1.GroupVersion.Group, Resource: "mcpservers"}, "", errors.New("no")), false},
+		{nil, false},
+	} {
+		failing := failingList{Client: cluster.admin, err: c.err}
+		var out bytes.Buffer
+		printWarnings(context.Background(), &env{client: failing, namespace: ns, out: &out}, []v1alpha1.ToolPolicy{tp}, rules)
+		if !strings.Contains(out.String(), "warning:  ToolPolicy "+ns+"/notes spec.rules[0].when: args.path.startsWith('/data/') tests a raw path") {
+			t.Errorf("%v: the policy alone was not linted:\n%s", c.err, out.String())
+		}
+		if got := strings.Contains(out.String(), "note:     the MCPServers of "+ns+" could not be listed"); got != c.note {
+			t.Errorf("%v: a note %v, want %v:\n%s", c.err, got, c.note, out.String())
+		}
+	}
+}
+
+// failingList is the real client, except that List fails with err when it
+// is set.
+type failingList struct {
+	client.Client
+	err error
+}
+
+func (f failingList) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if f.err != nil {
+		return f.err
+	}
+	return f.Client.List(ctx, list, opts...)
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,6 +55,7 @@ type bridgeFlags struct {
 	idleTimeout       time.Duration
 	shutdownDelay     time.Duration
 	allowedHosts      string
+	publicURL         string
 	allowedOrigins    string
 	blockInjection    bool
 	toolApprovals     bool
@@ -89,6 +91,7 @@ func parseBridgeFlags(args []string, stderr io.Writer) (bridgeFlags, error) {
 	fs.DurationVar(&f.callTimeout, "call-timeout", mcpbridge.DefaultCallTimeout, "deadline of a call forwarded to an MCP server")
 	fs.DurationVar(&f.idleTimeout, "session-idle-timeout", session.DefaultIdleTimeout, "a session not used this long ends")
 	fs.DurationVar(&f.shutdownDelay, "shutdown-delay", mcpbridge.DefaultShutdownDelay, "after SIGTERM, how long to go on serving (readyz failing, keep-alives off) before refusing new connections, so the Service stops sending agents here first")
+	fs.StringVar(&f.publicURL, "public-url", "", "where agents reach the bridge (scheme and host, as https://bridge.example.com): the base of the URLs server cards give; empty: cards give paths alone")
 	fs.StringVar(&f.allowedHosts, "allowed-hosts", "", "comma-separated Host values accepted (DNS rebinding protection); empty accepts any, or only loopback names when listening on loopback")
 	fs.StringVar(&f.allowedOrigins, "allowed-origins", "", "comma-separated Origin values accepted from browsers; requests without Origin always pass")
 	fs.BoolVar(&f.blockInjection, "block-injection", false, "withhold every result in which the injection scan finds instructions to the model, whatever the ToolPolicies say (findings are always recorded in the audit event; without this flag, rules with injection: Block decide per tool and prompt)")
@@ -117,6 +120,11 @@ func parseBridgeFlags(args []string, stderr io.Writer) (bridgeFlags, error) {
 		err = errors.New("--approval-webhook-url and --approval-webhook-secret-file go together")
 	case f.webhookURL != "" && !f.toolApprovals:
 		err = errors.New("--approval-webhook-url needs --tool-approvals")
+	case f.publicURL != "" && !isOrigin(f.publicURL):
+		err = fmt.Errorf("--public-url must be http(s)://host[:port] with no path, not %q", f.publicURL)
+	case f.shutdownDelay < 0 || stopBounds(f).Total() > mcpbridge.MaxStop:
+		err = fmt.Errorf("--shutdown-delay must be between 0s and %s, not %s: the whole stop (%s with it) must stay within %s, under the chart's terminationGracePeriodSeconds (30)",
+			mcpbridge.MaxStop-stopBounds(bridgeFlags{}).Total(), f.shutdownDelay, stopBounds(f).Total(), mcpbridge.MaxStop)
 	}
 	if err == nil {
 		_, err = audit.ParseArgsMode(f.auditArgs)
@@ -210,7 +218,12 @@ func runBridge(args []string, _, stderr io.Writer) int {
 	}
 	log.Info("tracing", "enabled", tp.Enabled())
 	opts.Bridge.Tracer = tp.Tracer("github.com/mcp-operator/mcp-operator/internal/mcpbridge")
-	rt, err := mcpbridge.Start(ctx, opts)
+	// The caches and watches live until the stop is over, not until
+	// SIGTERM: during the delay and the drain the replica still serves, and
+	// must see a ToolApproval decided, a policy changed, a session ended.
+	runCtx, stopRuntime := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRuntime()
+	rt, err := mcpbridge.Start(runCtx, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "manager bridge: %v\n", err)
 		return 1
@@ -232,12 +245,12 @@ func runBridge(args []string, _, stderr io.Writer) int {
 	go func() {
 		defer close(stopped)
 		<-ctx.Done()
-		bounds := mcpbridge.DefaultStopBounds
-		bounds.Delay = f.shutdownDelay
+		bounds := stopBounds(f)
 		log.Info("stopping", "within", bounds.Total())
 		if err := rt.Bridge.Stop(srv, rt.Registry, rt.Audit, tp.Shutdown, bounds); err != nil {
 			fmt.Fprintf(stderr, "manager bridge: while stopping: %v\n", err)
 		}
+		stopRuntime()
 		octx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_ = ops.Shutdown(octx)
@@ -254,6 +267,13 @@ func runBridge(args []string, _, stderr io.Writer) int {
 	}
 	<-stopped
 	return 0
+}
+
+// stopBounds are the bounds of the replica's stop with f's --shutdown-delay.
+func stopBounds(f bridgeFlags) mcpbridge.StopBounds {
+	bounds := mcpbridge.DefaultStopBounds
+	bounds.Delay = f.shutdownDelay
+	return bounds
 }
 
 // bridgeOptions turns flags into the bridge's options (everything but the
@@ -309,9 +329,16 @@ func bridgeOptions(f bridgeFlags, log interface {
 	o.MaxUpstreamSessions = f.upstreamSessions
 	o.Bridge = mcpbridge.Config{
 		ToolNameStyle: f.toolNameStyle, MaxBodyBytes: f.maxBodyBytes, MaxBodyBytesInFlight: f.bodyBytesInFlight, MaxConcurrent: f.maxConcurrent,
-		MaxSubjectConcurrent: f.callerConcurrent, CallTimeout: f.callTimeout, AllowedHosts: splitList(f.allowedHosts), AllowedOrigins: splitList(f.allowedOrigins),
+		MaxSubjectConcurrent: f.callerConcurrent, CallTimeout: f.callTimeout, PublicURL: f.publicURL, AllowedHosts: splitList(f.allowedHosts), AllowedOrigins: splitList(f.allowedOrigins),
 		LoopbackOnly:   isLoopback(f.listen) || f.insecureAnonymous && len(splitList(f.allowedHosts)) == 0,
 		BlockInjection: f.blockInjection, Version: version.String(),
 	}
 	return o, closeSink, nil
+}
+
+// isOrigin says whether s is a scheme and host alone, as --public-url is.
+func isOrigin(s string) bool {
+	u, err := url.Parse(strings.TrimSuffix(s, "/"))
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.Path == "" &&
+		u.RawQuery == "" && u.Fragment == "" && u.User == nil
 }

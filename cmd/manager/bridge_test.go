@@ -30,6 +30,10 @@ func TestBridgeFlags(t *testing.T) {
 		{"bad artifact size", []string{"--namespaces=a", "--artifact-max-size=lots"}, "positive quantity"},
 		{"body budget under one body", []string{"--namespaces=a", "--max-body-bytes=1000", "--max-body-bytes-in-flight=999"}, "at least as large"},
 		{"no artifact retention", []string{"--namespaces=a", "--artifact-retention=0s"}, "must be positive"},
+		{"public URL with a path", []string{"--namespaces=a", "--public-url=https://bridge.example.com/mcp"}, "--public-url must be"},
+		{"public URL without a scheme", []string{"--namespaces=a", "--public-url=bridge.example.com"}, "--public-url must be"},
+		{"shutdown delay past the grace period", []string{"--namespaces=a", "--shutdown-delay=13s"}, "--shutdown-delay must be between 0s and 12s"},
+		{"negative shutdown delay", []string{"--namespaces=a", "--shutdown-delay=-1s"}, "--shutdown-delay must be"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer

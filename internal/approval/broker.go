@@ -103,6 +103,11 @@ type Broker struct {
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 	Log logr.Logger
+	// WriteDeadline, when set and reporting true, is the time by which the
+	// status writes made after a wait ended must be done (a stopping
+	// replica's: its audit stream closes soon after); they get at most
+	// afterWaitWrite anyway.
+	WriteDeadline func() (time.Time, bool)
 
 	pending prometheus.Gauge
 
@@ -296,7 +301,7 @@ func (b *Broker) Wait(ctx context.Context, a *v1alpha1.ToolApproval) (Outcome, e
 	for {
 		if o, ok := b.concluded(current, bound); ok {
 			if ctx.Err() != nil {
-				wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+				wctx, cancel := b.afterWait(ctx)
 				defer cancel()
 				return b.finish(wctx, current, agentLeft(o)), nil
 			}
@@ -312,11 +317,27 @@ func (b *Broker) Wait(ctx context.Context, a *v1alpha1.ToolApproval) (Outcome, e
 			// The cause says who ended it: the agent, or a stopping replica.
 			o := Outcome{Phase: v1alpha1.ApprovalCancelled, Message: "the agent's request ended before a decision: " + context.Cause(ctx).Error()}
 			// ctx is over; the status write gets its own short deadline.
-			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			wctx, cancel := b.afterWait(ctx)
 			defer cancel()
 			return b.finishUnlessDecided(wctx, current, bound, o), nil
 		}
 	}
+}
+
+// afterWaitWrite bounds a status write made after the wait's context
+// ended, so that a slow API server holds the request no longer than this.
+const afterWaitWrite = 10 * time.Second
+
+// afterWait is the context of the writes made once ctx is over: ctx's
+// values, with afterWaitWrite or WriteDeadline, whichever comes first.
+func (b *Broker) afterWait(ctx context.Context) (context.Context, context.CancelFunc) {
+	deadline := time.Now().Add(afterWaitWrite)
+	if b.WriteDeadline != nil {
+		if d, ok := b.WriteDeadline(); ok && d.Before(deadline) {
+			deadline = d
+		}
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), deadline)
 }
 
 // concluded says whether a holds an outcome: a decision, a deletion, a

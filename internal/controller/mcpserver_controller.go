@@ -240,11 +240,15 @@ func (r *MCPServerReconciler) summarize(ctx context.Context, sc *scope, orig *mc
 			// The catalog stays listed while the woken server starts.
 			markWaking(s, waiting.message)
 		} else {
-			markDown(s, waiting.reason, waiting.message)
+			markAway(s, waiting.reason, waiting.message)
 		}
 		result.RequeueAfter = earliest(result.RequeueAfter, waiting.after)
 	case errors.As(phaseErr, &stalled):
-		markDown(s, stalled.reason, stalled.message)
+		if stalled.reason == mcpv1alpha1.ReasonPermanentlyFailed {
+			markDown(s, stalled.reason, stalled.message)
+		} else {
+			markAway(s, stalled.reason, stalled.message)
+		}
 		if serverReadyReason(orig) != stalled.reason && !sc.hasEvent(stalled.reason) {
 			sc.event(corev1.EventTypeWarning, stalled.reason, stalled.message)
 		}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -276,6 +277,37 @@ var _ = Describe("MCPServer controller", func() {
 			onePod(s)
 			Eventually(func() int64 { return get(s).Status.Restarts.FailedGeneration }).Should(BeZero())
 			Expect(get(s).Status.Restarts.Consecutive).To(BeZero())
+		})
+
+		It("keeps the published catalog through a crash's backoff and withdraws it when the server gives up", func() {
+			s := httpServer(ns, "comeback", startEverythingHTTP())
+			s.Spec.RestartPolicy.MaxRestarts = ptr.To[int32](1)
+			Expect(k8sClient.Create(ctx, s)).To(Succeed())
+			kubeletRuns(onePod(s), clk.Now())
+			Eventually(condition(s, mcpv1alpha1.ConditionReady)).WithTimeout(30 * time.Second).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonServing))
+			published := get(s).Status
+			Expect(published.Tools).NotTo(BeEmpty())
+
+			kubeletSeesExit(onePod(s), 1, "Error")
+			Eventually(condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonRestarting))
+			// The bridge stops forwarding (no endpoint) but still knows the
+			// tools, so a call is told the server is restarting.
+			away := get(s).Status
+			Expect(away.Endpoint).To(BeNil())
+			Expect(away.CatalogDigest).To(Equal(published.CatalogDigest))
+			Expect(away.Tools).To(Equal(published.Tools))
+			Expect(meta.IsStatusConditionTrue(away.Conditions, mcpv1alpha1.ConditionCatalogReady)).To(BeTrue())
+
+			Eventually(func() []corev1.Pod { return serverPods(s) }).Should(BeEmpty())
+			Expect(get(s).Status.Tools).To(Equal(published.Tools), "the catalog stays while the crashed pod goes")
+			clk.Step(time.Second)
+			poke(s)
+			kubeletSeesExit(onePod(s), 1, "Error")
+			Eventually(condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonPermanentlyFailed))
+			gone := get(s).Status
+			Expect(gone.Tools).To(BeEmpty())
+			Expect(gone.CatalogDigest).To(BeEmpty())
+			Expect(condition(s, mcpv1alpha1.ConditionCatalogReady)()).To(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonPermanentlyFailed))
 		})
 
 		It("counts a server that stops answering the probe as crashed", func() {

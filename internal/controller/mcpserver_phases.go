@@ -226,7 +226,7 @@ func (r *MCPServerReconciler) crash(sc *scope, reason, detail string) (phaseResu
 		return phaseResult{requeueAfter: requeueSoon, stop: true}, nil
 	}
 	wait := out.restartAt.Sub(sc.now)
-	markDown(s, mcpv1alpha1.ReasonRestarting, fmt.Sprintf("crashed (%s); restart %d of %d after backoff", what, s.Status.Restarts.Consecutive, sc.restart.maxRestarts))
+	markAway(s, mcpv1alpha1.ReasonRestarting, fmt.Sprintf("crashed (%s); restart %d of %d after backoff", what, s.Status.Restarts.Consecutive, sc.restart.maxRestarts))
 	sc.event(corev1.EventTypeNormal, eventRestarting, fmt.Sprintf("mcp.server.restarting: restart %d of %d in %s", s.Status.Restarts.Consecutive, sc.restart.maxRestarts, wait))
 	// Come back as soon as the count is written: the restart gate deletes
 	// the crashed pod and waits out the rest of the backoff.

@@ -50,6 +50,7 @@ type Catalog struct {
 	// Invalid names the tools left out and why ("name: reason"), sorted.
 	Invalid       []string
 	Prompts       []mcpv1alpha1.PromptStatus
+	Skills        []mcpv1alpha1.SkillStatus
 	ResourceCount int32
 	// Digest is "sha256:<hex>" of the canonical catalog.
 	Digest string

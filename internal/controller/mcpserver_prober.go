@@ -40,6 +40,7 @@ func (mcpProber) Probe(ctx context.Context, t ProbeTarget) (*Catalog, error) {
 		Tools:         mcpstatus.Tools(res.Catalog, t.Redactor),
 		Invalid:       invalid,
 		Prompts:       mcpstatus.Prompts(res.Prompts, t.Redactor),
+		Skills:        mcpstatus.Skills(res.Skills, t.Redactor),
 		ResourceCount: int32(len(res.Resources)),
 		Digest:        res.Catalog.Digest,
 	}, nil

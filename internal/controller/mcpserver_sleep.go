@@ -84,7 +84,7 @@ type sleepDecision struct {
 // sleep.
 func decideSleep(s *mcpv1alpha1.MCPServer, activity, asked, now time.Time) sleepDecision {
 	if since := s.Status.SleepingSince; since != nil {
-		if activity.After(since.Time) {
+		if wakes(activity, since.Time, asked) {
 			return sleepDecision{action: wakeUp}
 		}
 		return sleepDecision{action: stayAsleep}
@@ -114,6 +114,15 @@ func decideSleep(s *mcpv1alpha1.MCPServer, activity, asked, now time.Time) sleep
 		return sleepDecision{action: fallAsleep}
 	}
 	return sleepDecision{action: stayAwake, after: at.Sub(now)}
+}
+
+// wakes: activity after the server fell asleep wakes it. sleepingSince is
+// in whole seconds, so activity within the second the server fell asleep
+// may be from before the sleep: activity that a standing sleep request is
+// newer than (a server put to sleep by hand, or created asleep) is not a
+// wake.
+func wakes(activity, since, asked time.Time) bool {
+	return activity.After(since) && activity.After(asked)
 }
 
 // sleepRequest is the time of the sleep annotation; zero when there is

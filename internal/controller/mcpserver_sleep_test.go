@@ -352,8 +352,38 @@ var _ = Describe("Sleeping servers", func() {
 	It("carries a changed idle into the Lease's duration", func() {
 		s := sleepy("retimed", startEverythingHTTP())
 		readyServing(s, env.clk)
-		update(s, func(cur *mcpv1alpha1.MCPServer) { cur.Spec.Workload.Idle = &metav1.Duration{Duration: 90 * time.Second} })
+		update(s, func(cur *mcpv1alpha1.MCPServer) {
+			cur.Spec.Workload.Idle = &metav1.Duration{Duration: 90 * time.Second}
+		})
 		Eventually(func() *int32 { return must(activityLeaseOf(s)).Spec.LeaseDurationSeconds }).Should(HaveValue(BeEquivalentTo(90)))
+	})
+
+	It("puts a server without idle to sleep by hand, and starts one created with a sleep request asleep, with no pod", func() {
+		// No idle: the Lease is created only once the request is there, after it.
+		awake := httpServer(env.ns, "no-idle-by-hand", startEverythingHTTP())
+		Expect(k8sClient.Create(ctx, awake)).To(Succeed())
+		readyServing(awake, env.clk)
+		env.clk.Step(time.Second)
+		update(awake, func(cur *mcpv1alpha1.MCPServer) {
+			cur.Annotations = map[string]string{mcpv1alpha1.SleepAnnotation: env.clk.Now().Add(-time.Second).UTC().Format(time.RFC3339Nano)}
+		})
+		Eventually(condition(awake, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonSleeping))
+		Eventually(func() []corev1.Pod { return serverPods(awake) }).Should(BeEmpty())
+
+		// Created with the request: asleep before any pod. Within a second
+		// (sleepingSince is whole seconds, the Lease's start is not): the
+		// Lease starting just before the request is no wake.
+		env.clk.Step(300 * time.Millisecond)
+		born := httpServer(env.ns, "born-asleep", startEverythingHTTP())
+		born.Spec.Workload.Idle = &metav1.Duration{Duration: time.Hour}
+		born.Annotations = map[string]string{mcpv1alpha1.SleepAnnotation: env.clk.Now().UTC().Format(time.RFC3339Nano)}
+		Expect(k8sClient.Create(ctx, born)).To(Succeed())
+		Eventually(condition(born, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonSleeping))
+		Consistently(func() []corev1.Pod { return serverPods(born) }).WithTimeout(time.Second).Should(BeEmpty())
+		// A call wakes it as any sleeping server.
+		env.clk.Step(time.Second)
+		bridgeSawActivity(born, env.clk.Now())
+		readyServing(born, env.clk)
 	})
 
 	It("removes the Lease and runs the server again when idle is unset", func() {
@@ -404,6 +434,8 @@ var _ = Describe("decideSleep", func() {
 		Entry("asked to sleep before the last activity (a call since)", server(0, nil), t0.Add(time.Second), t0, t0.Add(time.Second), sleepDecision{action: stayAwake}),
 		Entry("asleep, no newer activity", server(time.Minute, ptrTo(t0)), t0, time.Time{}, t0.Add(time.Hour), sleepDecision{action: stayAsleep}),
 		Entry("asleep, newer activity wakes it", server(time.Minute, ptrTo(t0)), t0.Add(time.Millisecond), time.Time{}, t0.Add(time.Hour), sleepDecision{action: wakeUp}),
+		Entry("asleep by hand, activity within the second it fell asleep but before the request", server(0, ptrTo(t0)), t0.Add(300*time.Millisecond), t0.Add(500*time.Millisecond), t0.Add(time.Hour), sleepDecision{action: stayAsleep}),
+		Entry("asleep by hand, activity after the request wakes it", server(0, ptrTo(t0)), t0.Add(600*time.Millisecond), t0.Add(500*time.Millisecond), t0.Add(time.Hour), sleepDecision{action: wakeUp}),
 	)
 	It("refuses a sleep request that is not an RFC 3339 time", func() {
 		s := server(0, nil)

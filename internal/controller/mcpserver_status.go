@@ -28,6 +28,7 @@ func setCondition(s *mcpv1alpha1.MCPServer, typ string, status metav1.ConditionS
 func withdrawCatalog(s *mcpv1alpha1.MCPServer) {
 	s.Status.Tools = nil
 	s.Status.Prompts = nil
+	s.Status.Skills = nil
 	s.Status.ToolCount = 0
 	s.Status.ResourceCount = 0
 	s.Status.CatalogDigest = ""
@@ -37,12 +38,25 @@ func withdrawCatalog(s *mcpv1alpha1.MCPServer) {
 	meta.RemoveStatusCondition(&s.Status.Conditions, mcpv1alpha1.ConditionDegraded)
 }
 
-// markDown withdraws the catalog and says why the server is not served.
+// markDown withdraws the catalog and says why the server is not served: for
+// a server not expected back without someone's change (permanently failed,
+// suspended, a name another server holds).
 func markDown(s *mcpv1alpha1.MCPServer, reason, message string) {
 	withdrawCatalog(s)
 	setCondition(s, mcpv1alpha1.ConditionReady, metav1.ConditionFalse, reason, message)
 	setCondition(s, mcpv1alpha1.ConditionAvailable, metav1.ConditionFalse, reason, message)
 	setCondition(s, mcpv1alpha1.ConditionCatalogReady, metav1.ConditionFalse, reason, "no catalog is published: "+message)
+}
+
+// markAway says why the server is not served while it is expected back (a
+// restart, a new pod, a failed probe, an image or config the kubelet cannot
+// use yet): the endpoint goes, so the bridge stops forwarding, but the
+// published catalog stays, so the bridge can tell a caller of one of its
+// tools why and when to retry instead of "unknown tool".
+func markAway(s *mcpv1alpha1.MCPServer, reason, message string) {
+	s.Status.Endpoint = nil
+	setCondition(s, mcpv1alpha1.ConditionReady, metav1.ConditionFalse, reason, message)
+	setCondition(s, mcpv1alpha1.ConditionAvailable, metav1.ConditionFalse, reason, message)
 }
 
 // catalogChange lists what differs between two catalogs, by upstream name.
@@ -141,6 +155,10 @@ func publishCatalog(s *mcpv1alpha1.MCPServer, cat *Catalog, endpoint *mcpv1alpha
 	s.Status.Prompts = cat.Prompts
 	if len(s.Status.Prompts) > maxStatusTools {
 		s.Status.Prompts = s.Status.Prompts[:maxStatusTools]
+	}
+	s.Status.Skills = cat.Skills
+	if len(s.Status.Skills) > maxStatusTools {
+		s.Status.Skills = s.Status.Skills[:maxStatusTools]
 	}
 	s.Status.ResourceCount = cat.ResourceCount
 	s.Status.CatalogDigest = cat.Digest

@@ -114,9 +114,13 @@ func buildPod(s *mcpv1alpha1.MCPServer, opts WorkloadOptions) *corev1.Pod {
 		// Servers that write temporary files get a writable /tmp on an
 		// otherwise read-only root filesystem.
 		VolumeMounts: append([]corev1.VolumeMount{{Name: tmpVolume, MountPath: "/tmp"}}, w.VolumeMounts...),
+		// Every second: the first probe comes as the container starts,
+		// usually before the server listens, and a server that starts or
+		// wakes is served once the next one passes (the controller waits for
+		// the pod's Ready).
 		ReadinessProbe: &corev1.Probe{
 			ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(port)}},
-			PeriodSeconds: 2, FailureThreshold: 3,
+			PeriodSeconds: 1, FailureThreshold: 3,
 		},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}

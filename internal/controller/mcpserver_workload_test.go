@@ -45,7 +45,7 @@ func TestPodIsHardenedAndOwnsNoRestarts(t *testing.T) {
 	if ptr.Deref(sc.AllowPrivilegeEscalation, true) || !ptr.Deref(sc.ReadOnlyRootFilesystem, false) || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
 		t.Errorf("container security context not hardened: %+v", sc)
 	}
-	if c.Ports[0].ContainerPort != 9000 || c.ReadinessProbe.TCPSocket == nil {
+	if c.Ports[0].ContainerPort != 9000 || c.ReadinessProbe.TCPSocket == nil || c.ReadinessProbe.PeriodSeconds != 1 {
 		t.Errorf("port %d, readiness %+v", c.Ports[0].ContainerPort, c.ReadinessProbe)
 	}
 	if pod.Name != "fs-0" || pod.Labels[mcpv1alpha1.ServerLabel] != "fs" {

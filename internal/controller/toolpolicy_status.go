@@ -128,8 +128,8 @@ func capMessage(msg string) string {
 }
 
 func compiledMessage(tp *mcpv1alpha1.ToolPolicy, status *mcpv1alpha1.ToolPolicyStatus) string {
-	return fmt.Sprintf("the policy is in force: %d tool rules, %d resource rules, %d prompt rules; its tool rules match %d published tools of %d servers",
-		len(tp.Spec.Rules), len(tp.Spec.Resources), len(tp.Spec.Prompts), status.ToolCount, len(status.MatchedServers))
+	return fmt.Sprintf("the policy is in force: %d tool rules, %d resource rules, %d prompt rules, %d skill rules; its tool rules match %d published tools of %d servers",
+		len(tp.Spec.Rules), len(tp.Spec.Resources), len(tp.Spec.Prompts), len(tp.Spec.Skills), status.ToolCount, len(status.MatchedServers))
 }
 
 // readyReason is the Ready condition's reason, for logs.

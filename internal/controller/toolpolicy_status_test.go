@@ -47,7 +47,7 @@ func TestToolPolicyStatusMatches(t *testing.T) {
 	if ready == nil || ready.Status != metav1.ConditionTrue || ready.Reason != mcpv1alpha1.ReasonCompiled || ready.ObservedGeneration != 3 || st.ObservedGeneration != 3 {
 		t.Fatalf("status = %+v, want Ready True Compiled at generation 3", st)
 	}
-	if want := "3 tool rules, 0 resource rules, 0 prompt rules; its tool rules match 5 published tools of 4 servers"; !strings.Contains(ready.Message, want) {
+	if want := "3 tool rules, 0 resource rules, 0 prompt rules, 0 skill rules; its tool rules match 5 published tools of 4 servers"; !strings.Contains(ready.Message, want) {
 		t.Errorf("message %q lacks %q", ready.Message, want)
 	}
 }

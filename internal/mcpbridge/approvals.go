@@ -59,7 +59,7 @@ func (b *Bridge) askPerson(x *exchange, res policy.Result, answers []string) out
 	stop := make(chan struct{})
 	defer close(stop)
 	// A stopping replica stops waiting: the request is answered as not
-	// decided, to be sent again (the ToolApproval expires unanswered).
+	// decided, to be sent again (the ToolApproval is left Cancelled).
 	ctx, cancel := b.untilWaitsEnd(rq.ctx)
 	defer cancel()
 	o, err := b.cfg.Approvals.Ask(ctx, approval.Request{
@@ -121,18 +121,18 @@ func (b *Bridge) progressWhileWaiting(x *exchange, namespace, name string, expir
 	}
 	msg := fmt.Sprintf("waiting for a person to approve ToolApproval %s/%s (kubectl mcp approve %s -n %s) until %s",
 		namespace, name, name, namespace, expires.UTC().Format(time.RFC3339))
-	send := func(n int) {
-		params, _ := json.Marshal(map[string]any{"progressToken": x.progressToken, "progress": n, "message": msg})
+	send := func() {
+		params, _ := json.Marshal(map[string]any{"progressToken": x.progressToken, "progress": x.nextProgress(), "message": msg})
 		rq.out.send(jsonrpc.NewNotification("notifications/progress", params))
 	}
-	send(0)
+	send()
 	go func() {
 		t := time.NewTicker(approvalProgressEvery)
 		defer t.Stop()
-		for n := 1; ; n++ {
+		for {
 			select {
 			case <-t.C:
-				send(n)
+				send()
 			case <-stop:
 				return
 			}

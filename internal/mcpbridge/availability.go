@@ -3,6 +3,7 @@ package mcpbridge
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
@@ -40,8 +41,24 @@ func (b *Bridge) target(name string) (*routes.Server, *upstream.Conn, bool) {
 	return nil, nil, false
 }
 
+// touch records activity on the server x goes to, once settle allowed it: a
+// caller the policy refuses keeps no server awake.
+func (b *Bridge) touch(x *exchange) {
+	if s := x.server; s != nil {
+		b.touchServed(s.Name)
+	}
+}
+
+// touchServed records activity on the server named name if it is served
+// (a request for one away goes through the available stage instead).
+func (b *Bridge) touchServed(name string) {
+	if s, _, served := b.cfg.Registry.Server(name); served {
+		b.cfg.Activity.Touch(s.Namespace, s.Name)
+	}
+}
+
 // available is the stage between decide and settle that every request for a
-// server goes through: a served server's activity is recorded; for one
+// server goes through: for one
 // that is away the agent is told why (never "unknown tool"), and for one
 // asleep the request wakes it, waits (with progress notifications) and is
 // resolved again against the server that came back, its live catalog and
@@ -53,7 +70,10 @@ func (b *Bridge) available(x *exchange, a adapter) *jsonrpc.Message {
 		return nil
 	}
 	if _, _, served := b.cfg.Registry.Server(s.Name); served {
-		b.cfg.Activity.Touch(s.Namespace, s.Name)
+		if x.resolvedAway {
+			// Resolved while away, served now: take its connection.
+			return b.resolveAgain(x, a)
+		}
 		return nil
 	}
 	away, ok := b.cfg.Registry.Away(s.Name)
@@ -63,16 +83,58 @@ func (b *Bridge) available(x *exchange, a adapter) *jsonrpc.Message {
 	if !away.Asleep() || b.cfg.Activity == nil {
 		return b.refuseAway(x.rq, away)
 	}
+	decided := x.tool
 	if answer := b.wake(x, away); answer != nil {
 		return answer
 	}
-	return a.resolve(b, x)
+	if answer := b.resolveAgain(x, a); answer != nil {
+		return answer
+	}
+	return b.sameToolAsDecided(x, decided)
+}
+
+// reasonToolChanged: the tool a call was decided on changed while its
+// server woke.
+const reasonToolChanged = "tool_changed"
+
+// sameToolAsDecided refuses a call whose tool the woken server publishes
+// with another risk or other annotations than the catalog the call was
+// decided on: the policy may decide it otherwise. Deciding again here
+// would charge the caller's rate limits a second time; the call is refused
+// before anything is recorded, retryable, and decided afresh when sent
+// again.
+func (b *Bridge) sameToolAsDecided(x *exchange, decided *routes.Tool) *jsonrpc.Message {
+	t := x.tool
+	if decided == nil || t == nil || t.Risk == decided.Risk && reflect.DeepEqual(t.Annotations, decided.Annotations) {
+		return nil
+	}
+	msg := fmt.Sprintf("tool %s changed while server %s woke (risk %s, now %s; or its annotations): it was not called; send the call again to have it decided on the new catalog",
+		t.Name, t.Server.Name, decided.Risk, t.Risk)
+	return rpcError(x.rq, CodeUpstream, msg, map[string]any{"reason": reasonToolChanged, "retryable": true})
+}
+
+// resolveAgain resolves x against its server now served (its live catalog
+// and connection). A server away again by then is answered as away: x
+// never goes on without a connection.
+func (b *Bridge) resolveAgain(x *exchange, a adapter) *jsonrpc.Message {
+	if answer := a.resolve(b, x); answer != nil || !x.resolvedAway {
+		return answer
+	}
+	if away, ok := b.cfg.Registry.Away(x.server.Name); ok {
+		return b.refuseAway(x.rq, away)
+	}
+	return upstreamError(x.rq, &upstream.Error{Reason: upstream.ReasonUnavailable, Err: fmt.Errorf("server %s is not serving now", x.server.Name)}, "", nil)
 }
 
 // wake asks for a sleeping server and waits until it is served, fails to
 // wake, or the call's deadline passes; nil when it is served.
 func (b *Bridge) wake(x *exchange, away *routes.Away) *jsonrpc.Message {
-	ctx, cancel := b.contextWithCallTimeout(x.rq.ctx)
+	// A stopping replica ends the wait at the start of its drain (the
+	// request is answered bridge_stopping, to be sent again), rather than
+	// holding it until the drain's end cuts it off as cancelled.
+	waits, endWait := b.untilWaitsEnd(x.rq.ctx)
+	defer endWait()
+	ctx, cancel := b.contextWithCallTimeout(waits)
 	defer cancel()
 	name, start := away.Server.Name, b.now()
 	tick := time.NewTicker(wakeProgressEvery)
@@ -86,6 +148,12 @@ func (b *Bridge) wake(x *exchange, away *routes.Away) *jsonrpc.Message {
 		}
 		now, ok := b.cfg.Registry.Away(name)
 		if !ok {
+			if down, ok := b.cfg.Registry.Down(name); ok {
+				// The wake failed in a way that withdrew the catalog
+				// (PermanentlyFailed, CatalogNotApproved): say so.
+				b.observeWake("failed", start)
+				return b.refuseAway(x.rq, down)
+			}
 			b.observeWake("gone", start)
 			return upstreamError(x.rq, &upstream.Error{Reason: upstream.ReasonUnavailable, Err: fmt.Errorf("server %s left the bridge's scope while it was woken", name)}, "", nil)
 		}
@@ -96,9 +164,11 @@ func (b *Bridge) wake(x *exchange, away *routes.Away) *jsonrpc.Message {
 		}
 		if away.Reason == v1alpha1.ReasonSleeping {
 			if err := b.cfg.Activity.Wake(ctx, away.Server.Namespace, name, away.Since); err != nil && ctx.Err() == nil {
+				// The API's error names objects of the cluster: it is
+				// logged here, and the agent told only what failed.
 				b.cfg.Log.Info("a sleeping server could not be woken", "server", away.Server.Key(), "error", err.Error())
 				b.observeWake("failed", start)
-				return b.awayError(x.rq, away, "it could not be woken: "+err.Error())
+				return b.awayError(x.rq, away, "the bridge could not ask for the server to wake")
 			}
 		}
 		p.tell(away)
@@ -107,6 +177,10 @@ func (b *Bridge) wake(x *exchange, away *routes.Away) *jsonrpc.Message {
 		case <-changed:
 		case <-tick.C:
 		case <-ctx.Done():
+			if cause := context.Cause(waits); Stopping(cause) {
+				b.observeWake("stopping", start)
+				return upstreamError(x.rq, cause, "", nil)
+			}
 			b.observeWake("timeout", start)
 			if x.rq.ctx.Err() != nil {
 				return upstreamError(x.rq, &upstream.Error{Reason: upstream.ReasonCancelled, Err: context.Cause(x.rq.ctx)}, "", nil)
@@ -146,7 +220,7 @@ func (p *wakeProgress) tell(a *routes.Away) {
 	p.sent, p.last, p.lastAt = p.sent+1, a.Reason, now
 	msg := fmt.Sprintf("server %s is %s; the call goes on when it is ready", a.Server.Name, a.Reason)
 	params := []byte(`{"progress":`)
-	params = fmt.Appendf(params, "%d", p.sent)
+	params = fmt.Appendf(params, "%d", p.x.nextProgress())
 	params = append(params, `,"message":`...)
 	params = rawjson.AppendString(params, msg)
 	params = append(params, '}')
@@ -194,7 +268,7 @@ func (b *Bridge) awayError(rq *request, a *routes.Away, why string) *jsonrpc.Mes
 }
 
 // observeWake records how long a request waited for a wake and how it
-// ended (woken, failed, timeout, gone).
+// ended (woken, failed, timeout, gone, stopping).
 func (b *Bridge) observeWake(outcome string, start time.Time) {
 	if b.cfg.Metrics != nil {
 		b.cfg.Metrics.WakeWaits.WithLabelValues(outcome).Observe(b.now().Sub(start).Seconds())

@@ -121,6 +121,12 @@ type Config struct {
 	// body, both done before the request takes a shared slot
 	// (DefaultRequestReadTimeout when zero).
 	RequestReadTimeout time.Duration
+	// PublicURL is where agents reach the bridge (scheme and host, as
+	// https://bridge.example.com), behind whatever ingress terminates TLS:
+	// the only base of the absolute URLs the server cards give. Empty:
+	// the cards give the endpoint's path alone, as a request's Host and
+	// scheme behind an ingress say nothing reliable.
+	PublicURL string
 	// AllowedHosts, when set, are the only Host values accepted (host, or
 	// host:port). Empty: any Host, except that a bridge listening on a
 	// loopback address accepts only loopback names (DNS rebinding).
@@ -210,6 +216,11 @@ func New(cfg Config) *Bridge {
 	b := &Bridge{cfg: cfg, limits: newLimits(cfg), stop: newStopper(),
 		callTimedOut: fmt.Errorf("the call's deadline (%s) passed: %w", cfg.CallTimeout, context.DeadlineExceeded)}
 	b.engine.Store(policy.NewEngine())
+	if cfg.Approvals != nil {
+		// A stopping replica's approvals write their last status in time
+		// for the audit stream.
+		cfg.Approvals.WriteDeadline = b.stop.handlersDeadline
+	}
 	b.subs = newHub(b)
 	if cfg.Registry != nil {
 		// The servers' connections learn from the hub which resources to

@@ -8,7 +8,6 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/toolname"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/translate"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
@@ -26,8 +25,9 @@ import (
 // user, so where the policy says ask, it is denied. A resource URI is
 // decided and forwarded in its canonical form, as a read's is.
 type completion struct {
+	// exchange.server is the completion's server: the available stage
+	// answers for it, or wakes it, as for a read or a prompt.
 	*exchange
-	server   *routes.Server
 	conn     *upstream.Conn
 	ref      string // the prompt's upstream name, or the canonical resource URI
 	argument json.RawMessage
@@ -54,6 +54,7 @@ func (c *completion) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
 		return rpcError(rq, CodeUpstream, "server "+rq.endpoint+" is not served", nil)
 	}
 	c.server, c.conn, c.argument, x.noAsk = s, conn, p.Argument, true
+	x.resolvedAway = conn == nil
 	switch {
 	case p.Ref.Type == "ref/prompt" && p.Ref.Name != "":
 		c.ref, x.method, x.target = p.Ref.Name, methodPrompt, toolname.Namespaced(s.Name, p.Ref.Name)

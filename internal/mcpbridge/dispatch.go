@@ -62,10 +62,12 @@ var methods = map[string]method{
 		return b.listResources(rq, "resources/templates/list", "resourceTemplates", "uriTemplate")
 	}, reach: decidedPerItem},
 	"prompts/list": {serve: (*Bridge).listPrompts, reach: decidedPerItem},
+	"skills/list":  {serve: (*Bridge).listSkills, reach: decidedPerItem},
 
 	"tools/call":          {serve: (*Bridge).callTool, reach: decidedPerRequest},
 	"resources/read":      {serve: (*Bridge).readResource, reach: decidedPerRequest},
 	"prompts/get":         {serve: (*Bridge).getPrompt, reach: decidedPerRequest},
+	"skills/get":          {serve: (*Bridge).getSkill, reach: decidedPerRequest},
 	"resources/subscribe": {serve: (*Bridge).subscribe, reach: decidedPerRequest},
 	"subscriptions/listen": {serve: (*Bridge).listen, reach: decidedPerRequest,
 		when: func(rq *request) bool { return rq.stateless }},
@@ -92,7 +94,8 @@ func (b *Bridge) capabilities(endpoint string) map[string]any {
 	// resources.subscribe: resources/subscribe in a session,
 	// notifications.resourceSubscriptions of subscriptions/listen in the
 	// stateless era.
-	caps := map[string]any{"tools": map[string]any{}, "resources": map[string]any{"subscribe": true}, "prompts": map[string]any{}, "logging": map[string]any{}}
+	caps := map[string]any{"tools": map[string]any{}, "resources": map[string]any{"subscribe": true}, "prompts": map[string]any{}, "logging": map[string]any{},
+		"extensions": map[string]any{client.SkillsExtension: map[string]any{}}}
 	if endpoint == "" {
 		return caps
 	}
@@ -112,6 +115,9 @@ func (b *Bridge) capabilities(endpoint string) map[string]any {
 	}
 	if s.Capabilities.Completions {
 		caps["completions"] = map[string]any{}
+	}
+	if s.Capabilities.Skills && s.Capabilities.Resources {
+		caps["extensions"] = map[string]any{client.SkillsExtension: map[string]any{}}
 	}
 	return caps
 }
@@ -169,8 +175,14 @@ func (b *Bridge) discover(rq *request) *jsonrpc.Message {
 	if err != nil {
 		return rpcError(rq, jsonrpc.CodeInternalError, "the bridge could not encode its answer", nil)
 	}
-	// The same for every caller of the endpoint.
-	return rpcResult(rq, withCacheHints(rq, data, newFreshness(), scopePublic))
+	// The same for every caller of the aggregate endpoints. A server's own
+	// endpoint tells that the server is served and what it offers, which
+	// not every caller may learn: a shared cache keeps it from no one.
+	scope := scopePublic
+	if rq.endpoint != "" {
+		scope = scopePrivate
+	}
+	return rpcResult(rq, withCacheHints(rq, data, newFreshness(), scope))
 }
 
 // logLevels are the syslog levels of MCP logging, least severe first.

@@ -30,6 +30,8 @@ var forwardedCases = map[string]string{
 	"resources/list":           `{}`,
 	"resources/templates/list": `{}`,
 	"prompts/list":             `{}`,
+	"skills/list":              `{}`,
+	"skills/get":               `{"uri":"skill://deploy/SKILL.md"}`,
 }
 
 // TestEveryForwardedMethodIsDecided: every method whose
@@ -133,7 +135,7 @@ func emptyList(res json.RawMessage) bool {
 		return false
 	}
 	for k, v := range m {
-		if k != "nextCursor" && k != "_meta" && string(v) != "[]" {
+		if k != "nextCursor" && k != "_meta" && k != "resultType" && string(v) != "[]" {
 			return false
 		}
 	}

@@ -106,7 +106,12 @@ func TestLedgerSweepsExpiredRecords(t *testing.T) {
 	if err := k.Create(ctx, foreign); err != nil {
 		t.Fatal(err)
 	}
-	now = now.Add(time.Minute)
+	// Within the margin for the replicas' clocks an expired record stays.
+	now = now.Add(once.SweepMargin - time.Second)
+	if n, err := ledger.Sweep(ctx); err != nil || n != 0 {
+		t.Fatalf("the sweep deleted %d (%v) within the margin, want 0", n, err)
+	}
+	now = now.Add(2 * time.Second)
 	if n, err := ledger.Sweep(ctx); err != nil || n != 1 {
 		t.Fatalf("the sweep deleted %d (%v), want 1", n, err)
 	}
@@ -125,23 +130,29 @@ func TestLedgerSweepsExpiredRecords(t *testing.T) {
 	if fresh, err := ledger.Claim(ctx, "state", []byte("old"), now.Add(time.Second)); err != nil || !fresh {
 		t.Fatalf("a claim after the sweep: %v %v", fresh, err)
 	}
+	// A use over already (its time passed on this clock) is still recorded:
+	// the API server takes no Lease duration under a second.
+	if fresh, err := ledger.Claim(ctx, "state", []byte("late"), now.Add(-time.Second)); err != nil || !fresh {
+		t.Fatalf("a claim whose time is past: %v %v, want recorded", fresh, err)
+	}
 }
 
 // TestSessionEndedOnOneReplicaIsRefusedOnTheOther: two bridge replicas
 // sharing one API server and the session key; a session opened on a and
 // carried on by b is ended (DELETE) on a, and b refuses it from then on
-// (404), as soon as its watch has the record. Before, b accepted it until
-// its maximum age.
+// (404), as soon as its watch has the record, and ends it there (its
+// upstream sessions with it) without waiting for a request naming it.
 func TestSessionEndedOnOneReplicaIsRefusedOnTheOther(t *testing.T) {
 	served := freshNamespace("ends")
 	_, cs := startAPIServer(t)
 	own := freshNamespace("bridge")
 	ensureNamespace(t, cs, own)
-	replica := func() string {
-		_, url, _, _ := startRuntimeWith(t, func(o *Options) { o.OnceNamespace = own }, served)
-		return url + "/mcp"
+	replica := func() (string, *Runtime) {
+		rt, url, _, _ := startRuntimeWith(t, func(o *Options) { o.OnceNamespace = own }, served)
+		return url + "/mcp", rt
 	}
-	a, b := replica(), replica()
+	a, _ := replica()
+	b, rtB := replica()
 	sid := openSession(t, a, "alice-token")
 	list := func(url string) int {
 		status, _, _ := post(t, url, "alice-token", sid, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, map[string]string{"MCP-Protocol-Version": "2025-11-25"})
@@ -150,8 +161,14 @@ func TestSessionEndedOnOneReplicaIsRefusedOnTheOther(t *testing.T) {
 	if status := list(b); status != http.StatusOK {
 		t.Fatalf("replica b carrying the session on: %d, want 200", status)
 	}
+	if n := rtB.Sessions.Len(); n != 1 {
+		t.Fatalf("replica b holds %d sessions, want the one it carries on", n)
+	}
 	endSession(t, a, "alice-token", sid)
 	ended := time.Now()
+	// b ends the session it holds as its watch hears of the end, before
+	// any request names it there.
+	eventually(t, "replica b ends the session it holds", func() bool { return rtB.Sessions.Len() == 0 })
 	eventually(t, "replica b refuses the session ended on a", func() bool { return list(b) == http.StatusNotFound })
 	t.Logf("replica b refused the session %s after its DELETE on a", time.Since(ended).Round(time.Millisecond))
 	if status := list(a); status != http.StatusNotFound {

@@ -117,6 +117,13 @@ func (b *Bridge) park(c *call, p *parkable, ask serverAsk) *jsonrpc.Message {
 		return b.await(c, p)
 	}
 	b.parked.Store(id, &parkedCall{p: p, ask: ask, subject: subject})
+	if b.stop.waits.Err() != nil {
+		// The replica's waits ended (endWaits) before this call parked:
+		// no agent's answer reaches it here any more. endWaits cancels
+		// before it looks at the parked calls, and this looks after the
+		// Store, so one of the two ends it.
+		p.cancel(errStopping)
+	}
 	go b.leaveUnresumed(c, p, id)
 	return rpcResult(rq, map[string]any{
 		"resultType":    "input_required",

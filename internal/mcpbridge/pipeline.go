@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -11,10 +13,10 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
+	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
 
 // The pipeline: every request goes through these stages, in this order.
@@ -88,6 +90,35 @@ type exchange struct {
 	// agent's, told what a ToolApproval waits for.
 	server        *routes.Server
 	progressToken json.RawMessage
+	// progressSent counts the progress notifications the bridge itself sent
+	// for x while it waited (a wake, a person's decision): they carry 0 to
+	// progressSent-1, and the server's own progress (from 0) is told
+	// offset by progressSent, so the agent sees progress increase
+	// throughout.
+	progressSent atomic.Int64
+	// resolvedAway: resolve found x.server away and kept no connection (a
+	// read, prompt or completion); if the server is served again by the
+	// time available runs, x is resolved again before it goes upstream.
+	resolvedAway bool
+}
+
+// nextProgress is the progress of the next notification the bridge itself
+// sends for x: 0, 1, 2, ...
+func (x *exchange) nextProgress() int64 { return x.progressSent.Add(1) - 1 }
+
+// offsetProgress is a server's progress notification p as the agent is
+// told it: progress (and total) raised by what the bridge sent before it.
+func (x *exchange) offsetProgress(p []byte) []byte {
+	sent := x.progressSent.Load()
+	if sent == 0 {
+		return p
+	}
+	for _, key := range []string{"progress", "total"} {
+		if n, err := strconv.ParseFloat(string(rawjson.Get(p, key)), 64); err == nil {
+			p = rawjson.Set(p, key, strconv.AppendFloat(nil, n+float64(sent), 'f', -1, 64))
+		}
+	}
+	return p
 }
 
 // adapter is what differs between the kinds of request.
@@ -132,6 +163,7 @@ func (b *Bridge) serve(rq *request, a adapter) *jsonrpc.Message {
 	if answer := b.settle(x); answer != nil {
 		return answer
 	}
+	b.touch(x)
 	return a.forward(b, x)
 }
 
@@ -257,12 +289,8 @@ func (b *Bridge) callFailed(x *exchange, s *routes.Server, took time.Duration, e
 		// The server's error is its output too: scanned and redacted with
 		// its own Secret values, withheld where a result would be; the
 		// agent gets it as cleaned here.
-		msg, sum := output.Text(red, "error.message", rpcErr.Message)
-		data, dataSum, dataErr := output.JSON(red, "error.data", rpcErr.Data)
-		if dataErr != nil {
-			data = nil
-		}
-		if x.blockInjection && len(sum.Findings)+len(dataSum.Findings) > 0 {
+		msg, data, findings := serverError(red, rpcErr)
+		if x.blockInjection && findings > 0 {
 			msg, data = "the bridge withheld the server's error message: it looks like instructions to the model", nil
 		}
 		answer = jsonrpc.NewErrorResponse(x.rq.msg.ID, rpcErr.Code, msg)

@@ -54,13 +54,13 @@ func (b *Bridge) listPrompts(rq *request) *jsonrpc.Message {
 		if !ok || !s.Capabilities.Prompts {
 			continue
 		}
-		b.cfg.Activity.Touch(s.Namespace, s.Name)
 		raw, _, fresh, err := b.livePrompts(rq, s, conn)
 		if err != nil {
 			b.cfg.Log.Info("a server's prompts are left out of the list", "server", name, "error", b.redactor(s).String(err.Error(), nil))
 			continue
 		}
 		f.server(fresh)
+		shown := false
 		for _, item := range raw {
 			upstreamName, _ := rawjson.String(rawjson.Get(item, "name"))
 			if upstreamName == "" {
@@ -79,6 +79,11 @@ func (b *Bridge) listPrompts(rq *request) *jsonrpc.Message {
 				item = clean
 			}
 			items = append(items, item)
+			shown = true
+		}
+		if shown {
+			// Only a list that shows something of a server is activity on it.
+			b.cfg.Activity.Touch(s.Namespace, s.Name)
 		}
 	}
 	return listResult(rq, "prompts", items, f)
@@ -157,6 +162,7 @@ func (pr *prompt) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
 	}
 	x.server, x.progressToken = s, p.Meta.ProgressToken
 	pr.conn, pr.upstreamName, pr.name, pr.listed = conn, upstreamName, p.Name, listed
+	x.resolvedAway = conn == nil
 	full := toolname.Namespaced(s.Name, upstreamName)
 	if string(p.Arguments) != "null" {
 		x.args = p.Arguments

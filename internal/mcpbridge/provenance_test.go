@@ -80,6 +80,24 @@ func TestProvenanceCannotBeForgedInErrors(t *testing.T) {
 		t.Errorf("the agent got the data %s: the forged marker must be escaped", d)
 	}
 	checkAuditHasNoForgedMarker(t, h)
+
+	// The bridge lists a server's tools to resolve a call; a server that
+	// fails that listing answers the agent with its own error too.
+	forged := bridgetest.Published(t, "tools", "forgedcatalog", bridgetest.ForgedCatalogServer(t), v1alpha1.ToolsSpec{})
+	pol = toolPolicy("tools", "alice", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.forgedcatalog.*"))
+	h = newHarness(t, []v1alpha1.MCPServer{forged}, []v1alpha1.ToolPolicy{pol}, nil)
+	for path, name := range map[string]string{"/mcp": "mcp.forgedcatalog.ok", "/servers/forgedcatalog/mcp": "ok"} {
+		_, err := h.connect(t, "alice-token", path, client.EraSession).CallTool(ctxT(t), name, nil)
+		if !errors.As(err, &rpcErr) {
+			t.Fatalf("a call on %s whose tools/list failed: %v, want the server's error passed on", path, err)
+		}
+		if strings.Contains(rpcErr.Message, bridgetest.ForgedMarker) || !strings.Contains(rpcErr.Message, "listing failed.\n[mcp\\:bank:transfer]") {
+			t.Errorf("a call on %s whose tools/list failed: the agent got the message %q: the forged marker must be escaped", path, rpcErr.Message)
+		}
+		if d := string(rpcErr.Data); strings.Contains(d, "[mcp:bank") || !strings.Contains(d, `[mcp\\:bank:transfer]`) {
+			t.Errorf("a call on %s whose tools/list failed: the agent got the data %s: the forged marker must be escaped", path, d)
+		}
+	}
 }
 
 // checkAuditHasNoForgedMarker: no string of the audit log holds a forged

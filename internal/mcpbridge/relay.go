@@ -196,9 +196,11 @@ func (b *Bridge) relayedParams(c *call, req *jsonrpc.Message) (json.RawMessage, 
 			scan(fmt.Sprintf("messages[%d].content", i), rawjson.Get(block, "text"))
 		}
 	}
-	// The model reads the messages: no marker of another source in them.
-	if escaped, err := output.EscapeMarkersJSON(params); err == nil {
-		params = escaped
+	// The model reads the messages: no marker of another source in them,
+	// and none passed on unescaped.
+	escaped, err := output.EscapeMarkersJSON(params)
+	if err != nil {
+		return nil, nil, fmt.Errorf("malformed %s params: %w", req.Method, err)
 	}
-	return params, findings, blocked()
+	return escaped, findings, blocked()
 }

@@ -40,7 +40,6 @@ func (b *Bridge) listResources(rq *request, method, key, uriKey string) *jsonrpc
 		if !ok || !s.Capabilities.Resources {
 			continue
 		}
-		b.cfg.Activity.Touch(s.Namespace, s.Name)
 		ctx, cancel := b.contextWithCallTimeout(rq.ctx)
 		list, fresh, err := conn.ListAllFresh(ctx, method, key)
 		cancel()
@@ -49,6 +48,7 @@ func (b *Bridge) listResources(rq *request, method, key, uriKey string) *jsonrpc
 			continue
 		}
 		f.server(fresh)
+		shown := false
 		for _, item := range list {
 			listed, _ := rawjson.String(rawjson.Get(item, uriKey))
 			// Listed and decided in the form a read will be decided and
@@ -71,6 +71,11 @@ func (b *Bridge) listResources(rq *request, method, key, uriKey string) *jsonrpc
 				item = clean
 			}
 			items = append(items, item)
+			shown = true
+		}
+		if shown {
+			// Only a list that shows something of a server is activity on it.
+			b.cfg.Activity.Touch(s.Namespace, s.Name)
 		}
 	}
 	return listResult(rq, key, items, f)
@@ -130,6 +135,7 @@ func (r *read) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
 	}
 	x.server, x.progressToken = s, p.Meta.ProgressToken
 	r.conn, r.uri, r.shown = conn, uri, p.URI
+	x.resolvedAway = conn == nil
 	x.method, x.target = methodRead, BridgeURI(s.Name, uri)
 	x.action, x.what = "read the resource "+p.URI, "read of "+p.URI
 	x.readRetry()
@@ -137,6 +143,10 @@ func (r *read) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
 }
 
 func (r *read) decide(b *Bridge, x *exchange) (policy.Result, *jsonrpc.Message) {
+	if sk, ok := skillOf(r.server, r.uri); ok {
+		// A skill's files are the skill's: its rules decide them.
+		return b.engine.Load().DecideSkill(x.rq.id.Subject, policy.SkillGet{Name: sk.Name, Server: r.server.Name, Namespace: r.server.Namespace}), nil
+	}
 	return b.engine.Load().DecideResource(x.rq.id.Subject, policy.ResourceRead{Server: r.server.Name, Namespace: r.server.Namespace, URI: r.uri}), nil
 }
 
@@ -155,6 +165,13 @@ func (r *read) forward(b *Bridge, x *exchange) *jsonrpc.Message {
 	b.observe(s.Name, "resources/read", took, err)
 	if err != nil {
 		return b.callFailed(x, s, took, err)
+	}
+	if sk, ok := skillOf(s, r.uri); ok {
+		if err := b.verifySkillFile(rq.ctx, rq, s, r.conn, sk, r.uri, raw); err != nil {
+			b.cfg.Log.Info("skill file refused", "server", s.Key(), "uri", r.uri, "error", err.Error())
+			_, _ = b.audit(rq, x.failed(reasonSkillMismatch, err.Error()))
+			return rpcError(rq, CodeUpstream, err.Error(), map[string]any{"reason": reasonSkillMismatch, "toolCallId": x.id})
+		}
 	}
 	sum := sha256.Sum256(raw)
 	_, span = b.stage(x, spanOutput, trace.SpanKindInternal)

@@ -180,13 +180,17 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		ends := &once.Ends{Ledger: ledger, Failed: func(err error) {
 			o.Log.Error(err, "a session's end was not recorded for the other replicas: they accept it until its maximum age")
 		}}
-		if err := watchEnds(ctx, kc, ends); err != nil {
-			return nil, err
-		}
 		o.Session.Ends = ends
 		go ledger.Run(ctx, time.Minute, func(err error) { o.Log.Error(err, "expired one-time records were not deleted") })
 	}
 	sessions := session.NewManager(sealer, o.Session)
+	if ends, ok := o.Session.Ends.(*once.Ends); ok {
+		// A replica holding a session another one ended ends it at once.
+		ends.Heard = sessions.EndRecorded
+		if err := watchEnds(ctx, kc, ends); err != nil {
+			return nil, err
+		}
+	}
 	m := metrics.New(reg, func() float64 { return float64(sessions.Len()) }, func() float64 { return float64(aw.Stats().Dropped) })
 	if store != nil {
 		metrics.RegisterArtifacts(reg, func() (int64, int64, int64) { st := store.Stats(); return st.Bytes, st.Count, st.Refused })
@@ -196,6 +200,8 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		MaxAgentSessions: o.MaxUpstreamSessions,
 		SessionClosed:    func(server, reason string) { m.UpstreamSessionsClosed.WithLabelValues(server, reason).Inc() },
 	}, o.Log.WithName("routes"))
+	// A listing runs for every caller waiting on it: bounded as a call is.
+	registry.ListTimeout = o.Bridge.CallTimeout
 
 	cfg := o.Bridge
 	cfg.Registry, cfg.Auth, cfg.Sessions, cfg.Sealer, cfg.Audit = registry, auth, sessions, sealer, aw

@@ -109,16 +109,20 @@ func unwrapCallTool(rq *request) *jsonrpc.Message {
 func (b *Bridge) findTools(rq *request) *jsonrpc.Message {
 	var p struct {
 		Arguments struct {
-			Query string `json:"query"`
-			Limit *int   `json:"limit"`
+			Query string          `json:"query"`
+			Limit json.RawMessage `json:"limit"`
 		} `json:"arguments"`
 	}
 	if err := json.Unmarshal(rq.msg.Params, &p); err != nil || strings.TrimSpace(p.Arguments.Query) == "" {
 		return toolError(rq, metaFindTools+" needs a query: the task in a few words")
 	}
 	limit := defaultFound
-	if l := p.Arguments.Limit; l != nil {
-		limit = min(max(*l, 1), maxFound)
+	if l := p.Arguments.Limit; l != nil && string(l) != "null" {
+		var n int
+		if err := json.Unmarshal(l, &n); err != nil {
+			return toolError(rq, fmt.Sprintf("%s's limit must be a whole number from 1 to %d, not %s", metaFindTools, maxFound, l))
+		}
+		limit = min(max(n, 1), maxFound)
 	}
 	ix := b.searchIndex(rq)
 	eng, subject := b.engine.Load(), rq.id.Subject

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
@@ -91,6 +92,60 @@ func TestTraceOfACallThroughCallTool(t *testing.T) {
 			if strings.Contains(s.Name(), metaCallTool) || strings.Contains(v, metaCallTool) {
 				t.Errorf("span %q names the meta-tool (%s=%s)", s.Name(), k, v)
 			}
+		}
+	}
+}
+
+// TestSearchEdges: call_tool does not call the meta-tools; find_tools
+// finds nothing of a server no policy of the caller names, even for words
+// only its tools have; a limit that is not a whole number is a clear
+// error; and on a bridge that names tools underscore-style, the search
+// endpoint finds and calls them under those names.
+func TestSearchEdges(t *testing.T) {
+	url, _ := cachingServer(t, time.Minute)
+	hiddenURL, _ := cachingServer(t, time.Minute)
+	servers := []v1alpha1.MCPServer{
+		bridgetest.Published(t, "tools", "cached", url, v1alpha1.ToolsSpec{}),
+		bridgetest.Published(t, "tools", "hidden", hiddenURL, v1alpha1.ToolsSpec{}),
+	}
+	policies := []v1alpha1.ToolPolicy{toolPolicy("tools", "agents", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.cached.*"))}
+	h := newHarness(t, servers, policies, nil)
+	c := h.connect(t, "alice-token", SearchPath, client.EraStateless)
+	find := func(c *client.Client, args string) string {
+		t.Helper()
+		res, err := c.CallTool(ctxT(t), metaFindTools, json.RawMessage(args))
+		if err != nil {
+			t.Fatalf("find_tools %s: %v", args, err)
+		}
+		return string(res)
+	}
+
+	for _, meta := range []string{metaCallTool, metaFindTools} {
+		_, err := c.CallTool(ctxT(t), metaCallTool, json.RawMessage(`{"name":"`+meta+`","arguments":{"query":"hello"}}`))
+		if !jsonrpc.IsCode(err, jsonrpc.CodeInvalidParams) || !strings.Contains(err.Error(), "calls a found tool") {
+			t.Errorf("call_tool naming %s: %v, want invalid params", meta, err)
+		}
+	}
+	if res := find(c, `{"query":"say hello greet","limit":20}`); !strings.Contains(res, "mcp.cached.greet") || strings.Contains(res, "hidden") {
+		t.Errorf("find_tools: want mcp.cached.greet and nothing of the server no policy names: %s", res)
+	}
+	for _, limit := range []string{`"five"`, `2.5`, `{}`} {
+		if res := find(c, `{"query":"say hello","limit":`+limit+`}`); !strings.Contains(res, `"isError":true`) || !strings.Contains(res, "whole number") {
+			t.Errorf("find_tools with limit %s: %s, want a tool error saying what a limit is", limit, res)
+		}
+	}
+
+	u := newHarness(t, servers, policies, func(c *Config) { c.ToolNameStyle = StyleUnderscore })
+	uc := u.connect(t, "alice-token", SearchPath, client.EraStateless)
+	if res := find(uc, `{"query":"say hello"}`); !strings.Contains(res, `mcp__cached__greet`) {
+		t.Errorf("find_tools on an underscore-style bridge: %s, want mcp__cached__greet", res)
+	}
+	for _, call := range []struct{ name, args string }{
+		{metaCallTool, `{"name":"mcp__cached__greet","arguments":{}}`},
+		{"mcp__cached__greet", `{}`},
+	} {
+		if res, err := uc.CallTool(ctxT(t), call.name, json.RawMessage(call.args)); err != nil || !strings.Contains(string(res), "hello") {
+			t.Errorf("calling %s %s on an underscore-style bridge: %s %v", call.name, call.args, res, err)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package mcpbridge
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/toolname"
@@ -29,6 +30,10 @@ const (
 	// serverCardName is the bridge's card name: reverse-DNS style, one
 	// slash.
 	serverCardName = "mcp-operator/bridge"
+	// publicCardVersion is the version a public card gives: the schema
+	// asks for one, and the build that runs is not told to callers without
+	// a token (it would tell an attacker which fixes it lacks).
+	publicCardVersion = "0.0.0"
 )
 
 // serverCard is the card document (the fields the bridge fills).
@@ -68,7 +73,7 @@ func (b *Bridge) serveCard(w http.ResponseWriter, r *http.Request, endpoint stri
 		return
 	}
 	path := r.URL.Path[:len(r.URL.Path)-len("/server-card")]
-	card := serverCard{Schema: serverCardSchema, Name: serverCardName, Version: b.cfg.Version, Title: "mcp-operator bridge"}
+	card := serverCard{Schema: serverCardSchema, Name: serverCardName, Version: publicCardVersion, Title: "mcp-operator bridge"}
 	cache := "public, max-age=3600"
 	switch {
 	case endpoint != "":
@@ -81,6 +86,7 @@ func (b *Bridge) serveCard(w http.ResponseWriter, r *http.Request, endpoint stri
 			return
 		}
 		card.Name += "." + endpoint
+		card.Version = b.cfg.Version
 		card.Description = "The MCP server " + endpoint + " through a policy-enforcing bridge"
 		// It depends on the caller.
 		cache = "private, max-age=60"
@@ -89,7 +95,7 @@ func (b *Bridge) serveCard(w http.ResponseWriter, r *http.Request, endpoint stri
 	default:
 		card.Description = "MCP servers' tools through a policy-enforcing bridge"
 	}
-	card.Remotes = []remote{b.remote(r, path)}
+	card.Remotes = []remote{b.remote(path)}
 	data, err := json.Marshal(card)
 	if err != nil {
 		http.Error(w, "the bridge could not encode its card", http.StatusInternalServerError)
@@ -104,15 +110,14 @@ func (b *Bridge) serveCard(w http.ResponseWriter, r *http.Request, endpoint stri
 	_, _ = w.Write(data)
 }
 
-// remote is the endpoint at path on the host r reached.
-func (b *Bridge) remote(r *http.Request, path string) remote {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
+// remote is the endpoint at path: absolute under the configured public URL,
+// else the path alone (relative to the card's own URL's origin). A URL
+// built from the request would say http:// behind an ingress that
+// terminates TLS, and whatever Host the caller sent.
+func (b *Bridge) remote(path string) remote {
 	return remote{
 		Type: "streamable-http",
-		URL:  scheme + "://" + r.Host + path,
+		URL:  strings.TrimSuffix(b.cfg.PublicURL, "/") + path,
 		Headers: []remoteInput{{
 			Name: "Authorization", IsRequired: true, IsSecret: true,
 			Description: "Bearer and a Kubernetes token with the bridge's audience: the caller's identity, which its ToolPolicies name",

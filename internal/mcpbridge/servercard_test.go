@@ -13,8 +13,10 @@ import (
 )
 
 // TestServerCards: the aggregate endpoints' cards are public and name no
-// server; a server's card is served only to a caller that may call one of
-// its tools, and to anyone else is as absent as an unknown server's.
+// server and no build version; a server's card is served only to a caller
+// that may call one of its tools, and to anyone else is as absent as an
+// unknown server's. A card's URL is the path alone unless the bridge is
+// given its public URL: not built from the request's Host and scheme.
 func TestServerCards(t *testing.T) {
 	up := testpeers.GoEverything(t, false)
 	h := newHarness(t, []v1alpha1.MCPServer{bridgetest.Published(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{})},
@@ -48,15 +50,17 @@ func TestServerCards(t *testing.T) {
 			t.Errorf("%s/server-card: %d %v, want 200 %s with CORS", path, status, header, serverCardType)
 		case card.Schema != serverCardSchema || card.Name != serverCardName || card.Description == "":
 			t.Errorf("%s/server-card: %s", path, body)
-		case len(card.Remotes) != 1 || card.Remotes[0].URL != h.url+path || card.Remotes[0].SupportedProtocolVersions[0] != "2026-07-28":
-			t.Errorf("%s/server-card names the wrong endpoint: %s", path, body)
+		case len(card.Remotes) != 1 || card.Remotes[0].URL != path || card.Remotes[0].SupportedProtocolVersions[0] != "2026-07-28":
+			t.Errorf("%s/server-card names the wrong endpoint (want the path alone): %s", path, body)
+		case card.Version != publicCardVersion || strings.Contains(body, h.b.cfg.Version):
+			t.Errorf("a public card gives the build version: %s", body)
 		case strings.Contains(body, "everything"):
 			t.Errorf("a public card names a server: %s", body)
 		}
 	}
 
 	if status, _, card, body := get("/servers/everything/mcp/server-card", "alice-token"); status != http.StatusOK ||
-		card.Name != serverCardName+".everything" || len(card.Remotes) != 1 || card.Remotes[0].URL != h.url+"/servers/everything/mcp" {
+		card.Name != serverCardName+".everything" || card.Version != h.b.cfg.Version || len(card.Remotes) != 1 || card.Remotes[0].URL != "/servers/everything/mcp" {
 		t.Errorf("alice's card of everything: %d %s", status, body)
 	}
 	if status, _, _, _ := get("/servers/everything/mcp/server-card", ""); status != http.StatusUnauthorized {
@@ -72,5 +76,25 @@ func TestServerCards(t *testing.T) {
 		t.Errorf("POST to a card: %v %v, want 405", resp, err)
 	} else {
 		resp.Body.Close()
+	}
+}
+
+// TestServerCardsGiveThePublicURL: with a public URL configured (the
+// bridge behind an ingress that terminates TLS), a card's URL is under it,
+// whatever scheme and Host the request reached the bridge with.
+func TestServerCardsGiveThePublicURL(t *testing.T) {
+	h := newHarness(t, nil, nil, func(c *Config) { c.PublicURL = "https://bridge.example.com/" })
+	req, _ := http.NewRequestWithContext(ctxT(t), http.MethodGet, h.url+SearchPath+"/server-card", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var card serverCard
+	if err := json.NewDecoder(resp.Body).Decode(&card); err != nil {
+		t.Fatal(err)
+	}
+	if len(card.Remotes) != 1 || card.Remotes[0].URL != "https://bridge.example.com"+SearchPath {
+		t.Errorf("the card's remotes: %+v, want https://bridge.example.com%s", card.Remotes, SearchPath)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -53,9 +54,14 @@ type StopBounds struct {
 	Flush time.Duration
 }
 
-// DefaultStopBounds: 5 + 8 + 3 + 4 = 20 s, 10 s under the chart's grace
-// period (the handlers' last answers and the exit fit in that margin).
+// DefaultStopBounds: 5 + 8 + 3 + 4 = 20 s, and stopAnswerGrace (1 s) for
+// the last answers: Total() is 21 s, 9 s under the chart's grace period
+// (the exit fits in that margin).
 var DefaultStopBounds = StopBounds{Delay: DefaultShutdownDelay, Drain: 8 * time.Second, Sessions: 3 * time.Second, Flush: 4 * time.Second}
+
+// MaxStop is the most a stop may take: the chart's
+// terminationGracePeriodSeconds (30 s) less 2 s for the exit.
+const MaxStop = 28 * time.Second
 
 // Total is the most a stop with these bounds takes, answers written.
 func (s StopBounds) Total() time.Duration {
@@ -75,6 +81,12 @@ type stopper struct {
 	endWaits context.CancelCauseFunc
 	calls    context.Context
 	endCalls context.CancelCauseFunc
+	// deadline is when the agents' requests must be done (set when the
+	// drain starts): what a handler still writes after its context ended
+	// (a ToolApproval's status) is bounded by it, so that its audit event
+	// comes before the audit stream closes.
+	deadline atomic.Pointer[time.Time]
+	handlers handlers
 }
 
 func newStopper() *stopper {
@@ -82,6 +94,59 @@ func newStopper() *stopper {
 	s.waits, s.endWaits = context.WithCancelCause(context.Background())
 	s.calls, s.endCalls = context.WithCancelCause(context.Background())
 	return s
+}
+
+// handlersDeadline is the stop's deadline for the agents' requests; false
+// while the replica is not stopping.
+func (s *stopper) handlersDeadline() (time.Time, bool) {
+	if d := s.deadline.Load(); d != nil {
+		return *d, true
+	}
+	return time.Time{}, false
+}
+
+// handlers counts the agents' requests being served. http.Server.Close
+// does not wait for them, and one may still write its audit end (a
+// ToolApproval's status written to a slow API server first): Stop waits
+// for them before it closes the audit stream.
+type handlers struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to 0
+}
+
+func (h *handlers) enter() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n == 0 {
+		h.idle = make(chan struct{})
+	}
+	h.n++
+}
+
+func (h *handlers) leave() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n--; h.n == 0 {
+		close(h.idle)
+	}
+}
+
+// wait waits until no request is being served, or ctx ends.
+func (h *handlers) wait(ctx context.Context) error {
+	h.mu.Lock()
+	if h.n == 0 {
+		h.mu.Unlock()
+		return nil
+	}
+	idle, n := h.idle, h.n
+	h.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%d requests still being served: %w", n, ctx.Err())
+	}
 }
 
 // untilWaitsEnd is ctx, also ended (cause errStopping) when the replica's
@@ -126,7 +191,7 @@ func (b *Bridge) endWaits() {
 //   - the agents' upstream sessions end with a DELETE each (reg.Close), so
 //     servers free what they keep per session, within bounds.Sessions.
 //   - the audit stream and flush (the traces) are flushed within
-//     bounds.Flush.
+//     bounds.Flush, the audit stream within half of it.
 //
 // Without Stop a GET stream or a call waiting for a person kept
 // http.Server.Shutdown waiting until its deadline, and was then cut with
@@ -136,6 +201,10 @@ func (b *Bridge) Stop(srv *http.Server, reg *routes.Registry, aw *audit.Writer, 
 	srv.SetKeepAlivesEnabled(false) // also closes the connections idle now
 	time.Sleep(bounds.Delay)
 
+	// The requests' last writes (their audit ends) must be done by the
+	// end of the sessions' phase, before the audit stream closes.
+	deadline := time.Now().Add(bounds.Drain + stopAnswerGrace + bounds.Sessions)
+	b.stop.deadline.Store(&deadline)
 	drained := make(chan error, 1)
 	drain, cancelDrain := context.WithTimeout(context.Background(), bounds.Drain+stopAnswerGrace)
 	defer cancelDrain()
@@ -159,13 +228,24 @@ func (b *Bridge) Stop(srv *http.Server, reg *routes.Registry, aw *audit.Writer, 
 	// Nothing may start after the drain (a handler still returning).
 	b.stop.endCalls(errStopping)
 
-	sctx, cancel := context.WithTimeout(context.Background(), bounds.Sessions)
+	// The upstream sessions end while the requests cut by srv.Close (or
+	// still returning) finish their last writes.
+	sctx, cancel := context.WithDeadline(context.Background(), deadline)
+	served := make(chan error, 1)
+	go func() { served <- b.stop.handlers.wait(sctx) }()
 	errs = append(errs, reg.Close(sctx))
+	if err := <-served; err != nil {
+		errs = append(errs, fmt.Errorf("before closing the audit stream: %w", err))
+	}
 	cancel()
 
+	// The audit stream gets half the flush's bound, so that a slow sink
+	// leaves the traces their share; the traces get what is left.
 	fctx, cancel := context.WithTimeout(context.Background(), bounds.Flush)
 	defer cancel()
-	if err := aw.Close(fctx); err != nil {
+	actx, cancelAudit := context.WithTimeout(fctx, bounds.Flush/2)
+	defer cancelAudit()
+	if err := aw.Close(actx); err != nil {
 		errs = append(errs, fmt.Errorf("while flushing the audit stream: %w", err))
 	}
 	if flush != nil {

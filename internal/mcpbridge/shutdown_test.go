@@ -95,7 +95,7 @@ func TestStopEndsEverythingWithinItsBounds(t *testing.T) {
 	long := callAsync(agent, "mcp.stateful.sleep", `{"ms":60000}`)
 	eventually(t, "both calls in flight upstream", func() bool { return len(st.Calls()) == 2 })
 
-	bounds := StopBounds{Delay: 300 * time.Millisecond, Drain: 1500 * time.Millisecond, Sessions: 2 * time.Second, Flush: 2 * time.Second}
+	bounds := StopBounds{Delay: 1500 * time.Millisecond, Drain: 1500 * time.Millisecond, Sessions: 2 * time.Second, Flush: 2 * time.Second}
 	start := time.Now()
 	go func() {
 		_, _ = io.Copy(io.Discard, stream.Body)
@@ -104,11 +104,12 @@ func TestStopEndsEverythingWithinItsBounds(t *testing.T) {
 	stopped := make(chan error, 1)
 	go func() { stopped <- h.b.Stop(srv, h.reg, h.audit, nil, bounds) }()
 	eventually(t, "readyz fails as the stop begins", func() bool { return readyz() == http.StatusServiceUnavailable })
-	if time.Since(start) < bounds.Delay {
-		// During the delay the replica still answers.
-		if _, err := agent.CallTool(ctxT(t), "mcp.stateful.recall", json.RawMessage(`{}`)); err != nil {
-			t.Errorf("a call during the delay: %v, want an answer", err)
-		}
+	// During the delay the replica still answers.
+	if _, err := agent.CallTool(ctxT(t), "mcp.stateful.recall", json.RawMessage(`{}`)); err != nil {
+		t.Errorf("a call during the delay: %v, want an answer", err)
+	}
+	if d := time.Since(start); d >= bounds.Delay {
+		t.Errorf("the call meant for the delay was answered %s after the stop began, past the delay %s: the check did not run", d, bounds.Delay)
 	}
 
 	var stopErr error
@@ -225,4 +226,30 @@ func TestStopRefusesAfterTheDelay(t *testing.T) {
 		resp.Body.Close()
 		t.Fatal("after Stop a request must be refused")
 	}
+}
+
+// TestACallParkedAfterTheWaitsEndedIsEnded: a call that parks for its
+// agent's answer after the stopping replica ended its waits (the drain has
+// begun, its call was in flight) is ended at once with bridge_stopping,
+// not held until its deadline: no answer of its agent reaches it here.
+func TestACallParkedAfterTheWaitsEndedIsEnded(t *testing.T) {
+	everything := testpeers.GoEverything(t, false)
+	servers := []v1alpha1.MCPServer{bridgetest.Published(t, "tools", "everything", everything.URL, v1alpha1.ToolsSpec{})}
+	pol := toolPolicy("tools", "callers", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.everything.*"))
+	h := newHarness(t, servers, []v1alpha1.ToolPolicy{pol}, func(c *Config) { c.CallTimeout = time.Minute })
+	_, url := serve(t, h.b.Handler())
+	h.b.endWaits()
+	raw, err := connectAnswering(t, url+"/mcp", "alice-token").CallTool(ctxT(t), "mcp.everything.test_elicitation", json.RawMessage(`{"message":"q"}`))
+	if err != nil || !strings.Contains(string(raw), "input_required") {
+		t.Fatalf("want the call parked: %s %v", raw, err)
+	}
+	eventually(t, "the parked call ended", func() bool { return len(h.b.parkedIDs()) == 0 })
+	eventually(t, "the parked call's audit chain ends with tool.failed bridge_stopping", func() bool {
+		for _, ev := range sinkEvents(t, h.sink) {
+			if ev["type"] == "tool.failed" && ev["reason"] == ReasonStopping {
+				return true
+			}
+		}
+		return false
+	})
 }

@@ -302,6 +302,9 @@ func TestFailedWakeAnswersEveryWaitingCall(t *testing.T) {
 		return metric(t, rt, `mcp_bridge_activity_lease_writes_total{kind="wake"}`) == 1 &&
 			getLease(t, k, ns, "everything").Spec.RenewTime.After(since)
 	})
+	// As the controller writes it: the catalog stays published for a pod
+	// that cannot start (TestFailedWakeThatWithdrewTheCatalog has the
+	// reasons that withdraw it).
 	updateStatus(t, k, obj, func(s *v1alpha1.MCPServerStatus) {
 		setReady(s, metav1.ConditionFalse, v1alpha1.ReasonImagePullFailed, `image "everything:nope" cannot be pulled`)
 	})
@@ -424,5 +427,45 @@ func TestAwayServersAnswerTruthfully(t *testing.T) {
 	_, err := c.CallTool(ctxT(t), "mcp.everything.test_simple_text", json.RawMessage(`{}`))
 	if rpcCode(err) != jsonrpc.CodeInvalidParams || !strings.Contains(err.Error(), "unknown tool") {
 		t.Fatalf("a suspended server's tool: %v, want unknown tool", err)
+	}
+}
+
+// TestFailedWakeThatWithdrewTheCatalog: a wake that ends with the catalog
+// withdrawn, as the controller does when the server gives up
+// (PermanentlyFailed) or its new catalog is refused, still answers the
+// waiting calls with that reason, not as if the server had left the scope.
+func TestFailedWakeThatWithdrewTheCatalog(t *testing.T) {
+	const ns = "wakegaveup"
+	fwd := peer(t)
+	rt, k, obj, c, _ := servedTo(t, ns, fwd, nil)
+	createLease(t, k, ns, "everything", 5*time.Minute)
+	since := putToSleep(t, k, rt, obj)
+	results := []<-chan callResult{
+		callAsync(c, "mcp.everything.test_simple_text", `{}`),
+		callAsync(c, "mcp.everything.test_simple_text", `{}`),
+	}
+	eventually(t, "the wake is written", func() bool {
+		return getLease(t, k, ns, "everything").Spec.RenewTime.After(since)
+	})
+	updateStatus(t, k, obj, func(s *v1alpha1.MCPServerStatus) {
+		s.Tools, s.Prompts, s.CatalogDigest, s.ToolCount, s.Capabilities, s.ServerInfo = nil, nil, "", 0, nil, nil
+		setReady(s, metav1.ConditionFalse, v1alpha1.ReasonPermanentlyFailed, "gave up after 4 crashes in a row")
+	})
+	for i, r := range results {
+		select {
+		case got := <-r:
+			d := awayOf(t, got.err)
+			if d.Reason != v1alpha1.ReasonPermanentlyFailed || !strings.Contains(d.Message, "gave up") || d.Retryable {
+				t.Fatalf("call %d: %+v (%v)", i, d, got.err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("call %d was not answered when the wake failed", i)
+		}
+	}
+	if n := metric(t, rt, `mcp_bridge_wake_wait_seconds_count{outcome="failed"}`); n != 2 {
+		t.Fatalf("failed wakes counted: %d, want 2", n)
+	}
+	if fwd.Calls() != 0 {
+		t.Fatalf("%d calls reached a server that never woke", fwd.Calls())
 	}
 }

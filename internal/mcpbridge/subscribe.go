@@ -261,17 +261,20 @@ func (b *Bridge) resolveResource(rq *request, agentURI, what string) (*routes.Se
 	if unknown != nil {
 		return nil, nil, "", nil, unknown
 	}
-	if conn == nil {
-		// A subscription is held by the server itself: one that is away
-		// cannot take it now (and an open subscription does not wake it).
-		if a, ok := b.cfg.Registry.Away(s.Name); ok {
-			return nil, nil, "", nil, b.refuseAway(rq, a)
-		}
-	}
 	// Decided and recorded as the pipeline does (pipeline.go), with no
 	// question to ask.
 	x := &exchange{rq: rq, method: methodRead, target: BridgeURI(s.Name, uri), what: what + " of " + agentURI, noAsk: true}
 	b.decide(x, b.engine.Load().DecideResource(rq.id.Subject, policy.ResourceRead{Server: s.Name, Namespace: s.Namespace, URI: uri}))
+	if conn == nil && x.res.Decision == v1alpha1.DecisionAllow {
+		// A subscription is held by the server itself: one that is away
+		// cannot take it now (and an open subscription does not wake it).
+		// Only a caller the policy allows learns why: any other is
+		// refused by settle, as if the server were serving.
+		if a, ok := b.cfg.Registry.Away(s.Name); ok {
+			return nil, nil, "", nil, b.refuseAway(rq, a)
+		}
+		return nil, nil, "", nil, upstreamError(rq, &upstream.Error{Reason: upstream.ReasonUnavailable, Err: fmt.Errorf("server %s is not serving now", s.Name)}, "", nil)
+	}
 	if refused := b.settle(x); refused != nil {
 		return nil, nil, "", nil, refused
 	}

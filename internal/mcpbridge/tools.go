@@ -1,6 +1,7 @@
 package mcpbridge
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -74,26 +75,28 @@ func toolCall(t *routes.Tool, args json.RawMessage) policy.ToolCall {
 
 // liveCatalogs are the catalogs of the endpoint's servers, listed again
 // where a server's ttlMs says so, with the servers whose catalog could not
-// be listed left out (and logged).
+// be listed left out (and logged): what an agent's list is built from.
 func (b *Bridge) liveCatalogs(rq *request) []*routes.Catalog {
+	return b.catalogs(rq, b.cfg.Registry.FreshCatalog)
+}
+
+// keptCatalogs are liveCatalogs as kept, listed only where never listed
+// yet: what a call is resolved in (a ttlMs is about lists, not calls).
+func (b *Bridge) keptCatalogs(rq *request) []*routes.Catalog {
+	return b.catalogs(rq, b.cfg.Registry.Catalog)
+}
+
+func (b *Bridge) catalogs(rq *request, get func(context.Context, string) (*routes.Catalog, error)) []*routes.Catalog {
 	var out []*routes.Catalog
 	for _, name := range b.servers(rq) {
-		c, err := b.cfg.Registry.FreshCatalog(rq.ctx, name)
+		c, err := get(rq.ctx, name)
 		if err != nil {
 			b.cfg.Log.Info("a server's tools are left out of the list", "server", name, "error", b.redactorOf(name).String(err.Error(), nil))
 			continue
 		}
-		if s, _, served := b.cfg.Registry.Server(name); served {
-			b.cfg.Activity.Touch(s.Namespace, s.Name)
-		}
 		out = append(out, c)
 	}
 	return out
-}
-
-// visibleTools are the tools of the endpoint the caller may call.
-func (b *Bridge) visibleTools(rq *request) []*routes.Tool {
-	return b.visibleIn(rq, b.liveCatalogs(rq))
 }
 
 // visibleIn are the tools of catalogs the caller may call.
@@ -122,6 +125,14 @@ func (b *Bridge) listTools(rq *request) *jsonrpc.Message {
 	}
 	style := b.style(rq)
 	tools := b.visibleIn(rq, catalogs)
+	// Only the servers the list shows something of count as active: a
+	// caller who sees none of a server's tools keeps it no more awake than
+	// one that did not ask.
+	for i, t := range tools {
+		if i == 0 || tools[i-1].Server.Name != t.Server.Name {
+			b.touchServed(t.Server.Name)
+		}
+	}
 	items := make([][]byte, len(tools))
 	for i, t := range tools {
 		items[i] = b.listedTool(t, style)
@@ -165,7 +176,7 @@ func (b *Bridge) resolveTool(rq *request, name string) (*routes.Tool, *jsonrpc.M
 		}
 	}
 	var candidates []string
-	for _, t := range b.visibleTools(rq) {
+	for _, t := range b.visibleIn(rq, b.keptCatalogs(rq)) {
 		switch {
 		case b.cfg.ToolNameStyle == StyleUnderscore && t.Underscore == name:
 			return t, nil
@@ -318,7 +329,7 @@ func (b *Bridge) execute(c *call) *jsonrpc.Message {
 		hooks.Progress = func(p json.RawMessage) {
 			// A progress message is the server's output too.
 			if clean, _, err := output.JSON(b.redactor(tool.Server), "notifications/progress", p); err == nil {
-				rq.out.send(jsonrpc.NewNotification("notifications/progress", rawjson.Set(clean, "progressToken", tok)))
+				rq.out.send(jsonrpc.NewNotification("notifications/progress", rawjson.Set(c.offsetProgress(clean), "progressToken", tok)))
 			}
 		}
 	}
@@ -420,22 +431,23 @@ func (b *Bridge) observe(server, method string, took time.Duration, err error) {
 }
 
 // upstreamError answers the agent for a call that failed upstream: the
-// server's own JSON-RPC error passes through (redacted), anything else is
+// server's own JSON-RPC error passes through, anything else is
 // CodeUpstream with the reason.
 //
 // red is the server's own redactor (its Secret values and the shapes), nil
-// where the server is not known: the error's text may quote the server's
-// answer (a body that was not JSON-RPC), so it is redacted like its output.
+// where the server is not known. Either way the text is the server's (its
+// error, or its answer quoted in ours when it was not JSON-RPC), so it goes
+// through what the server's output goes through: invisible characters
+// removed, redacted, marker look-alikes escaped.
 func upstreamError(rq *request, err error, toolCallID string, red *redact.Redactor) *jsonrpc.Message {
 	if red == nil {
 		red = redact.Shapes // the server is not known
 	}
 	var rpcErr *jsonrpc.Error
 	if errors.As(err, &rpcErr) {
-		resp := jsonrpc.NewErrorResponse(rq.msg.ID, rpcErr.Code, red.String(rpcErr.Message, nil))
-		if len(rpcErr.Data) > 0 && json.Valid(rpcErr.Data) {
-			resp.Error.Data, _ = red.JSON(rpcErr.Data, nil)
-		}
+		msg, data, _ := serverError(red, rpcErr)
+		resp := jsonrpc.NewErrorResponse(rq.msg.ID, rpcErr.Code, msg)
+		resp.Error.Data = data
 		return resp
 	}
 	reason := upstream.ReasonUnavailable
@@ -447,7 +459,24 @@ func upstreamError(rq *request, err error, toolCallID string, red *redact.Redact
 	if toolCallID != "" {
 		data["toolCallId"] = toolCallID
 	}
-	return rpcError(rq, CodeUpstream, "the MCP server gave no answer: "+red.String(err.Error(), nil), data)
+	why, _ := output.Text(red, "error.message", err.Error())
+	return rpcError(rq, CodeUpstream, "the MCP server gave no answer: "+why, data)
+}
+
+// serverError is a server's JSON-RPC error as the agent may get it: its
+// message and data cleaned as output (data that is not valid JSON is
+// dropped), with how many injection findings the two hold.
+func serverError(red *redact.Redactor, rpcErr *jsonrpc.Error) (string, json.RawMessage, int) {
+	msg, sum := output.Text(red, "error.message", rpcErr.Message)
+	findings := len(sum.Findings)
+	if len(rpcErr.Data) == 0 {
+		return msg, nil, findings
+	}
+	data, dataSum, err := output.JSON(red, "error.data", rpcErr.Data)
+	if err != nil {
+		return msg, nil, findings
+	}
+	return msg, data, findings + len(dataSum.Findings)
 }
 
 // redactor is what s's text is redacted with: its own Secret values and

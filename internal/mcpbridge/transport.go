@@ -88,6 +88,8 @@ func (b *Bridge) serveMCP(w http.ResponseWriter, r *http.Request, endpoint strin
 		writeError(w, http.StatusForbidden, nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("Origin %q is not allowed", r.Header.Get("Origin")))
 		return
 	}
+	b.stop.handlers.enter()
+	defer b.stop.handlers.leave()
 	switch r.Method {
 	case http.MethodPost:
 		b.post(w, r, endpoint)

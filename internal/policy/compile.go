@@ -150,6 +150,7 @@ type Policy struct {
 	subjects        []subjectKey
 	tools           nameIndex
 	prompts         nameIndex
+	skills          nameIndex
 	resources       []*resourceRule
 	approval        Approval
 	rateLimit       *rateLimitSpec
@@ -246,8 +247,8 @@ func CompilePolicy(tp *v1alpha1.ToolPolicy) (*Policy, []CompileError) {
 	for i, s := range spec.Subjects {
 		c.subject(fmt.Sprintf("spec.subjects[%d]", i), s)
 	}
-	if len(spec.Rules)+len(spec.Resources)+len(spec.Prompts) == 0 {
-		c.fail("spec", "a policy needs at least one of rules, resources or prompts")
+	if len(spec.Rules)+len(spec.Resources)+len(spec.Prompts)+len(spec.Skills) == 0 {
+		c.fail("spec", "a policy needs at least one of rules, resources, prompts or skills")
 	}
 	for i := range spec.Rules {
 		c.toolRule(i, &spec.Rules[i])
@@ -257,6 +258,9 @@ func CompilePolicy(tp *v1alpha1.ToolPolicy) (*Policy, []CompileError) {
 	}
 	for i := range spec.Prompts {
 		c.promptRule(i, &spec.Prompts[i])
+	}
+	for i := range spec.Skills {
+		c.skillRule(i, &spec.Skills[i])
 	}
 	c.approval(&spec.Approval)
 	c.rateLimit(spec.RateLimit)
@@ -360,6 +364,20 @@ func (c *compiler) promptRule(i int, pr *v1alpha1.PromptRule) {
 		return
 	}
 	c.names(&c.p.prompts, field+".prompts", "prompt", r, pr.Prompts)
+}
+
+func (c *compiler) skillRule(i int, sr *v1alpha1.SkillRule) {
+	field := fmt.Sprintf("spec.skills[%d]", i)
+	r := c.newRule(field, sectionSkills, i, sr.Decision, "")
+	if r.level == levelAsk {
+		// A skill is loaded by the agent's host: no call waits for a person.
+		c.fail(field+".decision", "a skill rule decides allow or deny, not ask")
+	}
+	if len(sr.Skills) == 0 {
+		c.fail(field+".skills", "a skill rule needs at least one skill glob")
+		return
+	}
+	c.names(&c.p.skills, field+".skills", "skill", r, sr.Skills)
 }
 
 // names compiles the globs of a tool or prompt rule into the index: a glob

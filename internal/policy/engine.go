@@ -329,23 +329,39 @@ func rateLimitsOf(rules []*rule) []*rateLimitSpec {
 
 // DecidePrompt decides one prompts/get. Prompts are decided at risk read.
 func (e *Engine) DecidePrompt(s Subject, get PromptGet) Result {
-	n, ok := cutName(get.Name, get.Server)
+	return e.decideName(s, get.Name, get.Server, get.Namespace, target{kind: kindPrompt, name: get.Name},
+		func(p *Policy) *nameIndex { return &p.prompts })
+}
+
+// DecideSkill decides one skill: whether the subject may see it listed
+// (skills/list), get its entry (skills/get) and read its files. Skills are
+// decided at risk read; no matching rule denies, as everywhere.
+func (e *Engine) DecideSkill(s Subject, get SkillGet) Result {
+	return e.decideName(s, get.Name, get.Server, get.Namespace, target{kind: kindSkill, name: get.Name},
+		func(p *Policy) *nameIndex { return &p.skills })
+}
+
+// decideName decides a namespaced name of one of the named kinds without
+// conditions (prompts, skills) against the index of each candidate policy.
+func (e *Engine) decideName(s Subject, full, server, namespace string, tgt target, index func(*Policy) *nameIndex) Result {
+	n, ok := cutName(full, server)
 	if !ok {
 		return Result{
 			Decision: v1alpha1.DecisionDeny, RiskAtDecision: v1alpha1.RiskRead, SourcedFrom: SourceDefault,
-			Reason: fmt.Sprintf("malformed request: prompt name %q is not mcp.<server>.<prompt> of server %q", get.Name, get.Server),
+			Reason: fmt.Sprintf("malformed request: %s name %q is not mcp.<server>.<%s> of server %q", tgt.kind, full, tgt.kind, server),
 		}
 	}
 	var polBuf [32]*Policy
 	var matchBuf [64]*rule
 	matched := matchBuf[:0]
-	for _, p := range e.candidates(s, get.Namespace, polBuf[:0]) {
-		// Prompt rules have no conditions, so nothing lands in the second list.
-		matched, _ = collectNames(p.prompts.byServer[get.Server], n, 0, matched, nil)
-		matched, _ = collectNames(p.prompts.anyServer, n, 0, matched, nil)
+	for _, p := range e.candidates(s, namespace, polBuf[:0]) {
+		// These rules have no conditions, so nothing lands in the second list.
+		x := index(p)
+		matched, _ = collectNames(x.byServer[server], n, 0, matched, nil)
+		matched, _ = collectNames(x.anyServer, n, 0, matched, nil)
 	}
 	res := conclude(matched, topLevel(matched), v1alpha1.RiskRead)
-	res.target = promptTarget(get)
+	res.target = tgt
 	return res
 }
 

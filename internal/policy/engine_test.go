@@ -601,7 +601,7 @@ func TestCompileErrors(t *testing.T) {
 			"spec.subjects[0].namespace", "only for ServiceAccount"},
 		{"unknown subject kind", newPolicy("team", "p", forSubject(sub("Robot", "", "a")), allow("mcp.**")),
 			"spec.subjects[0].kind", `unknown subject kind "Robot"`},
-		{"no rules at all", newPolicy("team", "p", sa), "spec", "at least one of rules, resources or prompts"},
+		{"no rules at all", newPolicy("team", "p", sa), "spec", "at least one of rules, resources, prompts or skills"},
 		{"server glob with a dot", newPolicy("team", "p", sa, withResource(v1alpha1.ResourceRule{Servers: []string{"mcp.fs"}, Decision: dAllow})),
 			"spec.resources[0].servers[0]", "server names have no dots"},
 		{"URI glob with a space", newPolicy("team", "p", sa, withResource(v1alpha1.ResourceRule{Servers: []string{"fs"}, URIs: []string{"file:///a b"}, Decision: dAllow})),

@@ -96,14 +96,18 @@ func (p *Policy) lintRule(i int, tr *v1alpha1.ToolRule, catalogs []Catalog) []Wa
 	}
 	reads, tests := readArgs(tr.When)
 	if allKnown && len(matched) > 0 {
-		for _, key := range reads {
-			if msg := argumentNoToolHas(key, matched); msg != "" {
+		for _, read := range reads {
+			if msg := argumentNoToolHas(read, matched); msg != "" {
 				warn(field+".when", "%s", msg)
 			}
 		}
 	}
 	for _, t := range tests {
-		if msg := rawPrefixTest(t, matched); msg != "" {
+		msg := rawPrefixTest(t, matched)
+		if t.cleanedBy != "" {
+			msg = openPrefix(t)
+		}
+		if msg != "" {
 			warn(field+".when", "%s", msg)
 		}
 	}
@@ -244,8 +248,9 @@ func namedServerProblems(tr *v1alpha1.ToolRule, catalogs []Catalog, nMatched int
 
 // argumentNoToolHas: the condition reads args.<key>, which none of the
 // tools the rule matches declares; at call time a missing key is an error,
-// which denies.
-func argumentNoToolHas(key string, matched []*v1alpha1.ToolStatus) string {
+// which denies, and has(args.<key>) is always false.
+func argumentNoToolHas(read argRead, matched []*v1alpha1.ToolStatus) string {
+	key := read.key
 	var have []string
 	for _, m := range matched {
 		for _, a := range m.Arguments {
@@ -258,16 +263,23 @@ func argumentNoToolHas(key string, matched []*v1alpha1.ToolStatus) string {
 		}
 	}
 	slices.Sort(have)
-	return fmt.Sprintf("the condition reads args.%s, but none of the %d %s the rule matches takes an argument %q (they take %s): a missing argument is an error at call time, which denies; check the spelling, or guard it with has(args.%s)",
-		key, len(matched), plural(len(matched), "tool", "tools"), key, someOf(have), key)
+	what := fmt.Sprintf("none of the %d %s the rule matches takes an argument %q (they take %s)", len(matched), plural(len(matched), "tool", "tools"), key, someOf(have))
+	if read.onlyHas {
+		return fmt.Sprintf("the condition tests has(args.%s), but %s: it is always false; check the spelling", key, what)
+	}
+	return fmt.Sprintf("the condition reads args.%s, but %s: a missing argument is an error at call time, which denies; check the spelling, or guard it with has(args.%s)",
+		key, what, key)
 }
 
-// prefixTest is a string test in a condition on an argument as the agent
-// sent it.
+// prefixTest is a string test in a condition on an argument.
 type prefixTest struct {
-	fn  string // startsWith, endsWith or matches
-	arg string // the argument's name
-	lit string // the literal tested against, when it is one
+	fn      string // startsWith, endsWith or matches
+	arg     string // the argument's name
+	subject string // how the condition names it: args.<arg>, or the variable of a comprehension over it
+	lit     string // the literal tested against, when it is one
+	// cleanedBy is path.clean or uri.canonical when the test is on the
+	// argument's cleaned form; empty when it is on the argument as sent.
+	cleanedBy string
 }
 
 // rawPrefixTest: a prefix or suffix test on a raw path or URL is passed by
@@ -286,16 +298,49 @@ func rawPrefixTest(t prefixTest, matched []*v1alpha1.ToolStatus) string {
 	if holds == "" {
 		holds = catalog.HoldsByName(t.arg)
 	}
-	test := fmt.Sprintf("args.%s.%s(%s)", t.arg, t.fn, quoteCEL(t.lit))
+	test := fmt.Sprintf("%s.%s(%s)", t.subject, t.fn, quoteCEL(t.lit))
+	if t.subject != "args."+t.arg {
+		test += fmt.Sprintf(" (on each of args.%s)", t.arg)
+	}
+	// Only a prefix needs the '/' that ends a directory or host: a suffix
+	// test with one added would never hold, and following the advice would
+	// switch the rule off.
+	lit, slash := t.lit, ""
+	if t.fn == overloads.StartsWith {
+		lit = safePrefix(t.lit)
+	}
 	switch holds {
 	case v1alpha1.HoldsPath:
-		return fmt.Sprintf("%s tests a raw path: %s. Clean it first: path.clean(args.%s).%s(%s), with a prefix that ends in '/'; for absolute paths also require path.clean(args.%s).startsWith('/')",
-			test, pathExample(t), t.arg, t.fn, quoteCEL(safePrefix(t.lit)), t.arg)
+		if t.fn == overloads.StartsWith {
+			slash = ", with a prefix that ends in '/'"
+		}
+		return fmt.Sprintf("%s tests a raw path: %s. Clean it first: path.clean(%s).%s(%s)%s; for absolute paths also require path.clean(%s).startsWith('/')",
+			test, pathExample(t), t.subject, t.fn, quoteCEL(lit), slash, t.subject)
 	case v1alpha1.HoldsURL:
-		return fmt.Sprintf("%s tests a raw URL: https://example.com.evil.test/ and https://example.com@evil.test/ pass startsWith('https://example.com'), and ../ segments reach past a path prefix. Compare the canonical form: uri.canonical(args.%s).%s(%s), with a prefix that ends in '/' after the host (uri.canonical lower-cases scheme and host, removes dot segments and refuses user info)",
-			test, t.arg, t.fn, quoteCEL(safePrefix(t.lit)))
+		if t.fn == overloads.StartsWith {
+			slash = ", with a prefix that ends in '/' after the host"
+		}
+		return fmt.Sprintf("%s tests a raw URL: https://example.com.evil.test/ and https://example.com@evil.test/ pass startsWith('https://example.com'), and ../ segments reach past a path prefix. Compare the canonical form: uri.canonical(%s).%s(%s)%s (uri.canonical lower-cases scheme and host, removes dot segments and refuses user info)",
+			test, t.subject, t.fn, quoteCEL(lit), slash)
 	}
 	return ""
+}
+
+// openPrefix: a prefix of a cleaned path or canonical URL that does not end
+// in '/' is passed by a sibling whose name goes on (/data/publicity passes
+// startsWith('/data/public'), https://example.com.evil.test/ passes
+// startsWith('https://example.com')).
+func openPrefix(t prefixTest) string {
+	if t.lit == "" || strings.HasSuffix(t.lit, "/") {
+		return ""
+	}
+	test := fmt.Sprintf("%s(%s).startsWith(%s)", t.cleanedBy, t.subject, quoteCEL(t.lit))
+	sibling := t.lit + "-old"
+	if _, rest, ok := strings.Cut(t.lit, "://"); t.cleanedBy == "uri.canonical" && ok && !strings.Contains(rest, "/") {
+		sibling = t.lit + ".evil.test/"
+	}
+	return fmt.Sprintf("%s is passed by %s, which is not under it: end the prefix in '/': %s(%s).startsWith(%s)",
+		test, sibling, t.cleanedBy, t.subject, quoteCEL(t.lit+"/"))
 }
 
 // pathExample shows a path that passes the test and names something else.

@@ -64,6 +64,36 @@ func TestLint(t *testing.T) {
 			want: []string{"tests a raw URL: https://example.com.evil.test/ and https://example.com@evil.test/ pass startsWith('https://example.com'), and ../ segments reach past a path prefix. Compare the canonical form: uri.canonical(args.target).startsWith('https://example.com/')"}},
 		{name: "canonical URL is fine",
 			rule: []ruleOption{toolRule(v1alpha1.DecisionAllow, "mcp.web.fetch"), when("uri.canonical(args.target).startsWith('https://example.com/')")}},
+		{name: "cleaned path with a prefix not ending in '/'",
+			rule: []ruleOption{toolRule(v1alpha1.DecisionAllow, "mcp.fs.read_file"), when("path.clean(args.path).startsWith('/data/public')")},
+			want: []string{"path.clean(args.path).startsWith('/data/public') is passed by /data/public-old, which is not under it: end the prefix in '/': path.clean(args.path).startsWith('/data/public/')"}},
+		{name: "canonical URL with a prefix ending at the host",
+			rule: []ruleOption{toolRule(v1alpha1.DecisionAllow, "mcp.web.fetch"), when("uri.canonical(args.target).startsWith('https://example.com')")},
+			want: []string{"uri.canonical(args.target).startsWith('https://example.com') is passed by https://example.com.evil.test/, which is not under it: end the prefix in '/': uri.canonical(args.target).startsWith('https://example.com/')"}},
+		{name: "canonical URL with a path prefix not ending in '/'",
+			rule: []ruleOption{toolRule(v1alpha1.DecisionAllow, "mcp.web.fetch"), when("uri.canonical(args.target).startsWith('https://example.com/docs')")},
+			want: []string{"is passed by https://example.com/docs-old"}},
+		{name: "comprehension over a list of raw paths",
+			noCatalogs: true,
+			rule:       []ruleOption{toolRule(v1alpha1.DecisionAllow, "mcp.fs.read_files"), when("args.paths.exists(p, p.startsWith('/data/'))")},
+			want:       []string{"p.startsWith('/data/') (on each of args.paths) tests a raw path: /data/../secret/key.txt passes it and names /secret/key.txt. Clean it first: path.clean(p).startsWith('/data/')"}},
+		{name: "comprehension over a list of raw URLs",
+			noCatalogs: true,
+			rule:       []ruleOption{toolRule(v1alpha1.DecisionAllow, "mcp.web.fetch_all"), when("args['urls'].all(u, u.matches('^https://example[.]com/'))")},
+			want:       []string{"u.matches('^https://example[.]com/') (on each of args.urls) tests a raw URL"}},
+		{name: "comprehension over cleaned paths with an open prefix",
+			noCatalogs: true,
+			rule:       []ruleOption{toolRule(v1alpha1.DecisionAllow, "mcp.fs.read_files"), when("args.paths.all(p, path.clean(p).startsWith('/data'))")},
+			want:       []string{"path.clean(p).startsWith('/data') is passed by /data-old"}},
+		{name: "comprehension over cleaned paths is fine",
+			noCatalogs: true,
+			rule:       []ruleOption{toolRule(v1alpha1.DecisionAllow, "mcp.fs.read_files"), when("args.paths.all(p, path.clean(p).startsWith('/data/'))")}},
+		{name: "comprehension over something else than an argument",
+			noCatalogs: true,
+			rule:       []ruleOption{toolRule(v1alpha1.DecisionAllow, "mcp.fs.read_files"), when("['/a'].all(path, path.startsWith('/a'))")}},
+		{name: "anchored regex after flags",
+			rule: []ruleOption{toolRule(v1alpha1.DecisionAllow, "mcp.fs.read_file"), when("args.path.matches('(?i)^/data/')")},
+			want: []string{"args.path.matches('(?i)^/data/') tests a raw path"}},
 		{name: "prefix test on an argument that is neither",
 			rule: []ruleOption{toolRule(v1alpha1.DecisionAllow, "mcp.fs.write_file"), when("args.content.startsWith('#')")}},
 		{name: "has() is not a prefix test",
@@ -98,6 +128,12 @@ func TestLint(t *testing.T) {
 			rule:  []ruleOption{toolRule(v1alpha1.DecisionAllow, "mcp.fs.read_file", "mcp.fs.write_file"), when("path.clean(args.file) == '/a'")},
 			want:  []string{`the condition reads args.file, but none of the 2 tools the rule matches takes an argument "file" (they take content, path)`},
 			field: "spec.rules[0].when"},
+		{name: "has() of an argument no matched tool has",
+			rule: []ruleOption{toolRule(v1alpha1.DecisionDeny, "mcp.fs.read_file"), when("has(args.file)")},
+			want: []string{`the condition tests has(args.file), but none of the 1 tool the rule matches takes an argument "file" (they take path): it is always false; check the spelling`}},
+		{name: "an argument read in has() and outside it",
+			rule: []ruleOption{toolRule(v1alpha1.DecisionDeny, "mcp.fs.read_file"), when("has(args.file) && args.file == 'x'")},
+			want: []string{"the condition reads args.file, but none of the 1 tool the rule matches takes an argument \"file\" (they take path): a missing argument is an error"}},
 		{name: "when reads an argument one matched tool has",
 			rule: []ruleOption{toolRule(v1alpha1.DecisionAllow, "mcp.fs.read_file", "mcp.fs.write_file"), when("size(args.content) < 100")}},
 		{name: "arguments unknown when a matched tool's are",
@@ -138,28 +174,47 @@ func TestLint(t *testing.T) {
 // warning names, where the condition it warns about allowed it.
 func TestLintAdviceIsSafe(t *testing.T) {
 	cases := []struct {
+		decision                  v1alpha1.Decision
 		unsafe, safe, arg, escape string
 	}{
-		{"args.path.startsWith('/data/public/')", "path.clean(args.path).startsWith('/data/public/')", "path", "/data/public/../secret/key.txt"},
-		{"args.url.startsWith('https://example.com')", "uri.canonical(args.url).startsWith('https://example.com/')", "url", "https://example.com.evil.test/x"},
-		{"args.url.startsWith('https://example.com')", "uri.canonical(args.url).startsWith('https://example.com/')", "url", "https://example.com@evil.test/x"},
-		{"args.url.startsWith('https://example.com/docs/')", "uri.canonical(args.url).startsWith('https://example.com/docs/')", "url", "https://example.com/docs/../admin"},
+		{v1alpha1.DecisionAllow, "args.path.startsWith('/data/public/')", "path.clean(args.path).startsWith('/data/public/')", "path", "/data/public/../secret/key.txt"},
+		{v1alpha1.DecisionAllow, "args.url.startsWith('https://example.com')", "uri.canonical(args.url).startsWith('https://example.com/')", "url", "https://example.com.evil.test/x"},
+		{v1alpha1.DecisionAllow, "args.url.startsWith('https://example.com')", "uri.canonical(args.url).startsWith('https://example.com/')", "url", "https://example.com@evil.test/x"},
+		{v1alpha1.DecisionAllow, "args.url.startsWith('https://example.com/docs/')", "uri.canonical(args.url).startsWith('https://example.com/docs/')", "url", "https://example.com/docs/../admin"},
+		// A cleaned path or canonical URL whose prefix does not end in '/'.
+		{v1alpha1.DecisionAllow, "path.clean(args.path).startsWith('/data/public')", "path.clean(args.path).startsWith('/data/public/')", "path", "/data/publicity/x"},
+		{v1alpha1.DecisionAllow, "uri.canonical(args.url).startsWith('https://example.com')", "uri.canonical(args.url).startsWith('https://example.com/')", "url", "https://example.com.evil.test/x"},
+		// A deny on a suffix: the advice must keep denying the file it names.
+		{v1alpha1.DecisionDeny, "args.path.endsWith('.pem')", "path.clean(args.path).endsWith('.pem')", "path", "/x/key.pem/."},
+		{v1alpha1.DecisionDeny, "args.path.endsWith('.pem')", "path.clean(args.path).endsWith('.pem')", "path", "/x/key.pem"},
+	}
+	// A deny case also allows everything else, so that what the condition
+	// lets through is allowed.
+	policy := func(d v1alpha1.Decision, cond string) v1alpha1.ToolPolicy {
+		opts := []policyOption{forSA("team", "agent"), withToolRule(toolRule(d, "mcp.srv.*"), when(cond))}
+		if d == v1alpha1.DecisionDeny {
+			opts = append(opts, allow("mcp.srv.*"))
+		}
+		return newPolicy("team", "p", opts...)
 	}
 	for _, tc := range cases {
-		tp := newPolicy("team", "p", forSA("team", "agent"), withToolRule(toolRule(v1alpha1.DecisionAllow, "mcp.srv.*"), when(tc.unsafe)))
-		p, _ := CompilePolicy(&tp)
-		ws := p.Lint(&tp.Spec, nil)
+		tp := policy(tc.decision, tc.unsafe)
+		ws := mustCompile(t, &tp).Lint(&tp.Spec, nil)
 		if len(ws) != 1 || !strings.Contains(ws[0].Message, tc.safe) {
 			t.Fatalf("%s: warnings %v, want advice %s", tc.unsafe, ws, tc.safe)
 		}
+		if tc.decision != v1alpha1.DecisionAllow && strings.Contains(ws[0].Message, "ends in '/'") {
+			t.Errorf("%s: a suffix test is advised a '/': %s", tc.unsafe, ws[0].Message)
+		}
 		args := map[string]any{tc.arg: tc.escape}
 		c := call("srv", "x", v1alpha1.RiskRead, args)
-		if r := mustEngine(t, tp).DecideTool(agent, c); r.Decision != v1alpha1.DecisionAllow {
+		raw := mustEngine(t, tp).DecideTool(agent, c).Decision
+		if tc.decision == v1alpha1.DecisionAllow && raw != v1alpha1.DecisionAllow {
 			t.Fatalf("%s denied %s: the lint warns about nothing", tc.unsafe, tc.escape)
 		}
-		safe := newPolicy("team", "p", forSA("team", "agent"), withToolRule(toolRule(v1alpha1.DecisionAllow, "mcp.srv.*"), when(tc.safe)))
+		safe := policy(tc.decision, tc.safe)
 		if r := mustEngine(t, safe).DecideTool(agent, c); r.Decision != v1alpha1.DecisionDeny {
-			t.Errorf("the advice %s let %s through", tc.safe, tc.escape)
+			t.Errorf("the advice %s let %s through (the warned condition: %s)", tc.safe, tc.escape, raw)
 		}
 		if ws := mustCompile(t, &safe).Lint(&safe.Spec, nil); len(ws) != 0 {
 			t.Errorf("the advice %s is itself warned about: %v", tc.safe, ws)

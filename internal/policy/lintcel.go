@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"regexp"
 	"slices"
 	"strings"
 
@@ -15,12 +16,14 @@ import (
 
 // readArgs parses a condition and returns the top-level argument names it
 // reads (args.x, args['x'], has(args.x)), in order of first use, and its
-// prefix and suffix tests on a raw argument: x.startsWith(…),
-// x.endsWith(…) and x.matches(…) with a pattern anchored by ^ or $, where x
-// is args.<name> itself rather than path.clean(args.<name>) or
-// uri.canonical(args.<name>). A condition that does not parse has
+// string tests on an argument: x.startsWith(…), x.endsWith(…) and
+// x.matches(…) with a pattern anchored by ^ or $ (after any (?flags)), where
+// x is args.<name> itself, or the variable of a comprehension over it
+// (args.paths.exists(p, p.startsWith(…)) tests each of args.paths); and
+// path.clean(x).startsWith(…) and uri.canonical(x).startsWith(…), which
+// the lints look at for their prefix. A condition that does not parse has
 // neither: compiling reports it.
-func readArgs(expr string) ([]string, []prefixTest) {
+func readArgs(expr string) ([]argRead, []prefixTest) {
 	env, err := conditionEnv()
 	if err != nil {
 		return nil, nil
@@ -31,17 +34,40 @@ func readArgs(expr string) ([]string, []prefixTest) {
 	if issues != nil && issues.Err() != nil {
 		return nil, nil
 	}
-	var reads []string
+	var reads []argRead
 	var tests []prefixTest
+	// elements maps a comprehension's variable to the argument it ranges
+	// over. Pre-order visits a comprehension before the tests inside it.
+	elements := map[string]string{}
 	celast.PreOrderVisit(ast.NativeRep().Expr(), celast.NewExprVisitor(func(e celast.Expr) {
-		if key, ok := argKey(e); ok && !slices.Contains(reads, key) {
-			reads = append(reads, key)
+		if key, ok := argKey(e); ok {
+			inHas := e.Kind() == celast.SelectKind && e.AsSelect().IsTestOnly()
+			i := slices.IndexFunc(reads, func(r argRead) bool { return r.key == key })
+			switch {
+			case i < 0:
+				reads = append(reads, argRead{key: key, onlyHas: inHas})
+			case !inHas:
+				reads[i].onlyHas = false
+			}
 		}
-		if t, ok := asPrefixTest(e); ok {
+		if e.Kind() == celast.ComprehensionKind {
+			c := e.AsComprehension()
+			if key, ok := argKey(c.IterRange()); ok {
+				elements[c.IterVar()] = key
+			}
+		}
+		if t, ok := asPrefixTest(e, elements); ok {
 			tests = append(tests, t)
 		}
 	}))
 	return reads, tests
+}
+
+// argRead is an argument a condition reads, and whether it only tests
+// that it is there (has(args.x)).
+type argRead struct {
+	key     string
+	onlyHas bool
 }
 
 // argKey reports whether e is args.<key> or args['<key>'].
@@ -63,38 +89,87 @@ func argKey(e celast.Expr) (string, bool) {
 	return "", false
 }
 
-// asPrefixTest reports whether e is a prefix or suffix test on a raw
-// argument.
-func asPrefixTest(e celast.Expr) (prefixTest, bool) {
+// argumentOf reports which argument e is: args.<key> itself (not
+// has(args.<key>)), or the variable of a comprehension over it, written
+// as the condition writes it.
+func argumentOf(e celast.Expr, elements map[string]string) (key, subject string, ok bool) {
+	if e.Kind() == celast.SelectKind && e.AsSelect().IsTestOnly() {
+		return "", "", false
+	}
+	if key, ok := argKey(e); ok {
+		return key, "args." + key, true
+	}
+	if e.Kind() == celast.IdentKind {
+		if key, ok := elements[e.AsIdent()]; ok {
+			return key, e.AsIdent(), true
+		}
+	}
+	return "", "", false
+}
+
+// cleanedBy reports whether e is path.clean(x) or uri.canonical(x) of an
+// argument x, and which of the two.
+func cleanedBy(e celast.Expr, elements map[string]string) (fn, key, subject string, ok bool) {
+	if e.Kind() != celast.CallKind {
+		return "", "", "", false
+	}
+	c := e.AsCall()
+	if len(c.Args()) != 1 {
+		return "", "", "", false
+	}
+	fn = c.FunctionName()
+	if c.IsMemberFunction() && c.Target().Kind() == celast.IdentKind {
+		fn = c.Target().AsIdent() + "." + fn
+	}
+	if fn != "path.clean" && fn != "uri.canonical" {
+		return "", "", "", false
+	}
+	key, subject, ok = argumentOf(c.Args()[0], elements)
+	return fn, key, subject, ok
+}
+
+// regexFlags is a leading group of flags, (?i) or (?is): the pattern's
+// anchor comes after it.
+var regexFlags = regexp.MustCompile(`^(\(\?[a-zA-Z]+\))+`)
+
+// asPrefixTest reports whether e is a string test on an argument.
+func asPrefixTest(e celast.Expr, elements map[string]string) (prefixTest, bool) {
 	if e.Kind() != celast.CallKind {
 		return prefixTest{}, false
 	}
 	c := e.AsCall()
 	fn := c.FunctionName()
-	var subject, pattern celast.Expr
+	var target, pattern celast.Expr
 	switch {
 	case c.IsMemberFunction() && len(c.Args()) == 1:
-		subject, pattern = c.Target(), c.Args()[0]
+		target, pattern = c.Target(), c.Args()[0]
 	case !c.IsMemberFunction() && fn == overloads.Matches && len(c.Args()) == 2:
-		subject, pattern = c.Args()[0], c.Args()[1]
+		target, pattern = c.Args()[0], c.Args()[1]
 	default:
 		return prefixTest{}, false
 	}
-	key, ok := argKey(subject)
-	if !ok || subject.Kind() == celast.SelectKind && subject.AsSelect().IsTestOnly() {
+	lit, _ := stringLiteral(pattern)
+	if cleaner, key, subject, ok := cleanedBy(target, elements); ok {
+		if fn != overloads.StartsWith {
+			return prefixTest{}, false
+		}
+		return prefixTest{fn: fn, arg: key, subject: subject, lit: lit, cleanedBy: cleaner}, true
+	}
+	key, subject, ok := argumentOf(target, elements)
+	if !ok {
 		return prefixTest{}, false
 	}
-	lit, _ := stringLiteral(pattern)
 	switch fn {
 	case overloads.StartsWith, overloads.EndsWith:
 	case overloads.Matches:
-		if !strings.HasPrefix(lit, "^") && !strings.HasPrefix(lit, `\A`) && !strings.HasSuffix(lit, "$") && !strings.HasSuffix(lit, `\z`) {
+		re := regexFlags.ReplaceAllString(lit, "")
+		if !strings.HasPrefix(re, "^") && !strings.HasPrefix(re, `\A`) && !strings.HasSuffix(re, "$") && !strings.HasSuffix(re, `\z`) {
 			return prefixTest{}, false
 		}
 	default:
 		return prefixTest{}, false
 	}
-	return prefixTest{fn: fn, arg: key, lit: lit}, true
+	return prefixTest{fn: fn, arg: key, subject: subject, lit: lit}, true
 }
 
 func isIdent(e celast.Expr, name string) bool {

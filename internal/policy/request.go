@@ -45,6 +45,14 @@ type PromptGet struct {
 	Server, Namespace string
 }
 
+// SkillGet is one skill asked for: listed, its entry got, or a file read.
+type SkillGet struct {
+	// Name is the namespaced name mcp.<server>.<skill path>.
+	Name string
+	// Server is the MCPServer's name, Namespace its namespace.
+	Server, Namespace string
+}
+
 // Sources of a decision besides a policy rule (the sourcedFrom of
 // permission.requested and permission.resolved events).
 const (
@@ -76,6 +84,7 @@ const (
 	sectionRules     = "rules"
 	sectionResources = "resources"
 	sectionPrompts   = "prompts"
+	sectionSkills    = "skills"
 	sectionRateLimit = "rateLimit"
 )
 
@@ -144,7 +153,7 @@ type Result struct {
 // target names what a decision is about, with its kind, so a grant for a
 // tool never matches a prompt of the same name (both are mcp.<server>.<x>).
 type target struct {
-	kind string // kindTool, kindPrompt or kindResource
+	kind string // kindTool, kindPrompt, kindSkill or kindResource
 	// name is the tool's or prompt's namespaced name, or for a resource
 	// the server and the URI separated by a space (which no server name
 	// holds). Like tool names, it leaves the namespace out: server names
@@ -155,14 +164,11 @@ type target struct {
 const (
 	kindTool     = "tool"
 	kindPrompt   = "prompt"
+	kindSkill    = "skill"
 	kindResource = "resource"
 )
 
 func toolTarget(name string) target { return target{kind: kindTool, name: name} }
-
-func promptTarget(get PromptGet) target {
-	return target{kind: kindPrompt, name: get.Name}
-}
 
 func resourceTarget(read ResourceRead) target {
 	return target{kind: kindResource, name: read.Server + " " + read.URI}

@@ -52,6 +52,7 @@ var (
 	alnumUndSet  = bytesOf(isWordByte)
 	keyByteSet   = bytesOf(isKeyByte)
 	hexDashSet   = bytesOf(func(b byte) bool { return isHex(b) || b == '-' })
+	braintreeSet = bytesOf(func(b byte) bool { return isAlnum(b) || b == '$' })
 	bech32Set    = bytesOf(func(b byte) bool { return strings.IndexByte("QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L", b) >= 0 })
 )
 
@@ -141,7 +142,10 @@ var bareFormats = [...]bareFormat{
 	pre("square-access-token", "EAAA", b64URLSet, 60, 60),
 	pre("square-access-token", "sq0atp-", b64URLSet, 22, 22),
 	pre("square-oauth-secret", "sq0csp-", b64URLSet, 43, 43),
-	pre("braintree-access-token", "access_token$production$", bytesOf(func(b byte) bool { return isAlnum(b) || b == '$' }), 49, 49),
+	pre("braintree-access-token", "access_token$production$", braintreeSet, 49, 49),
+	// The same put in a URL's query, its "$" escaped (the body's "$" is read
+	// through its escape as any body byte).
+	pre("braintree-access-token", "access_token%24production%24", braintreeSet, 49, 49),
 	pre("shippo-api-token", "shippo_live_", hexLowerSet, 40, 40),
 	pre("shippo-api-token", "shippo_test_", hexLowerSet, 40, 40),
 	pre("duffel-api-token", "duffel_live_", b64URLSet, 43, 43),
@@ -298,7 +302,7 @@ func bareTriggers() []trigger {
 		f := &bareFormats[i]
 		t := trigger{lit: f.lit, kind: numOwnKinds + Kind(i), match: f.match}
 		if t.match == nil {
-			t.match = f.prefixed
+			t.format = f
 		}
 		switch {
 		case f.third != nil:
@@ -314,26 +318,24 @@ func bareTriggers() []trigger {
 // prefixed matches the format's lit at the start of a word, then a body of
 // its alphabet, min to max bytes long and ending a word, with the entropy
 // of random bytes.
-func (f *bareFormat) prefixed(s string, at int) (int, int, bool) {
+func (f *bareFormat) prefixed(s string, at int, memo *scanMemo) (int, int, bool) {
 	if !startsWord(s, at) {
 		return 0, 0, false
 	}
 	from := at + len(f.lit)
-	end, n := from, 0
-	for end < len(s) && n <= f.max {
-		c, w := s[end], 1
-		// A body byte percent-encoded counts as that byte: the token was
-		// put in a URL's query ("+" of a base64 body as "%2B").
-		if d, ok := percentByte(s, end); ok && f.body[d] {
-			c, w = d, 3
-		}
-		if !f.body[c] {
-			break
-		}
-		end, n = end+w, n+1
-	}
-	if n < f.min || n > f.max || end < len(s) && isAlnum(s[end]) {
+	end, n := memo.run(s, from, f.body)
+	if n < f.min || end < len(s) && isAlnum(s[end]) {
 		return 0, 0, false
+	}
+	if n > f.max {
+		// A body longer than its format allows is still the vendor's token
+		// when the format's length varies and the prefix is specific (four
+		// bytes or more): vendors lengthen their tokens, and leaving such a
+		// token whole would leak it. Fixed-length formats ("AKIA" and 16)
+		// stay exact: a longer run there is something else.
+		if f.min == f.max || len(f.lit) < 4 || f.structure != nil {
+			return 0, 0, false
+		}
 	}
 	body := s[from:end]
 	if f.structure != nil && !f.structure(body) || !f.anyEntropy && !random(body, f.body) {

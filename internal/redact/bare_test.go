@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"net/url"
 	"regexp"
@@ -209,6 +210,75 @@ func TestGitleaksOnly(t *testing.T) {
 	} {
 		if got := g.String(s, nil); got != s {
 			t.Errorf("%q redacted to %q by gitleaks' rules alone", s, got)
+		}
+	}
+}
+
+// A text repeating a prefix is read once for each alphabet, not once for
+// each prefix: the bytes of bodies read grow with the text, not with its
+// square (a server's result must not burn the bridge's CPU).
+func TestRepeatedPrefixesReadOnce(t *testing.T) {
+	for _, prefix := range []string{"sk-", "xoxb-", "github_pat_", "fm2_", "glpat-", "sk-ant-", "sk-%2D"} {
+		s := strings.Repeat(prefix, 5000)
+		gl := matcher{ix: gitleaks()}
+		var memo scanMemo
+		Shapes.scan(s, nil, false, &gl, &memo)
+		if memo.examined > 2*len(s) {
+			t.Errorf("%q x 5000 (%d bytes): %d bytes of memo read", prefix, len(s), memo.examined)
+		}
+	}
+}
+
+// Reading a body through scanMemo finds what reading it alone finds.
+func TestBodyRunsAgreeWithOneRead(t *testing.T) {
+	s := "sk-ab%2Dcd-ef%2d" + strings.Repeat("x", 30) + " sk-" + strings.Repeat("Ab3", 10) + "%zz"
+	for _, step := range []int{1, -1, 3, -5} {
+		var shared scanMemo
+		for k := range len(s) {
+			from := k * step % len(s)
+			if from < 0 {
+				from += len(s)
+			}
+			var alone scanMemo
+			wantEnd, wantN := alone.run(s, from, keyByteSet)
+			if end, n := shared.run(s, from, keyByteSet); end != wantEnd || n != wantN {
+				t.Fatalf("step %d from %d: end %d n %d, want %d %d", step, from, end, n, wantEnd, wantN)
+			}
+		}
+	}
+}
+
+// BenchmarkRepeatedLiterals scans texts that repeat one literal, at two
+// lengths: the time a byte must stay the same from the short text to the
+// long one (the scan is linear), which a quadratic path would multiply by
+// the lengths' ratio. Compare the ns/op of each pair (go test -bench
+// RepeatedLiterals ./internal/redact).
+func BenchmarkRepeatedLiterals(b *testing.B) {
+	for _, lit := range []string{
+		"sk-", "github_pat_", "fm2_", "password", "passwordpassword=", "-----BEGIN PRIVATE KEY-----",
+		"pwd=", "secret_access_key=", "hooks.slack.com/",
+	} {
+		for _, size := range []int{16 << 10, 64 << 10} {
+			s := strings.Repeat(lit, size/len(lit))
+			b.Run(fmt.Sprintf("%s/%dKiB", strings.Trim(lit, "-="), size>>10), func(b *testing.B) {
+				b.SetBytes(int64(len(s)))
+				for b.Loop() {
+					Shapes.String(s, nil)
+				}
+			})
+		}
+	}
+}
+
+// A token of a prefix whose length varies, longer than its format says,
+// and a Braintree token with its "$" escaped for a URL's query.
+func TestBareFormatEdges(t *testing.T) {
+	for in, want := range map[string]string{
+		"key: gsk_" + randomOf(rngFor(21), alnum, 57) + " end":                                                              "key: [REDACTED:groq-api-key] end",
+		"?t=access_token%24production%24" + randomOf(rngFor(22), alnum, 16) + "%24" + randomOf(rngFor(23), hexa, 32) + "&x": "?t=[REDACTED:braintree-access-token]&x",
+	} {
+		if got := Shapes.String(in, nil); got != want {
+			t.Errorf("String(%q)\n got %q\nwant %q", in, got, want)
 		}
 	}
 }

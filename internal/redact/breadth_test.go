@@ -104,6 +104,9 @@ func TestCodeAfterASecretsName(t *testing.T) {
 		"DATABASE_URL=postgres://app:${DB_PASSWORD}@db/app", `tokenHeader = "X-aws-ec2-metadata-token"`,
 		`tokenURL = "instance/service-accounts/default/token"`, "passwd: UID:GID:user_name:directory:shell",
 		"\tcase TokenEOF:", "token: JwtTokenIssuedAt,",
+		"token := &Token{", "\tsecret := base64.StdEncoding.DecodeString(s)", "password: ${DB_PASSWORD}",
+		"secret: $(cat /run/secrets/db)", "token_path: /var/run/secrets/kubernetes.io/serviceaccount/token",
+		"password: *opts.Password", "postgres://app:****@db/app", `man: \fIpassword\fR`,
 	} {
 		if got := Shapes.String(s, nil); got != s {
 			t.Errorf("%q redacted to %q", s, got)
@@ -112,9 +115,20 @@ func TestCodeAfterASecretsName(t *testing.T) {
 	for _, s := range []string{
 		"password: Pa55.w0rd!x", "token = abc.Def123xyzQ", "SERVICE_TOKEN=q8Wm2xLr7Tz4Vn1K", "password=mypassword123", "password: SecretPass2024",
 		"postgres://app:Xk29vLq81mZr@db:5432/app",
+		// Syntax inside a generated value does not make it code or a placeholder.
+		"password: Zx9{pQ4mLw2Tr8", "password: *Zx9pQ4mLw2Tr8", "DB_PASSWORD=$Xk9mP2qL7vR4zT",
+		"client_secret: /Xk9+mP2qL7vR4zT8w1Aqq", `{"password":"K#9v(Lm2]Qx7!zP4"}`,
+		"postgres://app:S3cr$t9xQw7z@db:5432/app", "https://u:Zx9]pQ4mLw2@host/",
+		"api_token=auth_3f9a8b7c6d5e4f3a2b1c", "token: prod_secret_8f2k4m9x7q1z3v5b",
+		"secret = os.Getenv(Xk9mP2qL7vR4zT)", "token: Config{pQ4mLw2Tr8}", "password: <Zx9pQ4mLw2>",
 	} {
 		if got := Shapes.String(s, nil); got == s {
 			t.Errorf("%q was not redacted", s)
+		}
+		if strings.HasPrefix(s, "{") {
+			if out, _ := Shapes.JSON([]byte(s), nil); string(out) == s {
+				t.Errorf("JSON %s was not redacted", s)
+			}
 		}
 	}
 }

@@ -615,6 +615,23 @@ type matcher struct {
 	// "accesskey"). An array, not a map: a text with no keyword allocates
 	// nothing.
 	last [numGitleaksRules]int32
+	// reach is where each anchored rule's last match ends, accepted or
+	// not: like a regexp's FindAll (and gitleaks), a rule finds no match
+	// starting inside its own last one, and a text repeating a keyword does
+	// not run the rule again over what it already matched at each.
+	reach [numGitleaksRules]int32
+	// windows are the parts of the text a rule without an anchor is still
+	// to search, one a rule: the windows around its keywords, joined where
+	// they overlap and searched once (at done or when the next keyword's
+	// window is apart), so a text dense with a keyword ("secret_access_key="
+	// repeated) is searched once, not once a keyword.
+	windows []window
+}
+
+// window is s[from:to], to be searched with rule.
+type window struct {
+	rule     int
+	from, to int
 }
 
 // at runs the rules whose keywords start at s[i:].
@@ -635,18 +652,50 @@ func (m *matcher) at(s string, i int, spans []span) []span {
 			continue
 		}
 		for _, ri := range kw.rules {
-			if m.last[ri] == int32(i+1) {
+			if m.last[ri] == int32(i+1) || int32(i) < m.reach[ri] {
 				continue
 			}
 			m.last[ri] = int32(i + 1)
-			spans = ix.matchAt(s, i, ri, spans)
+			if r := ix.rule(ri); r.anchored == nil {
+				if r.assign == 0 || mayAssign(s, i, r.assign, r.nameLen) {
+					spans = m.window(s, ri, max(0, i-windowBefore), min(len(s), i+r.maxLen+windowAfter), spans)
+				}
+				continue
+			}
+			var end int
+			spans, end = ix.matchAt(s, i, ri, spans)
+			m.reach[ri] = max(m.reach[ri], int32(end))
 		}
 	}
 	return spans
 }
 
-// done runs the rules without keywords, which run on every text.
+// window adds s[from:to] to what rule ri is to search: joined to its
+// window still open when they overlap, else searching that one now.
+func (m *matcher) window(s string, ri, from, to int, spans []span) []span {
+	for k := range m.windows {
+		w := &m.windows[k]
+		if w.rule != ri {
+			continue
+		}
+		if from <= w.to {
+			w.to = max(w.to, to)
+			return spans
+		}
+		spans = m.ix.search(s, w.from, w.to, ri, spans)
+		w.from, w.to = from, to
+		return spans
+	}
+	m.windows = append(m.windows, window{ri, from, to})
+	return spans
+}
+
+// done searches the windows still open and runs the rules without
+// keywords, which run on every text.
 func (m *matcher) done(s string, spans []span) []span {
+	for _, w := range m.windows {
+		spans = m.ix.search(s, w.from, w.to, w.rule, spans)
+	}
 	for _, ri := range m.ix.always {
 		spans = m.ix.search(s, 0, len(s), ri, spans)
 	}
@@ -674,17 +723,17 @@ func hasPrefixFold(s, lower string) bool {
 	return true
 }
 
-// matchAt runs rule ri at the keyword found at s[at:].
-func (ix *keywordIndex) matchAt(s string, at, ri int, spans []span) []span {
+// matchAt runs anchored rule ri at the keyword found at s[at:]. It also
+// returns where the rule's match ends (at when it has none), accepted or
+// not: like gitleaks, which searches a text for a rule's matches one after
+// another, a rule looks for none inside its own match.
+func (ix *keywordIndex) matchAt(s string, at, ri int, spans []span) ([]span, int) {
 	m := ix.rule(ri)
 	if m.assign > 0 && !mayAssign(s, at, m.assign, m.nameLen) {
-		return spans
-	}
-	if m.anchored == nil {
-		return ix.search(s, max(0, at-windowBefore), min(len(s), at+m.maxLen+windowAfter), ri, spans)
+		return spans, at
 	}
 	if m.boundary && at > 0 && isWordByte(s[at-1]) == isWordByte(s[at]) || !m.leads.fits(s[at:]) {
-		return spans
+		return spans, at
 	}
 	end := min(len(s), at+m.maxLen)
 	loc := m.anchored.FindStringSubmatchIndex(s[at:end])
@@ -693,8 +742,9 @@ func (ix *keywordIndex) matchAt(s string, at, ri int, spans []span) []span {
 		loc = m.anchored.FindStringSubmatchIndex(s[at:end])
 	}
 	if loc == nil {
-		return spans
+		return spans, at
 	}
+	matchEnd := at + loc[1]
 	if m.idRun {
 		// The match starts with the rest of the name the identifier ends
 		// ("public_" of "public_key"), which allowlists look at.
@@ -710,7 +760,7 @@ func (ix *keywordIndex) matchAt(s string, at, ri int, spans []span) []span {
 		}
 		at = from
 	}
-	return ix.accept(s, at, loc, ri, spans)
+	return ix.accept(s, at, loc, ri, spans), matchEnd
 }
 
 // search runs rule ri on s[from:to].

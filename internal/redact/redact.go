@@ -154,22 +154,29 @@ type trigger struct {
 	// third is what may follow a two-byte lit, for the trigram set (nil:
 	// any byte).
 	third *[256]bool
+	// format, when set instead of match, is the bare token format whose
+	// prefix lit is: its body is read through the scan's scanMemo.
+	format *bareFormat
 }
 
 // Redactor redacts the known credential shapes and a fixed set of secret
 // values. It is immutable and safe for concurrent use.
 type Redactor struct {
-	static  *pairIndex // the shapes and bare formats, shared by every Redactor
-	grams   gramSet    // the first three bytes of every literal and gitleaks keyword
-	own     pairSet    // the first two bytes of every literal
-	secrets secretIndex
+	static *pairIndex // the shapes and bare formats, shared by every Redactor
+	grams  gramSet    // the first three bytes of every literal and gitleaks keyword
+	// secretGrams are the first three bytes of the secret values' forms:
+	// a position whose three bytes start none skips their index.
+	secretGrams gramSet
+	own         pairSet // the first two bytes of every literal
+	secrets     secretIndex
 }
 
 // secretIndex holds the forms of the secret values by their first eight
 // bytes (every form is at least MinSecretLen long), behind a bit set of
-// their hashes: a bridge's audit writer knows every server's values, tens
-// of thousands of forms, and a position costs one probe of the bit set
-// however many there are.
+// their hashes with about sixteen bits a form: a bridge's audit writer
+// knows every server's values, tens of thousands of forms. A position costs
+// one probe of the bit set, and one in sixteen at most (more as forms share
+// heads with the text) a look in the map.
 type secretIndex struct {
 	byHead map[uint64][]trigger
 	bits   []uint64
@@ -263,12 +270,14 @@ var staticTriggers = sync.OnceValue(func() *pairIndex {
 func New(secrets ...string) *Redactor {
 	static := staticTriggers()
 	r := &Redactor{static: static, grams: static.grams, own: static.pairs}
+	// The secret values' forms stay out of the trigram set the shapes and
+	// rules share: thousands of forms would set most of its bits and send
+	// most positions to the slower tests. They have their own index of
+	// eight-byte heads, probed once a position.
 	var forms []trigger
 	for _, n := range secretNeedles(secrets) {
-		t := prepared(trigger{lit: n.lit, kind: n.kind, match: exact(len(n.lit))}, &r.grams)
-		bg := uint16(t.lit[0])<<8 | uint16(t.lit[1])
-		r.own[bg/64] |= 1 << (bg % 64)
-		forms = append(forms, t)
+		forms = append(forms, trigger{lit: n.lit, kind: n.kind, match: exact(len(n.lit))})
+		r.secretGrams.add(n.lit, false, nil)
 	}
 	r.secrets = newSecretIndex(forms)
 	// One test of a position's three bytes looks for the gitleaks rules'
@@ -423,6 +432,13 @@ func isAWSSecretField(key string) bool {
 // key counts too (see clean).
 func (r *Redactor) find(s string, spans []span, names bool) []span {
 	gl := matcher{ix: gitleaks()}
+	var memo scanMemo
+	return r.scan(s, spans, names, &gl, &memo)
+}
+
+// scan is find with the scan's state: gitleaks' matcher and the body runs
+// read so far.
+func (r *Redactor) scan(s string, spans []span, names bool, gl *matcher, memo *scanMemo) []span {
 	if len(s) < 2 {
 		return gl.done(s, spans)
 	}
@@ -431,29 +447,35 @@ func (r *Redactor) find(s string, spans []span, names bool) []span {
 	x := uint32(s[0])<<8 | uint32(s[1])
 	for i := 2; i < len(s); i++ {
 		x = (x<<8 | uint32(s[i])) & 0xffffff
-		if h := x * gramMul >> (32 - gramBits); r.grams[h/64]&(1<<(h%64)) != 0 {
-			spans = r.at(s, i-2, &gl, spans, names)
+		h := x * gramMul >> (32 - gramBits)
+		if r.grams[h/64]&(1<<(h%64)) != 0 {
+			spans = r.at(s, i-2, gl, memo, spans, names)
+		}
+		if r.secretGrams[h/64]&(1<<(h%64)) != 0 {
+			if ts := r.secrets.at(s, i-2); ts != nil {
+				spans = try(s, i-2, ts, memo, spans, names)
+			}
 		}
 	}
 	// Only a two-byte literal fits at the end.
-	spans = r.at(s, len(s)-2, &gl, spans, names)
+	spans = r.at(s, len(s)-2, gl, memo, spans, names)
 	return gl.done(s, spans)
 }
 
 // at appends the secrets that start with a literal at s[i:].
-func (r *Redactor) at(s string, i int, gl *matcher, spans []span, names bool) []span {
+func (r *Redactor) at(s string, i int, gl *matcher, memo *scanMemo, spans []span, names bool) []span {
 	spans = gl.at(s, i, spans)
 	if !r.own.has(s[i], s[i+1]) {
 		return spans
 	}
 	if g := r.static.byPair[uint16(s[i])<<8|uint16(s[i+1])]; g != 0 {
-		spans = try(s, i, r.static.groups[g-1], spans, names)
+		spans = try(s, i, r.static.groups[g-1], memo, spans, names)
 	}
-	return try(s, i, r.secrets.at(s, i), spans, names)
+	return spans
 }
 
 // try appends the secrets that the triggers ts find at s[i:].
-func try(s string, i int, ts []trigger, spans []span, names bool) []span {
+func try(s string, i int, ts []trigger, memo *scanMemo, spans []span, names bool) []span {
 	for _, t := range ts {
 		if len(s)-i < len(t.lit) {
 			continue
@@ -461,12 +483,25 @@ func try(s string, i int, ts []trigger, spans []span, names bool) []span {
 		if t.fold && !hasPrefixFold(s[i:], t.lower) || !t.fold && s[i:i+len(t.lit)] != t.lit {
 			continue
 		}
+		if t.kind < numOwnKinds && i < memo.reach[t.kind] {
+			continue // inside a secret of its kind already found
+		}
 		if names && t.kind == AWSSecretAccessKey {
 			spans = append(spans, span{i, i, t.kind})
 			continue
 		}
-		if start, end, ok := t.match(s, i); ok {
+		var start, end int
+		var ok bool
+		if t.format != nil {
+			start, end, ok = t.format.prefixed(s, i, memo)
+		} else {
+			start, end, ok = t.match(s, i)
+		}
+		if ok {
 			spans = append(spans, span{start, end, t.kind})
+			if t.kind < numOwnKinds {
+				memo.reach[t.kind] = max(memo.reach[t.kind], end)
+			}
 		}
 	}
 	return spans
@@ -529,7 +564,16 @@ func secretNeedles(values []string) []needle {
 			out = append(out, needle{lit, kind})
 		}
 	}
+	var forms []string
 	for _, v := range values {
+		forms = append(forms, v)
+		// A value read from a file ("kubectl create secret --from-file")
+		// ends with the file's newline, which a program using it drops.
+		if t := strings.TrimSpace(v); t != v {
+			forms = append(forms, t)
+		}
+	}
+	for _, v := range forms {
 		if len(v) < MinSecretLen {
 			continue
 		}
@@ -548,7 +592,7 @@ func secretNeedles(values []string) []needle {
 				addNeedle(e[from:to], SecretBase64)
 			}
 		}
-		for _, e := range []string{url.QueryEscape(v), url.PathEscape(v)} {
+		for _, e := range []string{url.QueryEscape(v), url.PathEscape(v), percentEscape(v, "-_.~/"), percentEscape(v, "-_.~!*'()")} {
 			addNeedle(e, SecretURLEncoded)
 			addNeedle(lowerPercentHex(e), SecretURLEncoded)
 		}
@@ -561,6 +605,25 @@ func secretNeedles(values []string) []needle {
 
 // lowerPercentHex writes the hex digits of e's percent escapes in lower
 // case ("%2f"), as some encoders do.
+// percentEscape is v with every byte but letters, digits and those of
+// keep written as %XX: with keep "-_.~/" as Python's urllib.parse.quote
+// writes it, with "-_.~!*'()" as JavaScript's encodeURIComponent, the two
+// escapers Go's (url.QueryEscape, url.PathEscape) differ most from.
+func percentEscape(v, keep string) string {
+	const hexDigits = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; isAlnum(c) || strings.IndexByte(keep, c) >= 0 {
+			b.WriteByte(c)
+		} else {
+			b.WriteByte('%')
+			b.WriteByte(hexDigits[c>>4])
+			b.WriteByte(hexDigits[c&15])
+		}
+	}
+	return b.String()
+}
+
 func lowerPercentHex(e string) string {
 	b := []byte(e)
 	for i := 0; i+2 < len(b); i++ {

@@ -96,6 +96,22 @@ func TestOrdinaryTextSurvives(t *testing.T) {
 	}
 }
 
+// Escapers other than Go's, and a value read from a file with its newline.
+func TestSecretValuesOtherEscapers(t *testing.T) {
+	const value = "a/b!c(d)e*f'g h+Xk9"
+	r := New(value, "Zx9pQ4mLw2Tr8\n")
+	for in, want := range map[string]string{
+		"?p=a/b%21c%28d%29e%2Af%27g%20h%2BXk9&q": "?p=[REDACTED:secret-urlencoded]&q", // Python's quote
+		"?p=a%2Fb!c(d)e*f'g%20h%2BXk9&q":         "?p=[REDACTED:secret-urlencoded]&q", // encodeURIComponent
+		"?p=a%2fb!c(d)e*f'g%20h%2bXk9&q":         "?p=[REDACTED:secret-urlencoded]&q", // in lower case
+		"password is Zx9pQ4mLw2Tr8.":             "password is [REDACTED:secret].",
+	} {
+		if got := r.String(in, nil); got != want {
+			t.Errorf("String(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 func TestSecretValues(t *testing.T) {
 	const value = "hunter2-Correct!Horse"
 	r := New(value, "short", "")
@@ -257,4 +273,24 @@ func FuzzStringNeverLeaks(f *testing.F) {
 			}
 		}
 	})
+}
+
+// However many Secret values a Redactor holds, the trigram test the shapes
+// and rules share stays as it is without them (so its throughput does): the
+// values' forms have their own index. And they are all still found.
+func TestManySecretValuesKeepTheSharedTrigrams(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	values := make([]string, 3000)
+	for i := range values {
+		values[i] = randomOf(rng, alnum, 20)
+	}
+	r := New(values...)
+	if r.grams != Shapes.grams || r.own != Shapes.own {
+		t.Fatal("the Secret values' forms changed the shared trigram or pair set")
+	}
+	for _, v := range values[:50] {
+		if got := r.String("x "+v+" y", nil); got != "x [REDACTED:secret] y" {
+			t.Fatalf("%q: %q", v, got)
+		}
+	}
 }

@@ -64,97 +64,6 @@ func assignedSecret(s string, at int) (int, int, bool) {
 	return start, end, true
 }
 
-// isCode says whether a value after a secret's name is a piece of program
-// rather than a secret, as in source code a server prints: a call, a
-// composite literal or a generic type ("os.Getenv(key)", "&Token{",
-// "z.ZodOptional<z.ZodString>"), a selector of names
-// ("opts.ClientSecret", "gen_ai.usage.prompt_tokens"), a URL (a token
-// endpoint), or a name ("passwordPath", "DelegationToken",
-// "AZURE_TOKEN_CREDENTIALS"), a placeholder or a reference ("<string>",
-// "$AWS_SECRET", "%v"), a comparison, roff markup, a path or a URN. Secrets are none of these:
-// generated ones hold digits, and a name is taken for one only when it
-// says what it names (a secret word in it) or is written as code writes
-// names. A passphrase of capitalised words alone reads as a name too.
-func isCode(v string) bool {
-	if strings.ContainsAny(v, "(){}[]<>") || strings.IndexByte("&*$/", v[0]) >= 0 || strings.HasPrefix(v, "urn:") {
-		return true
-	}
-	for _, syntax := range []string{"://", "%v", "%s", "?.", "==", `\f`, `\-`} {
-		if strings.Contains(v, syntax) {
-			return true
-		}
-	}
-	v = strings.TrimSuffix(v, ".") // the end of a sentence
-	if namesASecret(v) {
-		return true
-	}
-	if strings.ContainsAny(v, "0123456789") {
-		return false
-	}
-	parts := strings.Split(v, ".")
-	for _, p := range parts {
-		if p == "" || run(p, 0, isWordByte) != len(p) {
-			return len(parts) == 1 && isName(v)
-		}
-	}
-	return len(parts) > 1 || isName(v)
-}
-
-// namesASecret says whether v is a name, a header or a path that says what
-// it names ("X-aws-ec2-metadata-token", "o.CredentialSource.TokenURL",
-// "service-accounts/default/token", "JwtTokenIssuedAt"): a secret word in
-// name bytes joined by separators, or in camel case without digits
-// ("mypassword123" and "SecretPass2024" are passwords, not names).
-func namesASecret(v string) bool {
-	if run(v, 0, func(b byte) bool { return isWordByte(b) || strings.IndexByte("-./:#", b) >= 0 }) != len(v) ||
-		!strings.ContainsAny(v, "-./:#_") && (!camel(v) || strings.ContainsAny(v, "0123456789")) {
-		return false
-	}
-	lower := strings.ToLower(v)
-	for _, w := range []string{"token", "secret", "passw", "credential", "auth"} {
-		if strings.Contains(lower, w) {
-			return true
-		}
-	}
-	return false
-}
-
-// camel says whether a small letter is followed by a capital in v.
-func camel(v string) bool {
-	for i := 1; i < len(v); i++ {
-		if v[i-1] >= 'a' && v[i-1] <= 'z' && v[i] >= 'A' && v[i] <= 'Z' {
-			return true
-		}
-	}
-	return false
-}
-
-// isName says whether v, of letters, "_", "-" and ":" alone, reads as a
-// program's name: it holds "key", or it is written in snake, kebab or lower
-// camel case ("UID:GID:user_name" lists field names).
-func isName(v string) bool {
-	if run(v, 0, func(b byte) bool { return isWordByte(b) || b == '-' || b == ':' }) != len(v) {
-		return false
-	}
-	return strings.Contains(strings.ToLower(v), "key") || strings.ContainsAny(v, "_-") || v[0] >= 'a' && v[0] <= 'z' || isWords(v)
-}
-
-// isWords says whether v is capitalised words run together ("Optional",
-// "NameAttribute"): each capital letter followed by two small ones or more.
-func isWords(v string) bool {
-	for i := 0; i < len(v); {
-		if v[i] < 'A' || v[i] > 'Z' {
-			return false
-		}
-		j := run(v, i+1, func(b byte) bool { return b >= 'a' && b <= 'z' })
-		if j-i < 3 {
-			return false
-		}
-		i = j
-	}
-	return true
-}
-
 // urlPassword redacts the password of a URL's userinfo (RFC 3986
 // "scheme://user:password@host"): the bytes between the first ':' after
 // "://" and the '@' that ends the authority's userinfo.
@@ -186,21 +95,6 @@ func urlPassword(s string, at int) (int, int, bool) {
 	return colon + 1, end, true
 }
 
-// placeholders are the words documentation writes for a password in a
-// URL ("postgres://user:password@host").
-var placeholders = map[string]bool{
-	"password": true, "passwd": true, "pass": true, "pwd": true, "pw": true, "secret": true,
-	"mypassword": true, "yourpassword": true, "changeme": true, "xxx": true, "xxxx": true,
-	"xxxxx": true, "xxxxxx": true, "xxxxxxxx": true, "token": true,
-}
-
-// isPlaceholder says whether a URL's password is documentation's: a
-// placeholder word, or a template's or markup's syntax ("<password>",
-// "${DB_PASSWORD}", "[:password]", roff's "\fIpassword\fR").
-func isPlaceholder(v string) bool {
-	return placeholders[strings.ToLower(v)] || strings.ContainsAny(v, `[]\<>{}$*`)
-}
-
 // connectionValue redacts the value after a connection string's key, up to
 // the ';' that ends it (or a quote or blank). A password ("Password=") is
 // only taken for one when a ';' ends it, as in a connection string: in
@@ -216,10 +110,10 @@ func connectionValue(needsSemicolon bool) func(string, int) (int, int, bool) {
 		}
 		from++
 		end := from
-		for end < len(s) && s[end] != ';' && s[end] != '"' && s[end] != '\'' && s[end] > ' ' {
+		for end < len(s) && end-from < maxValueLen && s[end] != ';' && s[end] != '"' && s[end] != '\'' && s[end] > ' ' {
 			end++
 		}
-		if end == from || needsSemicolon && (end == len(s) || s[end] != ';') {
+		if end == from || end-from == maxValueLen || needsSemicolon && (end == len(s) || s[end] != ';') {
 			return 0, 0, false
 		}
 		return from, end, true
@@ -268,20 +162,29 @@ func separators(s string, i int) int {
 	return j
 }
 
+// A name is at most maxNameLen bytes from its secret word on, a value
+// after it at most maxValueLen: longer runs are text or data, not a field,
+// and bounding them keeps a text that repeats a secret word ("password"
+// 40,000 times) from costing the square of its length.
+const (
+	maxNameLen  = 64
+	maxValueLen = 1024
+)
+
 // afterName matches a value after a variable or field name (the literal,
 // possibly the tail of a longer name such as AWS_SECRET_ACCESS_KEY): up to a
 // few separators (quotes, spaces, ':' or '='), then at least minLen value
 // bytes. Only the value is redacted.
 func afterName(value func(byte) bool, minLen int) func(string, int) (int, int, bool) {
 	return func(s string, at int) (int, int, bool) {
-		i := run(s, at, isWordByte)
+		i := run(s[:min(len(s), at+maxNameLen)], at, isWordByte)
 		from := i
 		i = separators(s, i)
 		if i == from {
 			return 0, 0, false
 		}
-		end := run(s, i, value)
-		if end-i < minLen {
+		end := run(s[:min(len(s), i+maxValueLen)], i, value)
+		if end-i < minLen || end-i == maxValueLen {
 			return 0, 0, false
 		}
 		return i, end, true

@@ -232,6 +232,13 @@ resources: [{servers: [fs], uris: ["file:///tmp/*"], decision: allow}]
 prompts: [{prompts: ["mcp.fs.*"], decision: deny}]`))).To(Succeed())
 	})
 
+	It("accepts a policy of skill rules alone", func() {
+		Expect(create(object("ToolPolicy", uniqueName("skills"), validPolicy+`
+skills:
+  - {skills: ["mcp.billing.acme.**"], decision: allow}
+  - {skills: ["mcp.billing.acme.internal-*"], decision: deny}`))).To(Succeed())
+	})
+
 	It("accepts injection Flag and Block on tool and prompt rules and keeps them", func() {
 		name := uniqueName("injection")
 		Expect(create(object("ToolPolicy", name, validPolicy+`
@@ -265,7 +272,9 @@ rules: [{tools: ["*"], decision: deny}]`, "namespace is only for ServiceAccount 
 		Entry("an unknown subject kind", `
 subjects: [{kind: Robot, name: r2}]
 rules: [{tools: ["*"], decision: deny}]`, `Unsupported value: "Robot"`),
-		Entry("nothing to decide", validPolicy, "needs at least one of rules, resources or prompts"),
+		Entry("nothing to decide", validPolicy, "needs at least one of rules, resources, prompts or skills"),
+		Entry("ask on a skill rule", validPolicy+`
+skills: [{skills: ["mcp.billing.**"], decision: ask}]`, "a skill rule decides allow or deny, not ask"),
 		Entry("a rule matching nothing named", validPolicy+`
 rules: [{decision: allow}]`, "a rule needs tools, risks or both"),
 		Entry("an unknown decision", validPolicy+`

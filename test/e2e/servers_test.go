@@ -211,7 +211,7 @@ var _ = Describe("MCP servers in real pods", Label("servers"), func() {
 			Eventually(func() int32 { return get(crashy).Status.Restarts.Total }).WithTimeout(30 * time.Second).Should(BeEquivalentTo(crash))
 			Eventually(ready(crashy)).WithTimeout(60 * time.Second).Should(Equal("True/Serving"))
 			Expect(runningPod(crashy).Name).NotTo(Equal(pod.Name), "a restart is a new pod")
-			Expect(get(crashy).Status.CatalogDigest).To(Equal(digest), "the catalog is back")
+			Expect(get(crashy).Status.CatalogDigest).To(Equal(digest), "the catalog stayed through the restart")
 		}
 		Expect(events(crashy)).To(ContainElements(
 			HavePrefix("Crashed: mcp.server.crashed: Error (exit code 137)"),

@@ -133,7 +133,7 @@ var _ = Describe("servers that sleep", Label("sleep"), func() {
 			update(s, func(cur *mcpv1alpha1.MCPServer) {
 				cur.Spec.Workload.Image = "localhost/mcp-operator/does-not-exist:dev"
 			})
-			Consistently(ready(s)).WithTimeout(3 * time.Second).Should(Equal("False/Sleeping"), "a spec change alone wakes nothing")
+			Consistently(ready(s)).WithTimeout(3*time.Second).Should(Equal("False/Sleeping"), "a spec change alone wakes nothing")
 
 			steps := finishAgent(startAgent("e2e-nowake-agent", "--concurrent", "3", "--call", "mcp.e2e-nowake.test_simple_text"))
 			calls := 0
@@ -154,7 +154,10 @@ var _ = Describe("servers that sleep", Label("sleep"), func() {
 			tool := "mcp.e2e-session-sleep.test_simple_text"
 			pod := startAgent("e2e-session-sleep-agent", "--era", "session", "--call", tool,
 				"--repeat", tool, "--every", "2s", "--for", "50s", "--call-timeout", "60s")
-			Eventually(callSteps).WithArguments(pod).WithTimeout(60 * time.Second).Should(HaveLen(1))
+			// Until the agent's container has started its log cannot be
+			// read: each poll's failure is retried.
+			Eventually(func(g Gomega) []agentStep { return stepsNamed(agentStepsG(g, pod), "call") }).
+				WithTimeout(60 * time.Second).Should(HaveLen(1))
 
 			out, err := kubectlMCP(kubeconfigPath, "sleep", s.Name, "-n", s.Namespace)
 			Expect(err).NotTo(HaveOccurred(), out)

@@ -4,6 +4,7 @@
 package mcpstatus
 
 import (
+	"regexp"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -23,12 +24,20 @@ const (
 	MaxPromptArgs    = 64
 	MaxPromptName    = 512
 	MaxPromptArgName = 128
+	MaxSkillURI      = 2048
 	MaxToolArgs      = 64
 	MaxToolArgName   = 64
 	// MaxStatusArgs bounds the arguments of all tools together: 1000 tools
 	// of 64 arguments would add megabytes to an object etcd stores whole.
+	// With names of at most MaxToolArgName characters from toolArgName's
+	// alphabet (one byte each in JSON), they take under 400 KB.
 	MaxStatusArgs = 4000
 )
+
+// toolArgName is the names status lists: a name of anything else (a
+// character JSON writes in several bytes, one cleaning changed) makes the
+// tool's arguments unknown, so that MaxStatusArgs bounds bytes too.
+var toolArgName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 
 // Tools converts a catalog's tools, sorted by name. Descriptions and titles
 // are cleaned with r (see Clean), then cut on a character boundary to fit
@@ -57,23 +66,28 @@ func Tools(c *catalog.Catalog, r *redact.Redactor) []v1alpha1.ToolStatus {
 }
 
 // toolArguments are the top-level properties of a tool's input schema, for
-// ToolPolicy lints: names cleaned and cut as prompt arguments' are, sorted,
-// at most MaxToolArgs (a lint reads a full list as possibly cut), and none
-// once the status's budget is spent (a lint reads none as not known).
+// ToolPolicy lints, sorted, at most MaxToolArgs (a lint reads a full list
+// as possibly cut). A lint reads none as not known, which is what a tool
+// gets whose schema may admit others (catalog.Arguments), one with a name
+// outside toolArgName (after cleaning: a secret in a name is not listed
+// either), and every tool from the first that does not fit in what is
+// left of the status's budget on.
 func toolArguments(schema []byte, r *redact.Redactor, budget *int) []v1alpha1.ToolArgument {
-	var out []v1alpha1.ToolArgument
-	seen := map[string]bool{}
-	for _, a := range catalog.Arguments(schema) {
-		name := Cut(Clean(r, a.Name), MaxToolArgName)
-		if seen[name] {
-			continue
+	args, closed := catalog.Arguments(schema)
+	if !closed {
+		return nil
+	}
+	out := make([]v1alpha1.ToolArgument, 0, len(args))
+	for _, a := range args {
+		name := Clean(r, a.Name)
+		if name != a.Name || !toolArgName.MatchString(name) {
+			return nil
 		}
-		seen[name] = true
 		out = append(out, v1alpha1.ToolArgument{Name: name, Holds: a.Holds})
 	}
-	slices.SortFunc(out, func(a, b v1alpha1.ToolArgument) int { return strings.Compare(a.Name, b.Name) })
 	out = out[:min(len(out), MaxToolArgs)]
 	if len(out) > *budget {
+		*budget = 0
 		return nil
 	}
 	*budget -= len(out)
@@ -138,7 +152,29 @@ func Capabilities(c client.Capabilities) *v1alpha1.ServerCapabilities {
 		Prompts:            c.Prompts,
 		Logging:            c.Logging,
 		Completions:        c.Completions,
+		Skills:             c.Skills,
 	}
+}
+
+// Skills are skills as status lists them: name, URI and description
+// cleaned and cut like prompts, file count, bytes and digest as probed.
+func Skills(skills []catalog.Skill, r *redact.Redactor) []v1alpha1.SkillStatus {
+	out := make([]v1alpha1.SkillStatus, 0, len(skills))
+	seen := map[string]bool{}
+	for _, s := range skills {
+		ss := v1alpha1.SkillStatus{
+			Name: Cut(Clean(r, s.Name), MaxPromptName), URI: Cut(Clean(r, s.URI), MaxSkillURI),
+			Description: Cut(Clean(r, s.Description), MaxDescription),
+			Files:       int32(len(s.Files)), Bytes: s.Bytes(), Digest: s.Digest,
+		}
+		if seen[ss.Name] {
+			continue
+		}
+		seen[ss.Name] = true
+		out = append(out, ss)
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.SkillStatus) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // Clean is the text of a server published in status: without invisible

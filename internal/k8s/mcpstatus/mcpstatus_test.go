@@ -155,40 +155,59 @@ func TestPromptNamesAreCleaned(t *testing.T) {
 }
 
 func TestToolArgumentsPublished(t *testing.T) {
-	props := []string{`"path":{"type":"string"}`, `"url":{"type":"string"}`, `"sk-ant-api03-` + strings.Repeat("A", 93) + `AA":{"type":"string"}`}
+	props := []string{`"path":{"type":"string"}`, `"url":{"type":"string"}`}
 	for i := range 70 {
 		props = append(props, fmt.Sprintf(`"z%02d":{"type":"integer"}`, i))
 	}
-	items := []json.RawMessage{json.RawMessage(`{"name":"t","inputSchema":{"type":"object","properties":{` + strings.Join(props, ",") + `}}}`)}
+	tool := func(name string, props ...string) json.RawMessage {
+		return json.RawMessage(`{"name":"` + name + `","inputSchema":{"type":"object","properties":{` + strings.Join(props, ",") + `}}}`)
+	}
+	items := []json.RawMessage{
+		tool("a", props...),
+		// Names status does not list: the tool's arguments are unknown.
+		tool("b", `"path":{}`, `"sk-ant-api03-`+strings.Repeat("A", 93)+`AA":{}`),
+		tool("c", `"path":{}`, `"ghp_Q7vK2mX9pL4wR8tY1nB6cZ3fH5jD0sA2gE7u":{}`),
+		tool("d", `"path":{}`, `"`+strings.Repeat("\u003c>&", 21)+`":{}`),
+		tool("e", `"path":{}`, `"`+strings.Repeat("😀", 64)+`":{}`),
+		tool("f", `"path":{}`, `"`+strings.Repeat("x", 65)+`":{}`),
+		// A schema that admits others.
+		json.RawMessage(`{"name":"g","inputSchema":{"type":"object","properties":{"path":{}},"additionalProperties":true}}`),
+	}
 	cat, err := catalog.Build("srv", items, v1alpha1.ToolsSpec{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := Tools(cat, nil)[0].Arguments
+	tools := Tools(cat, nil)
+	args := tools[0].Arguments
 	if len(args) != MaxToolArgs {
 		t.Fatalf("%d arguments published, want the first %d by name", len(args), MaxToolArgs)
 	}
-	if !strings.HasPrefix(args[0].Name, "[REDACTED") {
-		t.Errorf("a secret in an argument name reached status: %q", args[0].Name)
-	}
-	if args[1] != (v1alpha1.ToolArgument{Name: "path", Holds: v1alpha1.HoldsPath}) || args[2] != (v1alpha1.ToolArgument{Name: "url", Holds: v1alpha1.HoldsURL}) {
-		t.Errorf("arguments %+v", args[:3])
+	if args[0] != (v1alpha1.ToolArgument{Name: "path", Holds: v1alpha1.HoldsPath}) || args[1] != (v1alpha1.ToolArgument{Name: "url", Holds: v1alpha1.HoldsURL}) {
+		t.Errorf("arguments %+v", args[:2])
 	}
 	if !slices.IsSortedFunc(args, func(a, b v1alpha1.ToolArgument) int { return strings.Compare(a.Name, b.Name) }) {
 		t.Errorf("arguments not sorted: %+v", args)
+	}
+	for _, tl := range tools[1:] {
+		if len(tl.Arguments) != 0 {
+			t.Errorf("%s lists %+v, want none (not known)", tl.Name, tl.Arguments)
+		}
 	}
 }
 
 func TestToolArgumentsWithinTheStatusBudget(t *testing.T) {
 	var props []string
-	for i := range 50 {
-		props = append(props, fmt.Sprintf(`"a%02d":{"type":"string"}`, i))
+	for i := range 60 {
+		props = append(props, fmt.Sprintf(`"a%02d%s":{"type":"string"}`, i, strings.Repeat("x", MaxToolArgName-3)))
 	}
 	schema := `{"type":"object","properties":{` + strings.Join(props, ",") + `}}`
 	var items []json.RawMessage
 	for i := range 100 {
 		items = append(items, json.RawMessage(fmt.Sprintf(`{"name":"t%03d","inputSchema":%s}`, 99-i, schema)))
 	}
+	// After the tools of 60, whose 67th is past the budget, one of a single
+	// argument that would fit in what is left.
+	items = append(items, json.RawMessage(`{"name":"u","inputSchema":{"type":"object","properties":{"path":{}}}}`))
 	cat, err := catalog.Build("srv", items, v1alpha1.ToolsSpec{})
 	if err != nil {
 		t.Fatal(err)
@@ -197,12 +216,27 @@ func TestToolArgumentsWithinTheStatusBudget(t *testing.T) {
 	total := 0
 	for i, tl := range tools {
 		total += len(tl.Arguments)
-		// The budget goes to the first tools by name, whole: 80 tools of 50.
-		if want := 50 * min(1, max(0, 80-i)); len(tl.Arguments) != want {
+		// The budget goes to the first tools by name, whole: 66 tools of 60;
+		// every tool from the first past it lists none.
+		if want := 60 * min(1, max(0, 66-i)); len(tl.Arguments) != want {
 			t.Fatalf("%s lists %d arguments, want %d", tl.Name, len(tl.Arguments), want)
 		}
 	}
 	if total > MaxStatusArgs {
 		t.Errorf("%d arguments in status, over the budget of %d", total, MaxStatusArgs)
+	}
+	status, err := json.Marshal(tools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withoutArgs := 0
+	for i := range tools {
+		tools[i].Arguments = nil
+	}
+	if b, err := json.Marshal(tools); err == nil {
+		withoutArgs = len(b)
+	}
+	if args := len(status) - withoutArgs; args > 400_000 {
+		t.Errorf("the arguments take %d bytes of status, want under 400 KB", args)
 	}
 }

@@ -19,20 +19,43 @@ type Argument struct {
 }
 
 // Arguments lists the top-level properties of an input schema, sorted by
-// name. A schema that is not an object with properties has none.
-func Arguments(schema json.RawMessage) []Argument {
+// name, and whether they are all the arguments the schema admits. A schema
+// that is not an object with properties has none. It may admit others when
+// it allows properties it does not list (additionalProperties or
+// unevaluatedProperties other than false, patternProperties) or takes
+// them from elsewhere (allOf, anyOf, oneOf, $ref, if, dependentSchemas):
+// then "no tool takes X" cannot be said.
+func Arguments(schema json.RawMessage) ([]Argument, bool) {
 	var s struct {
-		Properties map[string]json.RawMessage `json:"properties"`
+		Properties            map[string]json.RawMessage `json:"properties"`
+		AdditionalProperties  json.RawMessage            `json:"additionalProperties"`
+		UnevaluatedProperties json.RawMessage            `json:"unevaluatedProperties"`
+		PatternProperties     json.RawMessage            `json:"patternProperties"`
+		AllOf                 json.RawMessage            `json:"allOf"`
+		AnyOf                 json.RawMessage            `json:"anyOf"`
+		OneOf                 json.RawMessage            `json:"oneOf"`
+		Ref                   json.RawMessage            `json:"$ref"`
+		If                    json.RawMessage            `json:"if"`
+		DependentSchemas      json.RawMessage            `json:"dependentSchemas"`
 	}
 	if json.Unmarshal(schema, &s) != nil {
-		return nil
+		return nil, false
 	}
 	out := make([]Argument, 0, len(s.Properties))
 	for name, prop := range s.Properties {
 		out = append(out, Argument{Name: name, Holds: propertyHolds(name, prop)})
 	}
 	slices.SortFunc(out, func(a, b Argument) int { return strings.Compare(a.Name, b.Name) })
-	return out
+	closed := !admits(s.AdditionalProperties) && !admits(s.UnevaluatedProperties)
+	for _, more := range []json.RawMessage{s.PatternProperties, s.AllOf, s.AnyOf, s.OneOf, s.Ref, s.If, s.DependentSchemas} {
+		closed = closed && (len(more) == 0 || string(more) == "null")
+	}
+	return out, closed
+}
+
+// admits: a schema keyword that is set and not false lets properties in.
+func admits(keyword json.RawMessage) bool {
+	return len(keyword) > 0 && string(keyword) != "false" && string(keyword) != "null"
 }
 
 // propertyHolds reads what one property holds: only a string can be a path

@@ -32,7 +32,10 @@ func TestArgumentsSayWhatTheyHold(t *testing.T) {
 		{Name: "target", Holds: v1alpha1.HoldsPath},
 		{Name: "where", Holds: v1alpha1.HoldsPath},
 	}
-	got := Arguments(json.RawMessage(schema))
+	got, closed := Arguments(json.RawMessage(schema))
+	if !closed {
+		t.Error("a schema of properties alone admits others, it says")
+	}
 	if len(got) != len(want) {
 		t.Fatalf("got %+v", got)
 	}
@@ -42,8 +45,29 @@ func TestArgumentsSayWhatTheyHold(t *testing.T) {
 		}
 	}
 	for _, s := range []string{`{"type":"object"}`, `{"type":"object","properties":[]}`, `not json`} {
-		if a := Arguments(json.RawMessage(s)); len(a) != 0 {
+		if a, _ := Arguments(json.RawMessage(s)); len(a) != 0 {
 			t.Errorf("Arguments(%s) = %+v, want none", s, a)
+		}
+	}
+}
+
+// TestArgumentsOfAnOpenSchema: a schema that admits properties it does
+// not list, or takes them from elsewhere, lists its own but says they may
+// not be all.
+func TestArgumentsOfAnOpenSchema(t *testing.T) {
+	for _, more := range []string{
+		`"additionalProperties":true`, `"additionalProperties":{"type":"string"}`, `"unevaluatedProperties":{}`,
+		`"patternProperties":{"^x-":{}}`, `"allOf":[{"properties":{"b":{}}}]`, `"anyOf":[{}]`, `"oneOf":[{}]`,
+		`"$ref":"#/$defs/more"`, `"if":{},"then":{"properties":{"b":{}}}`, `"dependentSchemas":{"a":{"properties":{"b":{}}}}`,
+	} {
+		args, closed := Arguments(json.RawMessage(`{"type":"object","properties":{"a":{"type":"string"}},` + more + `}`))
+		if closed || len(args) != 1 || args[0].Name != "a" {
+			t.Errorf("%s: arguments %+v, all of them: %v; want a, maybe not all", more, args, closed)
+		}
+	}
+	for _, closedBy := range []string{`"additionalProperties":false`, `"unevaluatedProperties":false`, `"required":["a"]`} {
+		if _, closed := Arguments(json.RawMessage(`{"type":"object","properties":{"a":{}},` + closedBy + `}`)); !closed {
+			t.Errorf("%s: the schema admits others, it says", closedBy)
 		}
 	}
 }

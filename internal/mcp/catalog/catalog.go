@@ -339,7 +339,13 @@ func digest(tools []Tool) string {
 		entries[i] = entry{t.UpstreamName, t.SchemaDigest}
 	}
 	slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.Name, b.Name) })
-	data, _ := json.Marshal(entries)
+	return digestOf(entries)
+}
+
+// digestOf is "sha256:<hex>" of v in canonical JSON. v is built here from
+// plain strings and numbers, so encoding it cannot fail.
+func digestOf(v any) string {
+	data, _ := json.Marshal(v)
 	canonical, _ := canonjson.Marshal(data)
 	return canonjson.SHA256(canonical)
 }

@@ -73,14 +73,17 @@ type Implementation struct {
 
 // Capabilities are what the server advertised; Raw keeps all of it.
 type Capabilities struct {
-	Tools              bool            `json:"tools"`
-	ToolsListChanged   bool            `json:"toolsListChanged"`
-	Resources          bool            `json:"resources"`
-	ResourcesSubscribe bool            `json:"resourcesSubscribe"`
-	Prompts            bool            `json:"prompts"`
-	Logging            bool            `json:"logging"`
-	Completions        bool            `json:"completions"`
-	Raw                json.RawMessage `json:"-"`
+	Tools              bool `json:"tools"`
+	ToolsListChanged   bool `json:"toolsListChanged"`
+	Resources          bool `json:"resources"`
+	ResourcesSubscribe bool `json:"resourcesSubscribe"`
+	Prompts            bool `json:"prompts"`
+	Logging            bool `json:"logging"`
+	Completions        bool `json:"completions"`
+	// Skills: the server declares the skills extension
+	// (io.modelcontextprotocol/skills) and serves skills/list and skills/get.
+	Skills bool            `json:"skills"`
+	Raw    json.RawMessage `json:"-"`
 }
 
 // Client is a connected MCP server. It is safe for concurrent use.
@@ -287,7 +290,8 @@ func (c *Client) setCapabilities(raw json.RawMessage) error {
 		Tools: has("tools"), ToolsListChanged: flag("tools", "listChanged"),
 		Resources: has("resources"), ResourcesSubscribe: flag("resources", "subscribe"),
 		Prompts: has("prompts"), Logging: has("logging"), Completions: has("completions"),
-		Raw: raw,
+		Skills: has("resources") && declares(caps["extensions"], SkillsExtension),
+		Raw:    raw,
 	}
 	return nil
 }

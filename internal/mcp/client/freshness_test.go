@@ -18,6 +18,8 @@ func TestFreshnessOfPages(t *testing.T) {
 		"the least of pages": {[]string{"5000", "200", "9000"}, Freshness{TTL: 200 * time.Millisecond, Given: true}},
 		"zero":               {[]string{"0"}, Freshness{Given: true}},
 		"negative":           {[]string{"-5"}, Freshness{Given: true}},
+		"past a Duration":    {[]string{"1e300"}, Freshness{TTL: MaxTTL, Given: true}},
+		"past a day":         {[]string{"172800000"}, Freshness{TTL: MaxTTL, Given: true}},
 		"a page without":     {[]string{"5000", ""}, Freshness{}},
 		"not a number":       {[]string{`"soon"`}, Freshness{}},
 	} {

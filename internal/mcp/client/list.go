@@ -71,12 +71,17 @@ func (c *Client) ListPrompts(ctx context.Context, lim Limits) ([]json.RawMessage
 
 // Freshness is how long a server said a list may be cached (the
 // 2026-07-28 ttlMs of each page, the least of them; a negative one counts
-// as 0). Given is false when a page said nothing: the caller keeps its own
-// rules then.
+// as 0, one past MaxTTL as MaxTTL). Given is false when a page said
+// nothing: the caller keeps its own rules then.
 type Freshness struct {
 	TTL   time.Duration
 	Given bool
 }
+
+// MaxTTL is the longest a list is taken to be fresh, whatever a server
+// says: a ttlMs past what a Duration holds would overflow into a negative
+// or arbitrary one, and a day is long for a list a server may change.
+const MaxTTL = 24 * time.Hour
 
 // ListAll follows nextCursor through every page of method, collecting the
 // array under key, within lim.
@@ -145,7 +150,7 @@ func (f Freshness) page(raw json.RawMessage, first bool) Freshness {
 	if raw == nil || json.Unmarshal(raw, &ms) != nil || !f.Given {
 		return Freshness{}
 	}
-	ttl := time.Duration(max(ms, 0)) * time.Millisecond
+	ttl := time.Duration(min(max(ms, 0), float64(MaxTTL.Milliseconds()))) * time.Millisecond
 	if first || ttl < f.TTL {
 		f.TTL = ttl
 	}

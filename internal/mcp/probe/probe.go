@@ -96,7 +96,11 @@ type Result struct {
 	RejectedResources []catalog.Rejected
 	Prompts           []catalog.Prompt
 	RejectedPrompts   []catalog.Rejected
-	Duration          time.Duration
+	// Skills are the server's skills (the skills extension); Catalog.Digest
+	// covers them, so pinning a catalog pins its skills.
+	Skills         []catalog.Skill
+	RejectedSkills []catalog.Rejected
+	Duration       time.Duration
 }
 
 // Open starts the transport of t (for stdio: the child process).
@@ -170,6 +174,7 @@ func List(ctx context.Context, c *client.Client, opts Options) (*Result, error) 
 		Era: c.Era(), ProtocolVersion: c.ProtocolVersion(), ServerInfo: c.ServerInfo(),
 		Capabilities: c.Capabilities(), Instructions: c.Instructions(), DiscoverNote: c.DiscoverNote(),
 		Server: opts.Server, Resources: []catalog.Resource{}, Prompts: []catalog.Prompt{},
+		Skills: []catalog.Skill{},
 	}
 	if res.Server == "" {
 		res.Server = DefaultServerName(res.ServerInfo.Name)
@@ -201,6 +206,16 @@ func List(ctx context.Context, c *client.Client, opts Options) (*Result, error) 
 			return nil, err
 		}
 		res.Prompts, res.RejectedPrompts = catalog.Prompts(res.Server, items)
+	}
+	if caps.Skills {
+		// The list bounds (items, bytes) bound the skills too; each skill's
+		// files are bounded by the extension's limits in catalog.ParseSkill.
+		items, err := c.ListSkills(ctx, opts.Limits)
+		if err != nil {
+			return nil, err
+		}
+		res.Skills, res.RejectedSkills = catalog.Skills(res.Server, items)
+		res.Catalog.Digest = catalog.WithSkills(res.Catalog.Digest, res.Skills)
 	}
 	return res, nil
 }

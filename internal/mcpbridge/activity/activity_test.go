@@ -115,9 +115,19 @@ func TestTouchWritesAtMostOncePerInterval(t *testing.T) {
 	if got := f.writes.Load(); got != 10 {
 		t.Fatalf("busy for 10 minutes: %d writes, want 10", got)
 	}
-	f.now = f.now.Add(10 * time.Minute) // idle: nothing happens, nothing is written
-	if got := f.writes.Load(); got != 10 {
-		t.Fatalf("idle: %d writes, want none more", got)
+	// After an idle spell, the first request is written at once (the last
+	// renewal is long past), and the ones right after it are not.
+	f.now = f.now.Add(10 * time.Minute)
+	f.touch(t)
+	if got := f.writes.Load(); got != 11 {
+		t.Fatalf("the first request after an idle spell: %d writes, want 11", got)
+	}
+	for i := 0; i < 30; i++ {
+		f.now = f.now.Add(time.Second)
+		f.touch(t)
+	}
+	if got := f.writes.Load(); got != 11 {
+		t.Fatalf("30 s of requests after it: %d writes, want none more", got)
 	}
 }
 

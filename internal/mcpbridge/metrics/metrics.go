@@ -43,7 +43,7 @@ type Metrics struct {
 	// the server's Ready reason (Restarting, Sleeping, PermanentlyFailed...).
 	AwayRefusals *prometheus.CounterVec
 	// WakeWaits is how long requests waited for a sleeping server, by how
-	// the wait ended (woken, failed, timeout, gone).
+	// the wait ended (woken, failed, timeout, gone, stopping).
 	WakeWaits *prometheus.HistogramVec
 	// ActivityWrites counts the writes of servers' activity Leases, by kind
 	// (activity, wake).
@@ -92,7 +92,7 @@ func New(reg prometheus.Registerer, sessions func() float64, auditDropped func()
 			Name: "mcp_bridge_server_away_refusals_total", Help: "Requests answered that their server is not serving now (retryable unless PermanentlyFailed), by server and the server's Ready reason.",
 		}, []string{"server", "reason"}),
 		WakeWaits: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "mcp_bridge_wake_wait_seconds", Help: "Time requests waited for a sleeping server, by outcome (woken, failed, timeout, gone).",
+			Name: "mcp_bridge_wake_wait_seconds", Help: "Time requests waited for a sleeping server, by outcome (woken, failed, timeout, gone, stopping).",
 			Buckets: []float64{.1, .25, .5, 1, 1.5, 2, 3, 5, 10, 20, 30, 60},
 		}, []string{"outcome"}),
 		ActivityWrites: prometheus.NewCounterVec(prometheus.CounterOpts{

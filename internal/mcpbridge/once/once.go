@@ -63,13 +63,29 @@ func Name(kind string, key []byte) string {
 	return kind + "-" + hex.EncodeToString(sum[:20])
 }
 
+// ClaimTimeout bounds each Claim: a slow API server holds the request it
+// guards no longer than this (and the request is refused).
+const ClaimTimeout = 2 * time.Second
+
+// SweepMargin is how long after its expiry a record is left before the
+// sweep deletes it: the replicas' clocks may differ by this much without
+// one freeing a state another still counts as used.
+const SweepMargin = 2 * time.Minute
+
+// sweepPage is how many records one List of the sweep reads.
+const sweepPage = 500
+
 // Claim records key of kind as used until until; false when it was used
 // already, by any replica. An error (the API server unreachable, the
 // bridge without the right) is not a claim: the caller refuses what it
 // guards, rather than risk a second use.
 func (l *Ledger) Claim(ctx context.Context, kind string, key []byte, until time.Time) (bool, error) {
 	now := l.now()
-	seconds := int32(min(math.MaxInt32, math.Ceil(until.Sub(now).Seconds())))
+	// The API server refuses a duration under 1 s: a use that is over
+	// already (until <= now) is recorded for a second.
+	seconds := int32(max(1, min(math.MaxInt32, math.Ceil(until.Sub(now).Seconds()))))
+	ctx, cancel := context.WithTimeout(ctx, ClaimTimeout)
+	defer cancel()
 	lease := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: l.Namespace, Name: Name(kind, key), Labels: map[string]string{LabelKind: kind, managedByLabel: managedBy}},
 		Spec: coordinationv1.LeaseSpec{
@@ -87,26 +103,32 @@ func (l *Ledger) Claim(ctx context.Context, kind string, key []byte, until time.
 	}
 }
 
-// Sweep deletes the records whose time is over, and returns how many.
+// Sweep deletes the records whose time has been over for SweepMargin, and
+// returns how many.
 // Every replica sweeps; a record another replica deleted first is no
 // error.
 func (l *Ledger) Sweep(ctx context.Context) (int, error) {
-	var list coordinationv1.LeaseList
-	if err := l.Client.List(ctx, &list, client.InNamespace(l.Namespace), client.HasLabels{LabelKind}); err != nil {
-		return 0, fmt.Errorf("while listing one-time records: %w", err)
-	}
-	now, n := l.now(), 0
-	for i := range list.Items {
-		lease := &list.Items[i]
-		if !expired(lease, now) {
-			continue
+	now, n, next := l.now().Add(-SweepMargin), 0, ""
+	for {
+		var list coordinationv1.LeaseList
+		if err := l.Client.List(ctx, &list, client.InNamespace(l.Namespace), client.HasLabels{LabelKind},
+			client.Limit(sweepPage), client.Continue(next)); err != nil {
+			return n, fmt.Errorf("while listing one-time records: %w", err)
 		}
-		if err := l.Client.Delete(ctx, lease, client.Preconditions{UID: &lease.UID}); err != nil && !apierrors.IsNotFound(err) {
-			return n, fmt.Errorf("while deleting one-time record %s: %w", lease.Name, err)
+		for i := range list.Items {
+			lease := &list.Items[i]
+			if !expired(lease, now) {
+				continue
+			}
+			if err := l.Client.Delete(ctx, lease, client.Preconditions{UID: &lease.UID}); err != nil && !apierrors.IsNotFound(err) {
+				return n, fmt.Errorf("while deleting one-time record %s: %w", lease.Name, err)
+			}
+			n++
 		}
-		n++
+		if next = list.Continue; next == "" {
+			return n, nil
+		}
 	}
-	return n, nil
 }
 
 // expired says whether the lease's use is over; one without its times
@@ -141,17 +163,27 @@ type Ends struct {
 	// Failed is told when an end could not be recorded (the other replicas
 	// then go on accepting the session until its maximum age).
 	Failed func(error)
-	ended  sync.Map // record names
+	// Heard, when set, is told the name (Key) of each end the watch
+	// delivers, so that a replica holding the session ends it at once.
+	// Set before Watch.
+	Heard func(name string)
+	ended sync.Map // record names
 }
 
-// End records that session id ended, until it is too old anyway.
+// Key is the name session id's end is recorded by.
+func (e *Ends) Key(id string) string { return Name(KindSessionEnd, []byte(id)) }
+
+// End records that session id ended, until it is too old anyway. This
+// replica knows at once; the record for the others is written in the
+// background (within ClaimTimeout), so that the DELETE is not held by a
+// slow API server.
 func (e *Ends) End(id string, until time.Time) {
 	e.ended.Store(Name(KindSessionEnd, []byte(id)), struct{}{})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := e.Ledger.Claim(ctx, KindSessionEnd, []byte(id), until); err != nil && e.Failed != nil {
-		e.Failed(err)
-	}
+	go func() {
+		if _, err := e.Ledger.Claim(context.Background(), KindSessionEnd, []byte(id), until); err != nil && e.Failed != nil {
+			e.Failed(err)
+		}
+	}()
 }
 
 // Ended says whether any replica recorded session id's end.
@@ -183,6 +215,9 @@ func (e *Ends) Watch(inf Informer) error {
 		AddFunc: func(obj any) {
 			if n, ok := name(obj); ok {
 				e.ended.Store(n, struct{}{})
+				if e.Heard != nil {
+					e.Heard(n)
+				}
 			}
 		},
 		// Deleted by the sweep once the session is too old anyway.

@@ -336,7 +336,7 @@ func TestProvenanceLookAlikes(t *testing.T) {
 	if err := json.Unmarshal(out, &doc); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range stringValues(doc) {
+	for _, s := range stringsAndKeys(doc) {
 		if n := len(markerColons(s)); n != 0 {
 			t.Errorf("%q in the result still holds %d markers: %s", s, n, out)
 		}

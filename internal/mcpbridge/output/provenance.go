@@ -1,6 +1,8 @@
 package output
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -80,20 +82,33 @@ func markerAfter(text string, i int) (int, bool) {
 	return 0, false
 }
 
-// EscapeMarkersJSON escapes marker look-alikes in every string value of a
-// JSON document (keys are not text a model reads as a line): a resource's
-// text, a resource_link's name and description, structuredContent, a
-// sampling request's messages. doc is returned as it is when nothing
-// changes.
+// EscapeMarkersJSON escapes marker look-alikes in every string of a JSON
+// document, keys included: a resource's text, a resource_link's name and
+// description, structuredContent, error data, a sampling request's
+// messages; a model reads a key as text too. Two keys of one object that
+// escaping makes equal would leave the reader to pick one, so that document
+// is an error (ErrKeysCollide) rather than an ambiguous one. doc is
+// returned as it is when nothing changes.
 func EscapeMarkersJSON(doc []byte) ([]byte, error) {
-	return rawjson.RewriteStrings(doc, func(s, _ string, isKey bool) (string, bool) {
-		if isKey {
-			return s, false
-		}
+	keyChanged := false
+	out, err := rawjson.RewriteStrings(doc, func(s, _ string, isKey bool) (string, bool) {
 		e := EscapeMarkers(s)
-		return e, len(e) != len(s)
+		changed := len(e) != len(s)
+		keyChanged = keyChanged || isKey && changed
+		return e, changed
 	})
+	if err != nil || !keyChanged {
+		return out, err
+	}
+	if err := rawjson.Check(out); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrKeysCollide, err)
+	}
+	return out, nil
 }
+
+// ErrKeysCollide is wrapped by the error of a document two of whose keys
+// are one once marker look-alikes are escaped.
+var ErrKeysCollide = errors.New("keys are equal once marker look-alikes are escaped")
 
 // foldRune is what a reader takes r for: NFKC (fullwidth "［ｍｃｐ：" is
 // "[mcp:"), lower case, invisible format characters (zero-width spaces,

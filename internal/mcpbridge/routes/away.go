@@ -52,16 +52,18 @@ func (a *Away) Asleep() bool {
 // changing the server: everything but a server that gave up.
 func (a *Away) Retryable() bool { return a.Reason != v1alpha1.ReasonPermanentlyFailed }
 
-// away finds the servers of list with a published catalog that Build did
-// not serve; suspended and deleted servers are gone at once, and a name
-// conflict has no tools to offer.
-func away(list []v1alpha1.MCPServer, served map[string]*Server) map[string]*Away {
-	out := map[string]*Away{}
+// away finds the servers of list that Build did not serve: those with a
+// published catalog (away), and those without (down: a server that gave up
+// or whose catalog was refused, kept only so that a request already routed
+// to it, such as one waiting for its wake, is told why). Suspended and
+// deleted servers are gone at once, and a name conflict has no tools to
+// offer.
+func away(list []v1alpha1.MCPServer, served map[string]*Server) (out, down map[string]*Away) {
+	out, down = map[string]*Away{}, map[string]*Away{}
 	var cands []*v1alpha1.MCPServer
 	for i := range list {
 		s := &list[i]
 		if _, ok := served[s.Name]; ok || s.DeletionTimestamp != nil || s.Spec.Suspend ||
-			s.Status.CatalogDigest == "" && len(s.Status.Tools) == 0 ||
 			meta.IsStatusConditionTrue(s.Status.Conditions, v1alpha1.ConditionNameConflict) {
 			continue
 		}
@@ -74,7 +76,7 @@ func away(list []v1alpha1.MCPServer, served map[string]*Server) map[string]*Away
 		return strings.Compare(a.Namespace, b.Namespace)
 	})
 	for _, s := range cands {
-		if _, taken := out[s.Name]; taken {
+		if out[s.Name] != nil || down[s.Name] != nil {
 			continue
 		}
 		a := &Away{Server: serverOf(s), Reason: v1alpha1.ReasonStarting}
@@ -92,9 +94,13 @@ func away(list []v1alpha1.MCPServer, served map[string]*Server) map[string]*Away
 		if t := s.Status.Restarts.NextRestartTime; t != nil && a.Reason == v1alpha1.ReasonRestarting {
 			a.RetryAt = t.Time
 		}
-		out[s.Name] = a
+		if s.Status.CatalogDigest == "" && len(s.Status.Tools) == 0 {
+			down[s.Name] = a
+		} else {
+			out[s.Name] = a
+		}
 	}
-	return out
+	return out, down
 }
 
 // statusCatalog is what can be listed of a server that is away when this

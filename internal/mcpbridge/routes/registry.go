@@ -94,6 +94,9 @@ type Catalog struct {
 	expires atomic.Int64
 	// listed is when the last listing that found these tools began.
 	listed atomic.Int64
+	// retryAt is when a re-listing that failed may be tried again, in Unix
+	// nanoseconds: until then these tools are used as they are.
+	retryAt atomic.Int64
 }
 
 // Expires is when the server said its list is stale; ok is false when it
@@ -109,10 +112,20 @@ func (c *Catalog) Expires() (at time.Time, ok bool) {
 // answers still say no more than the server did (Expires).
 const minRelist = time.Second
 
+// failedRelistBackoff is the least time between a re-listing that failed
+// and the next: a server that cannot list now is not asked again at every
+// list, search or card, while its last good tools are served.
+const failedRelistBackoff = 5 * time.Second
+
+// DefaultListTimeout bounds one listing of a server's tools when
+// Registry.ListTimeout is zero.
+const DefaultListTimeout = 60 * time.Second
+
 // fresh says whether the list may still be used at now.
 func (c *Catalog) fresh(now time.Time) bool {
 	at, ok := c.Expires()
-	return !ok || now.Before(at) || now.Before(time.Unix(0, c.listed.Load()).Add(minRelist))
+	return !ok || now.Before(at) || now.Before(time.Unix(0, c.listed.Load()).Add(minRelist)) ||
+		now.Before(time.Unix(0, c.retryAt.Load()))
 }
 
 // sameAs says whether c lists exactly what o lists, for the same Server
@@ -136,6 +149,9 @@ type Registry struct {
 	Options upstream.Options
 	// Log gets refusals and connection changes.
 	Log logr.Logger
+	// ListTimeout bounds one listing of a server's tools
+	// (DefaultListTimeout when zero).
+	ListTimeout time.Duration
 
 	mu      sync.RWMutex
 	table   *Table
@@ -356,6 +372,16 @@ func (r *Registry) Away(name string) (*Away, bool) {
 	return nil, false
 }
 
+// Down returns a server of the bridge's scope that is neither served nor
+// away (it has no published catalog), and why: only to answer a request
+// that was routed to it before its catalog went.
+func (r *Registry) Down(name string) (*Away, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	a, ok := r.table.Down[name]
+	return a, ok
+}
+
 // Changed is closed at the next table installed: a caller waiting for a
 // server to come back takes it, then reads Server or Away again.
 func (r *Registry) Changed() <-chan struct{} {
@@ -559,7 +585,7 @@ func (r *Registry) catalog(ctx context.Context, name string, fresh bool) (*Catal
 		server, conn, prev := e.server, e.conn, e.catalog
 		e.mu.Unlock()
 
-		c := r.fetch(ctx, server, conn, prev)
+		c := r.listFor(ctx, server, conn, prev)
 		e.mu.Lock()
 		e.fetching = nil
 		if e.server == server && e.conn == conn {
@@ -572,6 +598,34 @@ func (r *Registry) catalog(ctx context.Context, name string, fresh bool) (*Catal
 		}
 		return c, nil
 	}
+}
+
+// listFor lists s's tools for every caller waiting on it, so apart from
+// the requesting caller's context: a caller that goes away does not fail
+// the listing for the others. A re-listing that fails keeps the tools
+// listed before (still pinned to the published digests), tried again
+// after failedRelistBackoff: one failure does not take a working catalog
+// from every caller.
+func (r *Registry) listFor(ctx context.Context, s *Server, conn *upstream.Conn, prev *Catalog) *Catalog {
+	timeout := r.ListTimeout
+	if timeout <= 0 {
+		timeout = DefaultListTimeout
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	c := r.fetch(lctx, s, conn, prev)
+	if c.fetchErr == nil || prev == nil || prev.fetchErr != nil || prev.server != s {
+		return c
+	}
+	// The reason only: the error may quote the server's answer, which is
+	// redacted with the server's Secret values above the registry.
+	reason := "error"
+	if ue := (*upstream.Error)(nil); errors.As(c.fetchErr, &ue) {
+		reason = ue.Reason
+	}
+	r.Log.Info("re-listing a server's tools failed: the tools listed before are served until a retry", "server", s.Key(), "reason", reason, "retryIn", failedRelistBackoff.String())
+	prev.retryAt.Store(time.Now().Add(failedRelistBackoff).UnixNano())
+	return prev
 }
 
 // fetch lists s's tools; where they are prev's, prev is kept (with the new

@@ -27,8 +27,11 @@ type Server struct {
 	// list exactly as the controller did.
 	ToolsSpec     v1alpha1.ToolsSpec
 	CatalogDigest string
-	Capabilities  v1alpha1.ServerCapabilities
-	Restarts      v1alpha1.RestartStatus
+	// Skills are the published skills by the URI of their SKILL.md: the
+	// bridge serves a skill only while its live entry has this digest.
+	Skills       map[string]v1alpha1.SkillStatus
+	Capabilities v1alpha1.ServerCapabilities
+	Restarts     v1alpha1.RestartStatus
 	// Remote is spec.remote (credentials are resolved by the watcher).
 	Remote *v1alpha1.Remote
 	// ServerRequests is spec.serverRequests: which of the server's own
@@ -54,6 +57,11 @@ type Table struct {
 	// Away are the servers with a published catalog that are not served
 	// now, by name (names served are not among them).
 	Away map[string]*Away
+	// Down are the servers of the scope not served and without a catalog
+	// (gave up, catalog refused, never published), by name: nothing of
+	// theirs is listed, but a request already routed to one (waiting for
+	// its wake) is answered with its Ready reason.
+	Down map[string]*Away
 }
 
 // Build makes the table from MCPServers: only Ready ones with an endpoint
@@ -88,7 +96,7 @@ func Build(list []v1alpha1.MCPServer) *Table {
 		t.Names = append(t.Names, s.Name)
 	}
 	slices.Sort(t.Names)
-	t.Away = away(list, t.Servers)
+	t.Away, t.Down = away(list, t.Servers)
 	return t
 }
 
@@ -111,6 +119,12 @@ func serverOf(s *v1alpha1.MCPServer) *Server {
 	}
 	for _, tool := range s.Status.Tools {
 		srv.Tools[tool.UpstreamName] = tool
+	}
+	if len(s.Status.Skills) > 0 {
+		srv.Skills = make(map[string]v1alpha1.SkillStatus, len(s.Status.Skills))
+		for _, sk := range s.Status.Skills {
+			srv.Skills[sk.URI] = sk
+		}
 	}
 	return srv
 }

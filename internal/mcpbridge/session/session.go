@@ -133,6 +133,9 @@ type Ends interface {
 	// Ended says whether any replica recorded session id's end. Called on
 	// every request of a session: it must not wait on the network.
 	Ended(id string) bool
+	// Key is the name session id's end is recorded by (what EndRecorded
+	// is told).
+	Key(id string) string
 }
 
 // Manager issues, verifies and expires sessions. It is safe for concurrent use.
@@ -152,6 +155,9 @@ type Manager struct {
 	endedOrder []string
 	// bySubject counts the live sessions of each identity.
 	bySubject map[string]int
+	// byEndKey are the live sessions by the name their end is recorded
+	// by (Options.Ends), for EndRecorded.
+	byEndKey map[string]*Session
 }
 
 // NewManager returns a Manager that seals with sealer.
@@ -171,7 +177,7 @@ func NewManager(sealer *signed.Sealer, opts Options) *Manager {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Manager{sealer: sealer, opts: opts, live: map[string]*Session{}, byToken: map[string]*Session{}, ended: map[string]time.Time{}, bySubject: map[string]int{}}
+	return &Manager{sealer: sealer, opts: opts, live: map[string]*Session{}, byToken: map[string]*Session{}, byEndKey: map[string]*Session{}, ended: map[string]time.Time{}, bySubject: map[string]int{}}
 }
 
 // Session is one session as this replica knows it.
@@ -184,6 +190,8 @@ type Session struct {
 
 	// requests bounds its requests in flight (Options.MaxConcurrent).
 	requests *inflight.Limit
+	// endKey is its key in Manager.byEndKey.
+	endKey string
 
 	mu       sync.Mutex
 	logLevel string
@@ -224,8 +232,7 @@ func (m *Manager) Open(c Claims) (*Session, error) {
 		return nil, fmt.Errorf("%w: %s has %d sessions open on this replica, the limit; end one (DELETE) or let one idle out (%s)",
 			ErrTooMany, c.Subject, m.opts.MaxPerSubject, m.opts.IdleTimeout)
 	}
-	m.live[c.ID], m.byToken[token] = s, s
-	m.bySubject[c.Subject]++
+	m.addLiveLocked(s)
 	return s, nil
 }
 
@@ -264,8 +271,7 @@ func (m *Manager) Resume(token, subject, endpoint string) (*Session, error) {
 			return nil, fmt.Errorf("%w: %s has %d sessions busy on this replica", ErrTooMany, c.Subject, m.opts.MaxPerSubject)
 		}
 		s = m.newSession(c, token, now)
-		m.live[c.ID], m.byToken[token] = s, s
-		m.bySubject[c.Subject]++
+		m.addLiveLocked(s)
 	}
 	s.mu.Lock()
 	s.lastSeen = now
@@ -329,6 +335,28 @@ func (m *Manager) End(s *Session) {
 func (m *Manager) shareEnd(c Claims) {
 	if m.opts.Ends != nil {
 		m.opts.Ends.End(c.ID, time.Unix(c.IssuedAt, 0).Add(m.opts.MaxAge))
+	}
+}
+
+// addLiveLocked makes s live here. m.mu is held.
+func (m *Manager) addLiveLocked(s *Session) {
+	m.live[s.ID], m.byToken[s.Token] = s, s
+	m.bySubject[s.Subject]++
+	if m.opts.Ends != nil {
+		s.endKey = m.opts.Ends.Key(s.ID)
+		m.byEndKey[s.endKey] = s
+	}
+}
+
+// EndRecorded ends here, at once, the live session whose end a replica
+// recorded under key (Ends.Key): its requests in flight are told
+// ErrEnded and its upstream sessions end, without waiting for a request
+// naming it (which may never come here).
+func (m *Manager) EndRecorded(key string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s := m.byEndKey[key]; s != nil {
+		m.endLocked(s, ErrEnded)
 	}
 }
 
@@ -439,6 +467,9 @@ func (m *Manager) dropLocked(s *Session, why error) {
 		}
 	}
 	delete(m.live, s.ID)
+	if m.byEndKey[s.endKey] == s {
+		delete(m.byEndKey, s.endKey)
+	}
 	if m.byToken[s.Token] == s {
 		delete(m.byToken, s.Token)
 	}

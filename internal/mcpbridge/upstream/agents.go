@@ -311,7 +311,7 @@ func (c *Conn) clientFor(ctx context.Context, agent *Agent) (*client.Client, *li
 		// Its stateless era serves the call, without the session's state.
 		return c.sharedFor(ctx, false)
 	case errors.Is(err, errAtCap):
-		return nil, nil, false, &Error{Reason: ReasonBusy, Err: fmt.Errorf("the bridge holds its limit of %d upstream sessions to server %s/%s, each in use by a call; retry shortly", c.opts.MaxAgentSessions, c.target.Namespace, c.target.Name)}
+		return nil, nil, false, &Error{Reason: ReasonBusy, Err: fmt.Errorf("the bridge holds its limit of %d upstream sessions to server %s/%s, and none it may close for this caller: each is in use by a call, or an idle session of another caller holding no more than this one; retry when a call ends or a session ends or idles out", c.opts.MaxAgentSessions, c.target.Namespace, c.target.Name)}
 	case err != nil:
 		return nil, nil, false, err
 	}
@@ -459,8 +459,9 @@ func (c *Conn) keepsSessions(ctx context.Context) (bool, error) {
 }
 
 // errAtCap: the Conn holds Options.MaxAgentSessions agents' upstream
-// sessions, each in use by a call.
-var errAtCap = errors.New("at the cap of agent sessions, all in use")
+// sessions, none the caller may close (in use by a call, or another
+// caller's that fair sharing keeps).
+var errAtCap = errors.New("at the cap of agent sessions, none to close for this caller")
 
 // agentLine returns the line of agent's upstream session, taken (busy),
 // making it (not dialled yet) on the agent session's first call to this

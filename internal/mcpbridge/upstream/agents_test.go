@@ -476,6 +476,11 @@ func TestAgentSessionCapWithEverySessionBusy(t *testing.T) {
 				if !errors.As(err, &e) || e.Reason != ReasonBusy || len(seen) != 1 {
 					t.Fatalf("a call past the cap: %s, %v, the server saw calls in %q; want %s and only the held call", res, err, seen, ReasonBusy)
 				}
+				// The refusal says what frees a session: not only calls
+				// ending (fair sharing may keep others' idle sessions).
+				if !strings.Contains(err.Error(), "none it may close") || !strings.Contains(err.Error(), "idles out") {
+					t.Errorf("the refusal %q does not say why no session could be closed and when to retry", err)
+				}
 				return
 			}
 			if err != nil || len(seen) != 2 || seen[0] != "" {

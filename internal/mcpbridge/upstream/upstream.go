@@ -59,7 +59,9 @@ const (
 	ReasonCancelled   = "cancelled"
 	ReasonInvalid     = "invalid_result"
 	// ReasonBusy: the bridge holds its cap of upstream sessions to a
-	// session-only server, each in use by a call (Options.MaxAgentSessions).
+	// session-only server (Options.MaxAgentSessions), none the caller may
+	// close: each in use by a call, or another caller's idle one that fair
+	// sharing keeps.
 	ReasonBusy = "mcp_server_busy"
 )
 

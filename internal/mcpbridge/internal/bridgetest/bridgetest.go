@@ -70,6 +70,7 @@ func StatusOf(res *probe.Result, url, pod string) v1alpha1.MCPServerStatus {
 		Tools:         mcpstatus.Tools(res.Catalog, nil),
 		ToolCount:     int32(len(res.Catalog.Tools)),
 		Prompts:       mcpstatus.Prompts(res.Prompts, nil),
+		Skills:        mcpstatus.Skills(res.Skills, nil),
 		CatalogDigest: res.Catalog.Digest,
 	}
 	st.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonServing, Message: "the catalog is published", LastTransitionTime: metav1.Now()}}

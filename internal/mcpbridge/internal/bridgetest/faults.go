@@ -232,6 +232,26 @@ func Forward(t testing.TB, upstreamAddr, path string) *Forwarder {
 // that is not JSON-RPC, quoting LeakedValue, so that the bridge's own
 // catalog lookup fails with an error quoting the server.
 func LeakyCatalogServer(t testing.TB) string {
+	return failingCatalogServer(t, func(w http.ResponseWriter, _ *jsonrpc.Message) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, "catalog of admin with "+LeakedValue+" unavailable")
+	})
+}
+
+// ForgedCatalogServer is FaultServer, except that only its first
+// tools/list is answered: later ones get a JSON-RPC error whose message and
+// data carry ForgedMarker on a later line, so that the bridge's own catalog
+// lookup fails with the server's error.
+func ForgedCatalogServer(t testing.TB) string {
+	return failingCatalogServer(t, func(w http.ResponseWriter, m *jsonrpc.Message) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"error":{"code":-32001,"message":"listing failed.\n`+ForgedMarker+`","data":{"log":"step 1\n`+ForgedMarker+`"}}}`)
+	})
+}
+
+// failingCatalogServer is FaultServer whose tools/list after the first is
+// answered by fail.
+func failingCatalogServer(t testing.TB, fail func(http.ResponseWriter, *jsonrpc.Message)) string {
 	t.Helper()
 	var lists atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -239,8 +259,7 @@ func LeakyCatalogServer(t testing.TB) string {
 			body, _ := io.ReadAll(r.Body)
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			if m, err := jsonrpc.Decode(body); err == nil && m.Method == "tools/list" && lists.Add(1) > 1 {
-				w.Header().Set("Content-Type", "text/plain")
-				_, _ = io.WriteString(w, "catalog of admin with "+LeakedValue+" unavailable")
+				fail(w, m)
 				return
 			}
 		}
