@@ -300,15 +300,13 @@ func leaseCache(served map[string]cache.Config, onceNamespace string) (cache.ByO
 	}
 	sessionEnds := labels.SelectorFromSet(labels.Set{once.LabelKind: once.KindSessionEnd})
 	ours := labels.SelectorFromSet(labels.Set{activity.ManagedByLabel: activity.ManagedBy})
+	// served is never empty: Start refuses a bridge with no namespaces.
 	ns := map[string]cache.Config{}
-	if len(served) == 0 {
-		ns[cache.AllNamespaces] = cache.Config{LabelSelector: activityLeases}
-	}
 	for n := range served {
 		ns[n] = cache.Config{LabelSelector: activityLeases}
 	}
 	if onceNamespace != "" {
-		if _, both := ns[onceNamespace]; both || len(served) == 0 {
+		if _, both := ns[onceNamespace]; both {
 			ns[onceNamespace] = cache.Config{LabelSelector: ours}
 		} else {
 			ns[onceNamespace] = cache.Config{LabelSelector: sessionEnds}
