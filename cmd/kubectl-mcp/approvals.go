@@ -9,7 +9,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode/utf8"
 
 	authv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/textcut"
 )
 
 func approvalsCmd(fs *flag.FlagSet) func(*env, []string) error {
@@ -84,13 +84,7 @@ func preview(s string, n int) string {
 	if s == "" {
 		return "-"
 	}
-	if len(s) > n {
-		for n > 0 && !utf8.RuneStart(s[n]) {
-			n-- // whole characters only
-		}
-		return s[:n] + "…"
-	}
-	return s
+	return textcut.Cut(s, n)
 }
 
 func approveCmd(fs *flag.FlagSet) func(*env, []string) error {

@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,6 +29,7 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/canonjson"
+	"github.com/mcp-operator/mcp-operator/internal/textcut"
 )
 
 // LabelServer names the MCPServer a ToolApproval's request goes to, for
@@ -225,7 +225,7 @@ func (b *Broker) create(ctx context.Context, r Request) (*v1alpha1.ToolApproval,
 	requester.Groups = requester.Groups[:min(len(requester.Groups), 64)]
 	req := v1alpha1.ApprovalRequest{
 		Requester: requester, Method: r.Method, Server: r.Server, Target: r.Target,
-		ArgumentsPreview: cut(r.ArgsPreview, 2048), Risk: r.Risk, Rules: r.Rules[:min(len(r.Rules), 32)], Reason: cut(r.Reason, 500),
+		ArgumentsPreview: textcut.Cut(r.ArgsPreview, 2048), Risk: r.Risk, Rules: r.Rules[:min(len(r.Rules), 32)], Reason: textcut.Cut(r.Reason, 500),
 		Modes: r.Modes, ToolCallID: r.ToolCallID,
 		// Second precision is what metav1.Time stores; round up so the
 		// approval never claims to expire before the request stops waiting.
@@ -267,18 +267,6 @@ func generateName(server string) string {
 		server = server[:200]
 	}
 	return server + "-"
-}
-
-// cut shortens s to about n bytes, on a character boundary (the cut is
-// written to the API, which wants valid UTF-8).
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 // Wait waits for the decision of the ToolApproval a (created by this broker
@@ -438,7 +426,7 @@ func (b *Broker) finish(ctx context.Context, a *v1alpha1.ToolApproval, o Outcome
 
 func (b *Broker) writeStatus(ctx context.Context, a *v1alpha1.ToolApproval, o Outcome) error {
 	u := a.DeepCopy()
-	u.Status = v1alpha1.ToolApprovalStatus{Phase: o.Phase, Message: cut(o.Message, 1000), FinishedAt: &metav1.Time{Time: b.now()}}
+	u.Status = v1alpha1.ToolApprovalStatus{Phase: o.Phase, Message: textcut.Cut(o.Message, 1000), FinishedAt: &metav1.Time{Time: b.now()}}
 	return b.Client.Status().Update(ctx, u)
 }
 

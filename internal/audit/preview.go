@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
+	"github.com/mcp-operator/mcp-operator/internal/textcut"
 )
 
 // Arguments over the preview size are shown by their structure within
@@ -83,7 +83,7 @@ func previewValue(b, raw []byte, depth, budget int) []byte {
 		}
 		return previewString(b, s, budget)
 	}
-	return append(b, cutBothEnds(string(raw), budget)...)
+	return append(b, textcut.BothEnds(string(raw), budget)...)
 }
 
 // previewMembers appends n members (or items) between open and close,
@@ -133,29 +133,11 @@ func appendQuotedCut(b []byte, s string, budget int) (_ []byte, cut bool) {
 	var quoted []byte
 	n := budget
 	for {
-		quoted = rawjson.AppendString(quoted[:0], cutBothEnds(s, n))
+		quoted = rawjson.AppendString(quoted[:0], textcut.BothEnds(s, n))
 		if len(quoted) <= budget+len("…")+2 || n == 1 {
 			break
 		}
 		n = max(1, min(n-1, n*budget/len(quoted)))
 	}
 	return append(b, quoted...), len(s) > n
-}
-
-// cutBothEnds keeps about n bytes of s, half from each end (whole runes),
-// joined by … when cut.
-func cutBothEnds(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	n = max(n, 0)
-	head := n / 2
-	for head > 0 && !utf8.RuneStart(s[head]) {
-		head--
-	}
-	tail := len(s) - (n - n/2)
-	for tail < len(s) && !utf8.RuneStart(s[tail]) {
-		tail++
-	}
-	return s[:head] + "…" + s[tail:]
 }

@@ -51,22 +51,6 @@ func TestPaddingCannotHideTheArguments(t *testing.T) {
 	}
 }
 
-func TestCutBothEnds(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		n    int
-		want string
-	}{
-		{"short", 10, "short"},
-		{"abcdefghij", 4, "ab…ij"},
-		{"ééééé", 4, "é…é"}, // whole runes only
-	} {
-		if got := cutBothEnds(tc.in, tc.n); got != tc.want {
-			t.Errorf("cutBothEnds(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
-		}
-	}
-}
-
 // A key longer than its member's share, with an object under it, left the
 // value a negative budget (a panic serving the request); a string of
 // control characters, escaped in six bytes each, took many times its

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/textcut"
 )
 
 // fieldOwner is the server-side apply field manager of everything the
@@ -257,7 +258,7 @@ func (r *MCPServerReconciler) summarize(ctx context.Context, sc *scope, orig *mc
 	}
 	transient := phaseErr != nil && waiting == nil && stalled == nil
 	if transient {
-		msg := truncate(phaseErr.Error(), 1024)
+		msg := textcut.Cut(phaseErr.Error(), 1024)
 		if c := meta.FindStatusCondition(orig.Status.Conditions, mcpv1alpha1.ConditionDegraded); c == nil || c.Reason != mcpv1alpha1.ReasonReconcileError {
 			sc.event(corev1.EventTypeWarning, mcpv1alpha1.ReasonReconcileError, msg)
 		}
@@ -297,7 +298,7 @@ func (r *MCPServerReconciler) summarize(ctx context.Context, sc *scope, orig *mc
 // failure's own reason (ImagePullFailed, Crashed ...) is said too.
 func (sc *scope) wakeFailed(why string) {
 	if sc.waking && !sc.hasEvent(eventWakeFailed) {
-		sc.event(corev1.EventTypeWarning, eventWakeFailed, "the server did not come back after a wake: "+truncate(why, 1024))
+		sc.event(corev1.EventTypeWarning, eventWakeFailed, "the server did not come back after a wake: "+textcut.Cut(why, 1024))
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/textcut"
 )
 
 // The phases of a server's reconcile, in the order they run (the list is
@@ -247,7 +248,7 @@ func (r *MCPServerReconciler) publish(ctx context.Context, sc *scope) (phaseResu
 		meta.FindStatusCondition(s.Status.Conditions, mcpv1alpha1.ConditionDegraded).Reason == mcpv1alpha1.ReasonCatalogNotApproved
 	res := publishCatalog(s, sc.catalog, sc.endpoint)
 	if res.changed != nil && !res.changed.empty() {
-		sc.event(corev1.EventTypeNormal, eventCatalogChanged, "catalog changed: "+truncate(res.changed.String(), 1024))
+		sc.event(corev1.EventTypeNormal, eventCatalogChanged, "catalog changed: "+textcut.Cut(res.changed.String(), 1024))
 	}
 	if res.refused && !wasRefused {
 		sc.event(corev1.EventTypeWarning, eventCatalogRefused, "catalog refused: its digest differs from spec.tools.approvedDigest")

@@ -6,6 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/textcut"
 )
 
 // The restart policy (docs/mcpserver.md) as pure functions over status, so the
@@ -64,7 +65,7 @@ type crashOutcome struct {
 func recordCrash(st *mcpv1alpha1.RestartStatus, r restartSettings, reason string, now time.Time) crashOutcome {
 	st.Consecutive++
 	st.Total++
-	st.LastExitReason = truncate(reason, 250)
+	st.LastExitReason = textcut.Cut(reason, 250)
 	st.LastCrashTime = ptrTime(now)
 	if !r.enabled || st.Consecutive > r.maxRestarts {
 		st.NextRestartTime = nil

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/textcut"
 )
 
 // Status of an MCPServer as pure functions over the object, so every
@@ -169,7 +170,7 @@ func publishCatalog(s *mcpv1alpha1.MCPServer, cat *Catalog, endpoint *mcpv1alpha
 	switch {
 	case len(cat.Invalid) > 0:
 		setCondition(s, mcpv1alpha1.ConditionDegraded, metav1.ConditionTrue, mcpv1alpha1.ReasonInvalidTools,
-			fmt.Sprintf("%d tools left out: %s", len(cat.Invalid), truncate(strings.Join(cat.Invalid, "; "), 2048)))
+			fmt.Sprintf("%d tools left out: %s", len(cat.Invalid), textcut.Cut(strings.Join(cat.Invalid, "; "), 2048)))
 	case len(cat.Tools) > maxStatusTools:
 		setCondition(s, mcpv1alpha1.ConditionDegraded, metav1.ConditionTrue, mcpv1alpha1.ReasonCatalogTruncated,
 			fmt.Sprintf("status lists the first %d of %d tools; all of them are served", maxStatusTools, len(cat.Tools)))
@@ -178,16 +179,3 @@ func publishCatalog(s *mcpv1alpha1.MCPServer, cat *Catalog, endpoint *mcpv1alpha
 	}
 	return res
 }
-
-// truncate cuts s to at most n bytes on a rune boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !isRuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
-
-func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }

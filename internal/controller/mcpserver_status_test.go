@@ -96,12 +96,3 @@ func TestDiffCatalogsNamesAddedRemovedChanged(t *testing.T) {
 		t.Error("a catalog differs from itself")
 	}
 }
-
-func TestTruncateKeepsRunes(t *testing.T) {
-	if got := truncate("ééé", 3); got != "é…" {
-		t.Errorf("truncate = %q", got)
-	}
-	if got := truncate("short", 10); got != "short" {
-		t.Errorf("truncate = %q", got)
-	}
-}

@@ -12,6 +12,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
+	"github.com/mcp-operator/mcp-operator/internal/textcut"
 )
 
 // Answers a user can give to an approval question.
@@ -220,7 +221,7 @@ func elicitParams(x *exchange, answers []string) map[string]any {
 	if x.method != methodRead {
 		with = " with no arguments"
 		if len(x.args) > 0 {
-			with = " with arguments " + previewText(string(x.args), 512)
+			with = " with arguments " + textcut.Cut(string(x.args), 512)
 		}
 	}
 	return map[string]any{
@@ -233,13 +234,6 @@ func elicitParams(x *exchange, answers []string) map[string]any {
 			"required": []string{"decision"},
 		},
 	}
-}
-
-func previewText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // elicit asks a legacy-era client on the request's response stream and

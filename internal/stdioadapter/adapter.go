@@ -18,6 +18,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/mcp-operator/mcp-operator/internal/textcut"
 )
 
 // Config is what `manager stdio-adapter` is told on its command line.
@@ -232,9 +234,5 @@ func closed(ch <-chan struct{}) bool {
 
 // preview shortens a line for the log.
 func preview(b []byte) string {
-	const max = 200
-	if len(b) > max {
-		return string(b[:max]) + "…"
-	}
-	return string(b)
+	return textcut.CutBytes(b, 200)
 }

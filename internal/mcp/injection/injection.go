@@ -20,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/invisible"
+	"github.com/mcp-operator/mcp-operator/internal/textcut"
 )
 
 // Pattern is one kind of injection attempt.
@@ -324,12 +325,5 @@ func lowerASCII(s string) string {
 
 func excerpt(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 80 {
-		cut := 80
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
-	}
-	return fmt.Sprintf("%q", s)
+	return fmt.Sprintf("%q", textcut.Cut(s, 80))
 }

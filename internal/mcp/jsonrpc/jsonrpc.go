@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
+	"github.com/mcp-operator/mcp-operator/internal/textcut"
 )
 
 // Version is the only JSON-RPC version MCP speaks.
@@ -250,11 +251,7 @@ var envelopeKeys = []string{"jsonrpc", "id", "method", "params", "result", "erro
 
 // Snippet shortens untrusted server output for an error message.
 func Snippet(data []byte) string {
-	const max = 120
-	if len(data) > max {
-		return strconv.Quote(string(data[:max])) + "…"
-	}
-	return strconv.Quote(string(data))
+	return strconv.Quote(textcut.CutBytes(data, 120))
 }
 
 // ReplyTo is this client's answer to a request from the server: ping

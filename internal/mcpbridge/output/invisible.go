@@ -9,6 +9,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/invisible"
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 	"github.com/mcp-operator/mcp-operator/internal/redact"
+	"github.com/mcp-operator/mcp-operator/internal/textcut"
 )
 
 // InvisiblePattern is the finding of invisible characters removed from a
@@ -62,7 +63,7 @@ func recordInvisible(sum *Summary, where string, f invisible.Found, r *redact.Re
 	excerpt := "removed " + strconv.Itoa(f.Removed) + " invisible characters"
 	hidden := r.String(f.Hidden, &sum.Redactions)
 	if hidden != "" {
-		excerpt += fmt.Sprintf(", hidden text %q", cut(hidden, 60))
+		excerpt += fmt.Sprintf(", hidden text %q", textcut.Cut(hidden, 60))
 	}
 	sum.Findings = appendFinding(sum.Findings, injection.Finding{Pattern: InvisiblePattern, Where: where, Excerpt: excerpt})
 	if hidden != "" {

@@ -36,12 +36,12 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/injection"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/artifact"
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 	"github.com/mcp-operator/mcp-operator/internal/redact"
+	"github.com/mcp-operator/mcp-operator/internal/textcut"
 )
 
 // Defaults of Pipeline's limits.
@@ -185,7 +185,7 @@ func (p *Pipeline) ToolResult(c Call, raw json.RawMessage) (json.RawMessage, Sum
 	if sc := res.get("structuredContent"); sc != nil {
 		scanStrings(&sum, "structuredContent", sc)
 	}
-	sum.Preview = cut(previewBuf.String(), p.auditPreview())
+	sum.Preview = textcut.Cut(previewBuf.String(), p.auditPreview())
 	if sum.Capped {
 		sum.Findings = whole // the preview's are among them
 	}
@@ -339,7 +339,7 @@ func (p *Pipeline) previewText(content []byte) string {
 		}
 		appendPreview(&sb, t.text, p.preview())
 	}
-	return cut(sb.String(), p.preview())
+	return textcut.Cut(sb.String(), p.preview())
 }
 
 func appendPreview(sb *strings.Builder, text string, limit int) {
@@ -350,17 +350,6 @@ func appendPreview(sb *strings.Builder, text string, limit int) {
 		sb.WriteByte('\n')
 	}
 	sb.WriteString(text[:min(len(text), limit+4)])
-}
-
-// cut shortens s to at most n bytes at a rune boundary, marking the cut.
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 func blockedToolResult(prefix string, fs []injection.Finding) []byte {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
+	"github.com/mcp-operator/mcp-operator/internal/textcut"
 )
 
 // PromptResult runs a prompts/get result ({"description", "messages":[…]})
@@ -58,7 +59,7 @@ func (p *Pipeline) PromptResult(c Call, raw json.RawMessage) (json.RawMessage, S
 		m := result{json: msg, members: ms}
 		items[i] = m.replace("_meta", result{members: metaMembers(member(ms, "_meta"))}.replace("source", source))
 	}
-	sum.Preview = cut(preview.String(), p.auditPreview())
+	sum.Preview = textcut.Cut(preview.String(), p.auditPreview())
 	if c.Block && len(sum.Findings) > 0 {
 		sum.Blocked = true
 		return nil, sum, blockedError(sum.Findings)

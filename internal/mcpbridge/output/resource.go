@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/artifact"
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
+	"github.com/mcp-operator/mcp-operator/internal/textcut"
 )
 
 // ResourceResult runs a resources/read result ({"contents":[…]}) through
@@ -63,7 +64,7 @@ func (p *Pipeline) ResourceResult(c Call, raw json.RawMessage) (json.RawMessage,
 			}
 			appendPreview(&preview, t.text, p.auditPreview())
 		}
-		sum.Preview = cut(preview.String(), p.auditPreview())
+		sum.Preview = textcut.Cut(preview.String(), p.auditPreview())
 	}
 	if c.Block && len(sum.Findings) > 0 {
 		sum.Blocked = true

@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mcp-operator/mcp-operator/internal/textcut"
 )
 
 // grpcSender makes the unary gRPC call TraceService/Export over HTTP/2 with
@@ -88,7 +90,7 @@ func (g *grpcSender) send(ctx context.Context, message []byte) error {
 		if err != nil {
 			message = raw
 		}
-		message = truncated(message, maxMessage)
+		message = textcut.Cut(message, maxMessage)
 		var delay time.Duration
 		if details := trailer.Get("Grpc-Status-Details-Bin"); details != "" {
 			if b, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(details, "=")); err == nil {

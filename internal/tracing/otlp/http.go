@@ -13,7 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/mcp-operator/mcp-operator/internal/textcut"
 )
 
 // maxResponse bounds what is read of a collector's answer: a partial
@@ -55,7 +56,7 @@ func (h *httpSender) send(ctx context.Context, body []byte) error {
 	if protobuf {
 		message, _ = rpcStatus(answer)
 	}
-	message = cmp.Or(redirected(resp), truncated(message, maxMessage))
+	message = cmp.Or(redirected(resp), textcut.Cut(message, maxMessage))
 	err = fmt.Errorf("the OTLP collector at %s answered %s: %s", safeURL(h.url), resp.Status, message)
 	// The specification's retryable statuses are those gRPC reads as
 	// Unavailable (429, 502, 503, 504).
@@ -85,17 +86,6 @@ func redirected(resp *http.Response) string {
 // told by its host and path alone.
 func safeURL(u *url.URL) string {
 	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
-}
-
-// truncated is s cut to at most n bytes, at a character's boundary.
-func truncated(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 // post sends body to target with the configured headers and header, and
