@@ -135,6 +135,7 @@ func TestHardening(t *testing.T) {
 		{"older version of the same era on a session", "alice-token", sid, call("mcp.everything.test_simple_text"), map[string]string{"MCP-Protocol-Version": "2025-03-26"}, 200, 0},
 		{"stateless without the version header", "alice-token", "", `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, nil, 400, jsonrpc.CodeHeaderMismatch},
 		{"stateless with a mismatched method header", "alice-token", "", `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call"}, 400, jsonrpc.CodeHeaderMismatch},
+		{"stateless with a mismatched name header", "alice-token", "", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp.everything.test_simple_text","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "mcp.everything.test_sampling"}, 400, jsonrpc.CodeHeaderMismatch},
 		{"unsupported future version", "alice-token", "", `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2027-01-01"}}}`, map[string]string{"MCP-Protocol-Version": "2027-01-01"}, 400, jsonrpc.CodeUnsupportedProtocolVersion},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -381,11 +381,11 @@ func (b *Bridge) establish(w http.ResponseWriter, r *http.Request, rq *request) 
 			return false
 		}
 	}
-	if h := r.Header.Get("Mcp-Method"); h != "" && h != msg.Method {
+	if h := r.Header.Get(protocol.HeaderMethod); h != "" && h != msg.Method {
 		writeError(w, http.StatusBadRequest, msg.ID, jsonrpc.CodeHeaderMismatch, fmt.Sprintf("Mcp-Method header %q does not match the method %q", h, msg.Method))
 		return false
 	}
-	if h := r.Header.Get("Mcp-Name"); h != "" && h != requestName(msg) {
+	if h := r.Header.Get(protocol.HeaderName); h != "" && h != protocol.RequestName(msg.Method, msg.Params) {
 		writeError(w, http.StatusBadRequest, msg.ID, jsonrpc.CodeHeaderMismatch, fmt.Sprintf("Mcp-Name header %q does not match the request", h))
 		return false
 	}
@@ -410,22 +410,6 @@ func requestMeta(params json.RawMessage) (version string, caps json.RawMessage) 
 		version, _ = rawjson.String(v)
 	}
 	return version, rawjson.Get(meta, metaClientCapabilities)
-}
-
-// requestName is what the Mcp-Name header names: the tool or prompt name,
-// or the resource URI.
-func requestName(m *jsonrpc.Message) string {
-	var key string
-	switch m.Method {
-	case "tools/call", "prompts/get":
-		key = "name"
-	case "resources/read":
-		key = "uri"
-	default:
-		return ""
-	}
-	s, _ := rawjson.String(rawjson.Get(m.Params, key))
-	return s
 }
 
 // hasURLElicitation reads capabilities.elicitation: URL mode must be listed.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/protocol"
 )
 
@@ -45,7 +46,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			h.serveDELETE(w, req)
 		default:
 			w.Header().Set("Allow", "GET, POST, DELETE")
-			writeError(w, http.StatusMethodNotAllowed, nil, codeInvalidRequest, "method not allowed: use POST, GET or DELETE")
+			writeError(w, http.StatusMethodNotAllowed, nil, jsonrpc.CodeInvalidRequest, "method not allowed: use POST, GET or DELETE")
 		}
 	default:
 		http.NotFound(w, req)
@@ -63,24 +64,24 @@ func (h *handler) serveHealth(w http.ResponseWriter) {
 
 func (h *handler) servePOST(w http.ResponseWriter, req *http.Request) {
 	if mt, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type")); mt != "application/json" {
-		writeError(w, http.StatusUnsupportedMediaType, nil, codeInvalidRequest, "Content-Type must be application/json")
+		writeError(w, http.StatusUnsupportedMediaType, nil, jsonrpc.CodeInvalidRequest, "Content-Type must be application/json")
 		return
 	}
 	jsonOK, sseOK := accepts(req.Header.Values("Accept"))
 	if !jsonOK && !sseOK {
-		writeError(w, http.StatusNotAcceptable, nil, codeInvalidRequest, "Accept must allow application/json or text/event-stream")
+		writeError(w, http.StatusNotAcceptable, nil, jsonrpc.CodeInvalidRequest, "Accept must allow application/json or text/event-stream")
 		return
 	}
 	body, status, err := h.readBody(w, req)
 	if err != nil {
-		writeError(w, status, nil, codeInvalidRequest, err.Error())
+		writeError(w, status, nil, jsonrpc.CodeInvalidRequest, err.Error())
 		return
 	}
 	msgs, isBatch, err := parseBatch(body)
 	if err != nil {
-		code := codeInvalidRequest
+		code := jsonrpc.CodeInvalidRequest
 		if !json.Valid(body) {
-			code = codeParseError
+			code = jsonrpc.CodeParseError
 		}
 		writeError(w, http.StatusBadRequest, nil, code, "while reading the JSON-RPC message: "+err.Error())
 		return
@@ -94,7 +95,7 @@ func (h *handler) servePOST(w http.ResponseWriter, req *http.Request) {
 		}
 		requests++
 		if seen[idKey(m.id)] {
-			writeError(w, http.StatusBadRequest, m.id, codeInvalidRequest, "two requests in one batch share an id")
+			writeError(w, http.StatusBadRequest, m.id, jsonrpc.CodeInvalidRequest, "two requests in one batch share an id")
 			return
 		}
 		seen[idKey(m.id)] = true
@@ -109,7 +110,7 @@ func (h *handler) servePOST(w http.ResponseWriter, req *http.Request) {
 	switch {
 	case initReq != nil:
 		if len(msgs) > 1 || sid != "" {
-			writeError(w, http.StatusBadRequest, initReq.id, codeInvalidRequest, "initialize must come alone and without an Mcp-Session-Id")
+			writeError(w, http.StatusBadRequest, initReq.id, jsonrpc.CodeInvalidRequest, "initialize must come alone and without an Mcp-Session-Id")
 			return
 		}
 		s = r.newSession()
@@ -269,9 +270,9 @@ func statelessErrorStatus(req *http.Request, data []byte) int {
 		return 0
 	}
 	switch resp.Error.Code {
-	case codeMethodNotFound:
+	case jsonrpc.CodeMethodNotFound:
 		return http.StatusNotFound
-	case -32602, -32021, -32022:
+	case jsonrpc.CodeInvalidParams, jsonrpc.CodeMissingClientCapability, jsonrpc.CodeUnsupportedProtocolVersion:
 		return http.StatusBadRequest
 	}
 	return 0
@@ -279,7 +280,7 @@ func statelessErrorStatus(req *http.Request, data []byte) int {
 
 func (h *handler) serveGET(w http.ResponseWriter, req *http.Request) {
 	if _, sseOK := accepts(req.Header.Values("Accept")); !sseOK {
-		writeError(w, http.StatusNotAcceptable, nil, codeInvalidRequest, "Accept must allow text/event-stream")
+		writeError(w, http.StatusNotAcceptable, nil, jsonrpc.CodeInvalidRequest, "Accept must allow text/event-stream")
 		return
 	}
 	s, ok := h.sessionFor(w, req)
@@ -288,7 +289,7 @@ func (h *handler) serveGET(w http.ResponseWriter, req *http.Request) {
 	}
 	st := newStream(s, true)
 	if !h.relay.attachGET(s, st) {
-		writeError(w, http.StatusConflict, nil, codeInvalidRequest, "this session already has a GET stream open")
+		writeError(w, http.StatusConflict, nil, jsonrpc.CodeInvalidRequest, "this session already has a GET stream open")
 		return
 	}
 	defer h.relay.streamClosed(st)

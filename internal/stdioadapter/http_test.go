@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -64,7 +65,7 @@ func TestCollidingIDsAndProgressTokens(t *testing.T) {
 	}()
 	time.Sleep(200 * time.Millisecond)
 	_, dup := c.post(t, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{"message":"x"}}}`)
-	if jsonField(t, sseData(dup)[0], "error", "code") != float64(codeInvalidRequest) {
+	if jsonField(t, sseData(dup)[0], "error", "code") != float64(jsonrpc.CodeInvalidRequest) {
 		t.Errorf("a duplicate in-flight id was accepted: %s", dup)
 	}
 	if body := <-first; !strings.Contains(string(body), "Long running operation completed") {
@@ -147,33 +148,33 @@ func TestMalformedInput(t *testing.T) {
 		status      int
 		code        float64 // 0: no JSON-RPC body expected
 	}{
-		{"not JSON", "POST", "", "", session, `{not json`, 400, codeParseError},
-		{"truncated JSON", "POST", "", "", session, `{"jsonrpc":"2.0","id":1,"method":"ping"`, 400, codeParseError},
-		{"wrong version", "POST", "", "", session, `{"jsonrpc":"1.0","id":1,"method":"ping"}`, 400, codeInvalidRequest},
-		{"no version", "POST", "", "", session, `{"id":1,"method":"ping"}`, 400, codeInvalidRequest},
-		{"null id", "POST", "", "", session, `{"jsonrpc":"2.0","id":null,"method":"ping"}`, 400, codeInvalidRequest},
-		{"object id", "POST", "", "", session, `{"jsonrpc":"2.0","id":{},"method":"ping"}`, 400, codeInvalidRequest},
-		{"id twice", "POST", "", "", session, `{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}`, 400, codeInvalidRequest},
-		{"method not a string", "POST", "", "", session, `{"jsonrpc":"2.0","id":1,"method":5}`, 400, codeInvalidRequest},
-		{"params a number", "POST", "", "", session, `{"jsonrpc":"2.0","id":1,"method":"ping","params":5}`, 400, codeInvalidRequest},
-		{"response with both", "POST", "", "", session, `{"jsonrpc":"2.0","id":1,"result":{},"error":{}}`, 400, codeInvalidRequest},
-		{"empty batch", "POST", "", "", session, `[]`, 400, codeInvalidRequest},
-		{"batch with a bad element", "POST", "", "", session, `[{"jsonrpc":"2.0","id":1,"method":"ping"},3]`, 400, codeInvalidRequest},
-		{"batch reusing an id", "POST", "", "", session, `[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":1,"method":"ping"}]`, 400, codeInvalidRequest},
-		{"a JSON string", "POST", "", "", session, `"hello"`, 400, codeInvalidRequest},
-		{"empty body", "POST", "", "", session, ``, 400, codeInvalidRequest},
-		{"body over the limit", "POST", "", "", session, `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"` + strings.Repeat("x", 5000) + `"}}`, 413, codeInvalidRequest},
-		{"wrong content type", "POST", "text/plain", "", session, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, 415, codeInvalidRequest},
-		{"unacceptable Accept", "POST", "", "text/html", session, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, 406, codeInvalidRequest},
+		{"not JSON", "POST", "", "", session, `{not json`, 400, jsonrpc.CodeParseError},
+		{"truncated JSON", "POST", "", "", session, `{"jsonrpc":"2.0","id":1,"method":"ping"`, 400, jsonrpc.CodeParseError},
+		{"wrong version", "POST", "", "", session, `{"jsonrpc":"1.0","id":1,"method":"ping"}`, 400, jsonrpc.CodeInvalidRequest},
+		{"no version", "POST", "", "", session, `{"id":1,"method":"ping"}`, 400, jsonrpc.CodeInvalidRequest},
+		{"null id", "POST", "", "", session, `{"jsonrpc":"2.0","id":null,"method":"ping"}`, 400, jsonrpc.CodeInvalidRequest},
+		{"object id", "POST", "", "", session, `{"jsonrpc":"2.0","id":{},"method":"ping"}`, 400, jsonrpc.CodeInvalidRequest},
+		{"id twice", "POST", "", "", session, `{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}`, 400, jsonrpc.CodeInvalidRequest},
+		{"method not a string", "POST", "", "", session, `{"jsonrpc":"2.0","id":1,"method":5}`, 400, jsonrpc.CodeInvalidRequest},
+		{"params a number", "POST", "", "", session, `{"jsonrpc":"2.0","id":1,"method":"ping","params":5}`, 400, jsonrpc.CodeInvalidRequest},
+		{"response with both", "POST", "", "", session, `{"jsonrpc":"2.0","id":1,"result":{},"error":{}}`, 400, jsonrpc.CodeInvalidRequest},
+		{"empty batch", "POST", "", "", session, `[]`, 400, jsonrpc.CodeInvalidRequest},
+		{"batch with a bad element", "POST", "", "", session, `[{"jsonrpc":"2.0","id":1,"method":"ping"},3]`, 400, jsonrpc.CodeInvalidRequest},
+		{"batch reusing an id", "POST", "", "", session, `[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":1,"method":"ping"}]`, 400, jsonrpc.CodeInvalidRequest},
+		{"a JSON string", "POST", "", "", session, `"hello"`, 400, jsonrpc.CodeInvalidRequest},
+		{"empty body", "POST", "", "", session, ``, 400, jsonrpc.CodeInvalidRequest},
+		{"body over the limit", "POST", "", "", session, `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"` + strings.Repeat("x", 5000) + `"}}`, 413, jsonrpc.CodeInvalidRequest},
+		{"wrong content type", "POST", "text/plain", "", session, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, 415, jsonrpc.CodeInvalidRequest},
+		{"unacceptable Accept", "POST", "", "text/html", session, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, 406, jsonrpc.CodeInvalidRequest},
 		{"no session", "POST", "", "", "", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, 400, codeServerGone},
 		{"unknown session", "POST", "", "", "nope", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, 404, codeSessionNotFound},
-		{"initialize inside a session", "POST", "", "", session, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`, 400, codeInvalidRequest},
-		{"initialize in a batch", "POST", "", "", "", `[{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}},{"jsonrpc":"2.0","method":"notifications/initialized"}]`, 400, codeInvalidRequest},
+		{"initialize inside a session", "POST", "", "", session, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`, 400, jsonrpc.CodeInvalidRequest},
+		{"initialize in a batch", "POST", "", "", "", `[{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}},{"jsonrpc":"2.0","method":"notifications/initialized"}]`, 400, jsonrpc.CodeInvalidRequest},
 		{"GET without session", "GET", "", "text/event-stream", "", ``, 400, codeServerGone},
 		{"GET unknown session", "GET", "", "text/event-stream", "nope", ``, 404, codeSessionNotFound},
-		{"GET without SSE", "GET", "", "application/json", session, ``, 406, codeInvalidRequest},
+		{"GET without SSE", "GET", "", "application/json", session, ``, 406, jsonrpc.CodeInvalidRequest},
 		{"DELETE unknown session", "DELETE", "", "", "nope", ``, 404, codeSessionNotFound},
-		{"PUT", "PUT", "", "", session, `{}`, 405, codeInvalidRequest},
+		{"PUT", "PUT", "", "", session, `{}`, 405, jsonrpc.CodeInvalidRequest},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -231,7 +232,7 @@ func TestServerDiscoverToLegacyServer(t *testing.T) {
 
 	stateless := &rawClient{url: a.url, proto: "2026-07-28"}
 	resp, body := stateless.post(t, discover)
-	if resp.StatusCode != http.StatusNotFound || jsonField(t, body, "error", "code") != float64(codeMethodNotFound) {
+	if resp.StatusCode != http.StatusNotFound || jsonField(t, body, "error", "code") != float64(jsonrpc.CodeMethodNotFound) {
 		t.Errorf("stateless server/discover: %s %s", resp.Status, body)
 	}
 	if resp.Header.Get(headerSessionID) != "" {
@@ -241,7 +242,7 @@ func TestServerDiscoverToLegacyServer(t *testing.T) {
 	probing := &rawClient{url: a.url} // a client that does not know the era yet
 	resp, body = probing.post(t, discover)
 	events := sseData(body)
-	if resp.StatusCode != http.StatusOK || len(events) != 1 || jsonField(t, events[0], "error", "code") != float64(codeMethodNotFound) {
+	if resp.StatusCode != http.StatusOK || len(events) != 1 || jsonField(t, events[0], "error", "code") != float64(jsonrpc.CodeMethodNotFound) {
 		t.Errorf("server/discover without a protocol header: %s %s", resp.Status, body)
 	}
 	// Falling back to initialize works afterwards.
@@ -255,7 +256,7 @@ func TestServerDiscoverIgnored(t *testing.T) {
 	c := &rawClient{url: a.url, proto: "2026-07-28"}
 	start := time.Now()
 	resp, body := c.post(t, `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}`)
-	if resp.StatusCode != http.StatusNotFound || jsonField(t, body, "error", "code") != float64(codeMethodNotFound) {
+	if resp.StatusCode != http.StatusNotFound || jsonField(t, body, "error", "code") != float64(jsonrpc.CodeMethodNotFound) {
 		t.Errorf("ignored server/discover: %s %s", resp.Status, body)
 	}
 	if d := time.Since(start); d < 300*time.Millisecond || d > 5*time.Second {

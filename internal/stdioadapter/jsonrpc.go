@@ -19,12 +19,9 @@ import (
 // span is the byte range [start, end) of one JSON value inside a message.
 type span struct{ start, end int }
 
-// JSON-RPC error codes the adapter answers with itself.
+// JSON-RPC error codes of the adapter's own (the standard ones are
+// jsonrpc's).
 const (
-	codeParseError     = -32700
-	codeInvalidRequest = -32600
-	codeMethodNotFound = -32601
-	codeInternalError  = -32603
 	// codeSessionNotFound is what the TypeScript SDK answers for an unknown
 	// Mcp-Session-Id; clients look for the HTTP 404, the code is informative.
 	codeSessionNotFound = -32001

@@ -3,6 +3,7 @@ package stdioadapter
 import (
 	"context"
 	"crypto/rand"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"log/slog"
 	"sort"
 	"strconv"
@@ -144,7 +145,7 @@ func (r *relay) endSession(s *session, reason string) {
 	for key, cr := range r.childReqs {
 		if cr.session == s {
 			delete(r.childReqs, key)
-			toChild = append(toChild, errorResponse(cr.id, codeInternalError, reason))
+			toChild = append(toChild, errorResponse(cr.id, jsonrpc.CodeInternalError, reason))
 		}
 	}
 	if s.get != nil {
@@ -225,7 +226,7 @@ func (r *relay) initialize(ctx context.Context, s *session, st *stream, m *messa
 			res, err := initializeFromDiscover(r.init.discover, requestedVersion(m))
 			if err != nil {
 				r.mu.Unlock()
-				st.send(errorResponse(m.id, codeInternalError, "while answering initialize from the server's server/discover result: "+err.Error()), true)
+				st.send(errorResponse(m.id, jsonrpc.CodeInternalError, "while answering initialize from the server's server/discover result: "+err.Error()), true)
 				r.endSession(s, "initialize failed")
 				return
 			}
@@ -256,7 +257,7 @@ func (r *relay) forward(ctx context.Context, s *session, st *stream, m *message,
 	if s != nil && s.calls[key] != nil {
 		r.releaseInitLocked(initialize)
 		r.mu.Unlock()
-		st.send(errorResponse(m.id, codeInvalidRequest, "a request with this id is already in flight in this session"), true)
+		st.send(errorResponse(m.id, jsonrpc.CodeInvalidRequest, "a request with this id is already in flight in this session"), true)
 		return
 	}
 	r.nextID++
@@ -293,7 +294,7 @@ func (r *relay) forward(ctx context.Context, s *session, st *stream, m *message,
 		// A server that predates server/discover may ignore it instead of
 		// answering "method not found"; the client must not hang on it.
 		time.AfterFunc(r.discoverTimeout, func() {
-			if r.finish(c, errorResponse(m.id, codeMethodNotFound, "the stdio server did not answer server/discover")) {
+			if r.finish(c, errorResponse(m.id, jsonrpc.CodeMethodNotFound, "the stdio server did not answer server/discover")) {
 				r.sendAsync(cancelledNotification(c.childID, "no answer in time"))
 			}
 		})
@@ -408,7 +409,7 @@ func (r *relay) childRequest(m *message) {
 		}
 	}
 	r.log.Warn("no client can take a request from the stdio server; answering it with an error", "method", m.method)
-	r.sendAsync(errorResponse(m.id, codeInternalError, "no client is connected to the adapter to answer "+m.method))
+	r.sendAsync(errorResponse(m.id, jsonrpc.CodeInternalError, "no client is connected to the adapter to answer "+m.method))
 }
 
 func (r *relay) childNotification(m *message) {

@@ -28,7 +28,6 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/protocol"
-	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 	"github.com/mcp-operator/mcp-operator/internal/safeurl"
 )
 
@@ -650,9 +649,9 @@ func (c *Conn) do(ctx context.Context, method string, body []byte, m *jsonrpc.Me
 		h["Mcp-Session-Id"] = []string{session}
 	}
 	if version >= StatelessVersion && body != nil && m.Method != "" {
-		h["Mcp-Method"] = []string{m.Method}
-		if name := nameOf(m); name != "" {
-			h["Mcp-Name"] = []string{name}
+		h[protocol.HeaderMethod] = []string{m.Method}
+		if name := protocol.RequestName(m.Method, m.Params); name != "" {
+			h[protocol.HeaderName] = []string{name}
 		}
 	}
 	for k, vs := range m.Header {
@@ -702,21 +701,6 @@ func idempotent(method string) bool {
 func mediaTypeOf(contentType string) string {
 	t, _, _ := strings.Cut(contentType, ";")
 	return strings.ToLower(strings.TrimSpace(t))
-}
-
-// nameOf is the Mcp-Name header of the 2026 revision: the tool or prompt
-// name, or the resource URI.
-func nameOf(m *jsonrpc.Message) string {
-	key := "name"
-	switch m.Method {
-	case "tools/call", "prompts/get":
-	case "resources/read":
-		key = "uri"
-	default:
-		return ""
-	}
-	s, _ := rawjson.String(rawjson.Get(m.Params, key))
-	return s
 }
 
 // Notify POSTs a notification; the server answers 202.
