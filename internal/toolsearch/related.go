@@ -99,6 +99,15 @@ blocking, blocks, blocked, dependency, depends
 priority, urgent, urgency, importance, severity
 duplicate, dupe, same as
 watch, monitor, track, follow, subscribe
+login, log in, sign in, signin, authenticate, auth, authentication
+mongo, mongodb
+postgres, postgresql, pg
+python, py
+typescript, ts
+markdown, md
+image, img, pic, picture
+message, msg
+namespace, ns
 `
 
 // relatedWeight is the weight of a related word against the word itself.

@@ -135,7 +135,7 @@ type alternative struct {
 // expand turns a query's terms into groups of alternatives, each group
 // scored by its best alternative: each word or known phrase with its
 // related words, then each pair of neighbouring words as a bigram.
-func expand(terms []string) [][]alternative {
+func expand(terms []string, longer func(string) []string) [][]alternative {
 	var groups [][]alternative
 	seen := map[string]bool{}
 	for i := 0; i < len(terms); {
@@ -157,6 +157,11 @@ func expand(terms []string) [][]alternative {
 		group := []alternative{{terms: withBigrams(unit), weight: 1}}
 		for _, r := range related[key] {
 			group = append(group, alternative{terms: withBigrams(r), weight: relatedWeight})
+		}
+		if n == 1 {
+			for _, l := range longer(key) {
+				group = append(group, alternative{terms: []string{l}, weight: relatedWeight})
+			}
 		}
 		groups = append(groups, group)
 	}

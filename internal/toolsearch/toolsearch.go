@@ -24,6 +24,7 @@ import (
 	"encoding/json"
 	"math"
 	"slices"
+	"strings"
 )
 
 // BM25's parameters: k1 saturates a term's frequency, b normalises by
@@ -91,7 +92,10 @@ type Index struct {
 	// names are each doc's distinct name terms (the namespace's mcp left
 	// out), for how much of a name a query covers.
 	names [][]string
-	n     int
+	// vocabulary is every single-word term, sorted, for the words a
+	// query's word begins.
+	vocabulary []string
+	n          int
 }
 
 type posting struct {
@@ -138,6 +142,12 @@ func Build(docs []Doc) *Index {
 			ix.postings[t] = append(ix.postings[t], posting{doc: int32(i), tf: float32(f)})
 		}
 	}
+	for t := range ix.postings {
+		if !strings.Contains(t, " ") {
+			ix.vocabulary = append(ix.vocabulary, t)
+		}
+	}
+	slices.Sort(ix.vocabulary)
 	avg := 1.0
 	if len(docs) > 0 && total > 0 {
 		avg = total / float64(len(docs))
@@ -173,7 +183,7 @@ func (ix *Index) Search(query string, k int, keep func(doc int) bool) []Hit {
 	scores := make([]float64, ix.n)
 	best := make([]float64, ix.n)
 	var matched, touched []int32
-	groups := expand(queryTerms(query))
+	groups := expand(queryTerms(query), ix.longer)
 	for _, group := range groups {
 		touched = touched[:0]
 		for _, alt := range group {
@@ -240,6 +250,29 @@ func (ix *Index) Search(query string, k int, keep func(doc int) bool) []Hit {
 	}
 	return out
 }
+
+// longer are the indexed words that begin with term and are longer (mongo:
+// mongodb; config: configuration), at most maxLonger of them, for a term of
+// at least minPrefix letters: agents shorten words that tools spell out.
+func (ix *Index) longer(term string) []string {
+	if len(term) < minPrefix {
+		return nil
+	}
+	var out []string
+	i, _ := slices.BinarySearch(ix.vocabulary, term)
+	for ; i < len(ix.vocabulary) && strings.HasPrefix(ix.vocabulary[i], term) && len(out) < maxLonger; i++ {
+		if ix.vocabulary[i] != term {
+			out = append(out, ix.vocabulary[i])
+		}
+	}
+	return out
+}
+
+// Words a query's word begins: from how many letters, and how many at most.
+const (
+	minPrefix = 4
+	maxLonger = 8
+)
 
 // score calls add with the BM25 score, times weight, of term in each doc
 // that has it.
