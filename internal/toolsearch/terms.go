@@ -51,7 +51,7 @@ func words(text string) []string {
 // files/file, listing/list, created/create, repositories/repository. It
 // is deliberately small: a wrong merge costs more than a missed one.
 func stem(w string) string {
-	if len(w) <= 3 {
+	if len(w) <= 3 || unstemmed[w] {
 		return w
 	}
 	switch {
@@ -76,6 +76,11 @@ func stem(w string) string {
 	}
 	return w
 }
+
+// unstemmed are words a suffix rule would merge with another word (news is
+// not new, alias not alia).
+var unstemmed = map[string]bool{"news": true, "always": true, "alias": true, "canvas": true,
+	"atlas": true, "series": true, "species": true, "bias": true, "plus": true, "chaos": true}
 
 // undouble drops a doubled final consonant left by a suffix (running → run).
 func undouble(w string) string {

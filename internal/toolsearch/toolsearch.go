@@ -182,6 +182,10 @@ func (ix *Index) Search(query string, k int, keep func(doc int) bool) []Hit {
 	}
 	scores := make([]float64, ix.n)
 	best := make([]float64, ix.n)
+	// inBest and isMatched mark the docs listed in touched and matched:
+	// a score of zero would not tell them.
+	inBest := make([]bool, ix.n)
+	isMatched := make([]bool, ix.n)
 	var matched, touched []int32
 	groups := expand(queryTerms(query), ix.longer)
 	for _, group := range groups {
@@ -194,18 +198,20 @@ func (ix *Index) Search(query string, k int, keep func(doc int) bool) []Hit {
 				ix.score(t, alt.weight, func(d int32, s float64) { altScore[d] += s })
 			}
 			for d, s := range altScore {
-				if best[d] == 0 {
+				if !inBest[d] {
+					inBest[d] = true
 					touched = append(touched, d)
 				}
 				best[d] = max(best[d], s)
 			}
 		}
 		for _, d := range touched {
-			if scores[d] == 0 {
+			if !isMatched[d] {
+				isMatched[d] = true
 				matched = append(matched, d)
 			}
 			scores[d] += best[d]
-			best[d] = 0
+			best[d], inBest[d] = 0, false
 		}
 	}
 	// A tool's name says what it does in a few words: the share of them
