@@ -36,7 +36,7 @@ import (
 const (
 	minRecall    = 0.9
 	minQueries   = 100
-	minHeldOut   = 50
+	minHeldOut   = 100
 	minFewer     = 10.0
 	maxFindP50   = 2 * time.Millisecond
 	bigCatalog   = 800
@@ -165,17 +165,23 @@ func run(dir string, verbose bool) error {
 	fewer := float64(full) / float64(search)
 	p50 := durations[len(durations)/2]
 
-	fmt.Printf("recall@5: %.3f (the tuning set)\n", recall)
-	fmt.Printf("MRR: %.3f (the tuning set)\n", mrr)
-	fmt.Printf("recall@5 held out: %.3f\n", heldRecall)
-	fmt.Printf("MRR held out: %.3f\n", heldMRR)
+	fmt.Printf("recall@5: %.3f (held out: %d tasks never tuned on)\n", heldRecall, len(heldOut))
+	fmt.Printf("MRR: %.3f (held out)\n", heldMRR)
+	fmt.Printf("recall@5 tuning set: %.3f (%d tasks the ranker was tuned on)\n", recall, len(queries))
+	fmt.Printf("MRR tuning set: %.3f\n", mrr)
 	fmt.Printf("tokens before the first call: full %d, search %d (%.1f× fewer)\n", full, search, fewer)
 	fmt.Printf("in-process find p50: %.3f ms (ranking, policy filter, redaction, rendering; no HTTP, session or audit)\n", float64(p50.Microseconds())/1000)
 	fmt.Printf("(on %d tools; search = the meta-tools' list + the median find_tools call and answer, %d tools each; tokenizer o200k_base)\n", len(big), k)
 
+	// The target is checked on the held-out set, the estimate of recall on
+	// tasks the ranker has not seen; the tuning set must hold it too, so a
+	// change that loses ground on what it was fitted to shows.
 	var missed []string
+	if heldRecall < minRecall {
+		missed = append(missed, fmt.Sprintf("recall@5 held out %.3f < %.2f", heldRecall, minRecall))
+	}
 	if recall < minRecall {
-		missed = append(missed, fmt.Sprintf("recall@5 %.3f < %.2f", recall, minRecall))
+		missed = append(missed, fmt.Sprintf("recall@5 on the tuning set %.3f < %.2f", recall, minRecall))
 	}
 	if fewer < minFewer {
 		missed = append(missed, fmt.Sprintf("%.1f× fewer tokens < %.0f×", fewer, minFewer))
@@ -201,7 +207,7 @@ func tuneOnly(dir string) error {
 		return err
 	}
 	recall, mrr := quality(toolsearch.Build(docs(real)), real, queries, true)
-	fmt.Printf("recall@5: %.3f (the tuning set)\nMRR: %.3f (the tuning set)\n", recall, mrr)
+	fmt.Printf("recall@5 tuning set: %.3f\nMRR tuning set: %.3f\n", recall, mrr)
 	return nil
 }
 
