@@ -1,13 +1,16 @@
 package toolsearch
 
-import "strings"
+import (
+	"strings"
+)
 
 // relatedWords are groups of words that ask for the same thing in the
 // vocabulary of tools: the verbs of what a tool does, the nouns of what
 // it works on, and their common abbreviations. They are general English,
 // not any one catalog's words: an agent says "folder", "ticket" or "PR"
 // where a tool says directory, issue or pull request. A phrase of several
-// words is one entry (roll back, pull request). Each line is one group; a
+// words is one entry (roll back, pull request); it has no stop word, which
+// a query's terms would not have. Each line is one group; a
 // word may be in several, and is then related to the words of all of
 // them. A word in a query also matches its group's other words, at
 // relatedWeight.
@@ -17,9 +20,9 @@ import "strings"
 // pushes a right tool out of the first five.
 const relatedWords = `
 create, make, add, new, generate, build, set up, compose, produce, open, start, register, insert, draft
-read, get, show, view, see, display, fetch, retrieve, open, inspect, print, look at, details, detail, info, information, content, contents
+read, get, show, view, see, display, fetch, retrieve, open, inspect, print, details, detail, info, information, content, contents
 list, enumerate, show, all, browse, index, overview
-search, find, query, lookup, look up, look for, locate, seek, grep, filter, discover, hunt
+search, find, query, lookup, look up, locate, seek, grep, filter, discover, hunt
 update, edit, change, modify, set, patch, alter, adjust, tweak, amend, rewrite
 delete, remove, drop, erase, destroy, discard, purge, get rid, clear, wipe, uninstall
 run, execute, exec, launch, invoke, evaluate, call, trigger, perform, start
@@ -37,9 +40,9 @@ save, store, write, persist, record, keep, remember, memorize
 assign, give, delegate, allocate, hand over, reassign
 comment, note, remark, annotate, annotation, feedback
 archive, shelve
-navigate, go, visit, browse, load, go to, open
+navigate, go, visit, browse, load, open
 click, press, tap, hit
-type, fill, enter, input, key in, write
+type, fill, enter, input, write
 hover, mouse over
 screenshot, capture, snapshot, picture, image, photo, screen shot, grab
 video, recording, screencast, record
@@ -58,7 +61,7 @@ issue, ticket, bug, task, problem, defect, incident, story
 pr, pull request, merge request, mr, change request
 message, chat, post, dm, text
 channel, room, conversation
-user, member, person, people, account, profile, teammate, colleague, who
+user, member, person, people, account, profile, teammate, colleague
 team, group, squad
 org, organization, organisation, company, workspace, tenant
 page, tab, webpage, web page, window
@@ -97,9 +100,9 @@ emoji, reaction, react
 subtask, child, sub issue
 blocking, blocks, blocked, dependency, depends
 priority, urgent, urgency, importance, severity
-duplicate, dupe, same as
+duplicate, dupe
 watch, monitor, track, follow, subscribe
-login, log in, sign in, signin, authenticate, auth, authentication
+login, signin, authenticate, auth, authentication
 mongo, mongodb
 postgres, postgresql, pg
 python, py
@@ -108,6 +111,12 @@ markdown, md
 image, img, pic, picture
 message, msg
 namespace, ns
+near, nearby, nearest, closest, around, local
+elevation, altitude, height, above sea level
+dialog, popup, pop up, modal, alert, confirm, prompt
+aggregate, aggregation, sum, average, totals
+myself, self, viewer, current user, whoami
+ci, checks, build status, pipeline, passing, green
 `
 
 // relatedWeight is the weight of a related word against the word itself.
@@ -117,6 +126,16 @@ const relatedWeight = 0.5
 // phrases it is related to, each as its terms.
 var related = map[string][][]string{}
 
+// senses counts the groups each word is in: a word of several meanings
+// (open: create, read, go to) is weaker evidence for each of them.
+var senses = map[string]int{}
+
+// relatedWeightOf is the weight of the words related to key: relatedWeight
+// shared among its meanings.
+func relatedWeightOf(key string) float64 {
+	return relatedWeight / float64(max(senses[key], 1))
+}
+
 // phrases are the entries of relatedWords of more than one word, as their
 // joined terms, so a query's words can be read as one of them.
 var phrases = map[string]bool{}
@@ -125,12 +144,15 @@ func init() {
 	for _, line := range strings.Split(relatedWords, "\n") {
 		var group [][]string
 		for _, entry := range strings.Split(line, ",") {
-			if terms := Terms(entry); len(terms) > 0 {
+			// An entry with a stop word (log in) would be read as its
+			// other words alone (log), which mean something else.
+			if terms := Terms(entry); len(terms) > 0 && len(terms) == len(strings.Fields(entry)) {
 				group = append(group, terms)
 			}
 		}
 		for _, p := range group {
 			key := strings.Join(p, " ")
+			senses[key]++
 			if len(p) > 1 {
 				phrases[key] = true
 			}

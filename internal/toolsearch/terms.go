@@ -116,14 +116,49 @@ func init() {
 	}
 }
 
+// named reads a word of a query that is a web address (https://a.b/c,
+// www.a.b, example.com) as "url", and one that is a file name (main.go,
+// notes.md) as its stem and "file": their pieces (go, md, com) would
+// otherwise be taken for words.
+func named(word string) string {
+	w := strings.ToLower(strings.Trim(word, `"'()[]<>,;:!?`))
+	w = strings.TrimSuffix(w, ".")
+	if strings.Contains(w, "://") || strings.HasPrefix(w, "www.") {
+		return "url"
+	}
+	dot := strings.LastIndexByte(w, '.')
+	if dot < 2 { // no dot, or too short a name before it (e.g, i.e)
+		return word
+	}
+	base, ext := w[:dot], w[dot+1:]
+	if ext == "" || len(ext) > 5 || strings.IndexFunc(ext, func(r rune) bool { return r < 'a' || r > 'z' }) >= 0 {
+		return word
+	}
+	if topLevelDomains[ext] {
+		return "url"
+	}
+	return base + " file"
+}
+
+// topLevelDomains end a word that is a site's address, not a file's name.
+var topLevelDomains = map[string]bool{"com": true, "org": true, "net": true, "io": true, "dev": true,
+	"app": true, "co": true, "edu": true, "gov": true, "ai": true, "uk": true, "de": true, "fr": true}
+
 // bigram is the term two neighbouring terms make together.
 func bigram(a, b string) string { return a + " " + b }
 
-// queryTerms are a query's terms, without the words of agent phrasing.
+// queryTerms are a query's terms, without the words of agent phrasing,
+// and with a file name or an address read as what it names (see named).
 func queryTerms(query string) []string {
+	fields := strings.Fields(query)
+	for i, f := range fields {
+		fields[i] = named(f)
+	}
 	var out []string
-	for _, t := range Terms(query) {
-		if !queryOnlyStopWords[t] {
+	for _, t := range Terms(strings.Join(fields, " ")) {
+		// A letter alone (the s of what's, the x of project x) says
+		// nothing of which tool.
+		if !queryOnlyStopWords[t] && (len(t) > 1 || unicode.IsDigit(rune(t[0]))) {
 			out = append(out, t)
 		}
 	}
@@ -161,7 +196,7 @@ func expand(terms []string, longer func(string) []string) [][]alternative {
 		seen[key] = true
 		group := []alternative{{terms: withBigrams(unit), weight: 1}}
 		for _, r := range related[key] {
-			group = append(group, alternative{terms: withBigrams(r), weight: relatedWeight})
+			group = append(group, alternative{terms: withBigrams(r), weight: relatedWeightOf(key)})
 		}
 		if n == 1 {
 			for _, l := range longer(key) {

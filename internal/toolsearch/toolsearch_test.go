@@ -162,3 +162,18 @@ func TestAMatchWeighingNothingIsListedOnce(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 }
+
+func TestAFileNameOrAnAddressInAQuery(t *testing.T) {
+	for in, want := range map[string][]string{
+		"look at the source of main.go": {"look", "sourc", "main", "file"},
+		"open https://example.com/a":    {"open", "url"},
+		"go to www.example.org":         {"go", "url"},
+		"scrape example.com please":     {"scrap", "url"},
+		"version 1.31, e.g. notes.md":   {"version", "1", "31", "note", "file"},
+		"explain spec.replicas":         {"explain", "spec", "replica"},
+	} {
+		if got := queryTerms(in); !slices.Equal(got, want) {
+			t.Errorf("queryTerms(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
