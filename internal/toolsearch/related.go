@@ -117,6 +117,16 @@ dialog, popup, pop up, modal, alert, confirm, prompt
 aggregate, aggregation, sum, average, totals
 myself, self, viewer, current user, whoami
 ci, checks, build status, pipeline, passing, green
+calendar, event, meeting, appointment
+invoice, bill, billing, payment, charge
+price, cost, pricing, credit, credits, balance, spend
+sort, rank, ordering
+import, ingest, load
+restart, reboot, relaunch
+install, setup
+summarize, summary, overview
+translate, translation
+select, choose, option
 `
 
 // relatedWeight is the weight of a related word against the word itself.

@@ -214,6 +214,27 @@ func expand(terms []string, longer func(string) []string) [][]alternative {
 	return groups
 }
 
+// isQuestion tells a query that asks to be told something ("what pods are
+// running", "is CI green"): its question word is a stop word, but it says
+// the task is to read, not to change.
+func isQuestion(query string) bool {
+	first, _, _ := strings.Cut(strings.ToLower(strings.TrimSpace(query)), " ")
+	first, _, _ = strings.Cut(strings.Trim(first, "?,.!"), "'")
+	return questionWords[first]
+}
+
+var questionWords = map[string]bool{"what": true, "whats": true, "which": true, "who": true,
+	"whom": true, "whose": true, "where": true, "when": true, "how": true, "is": true, "are": true,
+	"was": true, "were": true, "does": true, "do": true, "did": true, "has": true, "have": true}
+
+// readingVerbs are the verbs of tools that tell, the group a question
+// adds at half a related word's weight.
+var readingVerbs = []alternative{
+	{terms: []string{"get"}, weight: relatedWeight / 2},
+	{terms: []string{"list"}, weight: relatedWeight / 2},
+	{terms: []string{"search"}, weight: relatedWeight / 2},
+}
+
 // bigramWeight is the weight of two neighbouring query words found side by
 // side in a tool's text, on top of what each scores alone.
 const bigramWeight = 0.5

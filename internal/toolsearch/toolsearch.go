@@ -188,6 +188,9 @@ func (ix *Index) Search(query string, k int, keep func(doc int) bool) []Hit {
 	isMatched := make([]bool, ix.n)
 	var matched, touched []int32
 	groups := expand(queryTerms(query), ix.longer)
+	if isQuestion(query) {
+		groups = append(groups, readingVerbs)
+	}
 	for _, group := range groups {
 		touched = touched[:0]
 		for _, alt := range group {

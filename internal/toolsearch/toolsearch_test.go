@@ -177,3 +177,28 @@ func TestAFileNameOrAnAddressInAQuery(t *testing.T) {
 		}
 	}
 }
+
+func TestAQuestionAsksToRead(t *testing.T) {
+	for q, want := range map[string]bool{
+		"What pods are running?":         true,
+		"what's in the src folder":       true,
+		"Is CI green on my pull request": true,
+		"which tabs are open":            true,
+		"delete the failed job":          false,
+		"show the history":               false,
+		"":                               false,
+	} {
+		if got := isQuestion(q); got != want {
+			t.Errorf("isQuestion(%q) = %v, want %v", q, got, want)
+		}
+	}
+	// Between a tool that tells and one that changes, equally matched by
+	// a question's words, the one that tells ranks first.
+	tools := [][2]string{
+		{"mcp.k8s.delete_pods", "Pods in a namespace."},
+		{"mcp.k8s.list_pods", "Pods in a namespace."},
+	}
+	if got := searchNames(t, tools, "what pods are in the namespace", 2); len(got) == 0 || got[0] != "mcp.k8s.list_pods" {
+		t.Errorf("got %q, want list_pods first", got)
+	}
+}
