@@ -193,7 +193,18 @@ func (ix *Index) Search(query string, k int, keep func(doc int) bool) []Hit {
 	}
 	for _, group := range groups {
 		touched = touched[:0]
+		keepBest := func(d int32, s float64) {
+			if !inBest[d] {
+				inBest[d] = true
+				touched = append(touched, d)
+			}
+			best[d] = max(best[d], s)
+		}
 		for _, alt := range group {
+			if len(alt.terms) == 1 {
+				ix.score(alt.terms[0], alt.weight, keepBest)
+				continue
+			}
 			// An alternative of several words (pr → pull request) scores
 			// the sum of its words; the group keeps each doc's best.
 			altScore := map[int32]float64{}
@@ -201,11 +212,7 @@ func (ix *Index) Search(query string, k int, keep func(doc int) bool) []Hit {
 				ix.score(t, alt.weight, func(d int32, s float64) { altScore[d] += s })
 			}
 			for d, s := range altScore {
-				if !inBest[d] {
-					inBest[d] = true
-					touched = append(touched, d)
-				}
-				best[d] = max(best[d], s)
+				keepBest(d, s)
 			}
 		}
 		for _, d := range touched {
