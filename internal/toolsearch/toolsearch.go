@@ -15,9 +15,19 @@
 // Text becomes terms by splitting on everything but letters and digits and
 // at lower-to-upper case changes (listIssues → list, issues), lowercasing,
 // dropping a short list of English stop words, and stripping a few English
-// suffixes (stem), so "listing files" meets list_files. The index is built
-// once for a catalog and only read by queries: Search is safe for
-// concurrent use.
+// suffixes (stem), so "listing files" meets list_files; two neighbouring
+// terms are also indexed as one (a bigram).
+//
+// A query is read the same way, less the words of agent phrasing (please,
+// help, …), and widened where agents and tools word the same thing apart:
+// each word also matches its related words of tool vocabulary (related.go:
+// folder → directory, PR → pull request) and the longer words it begins
+// (mongo → mongodb), at a lower weight; a file name or an address in it is
+// read as file or url; a question also asks for the tools that tell. Each
+// tool's score then gains the share of its name's words the query asks for.
+//
+// The index is built once for a catalog and only read by queries: Search
+// is safe for concurrent use.
 package toolsearch
 
 import (
