@@ -36,7 +36,7 @@ import (
 const (
 	minRecall    = 0.9
 	minQueries   = 100
-	minHeldOut   = 50
+	minHeldOut   = 100
 	minFewer     = 10.0
 	maxFindP50   = 2 * time.Millisecond
 	bigCatalog   = 800
@@ -47,8 +47,16 @@ const (
 
 func main() {
 	dir := flag.String("dir", ".", "the folder with catalog/ and queries/")
-	verbose := flag.Bool("v", false, "print each query that misses")
+	verbose := flag.Bool("v", false, "print each tuning query that misses (never a held-out one)")
+	tune := flag.Bool("tune", false, "measure the tuning set alone, printing its misses, for work on the ranker that must not see the held-out figures")
 	flag.Parse()
+	if *tune {
+		if err := tuneOnly(*dir); err != nil {
+			fmt.Fprintln(os.Stderr, "bench-search:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*dir, *verbose); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-search:", err)
 		os.Exit(1)
@@ -87,7 +95,9 @@ func run(dir string, verbose bool) error {
 	// Quality, on the real catalog.
 	ix := toolsearch.Build(docs(real))
 	recall, mrr := quality(ix, real, queries, verbose)
-	heldRecall, heldMRR := quality(ix, real, heldOut, verbose)
+	// The held-out set's misses are never printed: a ranker change made
+	// by looking at them would turn it into a second tuning set.
+	heldRecall, heldMRR := quality(ix, real, heldOut, false)
 
 	// Size and speed, on 800 tools: the real ones, then the servers again
 	// as staging instances (a bridge in front of both is common), in name
@@ -155,17 +165,23 @@ func run(dir string, verbose bool) error {
 	fewer := float64(full) / float64(search)
 	p50 := durations[len(durations)/2]
 
-	fmt.Printf("recall@5: %.3f (the tuning set)\n", recall)
-	fmt.Printf("MRR: %.3f (the tuning set)\n", mrr)
-	fmt.Printf("recall@5 held out: %.3f\n", heldRecall)
-	fmt.Printf("MRR held out: %.3f\n", heldMRR)
+	fmt.Printf("recall@5: %.3f (held out: %d tasks never tuned on)\n", heldRecall, len(heldOut))
+	fmt.Printf("MRR: %.3f (held out)\n", heldMRR)
+	fmt.Printf("recall@5 tuning set: %.3f (%d tasks the ranker was tuned on)\n", recall, len(queries))
+	fmt.Printf("MRR tuning set: %.3f\n", mrr)
 	fmt.Printf("tokens before the first call: full %d, search %d (%.1f× fewer)\n", full, search, fewer)
 	fmt.Printf("in-process find p50: %.3f ms (ranking, policy filter, redaction, rendering; no HTTP, session or audit)\n", float64(p50.Microseconds())/1000)
 	fmt.Printf("(on %d tools; search = the meta-tools' list + the median find_tools call and answer, %d tools each; tokenizer o200k_base)\n", len(big), k)
 
+	// The target is checked on the held-out set, the estimate of recall on
+	// tasks the ranker has not seen; the tuning set must hold it too, so a
+	// change that loses ground on what it was fitted to shows.
 	var missed []string
+	if heldRecall < minRecall {
+		missed = append(missed, fmt.Sprintf("recall@5 held out %.3f < %.2f", heldRecall, minRecall))
+	}
 	if recall < minRecall {
-		missed = append(missed, fmt.Sprintf("recall@5 %.3f < %.2f", recall, minRecall))
+		missed = append(missed, fmt.Sprintf("recall@5 on the tuning set %.3f < %.2f", recall, minRecall))
 	}
 	if fewer < minFewer {
 		missed = append(missed, fmt.Sprintf("%.1f× fewer tokens < %.0f×", fewer, minFewer))
@@ -176,6 +192,22 @@ func run(dir string, verbose bool) error {
 	if len(missed) > 0 {
 		return fmt.Errorf("targets missed: %s", strings.Join(missed, "; "))
 	}
+	return nil
+}
+
+// tuneOnly prints the tuning set's figures and misses, and nothing of the
+// held-out set.
+func tuneOnly(dir string) error {
+	real, _, err := loadCatalog(filepath.Join(dir, "catalog", "servers"))
+	if err != nil {
+		return err
+	}
+	queries, err := loadQueries(filepath.Join(dir, "queries", "queries.tsv"), real)
+	if err != nil {
+		return err
+	}
+	recall, mrr := quality(toolsearch.Build(docs(real)), real, queries, true)
+	fmt.Printf("recall@5 tuning set: %.3f\nMRR tuning set: %.3f\n", recall, mrr)
 	return nil
 }
 

@@ -15,9 +15,19 @@
 // Text becomes terms by splitting on everything but letters and digits and
 // at lower-to-upper case changes (listIssues → list, issues), lowercasing,
 // dropping a short list of English stop words, and stripping a few English
-// suffixes (stem), so "listing files" meets list_files. The index is built
-// once for a catalog and only read by queries: Search is safe for
-// concurrent use.
+// suffixes (stem), so "listing files" meets list_files; two neighbouring
+// terms are also indexed as one (a bigram).
+//
+// A query is read the same way, less the words of agent phrasing (please,
+// help, …), and widened where agents and tools word the same thing apart:
+// each word also matches its related words of tool vocabulary (related.go:
+// folder → directory, PR → pull request) and the longer words it begins
+// (mongo → mongodb), at a lower weight; a file name or an address in it is
+// read as file or url; a question also asks for the tools that tell. Each
+// tool's score then gains the share of its name's words the query asks for.
+//
+// The index is built once for a catalog and only read by queries: Search
+// is safe for concurrent use.
 package toolsearch
 
 import (
@@ -25,7 +35,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"unicode"
 )
 
 // BM25's parameters: k1 saturates a term's frequency, b normalises by
@@ -41,6 +50,9 @@ const (
 	weightText    = 1
 	weightArgName = 2
 	weightArgText = 0.5
+	// weightNameCoverage scales the share of a tool's name terms that a
+	// query asks for (see Search).
+	weightNameCoverage = 4
 )
 
 // Doc is what a tool is searched by.
@@ -87,7 +99,13 @@ type Index struct {
 	postings map[string][]posting
 	// norm is each doc's length normalisation k1·(1−b+b·len/avglen).
 	norm []float64
-	n    int
+	// names are each doc's distinct name terms (the namespace's mcp left
+	// out), for how much of a name a query covers.
+	names [][]string
+	// vocabulary is every single-word term, sorted, for the words a
+	// query's word begins.
+	vocabulary []string
+	n          int
 }
 
 type posting struct {
@@ -97,18 +115,31 @@ type posting struct {
 
 // Build indexes docs; Search returns their positions in docs.
 func Build(docs []Doc) *Index {
-	ix := &Index{postings: map[string][]posting{}, norm: make([]float64, len(docs)), n: len(docs)}
+	ix := &Index{postings: map[string][]posting{}, norm: make([]float64, len(docs)), names: make([][]string, len(docs)), n: len(docs)}
 	lengths := make([]float64, len(docs))
 	var total float64
 	for i, d := range docs {
 		tf := map[string]float64{}
 		add := func(text string, w float64) {
-			for _, t := range Terms(text) {
+			terms := Terms(text)
+			for j, t := range terms {
 				tf[t] += w
 				lengths[i] += w
+				// Two words side by side count as a term of their own
+				// too (at the field's weight, not adding to the length),
+				// so "pull request" ranks the tools that say it above
+				// those that say pull and request apart.
+				if j > 0 {
+					tf[bigram(terms[j-1], t)] += w
+				}
 			}
 		}
 		add(d.Name, weightName)
+		for _, t := range Terms(d.Name) {
+			if t != "mcp" && !slices.Contains(ix.names[i], t) {
+				ix.names[i] = append(ix.names[i], t)
+			}
+		}
 		add(d.Text, weightText)
 		for _, a := range d.ArgNames {
 			add(a, weightArgName)
@@ -121,6 +152,12 @@ func Build(docs []Doc) *Index {
 			ix.postings[t] = append(ix.postings[t], posting{doc: int32(i), tf: float32(f)})
 		}
 	}
+	for t := range ix.postings {
+		if !strings.Contains(t, " ") {
+			ix.vocabulary = append(ix.vocabulary, t)
+		}
+	}
+	slices.Sort(ix.vocabulary)
 	avg := 1.0
 	if len(docs) > 0 && total > 0 {
 		avg = total / float64(len(docs))
@@ -143,31 +180,81 @@ type Hit struct {
 // Search returns at most k docs for query, best first, among those keep
 // accepts (nil keeps all); ties go to the earlier doc. keep is asked only
 // about docs that match some term, best first, until k are kept.
+//
+// Each word of the query scores a doc by the best of its alternatives:
+// itself at full weight, or a word of the same meaning in tool vocabulary
+// (see related) at a lower one, so a tool that says "directory" is found
+// for "folder" but one that says "folder" still ranks first. Each pair of
+// neighbouring words of the query adds what it scores as a bigram.
 func (ix *Index) Search(query string, k int, keep func(doc int) bool) []Hit {
 	if k <= 0 {
 		return nil
 	}
-	scores := map[int32]float64{}
-	seen := map[string]bool{}
-	for _, t := range Terms(query) {
-		if seen[t] {
-			continue
+	scores := make([]float64, ix.n)
+	best := make([]float64, ix.n)
+	// inBest and isMatched mark the docs listed in touched and matched:
+	// a score of zero would not tell them.
+	inBest := make([]bool, ix.n)
+	isMatched := make([]bool, ix.n)
+	var matched, touched []int32
+	groups := expand(queryTerms(query), ix.longer)
+	if isQuestion(query) {
+		groups = append(groups, readingVerbs)
+	}
+	for _, group := range groups {
+		touched = touched[:0]
+		keepBest := func(d int32, s float64) {
+			if !inBest[d] {
+				inBest[d] = true
+				touched = append(touched, d)
+			}
+			best[d] = max(best[d], s)
 		}
-		seen[t] = true
-		ps := ix.postings[t]
-		if len(ps) == 0 {
-			continue
+		for _, alt := range group {
+			if len(alt.terms) == 1 {
+				ix.score(alt.terms[0], alt.weight, keepBest)
+				continue
+			}
+			// An alternative of several words (pr → pull request) scores
+			// the sum of its words; the group keeps each doc's best.
+			altScore := map[int32]float64{}
+			for _, t := range alt.terms {
+				ix.score(t, alt.weight, func(d int32, s float64) { altScore[d] += s })
+			}
+			for d, s := range altScore {
+				keepBest(d, s)
+			}
 		}
-		// BM25's idf, the form that is never negative.
-		idf := math.Log(1 + (float64(ix.n)-float64(len(ps))+0.5)/(float64(len(ps))+0.5))
-		for _, p := range ps {
-			tf := float64(p.tf)
-			scores[p.doc] += idf * tf * (k1 + 1) / (tf + ix.norm[p.doc])
+		for _, d := range touched {
+			if !isMatched[d] {
+				isMatched[d] = true
+				matched = append(matched, d)
+			}
+			scores[d] += best[d]
+			best[d], inBest[d] = 0, false
 		}
 	}
-	hits := make([]Hit, 0, len(scores))
-	for d, s := range scores {
-		hits = append(hits, Hit{Doc: int(d), Score: s})
+	// A tool's name says what it does in a few words: the share of them
+	// the query asks for is added, so create_issue outranks a tool that
+	// only mentions creating and issues somewhere in a long text.
+	asked := map[string]float64{}
+	for _, group := range groups {
+		for _, alt := range group {
+			for _, t := range alt.terms {
+				asked[t] = max(asked[t], alt.weight)
+			}
+		}
+	}
+	hits := make([]Hit, 0, len(matched))
+	for _, d := range matched {
+		var covered float64
+		for _, t := range ix.names[d] {
+			covered += asked[t]
+		}
+		if len(ix.names[d]) > 0 {
+			scores[d] += weightNameCoverage * covered / float64(len(ix.names[d]))
+		}
+		hits = append(hits, Hit{Doc: int(d), Score: scores[d]})
 	}
 	slices.SortFunc(hits, func(a, b Hit) int {
 		switch {
@@ -190,93 +277,40 @@ func (ix *Index) Search(query string, k int, keep func(doc int) bool) []Hit {
 	return out
 }
 
-// Terms are the search terms of text (see the package comment).
-func Terms(text string) []string {
+// longer are the indexed words that begin with term and are longer (mongo:
+// mongodb; config: configuration), at most maxLonger of them, for a term of
+// at least minPrefix letters: agents shorten words that tools spell out.
+func (ix *Index) longer(term string) []string {
+	if len(term) < minPrefix {
+		return nil
+	}
 	var out []string
-	for _, w := range words(text) {
-		w = strings.ToLower(w)
-		if stopWords[w] {
-			continue
+	i, _ := slices.BinarySearch(ix.vocabulary, term)
+	for ; i < len(ix.vocabulary) && strings.HasPrefix(ix.vocabulary[i], term) && len(out) < maxLonger; i++ {
+		if ix.vocabulary[i] != term {
+			out = append(out, ix.vocabulary[i])
 		}
-		out = append(out, stem(w))
 	}
 	return out
 }
 
-// words splits text at every rune that is not a letter or digit, and
-// within a word where a lower-case letter or digit meets an upper-case one.
-func words(text string) []string {
-	var out []string
-	start := -1
-	var prev rune
-	for i, r := range text {
-		alnum := unicode.IsLetter(r) || unicode.IsDigit(r)
-		switch {
-		case !alnum:
-			if start >= 0 {
-				out = append(out, text[start:i])
-				start = -1
-			}
-		case start < 0:
-			start = i
-		case unicode.IsUpper(r) && (unicode.IsLower(prev) || unicode.IsDigit(prev)):
-			out = append(out, text[start:i])
-			start = i
-		}
-		prev = r
-	}
-	if start >= 0 {
-		out = append(out, text[start:])
-	}
-	return out
-}
+// Words a query's word begins: from how many letters, and how many at most.
+const (
+	minPrefix = 4
+	maxLonger = 8
+)
 
-// stem strips a few English suffixes so a word's common forms meet:
-// files/file, listing/list, created/create, repositories/repository. It
-// is deliberately small: a wrong merge costs more than a missed one.
-func stem(w string) string {
-	if len(w) <= 3 {
-		return w
+// score calls add with the BM25 score, times weight, of term in each doc
+// that has it.
+func (ix *Index) score(term string, weight float64, add func(doc int32, score float64)) {
+	ps := ix.postings[term]
+	if len(ps) == 0 {
+		return
 	}
-	switch {
-	case strings.HasSuffix(w, "ies") && len(w) > 4:
-		return w[:len(w)-3] + "y"
-	case strings.HasSuffix(w, "sses"):
-		return w[:len(w)-2]
-	case strings.HasSuffix(w, "ss"), strings.HasSuffix(w, "us"), strings.HasSuffix(w, "is"):
-		return w
-	case strings.HasSuffix(w, "ing") && len(w) > 5:
-		w = undouble(w[:len(w)-3])
-	case strings.HasSuffix(w, "ed") && len(w) > 4:
-		w = undouble(w[:len(w)-2])
-	case strings.HasSuffix(w, "es") && len(w) > 4 && strings.ContainsAny(w[len(w)-3:len(w)-2], "sxz"):
-		return w[:len(w)-2]
-	case strings.HasSuffix(w, "s"):
-		w = w[:len(w)-1]
-	}
-	// A final e goes too, so create, created and creating all meet at creat.
-	if len(w) > 4 && strings.HasSuffix(w, "e") {
-		w = w[:len(w)-1]
-	}
-	return w
-}
-
-// undouble drops a doubled final consonant left by a suffix (running → run).
-func undouble(w string) string {
-	n := len(w)
-	if n >= 3 && w[n-1] == w[n-2] && !strings.ContainsRune("aeiouldfsz", rune(w[n-1])) {
-		return w[:n-1]
-	}
-	return w
-}
-
-// stopWords carry no meaning for choosing a tool.
-var stopWords = map[string]bool{}
-
-func init() {
-	for _, w := range strings.Fields(`a an and are as at be by for from has have i in into is it its
-		me my of on or our please so that the their them then there these this to us using via
-		was we what when where which who will with would you your should can could want need`) {
-		stopWords[w] = true
+	// BM25's idf, the form that is never negative.
+	idf := math.Log(1 + (float64(ix.n)-float64(len(ps))+0.5)/(float64(len(ps))+0.5))
+	for _, p := range ps {
+		tf := float64(p.tf)
+		add(p.doc, weight*idf*tf*(k1+1)/(tf+ix.norm[p.doc]))
 	}
 }
