@@ -34,6 +34,10 @@ const Audience = "mcp-operator"
 // ErrUnauthenticated means the token was missing or not accepted.
 var ErrUnauthenticated = errors.New("unauthenticated")
 
+// ErrInsufficientScope means the token is genuine but lacks a scope the
+// bridge requires (RFC 6750: 403 insufficient_scope).
+var ErrInsufficientScope = errors.New("insufficient scope")
+
 // ErrBusy means the token could not be checked now: the reviews in flight
 // are at their bound. The caller may retry.
 var ErrBusy = errors.New("the bridge is checking as many tokens as it may at once")
