@@ -140,10 +140,10 @@ func TestJWTAttacks(t *testing.T) {
 		token string
 		why   string
 	}{
-		"another audience": {f.idp.Sign(with(func(c map[string]any) { c["aud"] = "https://other.example.com/mcp" })), "audience"},
+		"another audience":                       {f.idp.Sign(with(func(c map[string]any) { c["aud"] = "https://other.example.com/mcp" })), "audience"},
 		"a path of the bridge it does not serve": {f.idp.Sign(with(func(c map[string]any) { c["aud"] = bridgeURL + "/admin" })), "audience"},
-		"no audience": {f.idp.Sign(with(func(c map[string]any) { delete(c, "aud") })), "audience"},
-		"expired":     {f.idp.Sign(with(func(c map[string]any) { c["exp"] = now.Add(-time.Minute).Unix() })), "expired"},
+		"no audience":                            {f.idp.Sign(with(func(c map[string]any) { delete(c, "aud") })), "audience"},
+		"expired":                                {f.idp.Sign(with(func(c map[string]any) { c["exp"] = now.Add(-time.Minute).Unix() })), "expired"},
 		"not yet valid": {f.idp.Sign(with(func(c map[string]any) {
 			c["nbf"] = now.Add(5 * time.Minute).Unix()
 			c["iat"] = now.Add(5 * time.Minute).Unix()
