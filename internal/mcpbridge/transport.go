@@ -46,8 +46,8 @@ const (
 
 // request is one agent request being served.
 type request struct {
-	ctx      context.Context
-	id identity.Identity
+	ctx context.Context
+	id  identity.Identity
 	// token is the caller's bearer token as sent, for the stage that gets
 	// the upstream credential on the caller's behalf (token exchange)
 	// alone: never logged, audited, forwarded or part of the identity.
