@@ -98,7 +98,7 @@ func TestJWTAccepted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id.Kind != identity.User || id.Username != "oidc:alice" || len(id.Groups) != 1 || id.Groups[0] != "oidc:dev" || id.Issuer != f.idp.URL {
+	if id.Kind != identity.User || id.Username != "oidc:alice" || strings.Join(id.Groups, ",") != "oidc:dev,system:authenticated" || id.Issuer != f.idp.URL {
 		t.Fatalf("identity %+v", id)
 	}
 	if cached, ok := f.auth.Cached(tok); !ok || cached.Username != "oidc:alice" {
