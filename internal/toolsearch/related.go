@@ -102,7 +102,7 @@ blocking, blocks, blocked, dependency, depends
 priority, urgent, urgency, importance, severity
 duplicate, dupe
 watch, monitor, track, follow, subscribe
-login, signin, authenticate, auth, authentication
+login, log in, signin, sign in, authenticate, auth, authentication
 mongo, mongodb
 postgres, postgresql, pg
 python, py
@@ -132,26 +132,35 @@ select, choose, option
 // relatedWeight is the weight of a related word against the word itself.
 const relatedWeight = 0.5
 
-// related maps a term (or a phrase's terms joined by spaces) to the
-// phrases it is related to, each as its terms.
-var related = map[string][][]string{}
+// relatedTable is relatedWords read for queries.
+type relatedTable struct {
+	// related maps a term (or a phrase's terms joined by spaces) to the
+	// phrases it is related to, each as its terms.
+	related map[string][][]string
+	// senses counts the groups each word is in: a word of several
+	// meanings (open: create, read, go to) is weaker evidence for each of
+	// them.
+	senses map[string]int
+	// phrases are the entries of more than one word, as their joined
+	// terms, so a query's words can be read as one of them.
+	phrases map[string]bool
+}
 
-// senses counts the groups each word is in: a word of several meanings
-// (open: create, read, go to) is weaker evidence for each of them.
-var senses = map[string]int{}
+// relatedTerms is relatedWords read once. It is initialised by expression,
+// like the stop words it reads entries with, so they are filled first.
+var relatedTerms = readRelated(relatedWords)
 
 // relatedWeightOf is the weight of the words related to key: relatedWeight
 // shared among its meanings.
 func relatedWeightOf(key string) float64 {
-	return relatedWeight / float64(max(senses[key], 1))
+	return relatedWeight / float64(max(relatedTerms.senses[key], 1))
 }
 
-// phrases are the entries of relatedWords of more than one word, as their
-// joined terms, so a query's words can be read as one of them.
-var phrases = map[string]bool{}
-
-func init() {
-	for _, line := range strings.Split(relatedWords, "\n") {
+// readRelated reads groups of related words, one group a line, entries
+// separated by commas.
+func readRelated(text string) relatedTable {
+	t := relatedTable{related: map[string][][]string{}, senses: map[string]int{}, phrases: map[string]bool{}}
+	for _, line := range strings.Split(text, "\n") {
 		var group [][]string
 		for _, entry := range strings.Split(line, ",") {
 			// An entry with a stop word (log in) would be read as its
@@ -162,17 +171,18 @@ func init() {
 		}
 		for _, p := range group {
 			key := strings.Join(p, " ")
-			senses[key]++
+			t.senses[key]++
 			if len(p) > 1 {
-				phrases[key] = true
+				t.phrases[key] = true
 			}
 			for _, q := range group {
-				if qk := strings.Join(q, " "); qk != key && !containsPhrase(related[key], qk) {
-					related[key] = append(related[key], q)
+				if qk := strings.Join(q, " "); qk != key && !containsPhrase(t.related[key], qk) {
+					t.related[key] = append(t.related[key], q)
 				}
 			}
 		}
 	}
+	return t
 }
 
 func containsPhrase(list [][]string, joined string) bool {
