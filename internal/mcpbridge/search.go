@@ -43,10 +43,14 @@ const (
 	maxFound     = 20
 )
 
+// maxQuery bounds find_tools' query in bytes: a task in a few words is far
+// shorter, and a search's cost grows with its query's words.
+const maxQuery = 1024
+
 // metaTools is tools/list's answer on SearchPath.
 var metaTools = json.RawMessage(`{"tools":[` +
 	`{"name":"` + metaFindTools + `","title":"Find tools","description":"Find the tools for a task among every tool you may call here. Describe the task in a few words (what to do, on what); you get the best matching tools with their full input schemas. Then call a tool by its name (directly, or through ` + metaCallTool + `).",` +
-	`"inputSchema":{"type":"object","properties":{"query":{"type":"string","description":"The task, in natural language."},"limit":{"type":"integer","minimum":1,"maximum":` + fmt.Sprint(maxFound) + `,"description":"How many tools to return (default ` + fmt.Sprint(defaultFound) + `)."}},"required":["query"]},` +
+	`"inputSchema":{"type":"object","properties":{"query":{"type":"string","maxLength":` + fmt.Sprint(maxQuery) + `,"description":"The task, in natural language."},"limit":{"type":"integer","minimum":1,"maximum":` + fmt.Sprint(maxFound) + `,"description":"How many tools to return (default ` + fmt.Sprint(defaultFound) + `)."}},"required":["query"]},` +
 	`"annotations":{"readOnlyHint":true,"openWorldHint":false}},` +
 	`{"name":"` + metaCallTool + `","title":"Call a found tool","description":"Call a tool that ` + metaFindTools + ` returned, by its name, with arguments that fit its input schema.",` +
 	`"inputSchema":{"type":"object","properties":{"name":{"type":"string","description":"The tool's name as ` + metaFindTools + ` gave it."},"arguments":{"type":"object","description":"The tool's arguments."}},"required":["name"]}}` +
@@ -115,6 +119,9 @@ func (b *Bridge) findTools(rq *request) *jsonrpc.Message {
 	}
 	if err := json.Unmarshal(rq.msg.Params, &p); err != nil || strings.TrimSpace(p.Arguments.Query) == "" {
 		return toolError(rq, metaFindTools+" needs a query: the task in a few words")
+	}
+	if len(p.Arguments.Query) > maxQuery {
+		return toolError(rq, fmt.Sprintf("%s's query is %d bytes, more than %d: describe the task in a few words", metaFindTools, len(p.Arguments.Query), maxQuery))
 	}
 	limit := defaultFound
 	if l := p.Arguments.Limit; l != nil && string(l) != "null" {

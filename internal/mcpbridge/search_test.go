@@ -3,6 +3,7 @@ package mcpbridge
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -133,6 +134,16 @@ func TestSearchEdges(t *testing.T) {
 		if res := find(c, `{"query":"say hello","limit":`+limit+`}`); !strings.Contains(res, `"isError":true`) || !strings.Contains(res, "whole number") {
 			t.Errorf("find_tools with limit %s: %s, want a tool error saying what a limit is", limit, res)
 		}
+	}
+	// A query longer than a task is refused with the bound, not searched;
+	// one at the bound is searched.
+	long, _ := json.Marshal(map[string]string{"query": "say hello " + strings.Repeat("x", maxQuery)})
+	if res := find(c, string(long)); !strings.Contains(res, `"isError":true`) || !strings.Contains(res, fmt.Sprintf("more than %d", maxQuery)) {
+		t.Errorf("find_tools with a query over %d bytes: %s, want a tool error that says the bound", maxQuery, res)
+	}
+	atBound, _ := json.Marshal(map[string]string{"query": "say hello " + strings.Repeat("x", maxQuery-len("say hello "))})
+	if res := find(c, string(atBound)); !strings.Contains(res, "mcp.cached.greet") {
+		t.Errorf("find_tools with a query of %d bytes: %s, want mcp.cached.greet", maxQuery, res)
 	}
 
 	u := newHarness(t, servers, policies, func(c *Config) { c.ToolNameStyle = StyleUnderscore })

@@ -91,35 +91,41 @@ func undouble(w string) string {
 	return w
 }
 
-// stopWords carry no meaning for choosing a tool.
-var stopWords = map[string]bool{}
-
-func init() {
-	for _, w := range strings.Fields(`a an and are as at be by for from has have i in into is it its
-		me my of on or our please so that the their them then there these this to us using via
-		was we what when where which who will with would you your should can could want need`) {
-		stopWords[w] = true
-	}
-}
+// stopWords carry no meaning for choosing a tool. Like every table here it
+// is initialised by expression, not in an init function: package-level
+// variables are all set before any init runs, whatever file they are in,
+// so the related words (related.go) are read with it filled.
+var stopWords = wordSet(`a an and are as at be by for from has have i in into is it its
+	me my of on or our please so that the their them then there these this to us using via
+	was we what when where which who will with would you your should can could want need`, nil)
 
 // queryOnlyStopWords are words of how agents phrase a request ("I need to
 // …", "can you please …", "help me …") that say nothing of which tool: left
 // out of queries only, since in a tool's text they are rare enough that
 // BM25 already gives them little weight.
-var queryOnlyStopWords = map[string]bool{}
+var queryOnlyStopWords = wordSet(`please help let lets like just know try trying wanted
+	needs needed able kindly hey ok okay now currently actually also some any somehow maybe
+	gimme tool tools do does did`, stem)
 
-func init() {
-	for _, w := range strings.Fields(`please help let lets like just know try trying wanted
-		needs needed able kindly hey ok okay now currently actually also some any somehow maybe
-		gimme tool tools do does did`) {
-		queryOnlyStopWords[stem(w)] = true
+// wordSet is the set of the words of list, each normalised by norm (when
+// not nil).
+func wordSet(list string, norm func(string) string) map[string]bool {
+	set := map[string]bool{}
+	for _, w := range strings.Fields(list) {
+		if norm != nil {
+			w = norm(w)
+		}
+		set[w] = true
 	}
+	return set
 }
 
 // named reads a word of a query that is a web address (https://a.b/c,
 // www.a.b, example.com) as "url", and one that is a file name (main.go,
 // notes.md) as its stem and "file": their pieces (go, md, com) would
-// otherwise be taken for words.
+// otherwise be taken for words. A file name is told by its extension, one
+// of fileExtensions: other dotted words (deployment.apps, spec.replicas,
+// node.js) are names of other things, read as their words.
 func named(word string) string {
 	w := strings.ToLower(strings.Trim(word, `"'()[]<>,;:!?`))
 	w = strings.TrimSuffix(w, ".")
@@ -131,18 +137,28 @@ func named(word string) string {
 		return word
 	}
 	base, ext := w[:dot], w[dot+1:]
-	if ext == "" || len(ext) > 5 || strings.IndexFunc(ext, func(r rune) bool { return r < 'a' || r > 'z' }) >= 0 {
-		return word
-	}
-	if topLevelDomains[ext] {
+	switch {
+	case topLevelDomains[ext]:
 		return "url"
+	case fileExtensions[ext] && !dottedNames[w]:
+		return base + " file"
 	}
-	return base + " file"
+	return word
 }
 
 // topLevelDomains end a word that is a site's address, not a file's name.
-var topLevelDomains = map[string]bool{"com": true, "org": true, "net": true, "io": true, "dev": true,
-	"app": true, "co": true, "edu": true, "gov": true, "ai": true, "uk": true, "de": true, "fr": true}
+var topLevelDomains = wordSet("com org net io dev app co edu gov ai uk de fr", nil)
+
+// fileExtensions end a word that is a file's name: those of source code,
+// text, data, configuration, documents, images, archives and logs.
+var fileExtensions = wordSet(`go py js ts jsx tsx mjs cjs java kt rb rs c h cc cpp hpp cs swift php
+	sh bash ps1 sql proto md txt rst adoc csv tsv json jsonl yaml yml toml ini cfg conf env xml
+	html htm css scss lock mod sum pdf doc docx xls xlsx ppt pptx odt png jpg jpeg gif svg webp
+	ico mp3 mp4 wav zip tar gz tgz log ipynb tf`, nil)
+
+// dottedNames are names of projects that end like a file name but are not
+// one (the library node.js, not a file named node).
+var dottedNames = wordSet("node.js next.js vue.js nuxt.js react.js express.js d3.js three.js chart.js", nil)
 
 // bigram is the term two neighbouring terms make together.
 func bigram(a, b string) string { return a + " " + b }
@@ -182,7 +198,7 @@ func expand(terms []string, longer func(string) []string) [][]alternative {
 		// The longest known phrase starting here, else the word.
 		n := 1
 		for l := min(3, len(terms)-i); l > 1; l-- {
-			if phrases[strings.Join(terms[i:i+l], " ")] {
+			if relatedTerms.phrases[strings.Join(terms[i:i+l], " ")] {
 				n = l
 				break
 			}
@@ -195,7 +211,7 @@ func expand(terms []string, longer func(string) []string) [][]alternative {
 		}
 		seen[key] = true
 		group := []alternative{{terms: withBigrams(unit), weight: 1}}
-		for _, r := range related[key] {
+		for _, r := range relatedTerms.related[key] {
 			group = append(group, alternative{terms: withBigrams(r), weight: relatedWeightOf(key)})
 		}
 		if n == 1 {
@@ -216,16 +232,27 @@ func expand(terms []string, longer func(string) []string) [][]alternative {
 
 // isQuestion tells a query that asks to be told something ("what pods are
 // running", "is CI green"): its question word is a stop word, but it says
-// the task is to read, not to change.
+// the task is to read, not to change. Only the first word counts, and
+// only a word that opens a question and nothing else: do and have also
+// open orders ("do a backup", "have the bot post it"), and "how do I …",
+// "how to …" ask how to get something done, so how counts only before
+// a word of measure (how many, how big).
 func isQuestion(query string) bool {
-	first, _, _ := strings.Cut(strings.ToLower(strings.TrimSpace(query)), " ")
-	first, _, _ = strings.Cut(strings.Trim(first, "?,.!"), "'")
+	fields := strings.Fields(strings.ToLower(query))
+	if len(fields) == 0 {
+		return false
+	}
+	first, _, _ := strings.Cut(strings.Trim(fields[0], "?,.!"), "'")
+	if first == "how" {
+		return len(fields) > 1 && howMuch[strings.Trim(fields[1], "?,.!")]
+	}
 	return questionWords[first]
 }
 
-var questionWords = map[string]bool{"what": true, "whats": true, "which": true, "who": true,
-	"whom": true, "whose": true, "where": true, "when": true, "how": true, "is": true, "are": true,
-	"was": true, "were": true, "does": true, "do": true, "did": true, "has": true, "have": true}
+var questionWords = wordSet("what whats which who whom whose where when is are was were does did has", nil)
+
+// howMuch are the words after how that ask for a measure, not a method.
+var howMuch = wordSet("many much big large long far old often", nil)
 
 // readingVerbs are the verbs of tools that tell, the group a question
 // adds at half a related word's weight.

@@ -135,11 +135,7 @@ func Build(docs []Doc) *Index {
 			}
 		}
 		add(d.Name, weightName)
-		for _, t := range Terms(d.Name) {
-			if t != "mcp" && !slices.Contains(ix.names[i], t) {
-				ix.names[i] = append(ix.names[i], t)
-			}
-		}
+		ix.names[i] = nameTerms(d.Name)
 		add(d.Text, weightText)
 		for _, a := range d.ArgNames {
 			add(a, weightArgName)
@@ -166,6 +162,28 @@ func Build(docs []Doc) *Index {
 		ix.norm[i] = k1 * (1 - b + b*lengths[i]/avg)
 	}
 	return ix
+}
+
+// maxNameTerms bounds the distinct words of a name kept for the name's
+// share (see Search): a real tool's name has a handful, and a server may
+// send any name, which is indexed under the lock of every search.
+const maxNameTerms = 32
+
+// nameTerms are the distinct terms of a tool's name, the namespace's mcp
+// left out, at most maxNameTerms of them.
+func nameTerms(name string) []string {
+	var out []string
+	seen := map[string]bool{"mcp": true}
+	for _, t := range Terms(name) {
+		if !seen[t] {
+			seen[t] = true
+			out = append(out, t)
+			if len(out) == maxNameTerms {
+				break
+			}
+		}
+	}
+	return out
 }
 
 // Len is the number of docs indexed.

@@ -2,6 +2,7 @@ package toolsearch
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -92,8 +93,9 @@ func TestRelatedWordsAbbreviationsAndPrefixes(t *testing.T) {
 		{"mcp.gh.create_pull_request", "Create a new pull request in a repository."},
 		{"mcp.gh.get_pull_request", "Get details of a pull request."},
 		{"mcp.tracker.create_issue", "Create a new issue in a project."},
-		{"mcp.mongodb.find", "Run a find query against a MongoDB collection."},
-		{"mcp.sql.find", "Run a query against a SQL table."},
+		// Told apart by their names alone.
+		{"mcp.opensearch.search", "Search the documents of an index."},
+		{"mcp.elasticsearch.search", "Search the documents of an index."},
 	}
 	for query, want := range map[string]string{
 		// A related word at half weight: folder is directory, make is create.
@@ -102,8 +104,9 @@ func TestRelatedWordsAbbreviationsAndPrefixes(t *testing.T) {
 		"make a new PR for my branch": "mcp.gh.create_pull_request",
 		// ticket and bug are issue.
 		"file a ticket about the bug": "mcp.tracker.create_issue",
-		// A word the tool spells out longer.
-		"query documents in mongo": "mcp.mongodb.find",
+		// A word the tool spells out longer (elastic is in no group of
+		// related words: only its being the start of elasticsearch counts).
+		"search documents in elastic": "mcp.elasticsearch.search",
 	} {
 		if got := searchNames(t, tools, query, 3); len(got) == 0 || got[0] != want {
 			t.Errorf("%q: got %q, want %s first", query, got, want)
@@ -135,12 +138,83 @@ func TestAgentPhrasingChangesNothing(t *testing.T) {
 }
 
 func TestANameThatSaysTheTaskRanksFirst(t *testing.T) {
+	// Both tools have the task's words in their names, the same text, and
+	// the same length (create_issue_zeta's extra name word weighs what
+	// create_issue's three extra text words do), so BM25 ties them; only
+	// the share of the name the query asks for (two of three words, two of
+	// four) puts create_issue first, although the tie would go to the
+	// earlier tool.
 	tools := [][2]string{
-		{"mcp.t.get_documents", "Get documents, filtered by issue and sorted by created date: issue documents created by users."},
-		{"mcp.t.create_issue", "Create a new issue with a title, a description, an assignee, a priority, labels, a project, a cycle, a due date, an estimate, subscribers, a template and a parent, in a team."},
+		{"mcp.t.create_issue_zeta", "A tool."},
+		{"mcp.t.create_issue", "A tool: eta theta iota."},
 	}
-	if got := searchNames(t, tools, "create an issue", 2); len(got) == 0 || got[0] != "mcp.t.create_issue" {
+	if got := searchNames(t, tools, "create an issue", 2); !slices.Equal(got, []string{"mcp.t.create_issue", "mcp.t.create_issue_zeta"}) {
 		t.Errorf("got %q, want create_issue first", got)
+	}
+}
+
+func TestAWordOfSeveralMeaningsIsWeakerEvidenceForEach(t *testing.T) {
+	// open is in three groups (create, read, go to), folder in one: the
+	// tool found through folder's related word ranks above the one found
+	// through open's, which would otherwise score the same and come first.
+	tools := [][2]string{
+		{"mcp.p.create_item", "An item."},
+		{"mcp.q.directory_item", "An item."},
+	}
+	if got := searchNames(t, tools, "open folder", 2); !slices.Equal(got, []string{"mcp.q.directory_item", "mcp.p.create_item"}) {
+		t.Errorf("got %q, want directory_item (folder's related word) first", got)
+	}
+}
+
+func TestAHugeNameKeepsFewTerms(t *testing.T) {
+	// A server may send any name; the name's share is computed over at
+	// most maxNameTerms distinct words of it, however many it has.
+	var b strings.Builder
+	b.WriteString("mcp.big.create_issue")
+	for i := range 20000 {
+		fmt.Fprintf(&b, "_w%d", i)
+	}
+	ix := Build([]Doc{{Name: b.String()}, {Name: "mcp.small.list_issues"}})
+	if got := len(ix.names[0]); got != maxNameTerms {
+		t.Errorf("a name of 20,000 distinct words kept %d of them, want %d", got, maxNameTerms)
+	}
+	if got := ix.names[0][:3]; !slices.Equal(got, []string{"big", "creat", "issu"}) {
+		t.Errorf("the name's first terms are %q, want big, creat, issu (mcp left out)", got)
+	}
+	if got := ix.names[1]; !slices.Equal(got, []string{"small", "list", "issu"}) {
+		t.Errorf("a short name's terms are %q", got)
+	}
+	if hits := ix.Search("create an issue", 1, nil); len(hits) != 1 || hits[0].Doc != 0 {
+		t.Errorf("the tool with the huge name is still found first: %v", hits)
+	}
+}
+
+func TestRelatedEntriesWithAStopWordAreDropped(t *testing.T) {
+	// Read with the stop words, "log in" would be the word log, which is
+	// not login; without them, a phrase no query's terms can make.
+	for key, rel := range relatedTerms.related {
+		for _, p := range append([][]string{strings.Fields(key)}, rel...) {
+			for _, w := range p {
+				if stopWords[w] {
+					t.Errorf("related words of %q: %q has the stop word %q", key, p, w)
+				}
+			}
+		}
+	}
+	if !slices.ContainsFunc(relatedTerms.related["login"], func(p []string) bool { return slices.Equal(p, []string{"signin"}) }) {
+		t.Errorf("login's related words %q lack signin", relatedTerms.related["login"])
+	}
+	for _, p := range relatedTerms.related["login"] {
+		if slices.Equal(p, []string{"log"}) {
+			t.Errorf("login is related to log: %q", relatedTerms.related["login"])
+		}
+	}
+	table := readRelated("login, log in, signon\nlog, history")
+	if got := table.related["login"]; len(got) != 1 || !slices.Equal(got[0], []string{"signon"}) {
+		t.Errorf("login's related words %q, want only signon", got)
+	}
+	if table.senses["log"] != 1 {
+		t.Errorf("log is in %d groups, want 1(sign in is dropped, not read as sign)", table.senses["log"])
 	}
 }
 
@@ -171,6 +245,9 @@ func TestAFileNameOrAnAddressInAQuery(t *testing.T) {
 		"scrape example.com please":     {"scrap", "url"},
 		"version 1.31, e.g. notes.md":   {"version", "1", "31", "note", "file"},
 		"explain spec.replicas":         {"explain", "spec", "replica"},
+		"scale deployment.apps":         {"scal", "deployment", "app"},
+		"upgrade node.js":               {"upgrad", "node", "js"},
+		"open config.yaml":              {"open", "config", "file"},
 	} {
 		if got := queryTerms(in); !slices.Equal(got, want) {
 			t.Errorf("queryTerms(%q) = %q, want %q", in, got, want)
@@ -184,6 +261,11 @@ func TestAQuestionAsksToRead(t *testing.T) {
 		"what's in the src folder":       true,
 		"Is CI green on my pull request": true,
 		"which tabs are open":            true,
+		"how many pods are running":      true,
+		"how do I create a branch":       false,
+		"how to create a branch":         false,
+		"do a backup of the database":    false,
+		"have the bot post the summary":  false,
 		"delete the failed job":          false,
 		"show the history":               false,
 		"":                               false,
