@@ -141,6 +141,8 @@ func parseBridgeFlags(args []string, stderr io.Writer) (bridgeFlags, error) {
 		err = errors.New("--insecure-anonymous accepts every request, so OAuth (--authentication-config or --oidc-issuer-url) would check nothing: give one or the other")
 	case f.requiredScopes != "" && f.authenticationConfig == "" && f.oidcIssuerURL == "":
 		err = errors.New("--required-scopes applies to OAuth access tokens: it needs --authentication-config or --oidc-issuer-url")
+	case badScope(f.requiredScopes) != "":
+		err = fmt.Errorf("--required-scopes: %q is not a scope: a scope is printable ASCII without spaces, quotes or backslashes (RFC 6749), and scopes are separated by commas", badScope(f.requiredScopes))
 	case (f.authenticationConfig != "" || f.oidcIssuerURL != "") && !f.oauthAllowHTTP && !httpsOrLoopback(f.publicURL):
 		err = fmt.Errorf("--public-url %q is http on a host that is not loopback: OAuth clients send their tokens only over https (a development cluster may allow it with --oauth-allow-http)", f.publicURL)
 	case f.shutdownDelay < 0 || stopBounds(f).Total() > mcpbridge.MaxStop:
@@ -335,7 +337,13 @@ func bridgeOptions(f bridgeFlags, log interface {
 		return o, closeSink, err
 	}
 	o.Authentication = auth
+	if auth != nil {
+		for _, w := range auth.Warnings() {
+			log.Info("WARNING: " + w)
+		}
+	}
 	o.RequiredScopes = splitList(f.requiredScopes)
+	o.OAuthAllowHTTP = f.oauthAllowHTTP
 	o.ToolApprovals = f.toolApprovals
 	// Replicas record single uses of sealed states in their own namespace.
 	if o.OnceNamespace = os.Getenv("POD_NAMESPACE"); o.OnceNamespace == "" {
@@ -377,6 +385,21 @@ func authenticationConfig(f bridgeFlags) (*identity.Config, error) {
 		return identity.IssuerConfig(f.oidcIssuerURL, opts...)
 	}
 	return nil, nil
+}
+
+// badScope is the first of the comma-separated scopes that is not an RFC
+// 6749 scope-token (%x21 / %x23-5B / %x5D-7E: printable ASCII but space,
+// " and \), "" when all are. A scope is written into the WWW-Authenticate
+// challenge and the metadata as it is.
+func badScope(list string) string {
+	for _, s := range splitList(list) {
+		for _, c := range s {
+			if c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
+				return s
+			}
+		}
+	}
+	return ""
 }
 
 // httpsOrLoopback says whether the URL u is https, or http on loopback.

@@ -148,6 +148,10 @@ func TestBridgeOAuthFlags(t *testing.T) {
 		{[]string{"--oidc-issuer-url=https://idp.example.com", "--public-url=https://b.example.com", "--insecure-anonymous"}, "check nothing"},
 		{[]string{"--required-scopes=mcp", "--public-url=https://b.example.com"}, "needs --authentication-config or --oidc-issuer-url"},
 		{[]string{"--oidc-issuer-url=https://idp.example.com", "--public-url=http://b.example.com"}, "--oauth-allow-http"},
+		// A scope is written into the challenge header as it is.
+		{[]string{"--oidc-issuer-url=https://idp.example.com", "--public-url=https://b.example.com", `--required-scopes=mcp,a"b`}, `"a\"b" is not a scope`},
+		{[]string{"--oidc-issuer-url=https://idp.example.com", "--public-url=https://b.example.com", `--required-scopes=a\b`}, "is not a scope"},
+		{[]string{"--oidc-issuer-url=https://idp.example.com", "--public-url=https://b.example.com", "--required-scopes=tools:é"}, "is not a scope"},
 	} {
 		var stderr bytes.Buffer
 		if _, err := parseBridgeFlags(append([]string{"--namespaces=a"}, c.args...), &stderr); err == nil || !strings.Contains(err.Error(), c.want) {

@@ -105,8 +105,10 @@ type ClaimMappings struct {
 	Groups   PrefixedClaimOrExpression `json:"groups,omitempty"`
 }
 
-// PrefixedClaimOrExpression is a claim with a prefix, or a CEL expression
-// over claims whose result is used as is.
+// PrefixedClaimOrExpression is a claim with a prefix put before its value,
+// or a CEL expression over claims whose result is used as is, provided it
+// starts with the prefix (an mcp-operator rule: the API server takes no
+// prefix with an expression).
 type PrefixedClaimOrExpression struct {
 	Claim      string `json:"claim,omitempty"`
 	Prefix     string `json:"prefix,omitempty"`
@@ -184,7 +186,6 @@ func (c *Config) Validate(opts ...Option) error {
 		errs = append(errs, errors.New("jwt lists no issuer: name at least one (jwt[].issuer.url)"))
 	}
 	issuers := map[string]int{}
-	prefixes := map[string]int{}
 	for i := range c.JWT {
 		j := &c.JWT[i]
 		field := fmt.Sprintf("jwt[%d]", i)
@@ -196,14 +197,8 @@ func (c *Config) Validate(opts ...Option) error {
 		} else {
 			issuers[j.Issuer.URL] = i
 		}
-		if p := j.ClaimMappings.Username.Prefix; p != "" {
-			if first, ok := prefixes[p]; ok {
-				errs = append(errs, fmt.Errorf("%s.claimMappings.username.prefix %q is also jwt[%d]'s: give each issuer its own prefix, or a person of one could be taken for a person of the other", field, p, first))
-			} else {
-				prefixes[p] = i
-			}
-		}
 	}
+	errs = append(errs, c.overlappingPrefixes()...)
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
@@ -214,6 +209,57 @@ func (c *Config) Validate(opts ...Option) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// overlappingPrefixes refuses two issuers whose names could meet. Every
+// name an issuer's mappings give starts with one of its prefixes (a claim's
+// is put before it, an expression's is checked to start with it), so when
+// no prefix of one issuer starts with a prefix of another, no name of one
+// (username or group) can be a name of the other: a person of one issuer
+// cannot be taken for a person or a group of another. Username and group
+// prefixes are compared alike, which is stricter than needed (ToolPolicy
+// subjects say User or Group) but leaves no case to reason about.
+func (c *Config) overlappingPrefixes() []error {
+	type owned struct {
+		prefix, field string
+		issuer        int
+	}
+	var all []owned
+	for i, j := range c.JWT {
+		for field, m := range map[string]PrefixedClaimOrExpression{"username": j.ClaimMappings.Username, "groups": j.ClaimMappings.Groups} {
+			if m.Prefix != "" {
+				all = append(all, owned{m.Prefix, fmt.Sprintf("jwt[%d].claimMappings.%s.prefix", i, field), i})
+			}
+		}
+	}
+	slices.SortFunc(all, func(a, b owned) int { return strings.Compare(a.field, b.field) })
+	var errs []error
+	for x, a := range all {
+		for _, b := range all[x+1:] {
+			if a.issuer != b.issuer && (strings.HasPrefix(a.prefix, b.prefix) || strings.HasPrefix(b.prefix, a.prefix)) {
+				errs = append(errs, fmt.Errorf("%s %q and %s %q overlap: give each issuer its own prefix, none starting with another's, or a person of one could be taken for a person or group of the other", a.field, a.prefix, b.field, b.prefix))
+			}
+		}
+	}
+	return errs
+}
+
+// Warnings are what a valid configuration may still get wrong, for the
+// bridge to log at start: an issuer without claimValidationRules accepts
+// every token it signs for the bridge's URL. A multi-tenant issuer (GitHub
+// Actions, a shared cloud tenant) signs tokens for anyone who asks it, so
+// without a rule naming the tenant (the repository owner, the tenant id)
+// anyone can sign in, and every ToolPolicy for system:authenticated
+// applies to them.
+func (c *Config) Warnings() []string {
+	var out []string
+	for i, j := range c.JWT {
+		if len(j.ClaimValidationRules) == 0 {
+			out = append(out, fmt.Sprintf("jwt[%d] (issuer %s) has no claimValidationRules: every token it issues for this bridge is accepted; "+
+				"if the issuer serves more than one organization, add a rule naming yours", i, j.Issuer.URL))
+		}
+	}
+	return out
 }
 
 func (j *JWTAuthenticator) validate(o options) error {
@@ -262,7 +308,9 @@ func (j *JWTAuthenticator) validate(o options) error {
 
 // validate checks one mapping. The prefix is what keeps a person's names
 // apart from the names Kubernetes keeps (system:serviceaccount:...) and
-// from another issuer's people, hence required.
+// from another issuer's people, hence required, with an expression too:
+// there it is not added but checked (the expression builds the whole name,
+// as the API server's structured authentication has it).
 func (m PrefixedClaimOrExpression) validate(field string, required bool) []error {
 	switch {
 	case m.Claim == "" && m.Expression == "":
@@ -275,17 +323,26 @@ func (m PrefixedClaimOrExpression) validate(field string, required bool) []error
 		return nil
 	case m.Claim != "" && m.Expression != "":
 		return []error{fmt.Errorf("%s: give a claim or an expression, not both", field)}
-	case m.Expression != "":
-		if m.Prefix != "" {
-			return []error{fmt.Errorf("%s.prefix goes with a claim; an expression builds the whole name (put the prefix in it)", field)}
-		}
-		return nil
+	case m.Prefix == "" && m.Expression != "":
+		return []error{fmt.Errorf("%s.prefix is empty: an expression builds the whole name, and prefix says how every name it builds starts (such as %q, checked on each token) so that no name can be a Kubernetes name (system:...) or another issuer's", field, DefaultPrefix)}
 	case m.Prefix == "":
 		return []error{fmt.Errorf("%s.prefix is empty: set one (such as %q) so that a token's %s claim can never be taken for a Kubernetes name (system:...) or another issuer's", field, DefaultPrefix, m.Claim)}
 	case strings.HasPrefix(m.Prefix, SystemPrefix):
 		return []error{fmt.Errorf("%s.prefix %q starts with %s, which Kubernetes keeps for its own names: choose another", field, m.Prefix, SystemPrefix)}
 	}
 	return nil
+}
+
+// ValidateEndpointURL checks a URL the bridge sends tokens or reads keys
+// at, such as one an issuer's discovery document gives, by the rule of
+// issuer URLs: https, or http on loopback or when insecure issuers are
+// allowed.
+func ValidateEndpointURL(field, raw string, opts ...Option) error {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return validateIssuerURL(field, raw, o)
 }
 
 // validateIssuerURL: https, or http on loopback (a development issuer on

@@ -28,6 +28,7 @@ jwt:
   claimMappings:
     username:
       expression: "'ci:' + claims.sub"
+      prefix: "ci:"
 `
 
 func TestLoadAuthenticationConfig(t *testing.T) {
@@ -67,7 +68,7 @@ func TestConfigRefused(t *testing.T) {
 		"empty groups prefix":   {head + "jwt:\n- issuer: {url: 'https://idp.example.com'}\n  claimMappings: {username: {claim: sub, prefix: 'x:'}, groups: {claim: groups}}\n", "claimMappings.groups.prefix is empty"},
 		"claim and expression":  {head + "jwt:\n- issuer: {url: 'https://idp.example.com'}\n  claimMappings: {username: {claim: sub, prefix: 'x:', expression: 'claims.sub'}}\n", "not both"},
 		"no username":           {head + "jwt:\n- issuer: {url: 'https://idp.example.com'}\n  claimMappings: {}\n", "needs a claim"},
-		"bad CEL":               {head + "jwt:\n- issuer: {url: 'https://idp.example.com'}\n  claimMappings: {username: {expression: 'claims.sub +'}}\n", "does not compile"},
+		"bad CEL":               {head + "jwt:\n- issuer: {url: 'https://idp.example.com'}\n  claimMappings: {username: {expression: 'claims.sub +', prefix: 'x:'}}\n", "does not compile"},
 		"bad rule":              {head + "jwt:\n- issuer: {url: 'https://idp.example.com'}\n  claimValidationRules: [{message: m}]\n  claimMappings: {username: {claim: sub, prefix: 'x:'}}\n", "claimValidationRules[0]"},
 		"match policy":          {head + "jwt:\n- issuer: {url: 'https://idp.example.com', audienceMatchPolicy: MatchAll}\n  claimMappings: {username: {claim: sub, prefix: 'x:'}}\n", "MatchAny"},
 		"bad CA":                {head + "jwt:\n- issuer: {url: 'https://idp.example.com', certificateAuthority: 'nope'}\n  claimMappings: {username: {claim: sub, prefix: 'x:'}}\n", "no PEM"},
@@ -79,6 +80,14 @@ func TestConfigRefused(t *testing.T) {
 			"- issuer: {url: 'https://idp.example.com'}\n  claimMappings: {username: {claim: sub, prefix: 'b:'}}\n", "configured once"},
 		"shared prefix": {head + "jwt:\n- issuer: {url: 'https://a.example.com'}\n  claimMappings: {username: {claim: sub, prefix: 'x:'}}\n" +
 			"- issuer: {url: 'https://b.example.com'}\n  claimMappings: {username: {claim: sub, prefix: 'x:'}}\n", "its own prefix"},
+		"prefix of another's": {head + "jwt:\n- issuer: {url: 'https://a.example.com'}\n  claimMappings: {username: {claim: sub, prefix: 'corp:'}}\n" +
+			"- issuer: {url: 'https://b.example.com'}\n  claimMappings: {username: {claim: sub, prefix: 'corp:eu:'}}\n", `"corp:" and jwt[1].claimMappings.username.prefix "corp:eu:" overlap`},
+		"group prefix shared": {head + "jwt:\n- issuer: {url: 'https://a.example.com'}\n  claimMappings: {username: {claim: sub, prefix: 'a:'}, groups: {claim: groups, prefix: 'g:'}}\n" +
+			"- issuer: {url: 'https://b.example.com'}\n  claimMappings: {username: {claim: sub, prefix: 'b:'}, groups: {claim: groups, prefix: 'g:'}}\n", "groups.prefix \"g:\" overlap"},
+		"group prefix of another's username": {head + "jwt:\n- issuer: {url: 'https://a.example.com'}\n  claimMappings: {username: {claim: sub, prefix: 'a:'}, groups: {claim: groups, prefix: 'b:'}}\n" +
+			"- issuer: {url: 'https://b.example.com'}\n  claimMappings: {username: {claim: sub, prefix: 'b:x:'}}\n", "overlap"},
+		"expression without prefix":     {head + "jwt:\n- issuer: {url: 'https://idp.example.com'}\n  claimMappings: {username: {expression: \"'x:' + claims.sub\"}}\n", "an expression builds the whole name"},
+		"expression with system prefix": {head + "jwt:\n- issuer: {url: 'https://idp.example.com'}\n  claimMappings: {username: {expression: 'claims.sub', prefix: 'system:'}}\n", "Kubernetes keeps"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -119,5 +128,25 @@ func TestIssuerConfigDefaults(t *testing.T) {
 	}
 	if id.Kind != User || id.Username != "oidc:alice" || strings.Join(id.Groups, ",") != "oidc:dev,oidc:ops,system:authenticated" || id.Issuer != "https://idp.example.com" {
 		t.Fatalf("identity %+v", id)
+	}
+}
+
+// One issuer may use one prefix for both its usernames and its groups.
+func TestSamePrefixWithinAnIssuer(t *testing.T) {
+	if _, err := IssuerConfig("https://idp.example.com"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An issuer without claimValidationRules is warned about (a multi-tenant
+// issuer would let anyone in); one with a rule is not.
+func TestWarnings(t *testing.T) {
+	c, err := ParseAuthenticationConfig([]byte(validConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := c.Warnings()
+	if len(w) != 1 || !strings.Contains(w[0], "jwt[1]") || !strings.Contains(w[0], "no claimValidationRules") {
+		t.Fatalf("warnings %q, want one about jwt[1]", w)
 	}
 }

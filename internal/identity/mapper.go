@@ -38,6 +38,13 @@ type rule struct {
 	source                   string
 }
 
+// celCostLimit bounds the work of one evaluation of an expression, whose
+// input (a token's claims) the caller writes: a list of a few thousand
+// groups mapped or searched is far below it, a comprehension nested over a
+// large claim to use the CPU is stopped. The unit is CEL's cost, roughly
+// one per operation.
+const celCostLimit = 1_000_000
+
 // celEnv is the CEL environment of claim mappings and rules: claims is the
 // token's payload, as Kubernetes' structured authentication names it.
 func celEnv() (*cel.Env, error) {
@@ -58,7 +65,7 @@ func NewMapper(j JWTAuthenticator) (*Mapper, error) {
 			errs = append(errs, fmt.Errorf("%s: the CEL expression %q does not compile: %w", field, src, iss.Err()))
 			return nil
 		}
-		p, err := env.Program(ast)
+		p, err := env.Program(ast, cel.CostLimit(celCostLimit))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", field, err))
 			return nil
@@ -101,7 +108,7 @@ func (m *Mapper) Identity(claims map[string]any) (Identity, error) {
 	if err != nil {
 		return Identity{}, fmt.Errorf("%w: %w", ErrClaims, err)
 	}
-	if len(names) != 1 || names[0] == "" {
+	if len(names) != 1 {
 		return Identity{}, fmt.Errorf("%w: the username mapping gives no single name", ErrClaims)
 	}
 	if m.username.claim == "email" {
@@ -173,9 +180,20 @@ func (mp mapping) names(claims, vars map[string]any, what string) ([]string, err
 	default:
 		return nil, fmt.Errorf("the %s is a %T, not a string or a list of strings", what, v)
 	}
-	if mp.prefix != "" {
-		for i := range list {
-			list[i] = mp.prefix + list[i]
+	for i, name := range list {
+		switch {
+		case mp.expr != nil:
+			// The expression built the whole name; it must be in the
+			// issuer's own namespace, and more than the prefix alone.
+			if !strings.HasPrefix(name, mp.prefix) || name == mp.prefix {
+				return nil, fmt.Errorf("the %s expression gave %q, which does not start with the prefix %q followed by a name", what, name, mp.prefix)
+			}
+		case name == "":
+			// Checked before the prefix is put: "" would become the
+			// bare prefix, a name shared by everyone whose claim is empty.
+			return nil, fmt.Errorf("the %s claim %s holds an empty name", what, mp.claim)
+		default:
+			list[i] = mp.prefix + name
 		}
 	}
 	return list, nil

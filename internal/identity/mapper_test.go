@@ -23,8 +23,8 @@ func mapperOf(t *testing.T, yaml string) *Mapper {
 
 func TestMapperExpressions(t *testing.T) {
 	m := mapperOf(t, `  claimMappings:
-    username: {expression: "'corp:' + claims.preferred_username"}
-    groups: {expression: "claims.roles.map(r, 'corp:role:' + r)"}
+    username: {expression: "'corp:' + claims.preferred_username", prefix: "corp:"}
+    groups: {expression: "claims.roles.map(r, 'corp:role:' + r)", prefix: "corp:role:"}
 `)
 	id, err := m.Identity(map[string]any{"preferred_username": "bob", "roles": []any{"admin"}})
 	if err != nil {
@@ -59,6 +59,8 @@ func TestMapperRefuses(t *testing.T) {
 		"email not verified": {func(c map[string]any) { c["email_verified"] = false }, "email_verified"},
 		"username a number":  {func(c map[string]any) { c["email"] = 42.0 }, "not a string"},
 		"groups not strings": {func(c map[string]any) { c["groups"] = []any{1.0} }, "not a string"},
+		"empty username":     {func(c map[string]any) { c["email"] = "" }, "empty name"},
+		"an empty group":     {func(c map[string]any) { c["groups"] = []any{"g", ""} }, "empty name"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -72,13 +74,41 @@ func TestMapperRefuses(t *testing.T) {
 	}
 }
 
-// An expression may build any name; one Kubernetes keeps is refused all
-// the same, so no token can pass for a ServiceAccount or system:masters.
-func TestMapperRefusesSystemNames(t *testing.T) {
+// An expression builds the whole name, which must start with the mapping's
+// prefix (the issuer's own namespace) and go on past it; so no token can
+// pass for a ServiceAccount, system:masters or another issuer's person.
+func TestMapperChecksExpressionPrefix(t *testing.T) {
 	m := mapperOf(t, `  claimMappings:
-    username: {expression: "claims.sub"}
-    groups: {expression: "claims.groups"}
+    username: {expression: "claims.sub", prefix: "corp:"}
+    groups: {expression: "claims.groups", prefix: "corp:"}
 `)
+	if id, err := m.Identity(map[string]any{"sub": "corp:alice", "groups": []any{"corp:dev"}}); err != nil || id.Username != "corp:alice" {
+		t.Fatalf("%+v %v", id, err)
+	}
+	for name, claims := range map[string]map[string]any{
+		"service account":       {"sub": "system:serviceaccount:agents:alice", "groups": []any{}},
+		"system group":          {"sub": "corp:alice", "groups": []any{"system:masters"}},
+		"another issuer's name": {"sub": "oidc:alice"},
+		"the prefix alone":      {"sub": "corp:"},
+		"empty":                 {"sub": ""},
+	} {
+		if _, err := m.Identity(claims); !errors.Is(err, ErrClaims) || !strings.Contains(err.Error(), `does not start with the prefix "corp:"`) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// A mapping that bypasses the configuration's checks (NewMapper alone) still
+// never yields a name Kubernetes keeps.
+func TestMapperRefusesSystemNames(t *testing.T) {
+	j := JWTAuthenticator{Issuer: Issuer{URL: "https://idp.example.com"}, ClaimMappings: ClaimMappings{
+		Username: PrefixedClaimOrExpression{Expression: "claims.sub"},
+		Groups:   PrefixedClaimOrExpression{Expression: "claims.groups"},
+	}}
+	m, err := NewMapper(j)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, claims := range map[string]map[string]any{
 		"service account": {"sub": "system:serviceaccount:agents:alice", "groups": []any{}},
 		"system group":    {"sub": "alice", "groups": []any{"system:masters"}},
@@ -86,6 +116,21 @@ func TestMapperRefusesSystemNames(t *testing.T) {
 		if _, err := m.Identity(claims); !errors.Is(err, ErrClaims) || !strings.Contains(err.Error(), "system:") {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// An expression that would run for long on a large claim is stopped.
+func TestMapperCostLimit(t *testing.T) {
+	m := mapperOf(t, `  claimMappings:
+    username: {claim: sub, prefix: "corp:"}
+    groups: {expression: "claims.g.map(a, claims.g.map(b, claims.g.map(c, 'corp:x'))).size() > 0 ? ['corp:x'] : []", prefix: "corp:"}
+`)
+	g := make([]any, 200)
+	for i := range g {
+		g[i] = "x"
+	}
+	if _, err := m.Identity(map[string]any{"sub": "a", "g": g}); !errors.Is(err, ErrClaims) || !strings.Contains(err.Error(), "cost") {
+		t.Fatalf("a 200^3 expression: %v, want a refusal for its cost", err)
 	}
 }
 

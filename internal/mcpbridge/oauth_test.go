@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -243,5 +244,56 @@ func TestOAuthAuthenticatorWiring(t *testing.T) {
 	}
 	if id, err := auth.Authenticate(ctxT(t), "alice-token"); err != nil || id.Kind != identity.ServiceAccount {
 		t.Fatalf("a ServiceAccount token behind OAuth: %+v %v", id, err)
+	}
+}
+
+// A server name that no server may have is never written into a challenge:
+// the card of /servers/a"b/mcp is not found before any token is asked for.
+func TestChallengeNamesNoBadServer(t *testing.T) {
+	idp := oauthtest.New()
+	defer idp.Close()
+	h := newHarness(t, nil, nil, withOAuth(t, idp, testCallers))
+	for _, path := range []string{"/servers/a%22b/mcp/server-card", "/servers/a%5Cb/mcp/server-card", "/servers/A/mcp/server-card"} {
+		req, _ := http.NewRequestWithContext(ctxT(t), http.MethodGet, h.url+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || resp.Header.Get("WWW-Authenticate") != "" {
+			t.Errorf("%s: status %d, WWW-Authenticate %q; want 404 and no challenge", path, resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+		}
+	}
+}
+
+// The access_token parameter is found however its name is escaped.
+func TestEscapedTokenInQueryRefused(t *testing.T) {
+	idp := oauthtest.New()
+	defer idp.Close()
+	h := newHarness(t, nil, nil, withOAuth(t, idp, testCallers))
+	good := idp.Sign(idp.Claims("alice", publicURL+"/mcp"))
+	for _, name := range []string{"access%5Ftoken", "%61ccess_token"} {
+		if status, _, _ := post(t, h.url+"/mcp?"+name+"="+good, good, "", initBody, nil); status != http.StatusBadRequest {
+			t.Errorf("?%s=: status %d, want 400", name, status)
+		}
+	}
+}
+
+// A token naming a key the issuer published after the bridge last read its
+// keys is answered 503 with a Retry-After, not refused: a client that
+// would sign in again on 401 retries instead.
+func TestUnknownKeyAnswersRetry(t *testing.T) {
+	idp := oauthtest.New()
+	defer idp.Close()
+	h := newHarness(t, nil, nil, withOAuth(t, idp, testCallers))
+	if status, _, _ := post(t, h.url+"/mcp", idp.Sign(idp.Claims("alice", publicURL+"/mcp")), "", initBody, nil); status != http.StatusOK {
+		t.Fatalf("a good token: %d", status)
+	}
+	idp.AddKey("ES256")
+	status, _, hdr := post(t, h.url+"/mcp", idp.Sign(idp.Claims("alice", publicURL+"/mcp")), "", initBody, nil)
+	retry, _ := strconv.Atoi(hdr.Get("Retry-After"))
+	if status != http.StatusServiceUnavailable || retry < 2 || retry > int(oauth.DefaultMinKeyRefresh.Seconds()) || hdr.Get("WWW-Authenticate") != "" {
+		t.Fatalf("a just-rotated key's token: status %d, Retry-After %q, WWW-Authenticate %q; want 503 with the wait until the next read",
+			status, hdr.Get("Retry-After"), hdr.Get("WWW-Authenticate"))
 	}
 }

@@ -66,6 +66,9 @@ type Options struct {
 	// RequiredScopes are the scopes each such token must carry.
 	Authentication *identity.Config
 	RequiredScopes []string
+	// OAuthAllowHTTP accepts http:// endpoints in the issuers' discovery
+	// documents on hosts that are not loopback (development clusters).
+	OAuthAllowHTTP bool
 	// SessionKey is shared by the replicas (nil: a random key, so sessions
 	// do not survive this replica).
 	SessionKey []byte
@@ -496,7 +499,7 @@ func oauthAuthenticator(o Options, serviceAccounts authn.Authenticator) (*oauth.
 	if err != nil {
 		return nil, nil, err
 	}
-	a, err := oauth.New(o.Authentication, oauth.Options{Resource: res, Fallback: serviceAccounts})
+	a, err := oauth.New(o.Authentication, oauth.Options{Resource: res, Fallback: serviceAccounts, AllowHTTP: o.OAuthAllowHTTP, Log: o.Log.WithName("oauth")})
 	if err != nil {
 		return nil, nil, fmt.Errorf("while configuring OAuth: %w", err)
 	}

@@ -63,6 +63,13 @@ type remoteInput struct {
 // serveCard answers GET <endpoint>/server-card; endpoint is "" for /mcp and
 // SearchPath, else a server name.
 func (b *Bridge) serveCard(w http.ResponseWriter, r *http.Request, endpoint string) {
+	if endpoint != "" && toolname.ValidateServer(endpoint) != nil {
+		// Before anything else: a name that is no server's is never
+		// written into an answer (the challenge's metadata URL among
+		// them), and costs no token check.
+		http.NotFound(w, r)
+		return
+	}
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", "GET")
 		http.Error(w, "Method Not Allowed: a server card is read with GET", http.StatusMethodNotAllowed)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"slices"
@@ -184,6 +185,19 @@ func (b *Bridge) authenticate(w http.ResponseWriter, r *http.Request) (identity.
 	case errors.Is(err, authn.ErrBusy):
 		overLimit(w, http.StatusServiceUnavailable, nil, "the bridge is checking its limit of new tokens at once; retry")
 		return id, false
+	case errors.Is(err, authn.ErrTryLater):
+		// Not the token's fault, nor an outage: the issuer's keys are
+		// read again in a moment (debug level: a flood of made-up key
+		// ids would fill the log).
+		b.cfg.Log.V(1).Info("a bearer token could not be checked yet", "why", err.Error(), "remote", r.RemoteAddr)
+		var later *authn.TryLater
+		wait := time.Second
+		if errors.As(err, &later) {
+			wait = max(wait, later.After)
+		}
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+		writeError(w, http.StatusServiceUnavailable, nil, jsonrpc.CodeInternalError, "the bridge cannot check the token yet: it names a signing key the issuer had not published when the bridge last read its keys; retry after the Retry-After seconds")
+		return id, false
 	}
 	if r.Context().Err() != nil {
 		return id, false // the caller left while its token was being checked
@@ -194,9 +208,9 @@ func (b *Bridge) authenticate(w http.ResponseWriter, r *http.Request) (identity.
 }
 
 // tokenInQuery says whether the request carries an access_token query
-// parameter (looked for without parsing the query when it cannot be there).
+// parameter, however its name is escaped (access%5Ftoken is the same).
 func tokenInQuery(r *http.Request) bool {
-	return strings.Contains(r.URL.RawQuery, "access_token") && r.URL.Query().Has("access_token")
+	return r.URL.RawQuery != "" && r.URL.Query().Has("access_token")
 }
 
 // challenge refuses a request for its credentials: status with a JSON-RPC

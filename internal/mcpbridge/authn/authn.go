@@ -42,6 +42,23 @@ var ErrInsufficientScope = errors.New("insufficient scope")
 // are at their bound. The caller may retry.
 var ErrBusy = errors.New("the bridge is checking as many tokens as it may at once")
 
+// ErrTryLater means the token could not be checked yet, through no fault
+// of its own: it names a signing key its issuer had not published when
+// the bridge last read the issuer's keys, and they may not be read again
+// so soon. The caller may retry after the TryLater's wait.
+var ErrTryLater = errors.New("the token cannot be checked yet")
+
+// TryLater is an ErrTryLater with how long to wait and why.
+type TryLater struct {
+	After  time.Duration
+	Reason string
+}
+
+func (e *TryLater) Error() string { return ErrTryLater.Error() + ": " + e.Reason }
+
+// Is makes errors.Is(err, ErrTryLater) true.
+func (e *TryLater) Is(target error) bool { return target == ErrTryLater }
+
 // Authenticator checks a bearer token ("" when none was sent).
 type Authenticator interface {
 	Authenticate(ctx context.Context, token string) (identity.Identity, error)

@@ -14,6 +14,11 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
 )
 
+// maxIntrospectionBytes bounds an introspection answer: the claims of one
+// token, which every claim mapping and rule then reads. A JWT's are bounded
+// by the token's own size; an answer this large is no access token's.
+const maxIntrospectionBytes = 64 << 10
+
 // introspection is how an issuer is asked about opaque tokens (RFC 7662).
 type introspection struct {
 	url      string // "" until read from the discovery document
@@ -42,6 +47,10 @@ func (iss *issuer) introspect(ctx context.Context, token string, now time.Time) 
 		if endpoint = meta.IntrospectionEndpoint; endpoint == "" {
 			return verified{}, fmt.Errorf("issuer %s's discovery document has no introspection_endpoint", iss.url)
 		}
+		// The token and the bridge's client secret go there.
+		if err := identity.ValidateEndpointURL("the discovery document's introspection_endpoint", endpoint, iss.endpointOpts...); err != nil {
+			return verified{}, err
+		}
 	}
 	form := url.Values{"token": {token}, "token_type_hint": {"access_token"}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
@@ -57,7 +66,7 @@ func (iss *issuer) introspect(ctx context.Context, token string, now time.Time) 
 	}
 	defer func() { _ = resp.Body.Close() }()
 	var claims map[string]any
-	if err := decodeAnswer(resp, endpoint, &claims); err != nil {
+	if err := decodeAnswer(resp, endpoint, &claims, maxIntrospectionBytes); err != nil {
 		return verified{}, fmt.Errorf("while introspecting a token: %w", err)
 	}
 	return iss.checkIntrospected(claims, now)
@@ -84,7 +93,9 @@ func (iss *issuer) checkIntrospected(claims map[string]any, now time.Time) (veri
 			}
 		}
 	}
-	if !iss.audienceOK(aud) {
+	// An introspection answer is about an access token (RFC 7662), so a
+	// configured audience is enough here, without at+jwt.
+	if byResource, byAudience := iss.audienceMatch(aud); !byResource && !byAudience {
 		return verified{}, refused("the token's audience %q does not name this bridge (%s)", aud, iss.resource.URL)
 	}
 	exp, ok := numericDate(claims["exp"])

@@ -10,12 +10,14 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+	"github.com/go-logr/logr"
 
 	"github.com/mcp-operator/mcp-operator/internal/identity"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
@@ -50,6 +52,11 @@ type issuer struct {
 	// for opaque tokens (RFC 7662).
 	introspection *introspection
 
+	// endpointOpts check the URLs the discovery document gives as an
+	// issuer's own URL is checked (https, or loopback, or http allowed).
+	endpointOpts []identity.Option
+	log          logr.Logger
+
 	mu   sync.Mutex
 	meta *serverMetadata // the discovery document, once read
 }
@@ -75,11 +82,14 @@ func newIssuer(j identity.JWTAuthenticator, res *Resource, o Options) (*issuer, 
 	}
 	iss := &issuer{
 		url: j.Issuer.URL, discoveryURL: j.Issuer.DiscoveryURL, mapper: mapper,
-		audiences: j.Issuer.Audiences, resource: res, leeway: o.Leeway,
+		audiences: j.Issuer.Audiences, resource: res, leeway: o.Leeway, log: o.Log,
 		client: &http.Client{Transport: transport, Timeout: o.FetchTimeout,
 			// The issuer's documents are where it says they are; a
 			// redirect is not followed to somewhere else.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+	}
+	if o.AllowHTTP {
+		iss.endpointOpts = []identity.Option{identity.AllowInsecureIssuers()}
 	}
 	iss.keys = &keySet{fetch: iss.fetchKeys, minRefresh: o.MinKeyRefresh, maxAge: o.MaxKeyAge, now: o.Now}
 	if in := j.Issuer.Introspection; in != nil {
@@ -93,21 +103,34 @@ func newIssuer(j identity.JWTAuthenticator, res *Resource, o Options) (*issuer, 
 // verify checks a JWT this issuer signed (by its unverified iss) and maps
 // its claims. Every refusal wraps authn.ErrUnauthenticated with the reason.
 func (iss *issuer) verify(ctx context.Context, tok *jwt.JSONWebToken, now time.Time) (verified, error) {
-	kid := tok.Headers[0].KeyID
-	key, ok, err := iss.keys.key(ctx, kid)
-	if !ok {
-		if err != nil {
-			return verified{}, err // the issuer's keys could not be read: not the token's fault
-		}
-		return verified{}, refused("no key %q among the issuer's keys", kid)
-	}
-	if key.Algorithm != "" && key.Algorithm != tok.Headers[0].Algorithm {
-		return verified{}, refused("the token's algorithm %s is not its key's (%s)", tok.Headers[0].Algorithm, key.Algorithm)
+	header := tok.Headers[0]
+	candidates, err := iss.keys.lookup(ctx, header.KeyID)
+	if err != nil {
+		return verified{}, err
 	}
 	var std jwt.Claims
 	var raw map[string]any
-	if err := tok.Claims(key.Key, &std, &raw); err != nil {
-		return verified{}, refused("the signature does not verify")
+	var used *keyRef
+	for _, c := range candidates {
+		if c.key.Algorithm != "" && c.key.Algorithm != header.Algorithm {
+			err = refused("the token's algorithm %s is not its key's (%s)", header.Algorithm, c.key.Algorithm)
+			continue
+		}
+		switch err = tok.Claims(c.key.Key, &std, &raw); {
+		case err == nil:
+			used = &c.ref
+		case errors.Is(err, jose.ErrCryptoFailure):
+			err = refused("the signature does not verify")
+			continue
+		default:
+			// Signed by this key, but the claims are not what a JWT's
+			// must be (exp a string, aud a number...).
+			return verified{}, refused("the token's claims are malformed: %s", strings.TrimPrefix(err.Error(), "go-jose/go-jose/jwt: "))
+		}
+		break
+	}
+	if used == nil {
+		return verified{}, err
 	}
 	if std.Expiry == nil {
 		return verified{}, refused("the token has no exp: it would never expire")
@@ -115,40 +138,80 @@ func (iss *issuer) verify(ctx context.Context, tok *jwt.JSONWebToken, now time.T
 	if err := std.ValidateWithLeeway(jwt.Expected{Issuer: iss.url, Time: now}, iss.leeway); err != nil {
 		return verified{}, refused("%s", strings.TrimPrefix(err.Error(), "go-jose/go-jose/jwt: "))
 	}
-	if !iss.audienceOK(std.Audience) {
-		return verified{}, refused("the token's audience %q does not name this bridge (%s)", []string(std.Audience), iss.resource.URL)
+	if err := iss.accessTokenFor(std.Audience, typeOf(header), raw); err != nil {
+		return verified{}, err
 	}
 	id, err := iss.mapper.Identity(raw)
 	if err != nil {
 		return verified{}, fmt.Errorf("%w: %w", authn.ErrUnauthenticated, err)
 	}
-	return verified{id: id, expires: std.Expiry.Time(), kid: kid, scopes: scopesOf(raw)}, nil
+	return verified{id: id, expires: std.Expiry.Time(), key: used, scopes: scopesOf(raw)}, nil
+}
+
+// typeOf is a JWS header's typ, "" when it has none.
+func typeOf(h jose.Header) string {
+	t, _ := h.ExtraHeaders[jose.HeaderType].(string)
+	return t
+}
+
+// isAccessTokenType says whether typ is RFC 9068's at+jwt (media types are
+// case-insensitive, and the application/ prefix may be written out).
+func isAccessTokenType(typ string) bool {
+	t := strings.ToLower(typ)
+	return t == "at+jwt" || t == "application/at+jwt"
+}
+
+// accessTokenFor says why a signed token is not an access token for this
+// bridge, nil when it is one. Its aud must name the bridge's resource, or
+// an audience the configuration accepts. An OIDC ID token is signed by the
+// same keys and, when the configured audience is a client id, names it in
+// aud: so a token with the marks of an ID token (nonce, at_hash) is never
+// taken for an access token unless its typ says at+jwt, and a token that
+// names only a configured audience (no resource) must say at+jwt; a
+// client's ID token would otherwise sign anyone it was shown to in.
+func (iss *issuer) accessTokenFor(aud []string, typ string, claims map[string]any) error {
+	atJWT := isAccessTokenType(typ)
+	if !atJWT {
+		for _, mark := range []string{"nonce", "at_hash"} {
+			if _, ok := claims[mark]; ok {
+				return refused("the token has %s and its typ is %q, not at+jwt: it is an ID token, not an access token", mark, typ)
+			}
+		}
+	}
+	byResource, byAudience := iss.audienceMatch(aud)
+	switch {
+	case byResource:
+		return nil
+	case byAudience && atJWT:
+		return nil
+	case byAudience:
+		return refused("the token names a configured audience but not this bridge (%s), and its typ is %q, not at+jwt: it may be an ID token", iss.resource.URL, typ)
+	}
+	return refused("the token's audience %q does not name this bridge (%s)", aud, iss.resource.URL)
 }
 
 // verified is an accepted token.
 type verified struct {
 	id      identity.Identity
 	expires time.Time
-	// kid is the key that signed it ("" for an introspected token): the
+	// key is the key that signed it (nil for an introspected token): the
 	// token stops being accepted from the cache when the issuer drops it.
-	kid    string
+	key    *keyRef
 	scopes []string
 }
 
-// audienceOK: one of aud is the bridge's resource (RFC 8707), or an
-// audience the configuration accepts explicitly.
-func (iss *issuer) audienceOK(aud []string) bool {
+// audienceMatch: whether one of aud is the bridge's resource (RFC 8707),
+// and whether one is an audience the configuration accepts explicitly.
+func (iss *issuer) audienceMatch(aud []string) (byResource, byAudience bool) {
 	for _, a := range aud {
 		if iss.resource.Accepts(a) {
-			return true
+			byResource = true
 		}
-		for _, x := range iss.audiences {
-			if a == x {
-				return true
-			}
+		if slices.Contains(iss.audiences, a) {
+			byAudience = true
 		}
 	}
-	return false
+	return byResource, byAudience
 }
 
 // scopesOf reads the token's scopes: scope, space-separated (RFC 9068,
@@ -219,17 +282,36 @@ func (iss *issuer) metadata(ctx context.Context) (*serverMetadata, error) {
 }
 
 // fetchKeys reads the issuer's JWKS from its discovery document's jwks_uri.
-func (iss *issuer) fetchKeys(ctx context.Context) (jose.JSONWebKeySet, error) {
-	var set jose.JSONWebKeySet
+// Each key is read on its own: a key of a type the bridge cannot use (an
+// X25519 encryption key, a curve go-jose lacks) is skipped, not a reason
+// to refuse the set and with it every token.
+func (iss *issuer) fetchKeys(ctx context.Context) ([]jose.JSONWebKey, error) {
 	meta, err := iss.metadata(ctx)
 	if err != nil {
-		return set, err
+		return nil, err
 	}
 	if meta.JWKSURI == "" {
-		return set, fmt.Errorf("issuer %s's discovery document has no jwks_uri", iss.url)
+		return nil, fmt.Errorf("issuer %s's discovery document has no jwks_uri", iss.url)
 	}
-	err = iss.getJSON(ctx, meta.JWKSURI, &set)
-	return set, err
+	if err := identity.ValidateEndpointURL("the discovery document's jwks_uri", meta.JWKSURI, iss.endpointOpts...); err != nil {
+		return nil, err
+	}
+	var doc struct {
+		Keys []json.RawMessage `json:"keys"`
+	}
+	if err := iss.getJSON(ctx, meta.JWKSURI, &doc); err != nil {
+		return nil, err
+	}
+	keys := make([]jose.JSONWebKey, 0, len(doc.Keys))
+	for n, raw := range doc.Keys {
+		var k jose.JSONWebKey
+		if err := k.UnmarshalJSON(raw); err != nil {
+			iss.log.V(1).Info("a key of the issuer's JWKS is skipped", "issuer", iss.url, "index", n, "why", err.Error())
+			continue
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
 }
 
 // getJSON GETs a document of the issuer's.
@@ -244,16 +326,16 @@ func (iss *issuer) getJSON(ctx context.Context, u string, into any) error {
 		return err
 	}
 	defer func() { _ = resp.Body.Close() }()
-	return decodeAnswer(resp, u, into)
+	return decodeAnswer(resp, u, into, maxDocumentBytes)
 }
 
-// decodeAnswer reads a 200 answer's JSON, within maxDocumentBytes.
-func decodeAnswer(resp *http.Response, u string, into any) error {
+// decodeAnswer reads a 200 answer's JSON, within limit bytes.
+func decodeAnswer(resp *http.Response, u string, into any, limit int64) error {
 	if resp.StatusCode != http.StatusOK {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDocumentBytes))
-		return fmt.Errorf("GET %s: %s", u, resp.Status)
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, limit))
+		return fmt.Errorf("%s: %s", u, resp.Status)
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxDocumentBytes)).Decode(into); err != nil {
+	if err := json.NewDecoder(io.LimitReader(resp.Body, limit)).Decode(into); err != nil {
 		return fmt.Errorf("%s: %w", u, err)
 	}
 	return nil

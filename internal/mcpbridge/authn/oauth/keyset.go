@@ -2,12 +2,22 @@ package oauth
 
 import (
 	"context"
+	"crypto"
+	"encoding/base64"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
 )
+
+// errNoKey marks the refusal of a token naming a key the issuer does not
+// publish, even just now: not remembered, as the issuer may publish it in
+// a moment (a token signed with a key it rotated in before publishing).
+var errNoKey = errors.New("no key")
 
 // keySet is an issuer's signing keys (its JWKS), fetched when first needed
 // and again when a token names a key not in it (the issuer rotated), or
@@ -15,15 +25,18 @@ import (
 // at most once per minRefresh: a flood of tokens with made-up key ids costs
 // one fetch per interval, not one each.
 type keySet struct {
-	fetch      func(context.Context) (jose.JSONWebKeySet, error)
+	fetch      func(context.Context) ([]jose.JSONWebKey, error)
 	minRefresh time.Duration
 	maxAge     time.Duration
 	now        func() time.Time
 
-	mu        sync.RWMutex
-	keys      map[string]jose.JSONWebKey // by kid; "" when the set has one key without a kid
-	fetchedAt time.Time                  // of the last fetch tried, successful or not
-	loadedAt  time.Time                  // of the keys held
+	mu sync.RWMutex
+	// named are the keys with a kid, by kid; unnamed the keys without one,
+	// by thumbprint (RFC 7638): a token without a kid is tried with each.
+	named     map[string]jose.JSONWebKey
+	unnamed   map[string]jose.JSONWebKey
+	fetchedAt time.Time // of the last fetch tried, successful or not
+	loadedAt  time.Time // of the keys held
 	// inFlight is closed when the fetch under way ends: requests that
 	// need it wait for it instead of starting another.
 	inFlight chan struct{}
@@ -34,45 +47,79 @@ type keySet struct {
 	lastErr error
 }
 
-// key returns the key kid names. An unknown kid fetches the set again if
-// the last fetch is at least minRefresh old; otherwise it is refused from
-// what is known.
-func (s *keySet) key(ctx context.Context, kid string) (jose.JSONWebKey, bool, error) {
+// keyRef names the key that verified a token: its kid, or for a key
+// without one its thumbprint.
+type keyRef struct{ kid, thumbprint string }
+
+// candidate is a key that may have signed a token, and how to find it
+// again.
+type candidate struct {
+	key jose.JSONWebKey
+	ref keyRef
+}
+
+// lookup returns the keys that may have signed a token naming kid ("": the
+// keys without a kid). No key: the set is fetched again if the last fetch
+// is at least minRefresh old; if it may not be yet, the answer is a
+// TryLater (the issuer may have rotated a moment ago), never a refusal.
+func (s *keySet) lookup(ctx context.Context, kid string) ([]candidate, error) {
 	now := s.now()
 	s.mu.RLock()
-	k, ok := s.keys[kid]
+	found := s.held(kid)
 	stale := s.loadedAt.IsZero() || now.Sub(s.loadedAt) >= s.maxAge
-	mayFetch := now.Sub(s.fetchedAt) >= s.minRefresh
+	wait := s.minRefresh - now.Sub(s.fetchedAt)
 	lastErr := s.lastErr
 	s.mu.RUnlock()
-	if ok && !stale {
-		return k, true, nil
-	}
-	if !mayFetch {
+	if len(found) > 0 && (!stale || wait > 0) {
 		// An old set still verifies until it may be fetched again.
-		if ok {
-			return k, true, nil
+		return found, nil
+	}
+	if wait > 0 {
+		if lastErr != nil {
+			return nil, lastErr
 		}
-		return k, false, lastErr
+		return nil, &authn.TryLater{After: wait, Reason: fmt.Sprintf("no key %q among the issuer's keys read %s ago; they are read again in %s", kid, now.Sub(s.fetchedAt).Round(time.Second), wait.Round(time.Second))}
 	}
 	err := s.refresh(ctx)
 	s.mu.RLock()
-	k, ok = s.keys[kid]
+	found = s.held(kid)
 	s.mu.RUnlock()
-	if ok {
+	if len(found) > 0 {
 		// A failed refresh keeps the keys held: an issuer briefly down
 		// does not stop tokens signed with keys already known.
-		return k, true, nil
+		return found, nil
 	}
-	return k, false, err
+	if err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("%w: %w %q among the issuer's keys", authn.ErrUnauthenticated, errNoKey, kid)
 }
 
-// has says whether kid is still in the set (a token verified earlier by a
-// key the issuer has since removed is no longer accepted).
-func (s *keySet) has(kid string) bool {
+// held is the keys for kid; s.mu held.
+func (s *keySet) held(kid string) []candidate {
+	if kid != "" {
+		if k, ok := s.named[kid]; ok {
+			return []candidate{{k, keyRef{kid: kid}}}
+		}
+		return nil
+	}
+	var out []candidate
+	for t, k := range s.unnamed {
+		out = append(out, candidate{k, keyRef{thumbprint: t}})
+	}
+	return out
+}
+
+// has says whether the key ref names is still in the set (a token verified
+// earlier by a key the issuer has since removed is no longer accepted).
+func (s *keySet) has(ref keyRef) bool {
 	s.mu.RLock()
-	_, ok := s.keys[kid]
-	s.mu.RUnlock()
+	defer s.mu.RUnlock()
+	if ref.kid != "" {
+		_, ok := s.named[ref.kid]
+		return ok
+	}
+	_, ok := s.unnamed[ref.thumbprint]
 	return ok
 }
 
@@ -102,7 +149,7 @@ func (s *keySet) refresh(ctx context.Context) error {
 
 	// Not the request's context: one caller going away must not fail the
 	// fetch the others wait for (the HTTP client's timeout bounds it).
-	set, err := s.fetch(context.WithoutCancel(ctx))
+	keys, err := s.fetch(context.WithoutCancel(ctx))
 	s.mu.Lock()
 	defer func() {
 		s.inFlight = nil
@@ -114,16 +161,24 @@ func (s *keySet) refresh(ctx context.Context) error {
 		return s.lastErr
 	}
 	s.lastErr = nil
-	keys := make(map[string]jose.JSONWebKey, len(set.Keys))
-	for _, k := range set.Keys {
+	named, unnamed := map[string]jose.JSONWebKey{}, map[string]jose.JSONWebKey{}
+	for _, k := range keys {
 		// Keys for encryption, and private or symmetric keys (which a
 		// JWKS must never publish), verify nothing.
 		if k.Use == "enc" || !k.Valid() || !k.IsPublic() {
 			continue
 		}
-		keys[k.KeyID] = k
+		if k.KeyID != "" {
+			named[k.KeyID] = k
+			continue
+		}
+		t, err := k.Thumbprint(crypto.SHA256)
+		if err != nil {
+			continue // a key type without a thumbprint: one go-jose cannot use either
+		}
+		unnamed[base64.RawURLEncoding.EncodeToString(t)] = k
 	}
-	s.keys, s.loadedAt = keys, s.now()
+	s.named, s.unnamed, s.loadedAt = named, unnamed, s.now()
 	return nil
 }
 

@@ -9,8 +9,9 @@
 // (a ServiceAccount's) goes to the fallback, TokenReview; a token that is
 // not a JWT goes to the issuer configured for RFC 7662 introspection, if
 // any, else to the fallback. Results are cached by the token's hash, never
-// past its expiry, and a cached token stops being accepted when its issuer
-// drops the key that signed it.
+// past its expiry, and a cached token stops being accepted once a fetch of
+// its issuer's keys (at most DefaultMaxKeyAge apart) no longer finds the
+// key that signed it.
 package oauth
 
 import (
@@ -26,6 +27,7 @@ import (
 	"time"
 
 	"github.com/go-jose/go-jose/v4/jwt"
+	"github.com/go-logr/logr"
 
 	"github.com/mcp-operator/mcp-operator/internal/identity"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
@@ -67,6 +69,13 @@ type Options struct {
 	MaxIntrospections int
 	// Now reads the clock (time.Now when nil).
 	Now func() time.Time
+	// AllowHTTP accepts http:// URLs in issuers' discovery documents
+	// (jwks_uri, introspection_endpoint) on hosts that are not loopback,
+	// as the configuration's issuers were: development clusters only.
+	AllowHTTP bool
+	// Log gets what is skipped at debug level (a key of a JWKS the bridge
+	// cannot use).
+	Log logr.Logger
 }
 
 // Authenticator accepts configured issuers' tokens and hands the rest to
@@ -161,7 +170,7 @@ func (a *Authenticator) Cached(token string) (identity.Identity, bool) {
 func (a *Authenticator) cached(key [32]byte, now time.Time) (identity.Identity, bool, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if e, ok := a.cache[key]; ok && now.Before(e.expires) && (e.v.kid == "" || e.iss.keys.has(e.v.kid)) {
+	if e, ok := a.cache[key]; ok && now.Before(e.expires) && (e.v.key == nil || e.iss.keys.has(*e.v.key)) {
 		return e.v.id, true, e.err
 	}
 	if r, ok := a.refused[key]; ok && now.Before(r.until) {
@@ -197,7 +206,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (identit
 		a.limit.Give("", 1)
 	}
 	if err != nil {
-		if errors.Is(err, authn.ErrUnauthenticated) {
+		if errors.Is(err, authn.ErrUnauthenticated) && !errors.Is(err, errNoKey) {
 			a.remember(key, refusal{until: now.Add(refusedTTL), err: err})
 		}
 		return identity.Identity{}, err

@@ -200,40 +200,98 @@ func unsigned(claims map[string]any, kid string) string {
 	return base64.RawURLEncoding.EncodeToString(h) + "." + base64.RawURLEncoding.EncodeToString(p) + "."
 }
 
+// flood sends 200 tokens signed by the issuer's key under made-up kids, at
+// once, and returns their errors.
+func (f *fixture) flood(t *testing.T, round string) []error {
+	t.Helper()
+	priv, _ := f.idp.Key()
+	errs := make([]error, 200)
+	var wg sync.WaitGroup
+	for n := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tok := oauthtest.SignWith(jose.RS256, priv, fmt.Sprintf("%s-%d", round, n), f.idp.Claims("alice", bridgeURL))
+			_, errs[n] = f.auth.Authenticate(context.Background(), tok)
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
 // A flood of tokens with made-up key ids costs one fetch of the issuer's
-// keys per interval, not one per token.
+// keys per interval, not one per token. Within the interval an unknown kid
+// is not refused (the issuer may have rotated a moment ago) but answered
+// "try later"; after a fetch that does not find it, it is refused.
 func TestUnknownKidFlood(t *testing.T) {
 	f := newFixture(t, nil, "")
 	if _, err := f.auth.Authenticate(context.Background(), f.idp.Sign(f.idp.Claims("alice", bridgeURL))); err != nil {
 		t.Fatal(err)
 	}
 	warm := f.idp.JWKSFetches.Load()
-	priv, _ := f.idp.Key()
-	var wg sync.WaitGroup
-	for n := range 200 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			tok := oauthtest.SignWith(jose.RS256, priv, fmt.Sprintf("made-up-%d", n), f.idp.Claims("alice", bridgeURL))
-			if _, err := f.auth.Authenticate(context.Background(), tok); !errors.Is(err, authn.ErrUnauthenticated) {
-				t.Errorf("a made-up kid: %v", err)
-			}
-		}()
+	for _, err := range f.flood(t, "within") {
+		var later *authn.TryLater
+		if !errors.As(err, &later) || later.After <= 0 || later.After > oauth.DefaultMinKeyRefresh {
+			t.Fatalf("a made-up kid within the interval: %v, want a TryLater", err)
+		}
 	}
-	wg.Wait()
-	if got := f.idp.JWKSFetches.Load() - warm; got > 1 {
-		t.Fatalf("200 made-up kids within the interval fetched the keys %d times, want at most 1", got)
+	if got := f.idp.JWKSFetches.Load() - warm; got != 0 {
+		t.Fatalf("200 made-up kids within the interval fetched the keys %d times, want 0", got)
 	}
 	f.advance(oauth.DefaultMinKeyRefresh)
-	tok := oauthtest.SignWith(jose.RS256, priv, "made-up-later", f.idp.Claims("alice", bridgeURL))
+	refusals := 0
+	for _, err := range f.flood(t, "after") {
+		switch {
+		case errors.Is(err, authn.ErrUnauthenticated):
+			refusals++
+		case !errors.Is(err, authn.ErrTryLater):
+			t.Fatalf("a made-up kid after the interval: %v", err)
+		}
+	}
+	if got := f.idp.JWKSFetches.Load() - warm; got != 1 || refusals == 0 {
+		t.Fatalf("200 made-up kids once the interval passed: %d fetches (want exactly 1), %d refusals (want some)", got, refusals)
+	}
+}
+
+// A genuine token signed by a key the issuer rotated in just after the
+// bridge read its keys is not refused, nor is a refusal remembered: it is
+// "try later" until the keys may be read again, then accepted.
+func TestNewKidWithinInterval(t *testing.T) {
+	f := newFixture(t, nil, "")
+	if _, err := f.auth.Authenticate(context.Background(), f.idp.Sign(f.idp.Claims("alice", bridgeURL))); err != nil {
+		t.Fatal(err)
+	}
+	f.idp.AddKey(jose.ES256)
+	tok := f.idp.Sign(f.idp.Claims("bob", bridgeURL))
+	if _, err := f.auth.Authenticate(context.Background(), tok); !errors.Is(err, authn.ErrTryLater) || errors.Is(err, authn.ErrUnauthenticated) {
+		t.Fatalf("a new key's token within the interval: %v, want try later", err)
+	}
+	f.advance(oauth.DefaultMinKeyRefresh)
+	if id, err := f.auth.Authenticate(context.Background(), tok); err != nil || id.Username != "oidc:bob" {
+		t.Fatalf("the same token once the keys may be read: %+v %v", id, err)
+	}
+}
+
+// A kid that is in no fetched set is refused after a fetch, and the refusal
+// is not remembered: once the interval passes, the keys are read again.
+func TestNoKeyRefusalNotRemembered(t *testing.T) {
+	f := newFixture(t, nil, "")
+	priv, _ := f.idp.Key()
+	tok := oauthtest.SignWith(jose.RS256, priv, "not-published", f.idp.Claims("alice", bridgeURL))
+	if _, err := f.auth.Authenticate(context.Background(), tok); !errors.Is(err, authn.ErrUnauthenticated) || !strings.Contains(err.Error(), "no key") {
+		t.Fatalf("a kid the first fetch lacks: %v", err)
+	}
+	f.advance(oauth.DefaultMinKeyRefresh)
+	before := f.idp.JWKSFetches.Load()
 	_, _ = f.auth.Authenticate(context.Background(), tok)
-	if got := f.idp.JWKSFetches.Load() - warm; got > 2 {
-		t.Fatalf("after the interval, %d fetches, want at most 2", got)
+	if f.idp.JWKSFetches.Load() != before+1 {
+		t.Fatal("the refusal for an unpublished kid was remembered: the keys were not read again")
 	}
 }
 
 // Rotation: a new key is fetched when a token names it; the key the
-// issuer removed stops verifying, even a token the cache accepted.
+// issuer removed stops verifying at the next fetch, even a token the cache
+// accepted.
 func TestKeyRotation(t *testing.T) {
 	f := newFixture(t, nil, "")
 	_, oldKid := f.idp.Key()
@@ -252,6 +310,10 @@ func TestKeyRotation(t *testing.T) {
 	if _, ok := f.auth.Cached(old); ok {
 		t.Fatal("the cache still accepts a token of the removed key")
 	}
+	if _, err := f.auth.Authenticate(context.Background(), old); !errors.Is(err, authn.ErrTryLater) {
+		t.Fatalf("a token of the removed key, just after the fetch: %v", err)
+	}
+	f.advance(oauth.DefaultMinKeyRefresh)
 	if _, err := f.auth.Authenticate(context.Background(), old); !errors.Is(err, authn.ErrUnauthenticated) {
 		t.Fatalf("a token of the removed key: %v", err)
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/mcp-operator/mcp-operator/internal/mcp/toolname"
 )
 
 // MetadataPath is where RFC 9728 protected resource metadata is served;
@@ -61,8 +63,9 @@ func ResourcePath(path string) string {
 	case path == "/mcp", path == "/mcp/search":
 		return path
 	case strings.HasPrefix(path, "/servers/") && strings.HasSuffix(path, "/mcp"):
-		name := strings.TrimSuffix(strings.TrimPrefix(path, "/servers/"), "/mcp")
-		if name != "" && !strings.Contains(name, "/") {
+		// Only a name a server may have: the path is written into the
+		// challenge header and the metadata.
+		if toolname.ValidateServer(strings.TrimSuffix(strings.TrimPrefix(path, "/servers/"), "/mcp")) == nil {
 			return path
 		}
 	}
@@ -118,25 +121,43 @@ func (r *Resource) Metadata(path string) Metadata {
 // RFC 9728): where the metadata is, the scopes to ask for, and errCode
 // (invalid_token, insufficient_scope; "" when no token was sent).
 func (r *Resource) Challenge(path, errCode, description string) string {
-	var b strings.Builder
-	b.WriteString(`Bearer resource_metadata="`)
-	b.WriteString(r.MetadataURL(path))
-	b.WriteByte('"')
+	params := [][2]string{{"resource_metadata", r.MetadataURL(path)}}
 	if len(r.Scopes) > 0 {
-		b.WriteString(`, scope="`)
-		b.WriteString(strings.Join(r.Scopes, " "))
-		b.WriteByte('"')
+		params = append(params, [2]string{"scope", strings.Join(r.Scopes, " ")})
 	}
 	if errCode != "" {
-		b.WriteString(`, error="`)
-		b.WriteString(errCode)
-		b.WriteByte('"')
+		params = append(params, [2]string{"error", errCode})
 	}
 	if description != "" {
-		b.WriteString(`, error_description="`)
-		b.WriteString(quotable(description))
-		b.WriteByte('"')
+		params = append(params, [2]string{"error_description", quotable(description)})
 	}
+	var b strings.Builder
+	b.WriteString("Bearer ")
+	for i, p := range params {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(p[0])
+		b.WriteByte('=')
+		b.WriteString(quotedString(p[1]))
+	}
+	return b.String()
+}
+
+// quotedString writes s as an RFC 9110 quoted-string: " and \ escaped by
+// a backslash, so that no value can end its parameter early and add
+// another (the values are checked already; this is the header's own
+// guarantee).
+func quotedString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, c := range []byte(s) {
+		if c == '"' || c == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(c)
+	}
+	b.WriteByte('"')
 	return b.String()
 }
 

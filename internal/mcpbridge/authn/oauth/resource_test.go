@@ -45,3 +45,34 @@ func TestChallenge(t *testing.T) {
 		t.Fatal("a public URL without a scheme was accepted")
 	}
 }
+
+// Only a path a server may have is a resource: the path is written into
+// challenges and metadata.
+func TestResourcePath(t *testing.T) {
+	for path, want := range map[string]string{
+		"/mcp":                                    "/mcp",
+		"/mcp/search/server-card":                 "/mcp/search",
+		"/servers/gh/mcp":                         "/servers/gh/mcp",
+		"/servers/gh/mcp/server-card":             "/servers/gh/mcp",
+		`/servers/a"b/mcp`:                        "",
+		`/servers/a\b/mcp/server-card`:            "",
+		"/servers/GH/mcp":                         "",
+		"/servers/a%22b/mcp":                      "",
+		"/servers/" + string(rune(0x7f)) + "/mcp": "",
+	} {
+		if got := ResourcePath(path); got != want {
+			t.Errorf("ResourcePath(%q) = %q, want %q", path, got, want)
+		}
+	}
+}
+
+// The challenge's values are quoted-strings: a quote or backslash in one
+// cannot end it early.
+func TestChallengeQuotes(t *testing.T) {
+	r := &Resource{URL: `https://bridge.example.com/a"b\c`, Scopes: []string{`x"y`}}
+	got := r.Challenge("", "", "")
+	want := `Bearer resource_metadata="https://bridge.example.com/a\"b\\c/.well-known/oauth-protected-resource", scope="x\"y"`
+	if got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}

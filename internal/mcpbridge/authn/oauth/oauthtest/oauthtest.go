@@ -42,8 +42,15 @@ type Issuer struct {
 	// ClaimedIssuer, when set, is the issuer the metadata names instead
 	// of URL (an issuer mix-up).
 	ClaimedIssuer atomic.Pointer[string]
+	// JWKSURI and IntrospectionEndpoint, when set, are what the metadata
+	// gives instead of the issuer's own endpoints.
+	JWKSURI               atomic.Pointer[string]
+	IntrospectionEndpoint atomic.Pointer[string]
 
-	mu     sync.Mutex
+	mu sync.Mutex
+	// extra are JWKS entries published as they are (keys the bridge
+	// cannot use, written by hand).
+	extra  []json.RawMessage
 	keys   []key // published; the last signs by default
 	n      int
 	opaque map[string]map[string]any
@@ -64,8 +71,15 @@ func New() *Issuer {
 		if v := i.ClaimedIssuer.Load(); v != nil {
 			issuer = *v
 		}
+		jwks, introspect := i.URL+"/jwks", i.URL+"/introspect"
+		if v := i.JWKSURI.Load(); v != nil {
+			jwks = *v
+		}
+		if v := i.IntrospectionEndpoint.Load(); v != nil {
+			introspect = *v
+		}
 		writeJSON(w, map[string]any{
-			"issuer": issuer, "jwks_uri": i.URL + "/jwks", "introspection_endpoint": i.URL + "/introspect",
+			"issuer": issuer, "jwks_uri": jwks, "introspection_endpoint": introspect,
 			"authorization_endpoint": i.URL + "/authorize", "token_endpoint": i.URL + "/token",
 		})
 	}
@@ -83,7 +97,17 @@ func New() *Issuer {
 			http.Error(w, "down", http.StatusServiceUnavailable)
 			return
 		}
-		writeJSON(w, i.JWKS())
+		i.mu.Lock()
+		extra := i.extra
+		i.mu.Unlock()
+		keys := []any{}
+		for _, k := range i.JWKS().Keys {
+			keys = append(keys, k)
+		}
+		for _, k := range extra {
+			keys = append(keys, k)
+		}
+		writeJSON(w, map[string]any{"keys": keys})
 	})
 	mux.HandleFunc("/introspect", i.introspect)
 	i.server = httptest.NewServer(mux)
@@ -98,6 +122,23 @@ func (i *Issuer) Close() { i.server.Close() }
 // AddKey publishes a new key of alg (RS256, ES256) that signs from now on,
 // as an issuer rotating its keys does; it returns the key's kid.
 func (i *Issuer) AddKey(alg jose.SignatureAlgorithm) string {
+	return i.addKey(alg, true)
+}
+
+// AddUnnamedKey publishes a new key of alg without a kid, as some issuers
+// do; it signs from now on, its tokens naming no kid either.
+func (i *Issuer) AddUnnamedKey(alg jose.SignatureAlgorithm) {
+	i.addKey(alg, false)
+}
+
+// PublishRaw adds a JWKS entry as it is written.
+func (i *Issuer) PublishRaw(entry string) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.extra = append(i.extra, json.RawMessage(entry))
+}
+
+func (i *Issuer) addKey(alg jose.SignatureAlgorithm, named bool) string {
 	var priv crypto.Signer
 	var err error
 	switch alg {
@@ -112,7 +153,10 @@ func (i *Issuer) AddKey(alg jose.SignatureAlgorithm) string {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	i.n++
-	kid := fmt.Sprintf("key-%d", i.n)
+	kid := ""
+	if named {
+		kid = fmt.Sprintf("key-%d", i.n)
+	}
 	i.keys = append(i.keys, key{kid: kid, alg: alg, priv: priv})
 	return kid
 }
@@ -179,10 +223,27 @@ func (i *Issuer) Key() (crypto.Signer, string) {
 	return k.priv, k.kid
 }
 
+// SignTyped signs claims with the newest key, with typ as the header's typ
+// ("" for none): "JWT" is what an ID token says.
+func (i *Issuer) SignTyped(typ string, claims map[string]any) string {
+	i.mu.Lock()
+	k := i.keys[len(i.keys)-1]
+	i.mu.Unlock()
+	return sign(k.alg, k.priv, k.kid, typ, claims)
+}
+
 // SignWith signs claims with any key: alg and key as go-jose takes them
-// (an []byte key with HS256 makes the forgery an attacker would try).
+// (an []byte key with HS256 makes the forgery an attacker would try). Its
+// typ is at+jwt, an access token's (RFC 9068).
 func SignWith(alg jose.SignatureAlgorithm, k any, kid string, claims map[string]any) string {
-	opts := (&jose.SignerOptions{}).WithType("at+jwt")
+	return sign(alg, k, kid, "at+jwt", claims)
+}
+
+func sign(alg jose.SignatureAlgorithm, k any, kid, typ string, claims map[string]any) string {
+	opts := &jose.SignerOptions{}
+	if typ != "" {
+		opts = opts.WithType(jose.ContentType(typ))
+	}
 	if kid != "" {
 		opts = opts.WithHeader(jose.HeaderKey("kid"), kid)
 	}
