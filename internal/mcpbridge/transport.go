@@ -44,8 +44,12 @@ const (
 
 // request is one agent request being served.
 type request struct {
-	ctx      context.Context
-	id       authn.Identity
+	ctx context.Context
+	id  authn.Identity
+	// bearer is the caller's own bearer token, kept beside its identity
+	// for the upstream-credential stage alone (the subject of a token
+	// exchange): never logged, never sent to a server.
+	bearer   string
 	endpoint string // "" for /mcp, else the server name
 	// search: the request came in on SearchPath (search.go).
 	search bool
@@ -261,7 +265,7 @@ func (b *Bridge) post(w http.ResponseWriter, r *http.Request, endpoint string) {
 		writeError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, err.Error())
 		return
 	}
-	rq := &request{id: id, endpoint: endpoint, search: isSearchPath(r), msg: msg}
+	rq := &request{id: id, bearer: authn.BearerToken(r.Header.Get("Authorization")), endpoint: endpoint, search: isSearchPath(r), msg: msg}
 	if !b.establish(w, r, rq) {
 		return
 	}
