@@ -17,12 +17,11 @@ package upstreamcred
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -290,21 +289,25 @@ func (st *Store) Forget(session string) {
 // server's settings: the caller's name and a digest of its token (never
 // the token), the server and what its exchange asks for.
 func entryKey(s Server, c Caller, kind Kind) string {
-	h := sha256.New()
-	for _, part := range []string{string(kind), c.Username, c.Token, s.key(), settingsOf(s.Remote)} {
-		fmt.Fprintf(h, "%d:%s;", len(part), part)
+	parts := []string{string(kind), c.Username, c.Token, s.Namespace, s.Name}
+	// What of spec.remote.auth decides the credential: a change makes new
+	// entries.
+	if tx := s.Remote.Auth.TokenExchange; tx != nil {
+		parts = append(parts, tx.TokenURL, tx.Audience, tx.Resource, tx.ClientSecretRef.Name, tx.SubjectTokenType)
+		parts = append(parts, tx.Scopes...)
 	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-// settingsOf is what of spec.remote.auth decides a credential: a change
-// makes new entries.
-func settingsOf(r *v1alpha1.Remote) string {
-	b, _ := json.Marshal(struct {
-		T *v1alpha1.TokenExchange
-		P *v1alpha1.PerCallerSecret
-	}{r.Auth.TokenExchange, r.Auth.PerCallerSecret})
-	return string(b)
+	if pc := s.Remote.Auth.PerCallerSecret; pc != nil {
+		parts = append(parts, pc.Key, pc.Header)
+	}
+	// Each part length-prefixed, so no two lists hash alike.
+	buf := make([]byte, 0, 256)
+	for _, p := range parts {
+		buf = strconv.AppendInt(buf, int64(len(p)), 10)
+		buf = append(buf, ':')
+		buf = append(buf, p...)
+	}
+	sum := sha256.Sum256(buf)
+	return string(sum[:])
 }
 
 // sweepLocked drops entries past forgetAt, once a sweepEvery. st.mu is
