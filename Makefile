@@ -100,6 +100,8 @@ images: build $(BIN)/everything-server $(MKIMAGE) $(BIN)/pause ## Build the cont
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/netcheck ./test/e2e/netcheck
 	$(MKIMAGE) -tag localhost/mcp-operator/netcheck:dev -out $(BIN)/images/netcheck.tar $(BIN)/netcheck=/netcheck $(BIN)/everything-server=/everything-server
 	$(MKIMAGE) -tag localhost/mcp-operator/pause:dev -user 65535 -out $(BIN)/images/pause.tar $(BIN)/pause=/pause
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/devidp ./cmd/devidp
+	$(MKIMAGE) -tag localhost/mcp-operator/devidp:dev -user 65532 -out $(BIN)/images/devidp.tar $(BIN)/devidp=/devidp
 	hack/filesystem-image/build.sh $(MKIMAGE) $(BIN)/images/filesystem-server.tar
 
 .PHONY: chart
