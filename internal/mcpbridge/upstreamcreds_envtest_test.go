@@ -2,19 +2,27 @@ package mcpbridge
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/oauth2"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/devidp"
 	mcpclient "github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstreamcred"
+	"github.com/mcp-operator/mcp-operator/internal/policy"
 	"github.com/mcp-operator/mcp-operator/internal/testenv"
 )
 
@@ -34,6 +42,18 @@ type credsHarness struct {
 
 func newCredsHarness(t *testing.T, ns string, sessionOnly bool, auth v1alpha1.RemoteAuth, secrets ...*corev1.Secret) *credsHarness {
 	t.Helper()
+	return newCredsHarnessOf(t, ns, sessionOnly, nil, auth, []v1alpha1.Subject{sa("agents", "alice"), sa("agents", "bob")}, secrets...)
+}
+
+// newCredsHarnessWith is newCredsHarness for the callers mod authenticates
+// (subjects: the policy's).
+func newCredsHarnessWith(t *testing.T, ns string, mod func(*Config), auth v1alpha1.RemoteAuth, subjects []v1alpha1.Subject, secrets ...*corev1.Secret) *credsHarness {
+	t.Helper()
+	return newCredsHarnessOf(t, ns, false, mod, auth, subjects, secrets...)
+}
+
+func newCredsHarnessOf(t *testing.T, ns string, sessionOnly bool, mod func(*Config), auth v1alpha1.RemoteAuth, subjects []v1alpha1.Subject, secrets ...*corev1.Secret) *credsHarness {
+	t.Helper()
 	cfg, cs := startAPIServer(t)
 	ensureNamespace(t, cs, ns)
 	k, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
@@ -49,9 +69,12 @@ func newCredsHarness(t *testing.T, ns string, sessionOnly bool, auth v1alpha1.Re
 	st := bridgetest.NewStateful(t, sessionOnly)
 	server := bridgetest.Published(t, ns, "stateful", st.URL, v1alpha1.ToolsSpec{})
 	server.Spec.Remote.Auth = &auth
-	pol := toolPolicy(ns, "callers", []v1alpha1.Subject{sa("agents", "alice"), sa("agents", "bob")}, rule("allow", "mcp.stateful.*"))
+	pol := toolPolicy(ns, "callers", subjects, rule("allow", "mcp.stateful.*"))
 	h := newHarness(t, []v1alpha1.MCPServer{server}, []v1alpha1.ToolPolicy{pol}, func(c *Config) {
 		c.Credentials = upstreamcred.New(upstreamcred.Options{Secrets: k})
+		if mod != nil {
+			mod(c)
+		}
 	})
 	// The server's own connection carries the operator's credential, as
 	// the watcher reads it from bearerTokenSecretRef.
@@ -269,4 +292,99 @@ func TestPerCallerSecretUpstream(t *testing.T) {
 	if !refused {
 		t.Fatal("no tool.failed event with reason credential_missing for bob")
 	}
+}
+
+// TestCallersOwnExchangedTokensAtProvider: two people signed in at a real
+// OAuth provider (internal/devidp: authorization code with PKCE, then
+// RFC 8693 token exchange by the bridge's confidential client) call one
+// server through the bridge. The recording server sees, on each person's
+// calls, a token the provider issued for that person (its sub) and for the
+// server (its aud), the two people's tokens differ, and neither is the
+// token the person's client presented to the bridge.
+func TestCallersOwnExchangedTokensAtProvider(t *testing.T) {
+	_, idp, err := devidp.NewTestServer(devidp.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(idp.Close)
+	const resource = "https://stateful.example.test/mcp"
+	own := map[string]*oauth2.Token{}
+	people := tokenAuth{}
+	for _, u := range []devidp.User{devidp.Alice, devidp.Bob} {
+		tok, err := devidp.SignIn(ctxT(t), idp.URL, u, "https://bridge.example.test/mcp")
+		if err != nil {
+			t.Fatalf("signing in %s: %v", u.Username, err)
+		}
+		own[u.Email] = tok
+		people[tok.AccessToken] = policy.User("oidc:" + u.Email)
+	}
+	h := newCredsHarnessWith(t, "xchg-idp", func(c *Config) { c.Auth = people }, v1alpha1.RemoteAuth{
+		TokenExchange: &v1alpha1.TokenExchange{TokenURL: idp.URL + "/oauth/token", Resource: resource, Scopes: []string{"repo"},
+			ClientSecretRef: v1alpha1.LocalSecretReference{Name: "bridge-client"}},
+	}, []v1alpha1.Subject{{Kind: v1alpha1.SubjectUser, Name: "oidc:alice@example.com"}, {Kind: v1alpha1.SubjectUser, Name: "oidc:bob@example.com"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bridge-client"}, StringData: map[string]string{"client_id": devidp.BridgeClientID, "client_secret": devidp.BridgeSecret}})
+
+	before := len(h.st.Requests())
+	for email, tok := range own {
+		c := h.connect(t, tok.AccessToken, "/mcp", mcpclient.EraSession)
+		if _, err := c.CallTool(ctxT(t), "mcp.stateful.remember", []byte(`{"value":"`+email+`"}`)); err != nil {
+			t.Fatalf("%s: %v", email, err)
+		}
+	}
+	bySubject := map[string]string{}
+	for _, r := range h.st.Requests()[before:] {
+		if r.Method != "tools/call" {
+			continue
+		}
+		bearer := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		claims := jwtClaims(t, bearer)
+		sub, _ := claims["sub"].(string)
+		if !slices.Contains(audiences(claims), resource) {
+			t.Fatalf("the token sent for %s has audience %v, want %s", sub, claims["aud"], resource)
+		}
+		for _, tok := range own {
+			if bearer == tok.AccessToken {
+				t.Fatalf("a person's own access token was sent upstream (sub %s)", sub)
+			}
+		}
+		bySubject[sub] = bearer
+	}
+	if len(bySubject) != 2 || bySubject["alice@example.com"] == "" || bySubject["bob@example.com"] == "" || bySubject["alice@example.com"] == bySubject["bob@example.com"] {
+		t.Fatalf("the server saw tokens for %v, want one of alice's and one of bob's, different", slices.Collect(maps.Keys(bySubject)))
+	}
+}
+
+// jwtClaims are a JWT's claims, read without checking its signature (the
+// provider's own tests check that).
+func jwtClaims(t *testing.T, token string) map[string]any {
+	t.Helper()
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		t.Fatalf("the token sent upstream is not a JWT: %d parts", len(parts))
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claims map[string]any
+	if err := json.Unmarshal(payload, &claims); err != nil {
+		t.Fatal(err)
+	}
+	return claims
+}
+
+func audiences(claims map[string]any) []string {
+	switch aud := claims["aud"].(type) {
+	case string:
+		return []string{aud}
+	case []any:
+		var out []string
+		for _, a := range aud {
+			if s, ok := a.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
 }
