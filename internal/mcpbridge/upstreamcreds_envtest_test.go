@@ -66,7 +66,10 @@ func newCredsHarnessOf(t *testing.T, ns string, sessionOnly bool, mod func(*Conf
 			t.Fatal(err)
 		}
 	}
-	st := bridgetest.NewStateful(t, sessionOnly)
+	st := bridgetest.NewLeakyStateful(t)
+	if sessionOnly {
+		st = bridgetest.NewStateful(t, true)
+	}
 	server := bridgetest.Published(t, ns, "stateful", st.URL, v1alpha1.ToolsSpec{})
 	server.Spec.Remote.Auth = &auth
 	pol := toolPolicy(ns, "callers", subjects, rule("allow", "mcp.stateful.*"))
@@ -387,4 +390,48 @@ func audiences(claims map[string]any) []string {
 		return out
 	}
 	return nil
+}
+
+// TestCallersCredentialsRedacted: a server that answers each caller with
+// the credential it was sent and the previous caller's never shows either
+// to anyone: exchanged tokens (of a shape no rule knows) are redacted as
+// the values they are, in the answer and in the audit stream.
+func TestCallersCredentialsRedacted(t *testing.T) {
+	te := bridgetest.NewTokenEndpoint(t, "stateful", map[string]string{"alice-token": "alice", "bob-token": "bob"})
+	h := newCredsHarness(t, "xchg-leaky", false, v1alpha1.RemoteAuth{
+		TokenExchange: &v1alpha1.TokenExchange{TokenURL: te.URL, Audience: "stateful", ClientSecretRef: v1alpha1.LocalSecretReference{Name: "bridge-client"}},
+	}, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bridge-client"}, StringData: map[string]string{"client_id": te.ClientID, "client_secret": te.ClientSecret}})
+	alice := h.connect(t, "alice-token", "/mcp", mcpclient.EraSession)
+	bob := h.connect(t, "bob-token", "/mcp", mcpclient.EraStateless)
+	var answers []string
+	for _, c := range []*mcpclient.Client{alice, bob} {
+		res, err := c.CallTool(ctxT(t), "mcp.stateful.whoami", []byte(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		answers = append(answers, string(res))
+	}
+	sent := map[string]bool{}
+	for _, r := range h.st.Requests() {
+		if r.Method == "tools/call" {
+			sent[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")] = true
+		}
+	}
+	if len(sent) != 2 {
+		t.Fatalf("the server got %d distinct credentials on the calls, want alice's and bob's", len(sent))
+	}
+	audit := h.sink.String()
+	for token := range sent {
+		for _, a := range answers {
+			if strings.Contains(a, token) {
+				t.Fatalf("an answer shows the exchanged token %q: %s", token, a)
+			}
+		}
+		if strings.Contains(audit, token) {
+			t.Fatalf("the audit stream shows the exchanged token %q", token)
+		}
+	}
+	if !strings.Contains(answers[1], "[REDACTED:") || strings.Count(answers[1], "[REDACTED:") < 2 {
+		t.Fatalf("bob's answer does not show both credentials redacted: %s", answers[1])
+	}
 }
