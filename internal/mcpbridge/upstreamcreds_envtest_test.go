@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"golang.org/x/oauth2"
 
 	corev1 "k8s.io/api/core/v1"
@@ -395,12 +397,17 @@ func audiences(claims map[string]any) []string {
 // TestCallersCredentialsRedacted: a server that answers each caller with
 // the credential it was sent and the previous caller's never shows either
 // to anyone: exchanged tokens (of a shape no rule knows) are redacted as
-// the values they are, in the answer and in the audit stream.
+// the values they are, in the answer and in the audit stream. The spans
+// name the kind of credential, never a value.
 func TestCallersCredentialsRedacted(t *testing.T) {
 	te := bridgetest.NewTokenEndpoint(t, "stateful", map[string]string{"alice-token": "alice", "bob-token": "bob"})
-	h := newCredsHarness(t, "xchg-leaky", false, v1alpha1.RemoteAuth{
+	spans := tracetest.NewSpanRecorder()
+	provider := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	t.Cleanup(func() { _ = provider.Shutdown(context.Background()) })
+	h := newCredsHarnessOf(t, "xchg-leaky", false, func(c *Config) { c.Tracer = provider.Tracer("creds-test") }, v1alpha1.RemoteAuth{
 		TokenExchange: &v1alpha1.TokenExchange{TokenURL: te.URL, Audience: "stateful", ClientSecretRef: v1alpha1.LocalSecretReference{Name: "bridge-client"}},
-	}, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bridge-client"}, StringData: map[string]string{"client_id": te.ClientID, "client_secret": te.ClientSecret}})
+	}, []v1alpha1.Subject{sa("agents", "alice"), sa("agents", "bob")},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bridge-client"}, StringData: map[string]string{"client_id": te.ClientID, "client_secret": te.ClientSecret}})
 	alice := h.connect(t, "alice-token", "/mcp", mcpclient.EraSession)
 	bob := h.connect(t, "bob-token", "/mcp", mcpclient.EraStateless)
 	var answers []string
@@ -433,5 +440,21 @@ func TestCallersCredentialsRedacted(t *testing.T) {
 	}
 	if !strings.Contains(answers[1], "[REDACTED:") || strings.Count(answers[1], "[REDACTED:") < 2 {
 		t.Fatalf("bob's answer does not show both credentials redacted: %s", answers[1])
+	}
+	kinds := map[string]int{}
+	for _, s := range spans.Ended() {
+		for _, kv := range s.Attributes() {
+			for token := range sent {
+				if strings.Contains(kv.Value.Emit(), token) {
+					t.Fatalf("span %s attribute %s shows the exchanged token", s.Name(), kv.Key)
+				}
+			}
+			if kv.Key == attrCredential {
+				kinds[s.Name()+"="+kv.Value.AsString()]++
+			}
+		}
+	}
+	if kinds["credential=exchanged"] != 2 || kinds["tools/call whoami=exchanged"] != 2 {
+		t.Fatalf("spans naming the credential: %v; want the credential stage and the call to the server, twice each, exchanged", kinds)
 	}
 }
