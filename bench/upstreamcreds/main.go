@@ -45,6 +45,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/bench/internal/benchutil"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
+	"github.com/mcp-operator/mcp-operator/internal/identity"
 	"github.com/mcp-operator/mcp-operator/internal/k8s/mcpstatus"
 	mcpclient "github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/probe"
@@ -266,12 +267,11 @@ func echoServer() *mcpgoserver.MCPServer {
 // namespace agents.
 type callers struct{}
 
-func (callers) Authenticate(_ context.Context, token string) (authn.Identity, error) {
+func (callers) Authenticate(_ context.Context, token string) (identity.Identity, error) {
 	if token == "" {
-		return authn.Identity{}, authn.ErrUnauthenticated
+		return identity.Identity{}, authn.ErrUnauthenticated
 	}
-	s := policy.ServiceAccount("agents", token, "system:serviceaccounts", "system:serviceaccounts:agents")
-	return authn.Identity{Subject: s, Username: s.Username()}, nil
+	return identity.FromUserInfo("system:serviceaccount:agents:"+token, []string{"system:serviceaccounts", "system:serviceaccounts:agents"}), nil
 }
 
 // newBridge is a bridge in front of the upstream as two servers, one
