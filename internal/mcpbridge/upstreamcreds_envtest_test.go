@@ -19,12 +19,13 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/devidp"
+	"github.com/mcp-operator/mcp-operator/internal/identity"
 	mcpclient "github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn/oauth"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstreamcred"
-	"github.com/mcp-operator/mcp-operator/internal/policy"
 	"github.com/mcp-operator/mcp-operator/internal/testenv"
 )
 
@@ -302,7 +303,8 @@ func TestPerCallerSecretUpstream(t *testing.T) {
 // TestCallersOwnExchangedTokensAtProvider: two people signed in at a real
 // OAuth provider (internal/devidp: authorization code with PKCE, then
 // RFC 8693 token exchange by the bridge's confidential client) call one
-// server through the bridge. The recording server sees, on each person's
+// server through the bridge, which checks their access tokens as an OAuth
+// resource. The recording server sees, on each person's
 // calls, a token the provider issued for that person (its sub) and for the
 // server (its aud), the two people's tokens differ, and neither is the
 // token the person's client presented to the bridge.
@@ -314,16 +316,26 @@ func TestCallersOwnExchangedTokensAtProvider(t *testing.T) {
 	t.Cleanup(idp.Close)
 	const resource = "https://stateful.example.test/mcp"
 	own := map[string]*oauth2.Token{}
-	people := tokenAuth{}
 	for _, u := range []devidp.User{devidp.Alice, devidp.Bob} {
-		tok, err := devidp.SignIn(ctxT(t), idp.URL, u, "https://bridge.example.test/mcp")
+		tok, err := devidp.SignIn(ctxT(t), idp.URL, u, publicURL+"/mcp")
 		if err != nil {
 			t.Fatalf("signing in %s: %v", u.Username, err)
 		}
 		own[u.Email] = tok
-		people[tok.AccessToken] = policy.User("oidc:" + u.Email)
 	}
-	h := newCredsHarnessWith(t, "xchg-idp", func(c *Config) { c.Auth = people }, v1alpha1.RemoteAuth{
+	cfg, err := identity.IssuerConfig(idp.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := oauth.NewResource(publicURL, []string{idp.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	people, err := oauth.New(cfg, oauth.Options{Resource: res, Fallback: testCallers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newCredsHarnessWith(t, "xchg-idp", func(c *Config) { c.Auth, c.OAuth = people, res }, v1alpha1.RemoteAuth{
 		TokenExchange: &v1alpha1.TokenExchange{TokenURL: idp.URL + "/oauth/token", Resource: resource, Scopes: []string{"repo"},
 			ClientSecretRef: v1alpha1.LocalSecretReference{Name: "bridge-client"}},
 	}, []v1alpha1.Subject{{Kind: v1alpha1.SubjectUser, Name: "oidc:alice@example.com"}, {Kind: v1alpha1.SubjectUser, Name: "oidc:bob@example.com"}},
