@@ -14,10 +14,9 @@
 // server name costs more than the other falls on both kinds alike. With
 // the cache warm, the exchanged calls' p50 must be within 1.05x of the
 // static calls'. It also reports a first call's added latency: fresh
-// callers' first call of each kind (the exchange, with the client Secret
-// read from the API server, and the caller's own connection and upstream
-// session, against an upstream session alone). The Secret is read from a
-// real API server (envtest). Run it with `make bench-upstream-creds`; it
+// callers' first call of each kind (the exchange and the caller's own
+// connection and upstream session, against an upstream session alone).
+// The exchange client's Secret is read from a real API server (envtest). Run it with `make bench-upstream-creds`; it
 // exits 1 on a missed target.
 package main
 

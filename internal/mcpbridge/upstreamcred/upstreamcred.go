@@ -168,6 +168,17 @@ type Store struct {
 	// version counts changes of the values handed out, per server.
 	version   map[string]int
 	lastSweep time.Time
+	// clients are the exchange clients' Secrets as last read, by
+	// namespace/name, used for SecretTTL: many callers' first calls at
+	// once cost one read.
+	clients map[string]clientSecret
+}
+
+// clientSecret is an exchange client's id and secret, and when they were
+// read.
+type clientSecret struct {
+	id, secret string
+	read       time.Time
 }
 
 // entry is one credential handed out.
@@ -216,7 +227,7 @@ func New(o Options) *Store {
 	if o.SecretTTL <= 0 {
 		o.SecretTTL = DefaultSecretTTL
 	}
-	return &Store{opts: o, tokens: map[string]*entry{}, sessions: map[string][]string{}, redactors: map[string]*redactorMemo{}, version: map[string]int{}}
+	return &Store{opts: o, tokens: map[string]*entry{}, sessions: map[string][]string{}, redactors: map[string]*redactorMemo{}, version: map[string]int{}, clients: map[string]clientSecret{}}
 }
 
 // Credential is the credential caller's call to s carries, for a server
@@ -494,9 +505,18 @@ func checkTokenURL(raw string) error {
 	return errors.New("tokenExchange.tokenURL must be https (http only on a loopback address)")
 }
 
-// clientOf reads the bridge's client id and secret for s's exchange.
+// clientOf reads the bridge's client id and secret for s's exchange, read
+// again after SecretTTL (a rotated secret is used within it).
 func (st *Store) clientOf(ctx context.Context, s Server) (id, secret string, err error) {
 	ref := s.Remote.Auth.TokenExchange.ClientSecretRef
+	key := s.Namespace + "/" + ref.Name
+	now := st.opts.Clock()
+	st.mu.Lock()
+	c, ok := st.clients[key]
+	st.mu.Unlock()
+	if ok && now.Sub(c.read) < st.opts.SecretTTL {
+		return c.id, c.secret, nil
+	}
 	var sec corev1.Secret
 	if err := st.opts.Secrets.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: ref.Name}, &sec); err != nil {
 		return "", "", &Error{Server: s.key(), Reason: ReasonUnavailable, Msg: fmt.Sprintf("server %s: the client Secret %s of its token exchange could not be read: %v", s.key(), ref.Name, err)}
@@ -505,6 +525,9 @@ func (st *Store) clientOf(ctx context.Context, s Server) (id, secret string, err
 	if id == "" || secret == "" {
 		return "", "", &Error{Server: s.key(), Reason: ReasonUnavailable, Msg: fmt.Sprintf("server %s: the client Secret %s of its token exchange needs the keys client_id and client_secret", s.key(), ref.Name)}
 	}
+	st.mu.Lock()
+	st.clients[key] = clientSecret{id: id, secret: secret, read: now}
+	st.mu.Unlock()
 	return id, secret, nil
 }
 
