@@ -168,10 +168,20 @@ type Store struct {
 	// version counts changes of the values handed out, per server.
 	version   map[string]int
 	lastSweep time.Time
+	// refused are the exchanges the token endpoint refused lately, by entry
+	// key: the caller's calls get the same refusal for refusedFor rather
+	// than each ask the endpoint again.
+	refused map[string]refusal
 	// clients are the exchange clients' Secrets as last read, by
 	// namespace/name, used for SecretTTL: many callers' first calls at
 	// once cost one read.
 	clients map[string]clientSecret
+}
+
+// refusal is a refused exchange and until when it stands.
+type refusal struct {
+	err   *Error
+	until time.Time
 }
 
 // clientSecret is an exchange client's id and secret, and when they were
@@ -210,6 +220,8 @@ const (
 	// redactAfter is how long a value stays known to the redactor after it
 	// is no longer handed out: a server may still echo it.
 	redactAfter = 15 * time.Minute
+	// refusedFor is how long a refused exchange is answered from memory.
+	refusedFor = 5 * time.Second
 	// exchangeTimeout bounds one exchange.
 	exchangeTimeout = 10 * time.Second
 	// sweepEvery is how often entries past forgetAt are swept.
@@ -227,7 +239,7 @@ func New(o Options) *Store {
 	if o.SecretTTL <= 0 {
 		o.SecretTTL = DefaultSecretTTL
 	}
-	return &Store{opts: o, tokens: map[string]*entry{}, sessions: map[string][]string{}, redactors: map[string]*redactorMemo{}, version: map[string]int{}, clients: map[string]clientSecret{}}
+	return &Store{opts: o, tokens: map[string]*entry{}, sessions: map[string][]string{}, redactors: map[string]*redactorMemo{}, version: map[string]int{}, clients: map[string]clientSecret{}, refused: map[string]refusal{}}
 }
 
 // Credential is the credential caller's call to s carries, for a server
@@ -247,6 +259,10 @@ func (st *Store) Credential(ctx context.Context, s Server, c Caller, session str
 		st.mu.Unlock()
 		return e.cred, nil
 	}
+	if r, ok := st.refused[key]; ok && now.Before(r.until) {
+		st.mu.Unlock()
+		return Credential{}, r.err
+	}
 	st.mu.Unlock()
 	// Concurrent first calls (and refreshes) of one caller and token share
 	// one exchange: its result is theirs alone, as the key is.
@@ -257,6 +273,12 @@ func (st *Store) Credential(ctx context.Context, s Server, c Caller, session str
 			e, err = st.exchange(ctx, s, c)
 		} else {
 			e, err = st.callerSecret(ctx, s, c)
+		}
+		var refused *Error
+		if errors.As(err, &refused) && refused.Reason == ReasonExchangeFailed {
+			st.mu.Lock()
+			st.refused[key] = refusal{err: refused, until: st.opts.Clock().Add(refusedFor)}
+			st.mu.Unlock()
 		}
 		if err != nil {
 			return nil, err
@@ -332,6 +354,11 @@ func (st *Store) sweepLocked(now time.Time) {
 		if now.After(e.forgetAt) {
 			delete(st.tokens, key)
 			st.version[e.server]++
+		}
+	}
+	for key, r := range st.refused {
+		if now.After(r.until) {
+			delete(st.refused, key)
 		}
 	}
 	kept := st.retired[:0]
