@@ -5,6 +5,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"maps"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -38,9 +42,10 @@ const operatorToken = "operator-own-listing-token-0123456789"
 // from a real API server (envtest), in front of one recording server.
 type credsHarness struct {
 	*harness
-	st *bridgetest.Stateful
-	k  client.Client
-	ns string
+	st     *bridgetest.Stateful
+	server v1alpha1.MCPServer
+	k      client.Client
+	ns     string
 }
 
 func newCredsHarness(t *testing.T, ns string, sessionOnly bool, auth v1alpha1.RemoteAuth, secrets ...*corev1.Secret) *credsHarness {
@@ -89,7 +94,7 @@ func newCredsHarnessOf(t *testing.T, ns string, sessionOnly bool, mod func(*Conf
 		tg.BearerToken, tg.Credentials = operatorToken, "operator"
 		return tg, err
 	})
-	return &credsHarness{harness: h, st: st, k: k, ns: ns}
+	return &credsHarness{harness: h, st: st, server: server, k: k, ns: ns}
 }
 
 // authOf is what each request to the server carried, by JSON-RPC (or
@@ -469,4 +474,52 @@ func TestCallersCredentialsRedacted(t *testing.T) {
 	if kinds["credential=exchanged"] != 2 || kinds["tools/call whoami=exchanged"] != 2 {
 		t.Fatalf("spans naming the credential: %v; want the credential stage and the call to the server, twice each, exchanged", kinds)
 	}
+}
+
+// TestCallersCredentialsRedactedFromFailures: a server that refuses a
+// caller's call with an HTTP error whose body quotes the bare token it was
+// sent: neither the caller's answer nor the audit stream shows the token.
+func TestCallersCredentialsRedactedFromFailures(t *testing.T) {
+	te := bridgetest.NewTokenEndpoint(t, "stateful", map[string]string{"alice-token": "alice"})
+	h := newCredsHarness(t, "xchg-refusing", false, v1alpha1.RemoteAuth{
+		TokenExchange: &v1alpha1.TokenExchange{TokenURL: te.URL, Audience: "stateful", ClientSecretRef: v1alpha1.LocalSecretReference{Name: "bridge-client"}},
+	}, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bridge-client"}, StringData: map[string]string{"client_id": te.ClientID, "client_secret": te.ClientSecret}})
+	// In front of the server: tools/calls with an exchanged token are
+	// refused, quoting it.
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "); strings.HasPrefix(tok, "exchanged-") {
+			http.Error(w, "the token "+tok+" may not call tools", http.StatusForbidden)
+			return
+		}
+		httputil.NewSingleHostReverseProxy(mustParse(t, h.st.URL)).ServeHTTP(w, r)
+	}))
+	t.Cleanup(refusing.Close)
+	h.reg.Update(routes.Build([]v1alpha1.MCPServer{h.server}), func(s *routes.Server) (upstream.Target, error) {
+		tg, err := target(s)
+		tg.URL, tg.Credentials = refusing.URL+"/mcp", "refusing"
+		return tg, err
+	})
+	alice := h.connect(t, "alice-token", "/mcp", mcpclient.EraStateless)
+	_, err := alice.CallTool(ctxT(t), "mcp.stateful.recall", []byte(`{}`))
+	if err == nil {
+		t.Fatal("the refused call succeeded")
+	}
+	const token = "exchanged-alice-1-for-stateful"
+	if strings.Contains(err.Error(), token) {
+		t.Fatalf("the caller's answer shows its exchanged token: %v", err)
+	}
+	h.events(t) // flushed
+	if audit := h.sink.String(); strings.Contains(audit, token) || !strings.Contains(audit, "may not call tools") {
+		t.Fatalf("the audit stream shows the exchanged token, or not the failure: %s", audit)
+	}
+}
+
+func mustParse(t *testing.T, raw string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = ""
+	return u
 }
