@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -159,14 +160,13 @@ type Store struct {
 	// sessions are the entry keys each caller's session used, forgotten
 	// when it ends (Forget).
 	sessions map[string][]string
-	// redactors are each server's redactor with its callers' values, and
-	// the values and base it was built from (Redactor).
-	redactors map[string]*redactorMemo
+	// servers are each server's values handed out (*serverValues), by
+	// namespace/name: read without st.mu by every redaction of every
+	// server's output, so a server none was handed out for costs nothing.
+	servers sync.Map
 	// retired are values replaced by newer ones (a refresh), still known to
 	// the redactor until their forgetAt.
 	retired []*entry
-	// version counts changes of the values handed out, per server.
-	version   map[string]int
 	lastSweep time.Time
 	// refused are the exchanges the token endpoint refused lately, by entry
 	// key: the caller's calls get the same refusal for refusedFor rather
@@ -202,10 +202,27 @@ type entry struct {
 	refreshAt, forgetAt time.Time
 }
 
+// serverValues says when the values handed out for one server changed,
+// and holds its redactor with them.
+type serverValues struct {
+	// version counts the changes (made under Store.mu).
+	version atomic.Int64
+	memo    atomic.Pointer[redactorMemo]
+}
+
+// redactorMemo is a server's redactor with its callers' values, and the
+// base and version it was built from.
 type redactorMemo struct {
 	base    *redact.Redactor
-	version int
+	version int64
 	r       *redact.Redactor
+}
+
+// changedLocked counts a change of the values handed out for server.
+// st.mu is held.
+func (st *Store) changedLocked(server string) {
+	v, _ := st.servers.LoadOrStore(server, &serverValues{})
+	v.(*serverValues).version.Add(1)
 }
 
 // Defaults.
@@ -239,7 +256,7 @@ func New(o Options) *Store {
 	if o.SecretTTL <= 0 {
 		o.SecretTTL = DefaultSecretTTL
 	}
-	return &Store{opts: o, tokens: map[string]*entry{}, sessions: map[string][]string{}, redactors: map[string]*redactorMemo{}, version: map[string]int{}, clients: map[string]clientSecret{}, refused: map[string]refusal{}}
+	return &Store{opts: o, tokens: map[string]*entry{}, sessions: map[string][]string{}, clients: map[string]clientSecret{}, refused: map[string]refusal{}}
 }
 
 // Credential is the credential caller's call to s carries, for a server
@@ -289,7 +306,7 @@ func (st *Store) Credential(ctx context.Context, s Server, c Caller, session str
 			st.retired = append(st.retired, old)
 		}
 		st.tokens[key] = e
-		st.version[e.server]++
+		st.changedLocked(e.server)
 		if session != "" {
 			st.sessions[session] = append(st.sessions[session], key)
 		}
@@ -353,7 +370,7 @@ func (st *Store) sweepLocked(now time.Time) {
 	for key, e := range st.tokens {
 		if now.After(e.forgetAt) {
 			delete(st.tokens, key)
-			st.version[e.server]++
+			st.changedLocked(e.server)
 		}
 	}
 	for key, r := range st.refused {
@@ -364,7 +381,7 @@ func (st *Store) sweepLocked(now time.Time) {
 	kept := st.retired[:0]
 	for _, e := range st.retired {
 		if now.After(e.forgetAt) {
-			st.version[e.server]++
+			st.changedLocked(e.server)
 			continue
 		}
 		kept = append(kept, e)
@@ -377,15 +394,17 @@ func (st *Store) sweepLocked(now time.Time) {
 // Secrets, with every credential value handed out for it to any caller:
 // a server that echoes one caller's token to another is redacted too.
 func (st *Store) Redactor(server string, base *redact.Redactor) *redact.Redactor {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	v := st.version[server]
-	if v == 0 {
+	found, ok := st.servers.Load(server)
+	if !ok {
 		return base
 	}
-	if m := st.redactors[server]; m != nil && m.base == base && m.version == v {
+	sv := found.(*serverValues)
+	if m := sv.memo.Load(); m != nil && m.base == base && m.version == sv.version.Load() {
 		return m.r
 	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	v := sv.version.Load()
 	var values []string
 	for _, e := range st.tokens {
 		if e.server == server {
@@ -398,7 +417,7 @@ func (st *Store) Redactor(server string, base *redact.Redactor) *redact.Redactor
 		}
 	}
 	r := base.With(values...)
-	st.redactors[server] = &redactorMemo{base: base, version: v, r: r}
+	sv.memo.Store(&redactorMemo{base: base, version: v, r: r})
 	return r
 }
 
