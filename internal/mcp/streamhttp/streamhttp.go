@@ -42,6 +42,11 @@ type Options struct {
 	Header http.Header
 	// BearerToken, if set, is sent as "Authorization: Bearer <token>".
 	BearerToken string
+	// Authorize, if set, sets the credential headers of every request,
+	// after Header and BearerToken: a credential that changes while the
+	// connection lives (a token refreshed before it expires). An error
+	// fails the request unsent.
+	Authorize func(h http.Header) error
 	// TLS configures https: the CA to trust and a client certificate for mTLS.
 	TLS *tls.Config
 	// DialTimeout and TLSHandshakeTimeout bound connecting (default 10s each).
@@ -206,6 +211,15 @@ func NewPool(opts Options) (*Pool, error) {
 // Conn returns a new connection over the pool, with no session yet.
 func (p *Pool) Conn() *Conn {
 	return &Conn{opts: p.opts, url: p.url, client: p.client, streams: p.streams}
+}
+
+// WithCredentials is a pool over p's HTTP connections whose requests carry
+// these credentials instead of p's (Options.Header, BearerToken,
+// Authorize): a connection carries none of its own, each request its own.
+func (p *Pool) WithCredentials(header http.Header, bearerToken string, authorize func(http.Header) error) *Pool {
+	opts := p.opts
+	opts.Header, opts.BearerToken, opts.Authorize = header, bearerToken, authorize
+	return &Pool{opts: opts, url: p.url, client: p.client, streams: p.streams}
 }
 
 // CloseIdle drops the pool's idle connections (their goroutines end with
@@ -625,6 +639,11 @@ func (c *Conn) do(ctx context.Context, method string, body []byte, m *jsonrpc.Me
 	}
 	if c.opts.BearerToken != "" {
 		h["Authorization"] = []string{"Bearer " + c.opts.BearerToken}
+	}
+	if c.opts.Authorize != nil {
+		if err := c.opts.Authorize(h); err != nil {
+			return nil, err
+		}
 	}
 	if body != nil {
 		h["Content-Type"] = []string{"application/json"}
