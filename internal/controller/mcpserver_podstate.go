@@ -20,6 +20,12 @@ const (
 	// podStuck: the pod cannot start until someone fixes something.
 	podStuck
 	podRunning
+	// podUp: the server's container runs and the pod has its IP, but the
+	// kubelet's readiness probe has not passed yet. The kubelet probes at
+	// most once a second, so a server that listens within milliseconds of
+	// its start is usually reported Ready most of a second later: the
+	// controller may probe it before that (reconcilePod says when).
+	podUp
 	podTerminated
 	// podRemoved: someone else deleted or evicted the pod (kubectl delete
 	// pod, a node drain, an eviction). Not a crash: whatever its containers
@@ -75,6 +81,9 @@ func readPod(pod *corev1.Pod) podState {
 	case corev1.PodRunning:
 		if up, ok := runningSince(pod); ok {
 			return podState{phase: podRunning, upSince: up}
+		}
+		if up, ok := serverStarted(pod); ok {
+			return podState{phase: podUp, reason: mcpv1alpha1.ReasonStarting, message: "the server's pod is starting", upSince: up}
 		}
 	}
 	for _, c := range pod.Status.Conditions {
@@ -174,6 +183,20 @@ func runningSince(pod *corev1.Pod) (time.Time, bool) {
 			}
 		}
 		return up, true
+	}
+	return time.Time{}, false
+}
+
+// serverStarted is when the server's container of a pod with an IP started,
+// whether or not the pod is Ready.
+func serverStarted(pod *corev1.Pod) (time.Time, bool) {
+	if pod.Status.PodIP == "" {
+		return time.Time{}, false
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == serverContainer && cs.State.Running != nil {
+			return cs.State.Running.StartedAt.Time, true
+		}
 	}
 	return time.Time{}, false
 }

@@ -39,6 +39,9 @@ func TestReadPod(t *testing.T) {
 			podState{phase: podRunning, upSince: started}},
 		{"running, not ready yet", corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.7",
 			ContainerStatuses: server(corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}})},
+			podState{phase: podUp, reason: mcpv1alpha1.ReasonStarting, message: "the server's pod is starting", upSince: started}},
+		{"running, no IP yet", corev1.PodStatus{Phase: corev1.PodRunning,
+			ContainerStatuses: server(corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}})},
 			podState{phase: podStarting, reason: mcpv1alpha1.ReasonStarting, message: "the server's pod is starting"}},
 		{"unschedulable", corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
 			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/1 nodes are available: 1 Insufficient cpu."}}},
