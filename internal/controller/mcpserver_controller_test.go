@@ -592,10 +592,10 @@ var _ = Describe("MCPServer controller with a stdio server", func() {
 		Expect(k8sClient.Create(ctx, s)).To(Succeed())
 		pod := onePod(s)
 		Expect(pod.Spec.InitContainers).To(HaveLen(1))
-		Expect(pod.Spec.InitContainers[0].Command).To(Equal([]string{ManagerPath, "stdio-adapter", "--install", adapterPath}))
+		Expect(pod.Spec.InitContainers[0].Command).To(Equal([]string{AdapterPath, "--install", adapterPath}))
 
-		// Play the container runtime: run the pod's command with the manager
-		// built from this tree standing in for the installed adapter.
+		// Play the container runtime: run the pod's command with the adapter
+		// built from this tree standing in for the installed one.
 		command := pod.Spec.Containers[0].Command
 		Expect(command[0]).To(Equal(adapterPath))
 		args := append([]string{}, command[1:]...)
@@ -604,7 +604,7 @@ var _ = Describe("MCPServer controller with a stdio server", func() {
 				args[i] = fmt.Sprintf("127.0.0.1:%d", port)
 			}
 		}
-		adapter := exec.Command(managerBinary(), args...)
+		adapter := exec.Command(adapterBinary(), args...)
 		adapter.Stdout, adapter.Stderr = GinkgoWriter, GinkgoWriter
 		adapter.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		Expect(adapter.Start()).To(Succeed())
@@ -630,22 +630,23 @@ var _ = Describe("MCPServer controller with a stdio server", func() {
 })
 
 var (
-	managerOnce sync.Once
-	managerPath string
+	adapterOnce sync.Once
+	adapterBin  string
 )
 
-// managerBinary builds cmd/manager from this tree once per test run.
-func managerBinary() string {
-	managerOnce.Do(func() {
+// adapterBinary builds cmd/stdio-adapter, the binary stdio server pods run,
+// from this tree once per test run.
+func adapterBinary() string {
+	adapterOnce.Do(func() {
 		root, err := testenv.RepoRoot()
 		Expect(err).NotTo(HaveOccurred())
-		managerPath = filepath.Join(GinkgoT().TempDir(), "manager")
-		build := exec.Command("go", "build", "-o", managerPath, "./cmd/manager")
+		adapterBin = filepath.Join(GinkgoT().TempDir(), "stdio-adapter")
+		build := exec.Command("go", "build", "-o", adapterBin, "./cmd/stdio-adapter")
 		build.Dir = root
 		out, err := build.CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), string(out))
 	})
-	return managerPath
+	return adapterBin
 }
 
 // childOf finds the one child process of pid (any of its threads may have

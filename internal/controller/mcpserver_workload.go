@@ -18,8 +18,8 @@ import (
 
 // WorkloadOptions are the operator-wide settings the workload builders need.
 type WorkloadOptions struct {
-	// OperatorImage holds the manager binary at ManagerPath; stdio server pods
-	// copy it in with an init container to run the stdio adapter.
+	// OperatorImage holds the stdio adapter binary at AdapterPath; stdio
+	// server pods copy it in with an init container.
 	OperatorImage string
 	// OperatorNamespace is where the bridge and controller pods run; only they
 	// may connect to server pods.
@@ -31,11 +31,12 @@ type WorkloadOptions struct {
 }
 
 const (
-	// ManagerPath is where the operator image holds the manager binary.
-	ManagerPath = "/manager"
-	// adapterDir is the emptyDir the init container copies the manager into.
+	// AdapterPath is where the operator image holds the stdio adapter's own
+	// binary (`manager stdio-adapter` without the rest of the manager).
+	AdapterPath = "/stdio-adapter"
+	// adapterDir is the emptyDir the init container copies the adapter into.
 	adapterDir  = "/mcp-operator"
-	adapterPath = adapterDir + "/manager"
+	adapterPath = adapterDir + "/stdio-adapter"
 
 	serverContainer  = "server"
 	adapterVolume    = "mcp-operator-bin"
@@ -130,19 +131,16 @@ func buildPod(s *mcpv1alpha1.MCPServer, opts WorkloadOptions) *corev1.Pod {
 	if s.Spec.Transport == mcpv1alpha1.TransportStdio {
 		// The adapter serves the stdio server over Streamable HTTP and exits
 		// with the server's exit code, so the pod fails when the server does.
-		server.Command = append([]string{adapterPath, "stdio-adapter",
+		server.Command = append([]string{adapterPath,
 			"--listen", ":" + strconv.Itoa(int(port)), "--path", path, "--"}, w.Command...)
 		server.ReadinessProbe.ProbeHandler = corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(port)}}
 		server.VolumeMounts = append(server.VolumeMounts, corev1.VolumeMount{Name: adapterVolume, MountPath: adapterDir, ReadOnly: true})
 		volumes = append(volumes, corev1.Volume{Name: adapterVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 		initContainers = []corev1.Container{{
-			Name:    "install-adapter",
-			Image:   opts.OperatorImage,
-			Command: []string{ManagerPath, "stdio-adapter", "--install", adapterPath},
-			Resources: corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
-				Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
-			},
+			Name:                     "install-adapter",
+			Image:                    opts.OperatorImage,
+			Command:                  []string{AdapterPath, "--install", adapterPath},
+			Resources:                installResources(server.Resources),
 			SecurityContext:          hardenedContainer(true),
 			VolumeMounts:             []corev1.VolumeMount{{Name: adapterVolume, MountPath: adapterDir}},
 			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
@@ -175,6 +173,23 @@ func buildPod(s *mcpv1alpha1.MCPServer, opts WorkloadOptions) *corev1.Pod {
 			},
 			TerminationGracePeriodSeconds: ptr.To(int64(10)),
 		},
+	}
+}
+
+// installResources are the adapter-installing init container's: small
+// requests, and a CPU limit as high as the server's own (at least 100m). A
+// copy throttled to a tenth of a CPU waited on the quota for most of half a
+// second, which every start and wake of the server waits for; a limit no
+// higher than the server's leaves the pod's effective limits (the larger of
+// any init container's and the sum of the containers') as they were.
+func installResources(server corev1.ResourceRequirements) corev1.ResourceRequirements {
+	cpu := resource.MustParse("100m")
+	if l, ok := server.Limits[corev1.ResourceCPU]; ok && l.Cmp(cpu) > 0 {
+		cpu = l
+	}
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: resource.MustParse("64Mi")},
 	}
 }
 

@@ -61,7 +61,7 @@ func TestStdioPodRunsTheCommandUnderTheAdapter(t *testing.T) {
 	s.Status.Restarts.Total = 2
 	pod := buildPod(s, testOpts)
 	c := pod.Spec.Containers[0]
-	want := []string{adapterPath, "stdio-adapter", "--listen", ":8080", "--path", "/mcp", "--", "node", "server.js"}
+	want := []string{adapterPath, "--listen", ":8080", "--path", "/mcp", "--", "node", "server.js"}
 	if !slices.Equal(c.Command, want) || !slices.Equal(c.Args, []string{"/data"}) {
 		t.Errorf("command %v args %v, want %v [/data]", c.Command, c.Args, want)
 	}
