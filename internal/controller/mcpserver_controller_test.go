@@ -592,7 +592,8 @@ var _ = Describe("MCPServer controller with a stdio server", func() {
 		Expect(k8sClient.Create(ctx, s)).To(Succeed())
 		pod := onePod(s)
 		Expect(pod.Spec.InitContainers).To(HaveLen(1))
-		Expect(pod.Spec.InitContainers[0].Command).To(Equal([]string{AdapterPath, "--install", adapterPath}))
+		Expect(pod.Spec.InitContainers[0].Command).To(Equal([]string{AdapterPath, "--hold"}))
+		Expect(pod.Spec.InitContainers[0].Lifecycle.PostStart.Exec.Command).To(Equal([]string{AdapterPath, "--install", adapterPath}))
 
 		// Play the container runtime: run the pod's command with the adapter
 		// built from this tree standing in for the installed one.

@@ -66,6 +66,14 @@ func readPod(pod *corev1.Pod) podState {
 	if how, ok := removal(pod); ok && !crashedBeforeDeletion(pod, statuses) {
 		return podState{phase: podRemoved, reason: "PodDeleted", message: how}
 	}
+	for _, cs := range pod.Status.InitContainerStatuses {
+		// The kubelet restarts the adapter's container (a sidecar) when it
+		// ends or its postStart hook fails: the adapter could not be
+		// installed, or was lost. The pod is replaced, as after a crash.
+		if t := cs.LastTerminationState.Terminated; t != nil && cs.RestartCount > 0 {
+			return podState{phase: podTerminated, reason: exitReason(t), message: exitDetail(pod, cs.Name, t)}
+		}
+	}
 	for _, cs := range statuses {
 		if t := cs.State.Terminated; t != nil && (t.ExitCode != 0 || cs.Name == serverContainer) {
 			return podState{phase: podTerminated, reason: exitReason(t), message: exitDetail(pod, cs.Name, t)}

@@ -136,11 +136,21 @@ func buildPod(s *mcpv1alpha1.MCPServer, opts WorkloadOptions) *corev1.Pod {
 		server.ReadinessProbe.ProbeHandler = corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(port)}}
 		server.VolumeMounts = append(server.VolumeMounts, corev1.VolumeMount{Name: adapterVolume, MountPath: adapterDir, ReadOnly: true})
 		volumes = append(volumes, corev1.Volume{Name: adapterVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		// The adapter comes from the operator's image by a sidecar (an init
+		// container that keeps running, idle) whose postStart hook copies
+		// it: the kubelet starts the server once the hook is done and sees
+		// the sidecar running, which it looks for right away. A plain init
+		// container that copies and exits would hold the server back until
+		// the kubelet noticed the exit, at its next relist (up to a second).
 		initContainers = []corev1.Container{{
-			Name:                     "install-adapter",
-			Image:                    opts.OperatorImage,
-			Command:                  []string{AdapterPath, "--install", adapterPath},
-			Resources:                installResources(server.Resources),
+			Name:          "install-adapter",
+			Image:         opts.OperatorImage,
+			Command:       []string{AdapterPath, "--hold"},
+			RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+			Lifecycle: &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{
+				Exec: &corev1.ExecAction{Command: []string{AdapterPath, "--install", adapterPath}},
+			}},
+			Resources:                adapterResources,
 			SecurityContext:          hardenedContainer(true),
 			VolumeMounts:             []corev1.VolumeMount{{Name: adapterVolume, MountPath: adapterDir}},
 			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
@@ -176,21 +186,12 @@ func buildPod(s *mcpv1alpha1.MCPServer, opts WorkloadOptions) *corev1.Pod {
 	}
 }
 
-// installResources are the adapter-installing init container's: small
-// requests, and a CPU limit as high as the server's own (at least 100m). A
-// copy throttled to a tenth of a CPU waited on the quota for most of half a
-// second, which every start and wake of the server waits for; a limit no
-// higher than the server's leaves the pod's effective limits (the larger of
-// any init container's and the sum of the containers') as they were.
-func installResources(server corev1.ResourceRequirements) corev1.ResourceRequirements {
-	cpu := resource.MustParse("100m")
-	if l, ok := server.Limits[corev1.ResourceCPU]; ok && l.Cmp(cpu) > 0 {
-		cpu = l
-	}
-	return corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
-		Limits:   corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: resource.MustParse("64Mi")},
-	}
+// adapterResources are the adapter container's: it is idle but for the
+// copy its postStart hook makes (6 MB, a few milliseconds of CPU, within
+// one period of its CPU quota), and it adds to the pod's requests.
+var adapterResources = corev1.ResourceRequirements{
+	Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+	Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
 }
 
 // hardenedContainer is the security context of every container the

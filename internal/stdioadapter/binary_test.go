@@ -200,3 +200,33 @@ func TestAdapterBinaryInstallsItself(t *testing.T) {
 		t.Errorf("install into a missing directory: %v, %s; want exit 1 and the reason", err, out)
 	}
 }
+
+// What the adapter's own container in a stdio server pod runs: the real
+// binary holds until SIGTERM and then exits 0, so the pod's end is not
+// taken for the adapter's failure.
+func TestAdapterBinaryHolds(t *testing.T) {
+	adapter := buildAdapter(t)
+	cmd := exec.Command(adapter, "--hold")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		t.Fatalf("exited before any signal: %v", err)
+	case <-time.After(time.Second):
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("after SIGTERM: %v, want exit 0", err)
+		}
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("still running 10 s after SIGTERM")
+	}
+}

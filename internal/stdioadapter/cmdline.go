@@ -30,9 +30,16 @@ func Main(prog string, args []string, stderr io.Writer) int {
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", defaults.MaxBodyBytes, "largest accepted POST body")
 	fs.IntVar(&cfg.MaxMessageBytes, "max-message-bytes", defaults.MaxMessageBytes, "largest message accepted from the server's stdout")
 	fs.DurationVar(&cfg.SessionIdleTimeout, "session-idle-timeout", defaults.SessionIdleTimeout, "end client sessions unused for this long")
-	install := fs.String("install", "", "copy this binary to the given path and exit: the init container of a stdio server pod puts the adapter next to the server this way")
+	install := fs.String("install", "", "copy this binary to the given path and exit: a stdio server pod puts the adapter next to the server this way")
+	hold := fs.Bool("hold", false, "do nothing until SIGTERM or SIGINT, then exit 0: the adapter's own container in a stdio server pod (a sidecar whose postStart hook runs --install) stays up this way")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *hold {
+		signals := make(chan os.Signal, 1)
+		signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+		<-signals
+		return 0
 	}
 	if *install != "" {
 		if err := installSelf(*install); err != nil {
