@@ -8,7 +8,9 @@
 //	            present on the node) put to sleep by hand (the sleep
 //	            annotation, as kubectl mcp sleep writes it) and woken by a
 //	            tools/call through the bridge: the time from the call to its
-//	            answer, over -wakes wakes;
+//	            answer, over -wakes wakes, and when each step of the wake
+//	            (the bridge's Lease write, the controller's pod, the
+//	            kubelet's reports, Ready) was seen by a watch (steps.go);
 //	cold apply  the same server deleted and created again: the time from the
 //	            create to the first answer of the same call through the bridge
 //	            (the call is retried until the bridge lists the tool), over
