@@ -74,8 +74,9 @@ fmt: ## go fmt and go vet.
 ##@ Build
 
 .PHONY: build
-build: kubectl-mcp ## Build the manager binary into bin/manager (and the kubectl plugin).
+build: kubectl-mcp ## Build the manager binary into bin/manager (and the stdio adapter's own binary and the kubectl plugin).
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/manager ./cmd/manager
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/stdio-adapter ./cmd/stdio-adapter
 
 .PHONY: kubectl-mcp
 kubectl-mcp: ## Build the kubectl plugin (kubectl mcp) into bin/kubectl-mcp.
@@ -95,7 +96,7 @@ images: build $(BIN)/everything-server $(MKIMAGE) $(BIN)/pause ## Build the cont
 	$(MKIMAGE) -tag localhost/mcp-operator/memhog:dev -out $(BIN)/images/memhog.tar $(BIN)/memhog=/memhog
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/e2e-agent ./test/e2e/agent
 	$(MKIMAGE) -tag localhost/mcp-operator/e2e-agent:dev -out $(BIN)/images/e2e-agent.tar $(BIN)/e2e-agent=/agent
-	$(MKIMAGE) -tag $(IMG) -out $(BIN)/images/manager.tar $(BIN)/manager=/manager
+	$(MKIMAGE) -tag $(IMG) -out $(BIN)/images/manager.tar $(BIN)/manager=/manager $(BIN)/stdio-adapter=/stdio-adapter
 	$(MKIMAGE) -tag localhost/mcp-operator/everything-server:dev -out $(BIN)/images/everything-server.tar $(BIN)/everything-server=/everything-server
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/netcheck ./test/e2e/netcheck
 	$(MKIMAGE) -tag localhost/mcp-operator/netcheck:dev -out $(BIN)/images/netcheck.tar $(BIN)/netcheck=/netcheck $(BIN)/everything-server=/everything-server

@@ -8,7 +8,9 @@
 //	            present on the node) put to sleep by hand (the sleep
 //	            annotation, as kubectl mcp sleep writes it) and woken by a
 //	            tools/call through the bridge: the time from the call to its
-//	            answer, over -wakes wakes;
+//	            answer, over -wakes wakes, and when each step of the wake
+//	            (the bridge's Lease write, the controller's pod, the
+//	            kubelet's reports, Ready) was seen by a watch (steps.go);
 //	cold apply  the same server deleted and created again: the time from the
 //	            create to the first answer of the same call through the bridge
 //	            (the call is retried until the bridge lists the tool), over
@@ -130,7 +132,7 @@ func run(ctx context.Context, servers, wakes, colds int, window time.Duration) (
 	p50, p95 := benchutil.Pct(wake, 50), benchutil.Pct(wake, 95)
 	fmt.Printf("wake p50: %.2f s\n", p50.Seconds())
 	fmt.Printf("wake p95: %.2f s\n", p95.Seconds())
-	fmt.Printf("wake steps (mean after the call, from whole-second stamps): %s\n", &b.steps)
+	fmt.Printf("wake steps after the call:\n%s\n", &b.steps)
 	fmt.Printf("cold apply p50: %.2f s\n", benchutil.Pct(cold, 50).Seconds())
 	fmt.Printf("cold apply p95: %.2f s\n", benchutil.Pct(cold, 95).Seconds())
 	fmt.Printf("servers at rest: %d (watched %s)\n", servers, window)
@@ -310,66 +312,22 @@ func (b *bench) wakes(ctx context.Context, n int) ([]time.Duration, error) {
 		}); err != nil {
 			return nil, fmt.Errorf("sleep %d: %w", i+1, err)
 		}
-		start := time.Now()
+		watchCtx, stopWatch := context.WithCancel(ctx)
+		steps, err := b.watchSteps(watchCtx, serverName)
+		if err != nil {
+			stopWatch()
+			return nil, err
+		}
+		start := steps.start
 		if err := b.call(ctx); err != nil {
+			stopWatch()
 			return nil, fmt.Errorf("wake %d: %w", i+1, err)
 		}
 		took = append(took, time.Since(start))
-		if err := b.steps.add(ctx, b, start); err != nil {
-			return nil, err
-		}
+		b.steps.add(steps.finish(took[len(took)-1]))
+		stopWatch()
 	}
 	return took, nil
-}
-
-// wakeSteps adds up when each step of the wakes came, after the call: from
-// the woken pod's timestamps, which are in whole seconds (each is off by up
-// to a second; their mean over many wakes is not).
-type wakeSteps struct {
-	n                                     int
-	created, started, ready, initFinished time.Duration
-}
-
-// add reads the steps of the wake that began with a call at start from the
-// server's pod.
-func (w *wakeSteps) add(ctx context.Context, b *bench, start time.Time) error {
-	var pods corev1.PodList
-	if err := b.c.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabels{mcpv1alpha1.ServerLabel: serverName}); err != nil {
-		return err
-	}
-	for _, p := range pods.Items {
-		if !p.DeletionTimestamp.IsZero() {
-			continue
-		}
-		w.n++
-		w.created += p.CreationTimestamp.Sub(start)
-		for _, c := range p.Status.InitContainerStatuses {
-			if t := c.State.Terminated; t != nil {
-				w.initFinished += t.FinishedAt.Sub(start)
-			}
-		}
-		for _, c := range p.Status.ContainerStatuses {
-			if r := c.State.Running; r != nil {
-				w.started += r.StartedAt.Sub(start)
-			}
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-				w.ready += c.LastTransitionTime.Sub(start)
-			}
-		}
-		return nil
-	}
-	return nil
-}
-
-func (w *wakeSteps) String() string {
-	if w.n == 0 {
-		return "no woken pod seen"
-	}
-	mean := func(d time.Duration) float64 { return d.Seconds() / float64(w.n) }
-	return fmt.Sprintf("pod created %.1f s, adapter installed %.1f s, server started %.1f s, pod Ready %.1f s",
-		mean(w.created), mean(w.initFinished), mean(w.started), mean(w.ready))
 }
 
 // restFigures is what the sleeping servers cost at rest.

@@ -64,7 +64,7 @@ func parseControllerFlags(args []string, stderr io.Writer) (controllerFlags, err
 	fs.IntVar(&f.workers, "max-concurrent-reconciles", 4, "reconcile workers per controller")
 	fs.Float64Var(&f.apiQPS, "kube-api-qps", controller.DefaultAPIQPS, "requests per second the controller's API client may send (sustained)")
 	fs.IntVar(&f.apiBurst, "kube-api-burst", controller.DefaultAPIBurst, "requests the controller's API client may send in a burst")
-	fs.StringVar(&f.workload.OperatorImage, "operator-image", envOr("MANAGER_IMAGE", "localhost/mcp-operator/manager:dev"), "image holding the manager binary at "+controller.ManagerPath+"; stdio server pods copy the adapter from it (default: $MANAGER_IMAGE)")
+	fs.StringVar(&f.workload.OperatorImage, "operator-image", envOr("MANAGER_IMAGE", "localhost/mcp-operator/manager:dev"), "image holding the stdio adapter binary at "+controller.AdapterPath+"; stdio server pods copy the adapter from it (default: $MANAGER_IMAGE)")
 	fs.StringVar(&f.workload.OperatorNamespace, "operator-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the bridge and controller pods, the only ones server pods accept connections from (default: $POD_NAMESPACE)")
 	fs.StringVar(&f.bridgeScope, "bridge-namespaces", "", "comma-separated namespaces the bridge serves; same-named MCPServers among them conflict (the older keeps the name)")
 	fs.DurationVar(&f.retention, "approval-retention", approval.DefaultRetention, "how long a finished ToolApproval (approved, denied, expired, cancelled) is kept before it is deleted")

@@ -1,95 +1,14 @@
 package main
 
 import (
-	"context"
-	"flag"
-	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"path/filepath"
-	"syscall"
 
 	"github.com/mcp-operator/mcp-operator/internal/stdioadapter"
 )
 
-// runStdioAdapter serves a stdio MCP server over Streamable HTTP. It is the
-// entrypoint of stdio server containers, so it usually runs as PID 1.
+// runStdioAdapter serves a stdio MCP server over Streamable HTTP. Server
+// pods run the same command line from the small stdio-adapter binary
+// (cmd/stdio-adapter), which starts and installs faster.
 func runStdioAdapter(args []string, _, stderr io.Writer) int {
-	fs := flag.NewFlagSet("manager stdio-adapter", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: manager stdio-adapter --listen :PORT [flags] -- COMMAND [ARGS...]")
-		fs.PrintDefaults()
-	}
-	var cfg stdioadapter.Config
-	fs.StringVar(&cfg.Listen, "listen", "", "TCP address to serve Streamable HTTP on, e.g. :8080 (required)")
-	fs.StringVar(&cfg.Path, "path", "/mcp", "path of the MCP endpoint")
-	fs.DurationVar(&cfg.GracePeriod, "grace-period", stdioDefault.GracePeriod, "time the server has to exit after SIGTERM/SIGINT is forwarded before its process group is killed")
-	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", stdioDefault.MaxBodyBytes, "largest accepted POST body")
-	fs.IntVar(&cfg.MaxMessageBytes, "max-message-bytes", stdioDefault.MaxMessageBytes, "largest message accepted from the server's stdout")
-	fs.DurationVar(&cfg.SessionIdleTimeout, "session-idle-timeout", stdioDefault.SessionIdleTimeout, "end client sessions unused for this long")
-	install := fs.String("install", "", "copy this binary to the given path and exit: the init container of a stdio server pod puts the adapter next to the server this way")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if *install != "" {
-		if err := installSelf(*install); err != nil {
-			fmt.Fprintf(stderr, "manager stdio-adapter --install: %v\n", err)
-			return 1
-		}
-		return 0
-	}
-	cfg.Command = fs.Args()
-	if cfg.Listen == "" || len(cfg.Command) == 0 {
-		fs.Usage()
-		return 2
-	}
-	cfg.Stderr = stderr
-	// As PID 1 the adapter inherits every orphan in the container; elsewhere
-	// it asks to, so the server's leftovers are its to reap and kill.
-	if os.Getpid() == 1 {
-		cfg.ReapOrphans = true
-	} else if err := stdioadapter.BecomeSubreaper(); err == nil {
-		cfg.ReapOrphans = true
-	}
-	signals := make(chan os.Signal, 4)
-	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(signals)
-	cfg.Signals = signals
-	return stdioadapter.Run(context.Background(), cfg)
-}
-
-// stdioDefault holds the flag defaults, which are the package's defaults.
-var stdioDefault = stdioadapter.Defaults()
-
-// installSelf copies the running binary to dst (executable), atomically, so
-// a half-copied adapter is never started.
-func installSelf(dst string) error {
-	self, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("while finding this binary: %w", err)
-	}
-	src, err := os.Open(self)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	tmp, err := os.CreateTemp(filepath.Dir(dst), ".manager-*")
-	if err != nil {
-		return fmt.Errorf("while creating %s: %w", dst, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := io.Copy(tmp, src); err != nil {
-		tmp.Close()
-		return fmt.Errorf("while copying to %s: %w", dst, err)
-	}
-	if err := tmp.Chmod(0o555); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), dst)
+	return stdioadapter.Main("manager stdio-adapter", args, stderr)
 }

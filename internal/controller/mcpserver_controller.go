@@ -126,6 +126,9 @@ type scope struct {
 	// pod is the server's running pod, set by the pod phase (workloads).
 	pod     *corev1.Pod
 	upSince time.Time
+	// beforeReady: pod is probed before the kubelet reported it Ready; a
+	// failed probe then only means it is still starting.
+	beforeReady bool
 	// catalog and endpoint are what the probe phase found, and where.
 	catalog  *Catalog
 	endpoint *mcpv1alpha1.Endpoint

@@ -115,15 +115,27 @@ func onePod(s *mcpv1alpha1.MCPServer) *corev1.Pod {
 // kubeletRuns writes the status a kubelet writes for a running, ready pod.
 // The pod IP is loopback: the server the test started is the pod's process.
 func kubeletRuns(pod *corev1.Pod, startedAt time.Time) {
+	ExpectWithOffset(1, k8sClient.Status().Update(ctx, runningPod(pod, startedAt, true))).To(Succeed())
+}
+
+// kubeletStarts writes the status a kubelet writes once the server's
+// container runs, before its readiness probe passed.
+func kubeletStarts(pod *corev1.Pod, startedAt time.Time) {
+	ExpectWithOffset(1, k8sClient.Status().Update(ctx, runningPod(pod, startedAt, false))).To(Succeed())
+}
+
+func runningPod(pod *corev1.Pod, startedAt time.Time, ready bool) *corev1.Pod {
 	pod.Status = corev1.PodStatus{
 		Phase: corev1.PodRunning, PodIP: "127.0.0.1",
-		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(startedAt)}},
 		ContainerStatuses: []corev1.ContainerStatus{{
-			Name: serverContainer, Ready: true, Image: pod.Spec.Containers[0].Image, ImageID: "sha256:0",
+			Name: serverContainer, Ready: ready, Image: pod.Spec.Containers[0].Image, ImageID: "sha256:0",
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(startedAt)}},
 		}},
 	}
-	ExpectWithOffset(1, k8sClient.Status().Update(ctx, pod)).To(Succeed())
+	if ready {
+		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(startedAt)}}
+	}
+	return pod
 }
 
 // kubeletSeesExit writes the status of a pod whose server exited.
@@ -229,6 +241,34 @@ var _ = Describe("MCPServer controller", func() {
 			for _, c := range st.Conditions {
 				Expect(c.ObservedGeneration).To(Equal(get(s).Generation), c.Type)
 			}
+		})
+
+		It("probes a server whose container runs before the kubelet reports the pod Ready", func() {
+			port := startEverythingHTTP()
+			s := httpServer(ns, "early", port)
+			Expect(k8sClient.Create(ctx, s)).To(Succeed())
+
+			pod := onePod(s)
+			kubeletStarts(pod, clk.Now())
+			Eventually(condition(s, mcpv1alpha1.ConditionReady)).WithTimeout(30 * time.Second).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonServing))
+			Expect(get(s).Status.Endpoint).To(Equal(&mcpv1alpha1.Endpoint{URL: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), PodName: pod.Name}))
+		})
+
+		It("counts no probe failure while a server that runs but is not Ready does not listen yet", func() {
+			s := httpServer(ns, "slow-start", freePort())
+			Expect(k8sClient.Create(ctx, s)).To(Succeed())
+
+			pod := onePod(s)
+			kubeletStarts(pod, clk.Now())
+			// Probed again every earlyProbeRetry: each fails, none counts.
+			Consistently(func(g Gomega) {
+				g.Expect(condition(s, mcpv1alpha1.ConditionReady)()).To(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonStarting))
+				g.Expect(get(s).Status.Restarts.ProbeFailures).To(BeZero())
+			}).WithTimeout(2 * time.Second).Should(Succeed())
+
+			// Once the kubelet says Ready, a failed probe is a failure again.
+			kubeletRuns(onePod(s), clk.Now())
+			Eventually(func() int32 { return get(s).Status.Restarts.ProbeFailures }).WithTimeout(30 * time.Second).Should(BeNumerically(">=", 1))
 		})
 
 		It("restarts a crashing server with backoff, gives up after maxRestarts, and comes back on the restart annotation", func() {
@@ -552,10 +592,11 @@ var _ = Describe("MCPServer controller with a stdio server", func() {
 		Expect(k8sClient.Create(ctx, s)).To(Succeed())
 		pod := onePod(s)
 		Expect(pod.Spec.InitContainers).To(HaveLen(1))
-		Expect(pod.Spec.InitContainers[0].Command).To(Equal([]string{ManagerPath, "stdio-adapter", "--install", adapterPath}))
+		Expect(pod.Spec.InitContainers[0].Command).To(Equal([]string{AdapterPath, "--hold"}))
+		Expect(pod.Spec.InitContainers[0].Lifecycle.PostStart.Exec.Command).To(Equal([]string{AdapterPath, "--install", adapterPath}))
 
-		// Play the container runtime: run the pod's command with the manager
-		// built from this tree standing in for the installed adapter.
+		// Play the container runtime: run the pod's command with the adapter
+		// built from this tree standing in for the installed one.
 		command := pod.Spec.Containers[0].Command
 		Expect(command[0]).To(Equal(adapterPath))
 		args := append([]string{}, command[1:]...)
@@ -564,7 +605,7 @@ var _ = Describe("MCPServer controller with a stdio server", func() {
 				args[i] = fmt.Sprintf("127.0.0.1:%d", port)
 			}
 		}
-		adapter := exec.Command(managerBinary(), args...)
+		adapter := exec.Command(adapterBinary(), args...)
 		adapter.Stdout, adapter.Stderr = GinkgoWriter, GinkgoWriter
 		adapter.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		Expect(adapter.Start()).To(Succeed())
@@ -590,22 +631,23 @@ var _ = Describe("MCPServer controller with a stdio server", func() {
 })
 
 var (
-	managerOnce sync.Once
-	managerPath string
+	adapterOnce sync.Once
+	adapterBin  string
 )
 
-// managerBinary builds cmd/manager from this tree once per test run.
-func managerBinary() string {
-	managerOnce.Do(func() {
+// adapterBinary builds cmd/stdio-adapter, the binary stdio server pods run,
+// from this tree once per test run.
+func adapterBinary() string {
+	adapterOnce.Do(func() {
 		root, err := testenv.RepoRoot()
 		Expect(err).NotTo(HaveOccurred())
-		managerPath = filepath.Join(GinkgoT().TempDir(), "manager")
-		build := exec.Command("go", "build", "-o", managerPath, "./cmd/manager")
+		adapterBin = filepath.Join(GinkgoT().TempDir(), "stdio-adapter")
+		build := exec.Command("go", "build", "-o", adapterBin, "./cmd/stdio-adapter")
 		build.Dir = root
 		out, err := build.CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), string(out))
 	})
-	return managerPath
+	return adapterBin
 }
 
 // childOf finds the one child process of pid (any of its threads may have

@@ -158,6 +158,16 @@ func (r *MCPServerReconciler) reconcilePod(ctx context.Context, sc *scope) (phas
 		return phaseResult{}, &stalledError{reason: state.reason, message: state.message}
 	case podStarting:
 		return phaseResult{}, &waitingError{reason: state.reason, message: state.message}
+	case podUp:
+		if ep := s.Status.Endpoint; ep != nil && ep.PodName == current.Name {
+			// Served from this pod before: the kubelet's readiness, lost
+			// since, decides again.
+			return phaseResult{}, &waitingError{reason: state.reason, message: state.message}
+		}
+		// A pod not served yet is probed without waiting for the kubelet's
+		// readiness: the probe is the better test, and a failed one only
+		// says the server is still starting (probeWorkload).
+		sc.beforeReady = true
 	}
 	sc.pod, sc.upSince = current, state.upSince
 	return phaseResult{}, nil

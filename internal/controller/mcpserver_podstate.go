@@ -20,6 +20,12 @@ const (
 	// podStuck: the pod cannot start until someone fixes something.
 	podStuck
 	podRunning
+	// podUp: the server's container runs and the pod has its IP, but the
+	// kubelet's readiness probe has not passed yet. The kubelet probes at
+	// most once a second, so a server that listens within milliseconds of
+	// its start is usually reported Ready most of a second later: the
+	// controller may probe it before that (reconcilePod says when).
+	podUp
 	podTerminated
 	// podRemoved: someone else deleted or evicted the pod (kubectl delete
 	// pod, a node drain, an eviction). Not a crash: whatever its containers
@@ -60,6 +66,14 @@ func readPod(pod *corev1.Pod) podState {
 	if how, ok := removal(pod); ok && !crashedBeforeDeletion(pod, statuses) {
 		return podState{phase: podRemoved, reason: "PodDeleted", message: how}
 	}
+	for _, cs := range pod.Status.InitContainerStatuses {
+		// The kubelet restarts the adapter's container (a sidecar) when it
+		// ends or its postStart hook fails: the adapter could not be
+		// installed, or was lost. The pod is replaced, as after a crash.
+		if t := cs.LastTerminationState.Terminated; t != nil && cs.RestartCount > 0 {
+			return podState{phase: podTerminated, reason: exitReason(t), message: exitDetail(pod, cs.Name, t)}
+		}
+	}
 	for _, cs := range statuses {
 		if t := cs.State.Terminated; t != nil && (t.ExitCode != 0 || cs.Name == serverContainer) {
 			return podState{phase: podTerminated, reason: exitReason(t), message: exitDetail(pod, cs.Name, t)}
@@ -75,6 +89,9 @@ func readPod(pod *corev1.Pod) podState {
 	case corev1.PodRunning:
 		if up, ok := runningSince(pod); ok {
 			return podState{phase: podRunning, upSince: up}
+		}
+		if up, ok := serverStarted(pod); ok {
+			return podState{phase: podUp, reason: mcpv1alpha1.ReasonStarting, message: "the server's pod is starting", upSince: up}
 		}
 	}
 	for _, c := range pod.Status.Conditions {
@@ -174,6 +191,20 @@ func runningSince(pod *corev1.Pod) (time.Time, bool) {
 			}
 		}
 		return up, true
+	}
+	return time.Time{}, false
+}
+
+// serverStarted is when the server's container of a pod with an IP started,
+// whether or not the pod is Ready.
+func serverStarted(pod *corev1.Pod) (time.Time, bool) {
+	if pod.Status.PodIP == "" {
+		return time.Time{}, false
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == serverContainer && cs.State.Running != nil {
+			return cs.State.Running.StartedAt.Time, true
+		}
 	}
 	return time.Time{}, false
 }

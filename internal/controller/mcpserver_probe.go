@@ -110,12 +110,27 @@ func (r *MCPServerReconciler) probeWorkload(ctx context.Context, sc *scope) (pha
 	s := sc.server
 	target := ProbeTarget{Server: s, URL: workloadURL(s, sc.pod), Timeout: s.Spec.Probe.Timeout.Duration, Redactor: r.secretRedactor(ctx, s)}
 	cat, err := r.Prober.Probe(ctx, target)
+	if err != nil && sc.beforeReady {
+		return phaseResult{}, startingAfterEarlyProbe(sc)
+	}
 	if err != nil {
 		return r.probeFailed(sc, err)
 	}
 	s.Status.Restarts.ProbeFailures = 0
 	sc.catalog, sc.endpoint = cat, &mcpv1alpha1.Endpoint{URL: target.URL, PodName: sc.pod.Name}
 	return phaseResult{}, nil
+}
+
+// startingAfterEarlyProbe: a pod probed before the kubelet found it Ready
+// failed its probe, which is no failure: the server may not listen yet. It
+// is probed again soon for a few seconds after its start; later, the
+// kubelet's Ready (a pod update) brings it back.
+func startingAfterEarlyProbe(sc *scope) *waitingError {
+	w := &waitingError{reason: mcpv1alpha1.ReasonStarting, message: "the server's pod is starting"}
+	if sc.now.Sub(sc.upSince) < earlyProbeWindow {
+		w.after = earlyProbeRetry
+	}
+	return w
 }
 
 func (r *MCPServerReconciler) probeFailed(sc *scope, probeErr error) (phaseResult, error) {

@@ -15,6 +15,12 @@ const (
 	// probeRetry: a running pod that failed a probe is probed again this soon;
 	// probeFailuresToCrash failures in a row are a crash.
 	probeRetry = 2 * time.Second
+	// earlyProbeRetry: a pod whose server runs but is not Ready yet, and
+	// did not answer a probe, is probed again this soon while it is younger
+	// than earlyProbeWindow; most servers listen within a second of their
+	// start, and the kubelet reports them Ready up to a second later.
+	earlyProbeRetry  = 200 * time.Millisecond
+	earlyProbeWindow = 5 * time.Second
 	// remoteProbeRetry: a remote server that failed its probe.
 	remoteProbeRetry = 10 * time.Second
 	// credentialsRecheck: Secrets are not watched (the controller may only get

@@ -18,8 +18,8 @@ import (
 
 // WorkloadOptions are the operator-wide settings the workload builders need.
 type WorkloadOptions struct {
-	// OperatorImage holds the manager binary at ManagerPath; stdio server pods
-	// copy it in with an init container to run the stdio adapter.
+	// OperatorImage holds the stdio adapter binary at AdapterPath; stdio
+	// server pods copy it in with an init container.
 	OperatorImage string
 	// OperatorNamespace is where the bridge and controller pods run; only they
 	// may connect to server pods.
@@ -31,11 +31,12 @@ type WorkloadOptions struct {
 }
 
 const (
-	// ManagerPath is where the operator image holds the manager binary.
-	ManagerPath = "/manager"
-	// adapterDir is the emptyDir the init container copies the manager into.
+	// AdapterPath is where the operator image holds the stdio adapter's own
+	// binary (`manager stdio-adapter` without the rest of the manager).
+	AdapterPath = "/stdio-adapter"
+	// adapterDir is the emptyDir the init container copies the adapter into.
 	adapterDir  = "/mcp-operator"
-	adapterPath = adapterDir + "/manager"
+	adapterPath = adapterDir + "/stdio-adapter"
 
 	serverContainer  = "server"
 	adapterVolume    = "mcp-operator-bin"
@@ -130,19 +131,26 @@ func buildPod(s *mcpv1alpha1.MCPServer, opts WorkloadOptions) *corev1.Pod {
 	if s.Spec.Transport == mcpv1alpha1.TransportStdio {
 		// The adapter serves the stdio server over Streamable HTTP and exits
 		// with the server's exit code, so the pod fails when the server does.
-		server.Command = append([]string{adapterPath, "stdio-adapter",
+		server.Command = append([]string{adapterPath,
 			"--listen", ":" + strconv.Itoa(int(port)), "--path", path, "--"}, w.Command...)
 		server.ReadinessProbe.ProbeHandler = corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(port)}}
 		server.VolumeMounts = append(server.VolumeMounts, corev1.VolumeMount{Name: adapterVolume, MountPath: adapterDir, ReadOnly: true})
 		volumes = append(volumes, corev1.Volume{Name: adapterVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		// The adapter comes from the operator's image by a sidecar (an init
+		// container that keeps running, idle) whose postStart hook copies
+		// it: the kubelet starts the server once the hook is done and sees
+		// the sidecar running, which it looks for right away. A plain init
+		// container that copies and exits would hold the server back until
+		// the kubelet noticed the exit, at its next relist (up to a second).
 		initContainers = []corev1.Container{{
-			Name:    "install-adapter",
-			Image:   opts.OperatorImage,
-			Command: []string{ManagerPath, "stdio-adapter", "--install", adapterPath},
-			Resources: corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
-				Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
-			},
+			Name:          "install-adapter",
+			Image:         opts.OperatorImage,
+			Command:       []string{AdapterPath, "--hold"},
+			RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+			Lifecycle: &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{
+				Exec: &corev1.ExecAction{Command: []string{AdapterPath, "--install", adapterPath}},
+			}},
+			Resources:                adapterResources,
 			SecurityContext:          hardenedContainer(true),
 			VolumeMounts:             []corev1.VolumeMount{{Name: adapterVolume, MountPath: adapterDir}},
 			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
@@ -176,6 +184,18 @@ func buildPod(s *mcpv1alpha1.MCPServer, opts WorkloadOptions) *corev1.Pod {
 			TerminationGracePeriodSeconds: ptr.To(int64(10)),
 		},
 	}
+}
+
+// adapterResources are the adapter container's. It is idle but for its
+// start and the copy its postStart hook makes, and it adds to the pod's
+// requests, which stay small. Its CPU limit is the servers' default: runc
+// starts the container and execs the hook within its CPU quota, and at 100m
+// that start and the hook (a few tens of milliseconds of CPU) waited on the
+// quota for about a quarter of a second, which every start and wake of the
+// server waits for.
+var adapterResources = corev1.ResourceRequirements{
+	Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+	Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
 }
 
 // hardenedContainer is the security context of every container the

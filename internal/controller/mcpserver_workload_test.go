@@ -61,7 +61,7 @@ func TestStdioPodRunsTheCommandUnderTheAdapter(t *testing.T) {
 	s.Status.Restarts.Total = 2
 	pod := buildPod(s, testOpts)
 	c := pod.Spec.Containers[0]
-	want := []string{adapterPath, "stdio-adapter", "--listen", ":8080", "--path", "/mcp", "--", "node", "server.js"}
+	want := []string{adapterPath, "--listen", ":8080", "--path", "/mcp", "--", "node", "server.js"}
 	if !slices.Equal(c.Command, want) || !slices.Equal(c.Args, []string{"/data"}) {
 		t.Errorf("command %v args %v, want %v [/data]", c.Command, c.Args, want)
 	}
@@ -70,6 +70,15 @@ func TestStdioPodRunsTheCommandUnderTheAdapter(t *testing.T) {
 	}
 	if len(pod.Spec.InitContainers) != 1 || pod.Spec.InitContainers[0].Image != testOpts.OperatorImage {
 		t.Fatalf("init containers %+v", pod.Spec.InitContainers)
+	}
+	// A sidecar whose postStart hook installs the adapter: the kubelet starts
+	// the server once the hook is done, not when it notices an exit.
+	adapter := pod.Spec.InitContainers[0]
+	if adapter.RestartPolicy == nil || *adapter.RestartPolicy != corev1.ContainerRestartPolicyAlways ||
+		!slices.Equal(adapter.Command, []string{AdapterPath, "--hold"}) ||
+		adapter.Lifecycle == nil || adapter.Lifecycle.PostStart == nil || adapter.Lifecycle.PostStart.Exec == nil ||
+		!slices.Equal(adapter.Lifecycle.PostStart.Exec.Command, []string{AdapterPath, "--install", adapterPath}) {
+		t.Errorf("adapter container %+v, want a sidecar holding while its postStart hook installs %s", adapter, adapterPath)
 	}
 	if pod.Name != "fs-2" {
 		t.Errorf("pod name %q, want fs-2 (third incarnation)", pod.Name)

@@ -1,6 +1,7 @@
 package stdioadapter
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,59 +19,60 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/testenv"
 )
 
-var manager struct {
+var adapterBuild struct {
 	once sync.Once
 	path string
 	err  error
 }
 
-// buildManager builds the real manager binary, once per test run.
-func buildManager(t *testing.T) string {
+// buildAdapter builds the real stdio-adapter binary, the one server pods
+// run, once per test run.
+func buildAdapter(t *testing.T) string {
 	t.Helper()
-	manager.once.Do(func() {
+	adapterBuild.once.Do(func() {
 		root, err := testenv.RepoRoot()
 		if err != nil {
-			manager.err = err
+			adapterBuild.err = err
 			return
 		}
 		dir, err := os.MkdirTemp("", "stdioadapter-test-")
 		if err != nil {
-			manager.err = err
+			adapterBuild.err = err
 			return
 		}
 		cleanups = append(cleanups, func() { os.RemoveAll(dir) })
-		manager.path = filepath.Join(dir, "manager")
+		adapterBuild.path = filepath.Join(dir, "stdio-adapter")
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		build := exec.CommandContext(ctx, "go", "build", "-o", manager.path, "./cmd/manager")
+		build := exec.CommandContext(ctx, "go", "build", "-o", adapterBuild.path, "./cmd/stdio-adapter")
 		build.Dir = root
 		if out, err := build.CombinedOutput(); err != nil {
-			manager.err = fmt.Errorf("go build ./cmd/manager: %w\n%s", err, out)
+			adapterBuild.err = fmt.Errorf("go build ./cmd/stdio-adapter: %w\n%s", err, out)
 		}
 	})
-	if manager.err != nil {
-		t.Fatal(manager.err)
+	if adapterBuild.err != nil {
+		t.Fatal(adapterBuild.err)
 	}
-	return manager.path
+	return adapterBuild.path
 }
 
 var addressInLog = regexp.MustCompile(`msg=serving .*address=(\S+)`)
 
-// The real binary, end to end: `manager stdio-adapter` serves a real client,
+// The real binary, end to end: `stdio-adapter` serves a real client,
 // passes the server's stderr through, forwards SIGTERM, exits with the
 // server's code, and leaves no process behind — not even one that left the
 // server's process group (the binary makes itself a child subreaper and
 // kills what it adopted).
-func TestManagerBinary(t *testing.T) {
-	manager := buildManager(t)
+func TestAdapterBinary(t *testing.T) {
+	adapter := buildAdapter(t)
 	pidFile := filepath.Join(t.TempDir(), "escaped.pid")
 	// A process that escapes the group with setsid, records its pid, and
 	// would sleep for five minutes.
 	script := `(setsid sh -c 'echo $$ > "$1"; exec sleep 300' _ "$0" &) ; exec "$1"`
-	cmd := exec.Command(manager, "stdio-adapter", "--listen", "127.0.0.1:0", "--grace-period", "3s", "--",
+	cmd := exec.Command(adapter, "--listen", "127.0.0.1:0", "--grace-period", "3s", "--",
 		"sh", "-c", script, pidFile, peer(t, "mcp-server-everything"))
 	// A file, not a pipe: the test must not wait for every holder of the
-	// manager's stderr to close it (that is the kubelet's business).
+	// adapter's stderr to close it (that is the kubelet's business).
 	stderr := &fileLog{path: filepath.Join(t.TempDir(), "stderr")}
 	f, err := os.Create(stderr.path)
 	if err != nil {
@@ -86,7 +88,7 @@ func TestManagerBinary(t *testing.T) {
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		if t.Failed() {
-			t.Logf("manager stderr:\n%s", stderr)
+			t.Logf("adapter stderr:\n%s", stderr)
 		}
 	})
 
@@ -96,7 +98,7 @@ func TestManagerBinary(t *testing.T) {
 			addr = m[1]
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the manager did not report its address:\n%s", stderr)
+			t.Fatalf("the adapter did not report its address:\n%s", stderr)
 		}
 	}
 	out := tsClient(t, "http://"+addr+"/mcp", "sum", "1")
@@ -121,23 +123,23 @@ func TestManagerBinary(t *testing.T) {
 	case err := <-exited:
 		var exitErr *exec.ExitError
 		if !errors.As(err, &exitErr) || exitErr.ExitCode() != 128+int(syscall.SIGTERM) {
-			t.Errorf("the manager exited with %v, want code %d", err, 128+int(syscall.SIGTERM))
+			t.Errorf("the adapter exited with %v, want code %d", err, 128+int(syscall.SIGTERM))
 		}
 	case <-time.After(15 * time.Second):
-		t.Fatal("the manager did not exit after SIGTERM")
+		t.Fatal("the adapter did not exit after SIGTERM")
 	}
 	waitGroupGone(t, serverPID, 5*time.Second)
 	if _, err := os.Stat("/proc/" + strconv.Itoa(escaped)); err == nil {
-		t.Errorf("the process that left the server's group (pid %d) outlived the manager", escaped)
+		t.Errorf("the process that left the server's group (pid %d) outlived the adapter", escaped)
 	}
 }
 
 // The real binary exits with the code of a server that fails at start.
-func TestManagerBinaryExitCode(t *testing.T) {
-	manager := buildManager(t)
+func TestAdapterBinaryExitCode(t *testing.T) {
+	adapter := buildAdapter(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, manager, "stdio-adapter", "--listen", "127.0.0.1:0", "--",
+	cmd := exec.CommandContext(ctx, adapter, "--listen", "127.0.0.1:0", "--",
 		"sh", "-c", "echo about to fail >&2; exit 3")
 	out, err := cmd.CombinedOutput()
 	var exitErr *exec.ExitError
@@ -148,7 +150,7 @@ func TestManagerBinaryExitCode(t *testing.T) {
 		t.Errorf("the server's stderr is missing:\n%s", out)
 	}
 
-	usage := exec.CommandContext(ctx, manager, "stdio-adapter", "--listen", "127.0.0.1:0")
+	usage := exec.CommandContext(ctx, adapter, "--listen", "127.0.0.1:0")
 	if err := usage.Run(); !errors.As(err, &exitErr) || exitErr.ExitCode() != 2 {
 		t.Errorf("without a command: %v, want code 2", err)
 	}
@@ -172,5 +174,59 @@ func readPID(t *testing.T, path string) int {
 		if time.Now().After(deadline) {
 			t.Fatalf("no pid in %s", path)
 		}
+	}
+}
+
+// What the init container of a stdio server pod runs: the real binary
+// copies itself where the server container finds it, executable, and says
+// so when it cannot.
+func TestAdapterBinaryInstallsItself(t *testing.T) {
+	adapter := buildAdapter(t)
+	dst := filepath.Join(t.TempDir(), "stdio-adapter")
+	if out, err := exec.Command(adapter, "--install", dst).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	want, _ := os.ReadFile(adapter)
+	got, err := os.ReadFile(dst)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("installed binary differs from the built one (err %v)", err)
+	}
+	if info, _ := os.Stat(dst); info.Mode().Perm()&0o111 == 0 {
+		t.Errorf("installed binary is not executable: %v", info.Mode())
+	}
+	out, err := exec.Command(adapter, "--install", filepath.Join(dst, "no", "such", "dir")).CombinedOutput()
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) || exitErr.ExitCode() != 1 || !strings.Contains(string(out), "stdio-adapter --install:") {
+		t.Errorf("install into a missing directory: %v, %s; want exit 1 and the reason", err, out)
+	}
+}
+
+// What the adapter's own container in a stdio server pod runs: the real
+// binary holds until SIGTERM and then exits 0, so the pod's end is not
+// taken for the adapter's failure.
+func TestAdapterBinaryHolds(t *testing.T) {
+	adapter := buildAdapter(t)
+	cmd := exec.Command(adapter, "--hold")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		t.Fatalf("exited before any signal: %v", err)
+	case <-time.After(time.Second):
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("after SIGTERM: %v, want exit 0", err)
+		}
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("still running 10 s after SIGTERM")
 	}
 }
