@@ -227,7 +227,7 @@ $(BIN)/thv: bench/thv/go.mod bench/thv/go.sum
 ##@ Benchmarks
 
 .PHONY: bench
-bench: bench-policy bench-authn bench-bridge bench-controller bench-wake bench-redact bench-search ## Run every benchmark under bench/ (each prints its ratio against a baseline).
+bench: bench-policy bench-authn bench-bridge bench-upstream-creds bench-controller bench-wake bench-redact bench-search ## Run every benchmark under bench/ (each prints its ratio against a baseline).
 
 .PHONY: bench-bridge
 bench-bridge: peers envtest-assets $(BIN)/thv ## The bridge against a direct connection, a bare reverse proxy and ToolHive's proxy, on two upstreams: latency, throughput, CPU, memory; exits 1 on a missed target.
@@ -236,6 +236,10 @@ bench-bridge: peers envtest-assets $(BIN)/thv ## The bridge against a direct con
 .PHONY: bench-bridge-memory
 bench-bridge-memory: envtest-assets ## The idle RSS of a real manager bridge alone (a part of bench-bridge), with where its MB are; exits 1 over 40 MB.
 	go run ./bench/bridge -only memory
+
+.PHONY: bench-upstream-creds
+bench-upstream-creds: envtest-assets ## A call with each caller's token exchanged upstream (warm cache) against the same call with a shared credential, side by side; a fresh caller's first call; exits 1 over 1.05x.
+	go run ./bench/upstreamcreds
 
 .PHONY: bench-controller
 bench-controller: envtest-assets peers ## The MCPServer controller (all namespaces, as manager controller runs) bringing up 1,000 remote servers against the bare API work: time to Ready, reconciles, CPU, heap, idle probes; checks the targets.

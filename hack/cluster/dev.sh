@@ -50,10 +50,9 @@ if [ "$bridge" = true ]; then
   if [[ "$("$MANAGER" bridge --help 2>&1 || true)" == *--oidc-issuer-url* ]]; then
     # http on a Service IP that only this machine reaches: the bridge is told
     # so explicitly.
-    oauth_args="  extraArgs:
-    - --oidc-issuer-url=$IDP_URL
-    - --public-url=http://$BRIDGE_IP
-    - --oauth-allow-http"
+    oauth_args="  publicURL: http://$BRIDGE_IP
+  oidcIssuerURL: $IDP_URL
+  extraArgs: [--oauth-allow-http]"
   else
     oauth_note="'manager bridge' has no OAuth support in this build, so people cannot sign in to it yet"
   fi
