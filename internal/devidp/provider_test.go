@@ -232,6 +232,15 @@ func TestPKCEIsRequired(t *testing.T) {
 	}
 }
 
+func TestAuthorizationWithoutScope(t *testing.T) {
+	_, issuer := start(t)
+	verifier := oauth2.GenerateVerifier()
+	loc := authorize(t, issuer, url.Values{"scope": {""}, "code_challenge": {oauth2.S256ChallengeFromVerifier(verifier)}, "code_challenge_method": {"S256"}})
+	if loc.Query().Get("code") == "" {
+		t.Errorf("an authorization request without scope: redirected to %s", loc)
+	}
+}
+
 func TestInvalidResourceIsRefused(t *testing.T) {
 	_, issuer := start(t)
 	for _, res := range []string{"not-a-uri", "https://bridge.example.test/mcp#fragment"} {
