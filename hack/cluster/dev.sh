@@ -64,7 +64,7 @@ sed "s|@IMAGE_ID@|$devidp_image_id|" "$ROOT/hack/cluster/devidp.yaml" | kc apply
 oauth_args=""
 oauth_note=""
 if [ "$bridge" = true ]; then
-  if [[ "$("$MANAGER" bridge --help 2>&1 || true)" == *--oidc-issuer-url* ]]; then
+  if [[ "$("$MANAGER" bridge --help 2>&1 || true)" == *oidc-issuer-url* ]]; then
     # The bridge itself stays plain http in the dev cluster (its in-cluster
     # agents speak http), so its public URL needs --oauth-allow-http. It
     # trusts the cluster's CA, and so the provider, through SSL_CERT_FILE.
