@@ -334,3 +334,45 @@ jwt:
 		t.Fatalf("opaque tokens reached the fallback %d times though an issuer introspects", f.sa.calls)
 	}
 }
+
+// An issuer whose keys cannot be read makes its tokens unverifiable, not
+// bad: the answer is an error of the bridge's (503), never a refusal a
+// client would act on by signing in again, and tokens are accepted once
+// the keys can be fetched again.
+func TestIssuerDown(t *testing.T) {
+	f := newFixture(t, nil, "")
+	f.idp.Down.Store(true)
+	tok := f.idp.Sign(f.idp.Claims("alice", bridgeURL))
+	for range 3 {
+		if _, err := f.auth.Authenticate(context.Background(), tok); err == nil || errors.Is(err, authn.ErrUnauthenticated) {
+			t.Fatalf("with the issuer down: %v, want an error that is not a refusal", err)
+		}
+	}
+	if n := f.idp.JWKSFetches.Load(); n != 1 {
+		t.Fatalf("%d fetches within the interval, want 1", n)
+	}
+	f.idp.Down.Store(false)
+	f.advance(oauth.DefaultMinKeyRefresh)
+	if _, err := f.auth.Authenticate(context.Background(), tok); err != nil {
+		t.Fatalf("with the issuer back: %v", err)
+	}
+}
+
+// Discovery: RFC 8414 metadata when the issuer has no OIDC discovery; a
+// document naming another issuer is not used (mix-up), so its keys verify
+// nothing.
+func TestDiscovery(t *testing.T) {
+	f := newFixture(t, nil, "")
+	f.idp.OAuthOnly.Store(true)
+	if _, err := f.auth.Authenticate(context.Background(), f.idp.Sign(f.idp.Claims("alice", bridgeURL))); err != nil {
+		t.Fatalf("with RFC 8414 metadata only: %v", err)
+	}
+
+	g := newFixture(t, nil, "")
+	other := "https://attacker.example.com"
+	g.idp.ClaimedIssuer.Store(&other)
+	_, err := g.auth.Authenticate(context.Background(), g.idp.Sign(g.idp.Claims("alice", bridgeURL)))
+	if err == nil || !strings.Contains(err.Error(), "names the issuer") {
+		t.Fatalf("a discovery document naming another issuer: %v", err)
+	}
+}
