@@ -48,10 +48,10 @@ const (
 type request struct {
 	ctx context.Context
 	id  identity.Identity
-	// bearer is the caller's own bearer token, kept beside its identity
-	// for the upstream-credential stage alone (the subject of a token
-	// exchange): never logged, never sent to a server.
-	bearer   string
+	// token is the caller's bearer token as sent, for the stage that gets
+	// the upstream credential on the caller's behalf (token exchange)
+	// alone: never logged, audited, forwarded or part of the identity.
+	token    string
 	endpoint string // "" for /mcp, else the server name
 	// search: the request came in on SearchPath (search.go).
 	search bool
@@ -168,13 +168,9 @@ func (b *Bridge) authenticate(w http.ResponseWriter, r *http.Request) (identity.
 	}
 	switch {
 	case errors.Is(err, authn.ErrInsufficientScope):
-		b.cfg.Log.V(1).Info("a bearer token was refused", "why", err.Error(), "remote", r.RemoteAddr)
 		b.challenge(w, r, http.StatusForbidden, "insufficient_scope", "the token lacks a scope the bridge requires")
 		return id, false
 	case errors.Is(err, authn.ErrUnauthenticated):
-		// Why, for whoever debugs a client's sign-in (the reason never
-		// holds the token; a refusal by TokenReview says no more).
-		b.cfg.Log.V(1).Info("a bearer token was refused", "why", err.Error(), "remote", r.RemoteAddr)
 		code := "invalid_token"
 		if token == "" {
 			code = "" // RFC 6750: no error code when no credentials were sent
@@ -313,7 +309,7 @@ func (b *Bridge) post(w http.ResponseWriter, r *http.Request, endpoint string) {
 		writeError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, err.Error())
 		return
 	}
-	rq := &request{id: id, bearer: authn.BearerToken(r.Header.Get("Authorization")), endpoint: endpoint, search: isSearchPath(r), msg: msg}
+	rq := &request{id: id, token: authn.BearerToken(r.Header.Get("Authorization")), endpoint: endpoint, search: isSearchPath(r), msg: msg}
 	if !b.establish(w, r, rq) {
 		return
 	}
