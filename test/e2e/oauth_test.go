@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -67,31 +66,12 @@ func runDesktopClient(user devidp.User, tool string) desktopRun {
 	return run
 }
 
-// jwtClaims are a JWT's claims, read without checking the signature (the
-// bridge and the provider's own tests check signatures).
+// jwtClaims are the claims of a token the provider issued, read without
+// checking the signature (the bridge and the provider's own tests check it).
 func jwtClaims(token string) map[string]any {
-	parts := strings.Split(token, ".")
-	ExpectWithOffset(1, parts).To(HaveLen(3), "not a JWT")
-	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	claims, err := devidp.Claims(token)
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
-	var claims map[string]any
-	ExpectWithOffset(1, json.Unmarshal(payload, &claims)).To(Succeed())
 	return claims
-}
-
-func audienceOf(claims map[string]any) []string {
-	switch a := claims["aud"].(type) {
-	case string:
-		return []string{a}
-	case []any:
-		var out []string
-		for _, v := range a {
-			s, _ := v.(string)
-			out = append(out, s)
-		}
-		return out
-	}
-	return nil
 }
 
 func personPolicy(name, user string, tools ...string) {
@@ -165,7 +145,7 @@ var _ = Describe("people signed in at the identity provider", Label("oauth"), fu
 			Expect(run.RegisteredClient).To(HavePrefix("dyn-"))
 			Expect(run.CodeChallengeMethod).To(Equal("S256"))
 			Expect(run.Resource).To(HavePrefix("http://10.96.0.81"))
-			Expect(audienceOf(jwtClaims(run.AccessToken))).To(ContainElement(run.Resource))
+			Expect(devidp.Audience(jwtClaims(run.AccessToken))).To(ContainElement(run.Resource))
 		}
 		// Each sees the catalog of their own policy.
 		Expect(len(recorded(alice.Tools))).To(BeNumerically(">", 1))
@@ -180,7 +160,7 @@ var _ = Describe("people signed in at the identity provider", Label("oauth"), fu
 			Expect(ok).To(BeTrue(), "a call reached the server without a bearer token")
 			Expect(bearer).NotTo(BeElementOf(alice.AccessToken, bob.AccessToken), "a client's own token went upstream")
 			claims := jwtClaims(bearer)
-			Expect(audienceOf(claims)).To(ContainElement(upstream.url))
+			Expect(devidp.Audience(claims)).To(ContainElement(upstream.url))
 			Expect(claims["act"]).To(HaveKeyWithValue("sub", devidp.BridgeClientID))
 			sub, _ := claims["sub"].(string)
 			bySubject[sub] = bearer
