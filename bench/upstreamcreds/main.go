@@ -70,7 +70,7 @@ const (
 func main() {
 	rounds := flag.Int("rounds", 5, "alternating rounds")
 	calls := flag.Int("calls", 2000, "sequential calls per server per round, spread over the callers")
-	chunk := flag.Int("chunk", 100, "sequential calls to one server in a turn")
+	chunk := flag.Int("chunk", 10, "sequential calls to one server in a turn")
 	callers := flag.Int("callers", 8, "warm callers, each in a session of its own")
 	firsts := flag.Int("firsts", 40, "fresh callers whose first call is timed, per server")
 	flag.Parse()

@@ -157,6 +157,7 @@ func TestValues(t *testing.T) {
 		secret("all", map[string][]byte{"a": []byte("value-a-1234"), "b": []byte("value-b-5678")}),
 		secret("token", map[string][]byte{"token": []byte("bearer-token-1")}),
 		secret("api", map[string][]byte{"key": []byte("header-key-1")}),
+		secret("client", map[string][]byte{"client_id": []byte("mcp-bridge"), "client_secret": []byte("client-secret-1")}),
 	).Build()
 	ctx := context.Background()
 
@@ -181,5 +182,14 @@ func TestValues(t *testing.T) {
 	slices.Sort(got)
 	if !slices.Equal(got, []string{"bearer-token-1", "header-key-1"}) || err == nil || !strings.Contains(err.Error(), "Secret gone") {
 		t.Fatalf("remote values %q, %v; want both values and an error naming Secret gone", got, err)
+	}
+
+	// A token exchange's client secret is the server's too (its client id
+	// is a name, not a secret).
+	exchanging := remote(&v1alpha1.RemoteAuth{TokenExchange: &v1alpha1.TokenExchange{
+		TokenURL: "https://idp.example.com/token", Audience: "far", ClientSecretRef: v1alpha1.LocalSecretReference{Name: "client"},
+	}})
+	if got, err = Values(ctx, c, exchanging); err != nil || !slices.Equal(got, []string{"client-secret-1"}) {
+		t.Fatalf("token exchange values %q, %v; want the client secret", got, err)
 	}
 }

@@ -214,6 +214,15 @@ func (p *Pool) Conn() *Conn {
 	return &Conn{opts: p.opts, url: p.url, client: p.client, streams: p.streams}
 }
 
+// WithCredentials is a pool over p's HTTP connections whose requests carry
+// these credentials instead of p's (Options.Header, BearerToken,
+// Authorize): a connection carries none of its own, each request its own.
+func (p *Pool) WithCredentials(header http.Header, bearerToken string, authorize func(http.Header) error) *Pool {
+	opts := p.opts
+	opts.Header, opts.BearerToken, opts.Authorize = header, bearerToken, authorize
+	return &Pool{opts: opts, url: p.url, client: p.client, streams: p.streams}
+}
+
 // CloseIdle drops the pool's idle connections (their goroutines end with
 // them). The pool stays usable: a later request dials again.
 func (p *Pool) CloseIdle() { p.client.CloseIdleConnections() }

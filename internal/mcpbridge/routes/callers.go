@@ -11,11 +11,14 @@ import (
 
 // Callers' own connections. A server whose credential is each caller's own
 // (an exchanged token, the caller's Secret) is reached on a connection of
-// each caller's alone: its HTTP connections, its shared MCP connection and
-// its agents' sessions carry that caller's credential and serve that
-// caller's calls only, so no caller ever rides another's upstream session
-// or token. The server's own connection (Server) stays the operator's: its
-// catalog listings and resource subscriptions.
+// each caller's alone: its MCP connections — the stateless one and its
+// agents' sessions — carry that caller's credential on every request and
+// serve that caller's calls only, so no caller ever rides another's
+// upstream session or token. The HTTP (TCP, TLS) connections underneath
+// are the server's pool, shared as through any HTTP proxy: they carry no
+// credential, each request carries its own. The server's own connection
+// (Server) stays the operator's: its catalog listings and resource
+// subscriptions.
 //
 // A caller's connection is made on its first call, kept while the server's
 // connection is (retired and drained with it), and closed once it has been
@@ -85,7 +88,7 @@ func (r *Registry) CallerConn(name, caller string) (*CallerConn, bool) {
 	o := r.optionsFor(e)
 	// Subscriptions are held by the server's own connection.
 	o.Subscribed, o.OnResourceUpdated = nil, nil
-	cc.Conn = upstream.New(t, o)
+	cc.Conn = upstream.NewOver(e.conn, t, o)
 	cc.lastUsed.Store(now.UnixNano())
 	if e.callers == nil {
 		e.callers = map[string]*CallerConn{}

@@ -15,7 +15,8 @@ import (
 
 // Callers' own connections: one per caller, carrying the caller's
 // credential and not the operator's bearer token, each refreshed token on
-// the next request, and retired with the server's own connection.
+// the next request, over the server's own TCP connections, and retired
+// with the server's own connection.
 func TestCallerConns(t *testing.T) {
 	st := bridgetest.NewStateful(t, false)
 	server := bridgetest.Published(t, "tools", "stateful", st.URL, v1alpha1.ToolsSpec{})
@@ -44,6 +45,7 @@ func TestCallerConns(t *testing.T) {
 	if err := call(alice); !errors.Is(err, errNoCredential) {
 		t.Fatalf("a call before the caller's credential was set: %v, want it refused unsent", err)
 	}
+	conns := st.Conns()
 	alice.SetCredential(http.Header{"Authorization": {"Bearer alice-1"}})
 	bob.SetCredential(http.Header{"Authorization": {"Bearer bob-1"}})
 	for _, cc := range []*CallerConn{alice, bob, alice} {
@@ -54,6 +56,10 @@ func TestCallerConns(t *testing.T) {
 	alice.SetCredential(http.Header{"Authorization": {"Bearer alice-2"}}) // refreshed
 	if err := call(alice); err != nil {
 		t.Fatal(err)
+	}
+	if n := st.Conns() - conns; n > 1 {
+		// Sequential requests reuse one idle connection of the pool.
+		t.Fatalf("two callers' sequential calls opened %d TCP connections, want the pool's one", n)
 	}
 	var got []string
 	for _, rq := range st.Requests() {

@@ -289,6 +289,29 @@ type dialAttempt struct {
 
 // New returns a Conn for t; nothing is dialled yet.
 func New(t Target, o Options) *Conn {
+	o = o.withDefaults()
+	pool, err := streamhttp.NewPool(streamhttp.Options{
+		URL: t.URL, Header: t.Header, BearerToken: t.BearerToken, TLS: t.TLS, Authorize: t.Authorize,
+		MaxMessageBytes: o.MaxMessageBytes, MaxIdleConns: IdleConns,
+	})
+	return newConn(t, o, pool, err)
+}
+
+// NewOver returns a Conn to base's server whose requests carry t's
+// credentials (Header, BearerToken, Authorize: one caller's) instead of
+// base's: MCP connections and sessions of its own, over base's pool of
+// HTTP connections, which carry no credential of their own (each request
+// carries its own, as through any HTTP proxy). t is base's target but for
+// its credentials.
+func NewOver(base *Conn, t Target, o Options) *Conn {
+	o = o.withDefaults()
+	if base.pool == nil {
+		return newConn(t, o, nil, base.poolErr)
+	}
+	return newConn(t, o, base.pool.WithCredentials(t.Header, t.BearerToken, t.Authorize), nil)
+}
+
+func (o Options) withDefaults() Options {
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = 10 * time.Second
 	}
@@ -298,12 +321,12 @@ func New(t Target, o Options) *Conn {
 	if o.MaxAgentSessions <= 0 {
 		o.MaxAgentSessions = DefaultMaxAgentSessions
 	}
+	return o
+}
+
+func newConn(t Target, o Options, pool *streamhttp.Pool, err error) *Conn {
 	life, retire := context.WithCancelCause(context.Background())
 	subsLife, stopSubs := context.WithCancel(life)
-	pool, err := streamhttp.NewPool(streamhttp.Options{
-		URL: t.URL, Header: t.Header, BearerToken: t.BearerToken, TLS: t.TLS, Authorize: t.Authorize,
-		MaxMessageBytes: o.MaxMessageBytes, MaxIdleConns: IdleConns,
-	})
 	return &Conn{
 		target: t, opts: o, life: life, retire: retire, subsLife: subsLife, stopSubs: stopSubs, pool: pool, poolErr: err,
 		deletes: make(chan struct{}, closeParallel), clock: time.Now,

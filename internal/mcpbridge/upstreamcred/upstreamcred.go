@@ -166,7 +166,7 @@ type Store struct {
 	servers sync.Map
 	// retired are values replaced by newer ones (a refresh), still known to
 	// the redactor until their forgetAt.
-	retired []*entry
+	retired   []*entry
 	lastSweep time.Time
 	// refused are the exchanges the token endpoint refused lately, by entry
 	// key: the caller's calls get the same refusal for refusedFor rather
