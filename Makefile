@@ -110,13 +110,15 @@ chart: manifests ## Generate the Helm chart's CRD and RBAC templates from config
 	go run ./hack/chartgen -crds config/crd/bases -rbac config/rbac -admission config/admission -out charts/mcp-operator/templates/generated
 
 .PHONY: helm-lint
-helm-lint: $(HELM) ## Lint the Helm chart (strict), with the bridge on and off, with OAuth, and with the dashboard, alerts and tracing on.
+helm-lint: $(HELM) ## Lint the Helm chart (strict), with the bridge on and off, with OAuth, with the dashboard, alerts and tracing on, and with the bridge's TLS, Ingress and Gateway route on.
 	$(HELM) lint --strict charts/mcp-operator
 	$(HELM) lint --strict charts/mcp-operator --set bridge.publicURL=https://mcp.example.com --set bridge.auth.jwt[0].issuer.url=https://idp.example.com \
 		--set bridge.auth.jwt[0].claimMappings.username.claim=email --set bridge.auth.jwt[0].claimMappings.username.prefix=corp: --set bridge.requiredScopes={mcp}
 	$(HELM) lint --strict charts/mcp-operator --set bridge.publicURL=https://mcp.example.com --set bridge.oidcIssuerURL=https://idp.example.com --set bridge.authSecrets={idp-client}
 	$(HELM) lint --strict charts/mcp-operator --set bridge.enabled=false --set crds.enabled=false
 	$(HELM) lint --strict charts/mcp-operator --set dashboard.enabled=true --set prometheusRule.enabled=true --set tracing.endpoint=http://collector:4318
+	$(HELM) lint --strict charts/mcp-operator --set bridge.tls.enabled=true --set bridge.tls.secretName=bridge-tls --set bridge.ingress.enabled=true --set bridge.ingress.host=mcp.example.com
+	$(HELM) lint --strict charts/mcp-operator --set bridge.tls.enabled=true --set bridge.tls.certManager.issuerRef.name=ca --set bridge.tls.certManager.issuerRef.kind=ClusterIssuer --set bridge.httpRoute.enabled=true --set 'bridge.httpRoute.parentRefs[0].name=gateway'
 
 # The dev cluster's trace collector: Jaeger (hack/cluster/jaeger.yaml), which
 # the bridge and the controller send their traces to. On by default only once
