@@ -169,9 +169,13 @@ func (b *Bridge) authenticate(w http.ResponseWriter, r *http.Request) (identity.
 	}
 	switch {
 	case errors.Is(err, authn.ErrInsufficientScope):
+		b.cfg.Log.V(1).Info("a bearer token was refused", "why", err.Error(), "remote", r.RemoteAddr)
 		b.challenge(w, r, http.StatusForbidden, "insufficient_scope", "the token lacks a scope the bridge requires")
 		return id, false
 	case errors.Is(err, authn.ErrUnauthenticated):
+		// Why, for whoever debugs a client's sign-in (the reason never
+		// holds the token; a refusal by TokenReview says no more).
+		b.cfg.Log.V(1).Info("a bearer token was refused", "why", err.Error(), "remote", r.RemoteAddr)
 		code := "invalid_token"
 		if token == "" {
 			code = "" // RFC 6750: no error code when no credentials were sent
