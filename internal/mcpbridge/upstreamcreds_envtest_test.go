@@ -82,10 +82,18 @@ func newCredsHarnessOf(t *testing.T, ns string, sessionOnly bool, mod func(*Conf
 	server.Spec.Remote.Auth = &auth
 	pol := toolPolicy(ns, "callers", subjects, rule("allow", "mcp.stateful.*"))
 	h := newHarness(t, []v1alpha1.MCPServer{server}, []v1alpha1.ToolPolicy{pol}, func(c *Config) {
-		c.Credentials = upstreamcred.New(upstreamcred.Options{Secrets: k})
 		if mod != nil {
 			mod(c)
 		}
+		// The exchange is trusted at the issuer's own token endpoint for
+		// its people, and at the listed one for ServiceAccounts.
+		o := upstreamcred.Options{Secrets: k}
+		if people, ok := c.Auth.(*oauth.Authenticator); ok {
+			o.IssuerTokenEndpoint = people.TokenEndpoint
+		} else if auth.TokenExchange != nil {
+			o.TokenEndpoints = []string{auth.TokenExchange.TokenURL}
+		}
+		c.Credentials = upstreamcred.New(o)
 	})
 	// The server's own connection carries the operator's credential, as
 	// the watcher reads it from bearerTokenSecretRef.

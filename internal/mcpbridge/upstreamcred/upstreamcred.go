@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -138,8 +139,18 @@ type Options struct {
 	// Secrets reads the bridge's client Secret and callers' Secrets.
 	Secrets client.Reader
 	// HTTP is the client of the token endpoints (nil: one with a 10s
-	// timeout).
+	// timeout). Redirects are never followed, whatever it says: a
+	// redirected exchange would post the caller's token and the bridge's
+	// client secret to wherever the endpoint points.
 	HTTP *http.Client
+	// TokenEndpoints are token endpoints the bridge exchanges at besides
+	// the issuers' own (--token-exchange-endpoints): for callers whose
+	// tokens no configured issuer signs, such as ServiceAccounts.
+	TokenEndpoints []string
+	// IssuerTokenEndpoint is the token_endpoint that the discovery
+	// document of the issuer that accepted callerToken names ("" for a
+	// token no configured issuer accepted). nil: no issuer is configured.
+	IssuerTokenEndpoint func(ctx context.Context, callerToken string) string
 	// Clock tells the time (time.Now when nil).
 	Clock func() time.Time
 	// SecretTTL is how long a caller's Secret is used before it is read
@@ -250,6 +261,11 @@ func New(o Options) *Store {
 	if o.HTTP == nil {
 		o.HTTP = &http.Client{Timeout: exchangeTimeout}
 	}
+	// A copy of the caller's client: its other settings are kept, and the
+	// redirect rule is the Store's own.
+	hc := *o.HTTP
+	hc.CheckRedirect = refuseRedirect
+	o.HTTP = &hc
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
@@ -439,6 +455,9 @@ func (st *Store) exchange(ctx context.Context, s Server, c Caller) (*entry, erro
 	if err := checkTokenURL(tx.TokenURL); err != nil {
 		return nil, &Error{Server: s.key(), Reason: ReasonUnavailable, Msg: fmt.Sprintf("server %s: %v", s.key(), err)}
 	}
+	if !st.trusted(ctx, tx.TokenURL, c.Token) {
+		return nil, &Error{Server: s.key(), Reason: ReasonUnavailable, Msg: fmt.Sprintf("server %s: its tokenExchange.tokenURL %s is not a token endpoint this bridge trusts (the token_endpoint of the issuer that signed the caller's token, or one of --token-exchange-endpoints): the caller's token is not sent there", s.key(), tx.TokenURL)}
+	}
 	id, secret, err := st.clientOf(ctx, s)
 	if err != nil {
 		return nil, err
@@ -533,6 +552,27 @@ func safeCode(code string) string {
 		}
 	}
 	return code
+}
+
+// refuseRedirect has a client hand back a redirect as the answer rather
+// than follow it: the exchange's form (the caller's token) and the client's
+// credentials are for the endpoint the bridge trusts alone.
+func refuseRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// trusted says whether the bridge exchanges callerToken at tokenURL: the
+// token_endpoint of the issuer that accepted the token, or an endpoint the
+// bridge's operator listed. Anyone who may write an MCPServer chooses its
+// tokenURL: were any URL taken, they would collect every caller's token
+// (replayable at the bridge) from their own endpoint.
+func (st *Store) trusted(ctx context.Context, tokenURL, callerToken string) bool {
+	if slices.Contains(st.opts.TokenEndpoints, tokenURL) {
+		return true
+	}
+	if st.opts.IssuerTokenEndpoint == nil {
+		return false
+	}
+	own := st.opts.IssuerTokenEndpoint(ctx, callerToken)
+	return own != "" && own == tokenURL
 }
 
 // checkTokenURL holds the token URL to what the CRD allows (https, http on

@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -105,7 +109,7 @@ func TestExchangeIsEachCallersOwn(t *testing.T) {
 	te := bridgetest.NewTokenEndpoint(t, "github", map[string]string{alice.Token: "alice", bob.Token: "bob"})
 	srv := exchangeServer(t, te)
 	clk := &clock{now: time.Now()}
-	st := upstreamcred.New(upstreamcred.Options{Secrets: k8s, Clock: clk.Now})
+	st := upstreamcred.New(upstreamcred.Options{Secrets: k8s, Clock: clk.Now, TokenEndpoints: []string{te.URL}})
 	ctx := context.Background()
 
 	const n = 16
@@ -171,7 +175,7 @@ func TestExchangeKeyedByToken(t *testing.T) {
 	second := upstreamcred.Caller{Username: alice.Username, Token: "alice-refreshed-access-token"}
 	te := bridgetest.NewTokenEndpoint(t, "github", map[string]string{alice.Token: "alice", second.Token: "alice"})
 	srv := exchangeServer(t, te)
-	st := upstreamcred.New(upstreamcred.Options{Secrets: k8s})
+	st := upstreamcred.New(upstreamcred.Options{Secrets: k8s, TokenEndpoints: []string{te.URL}})
 	ctx := context.Background()
 	first, _ := st.Credential(ctx, srv, alice, "sess-1")
 	other, err := st.Credential(ctx, srv, second, "sess-1")
@@ -197,7 +201,7 @@ func TestExchangeRefused(t *testing.T) {
 	te := bridgetest.NewTokenEndpoint(t, "github", map[string]string{alice.Token: "alice"})
 	srv := exchangeServer(t, te)
 	clk := &clock{now: time.Now()}
-	st := upstreamcred.New(upstreamcred.Options{Secrets: k8s, Clock: clk.Now})
+	st := upstreamcred.New(upstreamcred.Options{Secrets: k8s, Clock: clk.Now, TokenEndpoints: []string{te.URL}})
 	ctx := context.Background()
 
 	_, err := st.Credential(ctx, srv, bob, "") // a token the endpoint does not know
@@ -243,6 +247,84 @@ func TestExchangeRefused(t *testing.T) {
 	plain.Remote.Auth.TokenExchange.TokenURL = "http://idp.example.com/token"
 	if _, err := st.Credential(ctx, plain, alice, ""); !errors.As(err, &ce) || !strings.Contains(err.Error(), "https") {
 		t.Fatalf("error %v, want a refusal of the http token URL", err)
+	}
+}
+
+// recorder is a loopback HTTP server that counts what reaches it: where a
+// hostile token URL would send the caller's token.
+func recorder(t *testing.T) (string, *atomic.Int64) {
+	t.Helper()
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"access_token":"harvested","token_type":"Bearer","expires_in":3600}`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, &n
+}
+
+// TestExchangeNeverRedirected: a token endpoint answering 307 to another
+// server is not followed, even by a client that would follow it: the
+// other server receives nothing (neither the caller's token nor the
+// client secret), and the call is refused as credential_unavailable.
+func TestExchangeNeverRedirected(t *testing.T) {
+	redirected, got := recorder(t)
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, redirected, http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(redirect.Close)
+	te := bridgetest.NewTokenEndpoint(t, "github", map[string]string{alice.Token: "alice"})
+	srv := exchangeServer(t, te)
+	srv.Remote.Auth.TokenExchange.TokenURL = redirect.URL + "/token"
+	// A client of the caller's that follows redirects: the Store's rule wins.
+	st := upstreamcred.New(upstreamcred.Options{Secrets: k8s, HTTP: &http.Client{}, TokenEndpoints: []string{redirect.URL + "/token"}})
+	_, err := st.Credential(context.Background(), srv, alice, "")
+	var ce *upstreamcred.Error
+	if !errors.As(err, &ce) || ce.Reason != upstreamcred.ReasonUnavailable {
+		t.Fatalf("error %v, want credential_unavailable", err)
+	}
+	if n := got.Load(); n != 0 {
+		t.Fatalf("the redirect target received %d requests: the caller's token was re-posted", n)
+	}
+}
+
+// TestExchangeOnlyAtTrustedEndpoint: a tokenURL that is neither the
+// caller's issuer's token_endpoint nor one the bridge lists is refused
+// before anything is sent, naming the server; the issuer's endpoint serves
+// the callers that issuer signed, and no one else.
+func TestExchangeOnlyAtTrustedEndpoint(t *testing.T) {
+	hostileURL, got := recorder(t)
+	te := bridgetest.NewTokenEndpoint(t, "github", map[string]string{alice.Token: "alice", bob.Token: "bob"})
+	srv := exchangeServer(t, te)
+	hostile := srv
+	hostile.Remote = srv.Remote.DeepCopy()
+	hostile.Remote.Auth.TokenExchange.TokenURL = hostileURL + "/token"
+	// alice's token is the issuer's, whose discovery names te; bob's is not.
+	issuerOf := func(_ context.Context, token string) string {
+		if token == alice.Token {
+			return te.URL
+		}
+		return ""
+	}
+	st := upstreamcred.New(upstreamcred.Options{Secrets: k8s, IssuerTokenEndpoint: issuerOf})
+	ctx := context.Background()
+	var ce *upstreamcred.Error
+	for _, c := range []upstreamcred.Caller{alice, bob} {
+		_, err := st.Credential(ctx, hostile, c, "")
+		if !errors.As(err, &ce) || ce.Reason != upstreamcred.ReasonUnavailable || !strings.Contains(err.Error(), srv.Namespace+"/github") || !strings.Contains(err.Error(), "not a token endpoint this bridge trusts") {
+			t.Fatalf("%s at an untrusted URL: %v, want credential_unavailable naming the server and why", c.Username, err)
+		}
+	}
+	if n := got.Load(); n != 0 {
+		t.Fatalf("the untrusted endpoint received %d requests", n)
+	}
+	if _, err := st.Credential(ctx, srv, alice, ""); err != nil {
+		t.Fatalf("alice at her issuer's token endpoint: %v", err)
+	}
+	if _, err := st.Credential(ctx, srv, bob, ""); !errors.As(err, &ce) || ce.Reason != upstreamcred.ReasonUnavailable || te.Exchanges("bob") != 0 {
+		t.Fatalf("bob, whose token that issuer did not sign: %v (%d exchanges), want refused unsent", err, te.Exchanges("bob"))
 	}
 }
 
