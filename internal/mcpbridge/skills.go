@@ -105,7 +105,7 @@ func (g *skillGet) forward(b *Bridge, x *exchange) *jsonrpc.Message {
 	if _, err := b.audit(rq, audit.ResourceRequested{Server: s.Name, URI: g.uri, ToolCallID: x.id}); err != nil {
 		return b.unrecorded(x, err)
 	}
-	raw, sk, err := b.liveSkill(rq.ctx, rq, s, g.conn, g.uri)
+	raw, sk, err := b.liveSkill(rq.ctx, rq, s, x.callConn(g.conn), g.uri)
 	if err != nil {
 		_, _ = b.audit(rq, x.failed(reasonSkillMismatch, err.Error()))
 		return rpcError(rq, CodeUpstream, err.Error(), map[string]any{"reason": reasonSkillMismatch, "toolCallId": x.id})

@@ -1,9 +1,11 @@
 package mcpbridge
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +13,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -31,6 +34,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstreamcred"
 	"github.com/mcp-operator/mcp-operator/internal/testenv"
+	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
 // operatorToken is the operator's own credential of the servers below
@@ -62,26 +66,37 @@ func newCredsHarnessWith(t *testing.T, ns string, mod func(*Config), auth v1alph
 
 func newCredsHarnessOf(t *testing.T, ns string, sessionOnly bool, mod func(*Config), auth v1alpha1.RemoteAuth, subjects []v1alpha1.Subject, secrets ...*corev1.Secret) *credsHarness {
 	t.Helper()
-	cfg, cs := startAPIServer(t)
-	ensureNamespace(t, cs, ns)
-	k, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range secrets {
-		s.Namespace = ns
-		if err := k.Create(context.Background(), s); err != nil {
-			t.Fatal(err)
-		}
-	}
 	st := bridgetest.NewLeakyStateful(t)
 	if sessionOnly {
 		st = bridgetest.NewStateful(t, true)
 	}
 	server := bridgetest.Published(t, ns, "stateful", st.URL, v1alpha1.ToolsSpec{})
-	server.Spec.Remote.Auth = &auth
 	pol := toolPolicy(ns, "callers", subjects, rule("allow", "mcp.stateful.*"))
-	h := newHarness(t, []v1alpha1.MCPServer{server}, []v1alpha1.ToolPolicy{pol}, func(c *Config) {
+	h, k := newCredsBridge(t, server, []v1alpha1.ToolPolicy{pol}, mod, auth, secrets...)
+	return &credsHarness{harness: h, st: st, server: server, k: k, ns: ns}
+}
+
+// newCredsBridge is a bridge in front of server (published, with auth set
+// here), whose callers' credentials are read from a real API server
+// (envtest) in the server's namespace, where secrets are created. The
+// server's own connection carries the operator's credential, as the
+// watcher reads it from bearerTokenSecretRef.
+func newCredsBridge(t *testing.T, server v1alpha1.MCPServer, policies []v1alpha1.ToolPolicy, mod func(*Config), auth v1alpha1.RemoteAuth, secrets ...*corev1.Secret) (*harness, client.Client) {
+	t.Helper()
+	cfg, cs := startAPIServer(t)
+	ensureNamespace(t, cs, server.Namespace)
+	k, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range secrets {
+		s.Namespace = server.Namespace
+		if err := k.Create(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	server.Spec.Remote.Auth = &auth
+	h := newHarness(t, []v1alpha1.MCPServer{server}, policies, func(c *Config) {
 		if mod != nil {
 			mod(c)
 		}
@@ -95,14 +110,12 @@ func newCredsHarnessOf(t *testing.T, ns string, sessionOnly bool, mod func(*Conf
 		}
 		c.Credentials = upstreamcred.New(o)
 	})
-	// The server's own connection carries the operator's credential, as
-	// the watcher reads it from bearerTokenSecretRef.
 	h.reg.Update(routes.Build([]v1alpha1.MCPServer{server}), func(s *routes.Server) (upstream.Target, error) {
 		tg, err := target(s)
 		tg.BearerToken, tg.Credentials = operatorToken, "operator"
 		return tg, err
 	})
-	return &credsHarness{harness: h, st: st, server: server, k: k, ns: ns}
+	return h, k
 }
 
 // authOf is what each request to the server carried, by JSON-RPC (or
@@ -530,4 +543,78 @@ func mustParse(t *testing.T, raw string) *url.URL {
 	}
 	u.Path = ""
 	return u
+}
+
+// recordingProxy is a reverse proxy in front of url that records each
+// request's JSON-RPC method and Authorization header.
+type recordingProxy struct {
+	URL  string
+	mu   sync.Mutex
+	seen []bridgetest.Request
+}
+
+func newRecordingProxy(t *testing.T, target string) *recordingProxy {
+	t.Helper()
+	p := &recordingProxy{}
+	rp := httputil.NewSingleHostReverseProxy(mustParse(t, target))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var m struct{ Method string }
+		_ = json.Unmarshal(body, &m)
+		p.mu.Lock()
+		p.seen = append(p.seen, bridgetest.Request{HTTPMethod: r.Method, Method: m.Method, Header: r.Header.Clone()})
+		p.mu.Unlock()
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	p.URL = srv.URL + "/mcp"
+	return p
+}
+
+func (p *recordingProxy) requests() []bridgetest.Request {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]bridgetest.Request(nil), p.seen...)
+}
+
+// TestCallersOwnCredentialForSkills: skills/get, and the check of a skill
+// file read with resources/read (which gets the skill's entry again), go
+// upstream with the caller's exchanged token, never the operator's.
+func TestCallersOwnCredentialForSkills(t *testing.T) {
+	peer := testpeers.StartSkillsServer(t, map[string]string{"acme/billing/refunds": "Process refunds per policy"})
+	peer.SetFile("acme/billing/refunds", "examples/email.md", "Dear customer,")
+	proxy := newRecordingProxy(t, peer.URL)
+	server := bridgetest.Published(t, "xchg-skills", "ops", proxy.URL, v1alpha1.ToolsSpec{})
+	pol := toolPolicy("xchg-skills", "skills", []v1alpha1.Subject{sa("agents", "alice")})
+	pol.Spec.Skills = []v1alpha1.SkillRule{{Skills: []string{"mcp.ops.acme.**"}, Decision: v1alpha1.DecisionAllow}}
+	te := bridgetest.NewTokenEndpoint(t, "ops", map[string]string{"alice-token": "alice"})
+	h, _ := newCredsBridge(t, server, []v1alpha1.ToolPolicy{pol}, nil, v1alpha1.RemoteAuth{
+		TokenExchange:        &v1alpha1.TokenExchange{TokenURL: te.URL, Audience: "ops", ClientSecretRef: v1alpha1.LocalSecretReference{Name: "bridge-client"}},
+		BearerTokenSecretRef: &v1alpha1.SecretKeySelector{Name: "operator", Key: "token"},
+	}, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bridge-client"}, StringData: map[string]string{"client_id": te.ClientID, "client_secret": te.ClientSecret}})
+	before := len(proxy.requests())
+	alice := h.connect(t, "alice-token", "/mcp", mcpclient.EraSession)
+	refunds := BridgeURI("ops", "skill://acme/billing/refunds/SKILL.md")
+	email := BridgeURI("ops", "skill://acme/billing/refunds/examples/email.md")
+	if _, err := alice.Call(ctxT(t), "skills/get", json.RawMessage(`{"uri":"`+refunds+`"}`)); err != nil {
+		t.Fatalf("skills/get: %v", err)
+	}
+	if _, err := alice.Call(ctxT(t), "resources/read", json.RawMessage(`{"uri":"`+email+`"}`)); err != nil {
+		t.Fatalf("resources/read of a skill file: %v", err)
+	}
+	counted := map[string]int{}
+	for _, r := range proxy.requests()[before:] {
+		if r.Method != "skills/get" && r.Method != "resources/read" {
+			continue
+		}
+		if got := r.Header.Get("Authorization"); got != "Bearer exchanged-alice-1-for-ops" {
+			t.Fatalf("a %s request carried %q, want alice's exchanged token", r.Method, got)
+		}
+		counted[r.Method]++
+	}
+	// skills/get once for the get, once more to check the file read.
+	if counted["skills/get"] != 2 || counted["resources/read"] != 1 {
+		t.Fatalf("requests upstream: %v, want skills/get twice and resources/read once", counted)
+	}
 }
