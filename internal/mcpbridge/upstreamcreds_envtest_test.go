@@ -28,6 +28,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/devidp"
 	"github.com/mcp-operator/mcp-operator/internal/identity"
 	mcpclient "github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn/oauth"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
@@ -616,5 +617,31 @@ func TestCallersOwnCredentialForSkills(t *testing.T) {
 	// skills/get once for the get, once more to check the file read.
 	if counted["skills/get"] != 2 || counted["resources/read"] != 1 {
 		t.Fatalf("requests upstream: %v, want skills/get twice and resources/read once", counted)
+	}
+}
+
+// TestAnonymousCallerHasNoOwnCredential: a bridge that checks no token
+// (--insecure-anonymous) refuses calls to a server whose credential is
+// each caller's, saying why, and exchanges nothing: the token the request
+// carries was never verified.
+func TestAnonymousCallerHasNoOwnCredential(t *testing.T) {
+	te := bridgetest.NewTokenEndpoint(t, "stateful", map[string]string{"alice-token": "alice"})
+	h := newCredsHarnessWith(t, "xchg-anonymous", func(c *Config) { c.Auth = authn.Anonymous{} }, v1alpha1.RemoteAuth{
+		TokenExchange: &v1alpha1.TokenExchange{TokenURL: te.URL, Audience: "stateful", ClientSecretRef: v1alpha1.LocalSecretReference{Name: "bridge-client"}},
+	}, []v1alpha1.Subject{{Kind: v1alpha1.SubjectUser, Name: "system:anonymous"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bridge-client"}, StringData: map[string]string{"client_id": te.ClientID, "client_secret": te.ClientSecret}})
+	c := h.connect(t, "alice-token", "/mcp", mcpclient.EraStateless)
+	before := len(h.st.Requests())
+	_, err := c.CallTool(ctxT(t), "mcp.stateful.recall", []byte(`{}`))
+	if rpcCode(err) != CodeUpstream || !strings.Contains(err.Error(), "anonymous") || !strings.Contains(err.Error(), "xchg-anonymous/stateful") {
+		t.Fatalf("error %v, want a refusal naming the server and the anonymous caller", err)
+	}
+	for _, r := range h.st.Requests()[before:] {
+		if r.Header.Get("Authorization") != "Bearer "+operatorToken {
+			t.Fatalf("a %s request reached the server with a caller's credential", r.Method)
+		}
+	}
+	if n := te.Exchanges("alice"); n != 0 {
+		t.Fatalf("%d exchanges were made, want none", n)
 	}
 }

@@ -1,6 +1,7 @@
 package routes
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"sync/atomic"
@@ -31,31 +32,42 @@ const CallerIdle = 10 * time.Minute
 // CallerConn is one caller's connection to a server.
 type CallerConn struct {
 	*upstream.Conn
-	// header is the caller's credential as its next request carries it:
-	// set before each call (SetCredential), so a refreshed token is used
-	// by the connection and sessions the caller already has.
-	header   atomic.Pointer[http.Header]
+	// latest is the credential of the caller's latest call: what the
+	// requests made for no call of the caller's carry (the end of an
+	// upstream session, its stream). A call's own requests carry the
+	// credential its context holds (WithCredential): two calls of one
+	// caller presenting different tokens each carry their own.
+	latest   atomic.Pointer[http.Header]
 	lastUsed atomic.Int64 // unix ns
 }
 
-// errNoCredential: a request on a caller's connection before its
+// errNoCredential: a request on a caller's connection before any
 // credential was set (never on the bridge's paths).
 var errNoCredential = errors.New("the caller's credential for the server is not set")
 
-// SetCredential makes h the credential headers of the caller's requests
-// from now on.
-func (cc *CallerConn) SetCredential(h http.Header) {
-	cc.header.Store(&h)
+// credentialKey is the context key of a call's credential headers.
+type credentialKey struct{}
+
+// WithCredential is ctx for a call on cc whose requests carry h: h becomes
+// the connection's latest credential too.
+func (cc *CallerConn) WithCredential(ctx context.Context, h http.Header) context.Context {
+	cc.latest.Store(&h)
 	cc.lastUsed.Store(time.Now().UnixNano())
+	return context.WithValue(ctx, credentialKey{}, h)
 }
 
-// authorize sets the caller's credential on one request.
-func (cc *CallerConn) authorize(h http.Header) error {
-	p := cc.header.Load()
-	if p == nil {
-		return errNoCredential
+// authorize sets the caller's credential on one request: its call's, else
+// the latest call's.
+func (cc *CallerConn) authorize(ctx context.Context, h http.Header) error {
+	cred, ok := ctx.Value(credentialKey{}).(http.Header)
+	if !ok {
+		p := cc.latest.Load()
+		if p == nil {
+			return errNoCredential
+		}
+		cred = *p
 	}
-	for k, v := range *p {
+	for k, v := range cred {
 		h[k] = v
 	}
 	return nil

@@ -1,6 +1,7 @@
 package routes
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -38,23 +39,34 @@ func TestCallerConns(t *testing.T) {
 	if _, ok := r.CallerConn("absent", "alice"); ok {
 		t.Fatal("a caller's connection to a server that is not served")
 	}
-	call := func(cc *CallerConn) error {
-		_, err := cc.CallTool(ctxT(t), json.RawMessage(`{"name":"recall","arguments":{}}`), upstream.CallHooks{})
+	callIn := func(ctx context.Context, cc *CallerConn) error {
+		_, err := cc.CallTool(ctx, json.RawMessage(`{"name":"recall","arguments":{}}`), upstream.CallHooks{})
 		return err
 	}
+	call := func(cc *CallerConn) error { return callIn(ctxT(t), cc) }
 	if err := call(alice); !errors.Is(err, errNoCredential) {
 		t.Fatalf("a call before the caller's credential was set: %v, want it refused unsent", err)
 	}
+	as := func(cc *CallerConn, token string) context.Context {
+		return cc.WithCredential(ctxT(t), http.Header{"Authorization": {"Bearer " + token}})
+	}
 	conns := st.Conns()
-	alice.SetCredential(http.Header{"Authorization": {"Bearer alice-1"}})
-	bob.SetCredential(http.Header{"Authorization": {"Bearer bob-1"}})
-	for _, cc := range []*CallerConn{alice, bob, alice} {
-		if err := call(cc); err != nil {
+	for _, ctx := range []struct {
+		cc    *CallerConn
+		token string
+	}{{alice, "alice-1"}, {bob, "bob-1"}, {alice, "alice-1"}, {alice, "alice-2"}} {
+		if err := callIn(as(ctx.cc, ctx.token), ctx.cc); err != nil {
 			t.Fatal(err)
 		}
 	}
-	alice.SetCredential(http.Header{"Authorization": {"Bearer alice-2"}}) // refreshed
-	if err := call(alice); err != nil {
+	// Two calls of alice's presenting two tokens, the first delayed until
+	// the second's credential is set: each carries its own.
+	first := as(alice, "alice-3")
+	second := as(alice, "alice-4")
+	if err := callIn(second, alice); err != nil {
+		t.Fatal(err)
+	}
+	if err := callIn(first, alice); err != nil {
 		t.Fatal(err)
 	}
 	if n := st.Conns() - conns; n > 1 {
@@ -67,7 +79,7 @@ func TestCallerConns(t *testing.T) {
 			got = append(got, rq.Header.Get("Authorization"))
 		}
 	}
-	want := []string{"Bearer alice-1", "Bearer bob-1", "Bearer alice-1", "Bearer alice-2"}
+	want := []string{"Bearer alice-1", "Bearer bob-1", "Bearer alice-1", "Bearer alice-2", "Bearer alice-4", "Bearer alice-3"}
 	if len(got) != len(want) {
 		t.Fatalf("the server got calls with %q, want %q", got, want)
 	}

@@ -95,8 +95,9 @@ type Target struct {
 	Credentials string
 	// Authorize sets a credential that changes while the Conn lives on
 	// each request (streamhttp.Options.Authorize): one caller's own
-	// (exchanged, refreshed) token on that caller's Conn.
-	Authorize func(http.Header) error
+	// (exchanged, refreshed) token on that caller's Conn, as the request's
+	// context carries it.
+	Authorize func(context.Context, http.Header) error
 }
 
 // Options tune a Conn.
