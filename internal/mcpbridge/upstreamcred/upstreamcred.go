@@ -17,6 +17,8 @@ package upstreamcred
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -289,6 +291,7 @@ func (st *Store) Credential(ctx context.Context, s Server, c Caller, session str
 	st.mu.Lock()
 	st.sweepLocked(now)
 	if e := st.tokens[key]; e != nil && now.Before(e.refreshAt) {
+		st.usedLocked(session, key)
 		st.mu.Unlock()
 		return e.cred, nil
 	}
@@ -298,14 +301,17 @@ func (st *Store) Credential(ctx context.Context, s Server, c Caller, session str
 	}
 	st.mu.Unlock()
 	// Concurrent first calls (and refreshes) of one caller and token share
-	// one exchange: its result is theirs alone, as the key is.
+	// one exchange: its result is theirs alone, as the key is. It runs for
+	// all of them: not cut short by the first one giving up, yet bounded.
 	v, err, _ := st.flight.Do(key, func() (any, error) {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), exchangeTimeout)
+		defer cancel()
 		var e *entry
 		var err error
 		if kind == Exchanged {
-			e, err = st.exchange(ctx, s, c)
+			e, err = st.exchange(fctx, s, c)
 		} else {
-			e, err = st.callerSecret(ctx, s, c)
+			e, err = st.callerSecret(fctx, s, c)
 		}
 		var refused *Error
 		if errors.As(err, &refused) && refused.Reason == ReasonExchangeFailed {
@@ -316,6 +322,11 @@ func (st *Store) Credential(ctx context.Context, s Server, c Caller, session str
 		if err != nil {
 			return nil, err
 		}
+		if exp := tokenExpiry(c.Token); !exp.IsZero() && exp.Before(e.refreshAt) {
+			// Never used past the caller's own token: a call presenting
+			// it later is refused by the bridge, and no entry outlives it.
+			e.refreshAt = exp
+		}
 		e.server = s.key()
 		st.mu.Lock()
 		if old := st.tokens[key]; old != nil && old.value != e.value {
@@ -323,16 +334,53 @@ func (st *Store) Credential(ctx context.Context, s Server, c Caller, session str
 		}
 		st.tokens[key] = e
 		st.changedLocked(e.server)
-		if session != "" {
-			st.sessions[session] = append(st.sessions[session], key)
-		}
 		st.mu.Unlock()
 		return e.cred, nil
 	})
 	if err != nil {
 		return Credential{}, err
 	}
+	// Each waiter's session, not only the one whose call made the
+	// exchange.
+	st.mu.Lock()
+	st.usedLocked(session, key)
+	st.mu.Unlock()
 	return v.(Credential), nil
+}
+
+// usedLocked records that session used the entry key: every session that
+// used an entry forgets it when it ends, whichever ends first. st.mu is
+// held.
+func (st *Store) usedLocked(session, key string) {
+	if session != "" && !slices.Contains(st.sessions[session], key) {
+		st.sessions[session] = append(st.sessions[session], key)
+	}
+}
+
+// tokenExpiry is the exp of a caller's token that is a JWT (zero for one
+// that is not, or has none). The bridge accepted this exact token before
+// the credential stage ran, so its claims are the issuer's; they are read
+// here only to bound how long what was got for it is used.
+func tokenExpiry(token string) time.Time {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return time.Time{}
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return time.Time{}
+	}
+	var claims struct {
+		Exp json.Number `json:"exp"`
+	}
+	if json.Unmarshal(payload, &claims) != nil {
+		return time.Time{}
+	}
+	sec, err := claims.Exp.Float64()
+	if err != nil || sec <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(int64(sec), 0)
 }
 
 // Forget drops the credentials handed out in a caller's session, which
@@ -482,11 +530,8 @@ func (st *Store) exchange(ctx context.Context, s Server, c Caller) (*entry, erro
 		ClientID: id, ClientSecret: secret, TokenURL: tx.TokenURL, Scopes: tx.Scopes,
 		EndpointParams: params, AuthStyle: oauth2.AuthStyleInHeader,
 	}
-	// The exchange runs for the callers waiting on it (singleflight): not
-	// cut short by the first one giving up, yet bounded.
-	xctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), exchangeTimeout)
-	defer cancel()
-	tok, err := cfg.Token(context.WithValue(xctx, oauth2.HTTPClient, st.opts.HTTP))
+	// ctx is the flight's own, detached from the first caller (Credential).
+	tok, err := cfg.Token(context.WithValue(ctx, oauth2.HTTPClient, st.opts.HTTP))
 	if err != nil {
 		return nil, exchangeError(s, err)
 	}

@@ -2,6 +2,7 @@ package upstreamcred_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -218,6 +219,11 @@ func TestExchangeRefused(t *testing.T) {
 	if _, again := st.Credential(ctx, srv, bob, ""); !errors.As(again, &ce) || ce.Code != "invalid_grant" || te.Refusals() != 1 {
 		t.Fatalf("a second call at once: %v, %d refusals asked; want the same refusal from memory", again, te.Refusals())
 	}
+	// bob's refusal stands for bob alone: alice's call meanwhile is
+	// exchanged.
+	if c, err := st.Credential(ctx, srv, alice, ""); err != nil || tokenOf(c) == "" || te.Exchanges("alice") != 1 {
+		t.Fatalf("alice, while bob's refusal stands: %v (%d exchanges), want her own token", err, te.Exchanges("alice"))
+	}
 	clk.add(6 * time.Second)
 	if _, _ = st.Credential(ctx, srv, bob, ""); te.Refusals() != 2 {
 		t.Fatalf("after the refusal lapsed the endpoint was asked %d times, want 2", te.Refusals())
@@ -247,6 +253,58 @@ func TestExchangeRefused(t *testing.T) {
 	plain.Remote.Auth.TokenExchange.TokenURL = "http://idp.example.com/token"
 	if _, err := st.Credential(ctx, plain, alice, ""); !errors.As(err, &ce) || !strings.Contains(err.Error(), "https") {
 		t.Fatalf("error %v, want a refusal of the http token URL", err)
+	}
+}
+
+// jwtWithExpiry is a token shaped as a JWT whose exp is exp (unsigned: the
+// Store reads exp only of tokens the bridge already accepted).
+func jwtWithExpiry(sub string, exp time.Time) string {
+	enc := base64.RawURLEncoding
+	return enc.EncodeToString([]byte(`{"alg":"none"}`)) + "." + enc.EncodeToString([]byte(fmt.Sprintf(`{"sub":%q,"exp":%d}`, sub, exp.Unix()))) + ".sig"
+}
+
+// TestExchangeBoundedByCallersToken: an exchanged token that lives longer
+// than the caller's own token is not used past the caller's token's exp.
+func TestExchangeBoundedByCallersToken(t *testing.T) {
+	clk := &clock{now: time.Now()}
+	carol := upstreamcred.Caller{Username: "oidc:carol@example.com", Token: jwtWithExpiry("carol", clk.now.Add(2*time.Minute))}
+	te := bridgetest.NewTokenEndpoint(t, "github", map[string]string{carol.Token: "carol"}) // an hour's tokens
+	srv := exchangeServer(t, te)
+	st := upstreamcred.New(upstreamcred.Options{Secrets: k8s, Clock: clk.Now, TokenEndpoints: []string{te.URL}})
+	ctx := context.Background()
+	if _, err := st.Credential(ctx, srv, carol, ""); err != nil {
+		t.Fatal(err)
+	}
+	clk.add(time.Minute)
+	if _, _ = st.Credential(ctx, srv, carol, ""); te.Exchanges("carol") != 1 {
+		t.Fatalf("within the caller's token's life: %d exchanges, want the cached one", te.Exchanges("carol"))
+	}
+	clk.add(90 * time.Second)
+	if _, _ = st.Credential(ctx, srv, carol, ""); te.Exchanges("carol") != 2 {
+		t.Fatalf("past the caller's token's exp the exchanged token was still used (%d exchanges)", te.Exchanges("carol"))
+	}
+}
+
+// TestExchangeDetachedFromCaller: an exchange runs for every caller waiting
+// on it, whatever the first one's context: a caller that already gave up
+// does not fail it. And every session that used an exchanged token forgets
+// it when it ends, not only the session whose call made the exchange.
+func TestExchangeDetachedFromCaller(t *testing.T) {
+	te := bridgetest.NewTokenEndpoint(t, "github", map[string]string{alice.Token: "alice"})
+	srv := exchangeServer(t, te)
+	st := upstreamcred.New(upstreamcred.Options{Secrets: k8s, TokenEndpoints: []string{te.URL}})
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := st.Credential(gone, srv, alice, "sess-1"); err != nil {
+		t.Fatalf("an exchange for a caller whose context ended: %v, want it made (the client Secret read and the exchange are the flight's)", err)
+	}
+	ctx := context.Background()
+	if _, err := st.Credential(ctx, srv, alice, "sess-2"); err != nil || te.Exchanges("alice") != 1 {
+		t.Fatalf("a second session of the caller: %v, %d exchanges, want the cached token", err, te.Exchanges("alice"))
+	}
+	st.Forget("sess-2")
+	if _, err := st.Credential(ctx, srv, alice, "sess-3"); err != nil || te.Exchanges("alice") != 2 {
+		t.Fatalf("after the second session ended: %v, %d exchanges, want a new exchange", err, te.Exchanges("alice"))
 	}
 }
 
