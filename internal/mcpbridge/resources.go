@@ -152,7 +152,7 @@ func (r *read) decide(b *Bridge, x *exchange) (policy.Result, *jsonrpc.Message) 
 
 func (r *read) forward(b *Bridge, x *exchange) *jsonrpc.Message {
 	rq, s := x.rq, r.server
-	if _, err := b.audit(rq, audit.ResourceRequested{Server: s.Name, URI: r.uri, ToolCallID: x.id}); err != nil {
+	if _, err := b.audit(rq, audit.ResourceRequested{Server: s.Name, URI: r.uri, ToolCallID: x.id, Credential: string(x.credKind)}); err != nil {
 		return b.unrecorded(x, err)
 	}
 	ctx, cancel := b.contextWithCallTimeout(rq.ctx)

@@ -73,6 +73,7 @@ func newCredsHarnessOf(t *testing.T, ns string, sessionOnly bool, mod func(*Conf
 	}
 	server := bridgetest.Published(t, ns, "stateful", st.URL, v1alpha1.ToolsSpec{})
 	pol := toolPolicy(ns, "callers", subjects, rule("allow", "mcp.stateful.*"))
+	pol.Spec.Prompts = []v1alpha1.PromptRule{{Prompts: []string{"mcp.stateful.*"}, Decision: v1alpha1.DecisionAllow}}
 	h, k := newCredsBridge(t, server, []v1alpha1.ToolPolicy{pol}, mod, auth, secrets...)
 	return &credsHarness{harness: h, st: st, server: server, k: k, ns: ns}
 }
@@ -617,6 +618,54 @@ func TestCallersOwnCredentialForSkills(t *testing.T) {
 	// skills/get once for the get, once more to check the file read.
 	if counted["skills/get"] != 2 || counted["resources/read"] != 1 {
 		t.Fatalf("requests upstream: %v, want skills/get twice and resources/read once", counted)
+	}
+	requested := 0
+	for _, ev := range h.events(t) {
+		if ev["type"] == "mcp.resource.requested" {
+			requested++
+			if ev["credential"] != "exchanged" {
+				t.Fatalf("mcp.resource.requested names credential %v, want exchanged", ev["credential"])
+			}
+		}
+	}
+	if requested != 2 {
+		t.Fatalf("%d mcp.resource.requested events, want 2 (the skill got, the file read)", requested)
+	}
+}
+
+// TestCallersOwnCredentialForPrompts: prompts/get carries the caller's
+// exchanged token, and its audit event names the kind.
+func TestCallersOwnCredentialForPrompts(t *testing.T) {
+	te := bridgetest.NewTokenEndpoint(t, "stateful", map[string]string{"alice-token": "alice"})
+	h := newCredsHarness(t, "xchg-prompts", false, v1alpha1.RemoteAuth{
+		TokenExchange:        &v1alpha1.TokenExchange{TokenURL: te.URL, Audience: "stateful", ClientSecretRef: v1alpha1.LocalSecretReference{Name: "bridge-client"}},
+		BearerTokenSecretRef: &v1alpha1.SecretKeySelector{Name: "operator", Key: "token"},
+	}, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bridge-client"}, StringData: map[string]string{"client_id": te.ClientID, "client_secret": te.ClientSecret}})
+	alice := h.connect(t, "alice-token", "/mcp", mcpclient.EraSession)
+	before := len(h.st.Requests())
+	if _, err := alice.Call(ctxT(t), "prompts/get", json.RawMessage(`{"name":"mcp.stateful.greet"}`)); err != nil {
+		t.Fatalf("prompts/get: %v", err)
+	}
+	got := 0
+	for _, r := range h.st.Requests()[before:] {
+		if r.Method == "prompts/get" {
+			got++
+			if a := r.Header.Get("Authorization"); a != "Bearer exchanged-alice-1-for-stateful" {
+				t.Fatalf("prompts/get carried %q, want alice's exchanged token", a)
+			}
+		}
+	}
+	if got != 1 {
+		t.Fatalf("%d prompts/get requests upstream, want 1", got)
+	}
+	invoked := false
+	for _, ev := range h.events(t) {
+		if ev["type"] == "mcp.prompt.invoked" {
+			invoked = ev["credential"] == "exchanged"
+		}
+	}
+	if !invoked {
+		t.Fatal("mcp.prompt.invoked does not name the credential exchanged")
 	}
 }
 
