@@ -101,7 +101,7 @@ func newStateful(t testing.TB, sessionOnly, whoami bool) *Stateful {
 			last = cred
 			mu.Unlock()
 			return mcpgo.NewToolResultText("you sent " + cred + "; the call before sent " + before), nil
-		})		// A prompt, so that prompts/get is a request of a caller's too.
+		}) // A prompt, so that prompts/get is a request of a caller's too.
 		s.AddPrompt(mcpgo.NewPrompt("greet", mcpgo.WithPromptDescription("a greeting")), func(context.Context, mcpgo.GetPromptRequest) (*mcpgo.GetPromptResult, error) {
 			return mcpgo.NewGetPromptResult("a greeting", []mcpgo.PromptMessage{mcpgo.NewPromptMessage(mcpgo.RoleUser, mcpgo.NewTextContent("hello"))}), nil
 		})
