@@ -221,6 +221,12 @@ type serverValues struct {
 	// version counts the changes (made under Store.mu).
 	version atomic.Int64
 	memo    atomic.Pointer[redactorMemo]
+	// building is held while the redactor is rebuilt (tens of
+	// milliseconds with a thousand callers' values), outside Store.mu:
+	// the callers that find it stale meanwhile wait and take the next
+	// build, which has their values too, so many new callers at once cost
+	// one or two builds, not one each.
+	building sync.Mutex
 }
 
 // redactorMemo is a server's redactor with its callers' values, and the
@@ -463,11 +469,23 @@ func (st *Store) Redactor(server string, base *redact.Redactor) *redact.Redactor
 		return base
 	}
 	sv := found.(*serverValues)
-	if m := sv.memo.Load(); m != nil && m.base == base && m.version == sv.version.Load() {
-		return m.r
+	fresh := func() *redact.Redactor {
+		if m := sv.memo.Load(); m != nil && m.base == base && m.version == sv.version.Load() {
+			return m.r
+		}
+		return nil
 	}
+	if r := fresh(); r != nil {
+		return r
+	}
+	sv.building.Lock()
+	defer sv.building.Unlock()
+	if r := fresh(); r != nil {
+		return r // built while this one waited
+	}
+	// The values are copied under st.mu; the redactor is built without it,
+	// so no call's credential lookup waits on a build.
 	st.mu.Lock()
-	defer st.mu.Unlock()
 	v := sv.version.Load()
 	var values []string
 	for _, e := range st.tokens {
@@ -480,6 +498,7 @@ func (st *Store) Redactor(server string, base *redact.Redactor) *redact.Redactor
 			values = append(values, e.value)
 		}
 	}
+	st.mu.Unlock()
 	r := base.With(values...)
 	sv.memo.Store(&redactorMemo{base: base, version: v, r: r})
 	return r

@@ -50,7 +50,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func namespace(t *testing.T) string {
+func namespace(t testing.TB) string {
 	t.Helper()
 	name := strings.ToLower(strings.ReplaceAll(t.Name(), "_", "-"))
 	if len(name) > 60 {
@@ -62,7 +62,7 @@ func namespace(t *testing.T) string {
 	return name
 }
 
-func createSecret(t *testing.T, s *corev1.Secret) {
+func createSecret(t testing.TB, s *corev1.Secret) {
 	t.Helper()
 	if err := k8s.Create(context.Background(), s); err != nil {
 		t.Fatal(err)
@@ -70,7 +70,7 @@ func createSecret(t *testing.T, s *corev1.Secret) {
 }
 
 // exchangeServer is a server whose callers' tokens are exchanged at te.
-func exchangeServer(t *testing.T, te *bridgetest.TokenEndpoint) upstreamcred.Server {
+func exchangeServer(t testing.TB, te *bridgetest.TokenEndpoint) upstreamcred.Server {
 	t.Helper()
 	ns := namespace(t)
 	createSecret(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bridge-client"},
