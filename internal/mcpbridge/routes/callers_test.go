@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 
@@ -94,5 +95,42 @@ func TestCallerConns(t *testing.T) {
 	var ue *upstream.Error
 	if err := call(bob); !errors.As(err, &ue) || ue.Reason != upstream.ReasonUnavailable {
 		t.Fatalf("a caller's connection to a server that left: %v, want %s", err, upstream.ReasonUnavailable)
+	}
+}
+
+// A caller's connection idle for CallerIdle is closed by the server's own
+// timer, with no further call to the server; one in use is kept.
+func TestCallerConnsClosedWhenIdle(t *testing.T) {
+	st := bridgetest.NewStateful(t, false)
+	server := bridgetest.Published(t, "tools", "stateful", st.URL, v1alpha1.ToolsSpec{})
+	r := NewRegistry(upstream.Options{}, logr.Discard())
+	r.CallerIdle = 100 * time.Millisecond
+	r.Update(Build([]v1alpha1.MCPServer{server}), targetOf)
+	t.Cleanup(func() { r.Update(Build(nil), targetOf) })
+	callers := func() int {
+		r.mu.RLock()
+		e := r.entries["stateful"]
+		r.mu.RUnlock()
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return len(e.callers)
+	}
+	alice, _ := r.CallerConn("stateful", "alice")
+	ctx := alice.WithCredential(ctxT(t), http.Header{"Authorization": {"Bearer alice-1"}})
+	if _, err := alice.CallTool(ctx, json.RawMessage(`{"name":"recall","arguments":{}}`), upstream.CallHooks{}); err != nil {
+		t.Fatal(err)
+	}
+	bob, _ := r.CallerConn("stateful", "bob")
+	// bob keeps calling; alice does not.
+	deadline := time.Now().Add(5 * time.Second)
+	for callers() > 1 && time.Now().Before(deadline) {
+		bob.WithCredential(ctxT(t), http.Header{"Authorization": {"Bearer bob-1"}})
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := callers(); n != 1 {
+		t.Fatalf("%d callers' connections after alice's idled out, want bob's alone", n)
+	}
+	if again, _ := r.CallerConn("stateful", "alice"); again == alice {
+		t.Fatal("alice's idle connection was kept")
 	}
 }

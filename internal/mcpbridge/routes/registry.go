@@ -152,6 +152,9 @@ type Registry struct {
 	// ListTimeout bounds one listing of a server's tools
 	// (DefaultListTimeout when zero).
 	ListTimeout time.Duration
+	// CallerIdle is how long a caller's own connection to a server is kept
+	// idle (DefaultCallerIdle when zero).
+	CallerIdle time.Duration
 
 	mu      sync.RWMutex
 	table   *Table
@@ -191,9 +194,9 @@ type entry struct {
 	server *Server
 	conn   *upstream.Conn
 	// callers are the callers' own connections, by caller (callers.go),
-	// under mu; callersSwept is when idle ones were last closed.
-	callers      map[string]*CallerConn
-	callersSwept time.Time
+	// under mu; callerSweep closes the idle ones while there are any.
+	callers     map[string]*CallerConn
+	callerSweep *time.Timer
 
 	mu       sync.Mutex
 	catalog  *Catalog
