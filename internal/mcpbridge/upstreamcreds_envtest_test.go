@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -692,5 +693,39 @@ func TestAnonymousCallerHasNoOwnCredential(t *testing.T) {
 	}
 	if n := te.Exchanges("alice"); n != 0 {
 		t.Fatalf("%d exchanges were made, want none", n)
+	}
+}
+
+// TestUpstreamSessionCapSharedByCallers: --max-upstream-sessions bounds a
+// server's upstream sessions as a whole, callers' own connections
+// included. At a cap of 1, a second caller's session on a session-only
+// server is refused as busy while the first caller's session is open, and
+// served once it ended.
+func TestUpstreamSessionCapSharedByCallers(t *testing.T) {
+	te := bridgetest.NewTokenEndpoint(t, "stateful", map[string]string{"alice-token": "alice", "bob-token": "bob"})
+	h := newCredsHarnessOf(t, "xchg-cap", true, func(c *Config) { c.Registry.Options.MaxAgentSessions = 1 }, v1alpha1.RemoteAuth{
+		TokenExchange: &v1alpha1.TokenExchange{TokenURL: te.URL, Audience: "stateful", ClientSecretRef: v1alpha1.LocalSecretReference{Name: "bridge-client"}},
+	}, []v1alpha1.Subject{sa("agents", "alice"), sa("agents", "bob")},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bridge-client"}, StringData: map[string]string{"client_id": te.ClientID, "client_secret": te.ClientSecret}})
+	alice := h.connect(t, "alice-token", "/mcp", mcpclient.EraSession)
+	bob := h.connect(t, "bob-token", "/mcp", mcpclient.EraSession)
+	if _, err := alice.CallTool(ctxT(t), "mcp.stateful.remember", []byte(`{"value":"a"}`)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := bob.CallTool(ctxT(t), "mcp.stateful.remember", []byte(`{"value":"b"}`))
+	if rpcCode(err) != CodeUpstream || !strings.Contains(err.Error(), "limit of 1 upstream sessions") {
+		t.Fatalf("bob's session beside alice's at a cap of 1: %v, want refused as busy", err)
+	}
+	alice.Close() // ends her session, and its upstream one
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err = bob.CallTool(ctxT(t), "mcp.stateful.remember", []byte(`{"value":"b"}`))
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("bob's call after alice's session ended: %v", err)
 	}
 }

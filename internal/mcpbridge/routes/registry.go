@@ -197,6 +197,10 @@ type entry struct {
 	// under mu; callerSweep closes the idle ones while there are any.
 	callers     map[string]*CallerConn
 	callerSweep *time.Timer
+	// sessions counts the agents' upstream sessions of the server's own
+	// connection and its callers': --max-upstream-sessions bounds them
+	// together.
+	sessions *upstream.SessionCount
 
 	mu       sync.Mutex
 	catalog  *Catalog
@@ -293,7 +297,7 @@ func (r *Registry) Update(t *Table, target func(*Server) (upstream.Target, error
 			next[name] = old
 			continue
 		}
-		e := &entry{server: s}
+		e := &entry{server: s, sessions: &upstream.SessionCount{}}
 		e.conn = upstream.New(tg.target, r.optionsFor(e))
 		r.resubscribe(name, e.conn)
 		next[name] = e
@@ -496,6 +500,7 @@ func (r *Registry) optionsFor(e *entry) upstream.Options {
 	o := r.Options
 	name := e.server.Name
 	o.Log = r.Log.WithName("upstream")
+	o.Sessions = e.sessions
 	o.Subscribed = func() []string {
 		if s := r.subscriptions(); s != nil {
 			return s.URIs(name)
