@@ -70,6 +70,10 @@ type Options struct {
 	// OAuthAllowHTTP accepts http:// endpoints in the issuers' discovery
 	// documents on hosts that are not loopback (development clusters).
 	OAuthAllowHTTP bool
+	// TokenExchangeEndpoints are the token endpoints servers' token
+	// exchanges may use besides the configured issuers' own (for callers
+	// no configured issuer signs, such as ServiceAccounts).
+	TokenExchangeEndpoints []string
 	// SessionKey is shared by the replicas (nil: a random key, so sessions
 	// do not survive this replica).
 	SessionKey []byte
@@ -164,10 +168,13 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		auth = &authn.TokenReview{Reviews: kc.reviews.TokenReviews()}
 	}
 	var resource *oauth.Resource
+	var issuerTokenEndpoint func(context.Context, string) string
 	if o.Authentication != nil {
-		if resource, auth, err = oauthAuthenticator(o, auth); err != nil {
+		var people *oauth.Authenticator
+		if resource, people, err = oauthAuthenticator(o, auth); err != nil {
 			return nil, err
 		}
+		auth, issuerTokenEndpoint = people, people.TokenEndpoint
 	}
 	key := o.SessionKey
 	if key == nil {
@@ -230,7 +237,7 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 	}
 	cfg.Metrics, cfg.Log = m, o.Log
 	if cfg.Credentials == nil {
-		cfg.Credentials = upstreamcred.New(upstreamcred.Options{Secrets: kc.direct})
+		cfg.Credentials = upstreamcred.New(upstreamcred.Options{Secrets: kc.direct, TokenEndpoints: o.TokenExchangeEndpoints, IssuerTokenEndpoint: issuerTokenEndpoint})
 	}
 	idle := &idlemem.Releaser{}
 	cfg.Idle = idle
@@ -491,7 +498,7 @@ func startActivity(ctx context.Context, o Options, kc *kubeClients, m *metrics.M
 // oauthAuthenticator puts the configured issuers in front of serviceAccounts
 // (the one authentication stage accepts both) for the resource at the
 // bridge's public URL.
-func oauthAuthenticator(o Options, serviceAccounts authn.Authenticator) (*oauth.Resource, authn.Authenticator, error) {
+func oauthAuthenticator(o Options, serviceAccounts authn.Authenticator) (*oauth.Resource, *oauth.Authenticator, error) {
 	if o.Bridge.PublicURL == "" {
 		return nil, nil, errors.New("while configuring OAuth: the bridge's public URL (--public-url) is required: it is the resource the tokens must be minted for")
 	}

@@ -634,7 +634,7 @@ func TestBridgeAuthentication(t *testing.T) {
 		return typed[appsv1.Deployment](t, o.find("Deployment", "mcp-operator-bridge"))
 	}
 	plain := args(bridge(helmTemplate(t)))
-	for _, flag := range []string{"--public-url", "--authentication-config", "--oidc-issuer-url", "--required-scopes"} {
+	for _, flag := range []string{"--public-url", "--authentication-config", "--oidc-issuer-url", "--required-scopes", "--token-exchange-endpoints"} {
 		if _, ok := plain[flag]; ok {
 			t.Errorf("%s without OAuth values", flag)
 		}
@@ -644,10 +644,12 @@ func TestBridgeAuthentication(t *testing.T) {
 		"--set", "bridge.auth.jwt[0].issuer.url=https://idp.example.com",
 		"--set", "bridge.auth.jwt[0].claimMappings.username.claim=email",
 		"--set", "bridge.auth.jwt[0].claimMappings.username.prefix=corp:",
-		"--set", "bridge.requiredScopes={mcp:tools,mcp:read}")
+		"--set", "bridge.requiredScopes={mcp:tools,mcp:read}",
+		"--set", "bridge.tokenExchangeEndpoints={https://sts.example.com/token}")
 	d := bridge(o)
 	a := args(d)
-	if a["--public-url"] != "https://mcp.example.com" || a["--required-scopes"] != "mcp:tools,mcp:read" || a["--authentication-config"] == "" {
+	if a["--public-url"] != "https://mcp.example.com" || a["--required-scopes"] != "mcp:tools,mcp:read" || a["--authentication-config"] == "" ||
+		a["--token-exchange-endpoints"] != "https://sts.example.com/token" {
 		t.Fatalf("bridge args %v", a)
 	}
 	cm := typed[corev1.ConfigMap](t, o.find("ConfigMap", "mcp-operator-bridge-authentication"))
