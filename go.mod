@@ -3,6 +3,7 @@ module github.com/mcp-operator/mcp-operator
 go 1.26.0
 
 require (
+	github.com/go-jose/go-jose/v4 v4.1.9
 	github.com/go-logr/logr v1.4.3
 	github.com/google/cel-go v0.31.0
 	github.com/google/go-cmp v0.7.0

@@ -65,7 +65,7 @@ func (b *Bridge) askPerson(x *exchange, res policy.Result, answers []string) out
 	o, err := b.cfg.Approvals.Ask(ctx, approval.Request{
 		Namespace: x.server.Namespace, Server: x.server.Name, Method: x.method, Target: x.target,
 		Args: x.args, ArgsDigest: x.argsDigest(), ArgsPreview: b.argsPreview(x),
-		Requester: v1alpha1.ApprovalRequester{Username: rq.id.Username, Groups: rq.id.Subject.Groups, Session: rq.sessionID()},
+		Requester: v1alpha1.ApprovalRequester{Username: rq.id.Username, Groups: rq.id.Groups, Session: rq.sessionID()},
 		Risk:      res.RiskAtDecision, Rules: rules, Reason: res.Reason, Modes: modes, ToolCallID: x.id, Timeout: timeout,
 		Pending: func(namespace, name string, expires time.Time) {
 			b.progressWhileWaiting(x, namespace, name, expires, stop)

@@ -13,11 +13,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/identity"
 	mcpclient "github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
-	"github.com/mcp-operator/mcp-operator/internal/policy"
 )
 
 // backAfterResolve is an adapter that, once its request is resolved, waits
@@ -42,7 +41,7 @@ func (a *backAfterResolve) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
 // aliceAsks is a stateless-era request from alice on endpoint, taken by
 // the bridge in process (no HTTP before it).
 func aliceAsks(endpoint, method, params string) *request {
-	id := authn.Identity{Subject: policy.ServiceAccount("agents", "alice"), Username: "system:serviceaccount:agents:alice"}
+	id := identity.FromUserInfo("system:serviceaccount:agents:alice", nil)
 	return &request{ctx: context.Background(), id: id, endpoint: endpoint, stateless: true, out: &responder{w: httptest.NewRecorder()},
 		msg: &jsonrpc.Message{ID: json.RawMessage(`1`), Method: method, Params: json.RawMessage(params)}}
 }

@@ -74,9 +74,9 @@ func (c *completion) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
 func (c *completion) decide(b *Bridge, x *exchange) (policy.Result, *jsonrpc.Message) {
 	eng, s := b.engine.Load(), c.server
 	if x.method == methodPrompt {
-		return eng.DecidePrompt(x.rq.id.Subject, policy.PromptGet{Name: x.target, Server: s.Name, Namespace: s.Namespace}), nil
+		return eng.DecidePrompt(x.rq.id.Subject(), policy.PromptGet{Name: x.target, Server: s.Name, Namespace: s.Namespace}), nil
 	}
-	return eng.DecideResource(x.rq.id.Subject, policy.ResourceRead{Server: s.Name, Namespace: s.Namespace, URI: c.ref}), nil
+	return eng.DecideResource(x.rq.id.Subject(), policy.ResourceRead{Server: s.Name, Namespace: s.Namespace, URI: c.ref}), nil
 }
 
 func (c *completion) forward(b *Bridge, x *exchange) *jsonrpc.Message {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/identity"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
@@ -283,7 +284,7 @@ type countingAuth struct {
 	seen chan string
 }
 
-func (a countingAuth) Authenticate(ctx context.Context, token string) (authn.Identity, error) {
+func (a countingAuth) Authenticate(ctx context.Context, token string) (identity.Identity, error) {
 	id, err := a.tokenAuth.Authenticate(ctx, token)
 	a.seen <- token
 	return id, err
@@ -455,8 +456,8 @@ func TestBodyBytesInFlightAreBounded(t *testing.T) {
 // (the bound itself is tested in package authn).
 type busyAuth struct{}
 
-func (busyAuth) Authenticate(context.Context, string) (authn.Identity, error) {
-	return authn.Identity{}, authn.ErrBusy
+func (busyAuth) Authenticate(context.Context, string) (identity.Identity, error) {
+	return identity.Identity{}, authn.ErrBusy
 }
 
 // TestBusyReviewsAnswer503: a token that cannot be reviewed now is

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
+	"github.com/mcp-operator/mcp-operator/internal/identity"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
@@ -31,12 +32,12 @@ import (
 // tested against envtest's real API server (authn_envtest_test.go).
 type tokenAuth map[string]policy.Subject
 
-func (a tokenAuth) Authenticate(_ context.Context, token string) (authn.Identity, error) {
+func (a tokenAuth) Authenticate(_ context.Context, token string) (identity.Identity, error) {
 	s, ok := a[token]
 	if !ok {
-		return authn.Identity{}, authn.ErrUnauthenticated
+		return identity.Identity{}, authn.ErrUnauthenticated
 	}
-	return authn.Identity{Subject: s, Username: s.Username()}, nil
+	return identity.FromUserInfo(s.Username(), s.Groups), nil
 }
 
 var testCallers = tokenAuth{

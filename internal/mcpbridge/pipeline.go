@@ -193,7 +193,7 @@ func (b *Bridge) decide(x *exchange, res policy.Result) {
 		res = x.rq.sess.Grants.Apply(res)
 	}
 	if x.method == methodCall && b.cfg.Limiter != nil {
-		res = b.cfg.Limiter.Apply(x.rq.id.Subject, res)
+		res = b.cfg.Limiter.Apply(x.rq.id.Subject(), res)
 	}
 	x.res = res
 	x.blockInjection = b.cfg.BlockInjection || res.BlockInjection

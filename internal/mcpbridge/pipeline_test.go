@@ -11,8 +11,8 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
+	"github.com/mcp-operator/mcp-operator/internal/identity"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"
@@ -56,7 +56,7 @@ func newStageBridge(t *testing.T, policies []v1alpha1.ToolPolicy, mod func(*Conf
 
 // exchange is a stateless-era request from alice about target.
 func (sb *stageBridge) exchange(method, target, args string) *exchange {
-	id := authn.Identity{Subject: policy.ServiceAccount("agents", "alice"), Username: "system:serviceaccount:agents:alice"}
+	id := identity.FromUserInfo("system:serviceaccount:agents:alice", nil)
 	rq := &request{ctx: context.Background(), id: id, stateless: true, elicitation: true, msg: &jsonrpc.Message{ID: json.RawMessage(`1`), Method: method}}
 	x := &exchange{rq: rq, method: method, target: target, what: method + " of " + target}
 	if args != "" {
@@ -166,7 +166,7 @@ func TestDecideStage(t *testing.T) {
 	eng := sb.b.engine.Load()
 	call := func() *exchange {
 		x := sb.exchange(methodCall, "mcp.fs.read", "")
-		sb.b.decide(x, eng.DecideTool(x.rq.id.Subject, policy.ToolCall{Name: "mcp.fs.read", Server: "fs", Namespace: "tools", Risk: v1alpha1.RiskRead}))
+		sb.b.decide(x, eng.DecideTool(x.rq.id.Subject(), policy.ToolCall{Name: "mcp.fs.read", Server: "fs", Namespace: "tools", Risk: v1alpha1.RiskRead}))
 		return x
 	}
 	if x := call(); x.res.Decision != v1alpha1.DecisionAllow || x.blockInjection {

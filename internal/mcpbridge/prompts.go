@@ -68,7 +68,7 @@ func (b *Bridge) listPrompts(rq *request) *jsonrpc.Message {
 			}
 			full := toolname.Namespaced(s.Name, upstreamName)
 			get := policy.PromptGet{Name: full, Server: s.Name, Namespace: s.Namespace}
-			if eng.DecidePrompt(rq.id.Subject, get).Decision == v1alpha1.DecisionDeny {
+			if eng.DecidePrompt(rq.id.Subject(), get).Decision == v1alpha1.DecisionDeny {
 				continue
 			}
 			if shown := b.promptName(rq, full); shown != "" {
@@ -180,7 +180,7 @@ func (pr *prompt) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
 // caller who may get the prompt at all.
 func (pr *prompt) decide(b *Bridge, x *exchange) (policy.Result, *jsonrpc.Message) {
 	rq, s := x.rq, pr.server
-	res := b.engine.Load().DecidePrompt(rq.id.Subject, policy.PromptGet{Name: x.target, Server: s.Name, Namespace: s.Namespace})
+	res := b.engine.Load().DecidePrompt(rq.id.Subject(), policy.PromptGet{Name: x.target, Server: s.Name, Namespace: s.Namespace})
 	if res.Decision == v1alpha1.DecisionDeny {
 		return res, nil
 	}

@@ -58,7 +58,7 @@ func (b *Bridge) listResources(rq *request, method, key, uriKey string) *jsonrpc
 				continue
 			}
 			read := policy.ResourceRead{Server: s.Name, Namespace: s.Namespace, URI: uri}
-			if eng.DecideResource(rq.id.Subject, read).Decision == v1alpha1.DecisionDeny {
+			if eng.DecideResource(rq.id.Subject(), read).Decision == v1alpha1.DecisionDeny {
 				continue
 			}
 			if rq.endpoint == "" {
@@ -145,9 +145,9 @@ func (r *read) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
 func (r *read) decide(b *Bridge, x *exchange) (policy.Result, *jsonrpc.Message) {
 	if sk, ok := skillOf(r.server, r.uri); ok {
 		// A skill's files are the skill's: its rules decide them.
-		return b.engine.Load().DecideSkill(x.rq.id.Subject, policy.SkillGet{Name: sk.Name, Server: r.server.Name, Namespace: r.server.Namespace}), nil
+		return b.engine.Load().DecideSkill(x.rq.id.Subject(), policy.SkillGet{Name: sk.Name, Server: r.server.Name, Namespace: r.server.Namespace}), nil
 	}
-	return b.engine.Load().DecideResource(x.rq.id.Subject, policy.ResourceRead{Server: r.server.Name, Namespace: r.server.Namespace, URI: r.uri}), nil
+	return b.engine.Load().DecideResource(x.rq.id.Subject(), policy.ResourceRead{Server: r.server.Name, Namespace: r.server.Namespace, URI: r.uri}), nil
 }
 
 func (r *read) forward(b *Bridge, x *exchange) *jsonrpc.Message {

@@ -125,7 +125,7 @@ func (b *Bridge) findTools(rq *request) *jsonrpc.Message {
 		limit = min(max(n, 1), maxFound)
 	}
 	ix := b.searchIndex(rq)
-	eng, subject := b.engine.Load(), rq.id.Subject
+	eng, subject := b.engine.Load(), rq.id.Subject()
 	hits := ix.index.Search(p.Arguments.Query, limit, func(doc int) bool {
 		return eng.ToolVisible(subject, toolCall(ix.tools[doc], nil))
 	})

@@ -81,7 +81,7 @@ func (b *Bridge) serveCard(w http.ResponseWriter, r *http.Request, endpoint stri
 		if !ok {
 			return
 		}
-		if !b.mayUseServer(r, id.Subject, endpoint) {
+		if !b.mayUseServer(r, id.Subject(), endpoint) {
 			http.NotFound(w, r)
 			return
 		}

@@ -52,7 +52,7 @@ func (b *Bridge) listSkills(rq *request) *jsonrpc.Message {
 				continue
 			}
 			get := policy.SkillGet{Name: sk.Name, Server: s.Name, Namespace: s.Namespace}
-			if eng.DecideSkill(rq.id.Subject, get).Decision != v1alpha1.DecisionAllow {
+			if eng.DecideSkill(rq.id.Subject(), get).Decision != v1alpha1.DecisionAllow {
 				continue
 			}
 			items = append(items, b.skillEntry(rq, s, raw, sk))
@@ -97,7 +97,7 @@ func (g *skillGet) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
 }
 
 func (g *skillGet) decide(b *Bridge, x *exchange) (policy.Result, *jsonrpc.Message) {
-	return b.engine.Load().DecideSkill(x.rq.id.Subject, policy.SkillGet{Name: g.name, Server: g.server.Name, Namespace: g.server.Namespace}), nil
+	return b.engine.Load().DecideSkill(x.rq.id.Subject(), policy.SkillGet{Name: g.name, Server: g.server.Name, Namespace: g.server.Namespace}), nil
 }
 
 func (g *skillGet) forward(b *Bridge, x *exchange) *jsonrpc.Message {

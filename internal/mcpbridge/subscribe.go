@@ -264,7 +264,7 @@ func (b *Bridge) resolveResource(rq *request, agentURI, what string) (*routes.Se
 	// Decided and recorded as the pipeline does (pipeline.go), with no
 	// question to ask.
 	x := &exchange{rq: rq, method: methodRead, target: BridgeURI(s.Name, uri), what: what + " of " + agentURI, noAsk: true}
-	b.decide(x, b.engine.Load().DecideResource(rq.id.Subject, policy.ResourceRead{Server: s.Name, Namespace: s.Namespace, URI: uri}))
+	b.decide(x, b.engine.Load().DecideResource(rq.id.Subject(), policy.ResourceRead{Server: s.Name, Namespace: s.Namespace, URI: uri}))
 	if conn == nil && x.res.Decision == v1alpha1.DecisionAllow {
 		// A subscription is held by the server itself: one that is away
 		// cannot take it now (and an open subscription does not wake it).
@@ -303,7 +303,7 @@ func (b *Bridge) subscribe(rq *request) *jsonrpc.Message {
 	if refused != nil {
 		return refused
 	}
-	l := b.subs.session(rq.sess, rq.id.Subject)
+	l := b.subs.session(rq.sess, rq.id.Subject())
 	if l == nil {
 		return rpcError(rq, jsonrpc.CodeInvalidRequest, "the session has ended", nil)
 	}
@@ -390,7 +390,7 @@ func (b *Bridge) listen(rq *request) *jsonrpc.Message {
 	_ = http.NewResponseController(rq.out.w).SetReadDeadline(time.Time{})
 	meta := []byte(`{"io.modelcontextprotocol/subscriptionId":`)
 	meta = append(append(meta, rq.msg.ID...), '}')
-	l := &listener{name: "listen " + string(rq.msg.ID), subject: rq.id.Subject, queue: make(chan *jsonrpc.Message, b.cfg.UpdateQueue), meta: meta}
+	l := &listener{name: "listen " + string(rq.msg.ID), subject: rq.id.Subject(), queue: make(chan *jsonrpc.Message, b.cfg.UpdateQueue), meta: meta}
 	defer b.subs.remove(l)
 	accepted := []string{}
 	for _, agentURI := range p.Notifications.ResourceSubscriptions {
@@ -463,7 +463,7 @@ func (b *Bridge) serveGET(w http.ResponseWriter, r *http.Request, endpoint strin
 		writeError(w, http.StatusNotAcceptable, nil, jsonrpc.CodeInvalidRequest, "the GET stream is an event stream: send Accept: text/event-stream")
 		return
 	}
-	l := b.subs.session(sess, id.Subject)
+	l := b.subs.session(sess, id.Subject())
 	if l == nil {
 		writeError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest, "session not found")
 		return

@@ -101,11 +101,11 @@ func (b *Bridge) catalogs(rq *request, get func(context.Context, string) (*route
 
 // visibleIn are the tools of catalogs the caller may call.
 func (b *Bridge) visibleIn(rq *request, catalogs []*routes.Catalog) []*routes.Tool {
-	eng := b.engine.Load()
+	eng, subject := b.engine.Load(), rq.id.Subject()
 	var out []*routes.Tool
 	for _, c := range catalogs {
 		for _, t := range c.Tools {
-			if eng.ToolVisible(rq.id.Subject, toolCall(t, nil)) {
+			if eng.ToolVisible(subject, toolCall(t, nil)) {
 				out = append(out, t)
 			}
 		}
@@ -267,7 +267,7 @@ func (c *call) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
 }
 
 func (c *call) decide(b *Bridge, x *exchange) (policy.Result, *jsonrpc.Message) {
-	res := b.engine.Load().DecideTool(x.rq.id.Subject, toolCall(c.tool, c.params.Arguments))
+	res := b.engine.Load().DecideTool(x.rq.id.Subject(), toolCall(c.tool, c.params.Arguments))
 	x.action = fmt.Sprintf("call %s (risk %s)", c.tool.Name, res.RiskAtDecision)
 	return res, nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mcp-operator/mcp-operator/internal/identity"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/protocol"
@@ -45,7 +46,7 @@ const (
 // request is one agent request being served.
 type request struct {
 	ctx      context.Context
-	id       authn.Identity
+	id       identity.Identity
 	endpoint string // "" for /mcp, else the server name
 	// search: the request came in on SearchPath (search.go).
 	search bool
@@ -136,7 +137,7 @@ func (b *Bridge) readBody(w http.ResponseWriter, r *http.Request, caller string)
 
 // authenticate checks the bearer token within RequestReadTimeout (an API
 // server that does not answer must not hold the request forever).
-func (b *Bridge) authenticate(w http.ResponseWriter, r *http.Request) (authn.Identity, bool) {
+func (b *Bridge) authenticate(w http.ResponseWriter, r *http.Request) (identity.Identity, bool) {
 	token := authn.BearerToken(r.Header.Get("Authorization"))
 	if c, ok := b.cfg.Auth.(authn.Cached); ok {
 		// Most requests: a token reviewed a moment ago, no wait to bound.

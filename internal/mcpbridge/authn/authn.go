@@ -24,22 +24,19 @@ import (
 	authv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/mcp-operator/mcp-operator/internal/identity"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/inflight"
-	"github.com/mcp-operator/mcp-operator/internal/policy"
 )
 
 // Audience is the audience agents' tokens must be issued for.
 const Audience = "mcp-operator"
 
-// Identity is an authenticated caller.
-type Identity struct {
-	Subject policy.Subject
-	// Username is the name the API server gave the caller.
-	Username string
-}
-
 // ErrUnauthenticated means the token was missing or not accepted.
 var ErrUnauthenticated = errors.New("unauthenticated")
+
+// ErrInsufficientScope means the token is genuine but lacks a scope the
+// bridge requires (RFC 6750: 403 insufficient_scope).
+var ErrInsufficientScope = errors.New("insufficient scope")
 
 // ErrBusy means the token could not be checked now: the reviews in flight
 // are at their bound. The caller may retry.
@@ -47,7 +44,7 @@ var ErrBusy = errors.New("the bridge is checking as many tokens as it may at onc
 
 // Authenticator checks a bearer token ("" when none was sent).
 type Authenticator interface {
-	Authenticate(ctx context.Context, token string) (Identity, error)
+	Authenticate(ctx context.Context, token string) (identity.Identity, error)
 }
 
 // Cached is an Authenticator that can often answer from memory: Cached
@@ -55,7 +52,7 @@ type Authenticator interface {
 // the caller can skip setting up the wait that a review needs.
 type Cached interface {
 	Authenticator
-	Cached(token string) (Identity, bool)
+	Cached(token string) (identity.Identity, bool)
 }
 
 // Anonymous accepts every request as system:anonymous. Only for local use:
@@ -63,9 +60,8 @@ type Cached interface {
 type Anonymous struct{}
 
 // Authenticate returns the anonymous identity.
-func (Anonymous) Authenticate(context.Context, string) (Identity, error) {
-	s := policy.User("system:anonymous", "system:unauthenticated")
-	return Identity{Subject: s, Username: s.Username()}, nil
+func (Anonymous) Authenticate(context.Context, string) (identity.Identity, error) {
+	return identity.AnonymousIdentity(), nil
 }
 
 // TokenReviewCreator is the part of the Kubernetes client TokenReview needs
@@ -121,20 +117,20 @@ type TokenReview struct {
 type flight struct {
 	done    chan struct{}
 	waiters int // requests sharing it besides the first (tests read it)
-	id      Identity
+	id      identity.Identity
 	err     error
 }
 
 type cached struct {
-	id      Identity
+	id      identity.Identity
 	expires time.Time
 }
 
 // Cached returns the identity of a token accepted by a review within the
 // cache's time.
-func (t *TokenReview) Cached(token string) (Identity, bool) {
+func (t *TokenReview) Cached(token string) (identity.Identity, bool) {
 	if token == "" || len(token) > maxTokenBytes {
-		return Identity{}, false
+		return identity.Identity{}, false
 	}
 	key := sha256.Sum256([]byte(token))
 	t.mu.Lock()
@@ -142,17 +138,17 @@ func (t *TokenReview) Cached(token string) (Identity, bool) {
 	return t.cachedLocked(key, t.now())
 }
 
-func (t *TokenReview) cachedLocked(key [32]byte, now time.Time) (Identity, bool) {
+func (t *TokenReview) cachedLocked(key [32]byte, now time.Time) (identity.Identity, bool) {
 	if c, ok := t.cache[key]; ok && now.Before(c.expires) {
 		return c.id, true
 	}
-	return Identity{}, false
+	return identity.Identity{}, false
 }
 
 // Authenticate returns the token's identity, from the cache or a review.
-func (t *TokenReview) Authenticate(ctx context.Context, token string) (Identity, error) {
+func (t *TokenReview) Authenticate(ctx context.Context, token string) (identity.Identity, error) {
 	if token == "" || len(token) > maxTokenBytes {
-		return Identity{}, ErrUnauthenticated
+		return identity.Identity{}, ErrUnauthenticated
 	}
 	now := t.now()
 	key := sha256.Sum256([]byte(token))
@@ -163,7 +159,7 @@ func (t *TokenReview) Authenticate(ctx context.Context, token string) (Identity,
 	}
 	if until, ok := t.refused[key]; ok && now.Before(until) {
 		t.mu.Unlock()
-		return Identity{}, ErrUnauthenticated
+		return identity.Identity{}, ErrUnauthenticated
 	}
 	if f, ok := t.flights[key]; ok {
 		f.waiters++
@@ -172,13 +168,13 @@ func (t *TokenReview) Authenticate(ctx context.Context, token string) (Identity,
 		case <-f.done:
 			return f.id, f.err
 		case <-ctx.Done():
-			return Identity{}, fmt.Errorf("while waiting for the review of the bearer token: %w", ctx.Err())
+			return identity.Identity{}, fmt.Errorf("while waiting for the review of the bearer token: %w", ctx.Err())
 		}
 	}
 	t.initOnce.Do(func() { t.reviews = inflight.New(int64(cmp.Or(t.MaxReviews, DefaultMaxReviews)), 0) })
 	if !t.reviews.Take("", 1) {
 		t.mu.Unlock()
-		return Identity{}, ErrBusy
+		return identity.Identity{}, ErrBusy
 	}
 	f := &flight{done: make(chan struct{})}
 	if t.flights == nil {
@@ -215,20 +211,19 @@ func (t *TokenReview) Authenticate(ctx context.Context, token string) (Identity,
 var errReviewIncomplete = errors.New("the token review did not complete")
 
 // review asks the API server about token and remembers the answer.
-func (t *TokenReview) review(ctx context.Context, token string, key [32]byte, now time.Time) (Identity, error) {
+func (t *TokenReview) review(ctx context.Context, token string, key [32]byte, now time.Time) (identity.Identity, error) {
 	res, err := t.Reviews.Create(ctx, &authv1.TokenReview{
 		Spec: authv1.TokenReviewSpec{Token: token, Audiences: []string{Audience}},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		return Identity{}, fmt.Errorf("while reviewing the bearer token with the API server: %w", err)
+		return identity.Identity{}, fmt.Errorf("while reviewing the bearer token with the API server: %w", err)
 	}
 	st := res.Status
 	if !st.Authenticated || !slices.Contains(st.Audiences, Audience) {
 		t.remember(key, now)
-		return Identity{}, ErrUnauthenticated
+		return identity.Identity{}, ErrUnauthenticated
 	}
-	s := policy.SubjectFromUserInfo(st.User.Username, st.User.Groups)
-	id := Identity{Subject: s, Username: st.User.Username}
+	id := identity.FromUserInfo(st.User.Username, st.User.Groups)
 
 	ttl := t.CacheTTL
 	if ttl <= 0 || ttl > DefaultCacheTTL {

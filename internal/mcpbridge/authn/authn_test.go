@@ -58,14 +58,14 @@ func TestTokenReviewCache(t *testing.T) {
 		t.Fatalf("Cached knows a token never reviewed (%d reviews)", r.n)
 	}
 	id, err := tr.Authenticate(ctx, "opaque-token")
-	if err != nil || id.Subject.Name != "alice" || id.Subject.Namespace != "agents" {
+	if err != nil || id.Subject().Name != "alice" || id.Subject().Namespace != "agents" {
 		t.Fatalf("Authenticate = %+v, %v", id, err)
 	}
 	now = now.Add(59 * time.Second)
 	if _, _ = tr.Authenticate(ctx, "opaque-token"); r.n != 1 {
 		t.Fatalf("within a minute the cache must answer (%d reviews)", r.n)
 	}
-	if cached, ok := tr.Cached("opaque-token"); !ok || cached.Username != id.Username || cached.Subject.Name != "alice" || r.n != 1 {
+	if cached, ok := tr.Cached("opaque-token"); !ok || cached.Username != id.Username || cached.Subject().Name != "alice" || r.n != 1 {
 		t.Fatalf("Cached within a minute = %+v, %v (%d reviews)", cached, ok, r.n)
 	}
 	now = now.Add(2 * time.Second)
