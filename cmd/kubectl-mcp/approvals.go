@@ -156,4 +156,3 @@ func decide(e *env, args []string, verdict v1alpha1.ApprovalVerdict, comment str
 	}
 	return nil
 }
-
