@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/identity"
 )
 
 // Defaults of Options.
@@ -47,9 +48,11 @@ type Options struct {
 	PublicURL string
 	// SignIn says how people sign in.
 	SignIn SignInOptions
-	// MapClaims turns the verified claims of a person's ID token into who
-	// they are to the API server, exactly as the bridge maps a token.
-	MapClaims func(claims map[string]any) (Person, error)
+	// Mapper turns the verified claims of a person's ID token into who
+	// they are: the same mapping (AuthenticationConfiguration) as the
+	// bridge's for this issuer, so a person has one name in policies,
+	// approvals and audit events.
+	Mapper *identity.Mapper
 	// SessionMaxAge and SessionIdle end sessions (defaults above).
 	SessionMaxAge, SessionIdle time.Duration
 	// TraceURL, when set, links an activity row's trace id: {traceId} in
@@ -97,7 +100,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if o.SessionIdle <= 0 {
 		o.SessionIdle = DefaultSessionIdle
 	}
-	if o.MapClaims == nil {
+	if o.Mapper == nil {
 		return nil, errors.New("console: no claim mapping")
 	}
 	u, err := url.Parse(o.PublicURL)

@@ -128,11 +128,12 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, http.StatusUnauthorized, "The ID token's claims could not be read.")
 		return
 	}
-	person, err := s.opts.MapClaims(claims)
+	id, err := s.opts.Mapper.Identity(claims)
 	if err != nil {
 		s.refuse(w, r, http.StatusForbidden, "Signed in, but who you are could not be mapped as the bridge maps it: "+err.Error())
 		return
 	}
+	person := Person{Username: id.Username, Groups: id.Groups}
 	x, ok := s.sessions.create(person)
 	if !ok {
 		s.refuse(w, r, http.StatusServiceUnavailable, "Too many people are signed in; try again later.")
