@@ -130,11 +130,17 @@ func (e *env) create(obj client.Object) {
 // approver lets user decide ToolApprovals in the test's namespace (RBAC).
 func (e *env) approver(user string) {
 	e.t.Helper()
-	name := "approver-" + strings.NewReplacer(":", "-", "@", "-", ".", "-").Replace(user)
-	e.create(&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"toolapprovals", "mcpservers", "toolpolicies"}, Verbs: []string{"get", "list", "watch", "update"}},
-		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"list"}},
-	}})
+	e.grant(user, "approver",
+		rbacv1.PolicyRule{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"toolapprovals", "mcpservers", "toolpolicies"}, Verbs: []string{"get", "list", "watch", "update"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"list"}})
+}
+
+// grant gives user the rules in the test's namespace (a Role and its
+// RoleBinding named role-user).
+func (e *env) grant(user, role string, rules ...rbacv1.PolicyRule) {
+	e.t.Helper()
+	name := role + "-" + strings.NewReplacer(":", "-", "@", "-", ".", "-").Replace(user)
+	e.create(&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns}, Rules: rules})
 	e.create(&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
 		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: user}}})
