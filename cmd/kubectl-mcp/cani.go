@@ -20,9 +20,9 @@ import (
 const authenticatedGroup = "system:authenticated"
 
 func canICmd(fs *flag.FlagSet) func(*env, []string) error {
-	as := fs.String("as", "", "the subject's user name, as TokenReview reports it: system:serviceaccount:<namespace>:<name> for a ServiceAccount")
+	as := fs.String("as", "", "the subject's user name as the bridge knows it: system:serviceaccount:<namespace>:<name> for a ServiceAccount, the prefixed name for a person signed in through an OAuth issuer (oidc:alice@example.com)")
 	var groups stringList
-	fs.Var(&groups, "as-group", "a group of the subject (repeatable)")
+	fs.Var(&groups, "as-group", "a group of the subject, prefixed as the bridge maps it for a person (oidc:dev) (repeatable)")
 	args := fs.String("args", "{}", "the call's arguments, a JSON object (for rules with a when condition)")
 	risk := fs.String("risk", "", "the tool's risk, for a tool the MCPServer does not publish (read, write, network, destructive)")
 	return func(e *env, positional []string) error {

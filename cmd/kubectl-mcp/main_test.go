@@ -307,6 +307,17 @@ func TestCanIAnswersFromThePolicyEngine(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// A person signed in through an OAuth issuer, by the prefixed names the
+	// bridge maps their claims to.
+	if err := cluster.admin.Create(ctx, &v1alpha1.ToolPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "people"},
+		Spec: v1alpha1.ToolPolicySpec{
+			Subjects: []v1alpha1.Subject{{Kind: v1alpha1.SubjectUser, Name: "oidc:alice@example.com"}, {Kind: v1alpha1.SubjectGroup, Name: "oidc:sre"}},
+			Rules:    []v1alpha1.ToolRule{{Tools: []string{"mcp.fs.read_file"}, Decision: v1alpha1.DecisionAllow}},
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
 	// A policy for every authenticated user: TokenReview puts every agent
 	// in system:authenticated, so can-i must too, without --as-group.
 	if err := cluster.admin.Create(ctx, &v1alpha1.ToolPolicy{
@@ -337,6 +348,14 @@ func TestCanIAnswersFromThePolicyEngine(t *testing.T) {
 			[]string{"no\n", "denied by default"}},
 		{"a tool the server does not publish, with its risk given", []string{"can-i", "mcp.fs.delete_tree", "--as", agentUser, "--risk", "destructive"}, 1,
 			[]string{"no\n"}},
+		{"a person by the prefixed name", []string{"can-i", "mcp.fs.read_file", "--as", "oidc:alice@example.com"}, 0,
+			[]string{"yes\n", "subject:  oidc:alice@example.com", "policy:tools/people#rules[0]"}},
+		{"a person by a prefixed group", []string{"can-i", "mcp.fs.read_file", "--as", "oidc:bob@example.com", "--as-group", "oidc:sre"}, 0,
+			[]string{"yes\n", "policy:tools/people#rules[0]"}},
+		{"the same name without the prefix is someone else", []string{"can-i", "mcp.fs.read_file", "--as", "alice@example.com"}, 1,
+			[]string{"no\n"}},
+		{"a person is also an authenticated user", []string{"can-i", "mcp.fs.stat", "--as", "oidc:carol@example.com"}, 0,
+			[]string{"yes\n", "policy:tools/everyone#rules[0]"}},
 		{"a tool the server does not publish", []string{"can-i", "mcp.fs.delete_tree", "--as", agentUser}, 1,
 			[]string{"does not publish mcp.fs.delete_tree", "--risk"}},
 	} {

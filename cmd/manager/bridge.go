@@ -20,6 +20,7 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/internal/approval"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
+	"github.com/mcp-operator/mcp-operator/internal/identity"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/artifact"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
@@ -61,7 +62,13 @@ type bridgeFlags struct {
 	toolApprovals     bool
 	webhookURL        string
 	webhookSecretFile string
-	zap               zap.Options
+	// OAuth: the issuers whose access tokens are accepted beside
+	// ServiceAccount tokens.
+	authenticationConfig string
+	oidcIssuerURL        string
+	requiredScopes       string
+	oauthAllowHTTP       bool
+	zap                  zap.Options
 }
 
 func parseBridgeFlags(args []string, stderr io.Writer) (bridgeFlags, error) {
@@ -98,6 +105,10 @@ func parseBridgeFlags(args []string, stderr io.Writer) (bridgeFlags, error) {
 	fs.BoolVar(&f.toolApprovals, "tool-approvals", true, "create ToolApprovals for requests a policy asks about through the ToolApproval channel, and wait for a person's decision (off: that channel is never used)")
 	fs.StringVar(&f.webhookURL, "approval-webhook-url", "", "URL that receives each pending ToolApproval and each decision as JSON (empty: none)")
 	fs.StringVar(&f.webhookSecretFile, "approval-webhook-secret-file", "", "file with the shared secret (at least 16 bytes) that signs webhook bodies (header X-MCP-Operator-Signature); required with --approval-webhook-url")
+	fs.StringVar(&f.authenticationConfig, "authentication-config", "", "file with an AuthenticationConfiguration (apiserver.config.k8s.io/v1 or v1beta1): the OAuth issuers whose access tokens the bridge accepts beside ServiceAccount tokens, with their claim mappings; needs --public-url")
+	fs.StringVar(&f.oidcIssuerURL, "oidc-issuer-url", "", "accept the access tokens of this one issuer, username from sub and groups from groups, both prefixed oidc: (the short form of --authentication-config); needs --public-url")
+	fs.StringVar(&f.requiredScopes, "required-scopes", "", "comma-separated scopes every OAuth access token must carry (a token lacking one is answered 403 insufficient_scope); advertised in the protected resource metadata")
+	fs.BoolVar(&f.oauthAllowHTTP, "oauth-allow-http", false, "accept http:// issuers and an http:// --public-url on hosts that are not loopback: development clusters only, tokens and keys then cross the network in clear text")
 	f.zap.BindFlags(fs)
 	err := fs.Parse(args)
 	switch {
@@ -122,6 +133,16 @@ func parseBridgeFlags(args []string, stderr io.Writer) (bridgeFlags, error) {
 		err = errors.New("--approval-webhook-url needs --tool-approvals")
 	case f.publicURL != "" && !isOrigin(f.publicURL):
 		err = fmt.Errorf("--public-url must be http(s)://host[:port] with no path, not %q", f.publicURL)
+	case f.authenticationConfig != "" && f.oidcIssuerURL != "":
+		err = errors.New("--authentication-config and --oidc-issuer-url are two ways to name issuers: give one (several issuers go in the configuration file)")
+	case (f.authenticationConfig != "" || f.oidcIssuerURL != "") && f.publicURL == "":
+		err = errors.New("OAuth (--authentication-config or --oidc-issuer-url) needs --public-url: the bridge's URL as clients use it, which tokens must be minted for")
+	case (f.authenticationConfig != "" || f.oidcIssuerURL != "") && f.insecureAnonymous:
+		err = errors.New("--insecure-anonymous accepts every request, so OAuth (--authentication-config or --oidc-issuer-url) would check nothing: give one or the other")
+	case f.requiredScopes != "" && f.authenticationConfig == "" && f.oidcIssuerURL == "":
+		err = errors.New("--required-scopes applies to OAuth access tokens: it needs --authentication-config or --oidc-issuer-url")
+	case (f.authenticationConfig != "" || f.oidcIssuerURL != "") && !f.oauthAllowHTTP && !httpsOrLoopback(f.publicURL):
+		err = fmt.Errorf("--public-url %q is http on a host that is not loopback: OAuth clients send their tokens only over https (a development cluster may allow it with --oauth-allow-http)", f.publicURL)
 	case f.shutdownDelay < 0 || stopBounds(f).Total() > mcpbridge.MaxStop:
 		err = fmt.Errorf("--shutdown-delay must be between 0s and %s, not %s: the whole stop (%s with it) must stay within %s, under the chart's terminationGracePeriodSeconds (30)",
 			mcpbridge.MaxStop-stopBounds(bridgeFlags{}).Total(), f.shutdownDelay, stopBounds(f).Total(), mcpbridge.MaxStop)
@@ -309,6 +330,12 @@ func bridgeOptions(f bridgeFlags, log interface {
 		log.Info("WARNING: --insecure-anonymous: every request is accepted WITHOUT AUTHENTICATION as system:anonymous. For local development only; never expose this bridge.")
 		o.Auth = authn.Anonymous{}
 	}
+	auth, err := authenticationConfig(f)
+	if err != nil {
+		return o, closeSink, err
+	}
+	o.Authentication = auth
+	o.RequiredScopes = splitList(f.requiredScopes)
 	o.ToolApprovals = f.toolApprovals
 	// Replicas record single uses of sealed states in their own namespace.
 	if o.OnceNamespace = os.Getenv("POD_NAMESPACE"); o.OnceNamespace == "" {
@@ -334,6 +361,28 @@ func bridgeOptions(f bridgeFlags, log interface {
 		BlockInjection: f.blockInjection, Version: version.String(),
 	}
 	return o, closeSink, nil
+}
+
+// authenticationConfig loads the OAuth issuers of --authentication-config
+// or --oidc-issuer-url (nil: ServiceAccount tokens only).
+func authenticationConfig(f bridgeFlags) (*identity.Config, error) {
+	var opts []identity.Option
+	if f.oauthAllowHTTP {
+		opts = append(opts, identity.AllowInsecureIssuers())
+	}
+	switch {
+	case f.authenticationConfig != "":
+		return identity.LoadAuthenticationConfig(f.authenticationConfig, opts...)
+	case f.oidcIssuerURL != "":
+		return identity.IssuerConfig(f.oidcIssuerURL, opts...)
+	}
+	return nil, nil
+}
+
+// httpsOrLoopback says whether the URL u is https, or http on loopback.
+func httpsOrLoopback(u string) bool {
+	p, err := url.Parse(u)
+	return err == nil && (p.Scheme == "https" || identity.IsLoopbackHost(p.Hostname()))
 }
 
 // isOrigin says whether s is a scheme and host alone, as --public-url is.

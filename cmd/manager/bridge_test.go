@@ -137,3 +137,43 @@ func TestBridgeApprovalFlags(t *testing.T) {
 		t.Errorf("options %+v, %v: want ToolApprovals on with the webhook", o, err)
 	}
 }
+
+func TestBridgeOAuthFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--oidc-issuer-url=https://idp.example.com"}, "needs --public-url"},
+		{[]string{"--oidc-issuer-url=https://idp.example.com", "--authentication-config=/x", "--public-url=https://b.example.com"}, "give one"},
+		{[]string{"--oidc-issuer-url=https://idp.example.com", "--public-url=https://b.example.com", "--insecure-anonymous"}, "check nothing"},
+		{[]string{"--required-scopes=mcp", "--public-url=https://b.example.com"}, "needs --authentication-config or --oidc-issuer-url"},
+		{[]string{"--oidc-issuer-url=https://idp.example.com", "--public-url=http://b.example.com"}, "--oauth-allow-http"},
+	} {
+		var stderr bytes.Buffer
+		if _, err := parseBridgeFlags(append([]string{"--namespaces=a"}, c.args...), &stderr); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want an error saying %q", c.args, err, c.want)
+		}
+	}
+	log := funcr.New(func(_, _ string) {}, funcr.Options{})
+	// The configuration is checked when the options are built: the bridge
+	// does not start with an issuer it would refuse.
+	f, err := parseBridgeFlags([]string{"--namespaces=a", "--oidc-issuer-url=http://idp.example.com", "--public-url=https://b.example.com"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := bridgeOptions(f, log); err == nil || !strings.Contains(err.Error(), "not loopback") {
+		t.Fatalf("an http issuer: %v", err)
+	}
+	f, err = parseBridgeFlags([]string{"--namespaces=a", "--oidc-issuer-url=https://idp.example.com", "--public-url=https://b.example.com", "--required-scopes=mcp:tools, mcp:read"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, closeSink, err := bridgeOptions(f, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeSink()
+	if o.Authentication == nil || o.Authentication.JWT[0].Issuer.URL != "https://idp.example.com" || strings.Join(o.RequiredScopes, " ") != "mcp:tools mcp:read" {
+		t.Fatalf("options %+v %v", o.Authentication, o.RequiredScopes)
+	}
+}

@@ -117,7 +117,7 @@ func TestIssuerConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id.Kind != User || id.Username != "oidc:alice" || strings.Join(id.Groups, ",") != "oidc:dev,oidc:ops" || id.Issuer != "https://idp.example.com" {
+	if id.Kind != User || id.Username != "oidc:alice" || strings.Join(id.Groups, ",") != "oidc:dev,oidc:ops,system:authenticated" || id.Issuer != "https://idp.example.com" {
 		t.Fatalf("identity %+v", id)
 	}
 }

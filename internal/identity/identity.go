@@ -43,7 +43,9 @@ const (
 	// mapped from an OAuth token never starts with it.
 	SystemPrefix      = "system:"
 	anonymousUsername = "system:anonymous"
-	anonymousGroup    = "system:unauthenticated"
+	// AuthenticatedGroup is the group of every authenticated caller.
+	AuthenticatedGroup = "system:authenticated"
+	anonymousGroup     = "system:unauthenticated"
 )
 
 // Identity is an authenticated caller.

@@ -117,13 +117,18 @@ func (m *Mapper) Identity(claims map[string]any) (Identity, error) {
 			return Identity{}, fmt.Errorf("%w: %w", ErrClaims, err)
 		}
 	}
+	// As the API server does for every user it authenticates, and as
+	// TokenReview reports of ServiceAccounts: a ToolPolicy for
+	// system:authenticated applies to every caller, and kubectl mcp can-i
+	// counts it for every subject.
+	groups = append(groups, AuthenticatedGroup)
 	id := Identity{Kind: User, Username: names[0], Groups: groups, Issuer: m.issuer}
 	// A mapping (an expression, most likely) must never produce a name
 	// Kubernetes keeps: system:serviceaccount:..., system:masters.
 	if strings.HasPrefix(id.Username, SystemPrefix) {
 		return Identity{}, fmt.Errorf("%w: the username %q starts with %s", ErrClaims, id.Username, SystemPrefix)
 	}
-	for _, g := range groups {
+	for _, g := range groups[:len(groups)-1] {
 		if strings.HasPrefix(g, SystemPrefix) {
 			return Identity{}, fmt.Errorf("%w: the group %q starts with %s", ErrClaims, g, SystemPrefix)
 		}

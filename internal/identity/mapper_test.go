@@ -30,7 +30,7 @@ func TestMapperExpressions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id.Username != "corp:bob" || len(id.Groups) != 1 || id.Groups[0] != "corp:role:admin" {
+	if id.Username != "corp:bob" || strings.Join(id.Groups, ",") != "corp:role:admin,system:authenticated" {
 		t.Fatalf("identity %+v", id)
 	}
 }

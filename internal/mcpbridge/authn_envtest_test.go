@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn/oauth/oauthtest"
 )
 
 // countingReviews counts the TokenReviews that reach the API server.
@@ -149,5 +151,38 @@ func TestTokenReviewsBoundedOnARealAPIServer(t *testing.T) {
 	}
 	if n := reviews.n.Load(); n != unauthorized {
 		t.Fatalf("%d reviews for %d requests answered 401: a request refused for the bound was reviewed, or a reviewed one not answered 401", n, unauthorized)
+	}
+}
+
+// TestOAuthBesideTokenReviewOnARealAPIServer: with OAuth configured,
+// ServiceAccount tokens still go to envtest's kube-apiserver, unchanged (a
+// token for another audience refused, now with the OAuth challenge), and
+// a person's access token is accepted on the same endpoint without a
+// TokenReview.
+func TestOAuthBesideTokenReviewOnARealAPIServer(t *testing.T) {
+	_, cs := startAPIServer(t)
+	reviews := &countingReviews{TokenReviewCreator: cs.AuthenticationV1().TokenReviews()}
+	idp := oauthtest.New()
+	defer idp.Close()
+	h := newHarness(t, nil, nil, withOAuth(t, idp, &authn.TokenReview{Reviews: reviews}))
+	mcp := h.url + "/mcp"
+
+	alice := saToken(t, cs, "agents", "alice", authn.Audience)
+	wrongAudience := saToken(t, cs, "agents", "alice", "some-other-service")
+	if status, _, _ := post(t, mcp, alice, "", initBody, nil); status != http.StatusOK {
+		t.Fatalf("a ServiceAccount token: %d", status)
+	}
+	status, _, hdr := post(t, mcp, wrongAudience, "", initBody, nil)
+	if status != http.StatusUnauthorized || !strings.Contains(hdr.Get("WWW-Authenticate"), `error="invalid_token"`) {
+		t.Fatalf("a ServiceAccount token for another audience: %d %q", status, hdr.Get("WWW-Authenticate"))
+	}
+	if n := reviews.n.Load(); n != 2 {
+		t.Fatalf("%d TokenReviews for two ServiceAccount tokens, want 2", n)
+	}
+	if status, _, _ := post(t, mcp, idp.Sign(idp.Claims("alice", publicURL)), "", initBody, nil); status != http.StatusOK {
+		t.Fatalf("a person's access token: %d", status)
+	}
+	if n := reviews.n.Load(); n != 2 {
+		t.Fatalf("a person's access token cost a TokenReview (%d)", n)
 	}
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/activity"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/artifact"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn/oauth"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/idlemem"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/metrics"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
@@ -127,6 +128,11 @@ type Config struct {
 	// the cards give the endpoint's path alone, as a request's Host and
 	// scheme behind an ingress say nothing reliable.
 	PublicURL string
+	// OAuth, when set, makes the bridge an OAuth protected resource: it
+	// serves RFC 9728 metadata and its refusals say where to get a token
+	// (Auth must then accept the issuers' tokens: oauth.Authenticator).
+	// Nil: ServiceAccount tokens only, and no metadata.
+	OAuth *oauth.Resource
 	// AllowedHosts, when set, are the only Host values accepted (host, or
 	// host:port). Empty: any Host, except that a bridge listening on a
 	// loopback address accepts only loopback names (DNS rebinding).
@@ -244,7 +250,9 @@ func (b *Bridge) SetReady(ready bool) { b.ready.Store(ready) }
 
 // Handler serves the agents: /mcp, /mcp/search (the same with tool
 // search) and /servers/<name>/mcp, each with its server card at
-// <endpoint>/server-card, nothing else.
+// <endpoint>/server-card, and, when OAuth is configured, the protected
+// resource metadata of each (/.well-known/oauth-protected-resource<endpoint>);
+// nothing else.
 // Metrics and health are on OpsHandler's own listener: /metrics names every
 // server and tool with call counts and decisions, and must not answer
 // whoever reaches the agents' port (any Host, no token, DNS rebinding).
@@ -257,6 +265,11 @@ func (b *Bridge) Handler() http.Handler {
 	mux.HandleFunc(SearchPath+"/server-card", func(w http.ResponseWriter, r *http.Request) { b.serveCard(w, r, "") })
 	mux.HandleFunc("/servers/{name}/mcp/server-card", func(w http.ResponseWriter, r *http.Request) { b.serveCard(w, r, r.PathValue("name")) })
 	mux.HandleFunc("/servers/{name}/mcp", func(w http.ResponseWriter, r *http.Request) { b.serveMCP(w, r, r.PathValue("name")) })
+	if b.cfg.OAuth != nil {
+		for _, path := range []string{"", "/mcp", SearchPath, "/servers/{name}/mcp"} {
+			mux.HandleFunc("GET "+oauth.MetadataPath+path, b.serveResourceMetadata)
+		}
+	}
 	return mux
 }
 

@@ -33,9 +33,11 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/approval"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
+	"github.com/mcp-operator/mcp-operator/internal/identity"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/activity"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/artifact"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn/oauth"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/idlemem"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/metrics"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/once"
@@ -58,6 +60,12 @@ type Options struct {
 	Namespaces []string
 	// Auth checks tokens; nil uses TokenReview through Rest.
 	Auth authn.Authenticator
+	// Authentication, when set, also accepts the access tokens of the
+	// issuers it names (in front of Auth, which keeps ServiceAccount
+	// tokens), for the resource at Bridge.PublicURL (required then), and
+	// RequiredScopes are the scopes each such token must carry.
+	Authentication *identity.Config
+	RequiredScopes []string
 	// SessionKey is shared by the replicas (nil: a random key, so sessions
 	// do not survive this replica).
 	SessionKey []byte
@@ -151,6 +159,12 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 	if auth == nil {
 		auth = &authn.TokenReview{Reviews: kc.reviews.TokenReviews()}
 	}
+	var resource *oauth.Resource
+	if o.Authentication != nil {
+		if resource, auth, err = oauthAuthenticator(o, auth); err != nil {
+			return nil, err
+		}
+	}
 	key := o.SessionKey
 	if key == nil {
 		key = signed.RandomKey()
@@ -205,6 +219,7 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 
 	cfg := o.Bridge
 	cfg.Registry, cfg.Auth, cfg.Sessions, cfg.Sealer, cfg.Audit = registry, auth, sessions, sealer, aw
+	cfg.OAuth = resource
 	cfg.Pipeline = &output.Pipeline{MaxResultBytes: o.MaxResultBytes}
 	if store != nil {
 		cfg.Pipeline.Store, cfg.Artifacts = store, store
@@ -464,4 +479,26 @@ func startActivity(ctx context.Context, o Options, kc *kubeClients, m *metrics.M
 		}
 	}()
 	return rec, nil
+}
+
+// oauthAuthenticator puts the configured issuers in front of serviceAccounts
+// (the one authentication stage accepts both) for the resource at the
+// bridge's public URL.
+func oauthAuthenticator(o Options, serviceAccounts authn.Authenticator) (*oauth.Resource, authn.Authenticator, error) {
+	if o.Bridge.PublicURL == "" {
+		return nil, nil, errors.New("while configuring OAuth: the bridge's public URL (--public-url) is required: it is the resource the tokens must be minted for")
+	}
+	var servers []string
+	for _, j := range o.Authentication.JWT {
+		servers = append(servers, j.Issuer.URL)
+	}
+	res, err := oauth.NewResource(o.Bridge.PublicURL, servers, o.RequiredScopes)
+	if err != nil {
+		return nil, nil, err
+	}
+	a, err := oauth.New(o.Authentication, oauth.Options{Resource: res, Fallback: serviceAccounts})
+	if err != nil {
+		return nil, nil, fmt.Errorf("while configuring OAuth: %w", err)
+	}
+	return res, a, nil
 }

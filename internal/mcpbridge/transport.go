@@ -22,6 +22,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/protocol"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/toolname"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn/oauth"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
@@ -45,8 +46,12 @@ const (
 
 // request is one agent request being served.
 type request struct {
-	ctx      context.Context
-	id       identity.Identity
+	ctx context.Context
+	id  identity.Identity
+	// token is the caller's bearer token as sent, for the stage that gets
+	// the upstream credential on the caller's behalf (token exchange)
+	// alone: never logged, audited, forwarded or part of the identity.
+	token    string
 	endpoint string // "" for /mcp, else the server name
 	// search: the request came in on SearchPath (search.go).
 	search bool
@@ -136,11 +141,21 @@ func (b *Bridge) readBody(w http.ResponseWriter, r *http.Request, caller string)
 }
 
 // authenticate checks the bearer token within RequestReadTimeout (an API
-// server that does not answer must not hold the request forever).
+// server or issuer that does not answer must not hold the request
+// forever). It is the one place callers are authenticated: ServiceAccount
+// tokens and, when OAuth is configured, issuers' access tokens alike
+// (cfg.Auth routes them).
 func (b *Bridge) authenticate(w http.ResponseWriter, r *http.Request) (identity.Identity, bool) {
+	if tokenInQuery(r) {
+		// RFC 6750 allows a query parameter, OAuth 2.1 and the MCP
+		// authorization spec do not: URLs end up in logs and Referer
+		// headers. Refused even when the header carries a token too.
+		b.challenge(w, r, http.StatusBadRequest, "invalid_request", "a bearer token is accepted in the Authorization header only, never in the URL")
+		return identity.Identity{}, false
+	}
 	token := authn.BearerToken(r.Header.Get("Authorization"))
 	if c, ok := b.cfg.Auth.(authn.Cached); ok {
-		// Most requests: a token reviewed a moment ago, no wait to bound.
+		// Most requests: a token checked a moment ago, no wait to bound.
 		if id, ok := c.Cached(token); ok {
 			return id, true
 		}
@@ -152,9 +167,15 @@ func (b *Bridge) authenticate(w http.ResponseWriter, r *http.Request) (identity.
 		return id, true
 	}
 	switch {
+	case errors.Is(err, authn.ErrInsufficientScope):
+		b.challenge(w, r, http.StatusForbidden, "insufficient_scope", "the token lacks a scope the bridge requires")
+		return id, false
 	case errors.Is(err, authn.ErrUnauthenticated):
-		w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-operator"`)
-		writeError(w, http.StatusUnauthorized, nil, jsonrpc.CodeInvalidRequest, "a valid bearer token with audience "+authn.Audience+" is required")
+		code := "invalid_token"
+		if token == "" {
+			code = "" // RFC 6750: no error code when no credentials were sent
+		}
+		b.challenge(w, r, http.StatusUnauthorized, code, "")
 		return id, false
 	case errors.Is(err, authn.ErrBusy):
 		overLimit(w, http.StatusServiceUnavailable, nil, "the bridge is checking its limit of new tokens at once; retry")
@@ -164,8 +185,34 @@ func (b *Bridge) authenticate(w http.ResponseWriter, r *http.Request) (identity.
 		return id, false // the caller left while its token was being checked
 	}
 	b.cfg.Log.Error(err, "authentication failed")
-	overLimit(w, http.StatusServiceUnavailable, nil, "the bridge could not check the token: the API server did not answer")
+	overLimit(w, http.StatusServiceUnavailable, nil, "the bridge could not check the token: the API server or the token's issuer did not answer")
 	return id, false
+}
+
+// tokenInQuery says whether the request carries an access_token query
+// parameter (looked for without parsing the query when it cannot be there).
+func tokenInQuery(r *http.Request) bool {
+	return strings.Contains(r.URL.RawQuery, "access_token") && r.URL.Query().Has("access_token")
+}
+
+// challenge refuses a request for its credentials: status with a JSON-RPC
+// error and, when the bridge is an OAuth resource, the WWW-Authenticate
+// header that says where its metadata is and what scopes to ask for
+// (RFC 6750, RFC 9728); errCode is RFC 6750's error ("" for none).
+func (b *Bridge) challenge(w http.ResponseWriter, r *http.Request, status int, errCode, message string) {
+	if res := b.cfg.OAuth; res != nil {
+		w.Header().Set("WWW-Authenticate", res.Challenge(oauth.ResourcePath(r.URL.Path), errCode, message))
+	} else {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-operator"`)
+	}
+	if message == "" {
+		message = "a valid bearer token with audience " + authn.Audience + " is required"
+		if b.cfg.OAuth != nil {
+			message = "a valid bearer token is required: a ServiceAccount token with audience " + authn.Audience +
+				", or an access token for " + b.cfg.OAuth.URL + " (see " + b.cfg.OAuth.MetadataURL(oauth.ResourcePath(r.URL.Path)) + ")"
+		}
+	}
+	writeError(w, status, nil, jsonrpc.CodeInvalidRequest, message)
 }
 
 // delete ends the session a DELETE names. Both paths end it with
@@ -262,7 +309,7 @@ func (b *Bridge) post(w http.ResponseWriter, r *http.Request, endpoint string) {
 		writeError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, err.Error())
 		return
 	}
-	rq := &request{id: id, endpoint: endpoint, search: isSearchPath(r), msg: msg}
+	rq := &request{id: id, token: authn.BearerToken(r.Header.Get("Authorization")), endpoint: endpoint, search: isSearchPath(r), msg: msg}
 	if !b.establish(w, r, rq) {
 		return
 	}

@@ -11,6 +11,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/mcp-operator/mcp-operator/internal/identity"
 )
 
 const keepAnnotation = "helm.sh/resource-policy"
@@ -611,5 +613,84 @@ func TestBridgeApprovalWebhook(t *testing.T) {
 	_, err = helmTemplateErr(t, "--set", "bridge.approvalWebhook.url=hooks.example/mcp", "--set", "bridge.approvalWebhook.secretRef.name=mcp-hook")
 	if err == nil || !strings.Contains(err.Error(), "url") {
 		t.Errorf("a webhook URL that is no http(s) URL: %v", err)
+	}
+}
+
+// TestBridgeAuthentication: bridge.auth becomes a ConfigMap the bridge's
+// own loader accepts, mounted where --authentication-config points;
+// bridge.oidcIssuerURL and bridge.requiredScopes become their flags; OAuth
+// without bridge.publicURL, or named both ways, is refused with what to fix.
+func TestBridgeAuthentication(t *testing.T) {
+	args := func(d *appsv1.Deployment) map[string]string {
+		out := map[string]string{}
+		for _, a := range d.Spec.Template.Spec.Containers[0].Args {
+			if k, v, ok := strings.Cut(a, "="); ok {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	bridge := func(o objects) *appsv1.Deployment {
+		return typed[appsv1.Deployment](t, o.find("Deployment", "mcp-operator-bridge"))
+	}
+	plain := args(bridge(helmTemplate(t)))
+	for _, flag := range []string{"--public-url", "--authentication-config", "--oidc-issuer-url", "--required-scopes"} {
+		if _, ok := plain[flag]; ok {
+			t.Errorf("%s without OAuth values", flag)
+		}
+	}
+
+	o := helmTemplate(t, "--set", "bridge.publicURL=https://mcp.example.com",
+		"--set", "bridge.auth.jwt[0].issuer.url=https://idp.example.com",
+		"--set", "bridge.auth.jwt[0].claimMappings.username.claim=email",
+		"--set", "bridge.auth.jwt[0].claimMappings.username.prefix=corp:",
+		"--set", "bridge.requiredScopes={mcp:tools,mcp:read}")
+	d := bridge(o)
+	a := args(d)
+	if a["--public-url"] != "https://mcp.example.com" || a["--required-scopes"] != "mcp:tools,mcp:read" || a["--authentication-config"] == "" {
+		t.Fatalf("bridge args %v", a)
+	}
+	cm := typed[corev1.ConfigMap](t, o.find("ConfigMap", "mcp-operator-bridge-authentication"))
+	if cm == nil {
+		t.Fatal("no ConfigMap mcp-operator-bridge-authentication")
+	}
+	cfg, err := identity.ParseAuthenticationConfig([]byte(cm.Data["config.yaml"]))
+	if err != nil {
+		t.Fatalf("the bridge would refuse the chart's configuration: %v\n%s", err, cm.Data["config.yaml"])
+	}
+	if cfg.JWT[0].Issuer.URL != "https://idp.example.com" || cfg.JWT[0].ClaimMappings.Username.Prefix != "corp:" {
+		t.Fatalf("configuration %+v", cfg)
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	var mounted bool
+	for _, m := range c.VolumeMounts {
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			if v.Name == m.Name && v.ConfigMap != nil && v.ConfigMap.Name == cm.Name && a["--authentication-config"] == m.MountPath+"/config.yaml" {
+				mounted = true
+			}
+		}
+	}
+	if !mounted {
+		t.Errorf("--authentication-config %s is not the ConfigMap's mount: %+v", a["--authentication-config"], c.VolumeMounts)
+	}
+	if d.Spec.Template.Annotations["checksum/authentication-config"] == "" {
+		t.Error("no checksum annotation: a changed configuration would not restart the bridge")
+	}
+
+	if a := args(bridge(helmTemplate(t, "--set", "bridge.publicURL=https://mcp.example.com", "--set", "bridge.oidcIssuerURL=https://idp.example.com"))); a["--oidc-issuer-url"] != "https://idp.example.com" {
+		t.Errorf("bridge args %v", a)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--set", "bridge.oidcIssuerURL=https://idp.example.com"}, "needs bridge.publicURL"},
+		{[]string{"--set", "bridge.publicURL=https://mcp.example.com", "--set", "bridge.oidcIssuerURL=https://idp.example.com", "--set", "bridge.auth.jwt[0].issuer.url=https://idp.example.com", "--set", "bridge.auth.jwt[0].claimMappings.username.claim=sub"}, "give one"},
+		{[]string{"--set", "bridge.publicURL=https://mcp.example.com", "--set", "bridge.auth.jwt[0].issuer.url=https://idp.example.com"}, "claimMappings"},
+		{[]string{"--set", "bridge.publicURL=https://mcp.example.com/mcp"}, "publicURL"},
+	} {
+		if _, err := helmTemplateErr(t, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want an error saying %q", c.args, err, c.want)
+		}
 	}
 }

@@ -126,13 +126,27 @@ type cached struct {
 	expires time.Time
 }
 
+// Key is what caches know a token by: its SHA-256, so that no cache holds
+// a token itself.
+func Key(token string) [32]byte { return sha256.Sum256([]byte(token)) }
+
+// KeyCached is a Cached that can be asked by a token's Key, so that an
+// authenticator in front of it hashes each token once.
+type KeyCached interface {
+	CachedKey(key [32]byte) (identity.Identity, bool)
+}
+
 // Cached returns the identity of a token accepted by a review within the
 // cache's time.
 func (t *TokenReview) Cached(token string) (identity.Identity, bool) {
 	if token == "" || len(token) > maxTokenBytes {
 		return identity.Identity{}, false
 	}
-	key := sha256.Sum256([]byte(token))
+	return t.CachedKey(Key(token))
+}
+
+// CachedKey is Cached of the token whose Key is key.
+func (t *TokenReview) CachedKey(key [32]byte) (identity.Identity, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.cachedLocked(key, t.now())
@@ -151,7 +165,7 @@ func (t *TokenReview) Authenticate(ctx context.Context, token string) (identity.
 		return identity.Identity{}, ErrUnauthenticated
 	}
 	now := t.now()
-	key := sha256.Sum256([]byte(token))
+	key := Key(token)
 	t.mu.Lock()
 	if id, ok := t.cachedLocked(key, now); ok {
 		t.mu.Unlock()

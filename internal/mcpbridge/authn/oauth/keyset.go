@@ -28,6 +28,10 @@ type keySet struct {
 	// need it wait for it instead of starting another.
 	inFlight chan struct{}
 	fetches  int // fetches tried (tests count them)
+	// lastErr is why the last fetch failed (nil when it did not): until
+	// the next may be tried, a key not held is the issuer's fault, not
+	// the token's (503, not 401).
+	lastErr error
 }
 
 // key returns the key kid names. An unknown kid fetches the set again if
@@ -39,12 +43,17 @@ func (s *keySet) key(ctx context.Context, kid string) (jose.JSONWebKey, bool, er
 	k, ok := s.keys[kid]
 	stale := s.loadedAt.IsZero() || now.Sub(s.loadedAt) >= s.maxAge
 	mayFetch := now.Sub(s.fetchedAt) >= s.minRefresh
+	lastErr := s.lastErr
 	s.mu.RUnlock()
 	if ok && !stale {
 		return k, true, nil
 	}
 	if !mayFetch {
-		return k, ok, nil // an old set still verifies until it may be fetched again
+		// An old set still verifies until it may be fetched again.
+		if ok {
+			return k, true, nil
+		}
+		return k, false, lastErr
 	}
 	err := s.refresh(ctx)
 	s.mu.RLock()
@@ -75,14 +84,16 @@ func (s *keySet) refresh(ctx context.Context) error {
 		s.mu.Unlock()
 		select {
 		case <-wait:
-			return nil
+			s.mu.RLock()
+			defer s.mu.RUnlock()
+			return s.lastErr
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
 	if s.now().Sub(s.fetchedAt) < s.minRefresh {
-		s.mu.Unlock()
-		return nil // another request fetched a moment ago
+		defer s.mu.Unlock()
+		return s.lastErr // another request fetched a moment ago
 	}
 	done := make(chan struct{})
 	s.inFlight, s.fetchedAt = done, s.now()
@@ -99,8 +110,10 @@ func (s *keySet) refresh(ctx context.Context) error {
 		close(done)
 	}()
 	if err != nil {
-		return fmt.Errorf("while fetching the issuer's keys: %w", err)
+		s.lastErr = fmt.Errorf("while fetching the issuer's keys: %w", err)
+		return s.lastErr
 	}
+	s.lastErr = nil
 	keys := make(map[string]jose.JSONWebKey, len(set.Keys))
 	for _, k := range set.Keys {
 		// Keys for encryption, and private or symmetric keys (which a

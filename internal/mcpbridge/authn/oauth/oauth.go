@@ -16,7 +16,6 @@ package oauth
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -145,11 +144,14 @@ func (a *Authenticator) Cached(token string) (identity.Identity, bool) {
 	if token == "" || len(token) > maxTokenBytes {
 		return identity.Identity{}, false
 	}
-	key := sha256.Sum256([]byte(token))
+	key := authn.Key(token)
 	if id, ok, err := a.cached(key, a.now()); ok && err == nil {
 		return id, true
 	}
-	if c, ok := a.fallback.(authn.Cached); ok {
+	switch c := a.fallback.(type) {
+	case authn.KeyCached:
+		return c.CachedKey(key)
+	case authn.Cached:
 		return c.Cached(token)
 	}
 	return identity.Identity{}, false
@@ -175,7 +177,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (identit
 		return a.fallback.Authenticate(ctx, token)
 	}
 	now := a.now()
-	key := sha256.Sum256([]byte(token))
+	key := authn.Key(token)
 	if id, ok, err := a.cached(key, now); ok {
 		return id, err
 	}

@@ -98,7 +98,7 @@ func TestJWTAccepted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id.Kind != identity.User || id.Username != "oidc:alice" || len(id.Groups) != 1 || id.Groups[0] != "oidc:dev" || id.Issuer != f.idp.URL {
+	if id.Kind != identity.User || id.Username != "oidc:alice" || strings.Join(id.Groups, ",") != "oidc:dev,system:authenticated" || id.Issuer != f.idp.URL {
 		t.Fatalf("identity %+v", id)
 	}
 	if cached, ok := f.auth.Cached(tok); !ok || cached.Username != "oidc:alice" {
@@ -332,5 +332,28 @@ jwt:
 	}
 	if f.sa.calls != 0 {
 		t.Fatalf("opaque tokens reached the fallback %d times though an issuer introspects", f.sa.calls)
+	}
+}
+
+// An issuer whose keys cannot be read makes its tokens unverifiable, not
+// bad: the answer is an error of the bridge's (503), never a refusal a
+// client would act on by signing in again, and tokens are accepted once
+// the keys can be fetched again.
+func TestIssuerDown(t *testing.T) {
+	f := newFixture(t, nil, "")
+	f.idp.Down.Store(true)
+	tok := f.idp.Sign(f.idp.Claims("alice", bridgeURL))
+	for range 3 {
+		if _, err := f.auth.Authenticate(context.Background(), tok); err == nil || errors.Is(err, authn.ErrUnauthenticated) {
+			t.Fatalf("with the issuer down: %v, want an error that is not a refusal", err)
+		}
+	}
+	if n := f.idp.JWKSFetches.Load(); n != 1 {
+		t.Fatalf("%d fetches within the interval, want 1", n)
+	}
+	f.idp.Down.Store(false)
+	f.advance(oauth.DefaultMinKeyRefresh)
+	if _, err := f.auth.Authenticate(context.Background(), tok); err != nil {
+		t.Fatalf("with the issuer back: %v", err)
 	}
 }

@@ -35,6 +35,8 @@ type Issuer struct {
 	server *httptest.Server
 	// JWKSFetches counts the GETs of the JWKS.
 	JWKSFetches atomic.Int64
+	// Down makes the JWKS answer 503, as an issuer in an outage does.
+	Down atomic.Bool
 
 	mu     sync.Mutex
 	keys   []key // published; the last signs by default
@@ -60,6 +62,10 @@ func New() *Issuer {
 	})
 	mux.HandleFunc("/jwks", func(w http.ResponseWriter, _ *http.Request) {
 		i.JWKSFetches.Add(1)
+		if i.Down.Load() {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
 		writeJSON(w, i.JWKS())
 	})
 	mux.HandleFunc("/introspect", i.introspect)
