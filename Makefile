@@ -107,12 +107,13 @@ chart: manifests ## Generate the Helm chart's CRD and RBAC templates from config
 	go run ./hack/chartgen -crds config/crd/bases -rbac config/rbac -admission config/admission -out charts/mcp-operator/templates/generated
 
 .PHONY: helm-lint
-helm-lint: $(HELM) ## Lint the Helm chart (strict), with the bridge on and off, with OAuth, and with the dashboard, alerts and tracing on.
+helm-lint: $(HELM) ## Lint the Helm chart (strict), with the bridge on and off, the console on, with OAuth, and with the dashboard, alerts and tracing on.
 	$(HELM) lint --strict charts/mcp-operator
 	$(HELM) lint --strict charts/mcp-operator --set bridge.publicURL=https://mcp.example.com --set bridge.auth.jwt[0].issuer.url=https://idp.example.com \
 		--set bridge.auth.jwt[0].claimMappings.username.claim=email --set bridge.auth.jwt[0].claimMappings.username.prefix=corp: --set bridge.requiredScopes={mcp}
 	$(HELM) lint --strict charts/mcp-operator --set bridge.publicURL=https://mcp.example.com --set bridge.oidcIssuerURL=https://idp.example.com
 	$(HELM) lint --strict charts/mcp-operator --set bridge.enabled=false --set crds.enabled=false
+	$(HELM) lint --strict charts/mcp-operator --set console.enabled=true --set console.publicURL=https://console.example.com --set console.oidc.issuerURL=https://idp.example.com
 	$(HELM) lint --strict charts/mcp-operator --set dashboard.enabled=true --set prometheusRule.enabled=true --set tracing.endpoint=http://collector:4318
 
 # The dev cluster's trace collector: Jaeger (hack/cluster/jaeger.yaml), which
