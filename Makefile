@@ -100,6 +100,8 @@ images: build $(BIN)/everything-server $(MKIMAGE) $(BIN)/pause ## Build the cont
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/netcheck ./test/e2e/netcheck
 	$(MKIMAGE) -tag localhost/mcp-operator/netcheck:dev -out $(BIN)/images/netcheck.tar $(BIN)/netcheck=/netcheck $(BIN)/everything-server=/everything-server
 	$(MKIMAGE) -tag localhost/mcp-operator/pause:dev -user 65535 -out $(BIN)/images/pause.tar $(BIN)/pause=/pause
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/devidp ./cmd/devidp
+	$(MKIMAGE) -tag localhost/mcp-operator/devidp:dev -user 65532 -out $(BIN)/images/devidp.tar $(BIN)/devidp=/devidp
 	hack/filesystem-image/build.sh $(MKIMAGE) $(BIN)/images/filesystem-server.tar
 
 .PHONY: chart
@@ -107,7 +109,7 @@ chart: manifests ## Generate the Helm chart's CRD and RBAC templates from config
 	go run ./hack/chartgen -crds config/crd/bases -rbac config/rbac -admission config/admission -out charts/mcp-operator/templates/generated
 
 .PHONY: helm-lint
-helm-lint: $(HELM) ## Lint the Helm chart (strict), with the bridge on and off, the console on, with OAuth, and with the dashboard, alerts and tracing on.
+helm-lint: $(HELM) ## Lint the Helm chart (strict), with the bridge on and off, the console on, with OAuth, with the dashboard, alerts and tracing on, and with the bridge's TLS, Ingress and Gateway route on.
 	$(HELM) lint --strict charts/mcp-operator
 	$(HELM) lint --strict charts/mcp-operator --set bridge.publicURL=https://mcp.example.com --set bridge.auth.jwt[0].issuer.url=https://idp.example.com \
 		--set bridge.auth.jwt[0].claimMappings.username.claim=email --set bridge.auth.jwt[0].claimMappings.username.prefix=corp: --set bridge.requiredScopes={mcp}
@@ -115,6 +117,8 @@ helm-lint: $(HELM) ## Lint the Helm chart (strict), with the bridge on and off, 
 	$(HELM) lint --strict charts/mcp-operator --set bridge.enabled=false --set crds.enabled=false
 	$(HELM) lint --strict charts/mcp-operator --set console.enabled=true --set console.publicURL=https://console.example.com --set console.oidc.issuerURL=https://idp.example.com
 	$(HELM) lint --strict charts/mcp-operator --set dashboard.enabled=true --set prometheusRule.enabled=true --set tracing.endpoint=http://collector:4318
+	$(HELM) lint --strict charts/mcp-operator --set bridge.tls.enabled=true --set bridge.tls.secretName=bridge-tls --set bridge.ingress.enabled=true --set bridge.ingress.host=mcp.example.com
+	$(HELM) lint --strict charts/mcp-operator --set bridge.tls.enabled=true --set bridge.tls.certManager.issuerRef.name=ca --set bridge.tls.certManager.issuerRef.kind=ClusterIssuer --set bridge.httpRoute.enabled=true --set 'bridge.httpRoute.parentRefs[0].name=gateway'
 
 # The dev cluster's trace collector: Jaeger (hack/cluster/jaeger.yaml), which
 # the bridge and the controller send their traces to. On by default only once
@@ -224,7 +228,7 @@ $(BIN)/thv: bench/thv/go.mod bench/thv/go.sum
 ##@ Benchmarks
 
 .PHONY: bench
-bench: bench-policy bench-authn bench-bridge bench-controller bench-wake bench-redact bench-search ## Run every benchmark under bench/ (each prints its ratio against a baseline).
+bench: bench-policy bench-authn bench-bridge bench-upstream-creds bench-controller bench-wake bench-redact bench-search ## Run every benchmark under bench/ (each prints its ratio against a baseline).
 
 .PHONY: bench-bridge
 bench-bridge: peers envtest-assets $(BIN)/thv ## The bridge against a direct connection, a bare reverse proxy and ToolHive's proxy, on two upstreams: latency, throughput, CPU, memory; exits 1 on a missed target.
@@ -233,6 +237,10 @@ bench-bridge: peers envtest-assets $(BIN)/thv ## The bridge against a direct con
 .PHONY: bench-bridge-memory
 bench-bridge-memory: envtest-assets ## The idle RSS of a real manager bridge alone (a part of bench-bridge), with where its MB are; exits 1 over 40 MB.
 	go run ./bench/bridge -only memory
+
+.PHONY: bench-upstream-creds
+bench-upstream-creds: envtest-assets ## A call with each caller's token exchanged upstream (warm cache) against the same call with a shared credential, side by side; a fresh caller's first call; exits 1 over 1.05x.
+	go run ./bench/upstreamcreds
 
 .PHONY: bench-controller
 bench-controller: envtest-assets peers ## The MCPServer controller (all namespaces, as manager controller runs) bringing up 1,000 remote servers against the bare API work: time to Ready, reconciles, CPU, heap, idle probes; checks the targets.

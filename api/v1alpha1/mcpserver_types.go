@@ -399,18 +399,122 @@ type Remote struct {
 	HeadersFrom []HeaderFromSecret `json:"headersFrom,omitempty"`
 }
 
-// RemoteAuth holds a remote server's credentials.
+// RemoteAuth holds a remote server's credentials. A caller's call carries
+// one kind of credential: the shared bearerTokenSecretRef (every caller
+// alike), an exchanged token (tokenExchange) or the caller's own Secret
+// (perCallerSecret). With tokenExchange or perCallerSecret,
+// bearerTokenSecretRef is only the operator's own credential: the
+// controller's probe and the bridge's catalog listings and resource
+// subscriptions carry it, a caller's call never does.
+// +kubebuilder:validation:XValidation:rule="!(has(self.tokenExchange) && has(self.perCallerSecret))",message="set one of tokenExchange (each caller's token exchanged) or perCallerSecret (each caller's own Secret), not both"
 type RemoteAuth struct {
 	// bearerTokenSecretRef selects a Secret key whose value is sent as
-	// "Authorization: Bearer <value>".
+	// "Authorization: Bearer <value>": on every call when neither
+	// tokenExchange nor perCallerSecret is set, else on the operator's own
+	// requests only.
 	// +optional
 	BearerTokenSecretRef *SecretKeySelector `json:"bearerTokenSecretRef,omitempty"`
+
+	// tokenExchange has the bridge exchange each caller's own bearer token
+	// (RFC 8693) for a token meant for this server, and send that instead.
+	// +optional
+	TokenExchange *TokenExchange `json:"tokenExchange,omitempty"`
+
+	// perCallerSecret has the bridge send each caller's own credential,
+	// read from a Secret of the caller's in the server's namespace. A caller
+	// without one is refused.
+	// +optional
+	PerCallerSecret *PerCallerSecret `json:"perCallerSecret,omitempty"`
 
 	// tlsSecretRef names a Secret with ca.crt (the CA that signed the server's
 	// certificate) and, for mutual TLS, tls.crt and tls.key.
 	// +optional
 	TLSSecretRef *LocalSecretReference `json:"tlsSecretRef,omitempty"`
 }
+
+// TokenExchange is an OAuth 2.0 token exchange (RFC 8693): the bridge
+// posts the caller's token as the subject_token to tokenURL, authenticated
+// as the client in clientSecretRef, and sends the access token it gets to
+// the server as "Authorization: Bearer <token>".
+// +kubebuilder:validation:XValidation:rule="has(self.audience) || has(self.resource)",message="tokenExchange needs audience or resource (or both): what the exchanged token is for"
+type TokenExchange struct {
+	// tokenURL is the token endpoint of the authorization server: https, or
+	// http on a loopback address only.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getHost() != '' && (url(self).getScheme() == 'https' || (url(self).getScheme() == 'http' && url(self).getHostname() in ['localhost', '127.0.0.1', '::1']))",message="tokenURL must be an absolute https:// URL (http:// only on a loopback address)"
+	TokenURL string `json:"tokenURL"`
+
+	// audience is the exchange's audience parameter: the logical name of the
+	// server the token is for.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Audience string `json:"audience,omitempty"`
+
+	// resource is the exchange's resource parameter: the server's URI
+	// (RFC 8707).
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getHost() != ''",message="resource must be an absolute URI"
+	Resource string `json:"resource,omitempty"`
+
+	// scopes asked for in the exchange.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=256
+	// +kubebuilder:validation:items:Pattern=`^[!#-\[\]-~]+$`
+	Scopes []string `json:"scopes,omitempty"`
+
+	// clientSecretRef names the Secret of the bridge's own OAuth client: its
+	// keys client_id and client_secret, sent with HTTP Basic authentication.
+	// +required
+	ClientSecretRef LocalSecretReference `json:"clientSecretRef"`
+
+	// subjectTokenType is the type of the caller's token
+	// (urn:ietf:params:oauth:token-type:access_token by default; a
+	// ServiceAccount token may be named urn:ietf:params:oauth:token-type:jwt).
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^urn:[A-Za-z0-9:._-]+$`
+	SubjectTokenType string `json:"subjectTokenType,omitempty"`
+}
+
+// PerCallerSecret finds each caller's own Secret in the server's namespace:
+// the Secret labelled mcp-operator.dev/caller with the caller's label value
+// (the first 40 hex digits of the SHA-256 of the caller's user name, as the
+// bridge names it, e.g. oidc:alice@example.com), whose annotation
+// mcp-operator.dev/caller-name holds that exact user name.
+type PerCallerSecret struct {
+	// key within the caller's Secret whose value is sent.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	Key string `json:"key"`
+
+	// header the value is sent in, as it is. Without it the value is sent
+	// as "Authorization: Bearer <value>".
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9!#$%&'*+.^_|~-]+$`
+	// +kubebuilder:validation:XValidation:rule="!(self.lowerAscii() in ['host', 'content-length', 'content-type', 'mcp-session-id', 'mcp-protocol-version', 'transfer-encoding', 'connection'])",message="this header is set by the MCP transport and cannot be overridden"
+	Header string `json:"header,omitempty"`
+}
+
+// Labels and annotations of a caller's own Secret (PerCallerSecret).
+const (
+	// CallerLabel holds CallerLabelValue of the caller's user name.
+	CallerLabel = "mcp-operator.dev/caller"
+	// CallerNameAnnotation holds the caller's exact user name: the label
+	// is a digest, and the bridge checks the name it stands for.
+	CallerNameAnnotation = "mcp-operator.dev/caller-name"
+)
 
 // HeaderFromSecret is one HTTP header whose value is read from a Secret.
 type HeaderFromSecret struct {

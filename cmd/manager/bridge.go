@@ -27,6 +27,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
+	"github.com/mcp-operator/mcp-operator/internal/servingcert"
 	"github.com/mcp-operator/mcp-operator/internal/tracing"
 	"github.com/mcp-operator/mcp-operator/internal/version"
 )
@@ -62,6 +63,8 @@ type bridgeFlags struct {
 	toolApprovals     bool
 	webhookURL        string
 	webhookSecretFile string
+	tlsCertFile       string
+	tlsKeyFile        string
 	// OAuth: the issuers whose access tokens are accepted beside
 	// ServiceAccount tokens.
 	authenticationConfig string
@@ -105,6 +108,8 @@ func parseBridgeFlags(args []string, stderr io.Writer) (bridgeFlags, error) {
 	fs.BoolVar(&f.toolApprovals, "tool-approvals", true, "create ToolApprovals for requests a policy asks about through the ToolApproval channel, and wait for a person's decision (off: that channel is never used)")
 	fs.StringVar(&f.webhookURL, "approval-webhook-url", "", "URL that receives each pending ToolApproval and each decision as JSON (empty: none)")
 	fs.StringVar(&f.webhookSecretFile, "approval-webhook-secret-file", "", "file with the shared secret (at least 16 bytes) that signs webhook bodies (header X-MCP-Operator-Signature); required with --approval-webhook-url")
+	fs.StringVar(&f.tlsCertFile, "tls-cert-file", "", "serve agents over HTTPS with this certificate (PEM, as tls.crt of a Secret), read again when the file changes: a rotated certificate is served on the next connection without a restart; with --tls-key-file")
+	fs.StringVar(&f.tlsKeyFile, "tls-key-file", "", "the serving certificate's private key (PEM, as tls.key of a Secret)")
 	fs.StringVar(&f.authenticationConfig, "authentication-config", "", "file with an AuthenticationConfiguration (apiserver.config.k8s.io/v1 or v1beta1): the OAuth issuers whose access tokens the bridge accepts beside ServiceAccount tokens, with their claim mappings; needs --public-url")
 	fs.StringVar(&f.oidcIssuerURL, "oidc-issuer-url", "", "accept the access tokens of this one issuer, username from sub and groups from groups, both prefixed oidc: (the short form of --authentication-config); needs --public-url")
 	fs.StringVar(&f.requiredScopes, "required-scopes", "", "comma-separated scopes every OAuth access token must carry (a token lacking one is answered 403 insufficient_scope); advertised in the protected resource metadata")
@@ -127,6 +132,8 @@ func parseBridgeFlags(args []string, stderr io.Writer) (bridgeFlags, error) {
 		err = fmt.Errorf("--max-body-bytes must be positive and --max-body-bytes-in-flight at least as large, not %d and %d", f.maxBodyBytes, f.bodyBytesInFlight)
 	case f.toolNameStyle != mcpbridge.StyleDotted && f.toolNameStyle != mcpbridge.StyleUnderscore:
 		err = fmt.Errorf("--tool-name-style must be dotted or underscore, not %q", f.toolNameStyle)
+	case (f.tlsCertFile == "") != (f.tlsKeyFile == ""):
+		err = errors.New("--tls-cert-file and --tls-key-file go together")
 	case (f.webhookURL == "") != (f.webhookSecretFile == ""):
 		err = errors.New("--approval-webhook-url and --approval-webhook-secret-file go together")
 	case f.webhookURL != "" && !f.toolApprovals:
@@ -250,6 +257,20 @@ func runBridge(args []string, _, stderr io.Writer) int {
 		return 1
 	}
 	srv := mcpbridge.NewServer(f.listen, rt.Handler)
+	serve := srv.ListenAndServe
+	if f.tlsCertFile != "" {
+		cert, err := servingcert.New(f.tlsCertFile, f.tlsKeyFile, func(err error) {
+			log.Error(err, "the changed serving certificate does not load; serving the previous one")
+		})
+		if err != nil {
+			fmt.Fprintf(stderr, "manager bridge: %v\n", err)
+			return 1
+		}
+		srv.TLSConfig = cert.TLSConfig()
+		serve = func() error { return srv.ListenAndServeTLS("", "") }
+	}
+	// The ops port stays plain HTTP: the kubelet's probes and Prometheus
+	// reach it inside the cluster, and it carries no tokens.
 	ops := mcpbridge.NewServer(f.opsListen, rt.OpsHandler)
 	opsFailed := make(chan error, 1)
 	go func() {
@@ -276,7 +297,7 @@ func runBridge(args []string, _, stderr io.Writer) int {
 		defer cancel()
 		_ = ops.Shutdown(octx)
 	}()
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		fmt.Fprintf(stderr, "manager bridge: while serving %s: %v\n", f.listen, err)
 		return 1
 	}

@@ -111,6 +111,8 @@ func TestBridgeApprovalFlags(t *testing.T) {
 		{[]string{"--approval-webhook-url=https://hooks.example/x"}, "go together"},
 		{[]string{"--approval-webhook-secret-file=/s"}, "go together"},
 		{[]string{"--approval-webhook-url=https://hooks.example/x", "--approval-webhook-secret-file=/s", "--tool-approvals=false"}, "needs --tool-approvals"},
+		{[]string{"--tls-cert-file=/tls/tls.crt"}, "--tls-cert-file and --tls-key-file go together"},
+		{[]string{"--tls-key-file=/tls/tls.key"}, "--tls-cert-file and --tls-key-file go together"},
 	} {
 		var stderr bytes.Buffer
 		if _, err := parseBridgeFlags(append([]string{"--namespaces=a"}, c.args...), &stderr); err == nil || !strings.Contains(err.Error(), c.want) {

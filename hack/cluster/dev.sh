@@ -7,6 +7,9 @@
 # MCP_DEV_BRIDGE=true|false forces the bridge on or off; by default it is on
 # when the manager binary implements `manager bridge`.
 #
+# The development identity provider (devidp.yaml) always runs; the bridge
+# accepts its users' access tokens when the manager has OAuth support.
+#
 # MCP_DEV_TRACING=true runs Jaeger in namespace mcp-tracing (jaeger.yaml) and
 # points the chart's tracing values, the bridge and the controller at it;
 # false leaves it out. `make dev` sets it to true once bin/jaeger is built.
@@ -30,6 +33,28 @@ if [ "$bridge" = auto ]; then
     bridge_note="'manager bridge' is not implemented yet in this build, so the chart is installed with bridge.enabled=false"
   else
     bridge=true
+  fi
+fi
+
+# The development identity provider and the bridge at fixed Service IPs: the
+# issuer URL and the bridge's public URL (the audience its tokens carry) are
+# known before anything is installed, and the same on every run.
+IDP_URL=http://10.96.0.80
+BRIDGE_IP=10.96.0.81
+step "starting the development identity provider at $IDP_URL (namespace mcp-devidp)"
+devidp_image_id=$(sha256sum "$IMAGES/devidp.tar" | cut -c1-12)
+sed "s|@IMAGE_ID@|$devidp_image_id|" "$ROOT/hack/cluster/devidp.yaml" | kc apply -f - >/dev/null
+oauth_args=""
+oauth_note=""
+if [ "$bridge" = true ]; then
+  if [[ "$("$MANAGER" bridge --help 2>&1 || true)" == *--oidc-issuer-url* ]]; then
+    # http on a Service IP that only this machine reaches: the bridge is told
+    # so explicitly.
+    oauth_args="  publicURL: http://$BRIDGE_IP
+  oidcIssuerURL: $IDP_URL
+  extraArgs: [--oauth-allow-http]"
+  else
+    oauth_note="'manager bridge' has no OAuth support in this build, so people cannot sign in to it yet"
   fi
 fi
 
@@ -66,6 +91,9 @@ bridge:
   namespaces: [default]
   podAnnotations:
     mcp-operator.dev/image-id: "$image_id"
+  service:
+    clusterIP: $BRIDGE_IP
+$oauth_args
 $tracing_values
 EOF
 step "installing the operator with its Helm chart (release $RELEASE in $NS, bridge.enabled=$bridge)"
@@ -87,6 +115,12 @@ if [ "$bridge" = true ]; then
   fi
 fi
 
+step "waiting for the development identity provider to be Available"
+if ! kc -n mcp-devidp rollout status deploy/devidp --timeout=180s >/dev/null; then
+  kc -n mcp-devidp logs deploy/devidp --tail=30 >&2 || true
+  die "the development identity provider did not become Available"
+fi
+
 if [ "$tracing" = true ]; then
   step "waiting for Jaeger to be Available"
   if ! kc -n mcp-tracing rollout status deploy/jaeger --timeout=180s >/dev/null; then
@@ -104,12 +138,16 @@ kc label namespace default --overwrite pod-security.kubernetes.io/enforce=restri
 # The sample ToolPolicy's subject, so an agent token can be made for it.
 kc -n default get serviceaccount research-agent >/dev/null 2>&1 || kc -n default create serviceaccount research-agent >/dev/null
 kc apply -k "$ROOT/config/samples" >/dev/null
+if [ -n "$oauth_args" ]; then
+  kc apply -f "$ROOT/hack/cluster/people-policy.yaml" >/dev/null
+fi
 
 # Wait for every sample server to be Ready (their images are built here).
 # Until a reconciler writes status, say so instead of waiting forever.
 servers=$(kc -n default get mcpservers -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}')
 notes=()
 [ -n "$bridge_note" ] && notes+=("bridge: $bridge_note (MCP_DEV_BRIDGE=true forces it).")
+[ -n "$oauth_note" ] && notes+=("people: $oauth_note.")
 if [ -n "$servers" ]; then
   step "waiting for the sample servers to be Ready: $(echo "$servers" | tr "\n" " ")"
   has_status() { kc -n default get mcpservers -o jsonpath='{.items[*].status.conditions}' | grep -q .; }
@@ -166,6 +204,32 @@ else
     echo "Traces: off (bin/jaeger is not built, so 'make dev' leaves Jaeger out)."
     echo "  'make dev MCP_DEV_TRACING=true' builds Jaeger (several minutes, once) and starts it."
   fi
+fi
+if [ -n "$oauth_args" ]; then
+  # A desktop MCP client's configuration, written to a file that test/e2e
+  # connects with, so the steps printed here are the ones tested.
+  desktop=$STATE/desktop-client.json
+  cat > "$desktop" <<JSON
+{
+  "mcpServers": {
+    "mcp-operator": {
+      "type": "http",
+      "url": "http://$BRIDGE_IP/mcp"
+    }
+  }
+}
+JSON
+  echo "Identity provider: $IDP_URL (development only; namespace mcp-devidp)."
+  echo
+  echo "Connect a desktop MCP client on this machine (Claude Code, VS Code, Cursor, the MCP"
+  echo "Inspector) as a person: add this server to its configuration (also in $desktop):"
+  echo
+  sed 's/^/  /' "$desktop"
+  echo
+  echo "  The client finds the identity provider through the bridge's 401, registers itself"
+  echo "  (or use client id mcp-client, no secret, for a client that asks for one) and opens"
+  echo "  the sign-in page in your browser. Sign in as alice / alice-password (ToolPolicy"
+  echo "  people-alice: every sample tool) or bob / bob-password (people-bob: read-only tools)."
 fi
 echo
 echo "Try it (kubectl, the controller's log, and tools/list through the bridge as the"

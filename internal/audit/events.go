@@ -88,6 +88,10 @@ type MCPCallStarted struct {
 	Args   json.RawMessage `json:"args,omitempty"`
 	// ArgsDigest as in PermissionRequested.
 	ArgsDigest string `json:"argumentsSha256,omitempty"`
+	// Credential is the kind of credential the request carried to a remote
+	// server: shared, exchanged or perCaller (never its value); empty
+	// when it carried none of the bridge's.
+	Credential string `json:"credential,omitempty"`
 }
 
 // MCPCallCompleted: the upstream answered with a result.
@@ -318,6 +322,9 @@ func (p MCPCallStarted) fields(e *fieldWriter) {
 	e.str("toolCallId", p.ToolCallID)
 	e.str("method", p.Method)
 	e.args(p.Args, p.ArgsDigest)
+	if p.Credential != "" {
+		e.str("credential", p.Credential)
+	}
 }
 
 func (p MCPCallCompleted) fields(e *fieldWriter) {

@@ -43,6 +43,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstreamcred"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
 	"github.com/mcp-operator/mcp-operator/internal/redact"
 )
@@ -85,6 +86,10 @@ type Config struct {
 	// Redactor returns the redactor of a server (its Secret values); nil
 	// redacts the credential shapes only.
 	Redactor func(namespace, server string) *redact.Redactor
+	// Credentials hands out callers' own credentials for remote servers
+	// (an exchanged token, the caller's Secret); nil: a call to a server
+	// that takes them is refused.
+	Credentials *upstreamcred.Store
 	// Limiter enforces the policies' rate limits (nil: none).
 	Limiter *policy.RateLimiter
 	// Approvals puts asked requests to a person through ToolApprovals
@@ -173,6 +178,9 @@ type Bridge struct {
 	// parked are the calls waiting here for their agent's answer to the
 	// server's question, by id (parked.go).
 	parked sync.Map
+	// credSessions are the sessions whose end forgets the credentials
+	// handed out in them (credential.go), by session id.
+	credSessions sync.Map
 	// spent are the sealed requestStates already used (state.go),
 	// until they expire.
 	spent signed.Spent

@@ -81,7 +81,7 @@ func (c *completion) decide(b *Bridge, x *exchange) (policy.Result, *jsonrpc.Mes
 
 func (c *completion) forward(b *Bridge, x *exchange) *jsonrpc.Message {
 	rq, s := x.rq, c.server
-	if _, err := b.audit(rq, audit.MCPCallStarted{Server: s.Name, ToolCallID: x.id, Method: "completion/complete", Args: c.argument}); err != nil {
+	if _, err := b.audit(rq, audit.MCPCallStarted{Server: s.Name, ToolCallID: x.id, Method: "completion/complete", Args: c.argument, Credential: string(x.credKind)}); err != nil {
 		return b.unrecorded(x, err)
 	}
 	ctx, cancel := b.contextWithCallTimeout(rq.ctx)
@@ -94,7 +94,7 @@ func (c *completion) forward(b *Bridge, x *exchange) *jsonrpc.Message {
 		params = rawjson.Set(params, "ref", ref)
 	}
 	ctx, span := b.forwardSpan(ctx, x, "completion/complete", "")
-	raw, err := c.conn.CallFor(ctx, rq.upstreamAgent(), "completion/complete", params)
+	raw, err := c.callConn(c.conn).CallFor(ctx, rq.upstreamAgent(), "completion/complete", params)
 	endForward(span, err)
 	took := b.now().Sub(start)
 	b.observe(s.Name, "completion/complete", took, err)

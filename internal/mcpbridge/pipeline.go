@@ -15,6 +15,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstreamcred"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
@@ -40,6 +41,10 @@ import (
 //	                                                    request resolved again
 //	                                                    (availability.go)
 //	ask, record decision   b.settle                     ask.go; a denial is b.refuse
+//	upstream credential    b.credential                 what goes upstream: shared, an
+//	                                                    exchanged token or the caller's
+//	                                                    Secret, on the caller's own
+//	                                                    connection (credential.go)
 //	forward, output,       adapter.forward              tools.go, resources.go,
 //	record the result                                   prompts.go, complete.go
 //	answer                 post: responder.finish
@@ -96,6 +101,11 @@ type exchange struct {
 	// offset by progressSent, so the agent sees progress increase
 	// throughout.
 	progressSent atomic.Int64
+	// credKind is the kind of credential x carries upstream, and conn the
+	// caller's own connection it goes on where that is per caller (the
+	// credential stage, credential.go).
+	credKind upstreamcred.Kind
+	conn     *upstream.Conn
 	// resolvedAway: resolve found x.server away and kept no connection (a
 	// read, prompt or completion); if the server is served again by the
 	// time available runs, x is resolved again before it goes upstream.
@@ -161,6 +171,9 @@ func (b *Bridge) serve(rq *request, a adapter) *jsonrpc.Message {
 		return answer
 	}
 	if answer := b.settle(x); answer != nil {
+		return answer
+	}
+	if answer := b.credential(x); answer != nil {
 		return answer
 	}
 	b.touch(x)

@@ -225,7 +225,7 @@ func (pr *prompt) forward(b *Bridge, x *exchange) *jsonrpc.Message {
 	defer cancel()
 	start := b.now()
 	ctx, span := b.forwardSpan(ctx, x, methodPrompt, pr.upstreamName)
-	raw, err := pr.conn.CallFor(ctx, rq.upstreamAgent(), "prompts/get", params)
+	raw, err := x.callConn(pr.conn).CallFor(ctx, rq.upstreamAgent(), "prompts/get", params)
 	endForward(span, err)
 	took := b.now().Sub(start)
 	b.observe(s.Name, "prompts/get", took, err)

@@ -159,7 +159,7 @@ func (r *read) forward(b *Bridge, x *exchange) *jsonrpc.Message {
 	defer cancel()
 	start := b.now()
 	ctx, span := b.forwardSpan(ctx, x, methodRead, "")
-	raw, err := r.conn.CallFor(ctx, rq.upstreamAgent(), "resources/read", rawjson.Set(translate.UpstreamParams(rq.msg.Params), "uri", rawjson.AppendString(nil, r.uri)))
+	raw, err := x.callConn(r.conn).CallFor(ctx, rq.upstreamAgent(), "resources/read", rawjson.Set(translate.UpstreamParams(rq.msg.Params), "uri", rawjson.AppendString(nil, r.uri)))
 	endForward(span, err)
 	took := b.now().Sub(start)
 	b.observe(s.Name, "resources/read", took, err)

@@ -46,6 +46,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstreamcred"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/watch"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
 )
@@ -225,6 +226,9 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		cfg.Pipeline.Store, cfg.Artifacts = store, store
 	}
 	cfg.Metrics, cfg.Log = m, o.Log
+	if cfg.Credentials == nil {
+		cfg.Credentials = upstreamcred.New(upstreamcred.Options{Secrets: kc.direct})
+	}
 	idle := &idlemem.Releaser{}
 	cfg.Idle = idle
 	if cfg.Limiter == nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstreamcred"
 	"github.com/mcp-operator/mcp-operator/internal/redact"
 	"github.com/mcp-operator/mcp-operator/internal/tracing"
 )
@@ -254,6 +255,9 @@ func (b *Bridge) forwardSpan(ctx context.Context, x *exchange, method, upstreamN
 	attrs := []attribute.KeyValue{attribute.String(attrMethod, method), attribute.String(attrToolCallID, x.id)}
 	if x.server != nil {
 		attrs = append(attrs, attribute.String(attrServer, x.server.Name))
+	}
+	if x.credKind != upstreamcred.None {
+		attrs = append(attrs, attribute.String(attrCredential, string(x.credKind)))
 	}
 	if method == methodCall {
 		attrs = append(attrs, attribute.String(attrToolName, upstreamName), attribute.String(attrOperation, operationExecute))

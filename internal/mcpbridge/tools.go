@@ -311,7 +311,7 @@ func (rq *request) upstreamAgent() *upstream.Agent {
 func (b *Bridge) execute(c *call) *jsonrpc.Message {
 	rq, tool := c.rq, c.tool
 	server := tool.Server.Name
-	if _, err := b.audit(rq, audit.MCPCallStarted{Server: server, ToolCallID: c.id, Method: "tools/call", Args: c.params.Arguments, ArgsDigest: b.eventArgsDigest(c.exchange)}); err != nil {
+	if _, err := b.audit(rq, audit.MCPCallStarted{Server: server, ToolCallID: c.id, Method: "tools/call", Args: c.params.Arguments, ArgsDigest: b.eventArgsDigest(c.exchange), Credential: string(c.credKind)}); err != nil {
 		return b.unrecorded(c.exchange, err)
 	}
 	_, _ = b.audit(rq, audit.ToolStarted{Tool: tool.Name, ToolCallID: c.id, Server: server})
@@ -320,6 +320,7 @@ func (b *Bridge) execute(c *call) *jsonrpc.Message {
 	if !ok {
 		return b.callFailed(c.exchange, c.tool.Server, 0, &upstream.Error{Reason: upstream.ReasonUnavailable, Err: errors.New("the server left the bridge's scope")})
 	}
+	conn = c.callConn(conn)
 	params := translate.CallParams(tool.Upstream, c.params.Arguments, rq.msg.Params)
 	if c.answersServer {
 		params = translate.WithInputResponses(params, c.params.InputResponses, c.upstreamState)
@@ -483,10 +484,16 @@ func serverError(red *redact.Redactor, rpcErr *jsonrpc.Error) (string, json.RawM
 // the credential shapes, or the shapes alone where none are known. Never
 // nil, so no exit has a default of its own to forget.
 func (b *Bridge) redactor(s *routes.Server) *redact.Redactor {
+	r := redact.Shapes
 	if b.cfg.Redactor != nil {
-		if r := b.cfg.Redactor(s.Namespace, s.Name); r != nil {
-			return r
+		if own := b.cfg.Redactor(s.Namespace, s.Name); own != nil {
+			r = own
 		}
 	}
-	return redact.Shapes
+	if b.cfg.Credentials != nil {
+		// The credentials handed out for its callers too: a server may
+		// echo one caller's token to another.
+		r = b.cfg.Credentials.Redactor(s.Key(), r)
+	}
+	return r
 }

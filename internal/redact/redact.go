@@ -169,6 +169,8 @@ type Redactor struct {
 	secretGrams gramSet
 	own         pairSet // the first two bytes of every literal
 	secrets     secretIndex
+	// values are the secret values it was built with (With adds to them).
+	values []string
 }
 
 // secretIndex holds the forms of the secret values by their first eight
@@ -269,7 +271,7 @@ var staticTriggers = sync.OnceValue(func() *pairIndex {
 // MinSecretLen are ignored). With no values it redacts the shapes only.
 func New(secrets ...string) *Redactor {
 	static := staticTriggers()
-	r := &Redactor{static: static, grams: static.grams, own: static.pairs}
+	r := &Redactor{static: static, grams: static.grams, own: static.pairs, values: secrets}
 	// The secret values' forms stay out of the trigram set the shapes and
 	// rules share: thousands of forms would set most of its bits and send
 	// most positions to the slower tests. They have their own index of
@@ -287,6 +289,16 @@ func New(secrets ...string) *Redactor {
 		r.grams[i] |= gl[i]
 	}
 	return r
+}
+
+// With is a Redactor for r's secret values and extra too: values that
+// reach a server apart from its Secrets, such as each caller's own token
+// for it. r is unchanged.
+func (r *Redactor) With(extra ...string) *Redactor {
+	if len(extra) == 0 {
+		return r
+	}
+	return New(append(slices.Clip(r.values), extra...)...)
 }
 
 var gitleaksGrams = sync.OnceValue(func() *gramSet { return gitleaks().grams() })

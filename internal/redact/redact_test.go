@@ -294,3 +294,17 @@ func TestManySecretValuesKeepTheSharedTrigrams(t *testing.T) {
 		}
 	}
 }
+
+func TestWithAddsValuesAndKeepsTheOriginal(t *testing.T) {
+	const shared, callers = "shared-secret-value-0123", "callers-own-value-4567"
+	base := New(shared)
+	both := base.With(callers)
+	text := "a " + shared + " and " + callers
+	var c Counts
+	if got := both.String(text, &c); strings.Contains(got, shared) || strings.Contains(got, callers) {
+		t.Fatalf("With's redactor left a value: %q", got)
+	}
+	if got := base.String(text, &c); !strings.Contains(got, callers) || strings.Contains(got, shared) {
+		t.Fatalf("the original redactor changed: %q", got)
+	}
+}

@@ -60,6 +60,23 @@ var _ = Describe("MCPServer validation", func() {
 		Expect(create(object("MCPServer", uniqueName("minimal"), validWorkload))).To(Succeed())
 	})
 
+	It("accepts each kind of upstream credential", func() {
+		for _, auth := range []string{
+			`{bearerTokenSecretRef: {name: s, key: token}}`,
+			`{tokenExchange: {tokenURL: "https://idp.example.com/token", audience: github, resource: "https://api.github.com", scopes: [repo], clientSecretRef: {name: c}}}`,
+			// http on loopback: a token endpoint beside the bridge.
+			`{tokenExchange: {tokenURL: "http://127.0.0.1:8080/token", audience: a, clientSecretRef: {name: c}, subjectTokenType: "urn:ietf:params:oauth:token-type:jwt"}}`,
+			`{perCallerSecret: {key: token}}`,
+			// The operator's own credential beside a per-caller kind.
+			`{bearerTokenSecretRef: {name: s, key: token}, perCallerSecret: {key: token, header: X-Api-Key}}`,
+		} {
+			Expect(create(object("MCPServer", uniqueName("creds"), `
+transport: streamable-http
+remote: {url: "https://mcp.example.com/mcp", auth: `+auth+`}
+`))).To(Succeed(), auth)
+		}
+	})
+
 	It("accepts an idle time of a second or more", func() {
 		Expect(create(object("MCPServer", uniqueName("sleepy"), `
 transport: streamable-http
@@ -116,6 +133,43 @@ transport: streamable-http
 remote:
   url: "https://mcp.example.com/mcp"
   headersFrom: [{name: Mcp-Session-Id, secretKeyRef: {name: s, key: k}}]`, "set by the MCP transport and cannot be overridden"),
+		Entry("token exchange and a per-caller Secret at once", `
+transport: streamable-http
+remote:
+  url: "https://mcp.example.com/mcp"
+  auth:
+    tokenExchange: {tokenURL: "https://idp.example.com/token", audience: github, clientSecretRef: {name: c}}
+    perCallerSecret: {key: token}`, "set one of tokenExchange"),
+		Entry("token exchange over http to another host", `
+transport: streamable-http
+remote:
+  url: "https://mcp.example.com/mcp"
+  auth:
+    tokenExchange: {tokenURL: "http://idp.example.com/token", audience: github, clientSecretRef: {name: c}}`, "tokenURL must be an absolute https:// URL"),
+		Entry("token exchange without audience or resource", `
+transport: streamable-http
+remote:
+  url: "https://mcp.example.com/mcp"
+  auth:
+    tokenExchange: {tokenURL: "https://idp.example.com/token", clientSecretRef: {name: c}}`, "tokenExchange needs audience or resource"),
+		Entry("token exchange resource that is not a URI", `
+transport: streamable-http
+remote:
+  url: "https://mcp.example.com/mcp"
+  auth:
+    tokenExchange: {tokenURL: "https://idp.example.com/token", resource: "github", clientSecretRef: {name: c}}`, "resource must be an absolute URI"),
+		Entry("token exchange scope with a space", `
+transport: streamable-http
+remote:
+  url: "https://mcp.example.com/mcp"
+  auth:
+    tokenExchange: {tokenURL: "https://idp.example.com/token", audience: a, scopes: ["repo read"], clientSecretRef: {name: c}}`, "spec.remote.auth.tokenExchange.scopes"),
+		Entry("per-caller Secret in a header the transport owns", `
+transport: streamable-http
+remote:
+  url: "https://mcp.example.com/mcp"
+  auth:
+    perCallerSecret: {key: token, header: Mcp-Session-Id}`, "set by the MCP transport and cannot be overridden"),
 		// Enums.
 		Entry("unknown transport", `
 transport: websocket

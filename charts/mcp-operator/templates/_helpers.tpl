@@ -108,3 +108,11 @@ affinity:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end }}
+
+{{/*
+The Secret holding the bridge's serving certificate: the one named, or the
+one the chart's cert-manager Certificate fills.
+*/}}
+{{- define "mcp-operator.bridgeTLSSecret" -}}
+{{- .Values.bridge.tls.secretName | default (printf "%s-bridge-tls" (include "mcp-operator.fullname" .)) -}}
+{{- end -}}

@@ -143,6 +143,10 @@ func Values(ctx context.Context, c client.Reader, s *v1alpha1.MCPServer) (values
 		if r.Auth != nil && r.Auth.BearerTokenSecretRef != nil {
 			add(*r.Auth.BearerTokenSecretRef)
 		}
+		if r.Auth != nil && r.Auth.TokenExchange != nil {
+			// The bridge's own client secret for the exchange.
+			add(v1alpha1.SecretKeySelector{Name: r.Auth.TokenExchange.ClientSecretRef.Name, Key: "client_secret"})
+		}
 		for _, h := range r.HeadersFrom {
 			add(h.SecretKeyRef)
 		}

@@ -43,6 +43,11 @@ type Options struct {
 	Header http.Header
 	// BearerToken, if set, is sent as "Authorization: Bearer <token>".
 	BearerToken string
+	// Authorize, if set, sets the credential headers of every request,
+	// after Header and BearerToken: a credential that changes while the
+	// connection lives (a token refreshed before it expires). An error
+	// fails the request unsent.
+	Authorize func(h http.Header) error
 	// TLS configures https: the CA to trust and a client certificate for mTLS.
 	TLS *tls.Config
 	// DialTimeout and TLSHandshakeTimeout bound connecting (default 10s each).
@@ -626,6 +631,11 @@ func (c *Conn) do(ctx context.Context, method string, body []byte, m *jsonrpc.Me
 	}
 	if c.opts.BearerToken != "" {
 		h["Authorization"] = []string{"Bearer " + c.opts.BearerToken}
+	}
+	if c.opts.Authorize != nil {
+		if err := c.opts.Authorize(h); err != nil {
+			return nil, err
+		}
 	}
 	if body != nil {
 		h["Content-Type"] = []string{"application/json"}

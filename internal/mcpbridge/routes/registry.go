@@ -190,6 +190,10 @@ func (r *Registry) subscriptions() Subscriptions {
 type entry struct {
 	server *Server
 	conn   *upstream.Conn
+	// callers are the callers' own connections, by caller (callers.go),
+	// under mu; callersSwept is when idle ones were last closed.
+	callers      map[string]*CallerConn
+	callersSwept time.Time
 
 	mu       sync.Mutex
 	catalog  *Catalog
@@ -258,13 +262,13 @@ func (r *Registry) Update(t *Table, target func(*Server) (upstream.Target, error
 				reason = retireReason(rs)
 			}
 			r.Log.Info("server changed: calls in flight end", "server", s.Key(), "pod", s.Pod, "reason", reason)
-			old.conn.Retire(reason, crashed)
+			old.retire(reason, crashed)
 			old = nil
 		case !sameRelays(old.server.ServerRequests, s.ServerRequests):
 			// What the connection declared to the server changed: calls
 			// under way finish on the old connection, new ones use a new one.
 			r.Log.Info("server requests relayed changed: reconnecting", "server", s.Key())
-			old.conn.Drain()
+			old.drain()
 			old = nil
 		default:
 			old.mu.Lock()
@@ -276,6 +280,9 @@ func (r *Registry) Update(t *Table, target func(*Server) (upstream.Target, error
 				// The tools are the same server's: the catalog stays.
 				r.Log.Info("credentials changed: new connections use them, calls in flight finish", "server", s.Key())
 				old.conn.Drain()
+				for _, c := range old.takeCallersLocked() {
+					c.Drain()
+				}
 				old.conn = upstream.New(tg.target, r.optionsFor(old))
 				r.resubscribe(name, old.conn)
 			}
@@ -302,7 +309,7 @@ func (r *Registry) Update(t *Table, target func(*Server) (upstream.Target, error
 			case t.Servers[name] == nil && old.server.Restarts.Consecutive > 0:
 				reason = retireReason(old.server.Restarts)
 			}
-			old.conn.Retire(reason, crashed)
+			old.retire(reason, crashed)
 		}
 	}
 	r.away = r.awayEntries(t)
@@ -354,7 +361,7 @@ func (r *Registry) InUse() []*Server {
 		e.mu.Lock()
 		s, conn := e.server, e.conn
 		e.mu.Unlock()
-		if conn.AgentSessions() > 0 || subs != nil && len(subs.URIs(name)) > 0 {
+		if conn.AgentSessions() > 0 || e.callerSessions() > 0 || subs != nil && len(subs.URIs(name)) > 0 {
 			out = append(out, s)
 		}
 	}
@@ -425,9 +432,11 @@ func (r *Registry) Close(ctx context.Context) error {
 	r.mu.Unlock()
 	conns := make([]*upstream.Conn, 0, len(entries))
 	for _, e := range entries {
+		callers := e.takeCallers()
 		e.mu.Lock()
 		conns = append(conns, e.conn)
 		e.mu.Unlock()
+		conns = append(conns, callers...)
 	}
 	for _, c := range conns {
 		c.Close()

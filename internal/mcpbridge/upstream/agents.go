@@ -681,3 +681,11 @@ func (c *Conn) AgentSessions() int {
 	defer c.mu.Unlock()
 	return len(c.agents)
 }
+
+// Idle says whether no call is in flight on the Conn and no agent session
+// holds an upstream session on it: closing it now loses nobody anything.
+func (c *Conn) Idle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.inFlight == 0 && len(c.agents) == 0
+}

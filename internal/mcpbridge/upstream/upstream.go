@@ -93,6 +93,10 @@ type Target struct {
 	// Credentials identifies the Secret values of Header, BearerToken and
 	// TLS (credentials.Credentials.Digest): a change means a rotation.
 	Credentials string
+	// Authorize sets a credential that changes while the Conn lives on
+	// each request (streamhttp.Options.Authorize): one caller's own
+	// (exchanged, refreshed) token on that caller's Conn.
+	Authorize func(http.Header) error
 }
 
 // Options tune a Conn.
@@ -297,7 +301,7 @@ func New(t Target, o Options) *Conn {
 	life, retire := context.WithCancelCause(context.Background())
 	subsLife, stopSubs := context.WithCancel(life)
 	pool, err := streamhttp.NewPool(streamhttp.Options{
-		URL: t.URL, Header: t.Header, BearerToken: t.BearerToken, TLS: t.TLS,
+		URL: t.URL, Header: t.Header, BearerToken: t.BearerToken, TLS: t.TLS, Authorize: t.Authorize,
 		MaxMessageBytes: o.MaxMessageBytes, MaxIdleConns: IdleConns,
 	})
 	return &Conn{

@@ -29,6 +29,17 @@ type Stateful struct {
 	calls   []string // the Mcp-Session-Id of each tools/call, "" without
 	deleted []string // the session ids DELETE ended
 	conns   int
+	// requests are every HTTP request's method (the JSON-RPC method of a
+	// POST) and headers, in order.
+	requests []Request
+}
+
+// Request is one HTTP request a Stateful server got: its JSON-RPC method
+// ("" for a GET or DELETE, whose HTTP method is HTTPMethod) and headers
+// (the credential each carried).
+type Request struct {
+	HTTPMethod, Method string
+	Header             http.Header
 }
 
 // NewStateful starts a Stateful server for the test. It speaks both eras;
@@ -76,6 +87,9 @@ func NewStateful(t testing.TB, sessionOnly bool) *Stateful {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		var m struct{ Method string }
 		_ = json.Unmarshal(body, &m)
+		st.mu.Lock()
+		st.requests = append(st.requests, Request{HTTPMethod: r.Method, Method: m.Method, Header: r.Header.Clone()})
+		st.mu.Unlock()
 		switch {
 		case m.Method == "server/discover" && sessionOnly:
 			http.Error(w, "Bad Request: no valid session ID provided", http.StatusBadRequest)
@@ -114,6 +128,13 @@ func (st *Stateful) Deleted() []string {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return append([]string(nil), st.deleted...)
+}
+
+// Requests returns every request the server got so far.
+func (st *Stateful) Requests() []Request {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return append([]Request(nil), st.requests...)
 }
 
 // Conns is how many TCP connections the server accepted so far.

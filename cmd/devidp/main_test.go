@@ -1,0 +1,25 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseRefusesIncompleteFlags(t *testing.T) {
+	for args, want := range map[string]string{
+		"":                                  "--issuer is required",
+		"--issuer https://idp.example.test": "needs --tls-cert-file",
+		"--issuer http://10.96.0.80 --tls-cert-file c --tls-key-file k": "an http one neither",
+		"--issuer http://10.96.0.80 --tls-cert-file c":                  "go together",
+		"--issuer http://127.0.0.1:1 extra":                             "unexpected arguments",
+	} {
+		_, err := parse(strings.Fields(args))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", args, err, want)
+		}
+	}
+	f, err := parse([]string{"--issuer", "http://10.96.0.80", "--insecure-http", "--console-redirect-uris", "http://10.96.0.81/callback"})
+	if err != nil || !f.allowInsecure || f.consoleRedirects != "http://10.96.0.81/callback" {
+		t.Errorf("%+v %v", f, err)
+	}
+}

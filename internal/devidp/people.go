@@ -1,0 +1,102 @@
+package devidp
+
+import (
+	"crypto/subtle"
+	"slices"
+
+	"github.com/zitadel/oidc/v3/pkg/oidc"
+)
+
+// User is a person who signs in on the login page. Their Email is both the token's `sub` and its
+// `email` claim, so a resource server that maps either claim to a username sees the same name.
+type User struct {
+	// Username is what the person types on the login page.
+	Username string
+	// Password is compared as typed. The default users' passwords are published below: this
+	// provider is for tests and local development only.
+	Password string
+	Email    string
+	Name     string
+	Groups   []string
+}
+
+// The default people. Their passwords are public on purpose: the provider never runs anywhere a
+// real person signs in.
+var (
+	Alice = User{Username: "alice", Password: "alice-password", Email: "alice@example.com", Name: "Alice Example", Groups: []string{"engineering"}}
+	Bob   = User{Username: "bob", Password: "bob-password", Email: "bob@example.com", Name: "Bob Example", Groups: []string{"sales"}}
+)
+
+// Client is an OAuth client known to the provider.
+type Client struct {
+	ID string
+	// Secret is empty for a public client (a desktop MCP client); a public client must use PKCE
+	// and may redirect to any loopback address and port (RFC 8252).
+	Secret string
+	// RedirectURIs are matched exactly or as globs (`*` within a segment, `**` across them).
+	RedirectURIs []string
+	GrantTypes   []oidc.GrantType
+	// Claims go into tokens whose subject is the client itself (client credentials), so an agent
+	// has a name and groups the way a person does.
+	Claims map[string]any
+}
+
+// The default clients' ids and secrets (test-only values, like the users' passwords).
+const (
+	MCPClientID     = "mcp-client"
+	BridgeClientID  = "mcp-bridge"
+	BridgeSecret    = "mcp-bridge-secret"
+	ConsoleClientID = "mcp-console"
+	ConsoleSecret   = "mcp-console-secret"
+	AgentClientID   = "mcp-agent"
+	AgentSecret     = "mcp-agent-secret"
+)
+
+// loopbackRedirects lets a client on this machine pick any port and path for its callback, as
+// desktop MCP clients do.
+var loopbackRedirects = []string{
+	"http://127.0.0.1:*/**", "http://127.0.0.1/**",
+	"http://localhost:*/**", "http://localhost/**",
+	"http://[::1]:*/**", "http://[::1]/**",
+}
+
+// DefaultClients returns the clients every provider starts with:
+//   - mcp-client: public, authorization code with PKCE (S256) and refresh tokens, loopback redirects;
+//   - mcp-bridge: confidential, RFC 8693 token exchange (the bridge trading a caller's token for
+//     one whose audience is an upstream server);
+//   - mcp-console: confidential, authorization code with PKCE, loopback redirects plus consoleRedirects;
+//   - mcp-agent: confidential, client credentials; its tokens name it `mcp-agent` in group `agents`.
+func DefaultClients(consoleRedirects ...string) []Client {
+	code := []oidc.GrantType{oidc.GrantTypeCode, oidc.GrantTypeRefreshToken}
+	return []Client{
+		{ID: MCPClientID, RedirectURIs: loopbackRedirects, GrantTypes: code},
+		{ID: BridgeClientID, Secret: BridgeSecret, GrantTypes: []oidc.GrantType{oidc.GrantTypeTokenExchange}},
+		{ID: ConsoleClientID, Secret: ConsoleSecret, RedirectURIs: append(slices.Clone(loopbackRedirects), consoleRedirects...), GrantTypes: code},
+		{ID: AgentClientID, Secret: AgentSecret, GrantTypes: []oidc.GrantType{oidc.GrantTypeClientCredentials},
+			Claims: map[string]any{"preferred_username": AgentClientID, "groups": []string{"agents"}}},
+	}
+}
+
+// claims are the claims that name a user in access tokens, ID tokens and userinfo.
+func (u *User) claims() map[string]any {
+	return map[string]any{
+		"email":              u.Email,
+		"email_verified":     true,
+		"preferred_username": u.Username,
+		"name":               u.Name,
+		"groups":             slices.Clone(u.Groups),
+	}
+}
+
+func (u *User) userInfo(info *oidc.UserInfo) {
+	info.Subject = u.Email
+	info.Email = u.Email
+	info.EmailVerified = true
+	info.PreferredUsername = u.Username
+	info.Name = u.Name
+	info.AppendClaims("groups", slices.Clone(u.Groups))
+}
+
+func secretMatches(want, got string) bool {
+	return subtle.ConstantTimeCompare([]byte(want), []byte(got)) == 1
+}

@@ -1,0 +1,390 @@
+package mcpbridge
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/oauth2"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/devidp"
+	mcpclient "github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstreamcred"
+	"github.com/mcp-operator/mcp-operator/internal/policy"
+	"github.com/mcp-operator/mcp-operator/internal/testenv"
+)
+
+// operatorToken is the operator's own credential of the servers below
+// (spec.remote.auth.bearerTokenSecretRef beside a per-caller kind): its
+// listings carry it, a caller's call never does.
+const operatorToken = "operator-own-listing-token-0123456789"
+
+// credsHarness is a bridge whose callers' credentials upstream are read
+// from a real API server (envtest), in front of one recording server.
+type credsHarness struct {
+	*harness
+	st *bridgetest.Stateful
+	k  client.Client
+	ns string
+}
+
+func newCredsHarness(t *testing.T, ns string, sessionOnly bool, auth v1alpha1.RemoteAuth, secrets ...*corev1.Secret) *credsHarness {
+	t.Helper()
+	return newCredsHarnessOf(t, ns, sessionOnly, nil, auth, []v1alpha1.Subject{sa("agents", "alice"), sa("agents", "bob")}, secrets...)
+}
+
+// newCredsHarnessWith is newCredsHarness for the callers mod authenticates
+// (subjects: the policy's).
+func newCredsHarnessWith(t *testing.T, ns string, mod func(*Config), auth v1alpha1.RemoteAuth, subjects []v1alpha1.Subject, secrets ...*corev1.Secret) *credsHarness {
+	t.Helper()
+	return newCredsHarnessOf(t, ns, false, mod, auth, subjects, secrets...)
+}
+
+func newCredsHarnessOf(t *testing.T, ns string, sessionOnly bool, mod func(*Config), auth v1alpha1.RemoteAuth, subjects []v1alpha1.Subject, secrets ...*corev1.Secret) *credsHarness {
+	t.Helper()
+	cfg, cs := startAPIServer(t)
+	ensureNamespace(t, cs, ns)
+	k, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range secrets {
+		s.Namespace = ns
+		if err := k.Create(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := bridgetest.NewStateful(t, sessionOnly)
+	server := bridgetest.Published(t, ns, "stateful", st.URL, v1alpha1.ToolsSpec{})
+	server.Spec.Remote.Auth = &auth
+	pol := toolPolicy(ns, "callers", subjects, rule("allow", "mcp.stateful.*"))
+	h := newHarness(t, []v1alpha1.MCPServer{server}, []v1alpha1.ToolPolicy{pol}, func(c *Config) {
+		c.Credentials = upstreamcred.New(upstreamcred.Options{Secrets: k})
+		if mod != nil {
+			mod(c)
+		}
+	})
+	// The server's own connection carries the operator's credential, as
+	// the watcher reads it from bearerTokenSecretRef.
+	h.reg.Update(routes.Build([]v1alpha1.MCPServer{server}), func(s *routes.Server) (upstream.Target, error) {
+		tg, err := target(s)
+		tg.BearerToken, tg.Credentials = operatorToken, "operator"
+		return tg, err
+	})
+	return &credsHarness{harness: h, st: st, k: k, ns: ns}
+}
+
+// authOf is what each request to the server carried, by JSON-RPC (or
+// HTTP) method.
+func authOf(r bridgetest.Request) string {
+	if k := r.Header.Get("X-Api-Key"); k != "" {
+		return "X-Api-Key " + k
+	}
+	return r.Header.Get("Authorization")
+}
+
+// checkNeverSent fails when any request the server got carried one of the
+// callers' own tokens to the bridge.
+func (h *credsHarness) checkNeverSent(t *testing.T) {
+	t.Helper()
+	for _, r := range h.st.Requests() {
+		for name, vs := range r.Header {
+			for _, v := range vs {
+				for token := range testCallers {
+					if strings.Contains(v, token) {
+						t.Fatalf("a %s %s request carried the caller's own token %q in %s", r.HTTPMethod, r.Method, token, name)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestCallersOwnExchangedTokensUpstream: two callers, each in a session of
+// its own and statelessly, calling a server whose callers' tokens are
+// exchanged. Every request of each caller carries that caller's exchanged
+// token alone, no upstream session ever sees two callers' credentials, the
+// operator's listing credential never rides a caller's call, and neither
+// caller's own token reaches the server.
+func TestCallersOwnExchangedTokensUpstream(t *testing.T) {
+	for _, sessionOnly := range []bool{false, true} {
+		name := "both-eras"
+		if sessionOnly {
+			name = "sessions-only"
+		}
+		t.Run(name, func(t *testing.T) {
+			te := bridgetest.NewTokenEndpoint(t, "stateful", map[string]string{"alice-token": "alice", "bob-token": "bob"})
+			h := newCredsHarness(t, "xchg-"+name, sessionOnly, v1alpha1.RemoteAuth{
+				BearerTokenSecretRef: &v1alpha1.SecretKeySelector{Name: "operator", Key: "token"},
+				TokenExchange:        &v1alpha1.TokenExchange{TokenURL: te.URL, Audience: "stateful", ClientSecretRef: v1alpha1.LocalSecretReference{Name: "bridge-client"}},
+			}, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bridge-client"}, StringData: map[string]string{"client_id": te.ClientID, "client_secret": te.ClientSecret}})
+
+			alice := h.connect(t, "alice-token", "/mcp", mcpclient.EraSession)
+			bob := h.connect(t, "bob-token", "/mcp", mcpclient.EraSession)
+			aliceStateless := h.connect(t, "alice-token", "/mcp", mcpclient.EraStateless)
+			call := func(c *mcpclient.Client, tool, args string) string {
+				t.Helper()
+				res, err := c.CallTool(ctxT(t), "mcp.stateful."+tool, []byte(args))
+				if err != nil {
+					t.Fatalf("%s: %v", tool, err)
+				}
+				return string(res)
+			}
+			before := len(h.st.Requests())
+			call(alice, "remember", `{"value":"apple"}`)
+			call(bob, "remember", `{"value":"banana"}`)
+			if res := call(alice, "recall", `{}`); !strings.Contains(res, "recalled apple") {
+				t.Errorf("alice recalls %s, want apple", res)
+			}
+			if res := call(bob, "recall", `{}`); !strings.Contains(res, "recalled banana") {
+				t.Errorf("bob recalls %s, want banana", res)
+			}
+			call(aliceStateless, "recall", `{}`)
+
+			// Whose is each upstream session? Set by the credential of the
+			// requests that opened and used it.
+			owner := map[string]string{}
+			callsBy := map[string]int{}
+			for _, r := range h.st.Requests()[before:] {
+				auth := authOf(r)
+				exchanged := strings.HasPrefix(auth, "Bearer exchanged-alice-") || strings.HasPrefix(auth, "Bearer exchanged-bob-")
+				switch {
+				case r.Method == "tools/call" && !exchanged:
+					t.Fatalf("a tools/call carried %q, want a caller's exchanged token", auth)
+				case !exchanged && auth != "Bearer "+operatorToken:
+					// The operator's own listings carry its credential.
+					t.Fatalf("a %s %s carried %q, want an exchanged token or the operator's", r.HTTPMethod, r.Method, auth)
+				}
+				if r.Method == "tools/call" {
+					callsBy[strings.Split(auth, "-")[1]]++
+				}
+				sid := r.Header.Get("Mcp-Session-Id")
+				if sid == "" || auth == "" {
+					continue
+				}
+				if prev, ok := owner[sid]; ok && prev != auth {
+					t.Fatalf("upstream session %s carried %q and then %q: two callers (or tokens) in one session", sid, prev, auth)
+				}
+				owner[sid] = auth
+			}
+			if callsBy["alice"] != 3 || callsBy["bob"] != 2 {
+				t.Fatalf("the server saw %v tools/calls by whose exchanged token, want alice 3, bob 2", callsBy)
+			}
+			if te.Exchanges("alice") != 1 || te.Exchanges("bob") != 1 {
+				t.Fatalf("exchanges: alice %d, bob %d; want one each (the cache serves the rest)", te.Exchanges("alice"), te.Exchanges("bob"))
+			}
+			h.checkNeverSent(t)
+
+			// The audit names the kind of credential, never its value.
+			events := h.events(t)
+			started := 0
+			for _, ev := range events {
+				if ev["type"] == "mcp.call.started" {
+					started++
+					if ev["credential"] != "exchanged" {
+						t.Fatalf("mcp.call.started names credential %v, want exchanged", ev["credential"])
+					}
+				}
+			}
+			if started != 5 {
+				t.Fatalf("%d mcp.call.started events, want 5", started)
+			}
+			if s := h.sink.String(); strings.Contains(s, "exchanged-alice-") || strings.Contains(s, "exchanged-bob-") {
+				t.Fatal("the audit stream holds an exchanged token")
+			}
+		})
+	}
+}
+
+// TestExchangeRefusedForwardsNothing: an exchange the token endpoint
+// refuses ends the call with an error naming the server and the refusal's
+// code; nothing reaches the server, and the audit says why.
+func TestExchangeRefusedForwardsNothing(t *testing.T) {
+	te := bridgetest.NewTokenEndpoint(t, "stateful", map[string]string{"alice-token": "alice"})
+	h := newCredsHarness(t, "xchg-refused", false, v1alpha1.RemoteAuth{
+		TokenExchange: &v1alpha1.TokenExchange{TokenURL: te.URL, Audience: "stateful", ClientSecretRef: v1alpha1.LocalSecretReference{Name: "bridge-client"}},
+	}, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bridge-client"}, StringData: map[string]string{"client_id": te.ClientID, "client_secret": te.ClientSecret}})
+	te.Refuse("access_denied")
+	alice := h.connect(t, "alice-token", "/mcp", mcpclient.EraSession)
+	// The operator's own listing of the catalog is not the call.
+	if names := listNames(t, alice); len(names) == 0 {
+		t.Fatal("alice sees no tools")
+	}
+	before := len(h.st.Requests())
+	_, err := alice.CallTool(ctxT(t), "mcp.stateful.recall", []byte(`{}`))
+	if rpcCode(err) != CodeUpstream || !strings.Contains(err.Error(), "xchg-refused/stateful") || !strings.Contains(err.Error(), "access_denied") {
+		t.Fatalf("error %v, want %d naming the server and access_denied", err, CodeUpstream)
+	}
+	if strings.Contains(err.Error(), "alice-token") {
+		t.Fatalf("the error repeats the caller's token: %v", err)
+	}
+	if got := h.st.Requests()[before:]; len(got) != 0 {
+		t.Fatalf("the server got %d requests after the refused exchange (first %s %s), want none", len(got), got[0].HTTPMethod, got[0].Method)
+	}
+	failed := false
+	for _, ev := range h.events(t) {
+		if ev["type"] == "tool.failed" && ev["reason"] == upstreamcred.ReasonExchangeFailed {
+			failed = true
+		}
+	}
+	if !failed {
+		t.Fatal("no tool.failed event with reason token_exchange_failed")
+	}
+}
+
+// TestPerCallerSecretUpstream: a caller with a Secret of its own sends its
+// value; a caller without one is refused with an audit event, and the
+// operator's own credential is never sent in its place.
+func TestPerCallerSecretUpstream(t *testing.T) {
+	aliceName := "system:serviceaccount:agents:alice"
+	h := newCredsHarness(t, "per-caller", false, v1alpha1.RemoteAuth{
+		BearerTokenSecretRef: &v1alpha1.SecretKeySelector{Name: "operator", Key: "token"},
+		PerCallerSecret:      &v1alpha1.PerCallerSecret{Key: "pat", Header: "X-Api-Key"},
+	}, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "alice-stateful",
+		Labels:      map[string]string{v1alpha1.CallerLabel: v1alpha1.CallerLabelValue(aliceName)},
+		Annotations: map[string]string{v1alpha1.CallerNameAnnotation: aliceName},
+	}, StringData: map[string]string{"pat": "alice-personal-access-0123456789"}})
+
+	alice := h.connect(t, "alice-token", "/mcp", mcpclient.EraSession)
+	bob := h.connect(t, "bob-token", "/mcp", mcpclient.EraSession)
+	before := len(h.st.Requests())
+	if _, err := alice.CallTool(ctxT(t), "mcp.stateful.remember", []byte(`{"value":"apple"}`)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := bob.CallTool(ctxT(t), "mcp.stateful.remember", []byte(`{"value":"banana"}`))
+	if rpcCode(err) != CodeUpstream || !strings.Contains(err.Error(), v1alpha1.CallerLabelValue("system:serviceaccount:agents:bob")) {
+		t.Fatalf("bob, without a Secret, got %v; want an error saying which Secret to make", err)
+	}
+	calls := 0
+	for _, r := range h.st.Requests()[before:] {
+		if r.Method != "tools/call" && r.Method != "initialize" {
+			continue
+		}
+		if r.Method == "tools/call" {
+			calls++
+		}
+		if got := authOf(r); got != "X-Api-Key alice-personal-access-0123456789" || r.Header.Get("Authorization") != "" {
+			t.Fatalf("a %s carried %q (Authorization %q), want alice's own value alone", r.Method, got, r.Header.Get("Authorization"))
+		}
+	}
+	if calls != 1 {
+		t.Fatalf("the server got %d tools/calls, want alice's one", calls)
+	}
+	h.checkNeverSent(t)
+	refused := false
+	for _, ev := range h.events(t) {
+		if ev["type"] == "tool.failed" && ev["reason"] == upstreamcred.ReasonMissing && ev["subject"] == "system:serviceaccount:agents:bob" {
+			refused = true
+		}
+	}
+	if !refused {
+		t.Fatal("no tool.failed event with reason credential_missing for bob")
+	}
+}
+
+// TestCallersOwnExchangedTokensAtProvider: two people signed in at a real
+// OAuth provider (internal/devidp: authorization code with PKCE, then
+// RFC 8693 token exchange by the bridge's confidential client) call one
+// server through the bridge. The recording server sees, on each person's
+// calls, a token the provider issued for that person (its sub) and for the
+// server (its aud), the two people's tokens differ, and neither is the
+// token the person's client presented to the bridge.
+func TestCallersOwnExchangedTokensAtProvider(t *testing.T) {
+	_, idp, err := devidp.NewTestServer(devidp.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(idp.Close)
+	const resource = "https://stateful.example.test/mcp"
+	own := map[string]*oauth2.Token{}
+	people := tokenAuth{}
+	for _, u := range []devidp.User{devidp.Alice, devidp.Bob} {
+		tok, err := devidp.SignIn(ctxT(t), idp.URL, u, "https://bridge.example.test/mcp")
+		if err != nil {
+			t.Fatalf("signing in %s: %v", u.Username, err)
+		}
+		own[u.Email] = tok
+		people[tok.AccessToken] = policy.User("oidc:" + u.Email)
+	}
+	h := newCredsHarnessWith(t, "xchg-idp", func(c *Config) { c.Auth = people }, v1alpha1.RemoteAuth{
+		TokenExchange: &v1alpha1.TokenExchange{TokenURL: idp.URL + "/oauth/token", Resource: resource, Scopes: []string{"repo"},
+			ClientSecretRef: v1alpha1.LocalSecretReference{Name: "bridge-client"}},
+	}, []v1alpha1.Subject{{Kind: v1alpha1.SubjectUser, Name: "oidc:alice@example.com"}, {Kind: v1alpha1.SubjectUser, Name: "oidc:bob@example.com"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bridge-client"}, StringData: map[string]string{"client_id": devidp.BridgeClientID, "client_secret": devidp.BridgeSecret}})
+
+	before := len(h.st.Requests())
+	for email, tok := range own {
+		c := h.connect(t, tok.AccessToken, "/mcp", mcpclient.EraSession)
+		if _, err := c.CallTool(ctxT(t), "mcp.stateful.remember", []byte(`{"value":"`+email+`"}`)); err != nil {
+			t.Fatalf("%s: %v", email, err)
+		}
+	}
+	bySubject := map[string]string{}
+	for _, r := range h.st.Requests()[before:] {
+		if r.Method != "tools/call" {
+			continue
+		}
+		bearer := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		claims := jwtClaims(t, bearer)
+		sub, _ := claims["sub"].(string)
+		if !slices.Contains(audiences(claims), resource) {
+			t.Fatalf("the token sent for %s has audience %v, want %s", sub, claims["aud"], resource)
+		}
+		for _, tok := range own {
+			if bearer == tok.AccessToken {
+				t.Fatalf("a person's own access token was sent upstream (sub %s)", sub)
+			}
+		}
+		bySubject[sub] = bearer
+	}
+	if len(bySubject) != 2 || bySubject["alice@example.com"] == "" || bySubject["bob@example.com"] == "" || bySubject["alice@example.com"] == bySubject["bob@example.com"] {
+		t.Fatalf("the server saw tokens for %v, want one of alice's and one of bob's, different", slices.Collect(maps.Keys(bySubject)))
+	}
+}
+
+// jwtClaims are a JWT's claims, read without checking its signature (the
+// provider's own tests check that).
+func jwtClaims(t *testing.T, token string) map[string]any {
+	t.Helper()
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		t.Fatalf("the token sent upstream is not a JWT: %d parts", len(parts))
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claims map[string]any
+	if err := json.Unmarshal(payload, &claims); err != nil {
+		t.Fatal(err)
+	}
+	return claims
+}
+
+func audiences(claims map[string]any) []string {
+	switch aud := claims["aud"].(type) {
+	case string:
+		return []string{aud}
+	case []any:
+		var out []string
+		for _, a := range aud {
+			if s, ok := a.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
+}
