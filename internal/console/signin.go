@@ -128,6 +128,10 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, http.StatusUnauthorized, "The ID token's claims could not be read.")
 		return
 	}
+	if err := s.signIn.addUserInfo(ctx, tok, idt.Subject, claims); err != nil {
+		s.refuse(w, r, http.StatusUnauthorized, "The identity provider's userinfo could not be read: "+err.Error())
+		return
+	}
 	id, err := s.opts.Mapper.Identity(claims)
 	if err != nil {
 		s.refuse(w, r, http.StatusForbidden, "Signed in, but who you are could not be mapped as the bridge maps it: "+err.Error())
@@ -145,6 +149,34 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 	// redirect would still be a cross-site navigation and the Strict
 	// cookie would not be sent with it: a page of our own moves on.
 	s.render(w, r, http.StatusOK, "signedin", page{Title: "Signed in", Data: p.next})
+}
+
+// addUserInfo adds the claims of the provider's userinfo endpoint to the ID
+// token's, which win: many providers put only sub in an ID token issued
+// with an access token, and the groups (or the email) the mapping names
+// are in userinfo. Its sub must be the ID token's (OpenID Connect Core
+// 5.3.2), so another person's claims can never be mixed in.
+func (si *signIn) addUserInfo(ctx context.Context, tok *oauth2.Token, subject string, claims map[string]any) error {
+	if si.provider.UserInfoEndpoint() == "" {
+		return nil
+	}
+	info, err := si.provider.UserInfo(ctx, oauth2.StaticTokenSource(tok))
+	if err != nil {
+		return err
+	}
+	if info.Subject != subject {
+		return errors.New("its subject is not the ID token's")
+	}
+	var extra map[string]any
+	if err := info.Claims(&extra); err != nil {
+		return err
+	}
+	for k, v := range extra {
+		if _, ok := claims[k]; !ok {
+			claims[k] = v
+		}
+	}
+	return nil
 }
 
 func oauthError(err error) string {
