@@ -204,7 +204,11 @@ func securityHeaders(next http.Handler) http.Handler {
 		h := w.Header()
 		h.Set("Content-Security-Policy", contentSecurityPolicy)
 		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Referrer-Policy", "no-referrer")
+		// No URL of the console goes to another site (the identity
+		// provider, a trace UI); same-origin rather than no-referrer, as
+		// with no-referrer browsers send "Origin: null" with a form post,
+		// which the Origin check must refuse.
+		h.Set("Referrer-Policy", "same-origin")
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Cross-Origin-Opener-Policy", "same-origin")
 		if !strings.HasPrefix(r.URL.Path, "/static/") {
