@@ -31,6 +31,7 @@ type consoleFlags struct {
 	authConfig       string
 	issuerURL        string
 	insecureIssuers  bool
+	insecureHTTP     bool
 	clientID         string
 	clientSecretFile string
 	scopes           string
@@ -53,6 +54,7 @@ func parseConsoleFlags(args []string, stderr io.Writer) (consoleFlags, error) {
 	fs.StringVar(&f.publicURL, "public-url", "", "where people reach the console (http(s)://host[:port]): the identity provider redirects to <public-url>/callback, and forms are accepted only from this origin; cookies are Secure unless it is http:// on loopback")
 	fs.StringVar(&f.authConfig, "authentication-config", "", "the bridge's AuthenticationConfiguration file: the issuer people sign in with (--oidc-issuer-url, or the first jwt entry) and its claim mappings, so a person is named as the bridge names them")
 	fs.StringVar(&f.issuerURL, "oidc-issuer-url", "", "the issuer people sign in with; without --authentication-config, mapped as the bridge's shortcut maps it (sub and groups, prefixed oidc:)")
+	fs.BoolVar(&f.insecureHTTP, "insecure-http", false, "accept an http:// --public-url on a host other than loopback; session cookies are then not Secure and cross the network in clear text (a development cluster reached from its own machine only)")
 	fs.BoolVar(&f.insecureIssuers, "insecure-issuer", false, "accept an http:// issuer on a host other than loopback (a development cluster only)")
 	fs.StringVar(&f.clientID, "oidc-client-id", "mcp-console", "the console's OAuth client at the issuer")
 	fs.StringVar(&f.clientSecretFile, "oidc-client-secret-file", "", "file with the client's secret (a mounted Secret); empty for a public client")
@@ -75,8 +77,8 @@ func parseConsoleFlags(args []string, stderr io.Writer) (consoleFlags, error) {
 		err = errors.New("--public-url is required: where people's browsers reach the console")
 	case !isOrigin(f.publicURL):
 		err = fmt.Errorf("--public-url must be http(s)://host[:port] with no path, not %q", f.publicURL)
-	case strings.HasPrefix(f.publicURL, "http://") && !loopbackURL(f.publicURL):
-		err = fmt.Errorf("--public-url %s is plain http on a host other than loopback: session cookies would cross the network in clear text; serve the console over https", f.publicURL)
+	case strings.HasPrefix(f.publicURL, "http://") && !loopbackURL(f.publicURL) && !f.insecureHTTP:
+		err = fmt.Errorf("--public-url %s is plain http on a host other than loopback: session cookies would cross the network in clear text; serve the console over https (--insecure-http only for a development cluster)", f.publicURL)
 	case f.authConfig == "" && f.issuerURL == "":
 		err = errors.New("give --authentication-config (the bridge's) or --oidc-issuer-url: the issuer people sign in with")
 	case f.sessionMaxAge <= 0 || f.sessionIdle <= 0:
@@ -144,6 +146,9 @@ func runConsole(args []string, _, stderr io.Writer) int {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&f.zap), zap.WriteTo(stderr)))
 	log := ctrl.Log.WithName("console")
 	log.Info("starting console", "version", version.String(), "listen", f.listen, "publicURL", f.publicURL)
+	if f.insecureHTTP && strings.HasPrefix(f.publicURL, "http://") {
+		log.Info("WARNING: --insecure-http: session cookies are not Secure and cross the network in clear text. For a development cluster only.")
+	}
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "manager console: %v\n", err)
 		return 1

@@ -17,6 +17,9 @@ func TestConsoleFlagsRefuseWhatCannotWork(t *testing.T) {
 	if _, err := parseConsoleFlags([]string{"--public-url", "http://127.0.0.1:8080", "--oidc-issuer-url", "https://idp.example.com", "--audit-namespace", "x"}, io.Discard); err != nil {
 		t.Fatalf("plain http on loopback refused: %v", err)
 	}
+	if _, err := parseConsoleFlags([]string{"--public-url", "http://10.96.0.82", "--oidc-issuer-url", "https://idp.example.com", "--insecure-http"}, io.Discard); err != nil {
+		t.Fatalf("plain http with --insecure-http refused: %v", err)
+	}
 	for name, tc := range map[string]struct {
 		args []string
 		want string

@@ -41,6 +41,7 @@ fi
 # known before anything is installed, and the same on every run.
 IDP_URL=http://10.96.0.80
 BRIDGE_IP=10.96.0.81
+CONSOLE_IP=10.96.0.82
 step "starting the development identity provider at $IDP_URL (namespace mcp-devidp)"
 devidp_image_id=$(sha256sum "$IMAGES/devidp.tar" | cut -c1-12)
 sed "s|@IMAGE_ID@|$devidp_image_id|" "$ROOT/hack/cluster/devidp.yaml" | kc apply -f - >/dev/null
@@ -75,6 +76,33 @@ if [ "$tracing" = true ]; then
   endpoint: http://$jaeger_ip:4318"
 fi
 
+# The console, where people sign in at the identity provider and decide
+# ToolApprovals: at a fixed Service IP too, as its URL is the provider's
+# redirect for the mcp-console client. Plain http on that IP (only this
+# machine reaches it), so its cookies are not Secure (--insecure-http).
+console_values=""
+if [ -n "$oauth_args" ] && [[ "$("$MANAGER" console --help 2>&1 || true)" == *--public-url* ]]; then
+  # The client's secret is the provider's published test value.
+  kc get namespace "$NS" >/dev/null 2>&1 || kc create namespace "$NS" >/dev/null
+  kc -n "$NS" create secret generic mcp-console-client --from-literal=client-secret=mcp-console-secret \
+    --dry-run=client -o yaml | kc apply -f - >/dev/null
+  trace_url=""
+  [ "$tracing" = true ] && trace_url="http://$jaeger_ip:16686/api/v3/traces/{traceId}"
+  console_values="console:
+  enabled: true
+  publicURL: http://$CONSOLE_IP
+  insecureHTTP: true
+  podAnnotations:
+    mcp-operator.dev/image-id: \"@MANAGER_IMAGE_ID@\"
+  oidc:
+    insecureIssuer: true
+    clientSecretRef: {name: mcp-console-client}
+    scopes: [profile, email, groups]
+  traceURL: \"$trace_url\"
+  service:
+    clusterIP: $CONSOLE_IP"
+fi
+
 # Values of the dev install: the locally imported image (never pulled), and an
 # annotation that changes with the image, so a rebuilt manager rolls out.
 image_id=$(sha256sum "$IMAGES/manager.tar" | cut -c1-12)
@@ -95,6 +123,7 @@ bridge:
     clusterIP: $BRIDGE_IP
 $oauth_args
 $tracing_values
+${console_values//@MANAGER_IMAGE_ID@/$image_id}
 EOF
 step "installing the operator with its Helm chart (release $RELEASE in $NS, bridge.enabled=$bridge)"
 "$HELM" upgrade --install "$RELEASE" "$ROOT/charts/mcp-operator" --kubeconfig "$KUBECONFIG_FILE" \
@@ -106,6 +135,13 @@ if ! kc -n "$NS" rollout status deploy/"$RELEASE"-controller --timeout=180s >/de
   kc -n "$NS" get pods -o wide >&2
   kc -n "$NS" logs deploy/"$RELEASE"-controller --tail=30 >&2 || true
   die "the controller did not become Available"
+fi
+if [ -n "$console_values" ]; then
+  step "waiting for the console Deployment to be Available"
+  if ! kc -n "$NS" rollout status deploy/"$RELEASE"-console --timeout=180s >/dev/null; then
+    kc -n "$NS" logs deploy/"$RELEASE"-console --tail=30 >&2 || true
+    die "the console did not become Available"
+  fi
 fi
 if [ "$bridge" = true ]; then
   step "waiting for the bridge Deployment to be Available"
