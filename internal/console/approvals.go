@@ -3,12 +3,14 @@ package console
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
@@ -19,14 +21,39 @@ import (
 type approvalsView struct {
 	Now        time.Time
 	Namespaces []string
-	Pending    []approvalRow
+	Pending    []pendingRow
 	Finished   []approvalRow
+}
+
+// pendingRow is a waiting request as its card shows it, in plain strings:
+// the page may hold hundreds, and the template reads each field once.
+type pendingRow struct {
+	Namespace, Name, Target, Risk, Requester, Server, Method, Preview, Reason, Session string
+	// ID makes the card's element ids (namespace-name), Action its form's
+	// path, Left the time left.
+	ID, Action, Left string
+	Rules            []string
+	OffersSession    bool
+	Destructive      bool
+	expires          time.Time
+}
+
+func pendingOf(a *v1alpha1.ToolApproval, now time.Time) pendingRow {
+	r := &a.Spec.Request
+	left := "expired"
+	if d := r.ExpiresAt.Sub(now); d > 0 {
+		left = duration.HumanDuration(d)
+	}
+	return pendingRow{Namespace: a.Namespace, Name: a.Name, Target: r.Target, Risk: string(r.Risk), Requester: r.Requester.Username,
+		Server: r.Server, Method: r.Method, Preview: r.ArgumentsPreview, Reason: r.Reason, Session: r.Requester.Session,
+		ID: a.Namespace + "-" + a.Name, Action: "/approvals/" + url.PathEscape(a.Namespace) + "/" + url.PathEscape(a.Name), Left: left,
+		Rules: r.Rules, OffersSession: approval.Offers(r.Modes, v1alpha1.VerdictAllowSession), Destructive: r.Risk == v1alpha1.RiskDestructive,
+		expires: r.ExpiresAt.Time}
 }
 
 type approvalRow struct {
 	*v1alpha1.ToolApproval
-	Phase         v1alpha1.ApprovalPhase
-	OffersSession bool
+	Phase v1alpha1.ApprovalPhase
 	// Decided: a decision is recorded and the bridge has not acted yet.
 	Decided bool
 }
@@ -46,21 +73,19 @@ func (s *Server) approvalsPage(r *http.Request, x *session) (string, page, error
 		if _, ok := slices.BinarySearch(v.Namespaces, a.Namespace); !ok {
 			continue
 		}
-		row := approvalRow{ToolApproval: a, Phase: a.Status.Phase, OffersSession: approval.Offers(a.Spec.Request.Modes, v1alpha1.VerdictAllowSession)}
+		if approval.Waiting(a) {
+			v.Pending = append(v.Pending, pendingOf(a, v.Now))
+			continue
+		}
+		row := approvalRow{ToolApproval: a, Phase: a.Status.Phase}
 		if row.Phase == "" {
 			row.Phase = v1alpha1.ApprovalPending
-		}
-		if approval.Waiting(a) {
-			v.Pending = append(v.Pending, row)
-			continue
 		}
 		row.Decided = row.Phase == v1alpha1.ApprovalPending
 		v.Finished = append(v.Finished, row)
 	}
 	// What expires first comes first; the newest outcome first.
-	slices.SortFunc(v.Pending, func(a, b approvalRow) int {
-		return a.Spec.Request.ExpiresAt.Compare(b.Spec.Request.ExpiresAt.Time)
-	})
+	slices.SortFunc(v.Pending, func(a, b pendingRow) int { return a.expires.Compare(b.expires) })
 	slices.SortFunc(v.Finished, func(a, b approvalRow) int { return finishedAt(b).Compare(finishedAt(a)) })
 	if len(v.Finished) > maxFinishedShown {
 		v.Finished = v.Finished[:maxFinishedShown]

@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -119,7 +120,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if s.mapper, err = apiutil.NewDynamicRESTMapper(o.Rest, httpClient); err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
-	if s.cache, err = cache.New(o.Rest, cache.Options{Scheme: o.Scheme, Mapper: s.mapper, HTTPClient: httpClient}); err != nil {
+	if s.cache, err = cache.New(o.Rest, cache.Options{Scheme: o.Scheme, Mapper: s.mapper, HTTPClient: httpClient, DefaultTransform: slim}); err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
 	if s.pages, err = parsePages(); err != nil {
@@ -128,6 +129,26 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	s.handler = s.routes()
 	return s, nil
 }
+
+// slim drops from the watched objects what no page shows, so the console
+// holds less: managed fields, kubectl's copy of the applied object, and a
+// server's prompts and skills (its tools stay: the catalog and can-i read
+// them).
+func slim(obj any) (any, error) {
+	if o, ok := obj.(metav1.Object); ok {
+		o.SetManagedFields(nil)
+		if a := o.GetAnnotations(); a[lastApplied] != "" {
+			delete(a, lastApplied)
+			o.SetAnnotations(a)
+		}
+	}
+	if s, ok := obj.(*v1alpha1.MCPServer); ok {
+		s.Status.Prompts, s.Status.Skills = nil, nil
+	}
+	return obj, nil
+}
+
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
 // Start starts the watches of ToolApprovals, MCPServers and ToolPolicies
 // and returns once their caches hold what the API server has. They run
