@@ -228,7 +228,7 @@ $(BIN)/thv: bench/thv/go.mod bench/thv/go.sum
 ##@ Benchmarks
 
 .PHONY: bench
-bench: bench-policy bench-authn bench-bridge bench-upstream-creds bench-controller bench-wake bench-redact bench-search ## Run every benchmark under bench/ (each prints its ratio against a baseline).
+bench: bench-policy bench-authn bench-bridge bench-upstream-creds bench-controller bench-wake bench-redact bench-search bench-console ## Run every benchmark under bench/ (each prints its ratio against a baseline).
 
 .PHONY: bench-bridge
 bench-bridge: peers envtest-assets $(BIN)/thv ## The bridge against a direct connection, a bare reverse proxy and ToolHive's proxy, on two upstreams: latency, throughput, CPU, memory; exits 1 on a missed target.
@@ -277,6 +277,10 @@ bench-search: ## Tool search on real servers' tool lists: recall@5 and MRR on th
 .PHONY: bench-authn
 bench-authn: ## Authenticating one request with a warm JWKS: a repeated access token (target p50 <= 10 µs) against TokenReview's cached path, and a token's first full verify (RS256, ES256); exits 1 on a missed target.
 	go run ./bench/authn
+
+.PHONY: bench-console
+bench-console: envtest-assets ## The console (a real manager console) with 500 pending ToolApprovals and 200 MCPServers: render time and bytes of the approvals and servers pages (p50 <= 50 ms), RSS idle (<= 40 MB) and with 50 people signed in; exits 1 on a missed target.
+	go run ./bench/console
 
 .PHONY: bench-policy
 bench-policy: ## One permission decision: the compiled engine against a linear scan (1,000 rules, 5,000 tools).
