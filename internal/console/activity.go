@@ -15,7 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
@@ -219,11 +219,11 @@ func (a *Activity) recent(show func(*Call) bool, limit int) []Call {
 // (the bridge's replicas: their stdout is the audit stream), from keep ago,
 // until ctx ends. It reads with the console's own identity: get and list
 // pods and get pods/log in that namespace alone.
-func (a *Activity) FollowPods(ctx context.Context, cs kubernetes.Interface, namespace, selector, container string, log func(string, ...any)) {
+func (a *Activity) FollowPods(ctx context.Context, cs corev1client.PodsGetter, namespace, selector, container string, log func(string, ...any)) {
 	followed := map[string]bool{}
 	var mu sync.Mutex
 	for {
-		pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		pods, err := cs.Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
 		if err != nil {
 			log("console: while listing the bridge pods for their audit stream", "error", err.Error())
 		}
@@ -238,7 +238,7 @@ func (a *Activity) FollowPods(ctx context.Context, cs kubernetes.Interface, name
 			go func(pod string) {
 				defer func() { mu.Lock(); delete(followed, pod); mu.Unlock() }()
 				since := int64(a.keep.Seconds())
-				stream, err := cs.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{Container: container, Follow: true, SinceSeconds: &since}).Stream(ctx)
+				stream, err := cs.Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{Container: container, Follow: true, SinceSeconds: &since}).Stream(ctx)
 				if err != nil {
 					log("console: while following a bridge pod's audit stream", "pod", pod, "error", err.Error())
 					return

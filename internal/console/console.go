@@ -22,10 +22,10 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/identity"
+	"github.com/mcp-operator/mcp-operator/internal/k8s/restmap"
 )
 
 // Defaults of Options.
@@ -117,9 +117,9 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
-	if s.mapper, err = apiutil.NewDynamicRESTMapper(o.Rest, httpClient); err != nil {
-		return nil, fmt.Errorf("console: %w", err)
-	}
+	// The three kinds the console watches and decides, without discovery.
+	s.mapper = restmap.Namespaced(v1alpha1.GroupVersion.WithKind("ToolApproval"), v1alpha1.GroupVersion.WithKind("MCPServer"),
+		v1alpha1.GroupVersion.WithKind("ToolPolicy"))
 	if s.cache, err = cache.New(o.Rest, cache.Options{Scheme: o.Scheme, Mapper: s.mapper, HTTPClient: httpClient, DefaultTransform: slim}); err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}

@@ -8,7 +8,8 @@ import (
 
 	authzv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	corev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -19,8 +20,11 @@ import (
 // credentials with that person's user name and groups impersonated, so the
 // API server authorizes, admits and audits the person.
 type personClients struct {
-	client    client.Client
-	clientset kubernetes.Interface
+	client client.Client
+	// Only the two typed groups the console uses: a whole clientset builds
+	// a client for every group, per person.
+	authz authorizationv1.AuthorizationV1Interface
+	core  corev1.CoreV1Interface
 }
 
 func (s *Server) clientsOf(x *session) (*personClients, error) {
@@ -39,11 +43,15 @@ func (s *Server) clientsOf(x *session) (*personClients, error) {
 	if err != nil {
 		return nil, fmt.Errorf("while connecting as %s: %w", x.person.Username, err)
 	}
-	cs, err := kubernetes.NewForConfigAndClient(cfg, hc)
+	authz, err := authorizationv1.NewForConfigAndClient(cfg, hc)
 	if err != nil {
 		return nil, fmt.Errorf("while connecting as %s: %w", x.person.Username, err)
 	}
-	x.kube = &personClients{client: c, clientset: cs}
+	core, err := corev1.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		return nil, fmt.Errorf("while connecting as %s: %w", x.person.Username, err)
+	}
+	x.kube = &personClients{client: c, authz: authz, core: core}
 	return x.kube, nil
 }
 
@@ -76,7 +84,7 @@ func (s *Server) may(ctx context.Context, x *session, k accessKey) bool {
 	if err != nil {
 		return false
 	}
-	review, err := pc.clientset.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authzv1.SelfSubjectAccessReview{
+	review, err := pc.authz.SelfSubjectAccessReviews().Create(ctx, &authzv1.SelfSubjectAccessReview{
 		Spec: authzv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authzv1.ResourceAttributes{
 			Namespace: k.namespace, Verb: k.verb, Group: k.group, Resource: k.resource}},
 	}, metav1.CreateOptions{})

@@ -110,7 +110,7 @@ func (s *Server) serverEvents(r *http.Request, x *session, srv *v1alpha1.MCPServ
 	if err != nil {
 		return nil, err.Error()
 	}
-	list, err := pc.clientset.CoreV1().Events(srv.Namespace).List(r.Context(), metav1.ListOptions{
+	list, err := pc.core.Events(srv.Namespace).List(r.Context(), metav1.ListOptions{
 		FieldSelector: fields.Set{"involvedObject.kind": "MCPServer", "involvedObject.name": srv.Name}.String(),
 	})
 	if err != nil {
