@@ -330,4 +330,3 @@ func timeLoads(b *http.Client, u, want string) (p50, p90 time.Duration, size int
 	}
 	return benchutil.Pct(times, 50), benchutil.Pct(times, 90), size, nil
 }
-
