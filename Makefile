@@ -113,7 +113,7 @@ helm-lint: $(HELM) ## Lint the Helm chart (strict), with the bridge on and off, 
 	$(HELM) lint --strict charts/mcp-operator
 	$(HELM) lint --strict charts/mcp-operator --set bridge.publicURL=https://mcp.example.com --set bridge.auth.jwt[0].issuer.url=https://idp.example.com \
 		--set bridge.auth.jwt[0].claimMappings.username.claim=email --set bridge.auth.jwt[0].claimMappings.username.prefix=corp: --set bridge.requiredScopes={mcp}
-	$(HELM) lint --strict charts/mcp-operator --set bridge.publicURL=https://mcp.example.com --set bridge.oidcIssuerURL=https://idp.example.com
+	$(HELM) lint --strict charts/mcp-operator --set bridge.publicURL=https://mcp.example.com --set bridge.oidcIssuerURL=https://idp.example.com --set bridge.authSecrets={idp-client}
 	$(HELM) lint --strict charts/mcp-operator --set bridge.enabled=false --set crds.enabled=false
 	$(HELM) lint --strict charts/mcp-operator --set console.enabled=true --set console.publicURL=https://console.example.com --set console.oidc.issuerURL=https://idp.example.com
 	$(HELM) lint --strict charts/mcp-operator --set dashboard.enabled=true --set prometheusRule.enabled=true --set tracing.endpoint=http://collector:4318

@@ -386,7 +386,9 @@ type Remote struct {
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHost() != ''",message="url must be an absolute http:// or https:// URL"
 	URL string `json:"url"`
 
-	// auth holds the credentials the operator presents to the server.
+	// auth holds the credentials presented to the server: one shared
+	// token, or each caller's own (tokenExchange, perCallerSecret), and
+	// TLS.
 	// +optional
 	Auth *RemoteAuth `json:"auth,omitempty"`
 

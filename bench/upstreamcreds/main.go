@@ -14,10 +14,9 @@
 // server name costs more than the other falls on both kinds alike. With
 // the cache warm, the exchanged calls' p50 must be within 1.05x of the
 // static calls'. It also reports a first call's added latency: fresh
-// callers' first call of each kind (the exchange, with the client Secret
-// read from the API server, and the caller's own connection and upstream
-// session, against an upstream session alone). The Secret is read from a
-// real API server (envtest). Run it with `make bench-upstream-creds`; it
+// callers' first call of each kind (the exchange and the caller's own
+// connection and upstream session, against an upstream session alone).
+// The exchange client's Secret is read from a real API server (envtest). Run it with `make bench-upstream-creds`; it
 // exits 1 on a missed target.
 package main
 
@@ -45,12 +44,12 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/bench/internal/benchutil"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
+	"github.com/mcp-operator/mcp-operator/internal/identity"
 	"github.com/mcp-operator/mcp-operator/internal/k8s/mcpstatus"
 	mcpclient "github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/probe"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge"
-	"github.com/mcp-operator/mcp-operator/internal/identity"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
@@ -271,8 +270,7 @@ func (callers) Authenticate(_ context.Context, token string) (identity.Identity,
 	if token == "" {
 		return identity.Identity{}, authn.ErrUnauthenticated
 	}
-	s := policy.ServiceAccount("agents", token, "system:serviceaccounts", "system:serviceaccounts:agents")
-	return identity.FromUserInfo(s.Username(), s.Groups), nil
+	return identity.FromUserInfo("system:serviceaccount:agents:"+token, []string{"system:serviceaccounts", "system:serviceaccounts:agents"}), nil
 }
 
 // newBridge is a bridge in front of the upstream as two servers, one

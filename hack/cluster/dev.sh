@@ -39,21 +39,41 @@ fi
 # The development identity provider and the bridge at fixed Service IPs: the
 # issuer URL and the bridge's public URL (the audience its tokens carry) are
 # known before anything is installed, and the same on every run.
-IDP_URL=http://10.96.0.80
+IDP_IP=10.96.0.80
+IDP_URL=https://$IDP_IP
 BRIDGE_IP=10.96.0.81
 CONSOLE_IP=10.96.0.82
+# The provider serves HTTPS (OAuth 2.1 wants it off loopback, and an
+# MCPServer's token exchange URL must be https) with a certificate of the
+# cluster's CA, which every pod already trusts as its ServiceAccount ca.crt.
+if [ ! -f "$PKI/devidp.crt" ]; then
+  (
+    cd "$PKI" && umask 077
+    openssl ecparam -name prime256v1 -genkey -noout -out devidp.key 2>/dev/null
+    openssl req -new -key devidp.key -subj "/CN=mcp-devidp" -out devidp.csr 2>/dev/null
+    printf 'subjectAltName=IP:%s,DNS:devidp.mcp-devidp.svc\nextendedKeyUsage=serverAuth\nkeyUsage=critical,digitalSignature\n' "$IDP_IP" > devidp.ext
+    openssl x509 -req -in devidp.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 365 -extfile devidp.ext -out devidp.crt 2>/dev/null
+    rm -f devidp.csr devidp.ext
+  )
+fi
 step "starting the development identity provider at $IDP_URL (namespace mcp-devidp)"
+kc create namespace mcp-devidp --dry-run=client -o yaml | kc apply -f - >/dev/null
+kc -n mcp-devidp create secret tls devidp-tls --cert="$PKI/devidp.crt" --key="$PKI/devidp.key" \
+  --dry-run=client -o yaml | kc apply -f - >/dev/null
 devidp_image_id=$(sha256sum "$IMAGES/devidp.tar" | cut -c1-12)
 sed "s|@IMAGE_ID@|$devidp_image_id|" "$ROOT/hack/cluster/devidp.yaml" | kc apply -f - >/dev/null
 oauth_args=""
 oauth_note=""
 if [ "$bridge" = true ]; then
-  if [[ "$("$MANAGER" bridge --help 2>&1 || true)" == *--oidc-issuer-url* ]]; then
-    # http on a Service IP that only this machine reaches: the bridge is told
-    # so explicitly.
+  if [[ "$("$MANAGER" bridge --help 2>&1 || true)" == *oidc-issuer-url* ]]; then
+    # The bridge itself stays plain http in the dev cluster (its in-cluster
+    # agents speak http), so its public URL needs --oauth-allow-http. It
+    # trusts the cluster's CA, and so the provider, through SSL_CERT_FILE.
     oauth_args="  publicURL: http://$BRIDGE_IP
   oidcIssuerURL: $IDP_URL
-  extraArgs: [--oauth-allow-http]"
+  extraArgs: [--oauth-allow-http]
+  extraEnv:
+    - {name: SSL_CERT_FILE, value: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt}"
   else
     oauth_note="'manager bridge' has no OAuth support in this build, so people cannot sign in to it yet"
   fi
@@ -81,7 +101,7 @@ fi
 # redirect for the mcp-console client. Plain http on that IP (only this
 # machine reaches it), so its cookies are not Secure (--insecure-http).
 console_values=""
-if [ -n "$oauth_args" ] && [[ "$("$MANAGER" console --help 2>&1 || true)" == *--public-url* ]]; then
+if [ -n "$oauth_args" ] && [[ "$("$MANAGER" console --help 2>&1 || true)" == *public-url* ]]; then
   # The client's secret is the provider's published test value.
   kc get namespace "$NS" >/dev/null 2>&1 || kc create namespace "$NS" >/dev/null
   kc -n "$NS" create secret generic mcp-console-client --from-literal=client-secret=mcp-console-secret \
@@ -95,9 +115,11 @@ if [ -n "$oauth_args" ] && [[ "$("$MANAGER" console --help 2>&1 || true)" == *--
   podAnnotations:
     mcp-operator.dev/image-id: \"@MANAGER_IMAGE_ID@\"
   oidc:
-    insecureIssuer: true
     clientSecretRef: {name: mcp-console-client}
     scopes: [profile, email, groups]
+  # The provider's certificate is the cluster CA's, as for the bridge.
+  extraEnv:
+    - {name: SSL_CERT_FILE, value: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt}
   traceURL: \"$trace_url\"
   service:
     clusterIP: $CONSOLE_IP"
@@ -266,6 +288,10 @@ JSON
   echo "  (or use client id mcp-client, no secret, for a client that asks for one) and opens"
   echo "  the sign-in page in your browser. Sign in as alice / alice-password (ToolPolicy"
   echo "  people-alice: every sample tool) or bob / bob-password (people-bob: read-only tools)."
+  echo "  The provider's certificate is signed by the dev cluster's CA, $PKI/ca.crt:"
+  echo "  start a Node.js client (Claude Code, the MCP Inspector) with"
+  echo "    NODE_EXTRA_CA_CERTS=$PKI/ca.crt"
+  echo "  and let your browser accept that CA (or the sign-in page's certificate) once."
 fi
 echo
 echo "Try it (kubectl, the controller's log, and tools/list through the bridge as the"

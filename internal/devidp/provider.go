@@ -28,8 +28,9 @@ import (
 )
 
 const (
-	loginPath    = "/login"
-	registerPath = "/register"
+	authorizePath = "/authorize" // op's default, which New keeps
+	loginPath     = "/login"
+	registerPath  = "/register"
 )
 
 // Config says what a Provider serves.
@@ -114,7 +115,7 @@ func New(cfg Config) (*Provider, error) {
 	mux.HandleFunc(registerPath, p.register)
 	mux.HandleFunc("/.well-known/openid-configuration", p.discovery)
 	mux.HandleFunc("/.well-known/oauth-authorization-server", p.discovery)
-	mux.Handle(p.op.AuthorizationEndpoint().Relative(), resourceIndicators(p.op))
+	mux.Handle(authorizePath, resourceIndicators(p.op))
 	mux.Handle(p.op.TokenEndpoint().Relative(), resourceIndicators(p.op))
 	mux.Handle("/", p.op)
 	p.handler = mux

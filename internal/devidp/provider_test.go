@@ -92,20 +92,6 @@ func verifyErr(t *testing.T, issuer, token string) (string, map[string]any, erro
 	return kid, claims, nil
 }
 
-func audienceOf(claims map[string]any) []string {
-	switch a := claims["aud"].(type) {
-	case string:
-		return []string{a}
-	case []any:
-		var out []string
-		for _, v := range a {
-			out = append(out, v.(string))
-		}
-		return out
-	}
-	return nil
-}
-
 func postForm(t *testing.T, u string, form url.Values, user, pass string) (int, map[string]any) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, u, strings.NewReader(form.Encode()))
@@ -157,15 +143,21 @@ func TestAuthorizationCodeWithPKCE(t *testing.T) {
 	if claims["sub"] != "alice@example.com" || claims["email"] != "alice@example.com" || claims["preferred_username"] != "alice" || claims["client_id"] != devidp.MCPClientID {
 		t.Errorf("access token claims: %v", claims)
 	}
-	if !slices.Contains(audienceOf(claims), bridgeResource) {
-		t.Errorf("access token audience %v lacks the resource", audienceOf(claims))
+	if !slices.Contains(devidp.Audience(claims), bridgeResource) {
+		t.Errorf("access token audience %v lacks the resource", devidp.Audience(claims))
 	}
 	if groups, _ := claims["groups"].([]any); len(groups) != 1 || groups[0] != "engineering" {
 		t.Errorf("groups: %v", claims["groups"])
 	}
+	if read, err := devidp.Claims(tok.AccessToken); err != nil || read["jti"] != claims["jti"] || read["sub"] != claims["sub"] {
+		t.Errorf("Claims read %v, %v; the verified claims are %v", read, err, claims)
+	}
+	if _, err := devidp.Claims("not-a-jwt"); err == nil {
+		t.Error("Claims read something that is not a JWT")
+	}
 	idToken, _ := tok.Extra("id_token").(string)
 	_, idClaims := verify(t, issuer, idToken)
-	if !slices.Contains(audienceOf(idClaims), devidp.MCPClientID) || idClaims["email"] != "alice@example.com" {
+	if !slices.Contains(devidp.Audience(idClaims), devidp.MCPClientID) || idClaims["email"] != "alice@example.com" {
 		t.Errorf("ID token claims: %v", idClaims)
 	}
 
@@ -232,6 +224,15 @@ func TestPKCEIsRequired(t *testing.T) {
 	}
 }
 
+func TestAuthorizationWithoutScope(t *testing.T) {
+	_, issuer := start(t)
+	verifier := oauth2.GenerateVerifier()
+	loc := authorize(t, issuer, url.Values{"scope": {""}, "code_challenge": {oauth2.S256ChallengeFromVerifier(verifier)}, "code_challenge_method": {"S256"}})
+	if loc.Query().Get("code") == "" {
+		t.Errorf("an authorization request without scope: redirected to %s", loc)
+	}
+}
+
 func TestInvalidResourceIsRefused(t *testing.T) {
 	_, issuer := start(t)
 	for _, res := range []string{"not-a-uri", "https://bridge.example.test/mcp#fragment"} {
@@ -267,7 +268,7 @@ func TestRefreshTokensRotate(t *testing.T) {
 		t.Fatalf("refresh: %d %v", status, body)
 	}
 	_, claims := verify(t, issuer, body["access_token"].(string))
-	if claims["sub"] != "alice@example.com" || !slices.Contains(audienceOf(claims), bridgeResource) {
+	if claims["sub"] != "alice@example.com" || !slices.Contains(devidp.Audience(claims), bridgeResource) {
 		t.Errorf("refreshed token: %v", claims)
 	}
 	if status, _ := refresh(tok.RefreshToken); status != http.StatusBadRequest {
@@ -284,7 +285,7 @@ func TestClientCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, claims := verify(t, issuer, tok.AccessToken)
-	if claims["sub"] != devidp.AgentClientID || claims["preferred_username"] != devidp.AgentClientID || !slices.Contains(audienceOf(claims), bridgeResource) {
+	if claims["sub"] != devidp.AgentClientID || claims["preferred_username"] != devidp.AgentClientID || !slices.Contains(devidp.Audience(claims), bridgeResource) {
 		t.Errorf("agent token: %v", claims)
 	}
 	conf.ClientSecret = "wrong"
@@ -323,7 +324,7 @@ func TestTokenExchange(t *testing.T) {
 	_, claims := verify(t, issuer, exchanged)
 	act, _ := claims["act"].(map[string]any)
 	if claims["sub"] != "alice@example.com" || claims["email"] != "alice@example.com" || act["sub"] != devidp.BridgeClientID ||
-		!slices.Contains(audienceOf(claims), upstream) || slices.Contains(audienceOf(claims), bridgeResource) {
+		!slices.Contains(devidp.Audience(claims), upstream) || slices.Contains(devidp.Audience(claims), bridgeResource) {
 		t.Errorf("exchanged token claims: %v", claims)
 	}
 

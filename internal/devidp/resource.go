@@ -18,7 +18,8 @@ import (
 //     them as the access token's audience;
 //   - for token exchange, appended to `audience`, which op turns into the token's `aud`.
 //
-// It also accepts client_secret_post on token exchange, which op reads from Basic auth only.
+// It also accepts client_secret_post on token exchange, which op reads from Basic auth only, and
+// an authorization request without a scope.
 
 type resourcesKey struct{}
 
@@ -44,6 +45,11 @@ func resourceIndicators(next http.Handler) http.Handler {
 				httphelper.MarshalJSONWithStatus(w, errInvalidTarget("resource must be an absolute URI without a fragment"), http.StatusBadRequest)
 				return
 			}
+		}
+		// OAuth 2.1 makes scope optional and MCP clients may send none, but op
+		// refuses an authorization request without one: none means openid.
+		if r.URL.Path == authorizePath && r.Form.Get("scope") == "" {
+			r.Form.Set("scope", oidc.ScopeOpenID)
 		}
 		if r.Form.Get("grant_type") == string(oidc.GrantTypeTokenExchange) {
 			for _, res := range resources {

@@ -23,7 +23,7 @@ import (
 // caller cannot have ends the request there: nothing is forwarded, and
 // the shared credential is never sent in its place.
 //
-// The caller's own bearer token (request.bearer) is only the subject of an
+// The caller's own bearer token (request.token) is only the subject of an
 // exchange; it is sent to the token endpoint, never to a server.
 
 // spanCredential is the stage's span, when tracing is on.
@@ -53,7 +53,7 @@ func (b *Bridge) credential(x *exchange) *jsonrpc.Message {
 		return b.credentialFailed(x, &upstreamcred.Error{Server: s.Key(), Reason: upstreamcred.ReasonUnavailable, Msg: "server " + s.Key() + " takes each caller's own credential, and this bridge reads none"})
 	}
 	cred, err := b.cfg.Credentials.Credential(rq.ctx, upstreamcred.Server{Namespace: s.Namespace, Name: s.Name, Remote: s.Remote},
-		upstreamcred.Caller{Username: rq.id.Username, Token: rq.bearer}, rq.sessionID())
+		upstreamcred.Caller{Username: rq.id.Username, Token: rq.token}, rq.sessionID())
 	if err != nil {
 		return b.credentialFailed(x, err)
 	}

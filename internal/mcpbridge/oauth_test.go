@@ -214,3 +214,34 @@ func TestProtectedResourceMetadata(t *testing.T) {
 		t.Errorf("ServiceAccount-only challenge %q", hdr.Get("WWW-Authenticate"))
 	}
 }
+
+// Start's OAuth wiring: the public URL is required, and it is the resource
+// of both the metadata and the audience check.
+func TestOAuthAuthenticatorWiring(t *testing.T) {
+	idp := oauthtest.New()
+	defer idp.Close()
+	cfg, err := identity.IssuerConfig(idp.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := oauthAuthenticator(Options{Authentication: cfg}, testCallers); err == nil || !strings.Contains(err.Error(), "--public-url") {
+		t.Fatalf("without a public URL: %v", err)
+	}
+	o := Options{Authentication: cfg, RequiredScopes: []string{"mcp"}}
+	o.Bridge.PublicURL = "https://Bridge.example.com"
+	res, auth, err := oauthAuthenticator(o, testCallers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.URL != "https://bridge.example.com" || !slices.Equal(res.AuthorizationServers, []string{idp.URL}) || !slices.Equal(res.Scopes, []string{"mcp"}) {
+		t.Fatalf("resource %+v", res)
+	}
+	c := idp.Claims("alice", "https://bridge.example.com/mcp")
+	c["scope"] = "mcp"
+	if id, err := auth.Authenticate(ctxT(t), idp.Sign(c)); err != nil || id.Username != "oidc:alice" {
+		t.Fatalf("%+v %v", id, err)
+	}
+	if id, err := auth.Authenticate(ctxT(t), "alice-token"); err != nil || id.Kind != identity.ServiceAccount {
+		t.Fatalf("a ServiceAccount token behind OAuth: %+v %v", id, err)
+	}
+}

@@ -291,9 +291,12 @@ func (b *Bridge) countCall(x *exchange, decision, outcome string) {
 // callFailed ends a request that failed upstream, whatever its kind:
 // mcp.call.failed and tool.failed, and the agent's answer.
 func (b *Bridge) callFailed(x *exchange, s *routes.Server, took time.Duration, err error) *jsonrpc.Message {
-	failed := audit.MCPCallFailed{Server: s.Name, ToolCallID: x.id, Error: err.Error(), DurationMs: audit.Ms(took)}
 	reason := reasonUpstreamError
 	red := b.redactor(s)
+	// A failure may quote what the server sent (an HTTP error's body):
+	// redacted with the server's values, callers' credentials among them,
+	// before the audit stream gets it.
+	failed := audit.MCPCallFailed{Server: s.Name, ToolCallID: x.id, Error: red.String(err.Error(), nil), DurationMs: audit.Ms(took)}
 	var answer *jsonrpc.Message
 	var rpcErr *jsonrpc.Error
 	var ue *upstream.Error

@@ -48,10 +48,10 @@ const (
 type request struct {
 	ctx context.Context
 	id  identity.Identity
-	// bearer is the caller's own bearer token, kept beside its identity
-	// for the upstream-credential stage alone (the subject of a token
-	// exchange): never logged, never sent to a server.
-	bearer   string
+	// token is the caller's bearer token as sent, for the stage that gets
+	// the upstream credential on the caller's behalf (token exchange)
+	// alone: never logged, audited, forwarded or part of the identity.
+	token    string
 	endpoint string // "" for /mcp, else the server name
 	// search: the request came in on SearchPath (search.go).
 	search bool
@@ -309,7 +309,7 @@ func (b *Bridge) post(w http.ResponseWriter, r *http.Request, endpoint string) {
 		writeError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, err.Error())
 		return
 	}
-	rq := &request{id: id, bearer: authn.BearerToken(r.Header.Get("Authorization")), endpoint: endpoint, search: isSearchPath(r), msg: msg}
+	rq := &request{id: id, token: authn.BearerToken(r.Header.Get("Authorization")), endpoint: endpoint, search: isSearchPath(r), msg: msg}
 	if !b.establish(w, r, rq) {
 		return
 	}

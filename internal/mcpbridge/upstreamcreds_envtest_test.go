@@ -5,10 +5,16 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"maps"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"golang.org/x/oauth2"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,12 +23,13 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/devidp"
+	"github.com/mcp-operator/mcp-operator/internal/identity"
 	mcpclient "github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn/oauth"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstreamcred"
-	"github.com/mcp-operator/mcp-operator/internal/policy"
 	"github.com/mcp-operator/mcp-operator/internal/testenv"
 )
 
@@ -35,9 +42,10 @@ const operatorToken = "operator-own-listing-token-0123456789"
 // from a real API server (envtest), in front of one recording server.
 type credsHarness struct {
 	*harness
-	st *bridgetest.Stateful
-	k  client.Client
-	ns string
+	st     *bridgetest.Stateful
+	server v1alpha1.MCPServer
+	k      client.Client
+	ns     string
 }
 
 func newCredsHarness(t *testing.T, ns string, sessionOnly bool, auth v1alpha1.RemoteAuth, secrets ...*corev1.Secret) *credsHarness {
@@ -66,7 +74,10 @@ func newCredsHarnessOf(t *testing.T, ns string, sessionOnly bool, mod func(*Conf
 			t.Fatal(err)
 		}
 	}
-	st := bridgetest.NewStateful(t, sessionOnly)
+	st := bridgetest.NewLeakyStateful(t)
+	if sessionOnly {
+		st = bridgetest.NewStateful(t, true)
+	}
 	server := bridgetest.Published(t, ns, "stateful", st.URL, v1alpha1.ToolsSpec{})
 	server.Spec.Remote.Auth = &auth
 	pol := toolPolicy(ns, "callers", subjects, rule("allow", "mcp.stateful.*"))
@@ -83,7 +94,7 @@ func newCredsHarnessOf(t *testing.T, ns string, sessionOnly bool, mod func(*Conf
 		tg.BearerToken, tg.Credentials = operatorToken, "operator"
 		return tg, err
 	})
-	return &credsHarness{harness: h, st: st, k: k, ns: ns}
+	return &credsHarness{harness: h, st: st, server: server, k: k, ns: ns}
 }
 
 // authOf is what each request to the server carried, by JSON-RPC (or
@@ -297,7 +308,8 @@ func TestPerCallerSecretUpstream(t *testing.T) {
 // TestCallersOwnExchangedTokensAtProvider: two people signed in at a real
 // OAuth provider (internal/devidp: authorization code with PKCE, then
 // RFC 8693 token exchange by the bridge's confidential client) call one
-// server through the bridge. The recording server sees, on each person's
+// server through the bridge, which checks their access tokens as an OAuth
+// resource. The recording server sees, on each person's
 // calls, a token the provider issued for that person (its sub) and for the
 // server (its aud), the two people's tokens differ, and neither is the
 // token the person's client presented to the bridge.
@@ -309,16 +321,26 @@ func TestCallersOwnExchangedTokensAtProvider(t *testing.T) {
 	t.Cleanup(idp.Close)
 	const resource = "https://stateful.example.test/mcp"
 	own := map[string]*oauth2.Token{}
-	people := tokenAuth{}
 	for _, u := range []devidp.User{devidp.Alice, devidp.Bob} {
-		tok, err := devidp.SignIn(ctxT(t), idp.URL, u, "https://bridge.example.test/mcp")
+		tok, err := devidp.SignIn(ctxT(t), idp.URL, u, publicURL+"/mcp")
 		if err != nil {
 			t.Fatalf("signing in %s: %v", u.Username, err)
 		}
 		own[u.Email] = tok
-		people[tok.AccessToken] = policy.User("oidc:" + u.Email)
 	}
-	h := newCredsHarnessWith(t, "xchg-idp", func(c *Config) { c.Auth = people }, v1alpha1.RemoteAuth{
+	cfg, err := identity.IssuerConfig(idp.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := oauth.NewResource(publicURL, []string{idp.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	people, err := oauth.New(cfg, oauth.Options{Resource: res, Fallback: testCallers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newCredsHarnessWith(t, "xchg-idp", func(c *Config) { c.Auth, c.OAuth = people, res }, v1alpha1.RemoteAuth{
 		TokenExchange: &v1alpha1.TokenExchange{TokenURL: idp.URL + "/oauth/token", Resource: resource, Scopes: []string{"repo"},
 			ClientSecretRef: v1alpha1.LocalSecretReference{Name: "bridge-client"}},
 	}, []v1alpha1.Subject{{Kind: v1alpha1.SubjectUser, Name: "oidc:alice@example.com"}, {Kind: v1alpha1.SubjectUser, Name: "oidc:bob@example.com"}},
@@ -387,4 +409,117 @@ func audiences(claims map[string]any) []string {
 		return out
 	}
 	return nil
+}
+
+// TestCallersCredentialsRedacted: a server that answers each caller with
+// the credential it was sent and the previous caller's never shows either
+// to anyone: exchanged tokens (of a shape no rule knows) are redacted as
+// the values they are, in the answer and in the audit stream. The spans
+// name the kind of credential, never a value.
+func TestCallersCredentialsRedacted(t *testing.T) {
+	te := bridgetest.NewTokenEndpoint(t, "stateful", map[string]string{"alice-token": "alice", "bob-token": "bob"})
+	spans := tracetest.NewSpanRecorder()
+	provider := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	t.Cleanup(func() { _ = provider.Shutdown(context.Background()) })
+	h := newCredsHarnessOf(t, "xchg-leaky", false, func(c *Config) { c.Tracer = provider.Tracer("creds-test") }, v1alpha1.RemoteAuth{
+		TokenExchange: &v1alpha1.TokenExchange{TokenURL: te.URL, Audience: "stateful", ClientSecretRef: v1alpha1.LocalSecretReference{Name: "bridge-client"}},
+	}, []v1alpha1.Subject{sa("agents", "alice"), sa("agents", "bob")},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bridge-client"}, StringData: map[string]string{"client_id": te.ClientID, "client_secret": te.ClientSecret}})
+	alice := h.connect(t, "alice-token", "/mcp", mcpclient.EraSession)
+	bob := h.connect(t, "bob-token", "/mcp", mcpclient.EraStateless)
+	var answers []string
+	for _, c := range []*mcpclient.Client{alice, bob} {
+		res, err := c.CallTool(ctxT(t), "mcp.stateful.whoami", []byte(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		answers = append(answers, string(res))
+	}
+	sent := map[string]bool{}
+	for _, r := range h.st.Requests() {
+		if r.Method == "tools/call" {
+			sent[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")] = true
+		}
+	}
+	if len(sent) != 2 {
+		t.Fatalf("the server got %d distinct credentials on the calls, want alice's and bob's", len(sent))
+	}
+	audit := h.sink.String()
+	for token := range sent {
+		for _, a := range answers {
+			if strings.Contains(a, token) {
+				t.Fatalf("an answer shows the exchanged token %q: %s", token, a)
+			}
+		}
+		if strings.Contains(audit, token) {
+			t.Fatalf("the audit stream shows the exchanged token %q", token)
+		}
+	}
+	if !strings.Contains(answers[1], "[REDACTED:") || strings.Count(answers[1], "[REDACTED:") < 2 {
+		t.Fatalf("bob's answer does not show both credentials redacted: %s", answers[1])
+	}
+	kinds := map[string]int{}
+	for _, s := range spans.Ended() {
+		for _, kv := range s.Attributes() {
+			for token := range sent {
+				if strings.Contains(kv.Value.Emit(), token) {
+					t.Fatalf("span %s attribute %s shows the exchanged token", s.Name(), kv.Key)
+				}
+			}
+			if kv.Key == attrCredential {
+				kinds[s.Name()+"="+kv.Value.AsString()]++
+			}
+		}
+	}
+	if kinds["credential=exchanged"] != 2 || kinds["tools/call whoami=exchanged"] != 2 {
+		t.Fatalf("spans naming the credential: %v; want the credential stage and the call to the server, twice each, exchanged", kinds)
+	}
+}
+
+// TestCallersCredentialsRedactedFromFailures: a server that refuses a
+// caller's call with an HTTP error whose body quotes the bare token it was
+// sent: neither the caller's answer nor the audit stream shows the token.
+func TestCallersCredentialsRedactedFromFailures(t *testing.T) {
+	te := bridgetest.NewTokenEndpoint(t, "stateful", map[string]string{"alice-token": "alice"})
+	h := newCredsHarness(t, "xchg-refusing", false, v1alpha1.RemoteAuth{
+		TokenExchange: &v1alpha1.TokenExchange{TokenURL: te.URL, Audience: "stateful", ClientSecretRef: v1alpha1.LocalSecretReference{Name: "bridge-client"}},
+	}, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bridge-client"}, StringData: map[string]string{"client_id": te.ClientID, "client_secret": te.ClientSecret}})
+	// In front of the server: tools/calls with an exchanged token are
+	// refused, quoting it.
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "); strings.HasPrefix(tok, "exchanged-") {
+			http.Error(w, "the token "+tok+" may not call tools", http.StatusForbidden)
+			return
+		}
+		httputil.NewSingleHostReverseProxy(mustParse(t, h.st.URL)).ServeHTTP(w, r)
+	}))
+	t.Cleanup(refusing.Close)
+	h.reg.Update(routes.Build([]v1alpha1.MCPServer{h.server}), func(s *routes.Server) (upstream.Target, error) {
+		tg, err := target(s)
+		tg.URL, tg.Credentials = refusing.URL+"/mcp", "refusing"
+		return tg, err
+	})
+	alice := h.connect(t, "alice-token", "/mcp", mcpclient.EraStateless)
+	_, err := alice.CallTool(ctxT(t), "mcp.stateful.recall", []byte(`{}`))
+	if err == nil {
+		t.Fatal("the refused call succeeded")
+	}
+	const token = "exchanged-alice-1-for-stateful"
+	if strings.Contains(err.Error(), token) {
+		t.Fatalf("the caller's answer shows its exchanged token: %v", err)
+	}
+	h.events(t) // flushed
+	if audit := h.sink.String(); strings.Contains(audit, token) || !strings.Contains(audit, "may not call tools") {
+		t.Fatalf("the audit stream shows the exchanged token, or not the failure: %s", audit)
+	}
+}
+
+func mustParse(t *testing.T, raw string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = ""
+	return u
 }

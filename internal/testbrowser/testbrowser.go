@@ -7,12 +7,17 @@ package testbrowser
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,14 +37,23 @@ type Browser struct {
 // Timeout bounds each step (a navigation, a wait for an element).
 const Timeout = 30 * time.Second
 
-// New starts Chromium; Close stops it.
-func New() (*Browser, error) {
+// New starts Chromium; Close stops it. trusted are PEM certificates the
+// browser accepts though no CA it knows signed them (a dev cluster's own
+// identity provider): pinned by their public keys, nothing else is waived.
+func New(trusted ...[]byte) (*Browser, error) {
 	path, err := exec.LookPath("chromium")
 	if err != nil {
 		return nil, errors.New("testbrowser: no chromium on PATH: run hack/install-system-deps.sh (it installs Debian's chromium)")
 	}
 	// Root in a container has no user namespaces for Chromium's sandbox.
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.WindowSize(1280, 900))
+	if len(trusted) > 0 {
+		pins, err := spkiPins(trusted)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, chromedp.Flag("ignore-certificate-errors-spki-list", pins))
+	}
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(allocCtx)
 	b := &Browser{ctx: ctx, cancel: func() { cancelCtx(); cancelAlloc() }}
@@ -62,6 +76,25 @@ func New() (*Browser, error) {
 		}
 	}()
 	return b, nil
+}
+
+// spkiPins are the certificates' SHA-256 public key hashes, base64, as
+// Chromium's --ignore-certificate-errors-spki-list takes them.
+func spkiPins(certs [][]byte) (string, error) {
+	var pins []string
+	for _, data := range certs {
+		block, _ := pem.Decode(data)
+		if block == nil {
+			return "", errors.New("testbrowser: a trusted certificate is not PEM")
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return "", fmt.Errorf("testbrowser: %w", err)
+		}
+		sum := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
+		pins = append(pins, base64.StdEncoding.EncodeToString(sum[:]))
+	}
+	return strings.Join(pins, ","), nil
 }
 
 // Close stops the browser.

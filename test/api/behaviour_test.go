@@ -56,7 +56,7 @@ var _ = Describe("config/samples", func() {
 				kinds[u.GetKind()]++
 			}
 		}
-		Expect(kinds).To(HaveKeyWithValue("MCPServer", 4))
+		Expect(kinds).To(HaveKeyWithValue("MCPServer", 5))
 		Expect(kinds).To(HaveKeyWithValue("ToolPolicy", 1))
 	})
 })

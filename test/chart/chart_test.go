@@ -679,8 +679,21 @@ func TestBridgeAuthentication(t *testing.T) {
 		t.Error("no checksum annotation: a changed configuration would not restart the bridge")
 	}
 
-	if a := args(bridge(helmTemplate(t, "--set", "bridge.publicURL=https://mcp.example.com", "--set", "bridge.oidcIssuerURL=https://idp.example.com"))); a["--oidc-issuer-url"] != "https://idp.example.com" {
+	withSecret := bridge(helmTemplate(t, "--set", "bridge.publicURL=https://mcp.example.com", "--set", "bridge.oidcIssuerURL=https://idp.example.com",
+		"--set", "bridge.authSecrets={idp-introspection}"))
+	if a := args(withSecret); a["--oidc-issuer-url"] != "https://idp.example.com" {
 		t.Errorf("bridge args %v", a)
+	}
+	var secretMounted bool
+	for _, m := range withSecret.Spec.Template.Spec.Containers[0].VolumeMounts {
+		for _, v := range withSecret.Spec.Template.Spec.Volumes {
+			if m.Name == v.Name && v.Secret != nil && v.Secret.SecretName == "idp-introspection" && m.MountPath == "/etc/mcp-bridge/auth-secrets/idp-introspection" && m.ReadOnly {
+				secretMounted = true
+			}
+		}
+	}
+	if !secretMounted {
+		t.Errorf("bridge.authSecrets: Secret idp-introspection not mounted read-only at /etc/mcp-bridge/auth-secrets/idp-introspection")
 	}
 	for _, c := range []struct {
 		args []string

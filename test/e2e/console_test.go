@@ -3,9 +3,13 @@
 package e2e
 
 import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -28,7 +32,7 @@ import (
 // Where make dev puts the identity provider, the bridge and the console
 // (hack/cluster/dev.sh): Service IPs this machine reaches.
 const (
-	devIdP     = "http://10.96.0.80"
+	devIdP     = "https://10.96.0.80"
 	devBridge  = "http://10.96.0.81"
 	devConsole = "http://10.96.0.82"
 	// hostile is what an agent puts in its arguments to attack the page.
@@ -42,13 +46,19 @@ var _ = Describe("people decide approvals in the console", Label("console"), fun
 		root, err := testenv.RepoRoot()
 		Expect(err).NotTo(HaveOccurred())
 		shots := filepath.Join(root, "test", "e2e", "artifacts", "console")
+		// The provider's certificate (signed by the dev cluster's CA),
+		// which the browsers accept, pinned.
+		idpCert, err := os.ReadFile(filepath.Join(root, ".dev", "pki", "devidp.crt"))
+		Expect(err).NotTo(HaveOccurred())
+		caCert, err := os.ReadFile(filepath.Join(root, ".dev", "pki", "ca.crt"))
+		Expect(err).NotTo(HaveOccurred())
 
 		// bob is the agent: his access token (for the bridge, through the
 		// desktop client's public client) in a Secret the agent pod reads.
 		suffix := time.Now().UnixNano() % 1e6
 		agent := fmt.Sprintf("e2e-console-agent-%d", suffix)
 		askBob(agent)
-		token := personToken(devidp.Bob)
+		token := personToken(devidp.Bob, caCert)
 		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: servedNamespace, Name: agent}, StringData: map[string]string{"token": token}}
 		Expect(k8sClient.Create(ctx, secret)).To(Succeed())
 		DeferCleanup(func() { _ = k8sClient.Delete(ctx, secret) })
@@ -56,7 +66,7 @@ var _ = Describe("people decide approvals in the console", Label("console"), fun
 		Expect(k8sClient.Create(ctx, sa)).To(Succeed())
 		DeferCleanup(func() { _ = k8sClient.Delete(ctx, sa) })
 
-		alice, err := testbrowser.New()
+		alice, err := testbrowser.New(idpCert)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(alice.Close)
 		Expect(alice.SignIn(devConsole, devidp.Alice.Username, devidp.Alice.Password)).To(Succeed(), "alice signs in at the identity provider's login page")
@@ -77,7 +87,7 @@ var _ = Describe("people decide approvals in the console", Label("console"), fun
 		Expect(alice.Screenshot(shots, "approvals-pending")).To(Succeed())
 
 		// 2. bob, the agent's own identity, signed in cannot approve it.
-		bob, err := testbrowser.New()
+		bob, err := testbrowser.New(idpCert)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(bob.Close)
 		grantBobDeciding()
@@ -162,12 +172,16 @@ func grantBobDeciding() {
 
 // personToken signs user in at the dev identity provider as the desktop
 // client does (authorization code with PKCE, for the bridge's resource)
-// and returns the access token.
-func personToken(user devidp.User) string {
+// and returns the access token. ca signs the provider's certificate.
+func personToken(user devidp.User, ca []byte) string {
+	pool := x509.NewCertPool()
+	Expect(pool.AppendCertsFromPEM(ca)).To(BeTrue())
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	ctx := context.WithValue(ctx, oauth2.HTTPClient, hc)
 	conf := oauth2.Config{ClientID: devidp.MCPClientID, RedirectURL: devidp.LoopbackRedirectURI, Scopes: []string{"openid"},
 		Endpoint: oauth2.Endpoint{AuthURL: devIdP + "/authorize", TokenURL: devIdP + "/oauth/token", AuthStyle: oauth2.AuthStyleInParams}}
 	verifier := oauth2.GenerateVerifier()
-	loc, err := devidp.CompleteLogin(ctx, http.DefaultClient, conf.AuthCodeURL("e2e", oauth2.S256ChallengeOption(verifier),
+	loc, err := devidp.CompleteLogin(ctx, hc, conf.AuthCodeURL("e2e", oauth2.S256ChallengeOption(verifier),
 		oauth2.SetAuthURLParam("resource", devBridge+"/mcp")), user)
 	Expect(err).NotTo(HaveOccurred())
 	tok, err := conf.Exchange(ctx, loc.Query().Get("code"), oauth2.VerifierOption(verifier))

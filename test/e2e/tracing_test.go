@@ -50,7 +50,7 @@ var _ = Describe("traces in the dev cluster's Jaeger", Label("tracing"), func() 
 		// node, published as a remote MCPServer.
 		everything := get(&mcpv1alpha1.MCPServer{ObjectMeta: metav1.ObjectMeta{Namespace: servedNamespace, Name: "everything"}})
 		Expect(everything.Status.Endpoint).NotTo(BeNil(), "the sample everything-server has no endpoint")
-		proxy := recordTraceContext(everything.Status.Endpoint.URL)
+		proxy := recordCalls(everything.Status.Endpoint.URL)
 		// A peer outside the pods' network (here the node's loopback) is
 		// turned away.
 		Expect(getFrom(netip.MustParseAddr("127.0.0.1"), proxy.url)).To(Equal(http.StatusForbidden))
@@ -128,7 +128,7 @@ var _ = Describe("traces in the dev cluster's Jaeger", Label("tracing"), func() 
 		Expect(fw.Attributes).To(HaveKeyWithValue("mcp_operator.server", "e2e-traced"))
 		Expect(fw.Attributes).To(HaveKeyWithValue("gen_ai.tool.name", "test_simple_text"))
 		sent := "00-" + traceID + "-" + strings.ToLower(fw.SpanID) + "-01"
-		Expect(proxy.calls()).To(Equal([]seenTrace{{header: sent, meta: sent}}))
+		Expect(proxy.traces()).To(Equal([]seenTrace{{header: sent, meta: sent}}))
 
 		// The controller traces too: its reconciles reach the same Jaeger.
 		Eventually(jaegerServices).WithArguments(query).WithTimeout(30 * time.Second).WithPolling(time.Second).
@@ -140,24 +140,30 @@ var _ = Describe("traces in the dev cluster's Jaeger", Label("tracing"), func() 
 // traceparent header and params._meta.traceparent.
 type seenTrace struct{ header, meta string }
 
-// traceProxy is a reverse proxy that records the trace context of the
-// tools/call requests it passes on. It listens on the pods' gateway, the
-// node's address on the pods' bridge, and serves pods only: nothing else on
-// the machine's network may reach the server past the bridge, the policy
-// and the audit.
-type traceProxy struct {
-	url  string
-	mu   sync.Mutex
-	seen []seenTrace
+// seenCall is one tools/call the recording proxy passed on: its HTTP headers
+// and its params._meta.traceparent.
+type seenCall struct {
+	header      http.Header
+	traceparent string
 }
 
-func recordTraceContext(target string) *traceProxy {
+// recordingProxy is a reverse proxy that records the tools/call requests it
+// passes on. It listens on the pods' gateway, the node's address on the pods'
+// bridge, and serves pods only: nothing else on the machine's network may
+// reach the server past the bridge, the policy and the audit.
+type recordingProxy struct {
+	url  string
+	mu   sync.Mutex
+	seen []seenCall
+}
+
+func recordCalls(target string) *recordingProxy {
 	u, err := url.Parse(target)
 	Expect(err).NotTo(HaveOccurred())
 	gateway, pods := podGateway()
 	l, err := net.Listen("tcp", net.JoinHostPort(gateway.String(), "0"))
 	Expect(err).NotTo(HaveOccurred())
-	p := &traceProxy{url: "http://" + l.Addr().String() + u.Path}
+	p := &recordingProxy{url: "http://" + l.Addr().String() + u.Path}
 	forward := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: u.Scheme, Host: u.Host})
 	forward.FlushInterval = -1 // event streams pass as they come
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -178,7 +184,7 @@ func recordTraceContext(target string) *traceProxy {
 			}
 			if json.Unmarshal(body, &msg) == nil && msg.Method == "tools/call" {
 				p.mu.Lock()
-				p.seen = append(p.seen, seenTrace{header: r.Header.Get("traceparent"), meta: msg.Params.Meta.Traceparent})
+				p.seen = append(p.seen, seenCall{header: r.Header.Clone(), traceparent: msg.Params.Meta.Traceparent})
 				p.mu.Unlock()
 			}
 		}
@@ -187,6 +193,21 @@ func recordTraceContext(target string) *traceProxy {
 	go func() { _ = srv.Serve(l) }()
 	DeferCleanup(srv.Close)
 	return p
+}
+
+func (p *recordingProxy) calls() []seenCall {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]seenCall(nil), p.seen...)
+}
+
+// traces is the trace context of each tools/call passed on.
+func (p *recordingProxy) traces() []seenTrace {
+	var out []seenTrace
+	for _, c := range p.calls() {
+		out = append(out, seenTrace{header: c.header.Get("traceparent"), meta: c.traceparent})
+	}
+	return out
 }
 
 // podGateway is the node's address on the pods' network and that network:
@@ -228,12 +249,6 @@ func getFrom(from netip.Addr, url string) int {
 	Expect(err).NotTo(HaveOccurred())
 	defer resp.Body.Close()
 	return resp.StatusCode
-}
-
-func (p *traceProxy) calls() []seenTrace {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]seenTrace(nil), p.seen...)
 }
 
 // tracingRuns says whether make dev started the dev cluster's Jaeger

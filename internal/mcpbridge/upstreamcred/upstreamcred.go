@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -159,15 +160,35 @@ type Store struct {
 	// sessions are the entry keys each caller's session used, forgotten
 	// when it ends (Forget).
 	sessions map[string][]string
-	// redactors are each server's redactor with its callers' values, and
-	// the values and base it was built from (Redactor).
-	redactors map[string]*redactorMemo
+	// servers are each server's values handed out (*serverValues), by
+	// namespace/name: read without st.mu by every redaction of every
+	// server's output, so a server none was handed out for costs nothing.
+	servers sync.Map
 	// retired are values replaced by newer ones (a refresh), still known to
 	// the redactor until their forgetAt.
 	retired []*entry
-	// version counts changes of the values handed out, per server.
-	version   map[string]int
 	lastSweep time.Time
+	// refused are the exchanges the token endpoint refused lately, by entry
+	// key: the caller's calls get the same refusal for refusedFor rather
+	// than each ask the endpoint again.
+	refused map[string]refusal
+	// clients are the exchange clients' Secrets as last read, by
+	// namespace/name, used for SecretTTL: many callers' first calls at
+	// once cost one read.
+	clients map[string]clientSecret
+}
+
+// refusal is a refused exchange and until when it stands.
+type refusal struct {
+	err   *Error
+	until time.Time
+}
+
+// clientSecret is an exchange client's id and secret, and when they were
+// read.
+type clientSecret struct {
+	id, secret string
+	read       time.Time
 }
 
 // entry is one credential handed out.
@@ -181,10 +202,27 @@ type entry struct {
 	refreshAt, forgetAt time.Time
 }
 
+// serverValues says when the values handed out for one server changed,
+// and holds its redactor with them.
+type serverValues struct {
+	// version counts the changes (made under Store.mu).
+	version atomic.Int64
+	memo    atomic.Pointer[redactorMemo]
+}
+
+// redactorMemo is a server's redactor with its callers' values, and the
+// base and version it was built from.
 type redactorMemo struct {
 	base    *redact.Redactor
-	version int
+	version int64
 	r       *redact.Redactor
+}
+
+// changedLocked counts a change of the values handed out for server.
+// st.mu is held.
+func (st *Store) changedLocked(server string) {
+	v, _ := st.servers.LoadOrStore(server, &serverValues{})
+	v.(*serverValues).version.Add(1)
 }
 
 // Defaults.
@@ -199,6 +237,8 @@ const (
 	// redactAfter is how long a value stays known to the redactor after it
 	// is no longer handed out: a server may still echo it.
 	redactAfter = 15 * time.Minute
+	// refusedFor is how long a refused exchange is answered from memory.
+	refusedFor = 5 * time.Second
 	// exchangeTimeout bounds one exchange.
 	exchangeTimeout = 10 * time.Second
 	// sweepEvery is how often entries past forgetAt are swept.
@@ -216,7 +256,7 @@ func New(o Options) *Store {
 	if o.SecretTTL <= 0 {
 		o.SecretTTL = DefaultSecretTTL
 	}
-	return &Store{opts: o, tokens: map[string]*entry{}, sessions: map[string][]string{}, redactors: map[string]*redactorMemo{}, version: map[string]int{}}
+	return &Store{opts: o, tokens: map[string]*entry{}, sessions: map[string][]string{}, clients: map[string]clientSecret{}, refused: map[string]refusal{}}
 }
 
 // Credential is the credential caller's call to s carries, for a server
@@ -236,6 +276,10 @@ func (st *Store) Credential(ctx context.Context, s Server, c Caller, session str
 		st.mu.Unlock()
 		return e.cred, nil
 	}
+	if r, ok := st.refused[key]; ok && now.Before(r.until) {
+		st.mu.Unlock()
+		return Credential{}, r.err
+	}
 	st.mu.Unlock()
 	// Concurrent first calls (and refreshes) of one caller and token share
 	// one exchange: its result is theirs alone, as the key is.
@@ -247,6 +291,12 @@ func (st *Store) Credential(ctx context.Context, s Server, c Caller, session str
 		} else {
 			e, err = st.callerSecret(ctx, s, c)
 		}
+		var refused *Error
+		if errors.As(err, &refused) && refused.Reason == ReasonExchangeFailed {
+			st.mu.Lock()
+			st.refused[key] = refusal{err: refused, until: st.opts.Clock().Add(refusedFor)}
+			st.mu.Unlock()
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -256,7 +306,7 @@ func (st *Store) Credential(ctx context.Context, s Server, c Caller, session str
 			st.retired = append(st.retired, old)
 		}
 		st.tokens[key] = e
-		st.version[e.server]++
+		st.changedLocked(e.server)
 		if session != "" {
 			st.sessions[session] = append(st.sessions[session], key)
 		}
@@ -320,13 +370,18 @@ func (st *Store) sweepLocked(now time.Time) {
 	for key, e := range st.tokens {
 		if now.After(e.forgetAt) {
 			delete(st.tokens, key)
-			st.version[e.server]++
+			st.changedLocked(e.server)
+		}
+	}
+	for key, r := range st.refused {
+		if now.After(r.until) {
+			delete(st.refused, key)
 		}
 	}
 	kept := st.retired[:0]
 	for _, e := range st.retired {
 		if now.After(e.forgetAt) {
-			st.version[e.server]++
+			st.changedLocked(e.server)
 			continue
 		}
 		kept = append(kept, e)
@@ -339,15 +394,17 @@ func (st *Store) sweepLocked(now time.Time) {
 // Secrets, with every credential value handed out for it to any caller:
 // a server that echoes one caller's token to another is redacted too.
 func (st *Store) Redactor(server string, base *redact.Redactor) *redact.Redactor {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	v := st.version[server]
-	if v == 0 {
+	found, ok := st.servers.Load(server)
+	if !ok {
 		return base
 	}
-	if m := st.redactors[server]; m != nil && m.base == base && m.version == v {
+	sv := found.(*serverValues)
+	if m := sv.memo.Load(); m != nil && m.base == base && m.version == sv.version.Load() {
 		return m.r
 	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	v := sv.version.Load()
 	var values []string
 	for _, e := range st.tokens {
 		if e.server == server {
@@ -360,7 +417,7 @@ func (st *Store) Redactor(server string, base *redact.Redactor) *redact.Redactor
 		}
 	}
 	r := base.With(values...)
-	st.redactors[server] = &redactorMemo{base: base, version: v, r: r}
+	sv.memo.Store(&redactorMemo{base: base, version: v, r: r})
 	return r
 }
 
@@ -494,9 +551,18 @@ func checkTokenURL(raw string) error {
 	return errors.New("tokenExchange.tokenURL must be https (http only on a loopback address)")
 }
 
-// clientOf reads the bridge's client id and secret for s's exchange.
+// clientOf reads the bridge's client id and secret for s's exchange, read
+// again after SecretTTL (a rotated secret is used within it).
 func (st *Store) clientOf(ctx context.Context, s Server) (id, secret string, err error) {
 	ref := s.Remote.Auth.TokenExchange.ClientSecretRef
+	key := s.Namespace + "/" + ref.Name
+	now := st.opts.Clock()
+	st.mu.Lock()
+	c, ok := st.clients[key]
+	st.mu.Unlock()
+	if ok && now.Sub(c.read) < st.opts.SecretTTL {
+		return c.id, c.secret, nil
+	}
 	var sec corev1.Secret
 	if err := st.opts.Secrets.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: ref.Name}, &sec); err != nil {
 		return "", "", &Error{Server: s.key(), Reason: ReasonUnavailable, Msg: fmt.Sprintf("server %s: the client Secret %s of its token exchange could not be read: %v", s.key(), ref.Name, err)}
@@ -505,6 +571,9 @@ func (st *Store) clientOf(ctx context.Context, s Server) (id, secret string, err
 	if id == "" || secret == "" {
 		return "", "", &Error{Server: s.key(), Reason: ReasonUnavailable, Msg: fmt.Sprintf("server %s: the client Secret %s of its token exchange needs the keys client_id and client_secret", s.key(), ref.Name)}
 	}
+	st.mu.Lock()
+	st.clients[key] = clientSecret{id: id, secret: secret, read: now}
+	st.mu.Unlock()
 	return id, secret, nil
 }
 

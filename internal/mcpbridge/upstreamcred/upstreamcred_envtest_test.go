@@ -191,11 +191,13 @@ func TestExchangeKeyedByToken(t *testing.T) {
 }
 
 // TestExchangeRefused: a refusal names the server and the endpoint's error
-// code, never its description (which quotes the subject token here).
+// code, never its description (which quotes the subject token here), and
+// stands for a few seconds without the endpoint being asked again.
 func TestExchangeRefused(t *testing.T) {
 	te := bridgetest.NewTokenEndpoint(t, "github", map[string]string{alice.Token: "alice"})
 	srv := exchangeServer(t, te)
-	st := upstreamcred.New(upstreamcred.Options{Secrets: k8s})
+	clk := &clock{now: time.Now()}
+	st := upstreamcred.New(upstreamcred.Options{Secrets: k8s, Clock: clk.Now})
 	ctx := context.Background()
 
 	_, err := st.Credential(ctx, srv, bob, "") // a token the endpoint does not know
@@ -208,6 +210,13 @@ func TestExchangeRefused(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), bob.Token) || strings.Contains(err.Error(), "is not valid") {
 		t.Fatalf("the error repeats the endpoint's description (and the token): %v", err)
+	}
+	if _, again := st.Credential(ctx, srv, bob, ""); !errors.As(again, &ce) || ce.Code != "invalid_grant" || te.Refusals() != 1 {
+		t.Fatalf("a second call at once: %v, %d refusals asked; want the same refusal from memory", again, te.Refusals())
+	}
+	clk.add(6 * time.Second)
+	if _, _ = st.Credential(ctx, srv, bob, ""); te.Refusals() != 2 {
+		t.Fatalf("after the refusal lapsed the endpoint was asked %d times, want 2", te.Refusals())
 	}
 
 	// A wrong client secret: invalid_client.

@@ -357,3 +357,22 @@ func TestIssuerDown(t *testing.T) {
 		t.Fatalf("with the issuer back: %v", err)
 	}
 }
+
+// Discovery: RFC 8414 metadata when the issuer has no OIDC discovery; a
+// document naming another issuer is not used (mix-up), so its keys verify
+// nothing.
+func TestDiscovery(t *testing.T) {
+	f := newFixture(t, nil, "")
+	f.idp.OAuthOnly.Store(true)
+	if _, err := f.auth.Authenticate(context.Background(), f.idp.Sign(f.idp.Claims("alice", bridgeURL))); err != nil {
+		t.Fatalf("with RFC 8414 metadata only: %v", err)
+	}
+
+	g := newFixture(t, nil, "")
+	other := "https://attacker.example.com"
+	g.idp.ClaimedIssuer.Store(&other)
+	_, err := g.auth.Authenticate(context.Background(), g.idp.Sign(g.idp.Claims("alice", bridgeURL)))
+	if err == nil || !strings.Contains(err.Error(), "names the issuer") {
+		t.Fatalf("a discovery document naming another issuer: %v", err)
+	}
+}

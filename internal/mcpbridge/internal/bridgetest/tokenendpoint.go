@@ -36,6 +36,8 @@ type TokenEndpoint struct {
 	// subjects maps the subject tokens it accepts to their users.
 	subjects map[string]string
 	issued   int
+	// refusals counts the exchanges of a valid client it refused.
+	refusals int
 	// exchanges counts the exchanges it answered, by user.
 	exchanges map[string]int
 	refuse    string // an error code every exchange gets, when set
@@ -64,6 +66,13 @@ func (te *TokenEndpoint) Exchanges(user string) int {
 	te.mu.Lock()
 	defer te.mu.Unlock()
 	return te.exchanges[user]
+}
+
+// Refusals is how many exchanges by the right client it refused.
+func (te *TokenEndpoint) Refusals() int {
+	te.mu.Lock()
+	defer te.mu.Unlock()
+	return te.refusals
 }
 
 func (te *TokenEndpoint) serve(w http.ResponseWriter, r *http.Request) {
@@ -113,9 +122,11 @@ func (te *TokenEndpoint) serve(w http.ResponseWriter, r *http.Request) {
 	user, known := te.subjects[subject]
 	switch {
 	case te.refuse != "":
+		te.refusals++
 		fail(http.StatusBadRequest, te.refuse, "refused the subject token "+subject)
 		return
 	case !known:
+		te.refusals++
 		fail(http.StatusBadRequest, "invalid_grant", "the subject token "+subject+" is not valid")
 		return
 	}

@@ -37,6 +37,11 @@ type Issuer struct {
 	JWKSFetches atomic.Int64
 	// Down makes the JWKS answer 503, as an issuer in an outage does.
 	Down atomic.Bool
+	// OAuthOnly serves RFC 8414 metadata alone, no OIDC discovery.
+	OAuthOnly atomic.Bool
+	// ClaimedIssuer, when set, is the issuer the metadata names instead
+	// of URL (an issuer mix-up).
+	ClaimedIssuer atomic.Pointer[string]
 
 	mu     sync.Mutex
 	keys   []key // published; the last signs by default
@@ -54,12 +59,24 @@ type key struct {
 func New() *Issuer {
 	i := &Issuer{opaque: map[string]map[string]any{}}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
+	metadata := func(w http.ResponseWriter, _ *http.Request) {
+		issuer := i.URL
+		if v := i.ClaimedIssuer.Load(); v != nil {
+			issuer = *v
+		}
 		writeJSON(w, map[string]any{
-			"issuer": i.URL, "jwks_uri": i.URL + "/jwks", "introspection_endpoint": i.URL + "/introspect",
+			"issuer": issuer, "jwks_uri": i.URL + "/jwks", "introspection_endpoint": i.URL + "/introspect",
 			"authorization_endpoint": i.URL + "/authorize", "token_endpoint": i.URL + "/token",
 		})
+	}
+	mux.HandleFunc("/.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
+		if i.OAuthOnly.Load() {
+			http.NotFound(w, r)
+			return
+		}
+		metadata(w, r)
 	})
+	mux.HandleFunc("/.well-known/oauth-authorization-server", metadata)
 	mux.HandleFunc("/jwks", func(w http.ResponseWriter, _ *http.Request) {
 		i.JWKSFetches.Add(1)
 		if i.Down.Load() {

@@ -1,0 +1,172 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/devidp"
+	"github.com/mcp-operator/mcp-operator/internal/testenv"
+	"github.com/mcp-operator/mcp-operator/internal/testpeers"
+)
+
+// The dev cluster's identity provider (hack/cluster/devidp.yaml): its token
+// endpoint, as an MCPServer names it for token exchange.
+const devidpTokenURL = "https://10.96.0.80/oauth/token"
+
+// desktopRun is what test/e2e/oauth-client.mjs reports.
+type desktopRun struct {
+	UnauthorizedFirst   bool     `json:"unauthorizedFirst"`
+	RegisteredClient    string   `json:"registeredClient"`
+	Resource            string   `json:"resource"`
+	CodeChallengeMethod string   `json:"codeChallengeMethod"`
+	Tools               []string `json:"tools"`
+	Call                *struct {
+		IsError bool `json:"isError"`
+	} `json:"call"`
+	AccessToken string `json:"accessToken"`
+	Fatal       string `json:"fatal"`
+}
+
+// runDesktopClient runs the TypeScript SDK's client on this machine, outside
+// the pods' network, as a person following the steps make dev printed: the
+// client configuration in .dev/desktop-client.json, the dev cluster's CA in
+// NODE_EXTRA_CA_CERTS, and the person's sign-in.
+func runDesktopClient(user devidp.User, tool string) desktopRun {
+	root, err := testenv.RepoRoot()
+	Expect(err).NotTo(HaveOccurred())
+	sdk, err := testpeers.NPMPackageDir("@modelcontextprotocol/sdk")
+	Expect(err).NotTo(HaveOccurred())
+	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, "node", filepath.Join(root, "test", "e2e", "oauth-client.mjs"))
+	cmd.Env = append(os.Environ(), "MCP_SDK_DIR="+sdk,
+		"CLIENT_CONFIG="+filepath.Join(root, ".dev", "desktop-client.json"),
+		"NODE_EXTRA_CA_CERTS="+filepath.Join(root, ".dev", "pki", "ca.crt"),
+		"SIGN_IN_USER="+user.Username, "SIGN_IN_PASSWORD="+user.Password, "CALL_TOOL="+tool)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	Expect(err).NotTo(HaveOccurred(), "the TypeScript client failed: %s", stderr.String())
+	var run desktopRun
+	Expect(json.Unmarshal(out, &run)).To(Succeed(), string(out))
+	return run
+}
+
+// jwtClaims are the claims of a token the provider issued, read without
+// checking the signature (the bridge and the provider's own tests check it).
+func jwtClaims(token string) map[string]any {
+	claims, err := devidp.Claims(token)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return claims
+}
+
+func personPolicy(name, user string, tools ...string) {
+	tp := &mcpv1alpha1.ToolPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: servedNamespace, Name: name},
+		Spec: mcpv1alpha1.ToolPolicySpec{
+			Subjects: []mcpv1alpha1.Subject{{Kind: mcpv1alpha1.SubjectUser, Name: user}},
+			Rules:    []mcpv1alpha1.ToolRule{{Tools: tools, Decision: mcpv1alpha1.DecisionAllow}},
+		},
+	}
+	Expect(k8sClient.Create(ctx, tp)).To(Succeed())
+	DeferCleanup(func() { _ = k8sClient.Delete(ctx, tp) })
+}
+
+var _ = Describe("people signed in at the identity provider", Label("oauth"), func() {
+	It("reach the bridge from a desktop client, each under their own policy, each with their own exchanged token upstream", func() {
+		root, err := testenv.RepoRoot()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(filepath.Join(root, ".dev", "desktop-client.json")).To(BeAnExistingFile(),
+			"make dev printed no desktop client configuration: it does when the bridge accepts the provider's tokens")
+
+		// A recording proxy in front of the sample everything-server, published
+		// as a remote server whose callers' tokens are exchanged at the
+		// provider by the bridge's own client.
+		everything := get(&mcpv1alpha1.MCPServer{ObjectMeta: metav1.ObjectMeta{Namespace: servedNamespace, Name: "everything"}})
+		Expect(everything.Status.Endpoint).NotTo(BeNil(), "the sample everything-server has no endpoint")
+		upstream := recordCalls(everything.Status.Endpoint.URL)
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: servedNamespace, Name: "e2e-bridge-oauth-client"},
+			StringData: map[string]string{"client_id": devidp.BridgeClientID, "client_secret": devidp.BridgeSecret}}
+		Expect(k8sClient.Create(ctx, secret)).To(Succeed())
+		DeferCleanup(func() { _ = k8sClient.Delete(ctx, secret) })
+		server := &mcpv1alpha1.MCPServer{
+			ObjectMeta: metav1.ObjectMeta{Namespace: servedNamespace, Name: "e2e-recorded"},
+			Spec: mcpv1alpha1.MCPServerSpec{Transport: mcpv1alpha1.TransportStreamableHTTP, Remote: &mcpv1alpha1.Remote{
+				URL: upstream.url,
+				Auth: &mcpv1alpha1.RemoteAuth{TokenExchange: &mcpv1alpha1.TokenExchange{
+					TokenURL: devidpTokenURL, Resource: upstream.url,
+					ClientSecretRef: mcpv1alpha1.LocalSecretReference{Name: secret.Name},
+				}},
+			}},
+		}
+		Expect(k8sClient.Create(ctx, server)).To(Succeed())
+		DeferCleanup(func() { _ = k8sClient.Delete(ctx, server) })
+		Eventually(ready(server)).WithTimeout(90 * time.Second).Should(Equal("True/Serving"))
+
+		// Alice may use every tool of the server, Bob one.
+		const tool = "mcp.e2e-recorded.test_simple_text"
+		personPolicy("e2e-oauth-alice", "oidc:"+devidp.Alice.Email, "mcp.e2e-recorded.*")
+		personPolicy("e2e-oauth-bob", "oidc:"+devidp.Bob.Email, tool)
+		recorded := func(tools []string) []string {
+			return slices.DeleteFunc(slices.Clone(tools), func(t string) bool { return !strings.HasPrefix(t, "mcp.e2e-recorded.") })
+		}
+
+		runs := map[string]desktopRun{}
+		for _, u := range []devidp.User{devidp.Alice, devidp.Bob} {
+			// The bridge sees the new policy and server within moments.
+			Eventually(func(g Gomega) {
+				run := runDesktopClient(u, tool)
+				g.Expect(run.Fatal).To(BeEmpty())
+				g.Expect(run.Tools).To(ContainElement(tool))
+				g.Expect(run.Call).NotTo(BeNil())
+				g.Expect(run.Call.IsError).To(BeFalse())
+				runs[u.Email] = run
+			}).WithTimeout(60 * time.Second).WithPolling(3 * time.Second).Should(Succeed())
+		}
+		alice, bob := runs[devidp.Alice.Email], runs[devidp.Bob.Email]
+		for _, run := range []desktopRun{alice, bob} {
+			// The 401 led the client to the provider; it registered itself and
+			// asked for a token for the bridge with PKCE S256.
+			Expect(run.UnauthorizedFirst).To(BeTrue())
+			Expect(run.RegisteredClient).To(HavePrefix("dyn-"))
+			Expect(run.CodeChallengeMethod).To(Equal("S256"))
+			Expect(run.Resource).To(HavePrefix("http://10.96.0.81"))
+			Expect(devidp.Audience(jwtClaims(run.AccessToken))).To(ContainElement(run.Resource))
+		}
+		// Each sees the catalog of their own policy.
+		Expect(len(recorded(alice.Tools))).To(BeNumerically(">", 1))
+		Expect(recorded(bob.Tools)).To(Equal([]string{tool}))
+
+		// Each person's call carried a token the provider issued to the bridge
+		// for that person and for this server: not the client's own, and not
+		// the other person's.
+		bySubject := map[string]string{}
+		for _, c := range upstream.calls() {
+			bearer, ok := strings.CutPrefix(c.header.Get("Authorization"), "Bearer ")
+			Expect(ok).To(BeTrue(), "a call reached the server without a bearer token")
+			Expect(bearer).NotTo(BeElementOf(alice.AccessToken, bob.AccessToken), "a client's own token went upstream")
+			claims := jwtClaims(bearer)
+			Expect(devidp.Audience(claims)).To(ContainElement(upstream.url))
+			Expect(claims["act"]).To(HaveKeyWithValue("sub", devidp.BridgeClientID))
+			sub, _ := claims["sub"].(string)
+			bySubject[sub] = bearer
+		}
+		Expect(bySubject).To(HaveKey(devidp.Alice.Email))
+		Expect(bySubject).To(HaveKey(devidp.Bob.Email))
+		Expect(bySubject[devidp.Alice.Email]).NotTo(Equal(bySubject[devidp.Bob.Email]))
+	})
+})
