@@ -293,3 +293,37 @@ func TestEventStreamRefusesUnknownTopics(t *testing.T) {
 	}
 	_ = v1alpha1.GroupVersion
 }
+
+// The small handlers: the root, health, a sign-in while signed in, and a
+// form too large to read.
+func TestSmallHandlers(t *testing.T) {
+	e := newEnv(t)
+	b := e.browser()
+	resp, err := b.post.Get(e.url + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/approvals" {
+		t.Errorf("/: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if status, body := b.get("/healthz"); status != http.StatusOK || body != "ok\n" {
+		t.Errorf("/healthz: %d %q", status, body)
+	}
+	b.signIn(alice)
+	resp, err = b.post.Get(e.url + "/login?next=/servers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/servers" {
+		t.Errorf("signing in while signed in: %d to %q, want straight to /servers", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	big := url.Values{"csrf": {b.csrf()}, "verdict": {"Deny"}, "comment": {strings.Repeat("x", 20<<10)}}
+	if resp := b.submit("/approvals/"+e.ns+"/any", big, ""); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("a form over 16 KB: %d, want 400", resp.StatusCode)
+	}
+	if resp := b.submit("/approvals", url.Values{}, ""); resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("a post to the approvals page: %d, want 405", resp.StatusCode)
+	}
+}
