@@ -293,6 +293,14 @@ JSON
   echo "    NODE_EXTRA_CA_CERTS=$PKI/ca.crt"
   echo "  and let your browser accept that CA (or the sign-in page's certificate) once."
 fi
+if [ -n "$console_values" ]; then
+  echo
+  echo "Console: http://$CONSOLE_IP in a browser on this machine (it signs you in at the"
+  echo "  identity provider above, whose certificate your browser must accept). Sign in as"
+  echo "  alice / alice-password: she may decide the ToolApprovals of namespace default (Role"
+  echo "  mcp-approver) and see its servers, policies and activity; bob / bob-password sees"
+  echo "  nothing there (no RBAC)."
+fi
 echo
 echo "Try it (kubectl, the controller's log, and tools/list through the bridge as the"
 echo "sample policy's agent, in the stateless protocol revision; also in $try):"
