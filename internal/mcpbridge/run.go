@@ -20,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	authenticationv1 "k8s.io/client-go/kubernetes/typed/authentication/v1"
@@ -34,6 +33,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/approval"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/identity"
+	"github.com/mcp-operator/mcp-operator/internal/k8s/restmap"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/activity"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/artifact"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
@@ -344,29 +344,16 @@ func leaseCache(served map[string]cache.Config, onceNamespace string) (cache.ByO
 	return cache.ByObject{Namespaces: ns}, nil
 }
 
-// restMapper maps the few kinds the bridge reads and writes, and their
-// lists, to their resources, all namespaced, without discovery: a
-// discovering mapper read the resources of every group the API server has
-// (aggregated discovery) and kept them, about 0.4 MB of the idle bridge's
-// heap, for five kinds known when it was built. A kind not listed here
-// fails with "no matches for kind", not silently.
+// restMapper maps the few kinds the bridge reads and writes, without
+// discovery (restmap).
 func restMapper() meta.RESTMapper {
-	m := meta.NewDefaultRESTMapper(nil)
-	for _, gvk := range []schema.GroupVersionKind{
+	return restmap.Namespaced(
 		v1alpha1.GroupVersion.WithKind("MCPServer"),
 		v1alpha1.GroupVersion.WithKind("ToolPolicy"),
 		v1alpha1.GroupVersion.WithKind("ToolApproval"),
 		corev1.SchemeGroupVersion.WithKind("Secret"),
 		coordinationv1.SchemeGroupVersion.WithKind("Lease"),
-	} {
-		// Lower-case plurals (mcpservers, toolpolicies, toolapprovals,
-		// secrets): the CRDs' and the core group's names. The list kind
-		// first, so that a resource maps back to the kind itself.
-		plural, singular := meta.UnsafeGuessKindToResource(gvk)
-		m.AddSpecific(gvk.GroupVersion().WithKind(gvk.Kind+"List"), plural, singular, meta.RESTScopeNamespace)
-		m.AddSpecific(gvk, plural, singular, meta.RESTScopeNamespace)
-	}
-	return m
+	)
 }
 
 func newKubeClients(o Options) (*kubeClients, error) {
