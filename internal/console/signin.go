@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -59,12 +60,30 @@ func newSignIn(ctx context.Context, o SignInOptions, redirectURL string) (*signI
 }
 
 // localPath keeps where to go after sign-in to a path of the console: never
-// another site (//host, /\host) nor a scheme.
+// another site nor a scheme. Browsers drop tabs and newlines from a URL and
+// read a backslash as a slash, so "/\t/host" or "/\\host" would leave the
+// console: any control byte or backslash refuses the value, and what is left
+// must parse as a path alone that starts with a single slash.
 func localPath(next string) string {
-	if next == "" || next[0] != '/' || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
-		return "/approvals"
+	const home = "/approvals"
+	u, err := url.Parse(next)
+	if unsafeInPath(next) || err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" ||
+		strings.HasPrefix(next, "//") || !strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") ||
+		unsafeInPath(u.Path) { // decoded: "/%09/host" and "/%5Chost" leave as the raw ones do
+		return home
 	}
-	return next
+	return u.RequestURI()
+}
+
+// unsafeInPath says whether s holds a byte a browser drops or reads as a
+// slash in a URL: a control byte, DEL or a backslash.
+func unsafeInPath(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == 0x7f || c == '\\' {
+			return true
+		}
+	}
+	return false
 }
 
 // login starts a sign-in: the browser goes to the issuer with a fresh
@@ -147,7 +166,8 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 	s.opts.Log.Info("signed in", "user", person.Username)
 	// The browser arrived here from the identity provider's site, so a
 	// redirect would still be a cross-site navigation and the Strict
-	// cookie would not be sent with it: a page of our own moves on.
+	// cookie would not be sent with it: a page of our own moves on, by
+	// its Continue link (followed by the console script, or by a click).
 	s.render(w, r, http.StatusOK, "signedin", page{Title: "Signed in", Data: p.next})
 }
 
