@@ -241,20 +241,30 @@ func securityHeaders(next http.Handler) http.Handler {
 	})
 }
 
-// sessionOf returns the request's live session, or nil.
+// refreshHeader marks the console script's fetch of the page it shows,
+// after the event stream said something changed.
+const refreshHeader = "X-Console-Refresh"
+
+// sessionOf returns the request's live session, or nil. What the person
+// asks for counts as use and keeps the session from idling out; a live
+// page's own refresh does not, or an open tab would keep it forever.
 func (s *Server) sessionOf(r *http.Request) *session {
+	return s.session(r, r.Header.Get(refreshHeader) == "")
+}
+
+func (s *Server) session(r *http.Request, use bool) *session {
 	c, err := r.Cookie(sessionCookie)
 	if err != nil || c.Value == "" {
 		return nil
 	}
-	return s.sessions.get(c.Value)
+	return s.sessions.get(c.Value, use)
 }
 
 // withSession refuses a request without a live session (401): the event
-// stream and other non-page requests.
+// stream, which a page opens by itself, so it is not use of the session.
 func (s *Server) withSession(h func(http.ResponseWriter, *http.Request, *session)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		x := s.sessionOf(r)
+		x := s.session(r, false)
 		if x == nil {
 			http.Error(w, "not signed in", http.StatusUnauthorized)
 			return

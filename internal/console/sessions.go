@@ -173,8 +173,9 @@ func (s *sessions) create(person Person) (*session, bool) {
 	return x, true
 }
 
-// get returns the live session of id and marks it used.
-func (s *sessions) get(id string) *session {
+// get returns the live session of id; use marks it used (its idle time
+// starts again).
+func (s *sessions) get(id string, use bool) *session {
 	now := s.now()
 	s.mu.Lock()
 	x := s.byID[id]
@@ -186,9 +187,11 @@ func (s *sessions) get(id string) *session {
 		s.end(id)
 		return nil
 	}
-	x.mu.Lock()
-	x.lastSeen = now
-	x.mu.Unlock()
+	if use {
+		x.mu.Lock()
+		x.lastSeen = now
+		x.mu.Unlock()
+	}
 	return x
 }
 

@@ -62,6 +62,19 @@ func TestSignInSetsAStrictSessionCookie(t *testing.T) {
 	}
 }
 
+// refresh fetches path as the console script does when its page changed.
+func (b *browser) refresh(path string) int {
+	b.t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, b.e.url+path, nil)
+	req.Header.Set(refreshHeader, "1")
+	resp, err := b.nav.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
 func cookieHeader(resp *http.Response, name string) string {
 	for _, c := range resp.Header.Values("Set-Cookie") {
 		if strings.HasPrefix(c, name+"=") {
@@ -232,6 +245,20 @@ func TestSessionsExpireAndLogoutEnds(t *testing.T) {
 	e.clock.advance(61 * time.Minute)
 	if status, _ := b.get("/approvals"); status != http.StatusUnauthorized {
 		t.Fatalf("an idle session still holds: %d", status)
+	}
+	// An open live page refreshes itself whenever something changes: that
+	// is not the person using the console, nor is its event stream.
+	b.signIn(alice)
+	e.clock.advance(50 * time.Minute)
+	if status := b.refresh("/approvals"); status != http.StatusOK {
+		t.Fatalf("a live refresh within the idle time: %d", status)
+	}
+	if status := b.refresh("/events?topic=nothing"); status != http.StatusBadRequest {
+		t.Fatalf("an event stream within the idle time: %d", status)
+	}
+	e.clock.advance(20 * time.Minute)
+	if status := b.refresh("/approvals"); status != http.StatusUnauthorized {
+		t.Fatalf("live refreshes kept an idle session: %d", status)
 	}
 	b.signIn(alice)
 	for i := 0; i < 9; i++ {
