@@ -1,6 +1,7 @@
 package console
 
 import (
+	"container/list"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
@@ -85,8 +86,14 @@ type sessions struct {
 
 	mu        sync.Mutex
 	byID      map[string]*session
-	pending   map[string]pendingSignIn // by OAuth state
+	pending   map[string]*list.Element // by OAuth state; values are *pendingEntry
+	started   *list.List               // pending sign-ins, oldest first
 	lastSweep time.Time
+}
+
+type pendingEntry struct {
+	state string
+	pendingSignIn
 }
 
 // Bounds on what unauthenticated requests can make the console hold.
@@ -97,7 +104,7 @@ const (
 )
 
 func newSessions(maxAge, idle time.Duration, now func() time.Time) *sessions {
-	return &sessions{maxAge: maxAge, idle: idle, now: now, byID: map[string]*session{}, pending: map[string]pendingSignIn{}}
+	return &sessions{maxAge: maxAge, idle: idle, now: now, byID: map[string]*session{}, pending: map[string]*list.Element{}, started: list.New()}
 }
 
 // randomToken is 32 random bytes, URL-safe.
@@ -117,11 +124,14 @@ func (s *sessions) sweepLocked(now time.Time) {
 			delete(s.byID, id)
 		}
 	}
-	for state, p := range s.pending {
-		if now.After(p.expires) {
-			delete(s.pending, state)
-		}
+	for s.started.Len() > 0 && now.After(s.started.Front().Value.(*pendingEntry).expires) {
+		s.dropPendingLocked(s.started.Front())
 	}
+}
+
+func (s *sessions) dropPendingLocked(e *list.Element) {
+	delete(s.pending, e.Value.(*pendingEntry).state)
+	s.started.Remove(e)
 }
 
 func (s *sessions) expired(x *session, now time.Time) bool {
@@ -130,19 +140,22 @@ func (s *sessions) expired(x *session, now time.Time) bool {
 	return now.After(x.expires) || now.Sub(x.lastSeen) > s.idle
 }
 
-// startSignIn records a sign-in in progress and returns its state.
-func (s *sessions) startSignIn(p pendingSignIn) (string, bool) {
+// startSignIn records a sign-in in progress and returns its state. When
+// as many are in progress as the console holds, the oldest is forgotten
+// (its person starts again): anyone may start sign-ins, so refusing new
+// ones would let anyone keep everyone from signing in.
+func (s *sessions) startSignIn(p pendingSignIn) string {
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sweepLocked(now)
-	if len(s.pending) >= maxPendingSignIns {
-		return "", false
+	for s.started.Len() >= maxPendingSignIns {
+		s.dropPendingLocked(s.started.Front())
 	}
 	state := randomToken()
 	p.expires = now.Add(signInTimeout)
-	s.pending[state] = p
-	return state, true
+	s.pending[state] = s.started.PushBack(&pendingEntry{state: state, pendingSignIn: p})
+	return state
 }
 
 // finishSignIn takes the sign-in of state, once: a replayed callback finds
@@ -150,9 +163,13 @@ func (s *sessions) startSignIn(p pendingSignIn) (string, bool) {
 func (s *sessions) finishSignIn(state string) (pendingSignIn, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p, ok := s.pending[state]
-	delete(s.pending, state)
-	if !ok || s.now().After(p.expires) {
+	e, ok := s.pending[state]
+	if !ok {
+		return pendingSignIn{}, false
+	}
+	s.dropPendingLocked(e)
+	p := e.Value.(*pendingEntry).pendingSignIn
+	if s.now().After(p.expires) {
 		return pendingSignIn{}, false
 	}
 	return p, true

@@ -96,11 +96,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := pendingSignIn{verifier: oauth2.GenerateVerifier(), nonce: randomToken(), next: next, binding: randomToken()}
-	state, ok := s.sessions.startSignIn(p)
-	if !ok {
-		s.refuse(w, r, http.StatusServiceUnavailable, "Too many sign-ins in progress; try again in a few minutes.")
-		return
-	}
+	state := s.sessions.startSignIn(p)
 	setCookie(w, signInCookie, p.binding, "/callback", signInTimeout, http.SameSiteLaxMode, s.secure)
 	http.Redirect(w, r, s.signIn.oauth.AuthCodeURL(state, oidc.Nonce(p.nonce), oauth2.S256ChallengeOption(p.verifier)), http.StatusFound)
 }
