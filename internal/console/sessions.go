@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 )
@@ -101,6 +102,9 @@ const (
 	maxPendingSignIns = 10000
 	signInTimeout     = 10 * time.Minute
 	maxSessions       = 10000
+	// maxSessionsPerPerson bounds one person's browsers, so that one
+	// account signing in again and again cannot take every session.
+	maxSessionsPerPerson = 20
 )
 
 func newSessions(maxAge, idle time.Duration, now func() time.Time) *sessions {
@@ -176,18 +180,39 @@ func (s *sessions) finishSignIn(state string) (pendingSignIn, bool) {
 }
 
 // create starts a session for person; it ends after the maximum age, or
-// sooner when unused for the idle time.
+// sooner when unused for the idle time. A person's sessions beyond
+// maxSessionsPerPerson end oldest first.
 func (s *sessions) create(person Person) (*session, bool) {
 	now := s.now()
 	x := &session{id: randomToken(), csrf: randomToken(), person: person, expires: now.Add(s.maxAge), lastSeen: now, access: map[accessKey]accessAnswer{}}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sweepLocked(now)
+	s.endOldestLocked(person.Username, maxSessionsPerPerson-1)
 	if len(s.byID) >= maxSessions {
 		return nil, false
 	}
 	s.byID[x.id] = x
 	return x, true
+}
+
+// endOldestLocked ends the oldest sessions of username until it has at
+// most keep.
+func (s *sessions) endOldestLocked(username string, keep int) {
+	var theirs []*session
+	for _, x := range s.byID {
+		if x.person.Username == username {
+			theirs = append(theirs, x)
+		}
+	}
+	if len(theirs) <= keep {
+		return
+	}
+	// Every session lives the same maximum age: the oldest expires first.
+	slices.SortFunc(theirs, func(a, b *session) int { return a.expires.Compare(b.expires) })
+	for _, x := range theirs[:len(theirs)-keep] {
+		delete(s.byID, x.id)
+	}
 }
 
 // get returns the live session of id; use marks it used (its idle time

@@ -41,3 +41,31 @@ func TestPendingSignInsStayBoundedWithoutRefusing(t *testing.T) {
 		t.Errorf("the fresh sign-in: %v %+v", ok, p)
 	}
 }
+
+// One person signing in again and again ends their own oldest sessions,
+// never another person's, and never takes every session.
+func TestSessionsPerPersonEndOldestFirst(t *testing.T) {
+	c := &clock{}
+	s := newSessions(time.Hour, time.Hour, c.now)
+	bobs, _ := s.create(Person{Username: bobUser})
+	var alices []*session
+	for i := 0; i < maxSessionsPerPerson+2; i++ {
+		c.advance(time.Second)
+		x, ok := s.create(Person{Username: aliceUser})
+		if !ok {
+			t.Fatalf("session %d of one person refused", i)
+		}
+		alices = append(alices, x)
+	}
+	if n := s.count(); n != maxSessionsPerPerson+1 {
+		t.Fatalf("%d sessions, want %d of alice's and bob's one", n, maxSessionsPerPerson)
+	}
+	for i, x := range alices {
+		if live := s.get(x.id, false) != nil; live != (i >= 2) {
+			t.Errorf("alice's session %d live: %v", i, live)
+		}
+	}
+	if s.get(bobs.id, false) == nil {
+		t.Error("another person's session ended")
+	}
+}
