@@ -30,7 +30,6 @@ type SignInOptions struct {
 type signIn struct {
 	oauth    oauth2.Config
 	verifier *oidc.IDTokenVerifier
-	provider *oidc.Provider
 	client   *http.Client
 }
 
@@ -54,7 +53,6 @@ func newSignIn(ctx context.Context, o SignInOptions, redirectURL string) (*signI
 		oauth: oauth2.Config{ClientID: o.ClientID, ClientSecret: o.ClientSecret, Endpoint: provider.Endpoint(),
 			RedirectURL: redirectURL, Scopes: append([]string{oidc.ScopeOpenID}, scopes...)},
 		verifier: provider.Verifier(&oidc.Config{ClientID: o.ClientID}),
-		provider: provider,
 		client:   hc,
 	}, nil
 }
@@ -104,7 +102,9 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 // callback finishes a sign-in: the state must be one this console started,
 // in this browser, once; the code is redeemed with the PKCE verifier; the
 // ID token must verify and carry the nonce; its claims become the person as
-// the bridge maps them. No token is kept: the session holds the person.
+// the bridge maps them. Only the ID token's claims, never userinfo's: the
+// bridge maps the claims of a token alone, and a person must have the same
+// name and groups in both. No token is kept: the session holds the person.
 func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	setCookie(w, signInCookie, "", "/callback", 0, http.SameSiteLaxMode, s.secure)
@@ -143,10 +143,6 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, http.StatusUnauthorized, "The ID token's claims could not be read.")
 		return
 	}
-	if err := s.signIn.addUserInfo(ctx, tok, idt.Subject, claims); err != nil {
-		s.refuse(w, r, http.StatusUnauthorized, "The identity provider's userinfo could not be read: "+err.Error())
-		return
-	}
 	id, err := s.opts.Mapper.Identity(claims)
 	if err != nil {
 		s.refuse(w, r, http.StatusForbidden, "Signed in, but who you are could not be mapped as the bridge maps it: "+err.Error())
@@ -165,34 +161,6 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 	// cookie would not be sent with it: a page of our own moves on, by
 	// its Continue link (followed by the console script, or by a click).
 	s.render(w, r, http.StatusOK, "signedin", page{Title: "Signed in", Data: p.next})
-}
-
-// addUserInfo adds the claims of the provider's userinfo endpoint to the ID
-// token's, which win: many providers put only sub in an ID token issued
-// with an access token, and the groups (or the email) the mapping names
-// are in userinfo. Its sub must be the ID token's (OpenID Connect Core
-// 5.3.2), so another person's claims can never be mixed in.
-func (si *signIn) addUserInfo(ctx context.Context, tok *oauth2.Token, subject string, claims map[string]any) error {
-	if si.provider.UserInfoEndpoint() == "" {
-		return nil
-	}
-	info, err := si.provider.UserInfo(ctx, oauth2.StaticTokenSource(tok))
-	if err != nil {
-		return err
-	}
-	if info.Subject != subject {
-		return errors.New("its subject is not the ID token's")
-	}
-	var extra map[string]any
-	if err := info.Claims(&extra); err != nil {
-		return err
-	}
-	for k, v := range extra {
-		if _, ok := claims[k]; !ok {
-			claims[k] = v
-		}
-	}
-	return nil
 }
 
 func oauthError(err error) string {

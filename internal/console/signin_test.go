@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -170,6 +171,27 @@ func TestCallbackRefusals(t *testing.T) {
 	e.idp.misbehave = nil
 	// A code redeemed without the verifier the console holds fails at the
 	// provider: the state's verifier is checked by the token endpoint.
+}
+
+// The person is mapped from the ID token's claims alone, as the bridge maps
+// a token's: groups the provider's userinfo adds are not the person's.
+func TestOnlyTheIDTokenNamesThePerson(t *testing.T) {
+	e := newEnv(t)
+	e.idp.mu.Lock()
+	e.idp.userinfo = map[string]any{"sub": carol["sub"], "email": carol["email"], "groups": []any{"cluster-admins"}}
+	e.idp.mu.Unlock()
+	b := e.browser()
+	b.signIn(carol)
+	e.console.sessions.mu.Lock()
+	defer e.console.sessions.mu.Unlock()
+	if len(e.console.sessions.byID) != 1 {
+		t.Fatalf("%d sessions after one sign-in", len(e.console.sessions.byID))
+	}
+	for _, x := range e.console.sessions.byID {
+		if x.person.Username != "oidc:carol@example.com" || slices.Contains(x.person.Groups, "oidc:cluster-admins") {
+			t.Errorf("signed in as %+v, want oidc:carol@example.com without userinfo's groups", x.person)
+		}
+	}
 }
 
 func TestPagesWithoutSessionOfferSignIn(t *testing.T) {
