@@ -108,14 +108,19 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	setCookie(w, signInCookie, "", "/callback", 0, http.SameSiteLaxMode, s.secure)
-	if e := q.Get("error"); e != "" {
-		s.refuse(w, r, http.StatusUnauthorized, "The identity provider did not sign you in: "+e+" "+q.Get("error_description"))
-		return
-	}
 	p, ok := s.sessions.finishSignIn(q.Get("state"))
 	c, err := r.Cookie(signInCookie)
 	if !ok || err != nil || !equalSecret(c.Value, p.binding) {
 		s.refuse(w, r, http.StatusBadRequest, "This sign-in was not started in this browser, was used already, or took too long. Sign in again.")
+		return
+	}
+	if e := q.Get("error"); e != "" {
+		// Anyone can send a browser here with any text: only a code the
+		// standards define is shown, never the free-text description.
+		if !authorizationErrors[e] {
+			e = "an error the console does not know"
+		}
+		s.refuse(w, r, http.StatusUnauthorized, "The identity provider did not sign you in: "+e+". Sign in again.")
 		return
 	}
 	ctx := oidc.ClientContext(r.Context(), s.signIn.client)
@@ -161,6 +166,16 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 	// cookie would not be sent with it: a page of our own moves on, by
 	// its Continue link (followed by the console script, or by a click).
 	s.render(w, r, http.StatusOK, "signedin", page{Title: "Signed in", Data: p.next})
+}
+
+// authorizationErrors are the error codes of an authorization response
+// (OAuth 2.0, RFC 6749 4.1.2.1, and OpenID Connect Core 3.1.2.6).
+var authorizationErrors = map[string]bool{
+	"invalid_request": true, "unauthorized_client": true, "access_denied": true, "unsupported_response_type": true,
+	"invalid_scope": true, "server_error": true, "temporarily_unavailable": true,
+	"interaction_required": true, "login_required": true, "account_selection_required": true, "consent_required": true,
+	"invalid_request_uri": true, "invalid_request_object": true, "request_not_supported": true,
+	"request_uri_not_supported": true, "registration_not_supported": true,
 }
 
 func oauthError(err error) string {

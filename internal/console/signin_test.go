@@ -143,7 +143,32 @@ func TestCallbackRefusals(t *testing.T) {
 	}
 	b := e.browser()
 	refused("unknown state", b, e.url+"/callback?code=x&state=made-up", "not started in this browser")
-	refused("provider error", b, e.url+"/callback?error=access_denied&error_description=no", "did not sign you in: access_denied")
+	// An error for a sign-in this browser did not start says only that.
+	refused("provider error, unknown state", b, e.url+"/callback?error=access_denied&state=made-up", "not started in this browser")
+	// errorFor is the provider's answer to a sign-in b started: error
+	// code and a description anyone could have written.
+	errorFor := func(b *browser, code string) string {
+		u, _ := url.Parse(startSignIn(b))
+		q := url.Values{"state": {u.Query().Get("state")}, "error": {code}, "error_description": {"Call +1 555 0100 to unlock your account"}}
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	for code, want := range map[string]string{
+		"access_denied":             "did not sign you in: access_denied.",
+		"login_required":            "did not sign you in: login_required.",
+		"Visit evil.example to fix": "did not sign you in: an error the console does not know.",
+	} {
+		fresh := e.browser()
+		resp, err := fresh.post.Get(errorFor(fresh, code))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := readAll(resp)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, want) || strings.Contains(body, "555") || strings.Contains(body, "evil.example") {
+			t.Errorf("provider error %q: %d, want %q and no text of the provider's: %s", code, resp.StatusCode, want, body)
+		}
+	}
 
 	callback := startSignIn(b)
 	refused("another browser", e.browser(), callback, "not started in this browser")
