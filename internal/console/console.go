@@ -78,6 +78,7 @@ type Server struct {
 	cache    cache.Cache
 	mapper   meta.RESTMapper
 	hub      *hub
+	streams  *streamSlots
 	pages    *pages
 	handler  http.Handler
 }
@@ -108,7 +109,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.TrimSuffix(u.Path, "/") != "" {
 		return nil, fmt.Errorf("console: the public URL must be http(s)://host[:port], not %q", o.PublicURL)
 	}
-	s := &Server{opts: o, origin: u.Scheme + "://" + u.Host, secure: u.Scheme == "https", hub: newHub()}
+	s := &Server{opts: o, origin: u.Scheme + "://" + u.Host, secure: u.Scheme == "https", hub: newHub(), streams: newStreamSlots()}
 	s.sessions = newSessions(o.SessionMaxAge, o.SessionIdle, o.Now)
 	if s.signIn, err = newSignIn(ctx, o.SignIn, s.origin+"/callback"); err != nil {
 		return nil, err
