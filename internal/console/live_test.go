@@ -6,15 +6,21 @@ import (
 	"testing"
 )
 
-// openStream opens the approvals page's event stream in b until ctx ends,
-// and returns its status.
-func (b *browser) openStream(ctx context.Context) int {
+// stream opens the approvals page's event stream in b until ctx ends.
+func (b *browser) stream(ctx context.Context) *http.Response {
 	b.t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, b.e.url+"/events?topic=approvals", nil)
 	resp, err := b.nav.Do(req)
 	if err != nil {
 		b.t.Fatal(err)
 	}
+	return resp
+}
+
+// openStream opens a stream as stream does and returns its status.
+func (b *browser) openStream(ctx context.Context) int {
+	b.t.Helper()
+	resp := b.stream(ctx)
 	if resp.StatusCode != http.StatusOK {
 		resp.Body.Close()
 	}

@@ -337,11 +337,7 @@ func TestEventStreamPushesChanges(t *testing.T) {
 	b.signIn(alice)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.url+"/events?topic=approvals", nil)
-	resp, err := b.nav.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := b.stream(ctx)
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("event stream: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))

@@ -65,11 +65,7 @@ func TestEventStreamFiltersByNamespace(t *testing.T) {
 	b.signIn(alice)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.url+"/events?topic=approvals", nil)
-	resp, err := b.nav.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := b.stream(ctx)
 	defer resp.Body.Close()
 	changed := make(chan struct{}, 16)
 	go func() {
