@@ -210,9 +210,21 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /login", s.login)
 	mux.HandleFunc("GET /callback", s.callback)
 	mux.Handle("POST /logout", s.change(s.logout))
-	mux.Handle("GET /static/", http.FileServerFS(staticFS))
+	mux.Handle("GET /static/", noListing(http.FileServerFS(staticFS)))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	return securityHeaders(mux)
+	return s.securityHeaders(mux)
+}
+
+// noListing serves files only: a folder's path is not found, rather than
+// a list of what the folder holds.
+func noListing(files http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") {
+			http.NotFound(w, r)
+			return
+		}
+		files.ServeHTTP(w, r)
+	})
 }
 
 // contentSecurityPolicy allows the console's own script, styles and event
@@ -221,7 +233,11 @@ func (s *Server) routes() http.Handler {
 const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
 	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
-func securityHeaders(next http.Handler) http.Handler {
+// hsts keeps browsers on https for a year once they reached the console
+// over it (only then: over http the header means nothing and is ignored).
+const hsts = "max-age=31536000"
+
+func (s *Server) securityHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Content-Security-Policy", contentSecurityPolicy)
@@ -233,6 +249,9 @@ func securityHeaders(next http.Handler) http.Handler {
 		h.Set("Referrer-Policy", "same-origin")
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Cross-Origin-Opener-Policy", "same-origin")
+		if s.secure {
+			h.Set("Strict-Transport-Security", hsts)
+		}
 		if !strings.HasPrefix(r.URL.Path, "/static/") {
 			// Pages hold data of the person signed in: never kept by a
 			// browser or a proxy.

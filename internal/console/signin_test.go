@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 )
 
 // The sign-in cookie binds a sign-in to the browser that started it, the
@@ -94,9 +92,8 @@ func readAll(resp *http.Response) string {
 	return sb.String()
 }
 
-func TestSecureCookiesOnHTTPS(t *testing.T) {
+func TestSecureCookiesAndHSTSOnHTTPS(t *testing.T) {
 	e := newEnv(t)
-	e.console.secure = true // as with an https public URL
 	e.idp.signInAs(alice)
 	b := e.browser()
 	resp, err := b.post.Get(e.url + "/login")
@@ -104,8 +101,20 @@ func TestSecureCookiesOnHTTPS(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
+	if h := resp.Header.Get("Strict-Transport-Security"); h != "" {
+		t.Errorf("HSTS over http: %q", h)
+	}
+	e.console.secure = true // as with an https public URL
+	resp, err = b.post.Get(e.url + "/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
 	if c := cookieHeader(resp, signInCookie); !strings.Contains(c, "Secure") {
 		t.Errorf("sign-in cookie without Secure: %q", c)
+	}
+	if h := resp.Header.Get("Strict-Transport-Security"); h != hsts {
+		t.Errorf("HSTS over https: %q, want %q", h, hsts)
 	}
 }
 
@@ -366,7 +375,6 @@ func TestEventStreamRefusesUnknownTopics(t *testing.T) {
 	if status, _ := b.get("/events?topic=secrets"); status != http.StatusBadRequest {
 		t.Fatalf("unknown topic: %d", status)
 	}
-	_ = v1alpha1.GroupVersion
 }
 
 // The small handlers: the root, health, a sign-in while signed in, and a
@@ -384,6 +392,13 @@ func TestSmallHandlers(t *testing.T) {
 	}
 	if status, body := b.get("/healthz"); status != http.StatusOK || body != "ok\n" {
 		t.Errorf("/healthz: %d %q", status, body)
+	}
+	// The static files are served, their folder is not listed.
+	if status, body := b.get("/static/"); status != http.StatusNotFound || strings.Contains(body, "console.js") {
+		t.Errorf("/static/: %d %q", status, body)
+	}
+	if status, body := b.get("/static/console.js"); status != http.StatusOK || !strings.Contains(body, "EventSource") {
+		t.Errorf("/static/console.js: %d", status)
 	}
 	b.signIn(alice)
 	resp, err = b.post.Get(e.url + "/login?next=/servers")
