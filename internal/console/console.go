@@ -78,6 +78,7 @@ type Server struct {
 	cache    cache.Cache
 	mapper   meta.RESTMapper
 	hub      *hub
+	streams  *streamSlots
 	pages    *pages
 	handler  http.Handler
 }
@@ -108,7 +109,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.TrimSuffix(u.Path, "/") != "" {
 		return nil, fmt.Errorf("console: the public URL must be http(s)://host[:port], not %q", o.PublicURL)
 	}
-	s := &Server{opts: o, origin: u.Scheme + "://" + u.Host, secure: u.Scheme == "https", hub: newHub()}
+	s := &Server{opts: o, origin: u.Scheme + "://" + u.Host, secure: u.Scheme == "https", hub: newHub(), streams: newStreamSlots()}
 	s.sessions = newSessions(o.SessionMaxAge, o.SessionIdle, o.Now)
 	if s.signIn, err = newSignIn(ctx, o.SignIn, s.origin+"/callback"); err != nil {
 		return nil, err
@@ -209,9 +210,21 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /login", s.login)
 	mux.HandleFunc("GET /callback", s.callback)
 	mux.Handle("POST /logout", s.change(s.logout))
-	mux.Handle("GET /static/", http.FileServerFS(staticFS))
+	mux.Handle("GET /static/", noListing(http.FileServerFS(staticFS)))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	return securityHeaders(mux)
+	return s.securityHeaders(mux)
+}
+
+// noListing serves files only: a folder's path is not found, rather than
+// a list of what the folder holds.
+func noListing(files http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") {
+			http.NotFound(w, r)
+			return
+		}
+		files.ServeHTTP(w, r)
+	})
 }
 
 // contentSecurityPolicy allows the console's own script, styles and event
@@ -220,7 +233,11 @@ func (s *Server) routes() http.Handler {
 const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
 	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
-func securityHeaders(next http.Handler) http.Handler {
+// hsts keeps browsers on https for a year once they reached the console
+// over it (only then: over http the header means nothing and is ignored).
+const hsts = "max-age=31536000"
+
+func (s *Server) securityHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Content-Security-Policy", contentSecurityPolicy)
@@ -232,6 +249,9 @@ func securityHeaders(next http.Handler) http.Handler {
 		h.Set("Referrer-Policy", "same-origin")
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Cross-Origin-Opener-Policy", "same-origin")
+		if s.secure {
+			h.Set("Strict-Transport-Security", hsts)
+		}
 		if !strings.HasPrefix(r.URL.Path, "/static/") {
 			// Pages hold data of the person signed in: never kept by a
 			// browser or a proxy.
@@ -241,20 +261,30 @@ func securityHeaders(next http.Handler) http.Handler {
 	})
 }
 
-// sessionOf returns the request's live session, or nil.
+// refreshHeader marks the console script's fetch of the page it shows,
+// after the event stream said something changed.
+const refreshHeader = "X-Console-Refresh"
+
+// sessionOf returns the request's live session, or nil. What the person
+// asks for counts as use and keeps the session from idling out; a live
+// page's own refresh does not, or an open tab would keep it forever.
 func (s *Server) sessionOf(r *http.Request) *session {
+	return s.session(r, r.Header.Get(refreshHeader) == "")
+}
+
+func (s *Server) session(r *http.Request, use bool) *session {
 	c, err := r.Cookie(sessionCookie)
 	if err != nil || c.Value == "" {
 		return nil
 	}
-	return s.sessions.get(c.Value)
+	return s.sessions.get(c.Value, use)
 }
 
 // withSession refuses a request without a live session (401): the event
-// stream and other non-page requests.
+// stream, which a page opens by itself, so it is not use of the session.
 func (s *Server) withSession(h func(http.ResponseWriter, *http.Request, *session)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		x := s.sessionOf(r)
+		x := s.session(r, false)
 		if x == nil {
 			http.Error(w, "not signed in", http.StatusUnauthorized)
 			return

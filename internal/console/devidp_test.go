@@ -62,7 +62,7 @@ func (b *browser) signInAtDevIdP(user, password string) (int, string) {
 }
 
 // A person signs in at the real provider's login page and is named as the
-// bridge names them: sub and groups (from userinfo) prefixed oidc:. The
+// bridge names them: sub and groups (from the ID token) prefixed oidc:. The
 // agent's identity signed in cannot decide its own request.
 func TestSignInAtTheDevIdentityProvider(t *testing.T) {
 	e := newEnv(t, startDevIdP(t))
@@ -88,7 +88,7 @@ func TestSignInAtTheDevIdentityProvider(t *testing.T) {
 		}
 	}
 	if !slices.Contains(person.Groups, "oidc:engineering") {
-		t.Errorf("groups %v lack oidc:engineering (the provider's userinfo)", person.Groups)
+		t.Errorf("groups %v lack oidc:engineering (the ID token's groups)", person.Groups)
 	}
 	e.console.sessions.mu.Unlock()
 	defer e.console.sessions.mu.Lock()

@@ -34,6 +34,8 @@ type testIdP struct {
 	codes map[string]authCode
 	// misbehave changes the ID token's claims before signing.
 	misbehave func(claims map[string]any)
+	// userinfo is what the userinfo endpoint answers (any bearer).
+	userinfo map[string]any
 }
 
 type authCode struct {
@@ -53,7 +55,7 @@ func newTestIdP(t *testing.T) *testIdP {
 		iss := p.srv.URL
 		_ = json.NewEncoder(w).Encode(map[string]any{
 			"issuer": iss, "authorization_endpoint": iss + "/authorize", "token_endpoint": iss + "/token",
-			"jwks_uri": iss + "/jwks", "response_types_supported": []string{"code"},
+			"jwks_uri": iss + "/jwks", "userinfo_endpoint": iss + "/userinfo", "response_types_supported": []string{"code"},
 			"subject_types_supported": []string{"public"}, "id_token_signing_alg_values_supported": []string{"RS256"},
 			"code_challenge_methods_supported": []string{"S256"},
 		})
@@ -63,6 +65,12 @@ func newTestIdP(t *testing.T) *testIdP {
 	})
 	mux.HandleFunc("GET /authorize", p.authorize)
 	mux.HandleFunc("POST /token", p.token)
+	mux.HandleFunc("GET /userinfo", func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(p.userinfo)
+	})
 	p.srv = httptest.NewServer(mux)
 	t.Cleanup(p.srv.Close)
 	return p

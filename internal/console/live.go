@@ -91,6 +91,47 @@ const (
 	streamCoalesce = 300 * time.Millisecond
 )
 
+// Bounds on open event streams: each holds a connection and a goroutine
+// for as long as its page is open.
+const (
+	maxStreamsPerSession = 8
+	maxStreams           = 1000
+)
+
+// streamSlots counts open event streams, per session and in all.
+type streamSlots struct {
+	perSession, total int // the bounds
+
+	mu   sync.Mutex
+	open int
+	of   map[string]int // by session id
+}
+
+func newStreamSlots() *streamSlots {
+	return &streamSlots{perSession: maxStreamsPerSession, total: maxStreams, of: map[string]int{}}
+}
+
+// take holds a slot for a stream of session id, if one is free.
+func (l *streamSlots) take(id string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.open >= l.total || l.of[id] >= l.perSession {
+		return false
+	}
+	l.open++
+	l.of[id]++
+	return true
+}
+
+func (l *streamSlots) give(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.open--
+	if l.of[id]--; l.of[id] <= 0 {
+		delete(l.of, id)
+	}
+}
+
 // refreshedBy says which topics' changes a page shows: the policies page
 // decides can-i with the servers' risks too.
 var refreshedBy = map[string][]string{
@@ -111,6 +152,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, x *session) {
 		http.Error(w, "unknown topic", http.StatusBadRequest)
 		return
 	}
+	if !s.streams.take(x.id) {
+		// The page still works, only not live: a reload shows changes.
+		http.Error(w, "too many open pages", http.StatusTooManyRequests)
+		return
+	}
+	defer s.streams.give(x.id)
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{}) // the stream outlives the server's write timeout
 	w.Header().Set("Content-Type", "text/event-stream")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -145,9 +146,23 @@ func TestPoliciesPageAndCanI(t *testing.T) {
 			}
 		}
 	}
+	// The session may end while its request is answered (sign-out in
+	// another tab, the idle time): the answer is still the request's
+	// person's, and nothing looks the session up again.
+	var x *session
+	e.console.sessions.mu.Lock()
+	for _, y := range e.console.sessions.byID {
+		x = y
+	}
+	e.console.sessions.mu.Unlock()
+	e.console.sessions.end(x.id)
+	q := url.Values{"namespace": {e.ns}, "tool": {"mcp.fs.read_file"}, "as": {bobUser}}
+	_, p, err := e.console.policiesPage(httptest.NewRequest(http.MethodGet, "/policies?"+q.Encode(), nil), x)
+	if f := p.Data.(policiesView).CanI; err != nil || f.Answer != "yes" {
+		t.Errorf("can-i for a session that ended meanwhile: %v, %+v", err, f)
+	}
 	c := e.browser()
 	c.signIn(carol)
-	q := url.Values{"namespace": {e.ns}, "tool": {"mcp.fs.read_file"}, "as": {bobUser}}
 	if _, body := c.get("/policies?" + q.Encode()); !strings.Contains(body, "may not list the ToolPolicies") || strings.Contains(body, "planner") {
 		t.Errorf("a person without access is answered from the namespace's policies: %s", body)
 	}

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -62,7 +63,7 @@ func (s *Server) policiesPage(r *http.Request, x *session) (string, page, error)
 		if _, ok := slices.BinarySearch(v.Namespaces, f.Namespace); !ok {
 			f.Error = fmt.Sprintf("You may not list the ToolPolicies of namespace %q, so the console cannot decide with them.", f.Namespace)
 		} else {
-			s.canI(r, &f, policiesIn(v.Policies, f.Namespace))
+			s.canI(ctx, x, &f, policiesIn(v.Policies, f.Namespace))
 		}
 	}
 	v.CanI = f
@@ -80,8 +81,9 @@ func policiesIn(all []*v1alpha1.ToolPolicy, ns string) []v1alpha1.ToolPolicy {
 }
 
 // canI decides one tool call as the bridge would, from the namespace's
-// ToolPolicies and the tool's published risk.
-func (s *Server) canI(r *http.Request, f *canIForm, policies []v1alpha1.ToolPolicy) {
+// ToolPolicies and the tool's published risk, for the person of session x
+// (the request's own: it may have ended since, and is not looked up again).
+func (s *Server) canI(ctx context.Context, x *session, f *canIForm, policies []v1alpha1.ToolPolicy) {
 	parts := strings.SplitN(f.Tool, ".", 3)
 	if len(parts) != 3 || parts[0] != "mcp" || parts[1] == "" || parts[2] == "" {
 		f.Error = fmt.Sprintf("%q is not a namespaced tool name: want mcp.<server>.<tool>.", f.Tool)
@@ -98,7 +100,7 @@ func (s *Server) canI(r *http.Request, f *canIForm, policies []v1alpha1.ToolPoli
 	}
 	call := policy.ToolCall{Name: f.Tool, Server: parts[1], Namespace: f.Namespace, Risk: v1alpha1.Risk(f.Risk), Args: args}
 	if f.Risk == "" {
-		tool, err := s.publishedTool(r, f.Namespace, parts[1], f.Tool)
+		tool, err := s.publishedTool(ctx, x, f.Namespace, parts[1], f.Tool)
 		if err != "" {
 			f.Error = err
 			return
@@ -126,9 +128,9 @@ func (s *Server) canI(r *http.Request, f *canIForm, policies []v1alpha1.ToolPoli
 // publishedTool finds the tool in its MCPServer's catalog, which the
 // person may list (the can-i form is answered only where they may see the
 // servers too).
-func (s *Server) publishedTool(r *http.Request, ns, server, tool string) (*v1alpha1.ToolStatus, string) {
+func (s *Server) publishedTool(ctx context.Context, x *session, ns, server, tool string) (*v1alpha1.ToolStatus, string) {
 	var srv v1alpha1.MCPServer
-	if err := s.cache.Get(r.Context(), client.ObjectKey{Namespace: ns, Name: server}, &srv); err != nil || !s.mayList(r.Context(), s.sessionOf(r), ns, "mcpservers") {
+	if err := s.cache.Get(ctx, client.ObjectKey{Namespace: ns, Name: server}, &srv); err != nil || !s.mayList(ctx, x, ns, "mcpservers") {
 		return nil, fmt.Sprintf("No MCPServer %s/%s that you may see to read the tool's risk from: choose the risk to decide without it.", ns, server)
 	}
 	for i := range srv.Status.Tools {

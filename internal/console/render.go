@@ -102,7 +102,7 @@ func (s *Server) page(h func(r *http.Request, x *session) (string, page, error))
 			name = "refused"
 		}
 		p.Person, p.CSRF = &x.person, x.csrf
-		if r.Header.Get("X-Console-Refresh") == "" {
+		if r.Header.Get(refreshHeader) == "" {
 			// A live refresh re-reads the page; the messages stay for the
 			// page the person looks at.
 			p.Flash = x.takeFlash()

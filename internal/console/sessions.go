@@ -1,10 +1,12 @@
 package console
 
 import (
+	"container/list"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 )
@@ -85,8 +87,14 @@ type sessions struct {
 
 	mu        sync.Mutex
 	byID      map[string]*session
-	pending   map[string]pendingSignIn // by OAuth state
+	pending   map[string]*list.Element // by OAuth state; values are *pendingEntry
+	started   *list.List               // pending sign-ins, oldest first
 	lastSweep time.Time
+}
+
+type pendingEntry struct {
+	state string
+	pendingSignIn
 }
 
 // Bounds on what unauthenticated requests can make the console hold.
@@ -94,10 +102,13 @@ const (
 	maxPendingSignIns = 10000
 	signInTimeout     = 10 * time.Minute
 	maxSessions       = 10000
+	// maxSessionsPerPerson bounds one person's browsers, so that one
+	// account signing in again and again cannot take every session.
+	maxSessionsPerPerson = 20
 )
 
 func newSessions(maxAge, idle time.Duration, now func() time.Time) *sessions {
-	return &sessions{maxAge: maxAge, idle: idle, now: now, byID: map[string]*session{}, pending: map[string]pendingSignIn{}}
+	return &sessions{maxAge: maxAge, idle: idle, now: now, byID: map[string]*session{}, pending: map[string]*list.Element{}, started: list.New()}
 }
 
 // randomToken is 32 random bytes, URL-safe.
@@ -117,11 +128,14 @@ func (s *sessions) sweepLocked(now time.Time) {
 			delete(s.byID, id)
 		}
 	}
-	for state, p := range s.pending {
-		if now.After(p.expires) {
-			delete(s.pending, state)
-		}
+	for s.started.Len() > 0 && now.After(s.started.Front().Value.(*pendingEntry).expires) {
+		s.dropPendingLocked(s.started.Front())
 	}
+}
+
+func (s *sessions) dropPendingLocked(e *list.Element) {
+	delete(s.pending, e.Value.(*pendingEntry).state)
+	s.started.Remove(e)
 }
 
 func (s *sessions) expired(x *session, now time.Time) bool {
@@ -130,19 +144,22 @@ func (s *sessions) expired(x *session, now time.Time) bool {
 	return now.After(x.expires) || now.Sub(x.lastSeen) > s.idle
 }
 
-// startSignIn records a sign-in in progress and returns its state.
-func (s *sessions) startSignIn(p pendingSignIn) (string, bool) {
+// startSignIn records a sign-in in progress and returns its state. When
+// as many are in progress as the console holds, the oldest is forgotten
+// (its person starts again): anyone may start sign-ins, so refusing new
+// ones would let anyone keep everyone from signing in.
+func (s *sessions) startSignIn(p pendingSignIn) string {
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sweepLocked(now)
-	if len(s.pending) >= maxPendingSignIns {
-		return "", false
+	for s.started.Len() >= maxPendingSignIns {
+		s.dropPendingLocked(s.started.Front())
 	}
 	state := randomToken()
 	p.expires = now.Add(signInTimeout)
-	s.pending[state] = p
-	return state, true
+	s.pending[state] = s.started.PushBack(&pendingEntry{state: state, pendingSignIn: p})
+	return state
 }
 
 // finishSignIn takes the sign-in of state, once: a replayed callback finds
@@ -150,22 +167,28 @@ func (s *sessions) startSignIn(p pendingSignIn) (string, bool) {
 func (s *sessions) finishSignIn(state string) (pendingSignIn, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p, ok := s.pending[state]
-	delete(s.pending, state)
-	if !ok || s.now().After(p.expires) {
+	e, ok := s.pending[state]
+	if !ok {
+		return pendingSignIn{}, false
+	}
+	s.dropPendingLocked(e)
+	p := e.Value.(*pendingEntry).pendingSignIn
+	if s.now().After(p.expires) {
 		return pendingSignIn{}, false
 	}
 	return p, true
 }
 
 // create starts a session for person; it ends after the maximum age, or
-// sooner when unused for the idle time.
+// sooner when unused for the idle time. A person's sessions beyond
+// maxSessionsPerPerson end oldest first.
 func (s *sessions) create(person Person) (*session, bool) {
 	now := s.now()
 	x := &session{id: randomToken(), csrf: randomToken(), person: person, expires: now.Add(s.maxAge), lastSeen: now, access: map[accessKey]accessAnswer{}}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sweepLocked(now)
+	s.endOldestLocked(person.Username, maxSessionsPerPerson-1)
 	if len(s.byID) >= maxSessions {
 		return nil, false
 	}
@@ -173,8 +196,28 @@ func (s *sessions) create(person Person) (*session, bool) {
 	return x, true
 }
 
-// get returns the live session of id and marks it used.
-func (s *sessions) get(id string) *session {
+// endOldestLocked ends the oldest sessions of username until it has at
+// most keep.
+func (s *sessions) endOldestLocked(username string, keep int) {
+	var theirs []*session
+	for _, x := range s.byID {
+		if x.person.Username == username {
+			theirs = append(theirs, x)
+		}
+	}
+	if len(theirs) <= keep {
+		return
+	}
+	// Every session lives the same maximum age: the oldest expires first.
+	slices.SortFunc(theirs, func(a, b *session) int { return a.expires.Compare(b.expires) })
+	for _, x := range theirs[:len(theirs)-keep] {
+		delete(s.byID, x.id)
+	}
+}
+
+// get returns the live session of id; use marks it used (its idle time
+// starts again).
+func (s *sessions) get(id string, use bool) *session {
 	now := s.now()
 	s.mu.Lock()
 	x := s.byID[id]
@@ -186,9 +229,11 @@ func (s *sessions) get(id string) *session {
 		s.end(id)
 		return nil
 	}
-	x.mu.Lock()
-	x.lastSeen = now
-	x.mu.Unlock()
+	if use {
+		x.mu.Lock()
+		x.lastSeen = now
+		x.mu.Unlock()
+	}
 	return x
 }
 

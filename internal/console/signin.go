@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -29,7 +30,6 @@ type SignInOptions struct {
 type signIn struct {
 	oauth    oauth2.Config
 	verifier *oidc.IDTokenVerifier
-	provider *oidc.Provider
 	client   *http.Client
 }
 
@@ -53,18 +53,35 @@ func newSignIn(ctx context.Context, o SignInOptions, redirectURL string) (*signI
 		oauth: oauth2.Config{ClientID: o.ClientID, ClientSecret: o.ClientSecret, Endpoint: provider.Endpoint(),
 			RedirectURL: redirectURL, Scopes: append([]string{oidc.ScopeOpenID}, scopes...)},
 		verifier: provider.Verifier(&oidc.Config{ClientID: o.ClientID}),
-		provider: provider,
 		client:   hc,
 	}, nil
 }
 
 // localPath keeps where to go after sign-in to a path of the console: never
-// another site (//host, /\host) nor a scheme.
+// another site nor a scheme. Browsers drop tabs and newlines from a URL and
+// read a backslash as a slash, so "/\t/host" or "/\\host" would leave the
+// console: any control byte or backslash refuses the value, and what is left
+// must parse as a path alone that starts with a single slash.
 func localPath(next string) string {
-	if next == "" || next[0] != '/' || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
-		return "/approvals"
+	const home = "/approvals"
+	u, err := url.Parse(next)
+	if unsafeInPath(next) || err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" ||
+		strings.HasPrefix(next, "//") || !strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") ||
+		unsafeInPath(u.Path) { // decoded: "/%09/host" and "/%5Chost" leave as the raw ones do
+		return home
 	}
-	return next
+	return u.RequestURI()
+}
+
+// unsafeInPath says whether s holds a byte a browser drops or reads as a
+// slash in a URL: a control byte, DEL or a backslash.
+func unsafeInPath(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == 0x7f || c == '\\' {
+			return true
+		}
+	}
+	return false
 }
 
 // login starts a sign-in: the browser goes to the issuer with a fresh
@@ -77,11 +94,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := pendingSignIn{verifier: oauth2.GenerateVerifier(), nonce: randomToken(), next: next, binding: randomToken()}
-	state, ok := s.sessions.startSignIn(p)
-	if !ok {
-		s.refuse(w, r, http.StatusServiceUnavailable, "Too many sign-ins in progress; try again in a few minutes.")
-		return
-	}
+	state := s.sessions.startSignIn(p)
 	setCookie(w, signInCookie, p.binding, "/callback", signInTimeout, http.SameSiteLaxMode, s.secure)
 	http.Redirect(w, r, s.signIn.oauth.AuthCodeURL(state, oidc.Nonce(p.nonce), oauth2.S256ChallengeOption(p.verifier)), http.StatusFound)
 }
@@ -89,18 +102,25 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 // callback finishes a sign-in: the state must be one this console started,
 // in this browser, once; the code is redeemed with the PKCE verifier; the
 // ID token must verify and carry the nonce; its claims become the person as
-// the bridge maps them. No token is kept: the session holds the person.
+// the bridge maps them. Only the ID token's claims, never userinfo's: the
+// bridge maps the claims of a token alone, and a person must have the same
+// name and groups in both. No token is kept: the session holds the person.
 func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	setCookie(w, signInCookie, "", "/callback", 0, http.SameSiteLaxMode, s.secure)
-	if e := q.Get("error"); e != "" {
-		s.refuse(w, r, http.StatusUnauthorized, "The identity provider did not sign you in: "+e+" "+q.Get("error_description"))
-		return
-	}
 	p, ok := s.sessions.finishSignIn(q.Get("state"))
 	c, err := r.Cookie(signInCookie)
 	if !ok || err != nil || !equalSecret(c.Value, p.binding) {
 		s.refuse(w, r, http.StatusBadRequest, "This sign-in was not started in this browser, was used already, or took too long. Sign in again.")
+		return
+	}
+	if e := q.Get("error"); e != "" {
+		// Anyone can send a browser here with any text: only a code the
+		// standards define is shown, never the free-text description.
+		if !authorizationErrors[e] {
+			e = "an error the console does not know"
+		}
+		s.refuse(w, r, http.StatusUnauthorized, "The identity provider did not sign you in: "+e+". Sign in again.")
 		return
 	}
 	ctx := oidc.ClientContext(r.Context(), s.signIn.client)
@@ -128,10 +148,6 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, http.StatusUnauthorized, "The ID token's claims could not be read.")
 		return
 	}
-	if err := s.signIn.addUserInfo(ctx, tok, idt.Subject, claims); err != nil {
-		s.refuse(w, r, http.StatusUnauthorized, "The identity provider's userinfo could not be read: "+err.Error())
-		return
-	}
 	id, err := s.opts.Mapper.Identity(claims)
 	if err != nil {
 		s.refuse(w, r, http.StatusForbidden, "Signed in, but who you are could not be mapped as the bridge maps it: "+err.Error())
@@ -147,36 +163,19 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 	s.opts.Log.Info("signed in", "user", person.Username)
 	// The browser arrived here from the identity provider's site, so a
 	// redirect would still be a cross-site navigation and the Strict
-	// cookie would not be sent with it: a page of our own moves on.
+	// cookie would not be sent with it: a page of our own moves on, by
+	// its Continue link (followed by the console script, or by a click).
 	s.render(w, r, http.StatusOK, "signedin", page{Title: "Signed in", Data: p.next})
 }
 
-// addUserInfo adds the claims of the provider's userinfo endpoint to the ID
-// token's, which win: many providers put only sub in an ID token issued
-// with an access token, and the groups (or the email) the mapping names
-// are in userinfo. Its sub must be the ID token's (OpenID Connect Core
-// 5.3.2), so another person's claims can never be mixed in.
-func (si *signIn) addUserInfo(ctx context.Context, tok *oauth2.Token, subject string, claims map[string]any) error {
-	if si.provider.UserInfoEndpoint() == "" {
-		return nil
-	}
-	info, err := si.provider.UserInfo(ctx, oauth2.StaticTokenSource(tok))
-	if err != nil {
-		return err
-	}
-	if info.Subject != subject {
-		return errors.New("its subject is not the ID token's")
-	}
-	var extra map[string]any
-	if err := info.Claims(&extra); err != nil {
-		return err
-	}
-	for k, v := range extra {
-		if _, ok := claims[k]; !ok {
-			claims[k] = v
-		}
-	}
-	return nil
+// authorizationErrors are the error codes of an authorization response
+// (OAuth 2.0, RFC 6749 4.1.2.1, and OpenID Connect Core 3.1.2.6).
+var authorizationErrors = map[string]bool{
+	"invalid_request": true, "unauthorized_client": true, "access_denied": true, "unsupported_response_type": true,
+	"invalid_scope": true, "server_error": true, "temporarily_unavailable": true,
+	"interaction_required": true, "login_required": true, "account_selection_required": true, "consent_required": true,
+	"invalid_request_uri": true, "invalid_request_object": true, "request_not_supported": true,
+	"request_uri_not_supported": true, "registration_not_supported": true,
 }
 
 func oauthError(err error) string {

@@ -5,11 +5,10 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 )
 
 // The sign-in cookie binds a sign-in to the browser that started it, the
@@ -52,12 +51,27 @@ func TestSignInSetsAStrictSessionCookie(t *testing.T) {
 		t.Fatalf("callback: status %d, session cookie %q (want HttpOnly, SameSite=Strict, not Secure on http://)", resp.StatusCode, session)
 	}
 	page := readAll(resp)
-	if !strings.Contains(page, `<meta http-equiv="refresh" content="0;url=/servers">`) {
-		t.Errorf("the signed-in page does not move on to /servers: %s", page)
+	// The page moves on by its Continue link (the script follows it): no
+	// meta refresh, whose URL the browser would read more loosely.
+	if !strings.Contains(page, `<a id="continue" href="/servers">`) || strings.Contains(page, "http-equiv") {
+		t.Errorf("the signed-in page does not move on to /servers by its link alone: %s", page)
 	}
 	if _, body := b.get("/servers"); !strings.Contains(body, "Signed in as <strong id=\"whoami\">"+aliceUser) {
 		t.Errorf("not signed in as %s: %s", aliceUser, body)
 	}
+}
+
+// refresh fetches path as the console script does when its page changed.
+func (b *browser) refresh(path string) int {
+	b.t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, b.e.url+path, nil)
+	req.Header.Set(refreshHeader, "1")
+	resp, err := b.nav.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 func cookieHeader(resp *http.Response, name string) string {
@@ -78,9 +92,8 @@ func readAll(resp *http.Response) string {
 	return sb.String()
 }
 
-func TestSecureCookiesOnHTTPS(t *testing.T) {
+func TestSecureCookiesAndHSTSOnHTTPS(t *testing.T) {
 	e := newEnv(t)
-	e.console.secure = true // as with an https public URL
 	e.idp.signInAs(alice)
 	b := e.browser()
 	resp, err := b.post.Get(e.url + "/login")
@@ -88,8 +101,20 @@ func TestSecureCookiesOnHTTPS(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
+	if h := resp.Header.Get("Strict-Transport-Security"); h != "" {
+		t.Errorf("HSTS over http: %q", h)
+	}
+	e.console.secure = true // as with an https public URL
+	resp, err = b.post.Get(e.url + "/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
 	if c := cookieHeader(resp, signInCookie); !strings.Contains(c, "Secure") {
 		t.Errorf("sign-in cookie without Secure: %q", c)
+	}
+	if h := resp.Header.Get("Strict-Transport-Security"); h != hsts {
+		t.Errorf("HSTS over https: %q, want %q", h, hsts)
 	}
 }
 
@@ -127,7 +152,32 @@ func TestCallbackRefusals(t *testing.T) {
 	}
 	b := e.browser()
 	refused("unknown state", b, e.url+"/callback?code=x&state=made-up", "not started in this browser")
-	refused("provider error", b, e.url+"/callback?error=access_denied&error_description=no", "did not sign you in: access_denied")
+	// An error for a sign-in this browser did not start says only that.
+	refused("provider error, unknown state", b, e.url+"/callback?error=access_denied&state=made-up", "not started in this browser")
+	// errorFor is the provider's answer to a sign-in b started: error
+	// code and a description anyone could have written.
+	errorFor := func(b *browser, code string) string {
+		u, _ := url.Parse(startSignIn(b))
+		q := url.Values{"state": {u.Query().Get("state")}, "error": {code}, "error_description": {"Call +1 555 0100 to unlock your account"}}
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	for code, want := range map[string]string{
+		"access_denied":             "did not sign you in: access_denied.",
+		"login_required":            "did not sign you in: login_required.",
+		"Visit evil.example to fix": "did not sign you in: an error the console does not know.",
+	} {
+		fresh := e.browser()
+		resp, err := fresh.post.Get(errorFor(fresh, code))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := readAll(resp)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, want) || strings.Contains(body, "555") || strings.Contains(body, "evil.example") {
+			t.Errorf("provider error %q: %d, want %q and no text of the provider's: %s", code, resp.StatusCode, want, body)
+		}
+	}
 
 	callback := startSignIn(b)
 	refused("another browser", e.browser(), callback, "not started in this browser")
@@ -157,6 +207,27 @@ func TestCallbackRefusals(t *testing.T) {
 	// provider: the state's verifier is checked by the token endpoint.
 }
 
+// The person is mapped from the ID token's claims alone, as the bridge maps
+// a token's: groups the provider's userinfo adds are not the person's.
+func TestOnlyTheIDTokenNamesThePerson(t *testing.T) {
+	e := newEnv(t)
+	e.idp.mu.Lock()
+	e.idp.userinfo = map[string]any{"sub": carol["sub"], "email": carol["email"], "groups": []any{"cluster-admins"}}
+	e.idp.mu.Unlock()
+	b := e.browser()
+	b.signIn(carol)
+	e.console.sessions.mu.Lock()
+	defer e.console.sessions.mu.Unlock()
+	if len(e.console.sessions.byID) != 1 {
+		t.Fatalf("%d sessions after one sign-in", len(e.console.sessions.byID))
+	}
+	for _, x := range e.console.sessions.byID {
+		if x.person.Username != "oidc:carol@example.com" || slices.Contains(x.person.Groups, "oidc:cluster-admins") {
+			t.Errorf("signed in as %+v, want oidc:carol@example.com without userinfo's groups", x.person)
+		}
+	}
+}
+
 func TestPagesWithoutSessionOfferSignIn(t *testing.T) {
 	e := newEnv(t)
 	b := e.browser()
@@ -181,6 +252,9 @@ func TestLocalPath(t *testing.T) {
 	for in, want := range map[string]string{
 		"/servers": "/servers", "": "/approvals", "//evil.example/x": "/approvals", "/\\evil.example": "/approvals",
 		"https://evil.example": "/approvals", "javascript:alert(1)": "/approvals", "/policies?tool=a": "/policies?tool=a",
+		"/\t/evil.example": "/approvals", "/%09/evil.example": "/approvals", "/\\/evil.example": "/approvals",
+		"/\r\n//evil.example": "/approvals", "/%2F/evil.example": "/approvals", "/%5Cevil.example": "/approvals",
+		"/\x7f/evil.example": "/approvals", "///evil.example": "/approvals", "/servers/a%20b": "/servers/a%20b",
 	} {
 		if got := localPath(in); got != want {
 			t.Errorf("localPath(%q) = %q, want %q", in, got, want)
@@ -228,6 +302,20 @@ func TestSessionsExpireAndLogoutEnds(t *testing.T) {
 	if status, _ := b.get("/approvals"); status != http.StatusUnauthorized {
 		t.Fatalf("an idle session still holds: %d", status)
 	}
+	// An open live page refreshes itself whenever something changes: that
+	// is not the person using the console, nor is its event stream.
+	b.signIn(alice)
+	e.clock.advance(50 * time.Minute)
+	if status := b.refresh("/approvals"); status != http.StatusOK {
+		t.Fatalf("a live refresh within the idle time: %d", status)
+	}
+	if status := b.refresh("/events?topic=nothing"); status != http.StatusBadRequest {
+		t.Fatalf("an event stream within the idle time: %d", status)
+	}
+	e.clock.advance(20 * time.Minute)
+	if status := b.refresh("/approvals"); status != http.StatusUnauthorized {
+		t.Fatalf("live refreshes kept an idle session: %d", status)
+	}
 	b.signIn(alice)
 	for i := 0; i < 9; i++ {
 		e.clock.advance(55 * time.Minute)
@@ -258,11 +346,7 @@ func TestEventStreamPushesChanges(t *testing.T) {
 	b.signIn(alice)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.url+"/events?topic=approvals", nil)
-	resp, err := b.nav.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := b.stream(ctx)
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("event stream: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
@@ -291,7 +375,6 @@ func TestEventStreamRefusesUnknownTopics(t *testing.T) {
 	if status, _ := b.get("/events?topic=secrets"); status != http.StatusBadRequest {
 		t.Fatalf("unknown topic: %d", status)
 	}
-	_ = v1alpha1.GroupVersion
 }
 
 // The small handlers: the root, health, a sign-in while signed in, and a
@@ -310,6 +393,13 @@ func TestSmallHandlers(t *testing.T) {
 	if status, body := b.get("/healthz"); status != http.StatusOK || body != "ok\n" {
 		t.Errorf("/healthz: %d %q", status, body)
 	}
+	// The static files are served, their folder is not listed.
+	if status, body := b.get("/static/"); status != http.StatusNotFound || strings.Contains(body, "console.js") {
+		t.Errorf("/static/: %d %q", status, body)
+	}
+	if status, body := b.get("/static/console.js"); status != http.StatusOK || !strings.Contains(body, "EventSource") {
+		t.Errorf("/static/console.js: %d", status)
+	}
 	b.signIn(alice)
 	resp, err = b.post.Get(e.url + "/login?next=/servers")
 	if err != nil {
@@ -318,6 +408,15 @@ func TestSmallHandlers(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/servers" {
 		t.Errorf("signing in while signed in: %d to %q, want straight to /servers", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	// A tab in next would make "/\t/evil.example" //evil.example to a browser.
+	resp, err = b.post.Get(e.url + "/login?next=%2F%09%2Fevil.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.Header.Get("Location") != "/approvals" {
+		t.Errorf("next with a tab leads to %q, want /approvals", resp.Header.Get("Location"))
 	}
 	big := url.Values{"csrf": {b.csrf()}, "verdict": {"Deny"}, "comment": {strings.Repeat("x", 20<<10)}}
 	if resp := b.submit("/approvals/"+e.ns+"/any", big, ""); resp.StatusCode != http.StatusBadRequest {

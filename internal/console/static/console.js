@@ -4,6 +4,13 @@
 // reload to see changes, forms post and redirect.
 (function () {
   "use strict";
+  // Signed in: go on to the page the person asked for. A navigation the
+  // page starts is same-site, so the Strict session cookie goes with it.
+  var next = document.getElementById("continue");
+  if (next) {
+    window.location.replace(next.href);
+    return;
+  }
   var topic = document.body.getAttribute("data-live");
   if (!topic || !window.EventSource || !window.fetch || !window.DOMParser) {
     return;
