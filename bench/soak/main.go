@@ -460,4 +460,3 @@ func splitMinutes(records []record, windows []window) (quiet, hurt []time.Durati
 	}
 	return quiet, hurt
 }
-
