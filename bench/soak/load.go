@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	mcpclient "github.com/mcp-operator/mcp-operator/internal/mcp/client"
@@ -40,6 +41,7 @@ type record struct {
 	reason  string
 	hasHint bool // the error's data says whether a retry is safe
 	lost    bool // no answer at all (a transport failure or the agent's own timeout)
+	notSent bool // the request never reached a replica (connection refused): safe to retry
 	errText string
 }
 
@@ -110,12 +112,22 @@ func (l *load) run(ctx context.Context, sessions int, rate float64) {
 }
 
 // agent is one agent session: it connects, calls on each tick it takes,
-// and reconnects only when its session is gone.
+// and reconnects only when its session is gone. A 2025-11-25 agent calls
+// through the bridge's Service (its session affinity keeps a session on one
+// replica); a 2026-07-28 agent, which needs no affinity, sends each call
+// to a replica picked at random, as a load balancer without affinity does,
+// and its answer to a question to another one.
 func (l *load) agent(ctx context.Context, n int, era mcpclient.Era, ticks <-chan struct{}) {
 	var c *mcpclient.Client
 	seq := 0
 	for range ticks {
-		if c == nil {
+		if era == mcpclient.EraStateless {
+			var err error
+			if c, _, err = l.replicas.pick(ctx, l.token, ""); err != nil {
+				l.add(record{op: "connect", start: time.Now(), notSent: true, errText: err.Error()})
+				continue
+			}
+		} else if c == nil {
 			var err error
 			if c, err = l.connect(ctx, era); err != nil {
 				l.add(record{op: "connect", start: time.Now(), lost: !isAnswer(err), errText: err.Error()})
@@ -132,12 +144,12 @@ func (l *load) agent(ctx context.Context, n int, era mcpclient.Era, ticks <-chan
 		}
 		r := l.call(c, op, fmt.Sprintf("a%d-%d", n, seq))
 		l.add(r)
-		if r.code == 404 || strings.Contains(r.errText, "404") {
+		if era == mcpclient.EraSession && strings.Contains(r.errText, "404") {
 			_ = c.Close()
 			c = nil // the session ended: a new one, as an agent would
 		}
 	}
-	if c != nil {
+	if c != nil && era == mcpclient.EraSession {
 		_ = c.Close()
 	}
 }
@@ -234,6 +246,8 @@ func (l *load) call(c *mcpclient.Client, op, id string) record {
 			}
 			_ = json.Unmarshal(rpc.Data, &data)
 			r.reason, r.hasHint = data.Reason, data.Retryable != nil
+		case notDelivered(err):
+			r.notSent = true
 		default:
 			r.lost = true
 		}
@@ -261,6 +275,13 @@ func (l *load) confirm(ctx context.Context, c *mcpclient.Client, id string) erro
 	}
 	retry := json.RawMessage(`{"name":` + quote(name) + `,"arguments":{"id":` + quote(id) + `},` +
 		`"inputResponses":{"approval":{"action":"accept","content":{"decision":"allow_once"}}},"requestState":` + quote(asked.RequestState) + `}`)
+	// The answer goes to another replica where there is one (the Service's
+	// choice for a 2025-11-25 agent).
+	if c.Era() == mcpclient.EraStateless {
+		if other, _, perr := l.replicas.pick(ctx, l.token, c.Conn()); perr == nil {
+			c = other
+		}
+	}
 	res, err = c.CallToolParams(ctx, retry)
 	if err != nil {
 		return err
@@ -301,6 +322,13 @@ func (l *load) replay(ctx context.Context, retry json.RawMessage) {
 	l.replays.accepted += counts.accepted
 	l.replays.other += counts.other
 	l.mu.Unlock()
+}
+
+// notDelivered says whether err is a request that reached no replica: its
+// connection was refused (a replica gone between the look-up of the
+// replicas and the call).
+func notDelivered(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "no route to host")
 }
 
 // isAnswer says whether err is a JSON-RPC answer (not a lost request).

@@ -42,11 +42,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
@@ -75,6 +77,9 @@ func main() {
 	killEvery := flag.Duration("kill-every", 3*time.Minute, "how often the sample server's pod is deleted")
 	warmup := flag.Duration("warmup", 2*time.Minute, "time before memory, fds and goroutines are taken as flat")
 	flag.Parse()
+	// client-go's own log lines (a log stream cut at the end) are not the
+	// report's.
+	klog.SetLogger(logr.Discard())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	failed, err := run(ctx, time.Duration(*minutes*float64(time.Minute)), *sessions, *rate, *replicas, *killEvery, *warmup)
@@ -122,6 +127,7 @@ func run(ctx context.Context, d time.Duration, sessions int, rate float64, repli
 		return false, err
 	}
 	l := &load{bridgeURL: dev.BridgeURL, token: token, target: tgt, replicas: reps}
+	fmt.Printf("targets on the sample server: tool %s, resource %s, prompt %s\n", tgt.progressTool, tgt.resourceURI, tgt.prompt)
 	fmt.Printf("soak: %s, %d sessions, %.0f calls/s, %d bridge replicas, upstream %s\n", d, sessions, rate, replicas, ln.Addr())
 	start := time.Now()
 	loadCtx, stopLoad := context.WithTimeout(ctx, d)
@@ -307,26 +313,37 @@ func (s *soak) report(l *load, reps *replicaSet, sm *sampler, windows []window, 
 	l.mu.Unlock()
 
 	fmt.Println()
-	var calls, ok, lost, hinted, unhinted int
+	var calls, ok, lost, notSent, hinted, unhinted int
 	byOp := map[string][2]int{}
 	errorsBy := map[string]int{}
+	example := map[string]string{}
 	for _, r := range records {
 		calls++
 		c := byOp[r.op]
 		c[0]++
+		key := ""
 		switch {
 		case r.ok:
 			ok++
 			c[1]++
 		case r.lost:
 			lost++
-			errorsBy["lost: "+shorten(r.errText)]++
+			key = r.op + " lost"
+		case r.notSent:
+			notSent++
+			key = r.op + " not sent (connection refused: safe to retry)"
 		case r.hasHint:
 			hinted++
-			errorsBy[fmt.Sprintf("%d %s (says whether to retry)", r.code, r.reason)]++
+			key = fmt.Sprintf("%s %d %s (says whether to retry)", r.op, r.code, r.reason)
 		default:
 			unhinted++
-			errorsBy[fmt.Sprintf("%d %s (no retry verdict)", r.code, r.reason)]++
+			key = fmt.Sprintf("%s %d %s (no retry verdict)", r.op, r.code, r.reason)
+		}
+		if key != "" {
+			errorsBy[key]++
+			if example[key] == "" {
+				example[key] = shorten(r.errText)
+			}
 		}
 		byOp[r.op] = c
 	}
@@ -335,9 +352,9 @@ func (s *soak) report(l *load, reps *replicaSet, sm *sampler, windows []window, 
 		fmt.Printf(" %s %d/%d", op, byOp[op][1], byOp[op][0])
 	}
 	fmt.Println()
-	fmt.Printf("answered as wanted: %d; failed with a retry verdict: %d; failed without one: %d; lost: %d\n", ok, hinted, unhinted, lost)
+	fmt.Printf("answered as wanted: %d; failed with a retry verdict: %d; failed without one: %d; not sent: %d; lost: %d\n", ok, hinted, unhinted, notSent, lost)
 	for _, k := range sortedKeys(errorsBy) {
-		fmt.Printf("  %6d  %s\n", errorsBy[k], k)
+		fmt.Printf("  %6d  %s\n          e.g. %s\n", errorsBy[k], k, example[k])
 	}
 
 	// Executions upstream: each id at most once; a denied call never.
@@ -398,8 +415,8 @@ func (s *soak) report(l *load, reps *replicaSet, sm *sampler, windows []window, 
 }
 
 func shorten(s string) string {
-	if len(s) > 120 {
-		return s[:120]
+	if len(s) > 240 {
+		return s[:240]
 	}
 	return s
 }

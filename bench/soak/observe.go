@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -52,6 +54,7 @@ type auditEvent struct {
 	Decision   string `json:"decision"`
 	Resource   string `json:"resource"`
 	Prompt     string `json:"prompt"`
+	Method     string `json:"method"`
 }
 
 func newReplicaSet(cs *kubernetes.Clientset) *replicaSet {
@@ -164,6 +167,30 @@ func (s *replicaSet) podIPs() map[string]string {
 	return out
 }
 
+// pick is a stateless-era agent of a Ready replica picked at random, not
+// the one whose connection is not (when there is another).
+func (s *replicaSet) pick(ctx context.Context, token string, not any) (*mcpclient.Client, string, error) {
+	urls := s.urls()
+	if len(urls) == 0 {
+		return nil, "", errors.New("no Ready bridge replica")
+	}
+	rand.Shuffle(len(urls), func(i, j int) { urls[i], urls[j] = urls[j], urls[i] })
+	for i, url := range urls {
+		c, err := s.client(ctx, url, token)
+		if err != nil {
+			if i == len(urls)-1 {
+				return nil, "", err
+			}
+			continue
+		}
+		if any(c.Conn()) == not && i < len(urls)-1 {
+			continue
+		}
+		return c, url, nil
+	}
+	return nil, "", errors.New("no replica to pick")
+}
+
 // client is a stateless-era agent of one replica (no session: shared).
 func (s *replicaSet) client(ctx context.Context, url, token string) (*mcpclient.Client, error) {
 	s.mu.Lock()
@@ -234,7 +261,12 @@ func chainProblem(chain []auditEvent) string {
 		if i > 0 && e.Seq <= chain[i-1].Seq {
 			return "out of order"
 		}
-		end := chainEnds[e.Type] || (e.Type == "permission.resolved" && e.Decision == "deny" && (e.Resource != "" || e.Prompt != ""))
+		end := chainEnds[e.Type] ||
+			// A denied read or prompt ends at its decision.
+			(e.Type == "permission.resolved" && e.Decision == "deny" && (e.Resource != "" || e.Prompt != "")) ||
+			// A subscription's chain ends when it goes upstream
+			// (docs/audit.md): no fetch follows.
+			(e.Type == "mcp.resource.requested" && e.Method != "")
 		if end {
 			if ended >= 0 {
 				return "two ends"

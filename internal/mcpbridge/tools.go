@@ -396,7 +396,7 @@ func (b *Bridge) finish(c *call, res json.RawMessage, err error, start time.Time
 		c.traceFailure(upstream.ReasonInvalid)
 		_, _ = b.audit(rq, c.failed(upstream.ReasonInvalid, err.Error()))
 		b.count(tool, "allow", upstream.ReasonInvalid)
-		return rpcError(rq, CodeUpstream, "the server's result could not be passed on: "+err.Error(), map[string]any{"reason": upstream.ReasonInvalid, "toolCallId": c.id})
+		return rpcError(rq, CodeUpstream, "the server's result could not be passed on: "+err.Error(), map[string]any{"reason": upstream.ReasonInvalid, "retryable": false, "toolCallId": c.id})
 	}
 	isError := string(rawjson.Get(res, "isError")) == "true"
 	done := audit.ToolCompleted{
@@ -455,13 +455,21 @@ func upstreamError(rq *request, err error, toolCallID string, red *redact.Redact
 	if errors.As(err, &ue) {
 		reason = ue.Reason
 	}
-	data := map[string]any{"reason": reason}
+	data := map[string]any{"reason": reason, "retryable": neverSent(reason)}
 	if toolCallID != "" {
 		data["toolCallId"] = toolCallID
 	}
 	why, _ := output.Text(red, "error.message", err.Error())
 	return rpcError(rq, CodeUpstream, "the MCP server gave no answer: "+why, data)
 }
+
+// neverSent says whether a call that got no answer for reason is sure not
+// to have reached the server, and so is safe to send again: only a call
+// refused for want of an upstream session. Any other (a timeout, a
+// connection lost or an answer unreadable after the request went out, a
+// restart mid-call) may have run there, and runs again if sent again; the
+// agent is told so in the error's retryable.
+func neverSent(reason string) bool { return reason == upstream.ReasonBusy }
 
 // serverError is a server's JSON-RPC error as the agent may get it: its
 // message and data cleaned as output (data that is not valid JSON is
