@@ -307,7 +307,7 @@ func (b *Bridge) callFailed(x *exchange, s *routes.Server, took time.Duration, e
 	if answer != nil {
 		return answer
 	}
-	return upstreamError(x.rq, err, x.id, red)
+	return upstreamError(x.rq, err, x.id, red, x.method == methodCall)
 }
 
 // requested is x's permission.requested event; digest is
