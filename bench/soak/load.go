@@ -56,7 +56,7 @@ type target struct {
 // load is the agents' side of the soak.
 type load struct {
 	bridgeURL string
-	token     string
+	tokens    []string // one per agent; session i is agent i mod len
 	target    target
 	replicas  *replicaSet
 
@@ -106,7 +106,7 @@ func (l *load) run(ctx context.Context, sessions int, rate float64) {
 		if i%2 == 1 {
 			era = mcpclient.EraStateless
 		}
-		wg.Go(func() { l.agent(ctx, i, era, ticks) })
+		wg.Go(func() { l.agent(ctx, i, l.tokens[i%len(l.tokens)], era, ticks) })
 	}
 	wg.Wait()
 }
@@ -117,19 +117,19 @@ func (l *load) run(ctx context.Context, sessions int, rate float64) {
 // replica); a 2026-07-28 agent, which needs no affinity, sends each call
 // to a replica picked at random, as a load balancer without affinity does,
 // and its answer to a question to another one.
-func (l *load) agent(ctx context.Context, n int, era mcpclient.Era, ticks <-chan struct{}) {
+func (l *load) agent(ctx context.Context, n int, token string, era mcpclient.Era, ticks <-chan struct{}) {
 	var c *mcpclient.Client
 	seq := 0
 	for range ticks {
 		if era == mcpclient.EraStateless {
 			var err error
-			if c, _, err = l.replicas.pick(ctx, l.token, ""); err != nil {
+			if c, _, err = l.replicas.pick(ctx, token, ""); err != nil {
 				l.add(record{op: "connect", start: time.Now(), notSent: true, errText: err.Error()})
 				continue
 			}
 		} else if c == nil {
 			var err error
-			if c, err = l.connect(ctx, era); err != nil {
+			if c, err = l.connect(ctx, token, era); err != nil {
 				l.add(record{op: "connect", start: time.Now(), lost: !isAnswer(err), errText: err.Error()})
 				c = nil
 				continue
@@ -142,7 +142,7 @@ func (l *load) agent(ctx context.Context, n int, era mcpclient.Era, ticks <-chan
 		} else if era == mcpclient.EraSession && op == "confirm" {
 			op = "ask"
 		}
-		r := l.call(c, op, fmt.Sprintf("a%d-%d", n, seq))
+		r := l.call(c, token, op, fmt.Sprintf("a%d-%d", n, seq))
 		l.add(r)
 		if era == mcpclient.EraSession && strings.Contains(r.errText, "404") {
 			_ = c.Close()
@@ -154,8 +154,8 @@ func (l *load) agent(ctx context.Context, n int, era mcpclient.Era, ticks <-chan
 	}
 }
 
-func (l *load) connect(ctx context.Context, era mcpclient.Era) (*mcpclient.Client, error) {
-	conn, err := streamhttp.New(streamhttp.Options{URL: l.bridgeURL, BearerToken: l.token})
+func (l *load) connect(ctx context.Context, token string, era mcpclient.Era) (*mcpclient.Client, error) {
+	conn, err := streamhttp.New(streamhttp.Options{URL: l.bridgeURL, BearerToken: token})
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +185,7 @@ func pickOp() string {
 }
 
 // call makes one call of kind op, id in its arguments, and says how it went.
-func (l *load) call(c *mcpclient.Client, op, id string) record {
+func (l *load) call(c *mcpclient.Client, token, op, id string) record {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
 	r := record{op: op, id: id, server: recorderName, start: time.Now()}
@@ -213,7 +213,7 @@ func (l *load) call(c *mcpclient.Client, op, id string) record {
 			err = errors.New("a denied call was answered with a result")
 		}
 	case "confirm":
-		err = l.confirm(ctx, c, id)
+		err = l.confirm(ctx, c, token, id)
 	case "resource":
 		r.server = "everything"
 		_, err = c.Call(ctx, "resources/read", json.RawMessage(`{"uri":`+quote(l.target.resourceURI)+`}`))
@@ -259,7 +259,7 @@ func (l *load) call(c *mcpclient.Client, op, id string) record {
 // bridge answers input_required with a sealed state; the agent answers
 // allow_once and retries; then the same retry is sent to every replica,
 // where each must refuse it (spent), so the tool runs once.
-func (l *load) confirm(ctx context.Context, c *mcpclient.Client, id string) error {
+func (l *load) confirm(ctx context.Context, c *mcpclient.Client, token, id string) error {
 	name := "mcp." + recorderName + ".confirm"
 	res, err := c.CallTool(ctx, name, json.RawMessage(`{"id":"`+id+`"}`))
 	if err != nil {
@@ -278,7 +278,7 @@ func (l *load) confirm(ctx context.Context, c *mcpclient.Client, id string) erro
 	// The answer goes to another replica where there is one (the Service's
 	// choice for a 2025-11-25 agent).
 	if c.Era() == mcpclient.EraStateless {
-		if other, _, perr := l.replicas.pick(ctx, l.token, c.Conn()); perr == nil {
+		if other, _, perr := l.replicas.pick(ctx, token, c.Conn()); perr == nil {
 			c = other
 		}
 	}
@@ -289,16 +289,16 @@ func (l *load) confirm(ctx context.Context, c *mcpclient.Client, id string) erro
 	if !strings.Contains(string(res), "ran "+id) {
 		return fmt.Errorf("an answer of another call: %.200s", res)
 	}
-	l.replay(ctx, retry)
+	l.replay(ctx, token, retry)
 	return nil
 }
 
 // replay sends an allow-once retry again to each bridge replica directly.
-func (l *load) replay(ctx context.Context, retry json.RawMessage) {
+func (l *load) replay(ctx context.Context, token string, retry json.RawMessage) {
 	var counts replayCounts
 	counts.states = 1
 	for _, url := range l.replicas.urls() {
-		c, err := l.replicas.client(ctx, url, l.token)
+		c, err := l.replicas.client(ctx, url, token)
 		if err != nil {
 			counts.other++
 			continue

@@ -72,6 +72,7 @@ type soak struct {
 func main() {
 	minutes := flag.Float64("minutes", 60, "how long the load runs")
 	sessions := flag.Int("sessions", 200, "agent sessions at once (half per era)")
+	agents := flag.Int("agents", 20, "agents (ServiceAccounts) the sessions belong to, in turn")
 	rate := flag.Float64("rate", 50, "calls per second, all sessions together")
 	replicas := flag.Int("replicas", 3, "bridge replicas")
 	killEvery := flag.Duration("kill-every", 3*time.Minute, "how often the sample server's pod is deleted")
@@ -82,7 +83,7 @@ func main() {
 	klog.SetLogger(logr.Discard())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	failed, err := run(ctx, time.Duration(*minutes*float64(time.Minute)), *sessions, *rate, *replicas, *killEvery, *warmup)
+	failed, err := run(ctx, time.Duration(*minutes*float64(time.Minute)), *sessions, *agents, *rate, *replicas, *killEvery, *warmup)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench/soak:", err)
 		os.Exit(1)
@@ -92,7 +93,7 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, d time.Duration, sessions int, rate float64, replicas int, killEvery, warmup time.Duration) (bool, error) {
+func run(ctx context.Context, d time.Duration, sessions, agents int, rate float64, replicas int, killEvery, warmup time.Duration) (bool, error) {
 	dev, err := benchutil.ConnectDev(ctx)
 	if err != nil {
 		return false, err
@@ -103,7 +104,7 @@ func run(ctx context.Context, d time.Duration, sessions int, rate float64, repli
 		return false, fmt.Errorf("listening on the pod network's host address: %w", err)
 	}
 	go func() { _ = http.Serve(ln, s.rec) }()
-	token, err := s.setUp(ctx, "http://"+ln.Addr().String()+"/mcp", int32(replicas))
+	tokens, err := s.setUp(ctx, "http://"+ln.Addr().String()+"/mcp", int32(replicas), max(agents, 1))
 	if err != nil {
 		return false, fmt.Errorf("set-up: %w", err)
 	}
@@ -119,14 +120,14 @@ func run(ctx context.Context, d time.Duration, sessions int, rate float64, repli
 	sm := &sampler{}
 	go sm.run(watchCtx, dev.CS, 15*time.Second)
 	decided := 0
-	requester := "system:serviceaccount:" + benchutil.DevNamespace + ":" + agentName
+	requester := "system:serviceaccount:" + benchutil.DevNamespace + ":" + agentName + "-"
 	go approver(watchCtx, dev.C, self.Status.UserInfo.Username, requester, &decided)
 
-	tgt, err := s.targets(ctx, dev.BridgeURL, token)
+	tgt, err := s.targets(ctx, dev.BridgeURL, tokens[0])
 	if err != nil {
 		return false, err
 	}
-	l := &load{bridgeURL: dev.BridgeURL, token: token, target: tgt, replicas: reps}
+	l := &load{bridgeURL: dev.BridgeURL, tokens: tokens, target: tgt, replicas: reps}
 	fmt.Printf("targets on the sample server: tool %s, resource %s, prompt %s\n", tgt.progressTool, tgt.resourceURI, tgt.prompt)
 	fmt.Printf("soak: %s, %d sessions, %.0f calls/s, %d bridge replicas, upstream %s\n", d, sessions, rate, replicas, ln.Addr())
 	start := time.Now()
@@ -152,8 +153,8 @@ func run(ctx context.Context, d time.Duration, sessions int, rate float64, repli
 
 // setUp makes the recording upstream's MCPServer, the agent and its
 // policies, scales the bridge, and waits until the bridge lists the
-// recorder's tools. It returns the agent's token.
-func (s *soak) setUp(ctx context.Context, upstreamURL string, replicas int32) (string, error) {
+// recorder's tools. It returns the agents' tokens.
+func (s *soak) setUp(ctx context.Context, upstreamURL string, replicas int32, agents int) ([]string, error) {
 	c := s.dev.C
 	srv := &mcpv1alpha1.MCPServer{
 		ObjectMeta: metav1.ObjectMeta{Namespace: benchutil.DevNamespace, Name: recorderName},
@@ -167,16 +168,22 @@ func (s *soak) setUp(ctx context.Context, upstreamURL string, replicas int32) (s
 		err := c.Get(ctx, client.ObjectKeyFromObject(srv), &mcpv1alpha1.MCPServer{})
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	}); err != nil {
-		return "", err
+		return nil, err
 	}
 	if err := c.Create(ctx, srv); err != nil {
-		return "", err
+		return nil, err
 	}
-	token, err := s.dev.AgentToken(ctx, agentName)
-	if err != nil {
-		return "", err
+	var tokens []string
+	var subject []mcpv1alpha1.Subject
+	for i := range agents {
+		name := fmt.Sprintf("%s-%d", agentName, i)
+		token, err := s.dev.AgentToken(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		tokens = append(tokens, token)
+		subject = append(subject, mcpv1alpha1.Subject{Kind: mcpv1alpha1.SubjectServiceAccount, Name: name, Namespace: benchutil.DevNamespace})
 	}
-	subject := []mcpv1alpha1.Subject{{Kind: mcpv1alpha1.SubjectServiceAccount, Name: agentName, Namespace: benchutil.DevNamespace}}
 	rec := func(tool string) []string { return []string{"mcp." + recorderName + "." + tool} }
 	policies := []*mcpv1alpha1.ToolPolicy{
 		{
@@ -198,16 +205,16 @@ func (s *soak) setUp(ctx context.Context, upstreamURL string, replicas int32) (s
 	for _, p := range policies {
 		_ = c.Delete(ctx, p)
 		if err := c.Create(ctx, p); client.IgnoreAlreadyExists(err) != nil {
-			return "", err
+			return nil, err
 		}
 	}
 	if _, err := s.dev.CS.AppsV1().Deployments(benchutil.DevBridgeNamespace).UpdateScale(ctx, benchutil.DevBridgeService, &autoscalingv1.Scale{
 		ObjectMeta: metav1.ObjectMeta{Name: benchutil.DevBridgeService, Namespace: benchutil.DevBridgeNamespace},
 		Spec:       autoscalingv1.ScaleSpec{Replicas: replicas},
 	}, metav1.UpdateOptions{}); err != nil {
-		return "", err
+		return nil, err
 	}
-	err = s.waitFor(ctx, "the bridge's replicas to be Ready and "+recorderName+" Ready", func() (bool, error) {
+	err := s.waitFor(ctx, "the bridge's replicas to be Ready and "+recorderName+" Ready", func() (bool, error) {
 		dep, err := s.dev.CS.AppsV1().Deployments(benchutil.DevBridgeNamespace).Get(ctx, benchutil.DevBridgeService, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -219,7 +226,7 @@ func (s *soak) setUp(ctx context.Context, upstreamURL string, replicas int32) (s
 		return dep.Status.ReadyReplicas == replicas && dep.Status.UpdatedReplicas == replicas && dep.Status.Replicas == replicas &&
 			meta.IsStatusConditionTrue(got.Status.Conditions, "Ready"), nil
 	})
-	return token, err
+	return tokens, err
 }
 
 func asking(name string, subject []mcpv1alpha1.Subject, tools []string, channel mcpv1alpha1.ApprovalChannel) *mcpv1alpha1.ToolPolicy {
@@ -242,9 +249,9 @@ func asking(name string, subject []mcpv1alpha1.Subject, tools []string, channel 
 // listed too.
 func (s *soak) targets(ctx context.Context, url, token string) (target, error) {
 	var t target
-	l := &load{bridgeURL: url, token: token}
+	l := &load{bridgeURL: url, tokens: []string{token}}
 	err := s.waitFor(ctx, "the bridge to list both servers' tools, a resource and a prompt", func() (bool, error) {
-		c, err := l.connect(ctx, mcpclient.EraSession)
+		c, err := l.connect(ctx, token, mcpclient.EraSession)
 		if err != nil {
 			return false, nil
 		}
@@ -254,13 +261,14 @@ func (s *soak) targets(ctx context.Context, url, token string) (target, error) {
 			for _, raw := range items {
 				var v map[string]any
 				_ = json.Unmarshal(raw, &v)
+				field := key
 				if key == "prompt" {
 					if args, _ := v["arguments"].([]any); len(args) > 0 {
 						continue
 					}
-					key = "name"
+					field = "name"
 				}
-				out = append(out, fmt.Sprint(v[key]))
+				out = append(out, fmt.Sprint(v[field]))
 			}
 			return out
 		}
@@ -276,8 +284,12 @@ func (s *soak) targets(ctx context.Context, url, token string) (target, error) {
 		if uris := names(resources, "uri"); len(uris) > 0 {
 			t.resourceURI = uris[0]
 		}
-		if ps := names(prompts, "prompt"); len(ps) > 0 {
-			t.prompt = ps[0]
+		// A prompt that expands at once: the sample also has one that asks
+		// its caller for input, which the bridge refuses to pass on.
+		for _, p := range names(prompts, "prompt") {
+			if t.prompt == "" || strings.Contains(p, "simple") {
+				t.prompt = p
+			}
 		}
 		return slices.Contains(toolNames, "mcp."+recorderName+".record") && t.progressTool != "" && t.resourceURI != "" && t.prompt != "", nil
 	})
@@ -375,8 +387,8 @@ func (s *soak) report(l *load, reps *replicaSet, sm *sampler, windows []window, 
 	opened, closed, live := s.rec.sessionCounts()
 	fmt.Printf("upstream sessions: %d opened, %d closed, %d live (opened = closed + live: %v)\n", opened, closed, live, opened == closed+live)
 
-	total, incomplete, why := reps.chains()
-	fmt.Printf("audit chains: %d, incomplete %d\n", total, incomplete)
+	total, incomplete, why, unanswered := reps.chains("mcp." + recorderName + ".confirm")
+	fmt.Printf("audit chains: %d, incomplete %d; questions by elicitation whose answer never got through (open by design): %d\n", total, incomplete, unanswered)
 	for _, k := range sortedKeys(why) {
 		fmt.Printf("  %6d  %s\n", why[k], k)
 	}
@@ -390,10 +402,12 @@ func (s *soak) report(l *load, reps *replicaSet, sm *sampler, windows []window, 
 	fmt.Printf("latency in quiet minutes:      p50 %s p99 %s (%d calls)\n", benchutil.Pct(quiet, 50).Round(time.Millisecond), benchutil.Pct(quiet, 99).Round(time.Millisecond), len(quiet))
 	fmt.Printf("latency in minutes with a fault: p50 %s p99 %s (%d calls)\n", benchutil.Pct(hurt, 50).Round(time.Millisecond), benchutil.Pct(hurt, 99).Round(time.Millisecond), len(hurt))
 
-	bRSS, bFDs, bGo, bProcs := sm.slopes("bridge", warmup)
-	cRSS, cFDs, cGo, cProcs := sm.slopes("controller", warmup)
-	fmt.Printf("bridge after warm-up (%d processes), largest slope %%/10min: rss %.2f, fds %.2f, goroutines %.2f\n", bProcs, bRSS, bFDs, bGo)
-	fmt.Printf("controller after warm-up (%d processes), largest slope %%/10min: rss %.2f, fds %.2f, goroutines %.2f\n", cProcs, cRSS, cFDs, cGo)
+	bRSS, bFDs, bGo, bProcs, bLast := sm.slopes("bridge", warmup)
+	cRSS, cFDs, cGo, cProcs, cLast := sm.slopes("controller", warmup)
+	fmt.Printf("bridge after warm-up (%d processes), largest slope %%/10min: rss %.2f, fds %.2f, goroutines %.2f (last reading: %.1f MB, %d fds, %.0f goroutines)\n",
+		bProcs, bRSS, bFDs, bGo, float64(bLast.rss)/1e6, bLast.fds, bLast.goroutines)
+	fmt.Printf("controller after warm-up (%d processes), largest slope %%/10min: rss %.2f, fds %.2f, goroutines %.2f (last reading: %.1f MB, %d fds, %.0f goroutines)\n",
+		cProcs, cRSS, cFDs, cGo, float64(cLast.rss)/1e6, cLast.fds, cLast.goroutines)
 
 	injected := 0
 	for _, w := range windows {

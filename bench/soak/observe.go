@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,6 +56,9 @@ type auditEvent struct {
 	Resource   string `json:"resource"`
 	Prompt     string `json:"prompt"`
 	Method     string `json:"method"`
+	Tool       string `json:"tool"`
+	Time       string `json:"time"` // RFC 3339, UTC, fixed width: compares as text
+	pod        string
 }
 
 func newReplicaSet(cs *kubernetes.Clientset) *replicaSet {
@@ -191,10 +195,12 @@ func (s *replicaSet) pick(ctx context.Context, token string, not any) (*mcpclien
 	return nil, "", errors.New("no replica to pick")
 }
 
-// client is a stateless-era agent of one replica (no session: shared).
+// client is a stateless-era agent of one replica for the caller of token
+// (no session: shared by that caller's calls).
 func (s *replicaSet) client(ctx context.Context, url, token string) (*mcpclient.Client, error) {
+	key := url + " " + token // a client is one caller's
 	s.mu.Lock()
-	c := s.clients[url]
+	c := s.clients[key]
 	s.mu.Unlock()
 	if c != nil {
 		return c, nil
@@ -211,7 +217,7 @@ func (s *replicaSet) client(ctx context.Context, url, token string) (*mcpclient.
 		return nil, err
 	}
 	s.mu.Lock()
-	s.clients[url] = c
+	s.clients[key] = c
 	s.mu.Unlock()
 	return c, nil
 }
@@ -219,37 +225,43 @@ func (s *replicaSet) client(ctx context.Context, url, token string) (*mcpclient.
 // chainEnds are the events that close a call's chain.
 var chainEnds = map[string]bool{"tool.completed": true, "tool.failed": true, "mcp.resource.fetched": true, "mcp.prompt.expanded": true}
 
-// chains checks every call's audit chain on every replica: it begins with
-// permission.requested, ends once (a denied read or prompt ends at its
-// permission.resolved), in seq order, and nothing follows its end. It
-// returns how many chains there are, how many are incomplete, and a few
-// examples of those.
-func (s *replicaSet) chains() (total, incomplete int, why map[string]int) {
+// chains checks every call's audit chain across the replicas (a
+// 2026-07-28 question asked on one replica is answered on another, under
+// the same toolCallId): it begins with permission.requested, ends once (a
+// denied read or prompt ends at its permission.resolved), nothing follows
+// its end, and each replica's part is in seq order. A chain that is only
+// the permission.requested of a question by elicitation (tool asked) is a
+// question whose answer never got through: counted apart, as asked. It
+// returns how many chains there are, how many are incomplete, why, and the
+// questions left unanswered.
+func (s *replicaSet) chains(asked string) (total, incomplete int, why map[string]int, unanswered int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	why = map[string]int{}
+	byCall := map[string][]auditEvent{}
 	for pod, events := range s.events {
-		byCall := map[string][]auditEvent{}
-		var order []string
 		for _, e := range events {
 			if e.ToolCallID == "" {
 				continue
 			}
-			if _, ok := byCall[e.ToolCallID]; !ok {
-				order = append(order, e.ToolCallID)
-			}
+			e.pod = pod
 			byCall[e.ToolCallID] = append(byCall[e.ToolCallID], e)
 		}
-		for _, id := range order {
-			total++
-			if problem := chainProblem(byCall[id]); problem != "" {
-				incomplete++
-				why[problem]++
-				_ = pod
-			}
+	}
+	for _, chain := range byCall {
+		total++
+		// Replicas' clocks are the node's: time orders the parts.
+		sort.SliceStable(chain, func(i, j int) bool { return chain[i].Time < chain[j].Time })
+		if len(chain) == 1 && chain[0].Type == "permission.requested" && chain[0].Tool == asked {
+			unanswered++
+			continue
+		}
+		if problem := chainProblem(chain); problem != "" {
+			incomplete++
+			why[problem]++
 		}
 	}
-	return total, incomplete, why
+	return total, incomplete, why, unanswered
 }
 
 func chainProblem(chain []auditEvent) string {
@@ -258,7 +270,7 @@ func chainProblem(chain []auditEvent) string {
 	}
 	ended := -1
 	for i, e := range chain {
-		if i > 0 && e.Seq <= chain[i-1].Seq {
+		if i > 0 && e.pod == chain[i-1].pod && e.Seq <= chain[i-1].Seq {
 			return "out of order"
 		}
 		end := chainEnds[e.Type] ||
@@ -286,12 +298,13 @@ func chainProblem(chain []auditEvent) string {
 // approver decides every pending ToolApproval of the soak's agent:
 // AllowOnce, as the cluster's admin (a person other than the requester).
 func approver(ctx context.Context, c client.Client, decider, requester string, decided *int) {
+	// requester is the agents' common prefix.
 	for ctx.Err() == nil {
 		var list mcpv1alpha1.ToolApprovalList
 		if err := c.List(ctx, &list, client.InNamespace(benchutil.DevNamespace)); err == nil {
 			for i := range list.Items {
 				a := &list.Items[i]
-				if a.Spec.Decision != nil || (a.Status.Phase != "" && a.Status.Phase != mcpv1alpha1.ApprovalPending) || a.Spec.Request.Requester.Username != requester {
+				if a.Spec.Decision != nil || (a.Status.Phase != "" && a.Status.Phase != mcpv1alpha1.ApprovalPending) || !strings.HasPrefix(a.Spec.Request.Requester.Username, requester) {
 					continue
 				}
 				a.Spec.Decision = &mcpv1alpha1.ApprovalDecision{Verdict: mcpv1alpha1.VerdictAllowOnce, Decider: decider, Comment: "soak: the scripted approver"}
@@ -315,7 +328,7 @@ func pendingApprovals(ctx context.Context, c client.Client, requester string) (i
 	}
 	n := 0
 	for _, a := range list.Items {
-		if a.Spec.Request.Requester.Username == requester && (a.Status.Phase == "" || a.Status.Phase == mcpv1alpha1.ApprovalPending) {
+		if strings.HasPrefix(a.Spec.Request.Requester.Username, requester) && (a.Status.Phase == "" || a.Status.Phase == mcpv1alpha1.ApprovalPending) {
 			n++
 		}
 	}
@@ -429,7 +442,7 @@ func podGoroutines(ctx context.Context, cs *kubernetes.Clientset, selector strin
 // slopes are the largest growth after warm-up, in % per 10 minutes of the
 // mean, over the processes of part (bridge or controller) that lived past
 // warm-up by at least two samples: RSS, fds and goroutines.
-func (sm *sampler) slopes(part string, warmup time.Duration) (rss, fds, goroutines float64, procs int) {
+func (sm *sampler) slopes(part string, warmup time.Duration) (rss, fds, goroutines float64, procs int, last sample) {
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
 	for key, samples := range sm.byProc {
@@ -446,11 +459,12 @@ func (sm *sampler) slopes(part string, warmup time.Duration) (rss, fds, goroutin
 			continue
 		}
 		procs++
+		last = kept[len(kept)-1]
 		rss = max(rss, slope(kept, func(s sample) float64 { return float64(s.rss) }))
 		fds = max(fds, slope(kept, func(s sample) float64 { return float64(s.fds) }))
 		goroutines = max(goroutines, slope(kept, func(s sample) float64 { return s.goroutines }))
 	}
-	return rss, fds, goroutines, procs
+	return rss, fds, goroutines, procs, last
 }
 
 // slope is the least-squares slope of v over time, as % of its mean per
