@@ -379,12 +379,9 @@ func openFDs(pid int) int {
 	return len(entries)
 }
 
-// podIPOf is the pod address a process on this node has: the first IPv4
-// address of its network namespace's eth0, from /proc/<pid>/net/fib_trie
-// would be heavy; its environment does not carry it; so the goroutines are
-// matched by the one number each pod's /metrics gives, keyed by IP, and a
-// process is matched to its pod through /proc/<pid>/net/tcp's listening
-// socket's local address.
+// podIPOf is the pod address of a process on this node, read from its
+// network namespace's connections (/proc/<pid>/net/tcp: the local address
+// of an established one): it matches the process to its pod's /metrics.
 func podIPOf(pid int) string {
 	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "net", "tcp"))
 	if err != nil {
