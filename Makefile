@@ -256,6 +256,16 @@ bench-wake: ## Sleeping servers on the dev cluster (brings it up, tears it down,
 	@trap 'exit 130' INT TERM; trap '$(MAKE) dev-down' EXIT; \
 		$(MAKE) dev && go run ./bench/wake $(BENCH_WAKE_FLAGS)
 
+# SOAK_MINUTES is how long make soak runs its load; SOAK_FLAGS passes flags
+# to bench/soak (e.g. -sessions 200 -rate 50 -replicas 3 -kill-every 3m).
+SOAK_MINUTES ?= 60
+SOAK_FLAGS ?=
+
+.PHONY: soak
+soak: ## The dev cluster for SOAK_MINUTES under load and faults (brings it up, tears it down, also on failure or Ctrl-C): calls lost or run twice, audit chains, approvals left, memory slope, latency with and without faults; exits 1 on a lost or twice-run call or an incomplete audit chain.
+	@trap 'exit 130' INT TERM; trap '$(MAKE) dev-down' EXIT; \
+		$(MAKE) dev && go run ./bench/soak -minutes $(SOAK_MINUTES) $(SOAK_FLAGS)
+
 # REDACT_BASELINE is the commit whose internal/redact bench-redact compares
 # against: the redactor before bare tokens and gitleaks' rules were added.
 REDACT_BASELINE := 34976b4

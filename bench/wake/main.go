@@ -29,19 +29,15 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -50,27 +46,22 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/bench/internal/benchutil"
 	mcpclient "github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
-	"github.com/mcp-operator/mcp-operator/internal/testenv"
 )
 
 const (
 	// The dev install's bridge serves namespace default.
-	namespace       = "default"
-	bridgeNamespace = "mcp-operator-system"
-	bridgeService   = "mcp-operator-bridge"
-	serverName      = "bench-wake"
-	agentName       = "bench-wake-agent"
-	idlePrefix      = "bench-idle-"
-	tool            = "mcp." + serverName + ".test_simple_text"
-	image           = "localhost/mcp-operator/everything-server:dev"
+	namespace  = benchutil.DevNamespace
+	serverName = "bench-wake"
+	agentName  = "bench-wake-agent"
+	idlePrefix = "bench-idle-"
+	tool       = "mcp." + serverName + ".test_simple_text"
+	image      = "localhost/mcp-operator/everything-server:dev"
 )
 
 // Targets.
@@ -160,38 +151,16 @@ func run(ctx context.Context, servers, wakes, colds int, window time.Duration) (
 	return all, nil
 }
 
-// connect reads the dev cluster's kubeconfig, makes the agent's
-// ServiceAccount and ToolPolicy, and connects to the bridge as that agent.
+// connect connects to the dev cluster, makes the agent's ServiceAccount and
+// ToolPolicy, and connects to the bridge as that agent.
 func connect(ctx context.Context) (*bench, error) {
-	root, err := testenv.RepoRoot()
+	dev, err := benchutil.ConnectDev(ctx)
 	if err != nil {
 		return nil, err
 	}
-	kubeconfig := os.Getenv("KUBECONFIG")
-	if kubeconfig == "" {
-		kubeconfig = filepath.Join(root, ".dev", "kubeconfig")
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	b := &bench{c: dev.C, cs: dev.CS, bridgeURL: dev.BridgeURL}
+	token, err := dev.AgentToken(ctx, agentName)
 	if err != nil {
-		return nil, fmt.Errorf("no dev cluster (make bench-wake starts one): %w", err)
-	}
-	cfg.QPS, cfg.Burst = 100, 200
-	b := &bench{}
-	if b.c, err = client.NewWithWatch(cfg, client.Options{Scheme: testenv.Scheme()}); err != nil {
-		return nil, err
-	}
-	if b.cs, err = kubernetes.NewForConfig(cfg); err != nil {
-		return nil, err
-	}
-	var svc corev1.Service
-	if err := b.c.Get(ctx, client.ObjectKey{Namespace: bridgeNamespace, Name: bridgeService}, &svc); err != nil {
-		return nil, fmt.Errorf("the bridge's Service: %w", err)
-	}
-	// No cluster DNS on the dev cluster: the Service's IP.
-	b.bridgeURL = fmt.Sprintf("http://%s:%d/mcp", svc.Spec.ClusterIP, svc.Spec.Ports[0].Port)
-
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: agentName}}
-	if err := b.c.Create(ctx, sa); client.IgnoreAlreadyExists(err) != nil {
 		return nil, err
 	}
 	tp := &mcpv1alpha1.ToolPolicy{
@@ -204,13 +173,7 @@ func connect(ctx context.Context) (*bench, error) {
 	if err := b.c.Create(ctx, tp); client.IgnoreAlreadyExists(err) != nil {
 		return nil, err
 	}
-	tr, err := b.cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, agentName, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{"mcp-operator"}, ExpirationSeconds: ptr.To(int64(3600))},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("a token for the agent: %w", err)
-	}
-	conn, err := streamhttp.New(streamhttp.Options{URL: b.bridgeURL, BearerToken: tr.Status.Token})
+	conn, err := streamhttp.New(streamhttp.Options{URL: b.bridgeURL, BearerToken: token})
 	if err != nil {
 		return nil, err
 	}
@@ -500,26 +463,11 @@ func (b *bench) waitFor(ctx context.Context, what string, done func() (bool, err
 	}
 }
 
-// controllerPID is the controller's process on this node: the one whose
-// command line is the manager binary with the controller subcommand.
+// controllerPID is the controller's process on this node.
 func controllerPID() (int, error) {
-	entries, err := os.ReadDir("/proc")
+	pids, err := benchutil.ManagerPIDs("controller")
 	if err != nil {
 		return 0, err
 	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
-		if len(args) >= 2 && filepath.Base(args[0]) == "manager" && args[1] == "controller" {
-			return pid, nil
-		}
-	}
-	return 0, errors.New("no controller process (manager controller) on this node: is the dev cluster up, and is this run as root?")
+	return pids[0], nil
 }

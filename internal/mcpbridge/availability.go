@@ -123,7 +123,7 @@ func (b *Bridge) resolveAgain(x *exchange, a adapter) *jsonrpc.Message {
 	if away, ok := b.cfg.Registry.Away(x.server.Name); ok {
 		return b.refuseAway(x.rq, away)
 	}
-	return upstreamError(x.rq, &upstream.Error{Reason: upstream.ReasonUnavailable, Err: fmt.Errorf("server %s is not serving now", x.server.Name)}, "", nil)
+	return upstreamError(x.rq, &upstream.Error{Reason: upstream.ReasonUnavailable, Err: fmt.Errorf("server %s is not serving now", x.server.Name)}, "", nil, false)
 }
 
 // wake asks for a sleeping server and waits until it is served, fails to
@@ -155,7 +155,7 @@ func (b *Bridge) wake(x *exchange, away *routes.Away) *jsonrpc.Message {
 				return b.refuseAway(x.rq, down)
 			}
 			b.observeWake("gone", start)
-			return upstreamError(x.rq, &upstream.Error{Reason: upstream.ReasonUnavailable, Err: fmt.Errorf("server %s left the bridge's scope while it was woken", name)}, "", nil)
+			return upstreamError(x.rq, &upstream.Error{Reason: upstream.ReasonUnavailable, Err: fmt.Errorf("server %s left the bridge's scope while it was woken", name)}, "", nil, false)
 		}
 		away = now
 		if !stillWaking(away) {
@@ -179,11 +179,11 @@ func (b *Bridge) wake(x *exchange, away *routes.Away) *jsonrpc.Message {
 		case <-ctx.Done():
 			if cause := context.Cause(waits); Stopping(cause) {
 				b.observeWake("stopping", start)
-				return upstreamError(x.rq, cause, "", nil)
+				return upstreamError(x.rq, cause, "", nil, false)
 			}
 			b.observeWake("timeout", start)
 			if x.rq.ctx.Err() != nil {
-				return upstreamError(x.rq, &upstream.Error{Reason: upstream.ReasonCancelled, Err: context.Cause(x.rq.ctx)}, "", nil)
+				return upstreamError(x.rq, &upstream.Error{Reason: upstream.ReasonCancelled, Err: context.Cause(x.rq.ctx)}, "", nil, false)
 			}
 			return b.awayError(x.rq, away, fmt.Sprintf("it did not wake within the call's deadline (%s)", b.cfg.CallTimeout))
 		}

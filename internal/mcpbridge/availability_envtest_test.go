@@ -239,6 +239,9 @@ func TestStopAnswersAWakeWait(t *testing.T) {
 	if !errors.As(r.err, &e) || e.Code != CodeUpstream || !strings.Contains(string(e.Data), `"reason":"bridge_stopping"`) {
 		t.Errorf("the waiting call: %v, want -32011 bridge_stopping", r.err)
 	}
+	if verdict, ok := retryable(r.err); !ok || !verdict {
+		t.Errorf("the waiting call: %v, want retryable true (it never went upstream)", r.err)
+	}
 	if fwd.Calls() != 0 {
 		t.Error("the call reached its server")
 	}

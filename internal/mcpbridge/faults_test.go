@@ -91,6 +91,9 @@ func TestFaults(t *testing.T) {
 			if rpcCode(err) != CodeUpstream || !strings.Contains(err.Error(), "mcp_server_unstable") {
 				t.Fatalf("the crashed call ended with %v, want mcp_server_unstable", err)
 			}
+			if r, ok := retryable(err); !ok || r {
+				t.Fatalf("the crashed call ended with %v: want retryable false in its data", err)
+			}
 		case <-time.After(10 * time.Second):
 			t.Fatal("the call did not end when its server crashed")
 		}
@@ -191,6 +194,10 @@ func TestFaults(t *testing.T) {
 		if rpcCode(err) != CodeUpstream || !strings.Contains(err.Error(), "invalid_result") {
 			t.Fatalf("garbage ended with %v, want invalid_result", err)
 		}
+		// It went upstream and may have run there: not safe to send again.
+		if r, ok := retryable(err); !ok || r {
+			t.Fatalf("garbage ended with %v: want retryable false in its data", err)
+		}
 		if _, err := c.CallTool(ctxT(t), "mcp.faults.ok", nil); err != nil {
 			t.Fatalf("the next call to the same server failed: %v", err)
 		}
@@ -244,6 +251,9 @@ func TestFaults(t *testing.T) {
 		_, err := c.CallTool(ctxT(t), "mcp.faults.silent", nil)
 		if rpcCode(err) != CodeUpstream || !strings.Contains(err.Error(), "timeout") {
 			t.Fatalf("a silent server ended the call with %v, want timeout", err)
+		}
+		if r, ok := retryable(err); !ok || r {
+			t.Fatalf("a timeout ended with %v: want retryable false in its data (the call may have run)", err)
 		}
 		if took := time.Since(start); took > 6*time.Second {
 			t.Fatalf("the deadline of 3s ended the call after %s", took)

@@ -199,6 +199,22 @@ func rpcCode(err error) int {
 	return 0
 }
 
+// retryable is the retry verdict in a JSON-RPC error's data, and whether
+// there is one.
+func retryable(err error) (verdict, ok bool) {
+	var e *jsonrpc.Error
+	if !errors.As(err, &e) {
+		return false, false
+	}
+	var data struct {
+		Retryable *bool `json:"retryable"`
+	}
+	if json.Unmarshal(e.Data, &data) != nil || data.Retryable == nil {
+		return false, false
+	}
+	return *data.Retryable, true
+}
+
 // firstText is the text of the first content item of a tool result.
 func firstText(t *testing.T, res json.RawMessage) string {
 	t.Helper()

@@ -263,7 +263,7 @@ func (b *Bridge) refuse(x *exchange, o outcome) *jsonrpc.Message {
 	if o.failReason == ReasonStopping {
 		// Not a decision: nobody decided, and another replica may ask again.
 		return rpcError(x.rq, CodeUpstream, fmt.Sprintf("%s not decided: %s", x.what, o.reason), map[string]any{
-			"reason": o.failReason, "toolCallId": x.id,
+			"reason": o.failReason, "retryable": true, "toolCallId": x.id,
 		})
 	}
 	return rpcError(x.rq, CodeDenied, fmt.Sprintf("%s denied: %s", x.what, o.reason), map[string]any{
@@ -323,7 +323,7 @@ func (b *Bridge) callFailed(x *exchange, s *routes.Server, took time.Duration, e
 	if answer != nil {
 		return answer
 	}
-	return upstreamError(x.rq, err, x.id, red)
+	return upstreamError(x.rq, err, x.id, red, x.method == methodCall)
 }
 
 // requested is x's permission.requested event; digest is

@@ -202,7 +202,7 @@ func (pr *prompt) checkArgs(b *Bridge, x *exchange) *jsonrpc.Message {
 	if parsed == nil {
 		var err error
 		if _, parsed, _, err = b.livePrompts(rq, s, pr.conn); err != nil {
-			return upstreamError(rq, err, "", b.redactor(s))
+			return upstreamError(rq, err, "", b.redactor(s), false)
 		}
 	}
 	i := slices.IndexFunc(parsed, func(c catalog.Prompt) bool { return c.UpstreamName == pr.upstreamName })

@@ -203,6 +203,9 @@ func (b *Bridge) withheld(x *exchange, what string, err error) *jsonrpc.Message 
 	}
 	_, _ = b.audit(x.rq, x.failed(reason, err.Error()))
 	data := map[string]any{"reason": reason}
+	if code == CodeUpstream {
+		data["retryable"] = false // the server answered: read again, it answers the same
+	}
 	if x.id != "" { // an artifact's read has none: it is not decided
 		data["toolCallId"] = x.id
 	}

@@ -18,8 +18,10 @@ import (
 const DefaultShutdownDelay = 5 * time.Second
 
 // ReasonStopping is the reason (tool.failed, the answer's error data) of a
-// request this replica ended because it is stopping. It is always safe to
-// send again: another replica answers it.
+// request this replica ended because it is stopping. One that had not gone
+// upstream is safe to send again (another replica answers it); a call cut
+// while with its server may have run there, and its answer says so
+// (retryable false, see upstreamError).
 const ReasonStopping = "bridge_stopping"
 
 // errStopping is what a request this replica ends while stopping is told

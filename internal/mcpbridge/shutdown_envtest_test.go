@@ -61,6 +61,9 @@ func TestStopAnswersAWaitingApproval(t *testing.T) {
 		!strings.Contains(rpcErr.Message, "not decided") {
 		t.Errorf("the waiting call: %v, want -32011 bridge_stopping, not decided", r.err)
 	}
+	if verdict, ok := retryable(r.err); !ok || !verdict {
+		t.Errorf("the undecided call: %v, want retryable true (it never went upstream)", r.err)
+	}
 	if len(st.Calls()) != 0 {
 		t.Error("the undecided call reached its server")
 	}

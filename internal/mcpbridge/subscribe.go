@@ -273,7 +273,7 @@ func (b *Bridge) resolveResource(rq *request, agentURI, what string) (*routes.Se
 		if a, ok := b.cfg.Registry.Away(s.Name); ok {
 			return nil, nil, "", nil, b.refuseAway(rq, a)
 		}
-		return nil, nil, "", nil, upstreamError(rq, &upstream.Error{Reason: upstream.ReasonUnavailable, Err: fmt.Errorf("server %s is not serving now", s.Name)}, "", nil)
+		return nil, nil, "", nil, upstreamError(rq, &upstream.Error{Reason: upstream.ReasonUnavailable, Err: fmt.Errorf("server %s is not serving now", s.Name)}, "", nil, false)
 	}
 	if refused := b.settle(x); refused != nil {
 		return nil, nil, "", nil, refused

@@ -199,7 +199,7 @@ func (b *Bridge) resolveTool(rq *request, name string) (*routes.Tool, *jsonrpc.M
 // listed: the error may quote the server's answer, so it is redacted with
 // the server's own Secret values, as its output is.
 func (b *Bridge) catalogError(rq *request, server string, err error) *jsonrpc.Message {
-	return upstreamError(rq, err, "", b.redactorOf(server))
+	return upstreamError(rq, err, "", b.redactorOf(server), false)
 }
 
 // redactorOf is the redactor of the server named server, the shapes alone
@@ -397,7 +397,7 @@ func (b *Bridge) finish(c *call, res json.RawMessage, err error, start time.Time
 		c.traceFailure(upstream.ReasonInvalid)
 		_, _ = b.audit(rq, c.failed(upstream.ReasonInvalid, err.Error()))
 		b.count(tool, "allow", upstream.ReasonInvalid)
-		return rpcError(rq, CodeUpstream, "the server's result could not be passed on: "+err.Error(), map[string]any{"reason": upstream.ReasonInvalid, "toolCallId": c.id})
+		return rpcError(rq, CodeUpstream, "the server's result could not be passed on: "+err.Error(), map[string]any{"reason": upstream.ReasonInvalid, "retryable": false, "toolCallId": c.id})
 	}
 	isError := string(rawjson.Get(res, "isError")) == "true"
 	done := audit.ToolCompleted{
@@ -431,16 +431,20 @@ func (b *Bridge) observe(server, method string, took time.Duration, err error) {
 	}
 }
 
-// upstreamError answers the agent for a call that failed upstream: the
+// upstreamError answers the agent for a request that failed upstream: the
 // server's own JSON-RPC error passes through, anything else is
-// CodeUpstream with the reason.
+// CodeUpstream with the reason and whether it is safe to send again
+// (retryable). mayHaveRun says the request went to the server as a call
+// that may have run there (and runs again if sent again); a list, a
+// catalog lookup or a request that never left the bridge is safe to send
+// again.
 //
 // red is the server's own redactor (its Secret values and the shapes), nil
 // where the server is not known. Either way the text is the server's (its
 // error, or its answer quoted in ours when it was not JSON-RPC), so it goes
 // through what the server's output goes through: invisible characters
 // removed, redacted, marker look-alikes escaped.
-func upstreamError(rq *request, err error, toolCallID string, red *redact.Redactor) *jsonrpc.Message {
+func upstreamError(rq *request, err error, toolCallID string, red *redact.Redactor, mayHaveRun bool) *jsonrpc.Message {
 	if red == nil {
 		red = redact.Shapes // the server is not known
 	}
@@ -456,11 +460,18 @@ func upstreamError(rq *request, err error, toolCallID string, red *redact.Redact
 	if errors.As(err, &ue) {
 		reason = ue.Reason
 	}
-	data := map[string]any{"reason": reason}
+	// At the cap of upstream sessions the call was refused before it went.
+	retryable := !mayHaveRun || reason == upstream.ReasonBusy
+	data := map[string]any{"reason": reason, "retryable": retryable}
 	if toolCallID != "" {
 		data["toolCallId"] = toolCallID
 	}
 	why, _ := output.Text(red, "error.message", err.Error())
+	if reason == ReasonStopping && !retryable {
+		// errStopping's advice (send it again) holds for a request that
+		// had not gone upstream; this one had.
+		why = "this bridge replica stopped while the call was with its server: it may have run there; send it again only if running it twice does no harm"
+	}
 	return rpcError(rq, CodeUpstream, "the MCP server gave no answer: "+why, data)
 }
 
