@@ -132,6 +132,9 @@ func runningPod(pod *corev1.Pod, startedAt time.Time, ready bool) *corev1.Pod {
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(startedAt)}},
 		}},
 	}
+	// Ready is False from the pod's first status, written before its
+	// containers start.
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady", LastTransitionTime: metav1.NewTime(startedAt.Add(-time.Second))}}
 	if ready {
 		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(startedAt)}}
 	}
@@ -252,6 +255,29 @@ var _ = Describe("MCPServer controller", func() {
 			kubeletStarts(pod, clk.Now())
 			Eventually(condition(s, mcpv1alpha1.ConditionReady)).WithTimeout(30 * time.Second).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonServing))
 			Expect(get(s).Status.Endpoint).To(Equal(&mcpv1alpha1.Endpoint{URL: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), PodName: pod.Name}))
+		})
+
+		It("stays Ready after an early probe when something reconciles before the kubelet's Ready", func() {
+			port := startEverythingHTTP()
+			s := httpServer(ns, "early-then-reconciled", port)
+			Expect(k8sClient.Create(ctx, s)).To(Succeed())
+			pod := onePod(s)
+			kubeletStarts(pod, clk.Now())
+			Eventually(condition(s, mcpv1alpha1.ConditionReady)).WithTimeout(30 * time.Second).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonServing))
+
+			// Any change brings a reconcile: the pod is still not Ready by the
+			// kubelet, which is no loss of readiness.
+			update(s, func(cur *mcpv1alpha1.MCPServer) { cur.Annotations = map[string]string{"example.com/touched": "1"} })
+			Consistently(condition(s, mcpv1alpha1.ConditionReady)).WithTimeout(3 * time.Second).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonServing))
+			Expect(get(s).Status.Endpoint).NotTo(BeNil())
+
+			// Ready by the kubelet, then not: readiness lost, the server is
+			// away until the kubelet finds it Ready again.
+			kubeletRuns(onePod(s), clk.Now())
+			lost := onePod(s)
+			lost.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady", LastTransitionTime: metav1.NewTime(clk.Now().Add(10 * time.Second))}}
+			Expect(k8sClient.Status().Update(ctx, lost)).To(Succeed())
+			Eventually(condition(s, mcpv1alpha1.ConditionReady)).WithTimeout(10 * time.Second).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonStarting))
 		})
 
 		It("counts no probe failure while a server that runs but is not Ready does not listen yet", func() {

@@ -159,14 +159,15 @@ func (r *MCPServerReconciler) reconcilePod(ctx context.Context, sc *scope) (phas
 	case podStarting:
 		return phaseResult{}, &waitingError{reason: state.reason, message: state.message}
 	case podUp:
-		if ep := s.Status.Endpoint; ep != nil && ep.PodName == current.Name {
-			// Served from this pod before: the kubelet's readiness, lost
-			// since, decides again.
+		if ep := s.Status.Endpoint; ep != nil && ep.PodName == current.Name && state.readinessLost {
+			// Served from this pod, which the kubelet found Ready and then
+			// not: its readiness decides again.
 			return phaseResult{}, &waitingError{reason: state.reason, message: state.message}
 		}
-		// A pod not served yet is probed without waiting for the kubelet's
-		// readiness: the probe is the better test, and a failed one only
-		// says the server is still starting (probeWorkload).
+		// A pod never Ready yet is probed without waiting for the kubelet's
+		// readiness, even when an earlier probe already serves from it: the
+		// probe is the better test, and a failed one only says the server
+		// is still starting (probeWorkload).
 		sc.beforeReady = true
 	}
 	sc.pod, sc.upSince = current, state.upSince

@@ -43,6 +43,10 @@ type podState struct {
 	message string
 	// upSince is when a running pod's server started.
 	upSince time.Time
+	// readinessLost: a podUp pod was Ready since its server started and the
+	// kubelet's readiness probe failed since, as opposed to one not Ready
+	// yet.
+	readinessLost bool
 }
 
 // Waiting reasons of the kubelet that need a user's fix, by the Ready reason
@@ -91,7 +95,8 @@ func readPod(pod *corev1.Pod) podState {
 			return podState{phase: podRunning, upSince: up}
 		}
 		if up, ok := serverStarted(pod); ok {
-			return podState{phase: podUp, reason: mcpv1alpha1.ReasonStarting, message: "the server's pod is starting", upSince: up}
+			return podState{phase: podUp, reason: mcpv1alpha1.ReasonStarting, message: "the server's pod is starting", upSince: up,
+				readinessLost: notReadySince(pod, up)}
 		}
 	}
 	for _, c := range pod.Status.Conditions {
@@ -207,6 +212,19 @@ func serverStarted(pod *corev1.Pod) (time.Time, bool) {
 		}
 	}
 	return time.Time{}, false
+}
+
+// notReadySince: the pod's Ready condition turned False after its server
+// started, so it was Ready in between (the kubelet dates a condition by its
+// last change of status). A pod not Ready yet has had Ready False since
+// before its containers started.
+func notReadySince(pod *corev1.Pod, started time.Time) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionFalse {
+			return c.LastTransitionTime.Time.After(started)
+		}
+	}
+	return false
 }
 
 // pullError is the runtime's reason a pull failed. The kubelet alternates
