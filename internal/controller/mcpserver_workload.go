@@ -39,6 +39,7 @@ const (
 	adapterPath = adapterDir + "/stdio-adapter"
 
 	serverContainer  = "server"
+	adapterContainer = "install-adapter"
 	adapterVolume    = "mcp-operator-bin"
 	tmpVolume        = "tmp"
 	mcpPortName      = "mcp"
@@ -143,7 +144,7 @@ func buildPod(s *mcpv1alpha1.MCPServer, opts WorkloadOptions) *corev1.Pod {
 		// container that copies and exits would hold the server back until
 		// the kubelet noticed the exit, at its next relist (up to a second).
 		initContainers = []corev1.Container{{
-			Name:          "install-adapter",
+			Name:          adapterContainer,
 			Image:         opts.OperatorImage,
 			Command:       []string{AdapterPath, "--hold"},
 			RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
