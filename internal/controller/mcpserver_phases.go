@@ -56,6 +56,13 @@ func (r *MCPServerReconciler) suspendIfAsked(ctx context.Context, sc *scope) (ph
 // applyOwnedObjects server-side applies the server's Service and
 // NetworkPolicy.
 func (r *MCPServerReconciler) applyOwnedObjects(ctx context.Context, sc *scope) (phaseResult, error) {
+	if sc.early != nil {
+		// Applied by the reconcile that began these retries, from the same
+		// spec: five retries a second would otherwise each send two
+		// PATCHes that change nothing. An object someone else changed
+		// meanwhile is put right by the first reconcile after the retries.
+		return phaseResult{}, nil
+	}
 	if err := r.applyOwned(ctx, sc.server, buildService(sc.server)); err != nil {
 		return phaseResult{}, fmt.Errorf("while applying the Service: %w", err)
 	}
@@ -147,6 +154,10 @@ func (r *MCPServerReconciler) reconcilePod(ctx context.Context, sc *scope) (phas
 		s.Status.Restarts.NextRestartTime = nil
 		s.Status.Restarts.ProbeFailures = 0
 		return phaseResult{}, &waitingError{reason: mcpv1alpha1.ReasonStarting, message: "the server's pod is starting"}
+	}
+	if sc.early != nil && sc.early.pod != current.Name {
+		// The retries were of a pod that is gone.
+		sc.early = nil
 	}
 	state := readPod(current)
 	switch state.phase {
