@@ -26,16 +26,16 @@ import (
 // are in whole seconds; each step is when the next actor in the chain could
 // learn of it.
 const (
-	stepAsked       = "lease renewed (bridge asked)"
-	stepWaking      = "status Waking (controller woke it)"
-	stepPodCreated  = "pod created"
-	stepScheduled   = "pod scheduled"
-	stepPodIP       = "pod IP in status"
+	stepAsked          = "lease renewed (bridge asked)"
+	stepWaking         = "status Waking (controller woke it)"
+	stepPodCreated     = "pod created"
+	stepScheduled      = "pod scheduled"
+	stepPodIP          = "pod IP in status"
 	stepAdapterRunning = "adapter sidecar running"
-	stepRunning     = "server container running"
-	stepPodReady    = "pod Ready"
-	stepServerReady = "status Ready (controller probed it)"
-	stepAnswered    = "answered"
+	stepRunning        = "server container running"
+	stepPodReady       = "pod Ready"
+	stepServerReady    = "status Ready (controller probed it)"
+	stepAnswered       = "answered"
 )
 
 // stepOrder is the order the steps are printed in: the order of the chain.
