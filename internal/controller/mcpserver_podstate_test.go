@@ -56,7 +56,7 @@ func TestReadPod(t *testing.T) {
 			podState{phase: podStuck, reason: mcpv1alpha1.ReasonImagePullFailed, message: `image "ghcr.io/x/server:1" of container server cannot be pulled: failed to pull: not found`}},
 		{"image pull backoff, same message", corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: server(waiting("ImagePullBackOff", `Back-off pulling image "ghcr.io/x/server:1": ErrImagePull: failed to pull: not found`))},
 			podState{phase: podStuck, reason: mcpv1alpha1.ReasonImagePullFailed, message: `image "ghcr.io/x/server:1" of container server cannot be pulled: failed to pull: not found`}},
-		{"init container's image", corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{{Name: "install-adapter", State: waiting("ErrImageNeverPull", "")}}},
+		{"adapter container's image", corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{{Name: "install-adapter", State: waiting("ErrImageNeverPull", "")}}},
 			podState{phase: podStuck, reason: mcpv1alpha1.ReasonImagePullFailed, message: `image "localhost/mcp-operator/manager:dev" of container install-adapter cannot be pulled: ErrImageNeverPull`}},
 		{"missing Secret key", corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: server(waiting("CreateContainerConfigError", "couldn't find key token in Secret ns/api"))},
 			podState{phase: podStuck, reason: mcpv1alpha1.ReasonContainerConfigError, message: "container server cannot be created: couldn't find key token in Secret ns/api"}},
@@ -90,7 +90,7 @@ func TestReadPod(t *testing.T) {
 			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}}},
 			ContainerStatuses: server(corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 3, Reason: "Error"}})},
 			podState{phase: podTerminated, reason: "Error (exit code 3)"}},
-		{"init container failed", corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{{Name: "install-adapter",
+		{"adapter container failed", corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{{Name: "install-adapter",
 			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}}}},
 			podState{phase: podTerminated, reason: "Error (exit code 1)"}},
 		// Evictions are not the server's doing: not a crash.
