@@ -26,22 +26,21 @@ import (
 // are in whole seconds; each step is when the next actor in the chain could
 // learn of it.
 const (
-	stepAsked       = "lease renewed (bridge asked)"
-	stepWaking      = "status Waking (controller woke it)"
-	stepPodCreated  = "pod created"
-	stepScheduled   = "pod scheduled"
-	stepPodIP       = "pod IP in status"
-	stepInitRunning = "init container running"
-	stepInitDone    = "init container done"
-	stepRunning     = "server container running"
-	stepPodReady    = "pod Ready"
-	stepServerReady = "status Ready (controller probed it)"
-	stepAnswered    = "answered"
+	stepAsked          = "lease renewed (bridge asked)"
+	stepWaking         = "status Waking (controller woke it)"
+	stepPodCreated     = "pod created"
+	stepScheduled      = "pod scheduled"
+	stepPodIP          = "pod IP in status"
+	stepAdapterRunning = "adapter sidecar running"
+	stepRunning        = "server container running"
+	stepPodReady       = "pod Ready"
+	stepServerReady    = "status Ready (controller probed it)"
+	stepAnswered       = "answered"
 )
 
 // stepOrder is the order the steps are printed in: the order of the chain.
-var stepOrder = []string{stepAsked, stepWaking, stepPodCreated, stepScheduled, stepPodIP, stepInitRunning,
-	stepInitDone, stepRunning, stepPodReady, stepServerReady, stepAnswered}
+var stepOrder = []string{stepAsked, stepWaking, stepPodCreated, stepScheduled, stepPodIP, stepAdapterRunning,
+	stepRunning, stepPodReady, stepServerReady, stepAnswered}
 
 // stepWatch records when one wake's steps were seen.
 type stepWatch struct {
@@ -116,13 +115,11 @@ func (w *stepWatch) observe(o any) {
 		if o.Status.PodIP != "" {
 			w.mark(stepPodIP)
 		}
+		// The adapter's sidecar runs for the pod's life; the kubelet
+		// starts the server once its postStart hook (the install) is done.
 		for _, cs := range o.Status.InitContainerStatuses {
 			if cs.State.Running != nil {
-				w.mark(stepInitRunning)
-			}
-			if cs.State.Terminated != nil {
-				w.mark(stepInitRunning)
-				w.mark(stepInitDone)
+				w.mark(stepAdapterRunning)
 			}
 		}
 		for _, cs := range o.Status.ContainerStatuses {
@@ -179,8 +176,8 @@ type wakeSteps struct {
 func (s *wakeSteps) add(seen map[string]time.Duration) { s.runs = append(s.runs, seen) }
 
 // String is a table: each step's p50 and p95 after the call, and the p50 of
-// its time after the step before it (steps not seen in every wake, such as
-// the init container's when there is none, say in how many they were seen).
+// its time after the step before it (a step not seen in every wake says in
+// how many it was).
 func (s *wakeSteps) String() string {
 	if len(s.runs) == 0 {
 		return "no wake measured"

@@ -70,6 +70,9 @@ type MCPServerReconciler struct {
 	// from the renewals bridges write while calls wait for it. Lost on a
 	// restart of the controller, when that wake goes unmeasured.
 	wakeRequests sync.Map
+	// earlyRetries holds, by server, what an early probe's retry hands to
+	// the next reconcile (earlyRetry).
+	earlyRetries sync.Map
 }
 
 // NewMCPServerReconciler is the reconciler `manager controller` runs: the
@@ -129,6 +132,9 @@ type scope struct {
 	// beforeReady: pod is probed before the kubelet reported it Ready; a
 	// failed probe then only means it is still starting.
 	beforeReady bool
+	// early: this reconcile may be the retry of an early probe that failed
+	// (nil: it is not).
+	early *earlyRetry
 	// catalog and endpoint are what the probe phase found, and where.
 	catalog  *Catalog
 	endpoint *mcpv1alpha1.Endpoint
@@ -199,6 +205,7 @@ func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err := r.Get(ctx, req.NamespacedName, &s); err != nil {
 		if apierrors.IsNotFound(err) {
 			forgetMetrics(req.Namespace, req.Name)
+			r.earlyRetries.Delete(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -211,6 +218,7 @@ func (r *MCPServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	defer span.End()
 	orig := s.DeepCopy()
 	sc := &scope{server: &s, now: r.Clock.Now(), restart: restartSettingsOf(s.Spec.RestartPolicy)}
+	sc.early = r.takeEarlyRetry(&s)
 	var res phaseResult
 	var err error
 	for _, p := range r.phases(&s) {

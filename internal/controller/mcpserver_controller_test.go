@@ -51,14 +51,18 @@ func freePort() int { return testpeers.FreePort(GinkgoT()) }
 // MCP prober.
 func reconcilerFor(clk *clocktesting.FakeClock, bridgeNamespaces ...string) func(ctrl.Manager) error {
 	return func(mgr ctrl.Manager) error {
-		return (&MCPServerReconciler{
-			Client:           mgr.GetClient(),
-			Recorder:         mgr.GetEventRecorder("mcp-operator"),
-			Prober:           NewMCPProber(),
-			Clock:            clk,
-			Workload:         WorkloadOptions{OperatorImage: "localhost/mcp-operator/manager:dev", OperatorNamespace: "mcp-system"},
-			BridgeNamespaces: bridgeNamespaces,
-		}).SetupWithManager(mgr, Options{MaxConcurrentReconciles: 2})
+		return testReconciler(mgr, clk, bridgeNamespaces...).SetupWithManager(mgr, Options{MaxConcurrentReconciles: 2})
+	}
+}
+
+func testReconciler(mgr ctrl.Manager, clk *clocktesting.FakeClock, bridgeNamespaces ...string) *MCPServerReconciler {
+	return &MCPServerReconciler{
+		Client:           mgr.GetClient(),
+		Recorder:         mgr.GetEventRecorder("mcp-operator"),
+		Prober:           NewMCPProber(),
+		Clock:            clk,
+		Workload:         WorkloadOptions{OperatorImage: "localhost/mcp-operator/manager:dev", OperatorNamespace: "mcp-system"},
+		BridgeNamespaces: bridgeNamespaces,
 	}
 }
 
@@ -132,6 +136,9 @@ func runningPod(pod *corev1.Pod, startedAt time.Time, ready bool) *corev1.Pod {
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(startedAt)}},
 		}},
 	}
+	// Ready is False from the pod's first status, written before its
+	// containers start.
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady", LastTransitionTime: metav1.NewTime(startedAt.Add(-time.Second))}}
 	if ready {
 		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(startedAt)}}
 	}
@@ -254,8 +261,34 @@ var _ = Describe("MCPServer controller", func() {
 			Expect(get(s).Status.Endpoint).To(Equal(&mcpv1alpha1.Endpoint{URL: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), PodName: pod.Name}))
 		})
 
-		It("counts no probe failure while a server that runs but is not Ready does not listen yet", func() {
-			s := httpServer(ns, "slow-start", freePort())
+		It("stays Ready after an early probe when something reconciles before the kubelet's Ready", func() {
+			port := startEverythingHTTP()
+			s := httpServer(ns, "early-then-reconciled", port)
+			Expect(k8sClient.Create(ctx, s)).To(Succeed())
+			pod := onePod(s)
+			kubeletStarts(pod, clk.Now())
+			Eventually(condition(s, mcpv1alpha1.ConditionReady)).WithTimeout(30 * time.Second).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonServing))
+
+			// Any change brings a reconcile: the pod is still not Ready by the
+			// kubelet, which is no loss of readiness.
+			update(s, func(cur *mcpv1alpha1.MCPServer) { cur.Annotations = map[string]string{"example.com/touched": "1"} })
+			Consistently(condition(s, mcpv1alpha1.ConditionReady)).WithTimeout(3 * time.Second).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonServing))
+			Expect(get(s).Status.Endpoint).NotTo(BeNil())
+
+			// Ready by the kubelet, then not: readiness lost, the server is
+			// away until the kubelet finds it Ready again.
+			kubeletRuns(onePod(s), clk.Now())
+			lost := onePod(s)
+			lost.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady", LastTransitionTime: metav1.NewTime(clk.Now().Add(10 * time.Second))}}
+			Expect(k8sClient.Status().Update(ctx, lost)).To(Succeed())
+			Eventually(condition(s, mcpv1alpha1.ConditionReady)).WithTimeout(10 * time.Second).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonStarting))
+		})
+
+		It("counts no probe failure while a server that runs but is not Ready does not listen yet, and serves it before the kubelet's Ready", func() {
+			bin, err := testpeers.EverythingServer()
+			Expect(err).NotTo(HaveOccurred())
+			port := freePort()
+			s := httpServer(ns, "slow-start", port)
 			Expect(k8sClient.Create(ctx, s)).To(Succeed())
 
 			pod := onePod(s)
@@ -264,11 +297,32 @@ var _ = Describe("MCPServer controller", func() {
 			Consistently(func(g Gomega) {
 				g.Expect(condition(s, mcpv1alpha1.ConditionReady)()).To(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonStarting))
 				g.Expect(get(s).Status.Restarts.ProbeFailures).To(BeZero())
-			}).WithTimeout(2 * time.Second).Should(Succeed())
+			}).WithTimeout(time.Second).Should(Succeed())
+
+			// The server listens a second after its start: a retry finds it,
+			// and the kubelet has still not said Ready.
+			server := testpeers.Start(GinkgoT(), port, nil, bin, "-http=127.0.0.1:"+strconv.Itoa(port))
+			Eventually(condition(s, mcpv1alpha1.ConditionReady)).WithTimeout(2 * time.Second).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonServing))
+			Expect(get(s).Status.Restarts.ProbeFailures).To(BeZero())
 
 			// Once the kubelet says Ready, a failed probe is a failure again.
+			server.Kill()
 			kubeletRuns(onePod(s), clk.Now())
 			Eventually(func() int32 { return get(s).Status.Restarts.ProbeFailures }).WithTimeout(30 * time.Second).Should(BeNumerically(">=", 1))
+		})
+
+		It("stops probing a pod that is not Ready once it has run for the early window", func() {
+			port, accepts := closingListener()
+			s := httpServer(ns, "early-window", port)
+			Expect(k8sClient.Create(ctx, s)).To(Succeed())
+			kubeletStarts(onePod(s), clk.Now())
+			Eventually(accepts.Load).Should(BeNumerically(">=", 2))
+
+			clk.Step(6 * time.Second)
+			// At most the retry in flight, then none (well before the retries'
+			// own count would end them).
+			Eventually(probesIn(accepts, time.Second)).WithTimeout(3 * time.Second).Should(BeZero())
+			Expect(condition(s, mcpv1alpha1.ConditionReady)()).To(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonStarting))
 		})
 
 		It("restarts a crashing server with backoff, gives up after maxRestarts, and comes back on the restart annotation", func() {

@@ -56,6 +56,13 @@ func (r *MCPServerReconciler) suspendIfAsked(ctx context.Context, sc *scope) (ph
 // applyOwnedObjects server-side applies the server's Service and
 // NetworkPolicy.
 func (r *MCPServerReconciler) applyOwnedObjects(ctx context.Context, sc *scope) (phaseResult, error) {
+	if sc.early != nil {
+		// Applied by the reconcile that began these retries, from the same
+		// spec: five retries a second would otherwise each send two
+		// PATCHes that change nothing. An object someone else changed
+		// meanwhile is put right by the first reconcile after the retries.
+		return phaseResult{}, nil
+	}
 	if err := r.applyOwned(ctx, sc.server, buildService(sc.server)); err != nil {
 		return phaseResult{}, fmt.Errorf("while applying the Service: %w", err)
 	}
@@ -148,6 +155,10 @@ func (r *MCPServerReconciler) reconcilePod(ctx context.Context, sc *scope) (phas
 		s.Status.Restarts.ProbeFailures = 0
 		return phaseResult{}, &waitingError{reason: mcpv1alpha1.ReasonStarting, message: "the server's pod is starting"}
 	}
+	if sc.early != nil && sc.early.pod != current.Name {
+		// The retries were of a pod that is gone.
+		sc.early = nil
+	}
 	state := readPod(current)
 	switch state.phase {
 	case podRemoved:
@@ -159,14 +170,15 @@ func (r *MCPServerReconciler) reconcilePod(ctx context.Context, sc *scope) (phas
 	case podStarting:
 		return phaseResult{}, &waitingError{reason: state.reason, message: state.message}
 	case podUp:
-		if ep := s.Status.Endpoint; ep != nil && ep.PodName == current.Name {
-			// Served from this pod before: the kubelet's readiness, lost
-			// since, decides again.
+		if ep := s.Status.Endpoint; ep != nil && ep.PodName == current.Name && state.readinessLost {
+			// Served from this pod, which the kubelet found Ready and then
+			// not: its readiness decides again.
 			return phaseResult{}, &waitingError{reason: state.reason, message: state.message}
 		}
-		// A pod not served yet is probed without waiting for the kubelet's
-		// readiness: the probe is the better test, and a failed one only
-		// says the server is still starting (probeWorkload).
+		// A pod never Ready yet is probed without waiting for the kubelet's
+		// readiness, even when an earlier probe already serves from it: the
+		// probe is the better test, and a failed one only says the server
+		// is still starting (probeWorkload).
 		sc.beforeReady = true
 	}
 	sc.pod, sc.upSince = current, state.upSince

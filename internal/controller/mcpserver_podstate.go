@@ -43,6 +43,10 @@ type podState struct {
 	message string
 	// upSince is when a running pod's server started.
 	upSince time.Time
+	// readinessLost: a podUp pod was Ready since its server started and the
+	// kubelet's readiness probe failed since, as opposed to one not Ready
+	// yet.
+	readinessLost bool
 }
 
 // Waiting reasons of the kubelet that need a user's fix, by the Ready reason
@@ -66,16 +70,31 @@ func readPod(pod *corev1.Pod) podState {
 	if how, ok := removal(pod); ok && !crashedBeforeDeletion(pod, statuses) {
 		return podState{phase: podRemoved, reason: "PodDeleted", message: how}
 	}
-	for _, cs := range pod.Status.InitContainerStatuses {
-		// The kubelet restarts the adapter's container (a sidecar) when it
-		// ends or its postStart hook fails: the adapter could not be
-		// installed, or was lost. The pod is replaced, as after a crash.
-		if t := cs.LastTerminationState.Terminated; t != nil && cs.RestartCount > 0 {
+	for _, cs := range pod.Status.ContainerStatuses {
+		// The server's end comes first: the kubelet then stops the
+		// adapter's container too.
+		if t := cs.State.Terminated; t != nil && cs.Name == serverContainer {
 			return podState{phase: podTerminated, reason: exitReason(t), message: exitDetail(pod, cs.Name, t)}
 		}
 	}
+	for _, cs := range pod.Status.InitContainerStatuses {
+		// The adapter's container (a sidecar) never ends on its own while
+		// its pod lives; the kubelet restarts it when it does, but the
+		// adapter could not be installed, or was lost: the pod is replaced,
+		// as after a crash.
+		if cs.Name != adapterContainer {
+			continue
+		}
+		t := cs.State.Terminated
+		if t == nil {
+			t = cs.LastTerminationState.Terminated
+		}
+		if t != nil {
+			return adapterEnded(pod, t)
+		}
+	}
 	for _, cs := range statuses {
-		if t := cs.State.Terminated; t != nil && (t.ExitCode != 0 || cs.Name == serverContainer) {
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
 			return podState{phase: podTerminated, reason: exitReason(t), message: exitDetail(pod, cs.Name, t)}
 		}
 	}
@@ -91,7 +110,8 @@ func readPod(pod *corev1.Pod) podState {
 			return podState{phase: podRunning, upSince: up}
 		}
 		if up, ok := serverStarted(pod); ok {
-			return podState{phase: podUp, reason: mcpv1alpha1.ReasonStarting, message: "the server's pod is starting", upSince: up}
+			return podState{phase: podUp, reason: mcpv1alpha1.ReasonStarting, message: "the server's pod is starting", upSince: up,
+				readinessLost: notReadySince(pod, up)}
 		}
 	}
 	for _, c := range pod.Status.Conditions {
@@ -209,6 +229,19 @@ func serverStarted(pod *corev1.Pod) (time.Time, bool) {
 	return time.Time{}, false
 }
 
+// notReadySince: the pod's Ready condition turned False after its server
+// started, so it was Ready in between (the kubelet dates a condition by its
+// last change of status). A pod not Ready yet has had Ready False since
+// before its containers started.
+func notReadySince(pod *corev1.Pod, started time.Time) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionFalse {
+			return c.LastTransitionTime.Time.After(started)
+		}
+	}
+	return false
+}
+
 // pullError is the runtime's reason a pull failed. The kubelet alternates
 // between ErrImagePull (the error) and ImagePullBackOff ("Back-off pulling
 // image "x": ErrImagePull: the error"); both give the same message, so status
@@ -252,8 +285,28 @@ func exitReason(t *corev1.ContainerStateTerminated) string {
 	return fmt.Sprintf("%s (exit code %d)", reason, t.ExitCode)
 }
 
+// reasonAdapterInstallFailed is the exit reason of a pod whose adapter
+// container's postStart hook could not install the stdio adapter.
+const reasonAdapterInstallFailed = "AdapterInstallFailed"
+
+// adapterEnded reads how the adapter's container ended. When its postStart
+// hook (the install) fails, the kubelet stops the container, whose idle
+// process exits 0 on the signal: the container's status then says
+// "Completed", and only its termination message, which the install writes,
+// says what failed.
+func adapterEnded(pod *corev1.Pod, t *corev1.ContainerStateTerminated) podState {
+	if t.Reason == "OOMKilled" || t.ExitCode != 0 {
+		return podState{phase: podTerminated, reason: exitReason(t), message: exitDetail(pod, adapterContainer, t)}
+	}
+	msg := strings.TrimSpace(t.Message)
+	if msg == "" {
+		msg = "the postStart hook of container " + adapterContainer + " failed (the pod's FailedPostStartHook event says why)"
+	}
+	return podState{phase: podTerminated, reason: reasonAdapterInstallFailed, message: msg}
+}
+
 // exitDetail says more than the exit reason where it helps: an OOM kill names
-// the memory limit it hit.
+// the memory limit it hit, and who sets it.
 func exitDetail(pod *corev1.Pod, container string, t *corev1.ContainerStateTerminated) string {
 	if t.Reason != "OOMKilled" {
 		return ""
@@ -263,7 +316,11 @@ func exitDetail(pod *corev1.Pod, container string, t *corev1.ContainerStateTermi
 			continue
 		}
 		if limit, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
-			return fmt.Sprintf("container %s used all of its memory limit of %s (spec.workload.resources.limits.memory)", container, limit.String())
+			setBy := "spec.workload.resources.limits.memory"
+			if container != serverContainer {
+				setBy = "set by the operator for its stdio adapter, not by spec.workload.resources"
+			}
+			return fmt.Sprintf("container %s used all of its memory limit of %s (%s)", container, limit.String(), setBy)
 		}
 	}
 	return fmt.Sprintf("container %s ran out of memory", container)

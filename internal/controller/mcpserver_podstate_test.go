@@ -14,7 +14,8 @@ import (
 func TestReadPod(t *testing.T) {
 	started := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	spec := corev1.PodSpec{
-		InitContainers: []corev1.Container{{Name: "install-adapter", Image: "localhost/mcp-operator/manager:dev"}},
+		InitContainers: []corev1.Container{{Name: "install-adapter", Image: "localhost/mcp-operator/manager:dev",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("32Mi")}}}},
 		Containers: []corev1.Container{{Name: serverContainer, Image: "ghcr.io/x/server:1",
 			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}}}},
 	}
@@ -38,8 +39,13 @@ func TestReadPod(t *testing.T) {
 			ContainerStatuses: server(corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}})},
 			podState{phase: podRunning, upSince: started}},
 		{"running, not ready yet", corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.7",
+			Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady", LastTransitionTime: metav1.NewTime(started.Add(-2 * time.Second))}},
 			ContainerStatuses: server(corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}})},
 			podState{phase: podUp, reason: mcpv1alpha1.ReasonStarting, message: "the server's pod is starting", upSince: started}},
+		{"running, ready and then not", corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.7",
+			Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady", LastTransitionTime: metav1.NewTime(started.Add(time.Minute))}},
+			ContainerStatuses: server(corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}})},
+			podState{phase: podUp, reason: mcpv1alpha1.ReasonStarting, message: "the server's pod is starting", upSince: started, readinessLost: true}},
 		{"running, no IP yet", corev1.PodStatus{Phase: corev1.PodRunning,
 			ContainerStatuses: server(corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}})},
 			podState{phase: podStarting, reason: mcpv1alpha1.ReasonStarting, message: "the server's pod is starting"}},
@@ -50,7 +56,7 @@ func TestReadPod(t *testing.T) {
 			podState{phase: podStuck, reason: mcpv1alpha1.ReasonImagePullFailed, message: `image "ghcr.io/x/server:1" of container server cannot be pulled: failed to pull: not found`}},
 		{"image pull backoff, same message", corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: server(waiting("ImagePullBackOff", `Back-off pulling image "ghcr.io/x/server:1": ErrImagePull: failed to pull: not found`))},
 			podState{phase: podStuck, reason: mcpv1alpha1.ReasonImagePullFailed, message: `image "ghcr.io/x/server:1" of container server cannot be pulled: failed to pull: not found`}},
-		{"init container's image", corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{{Name: "install-adapter", State: waiting("ErrImageNeverPull", "")}}},
+		{"adapter container's image", corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{{Name: "install-adapter", State: waiting("ErrImageNeverPull", "")}}},
 			podState{phase: podStuck, reason: mcpv1alpha1.ReasonImagePullFailed, message: `image "localhost/mcp-operator/manager:dev" of container install-adapter cannot be pulled: ErrImageNeverPull`}},
 		{"missing Secret key", corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: server(waiting("CreateContainerConfigError", "couldn't find key token in Secret ns/api"))},
 			podState{phase: podStuck, reason: mcpv1alpha1.ReasonContainerConfigError, message: "container server cannot be created: couldn't find key token in Secret ns/api"}},
@@ -58,11 +64,33 @@ func TestReadPod(t *testing.T) {
 			podState{phase: podTerminated, reason: "OOMKilled", message: "container server used all of its memory limit of 64Mi (spec.workload.resources.limits.memory)"}},
 		{"exit code", corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: server(corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 2, Reason: "Error"}})},
 			podState{phase: podTerminated, reason: "Error (exit code 2)"}},
-		{"adapter container restarted after its postStart hook failed", corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{{Name: "install-adapter",
+		// The kubelet stops the adapter's container when its postStart hook
+		// fails; its idle process exits 0 on the SIGTERM, and the install
+		// wrote its error to the termination log. The kubelet then waits to
+		// restart it (CrashLoopBackOff), or has restarted it.
+		{"adapter install failed, restart backing off", corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{{Name: "install-adapter",
+			State: waiting("CrashLoopBackOff", "back-off 10s restarting failed container=install-adapter"),
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed",
+				Message: "stdio-adapter --install: while creating /mcp-operator/stdio-adapter: open /mcp-operator/.stdio-adapter-1: no space left on device"}}}},
+			ContainerStatuses: server(waiting("PodInitializing", ""))},
+			podState{phase: podTerminated, reason: "AdapterInstallFailed", message: "stdio-adapter --install: while creating /mcp-operator/stdio-adapter: open /mcp-operator/.stdio-adapter-1: no space left on device"}},
+		{"adapter install failed, restarted", corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{{Name: "install-adapter",
 			RestartCount: 1, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
-			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error"}}}}},
-			podState{phase: podTerminated, reason: "Error (exit code 137)"}},
-		{"init container failed", corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{{Name: "install-adapter",
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", Message: "stdio-adapter --install: x"}}}}},
+			podState{phase: podTerminated, reason: "AdapterInstallFailed", message: "stdio-adapter --install: x"}},
+		{"adapter install failed, no message", corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{{Name: "install-adapter",
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}}}},
+			podState{phase: podTerminated, reason: "AdapterInstallFailed", message: "the postStart hook of container install-adapter failed (the pod's FailedPostStartHook event says why)"}},
+		{"adapter container OOM killed", corev1.PodStatus{Phase: corev1.PodRunning, InitContainerStatuses: []corev1.ContainerStatus{{Name: "install-adapter",
+			State: waiting("CrashLoopBackOff", ""), LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}}}},
+			podState{phase: podTerminated, reason: "OOMKilled", message: "container install-adapter used all of its memory limit of 32Mi (set by the operator for its stdio adapter, not by spec.workload.resources)"}},
+		// The server exited: the kubelet stops the adapter's container too,
+		// which is no install failure.
+		{"server exited, adapter stopped after it", corev1.PodStatus{Phase: corev1.PodFailed, InitContainerStatuses: []corev1.ContainerStatus{{Name: "install-adapter",
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}}},
+			ContainerStatuses: server(corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 3, Reason: "Error"}})},
+			podState{phase: podTerminated, reason: "Error (exit code 3)"}},
+		{"adapter container failed", corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{{Name: "install-adapter",
 			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}}}},
 			podState{phase: podTerminated, reason: "Error (exit code 1)"}},
 		// Evictions are not the server's doing: not a crash.

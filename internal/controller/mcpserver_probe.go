@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -108,10 +109,16 @@ func workloadURL(s *mcpv1alpha1.MCPServer, pod *corev1.Pod) string {
 // probeFailuresToCrash in a row are a crash.
 func (r *MCPServerReconciler) probeWorkload(ctx context.Context, sc *scope) (phaseResult, error) {
 	s := sc.server
-	target := ProbeTarget{Server: s, URL: workloadURL(s, sc.pod), Timeout: s.Spec.Probe.Timeout.Duration, Redactor: r.secretRedactor(ctx, s)}
+	var redactor *redact.Redactor
+	if sc.early != nil {
+		redactor = sc.early.redactor
+	} else {
+		redactor = r.secretRedactor(ctx, s)
+	}
+	target := ProbeTarget{Server: s, URL: workloadURL(s, sc.pod), Timeout: s.Spec.Probe.Timeout.Duration, Redactor: redactor}
 	cat, err := r.Prober.Probe(ctx, target)
 	if err != nil && sc.beforeReady {
-		return phaseResult{}, startingAfterEarlyProbe(sc)
+		return phaseResult{}, r.startingAfterEarlyProbe(sc, redactor)
 	}
 	if err != nil {
 		return r.probeFailed(sc, err)
@@ -124,13 +131,49 @@ func (r *MCPServerReconciler) probeWorkload(ctx context.Context, sc *scope) (pha
 // startingAfterEarlyProbe: a pod probed before the kubelet found it Ready
 // failed its probe, which is no failure: the server may not listen yet. It
 // is probed again soon for a few seconds after its start; later, the
-// kubelet's Ready (a pod update) brings it back.
-func startingAfterEarlyProbe(sc *scope) *waitingError {
+// kubelet's Ready (a pod update) brings it back. The window ends by time
+// and by count: the start time is the node's clock, and a controller whose
+// clock runs behind the node's would otherwise retry for longer.
+func (r *MCPServerReconciler) startingAfterEarlyProbe(sc *scope, redactor *redact.Redactor) *waitingError {
 	w := &waitingError{reason: mcpv1alpha1.ReasonStarting, message: "the server's pod is starting"}
-	if sc.now.Sub(sc.upSince) < earlyProbeWindow {
+	retries := 0
+	if sc.early != nil {
+		retries = sc.early.retries
+	}
+	if sc.now.Sub(sc.upSince) < earlyProbeWindow && retries < earlyProbeRetries {
 		w.after = earlyProbeRetry
+		r.earlyRetries.Store(client.ObjectKeyFromObject(sc.server), &earlyRetry{
+			uid: sc.server.UID, generation: sc.server.Generation, pod: sc.pod.Name, retries: retries + 1, redactor: redactor,
+		})
 	}
 	return w
+}
+
+// earlyRetry is what an early probe's retry hands to the next reconcile of
+// the server: that the owned objects were applied for this spec, the
+// Secrets' values read for the redactor, and how many retries there were.
+// Each retry would otherwise run the whole reconcile's API requests again.
+type earlyRetry struct {
+	uid        types.UID
+	generation int64
+	pod        string
+	retries    int
+	redactor   *redact.Redactor
+}
+
+// takeEarlyRetry takes what the last early retry of the server handed on,
+// if it is of the same server and spec; any reconcile takes it, so it never
+// outlives the retries.
+func (r *MCPServerReconciler) takeEarlyRetry(s *mcpv1alpha1.MCPServer) *earlyRetry {
+	v, ok := r.earlyRetries.LoadAndDelete(client.ObjectKeyFromObject(s))
+	if !ok {
+		return nil
+	}
+	e := v.(*earlyRetry)
+	if e.uid != s.UID || e.generation != s.Generation {
+		return nil
+	}
+	return e
 }
 
 func (r *MCPServerReconciler) probeFailed(sc *scope, probeErr error) (phaseResult, error) {

@@ -19,8 +19,9 @@ const (
 	// did not answer a probe, is probed again this soon while it is younger
 	// than earlyProbeWindow; most servers listen within a second of their
 	// start, and the kubelet reports them Ready up to a second later.
-	earlyProbeRetry  = 200 * time.Millisecond
-	earlyProbeWindow = 5 * time.Second
+	earlyProbeRetry   = 200 * time.Millisecond
+	earlyProbeWindow  = 5 * time.Second
+	earlyProbeRetries = int(earlyProbeWindow / earlyProbeRetry)
 	// remoteProbeRetry: a remote server that failed its probe.
 	remoteProbeRetry = 10 * time.Second
 	// credentialsRecheck: Secrets are not watched (the controller may only get

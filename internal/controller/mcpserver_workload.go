@@ -18,8 +18,8 @@ import (
 
 // WorkloadOptions are the operator-wide settings the workload builders need.
 type WorkloadOptions struct {
-	// OperatorImage holds the stdio adapter binary at AdapterPath; stdio
-	// server pods copy it in with an init container.
+	// OperatorImage holds the stdio adapter binary at AdapterPath; in stdio
+	// server pods, a sidecar of this image installs it next to the server.
 	OperatorImage string
 	// OperatorNamespace is where the bridge and controller pods run; only they
 	// may connect to server pods.
@@ -34,11 +34,12 @@ const (
 	// AdapterPath is where the operator image holds the stdio adapter's own
 	// binary (`manager stdio-adapter` without the rest of the manager).
 	AdapterPath = "/stdio-adapter"
-	// adapterDir is the emptyDir the init container copies the adapter into.
+	// adapterDir is the emptyDir the adapter's sidecar installs it into.
 	adapterDir  = "/mcp-operator"
 	adapterPath = adapterDir + "/stdio-adapter"
 
 	serverContainer  = "server"
+	adapterContainer = "install-adapter"
 	adapterVolume    = "mcp-operator-bin"
 	tmpVolume        = "tmp"
 	mcpPortName      = "mcp"
@@ -115,10 +116,11 @@ func buildPod(s *mcpv1alpha1.MCPServer, opts WorkloadOptions) *corev1.Pod {
 		// Servers that write temporary files get a writable /tmp on an
 		// otherwise read-only root filesystem.
 		VolumeMounts: append([]corev1.VolumeMount{{Name: tmpVolume, MountPath: "/tmp"}}, w.VolumeMounts...),
-		// Every second: the first probe comes as the container starts,
-		// usually before the server listens, and a server that starts or
-		// wakes is served once the next one passes (the controller waits for
-		// the pod's Ready).
+		// Every second. The controller does not wait for it to serve a new
+		// pod: it probes the pod itself once the server runs (the kubelet's
+		// first probe usually comes before the server listens, the next a
+		// second later). After that the kubelet's readiness counts: a pod
+		// that was Ready and no longer is, is not served.
 		ReadinessProbe: &corev1.Probe{
 			ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(port)}},
 			PeriodSeconds: 1, FailureThreshold: 3,
@@ -143,7 +145,7 @@ func buildPod(s *mcpv1alpha1.MCPServer, opts WorkloadOptions) *corev1.Pod {
 		// container that copies and exits would hold the server back until
 		// the kubelet noticed the exit, at its next relist (up to a second).
 		initContainers = []corev1.Container{{
-			Name:          "install-adapter",
+			Name:          adapterContainer,
 			Image:         opts.OperatorImage,
 			Command:       []string{AdapterPath, "--hold"},
 			RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
@@ -187,12 +189,15 @@ func buildPod(s *mcpv1alpha1.MCPServer, opts WorkloadOptions) *corev1.Pod {
 }
 
 // adapterResources are the adapter container's. It is idle but for its
-// start and the copy its postStart hook makes, and it adds to the pod's
-// requests, which stay small. Its CPU limit is the servers' default: runc
-// starts the container and execs the hook within its CPU quota, and at 100m
-// that start and the hook (a few tens of milliseconds of CPU) waited on the
-// quota for about a quarter of a second, which every start and wake of the
-// server waits for.
+// start and the copy its postStart hook makes; as a sidecar it runs for the
+// pod's life, so these add to the pod's requests and limits, and to a
+// ResourceQuota's count, as long as the pod lives (docs/stdio-adapter.md).
+// Its CPU limit is the servers' default: runc starts the container and
+// execs the hook within its CPU quota, and at 100m that start and the hook
+// (a few tens of milliseconds of CPU) waited on the quota for about a
+// quarter of a second, which every start and wake of the server waits for.
+// The limit is 50 times the request: a LimitRange whose CPU
+// maxLimitRequestRatio is lower refuses stdio pods.
 var adapterResources = corev1.ResourceRequirements{
 	Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
 	Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("32Mi")},

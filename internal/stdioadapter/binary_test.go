@@ -177,9 +177,10 @@ func readPID(t *testing.T, path string) int {
 	}
 }
 
-// What the init container of a stdio server pod runs: the real binary
-// copies itself where the server container finds it, executable, and says
-// so when it cannot.
+// What the adapter container's postStart hook in a stdio server pod runs:
+// the real binary copies itself where the server container finds it,
+// executable, and when it cannot, says why on stderr and in the container's
+// termination log and exits non-zero (the hook fails).
 func TestAdapterBinaryInstallsItself(t *testing.T) {
 	adapter := buildAdapter(t)
 	dst := filepath.Join(t.TempDir(), "stdio-adapter")
@@ -194,10 +195,25 @@ func TestAdapterBinaryInstallsItself(t *testing.T) {
 	if info, _ := os.Stat(dst); info.Mode().Perm()&0o111 == 0 {
 		t.Errorf("installed binary is not executable: %v", info.Mode())
 	}
-	out, err := exec.Command(adapter, "--install", filepath.Join(dst, "no", "such", "dir")).CombinedOutput()
+	termLog := filepath.Join(t.TempDir(), "termination-log")
+	if err := os.WriteFile(termLog, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(adapter, "--install", filepath.Join(dst, "no", "such", "dir"), "--termination-log", termLog).CombinedOutput()
 	var exitErr *exec.ExitError
 	if !errors.As(err, &exitErr) || exitErr.ExitCode() != 1 || !strings.Contains(string(out), "stdio-adapter --install:") {
 		t.Errorf("install into a missing directory: %v, %s; want exit 1 and the reason", err, out)
+	}
+	if msg, _ := os.ReadFile(termLog); !strings.HasPrefix(string(msg), "stdio-adapter --install: while creating") || !strings.Contains(string(out), string(msg)) {
+		t.Errorf("termination log holds %q, want the error printed (%s)", msg, out)
+	}
+	// Outside a pod there is no termination log, and none is created.
+	missing := filepath.Join(t.TempDir(), "termination-log")
+	if _, err := exec.Command(adapter, "--install", filepath.Join(dst, "no", "such", "dir"), "--termination-log", missing).CombinedOutput(); err == nil {
+		t.Error("install into a missing directory succeeded")
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Errorf("a missing termination log was created (%v)", err)
 	}
 }
 

@@ -31,6 +31,7 @@ func Main(prog string, args []string, stderr io.Writer) int {
 	fs.IntVar(&cfg.MaxMessageBytes, "max-message-bytes", defaults.MaxMessageBytes, "largest message accepted from the server's stdout")
 	fs.DurationVar(&cfg.SessionIdleTimeout, "session-idle-timeout", defaults.SessionIdleTimeout, "end client sessions unused for this long")
 	install := fs.String("install", "", "copy this binary to the given path and exit: a stdio server pod puts the adapter next to the server this way")
+	terminationLog := fs.String("termination-log", "/dev/termination-log", "with --install: an existing file the install's error is also written to (the kubelet's termination message of the container the install runs in)")
 	hold := fs.Bool("hold", false, "do nothing until SIGTERM or SIGINT, then exit 0: the adapter's own container in a stdio server pod (a sidecar whose postStart hook runs --install) stays up this way")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -43,7 +44,9 @@ func Main(prog string, args []string, stderr io.Writer) int {
 	}
 	if *install != "" {
 		if err := installSelf(*install); err != nil {
-			fmt.Fprintf(stderr, "%s --install: %v\n", prog, err)
+			msg := fmt.Sprintf("%s --install: %v", prog, err)
+			fmt.Fprintln(stderr, msg)
+			writeTerminationMessage(*terminationLog, msg)
 			return 1
 		}
 		return 0
@@ -97,4 +100,23 @@ func installSelf(dst string) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), dst)
+}
+
+// writeTerminationMessage writes msg to the container's termination log,
+// which the kubelet creates (writable on a read-only root filesystem) and
+// reads when the container ends. The install runs as the adapter
+// container's postStart hook: when it fails, the kubelet stops that
+// container, whose own process then exits 0, so this message is all its
+// status says of the failure. A missing file (outside a pod) is left
+// missing.
+func writeTerminationMessage(path, msg string) {
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return
+	}
+	_, _ = f.WriteString(msg)
+	_ = f.Close()
 }
