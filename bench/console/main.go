@@ -10,7 +10,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -36,7 +35,6 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/bench/internal/benchutil"
-	"github.com/mcp-operator/mcp-operator/bench/internal/rssmap"
 	"github.com/mcp-operator/mcp-operator/internal/devidp"
 	"github.com/mcp-operator/mcp-operator/internal/testenv"
 )
@@ -57,15 +55,14 @@ const (
 )
 
 func main() {
-	attribute := flag.Bool("attribute", false, "also print whose the manager binary's resident pages are at idle, by section and package")
 	flag.Parse()
-	if err := run(*attribute); err != nil {
+	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-console:", err)
 		os.Exit(1)
 	}
 }
 
-func run(attribute bool) error {
+func run() error {
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		return err
@@ -81,16 +78,6 @@ func run(attribute bool) error {
 	build.Dir, build.Stderr, build.Env = root, os.Stderr, append(os.Environ(), "CGO_ENABLED=0")
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("building cmd/manager: %w", err)
-	}
-	symbols := bin + ".symbols"
-	if attribute {
-		// The same build with its symbol table, for rssmap: -s -w leave the
-		// loaded sections where they are.
-		build := exec.Command("go", "build", "-trimpath", "-o", symbols, "./cmd/manager")
-		build.Dir, build.Stderr, build.Env = root, os.Stderr, append(os.Environ(), "CGO_ENABLED=0")
-		if err := build.Run(); err != nil {
-			return fmt.Errorf("building cmd/manager with symbols: %w", err)
-		}
 	}
 	// Mapped as a binary read from disk is, not as the linker left it.
 	if err := benchutil.DropFromPageCache(bin); err != nil {
@@ -152,27 +139,18 @@ func run(attribute bool) error {
 	cmd := exec.Command(bin, "console", "--listen="+consoleAddr, "--public-url="+consoleURL, "--oidc-issuer-url="+issuer,
 		"--oidc-client-secret-file="+secret, "--oidc-scopes=profile,email,groups", "--audit-pod-selector=")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kcPath)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	cmd.Stderr = io.Discard
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return err
 	}
 	defer benchutil.Stop(cmd)
 	if err := waitHealthy(consoleURL); err != nil {
-		return fmt.Errorf("%w; it said:\n%s", err, stderr.String())
+		return err
 	}
 	time.Sleep(settleForIdle)
 	idleRSS := benchutil.RSS(cmd.Process.Pid)
 	idleParts := rssParts(cmd.Process.Pid)
-	if attribute {
-		r, err := rssmap.Attribute(cmd.Process.Pid, symbols)
-		if err != nil {
-			return fmt.Errorf("while attributing the console's resident pages: %w", err)
-		}
-		fmt.Println("the manager's binary pages, resident at idle:")
-		r.Print(os.Stdout, 25)
-	}
 
 	// People sign in and look at the approvals page.
 	var browsers []*http.Client

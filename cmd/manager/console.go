@@ -20,7 +20,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/mcp-operator/mcp-operator/internal/binpages"
 	"github.com/mcp-operator/mcp-operator/internal/console"
 	"github.com/mcp-operator/mcp-operator/internal/identity"
 	"github.com/mcp-operator/mcp-operator/internal/version"
@@ -185,7 +184,7 @@ func runConsole(args []string, _, stderr io.Writer) int {
 		activity = console.NewActivity(f.activityMax, f.activityKeep)
 	}
 	srv, err := console.New(ctx, console.Options{
-		Rest: cfg, PublicURL: f.publicURL, Mapper: mapper, Log: log,
+		Rest: cfg, Scheme: newScheme(), PublicURL: f.publicURL, Mapper: mapper, Log: log,
 		SignIn:        console.SignInOptions{IssuerURL: jwt.Issuer.URL, ClientID: f.clientID, ClientSecret: secret, Scopes: splitList(f.scopes), HTTPClient: hc},
 		SessionMaxAge: f.sessionMaxAge, SessionIdle: f.sessionIdle, TraceURL: f.traceURL, Activity: activity,
 	})
@@ -198,12 +197,6 @@ func runConsole(args []string, _, stderr io.Writer) int {
 	// The watches' first lists leave megabytes of decoded garbage the
 	// runtime would keep for reuse: give it back before serving.
 	debug.FreeOSMemory()
-	// Likewise the binary's pages that only the start ran (package inits of
-	// everything linked, every subcommand's flags): about 15 MB of the RSS
-	// otherwise. What serving needs faults back in at its first use.
-	if err := binpages.Release(); err != nil {
-		log.Info("the binary's start-up pages stay resident", "reason", err.Error())
-	}
 	if activity != nil {
 		cs, err := corev1client.NewForConfig(cfg)
 		if err != nil {

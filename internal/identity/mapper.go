@@ -53,20 +53,13 @@ func celEnv() (*cel.Env, error) {
 
 // NewMapper compiles j's mappings and rules.
 func NewMapper(j JWTAuthenticator) (*Mapper, error) {
+	env, err := celEnv()
+	if err != nil {
+		return nil, err
+	}
 	m := &Mapper{issuer: j.Issuer.URL}
 	var errs []error
-	// The CEL environment is built only for a configuration with an
-	// expression: building it declares CEL's whole standard library, about
-	// a megabyte of heap and binary pages a claim-only mapping never uses.
-	var env *cel.Env
 	compile := func(field, src string) cel.Program {
-		if env == nil {
-			var err error
-			if env, err = celEnv(); err != nil {
-				errs = append(errs, err)
-				return nil
-			}
-		}
 		ast, iss := env.Compile(src)
 		if iss.Err() != nil {
 			errs = append(errs, fmt.Errorf("%s: the CEL expression %q does not compile: %w", field, src, iss.Err()))
