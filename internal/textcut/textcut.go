@@ -27,7 +27,7 @@ func CutBytes(b []byte, n int) string {
 	if len(b) <= n {
 		return string(b)
 	}
-	return Cut(string(b[:n+1]), n)
+	return Cut(string(b[:max(n, 0)+1]), n)
 }
 
 // BothEnds keeps about n bytes of s, half from each end (whole characters),
