@@ -67,12 +67,14 @@ if [ "$bridge" = true ]; then
   if [[ "$("$MANAGER" bridge --help 2>&1 || true)" == *oidc-issuer-url* ]]; then
     # The bridge itself stays plain http in the dev cluster (its in-cluster
     # agents speak http), so its public URL needs --oauth-allow-http. It
-    # trusts the cluster's CA, and so the provider, through SSL_CERT_FILE.
+    # trusts the cluster's CA, and so the provider, through SSL_CERT_DIR:
+    # Go reads that directory in addition to the system bundle (SSL_CERT_FILE
+    # would replace the bundle and cut the bridge off from public CAs).
     oauth_args="  publicURL: http://$BRIDGE_IP
   oidcIssuerURL: $IDP_URL
   extraArgs: [--oauth-allow-http]
   extraEnv:
-    - {name: SSL_CERT_FILE, value: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt}"
+    - {name: SSL_CERT_DIR, value: /var/run/secrets/kubernetes.io/serviceaccount}"
   else
     oauth_note="'manager bridge' has no OAuth support in this build, so people cannot sign in to it yet"
   fi
@@ -225,6 +227,9 @@ else
     echo "  'make dev MCP_DEV_TRACING=true' builds Jaeger (several minutes, once) and starts it."
   fi
 fi
+# A configuration left by an earlier run with OAuth on would describe a bridge
+# that no longer asks people to sign in.
+[ -n "$oauth_args" ] || rm -f "$STATE/desktop-client.json"
 if [ -n "$oauth_args" ]; then
   # A desktop MCP client's configuration, written to a file that test/e2e
   # connects with, so the steps printed here are the ones tested.
