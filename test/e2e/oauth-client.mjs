@@ -4,7 +4,7 @@
 // bridge's 401 leads it to the protected resource metadata, the
 // authorization server, dynamic client registration and the authorization
 // code flow with PKCE. Where a desktop client opens a browser, this one signs
-// in on the provider's login page over plain HTTP (no script on that page).
+// in on the provider's login page, a plain HTML form (no script on it).
 // Then it lists the tools and calls one, and prints one JSON line.
 //
 // env: MCP_SDK_DIR (the installed @modelcontextprotocol/sdk), CLIENT_CONFIG
