@@ -31,11 +31,17 @@ var (
 type Client struct {
 	ID string
 	// Secret is empty for a public client (a desktop MCP client); a public client must use PKCE
-	// and may redirect to any loopback address and port (RFC 8252).
+	// and its loopback redirects match on any port (RFC 8252 section 7.3), never another path.
 	Secret string
 	// RedirectURIs are matched exactly or as globs (`*` within a segment, `**` across them).
 	RedirectURIs []string
 	GrantTypes   []oidc.GrantType
+	// ExchangeAudiences are, for a client with the token-exchange grant, the resources it
+	// serves: it may only exchange a subject token whose audience names one of them or a URL
+	// beneath one (as Keycloak requires the subject token to be meant for the exchanging
+	// client), so a resource server cannot trade a token it was never meant to receive.
+	// Empty: it may exchange none.
+	ExchangeAudiences []string
 	// Claims go into tokens whose subject is the client itself (client credentials), so an agent
 	// has a name and groups the way a person does.
 	Claims map[string]any
@@ -52,25 +58,28 @@ const (
 	AgentSecret     = "mcp-agent-secret"
 )
 
-// loopbackRedirects lets a client on this machine pick any port and path for its callback, as
-// desktop MCP clients do.
+// loopbackRedirects are the callbacks of a desktop client on this machine. The provider lets a
+// native client pick any port of a registered loopback redirect at the time of the request, and
+// nothing else (RFC 8252 section 7.3): the paths are fixed, /callback (Claude Code, the
+// TypeScript SDK's examples) and /oauth/callback (the MCP Inspector).
 var loopbackRedirects = []string{
-	"http://127.0.0.1:*/**", "http://127.0.0.1/**",
-	"http://localhost:*/**", "http://localhost/**",
-	"http://[::1]:*/**", "http://[::1]/**",
+	"http://127.0.0.1/callback", "http://127.0.0.1/oauth/callback",
+	"http://localhost/callback", "http://localhost/oauth/callback",
+	"http://[::1]/callback", "http://[::1]/oauth/callback",
 }
 
 // DefaultClients returns the clients every provider starts with:
 //   - mcp-client: public, authorization code with PKCE (S256) and refresh tokens, loopback redirects;
 //   - mcp-bridge: confidential, RFC 8693 token exchange (the bridge trading a caller's token for
-//     one whose audience is an upstream server);
+//     one whose audience is an upstream server), of subject tokens for bridgeResources (the
+//     bridge's public URL: its MCP endpoints are beneath it);
 //   - mcp-console: confidential, authorization code with PKCE, loopback redirects plus consoleRedirects;
 //   - mcp-agent: confidential, client credentials; its tokens name it `mcp-agent` in group `agents`.
-func DefaultClients(consoleRedirects ...string) []Client {
+func DefaultClients(bridgeResources []string, consoleRedirects ...string) []Client {
 	code := []oidc.GrantType{oidc.GrantTypeCode, oidc.GrantTypeRefreshToken}
 	return []Client{
 		{ID: MCPClientID, RedirectURIs: loopbackRedirects, GrantTypes: code},
-		{ID: BridgeClientID, Secret: BridgeSecret, GrantTypes: []oidc.GrantType{oidc.GrantTypeTokenExchange}},
+		{ID: BridgeClientID, Secret: BridgeSecret, GrantTypes: []oidc.GrantType{oidc.GrantTypeTokenExchange}, ExchangeAudiences: bridgeResources},
 		{ID: ConsoleClientID, Secret: ConsoleSecret, RedirectURIs: append(slices.Clone(loopbackRedirects), consoleRedirects...), GrantTypes: code},
 		{ID: AgentClientID, Secret: AgentSecret, GrantTypes: []oidc.GrantType{oidc.GrantTypeClientCredentials},
 			Claims: map[string]any{"preferred_username": AgentClientID, "groups": []string{"agents"}}},

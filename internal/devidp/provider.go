@@ -2,7 +2,8 @@
 // built on zitadel's op package: in-memory users, clients and signing keys, the authorization
 // code grant with PKCE (S256 only), refresh tokens, client credentials, RFC 8693 token exchange,
 // RFC 8707 resource indicators as the access token's audience, RS256 JWT access tokens, dynamic
-// client registration for loopback clients and a script-free login page.
+// client registration for native clients (loopback and private-use redirects) and a script-free
+// login page.
 //
 // It is not for real people: the default users' passwords and clients' secrets are published in
 // this package.
@@ -41,9 +42,12 @@ type Config struct {
 	// AllowInsecure permits an http issuer on a non-loopback address (a development cluster
 	// whose pods reach the host by its address).
 	AllowInsecure bool
-	// Users defaults to Alice and Bob; Clients to DefaultClients().
+	// Users defaults to Alice and Bob; Clients to DefaultClients(BridgeResources).
 	Users   []User
 	Clients []Client
+	// BridgeResources are the resources the default mcp-bridge client may exchange subject
+	// tokens for (when Clients is nil).
+	BridgeResources []string
 	// AccessTokenLifetime defaults to one hour.
 	AccessTokenLifetime time.Duration
 }
@@ -67,7 +71,7 @@ func New(cfg Config) (*Provider, error) {
 		cfg.Users = []User{Alice, Bob}
 	}
 	if cfg.Clients == nil {
-		cfg.Clients = DefaultClients()
+		cfg.Clients = DefaultClients(cfg.BridgeResources)
 	}
 	if cfg.AccessTokenLifetime == 0 {
 		cfg.AccessTokenLifetime = time.Hour
@@ -78,9 +82,10 @@ func New(cfg Config) (*Provider, error) {
 	}
 	p := &Provider{issuer: issuer.String()}
 	p.store = &storage{
+		now:  time.Now,
 		keys: keys, tokenLifetime: cfg.AccessTokenLifetime, loginURL: p.issuer + loginPath,
 		users: map[string]*User{}, clients: map[string]*Client{},
-		authRequests: map[string]*authRequest{}, codes: map[string]string{},
+		authRequests: map[string]*authRequest{}, codes: map[string]issuedCode{},
 		accessTokens: map[string]*accessGrant{}, refresh: map[string]*refreshGrant{},
 	}
 	for i := range cfg.Users {
