@@ -3,6 +3,7 @@ package devidp
 import (
 	"crypto/subtle"
 	"slices"
+	"strings"
 
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 )
@@ -58,14 +59,24 @@ const (
 	AgentSecret     = "mcp-agent-secret"
 )
 
-// loopbackRedirects are the callbacks of a desktop client on this machine. The provider lets a
-// native client pick any port of a registered loopback redirect at the time of the request, and
-// nothing else (RFC 8252 section 7.3): the paths are fixed, /callback (Claude Code, the
-// TypeScript SDK's examples) and /oauth/callback (the MCP Inspector).
-var loopbackRedirects = []string{
-	"http://127.0.0.1/callback", "http://127.0.0.1/oauth/callback",
-	"http://localhost/callback", "http://localhost/oauth/callback",
-	"http://[::1]/callback", "http://[::1]/oauth/callback",
+// loopbackRedirects are the callbacks of a client on this machine: any port at the time of the
+// request, nothing else (RFC 8252 section 7.3); the paths are fixed, /callback (Claude Code, the
+// TypeScript SDK's examples) and /oauth/callback (the MCP Inspector). op matches a public
+// (native) client's loopback redirects on any port by itself; a confidential (web) client's only
+// exactly or by glob, so for one each gets a port glob (`*` stays within the host's segment).
+func loopbackRedirects(confidential bool) []string {
+	var uris []string
+	for _, host := range []string{"127.0.0.1", "localhost", "[::1]"} {
+		for _, path := range []string{"/callback", "/oauth/callback"} {
+			uris = append(uris, "http://"+host+path)
+			if confidential {
+				// Brackets would be a character class in a glob: escaped.
+				glob := strings.NewReplacer("[", `\[`, "]", `\]`).Replace(host)
+				uris = append(uris, "http://"+glob+":*"+path)
+			}
+		}
+	}
+	return uris
 }
 
 // DefaultClients returns the clients every provider starts with:
@@ -78,9 +89,9 @@ var loopbackRedirects = []string{
 func DefaultClients(bridgeResources []string, consoleRedirects ...string) []Client {
 	code := []oidc.GrantType{oidc.GrantTypeCode, oidc.GrantTypeRefreshToken}
 	return []Client{
-		{ID: MCPClientID, RedirectURIs: loopbackRedirects, GrantTypes: code},
+		{ID: MCPClientID, RedirectURIs: loopbackRedirects(false), GrantTypes: code},
 		{ID: BridgeClientID, Secret: BridgeSecret, GrantTypes: []oidc.GrantType{oidc.GrantTypeTokenExchange}, ExchangeAudiences: bridgeResources},
-		{ID: ConsoleClientID, Secret: ConsoleSecret, RedirectURIs: append(slices.Clone(loopbackRedirects), consoleRedirects...), GrantTypes: code},
+		{ID: ConsoleClientID, Secret: ConsoleSecret, RedirectURIs: append(loopbackRedirects(true), consoleRedirects...), GrantTypes: code},
 		{ID: AgentClientID, Secret: AgentSecret, GrantTypes: []oidc.GrantType{oidc.GrantTypeClientCredentials},
 			Claims: map[string]any{"preferred_username": AgentClientID, "groups": []string{"agents"}}},
 	}

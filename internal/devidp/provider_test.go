@@ -471,18 +471,23 @@ func TestDynamicRegistration(t *testing.T) {
 func TestLoopbackRedirectsVaryOnlyThePort(t *testing.T) {
 	_, issuer := start(t)
 	challenge := url.Values{"code_challenge": {oauth2.S256ChallengeFromVerifier(oauth2.GenerateVerifier())}, "code_challenge_method": {"S256"}}
-	for _, redirect := range []string{"http://127.0.0.1:5555/callback", "http://localhost:6274/oauth/callback", "http://[::1]:80/callback"} {
-		q := url.Values{"redirect_uri": {redirect}}
-		maps.Copy(q, challenge)
-		if loc := authorize(t, issuer, q); loc.Query().Get("code") == "" {
-			t.Errorf("%s: redirected to %s, want a code", redirect, loc)
-		}
-	}
-	for _, redirect := range []string{"http://127.0.0.1:5555/elsewhere", "http://127.0.0.1:5555/callback/x", "http://127.0.0.1:5555/callback?x=1"} {
-		q := url.Values{"client_id": {devidp.MCPClientID}, "response_type": {"code"}, "scope": {"openid"}, "redirect_uri": {redirect}, "state": {"s"}}
-		maps.Copy(q, challenge)
-		if loc, err := devidp.CompleteLogin(context.Background(), http.DefaultClient, issuer+"/authorize?"+q.Encode(), devidp.Alice); err == nil {
-			t.Errorf("%s: redirected to %s, want it refused", redirect, loc)
+	// The public client (native) and the confidential one (web) alike.
+	for _, client := range []string{devidp.MCPClientID, devidp.ConsoleClientID} {
+		for redirect, allowed := range map[string]bool{
+			"http://127.0.0.1:5555/callback":       true,
+			"http://localhost:6274/oauth/callback": true,
+			"http://[::1]:80/callback":             true,
+			"http://127.0.0.1/callback":            true,
+			"http://127.0.0.1:5555/elsewhere":      false,
+			"http://127.0.0.1:5555/callback/x":     false,
+			"http://127.0.0.1:5555/callback?x=1":   false,
+		} {
+			q := url.Values{"client_id": {client}, "response_type": {"code"}, "scope": {"openid"}, "redirect_uri": {redirect}, "state": {"s"}}
+			maps.Copy(q, challenge)
+			loc, err := devidp.CompleteLogin(context.Background(), http.DefaultClient, issuer+"/authorize?"+q.Encode(), devidp.Alice)
+			if got := err == nil && loc.Query().Get("code") != ""; got != allowed {
+				t.Errorf("%s, %s: redirected to %v (%v), want allowed=%v", client, redirect, loc, err, allowed)
+			}
 		}
 	}
 }
