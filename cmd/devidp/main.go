@@ -84,7 +84,7 @@ func run(f flags) error {
 	}
 	p, err := devidp.New(devidp.Config{
 		Issuer: f.issuer, AllowInsecure: f.allowInsecure, AccessTokenLifetime: f.accessTokenLifetime,
-		Clients: devidp.DefaultClients(bridge, redirects...),
+		Clients: devidp.DefaultClients(redirects...), BridgeResources: bridge,
 	})
 	if err != nil {
 		return err

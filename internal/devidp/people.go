@@ -82,15 +82,14 @@ func loopbackRedirects(confidential bool) []string {
 // DefaultClients returns the clients every provider starts with:
 //   - mcp-client: public, authorization code with PKCE (S256) and refresh tokens, loopback redirects;
 //   - mcp-bridge: confidential, RFC 8693 token exchange (the bridge trading a caller's token for
-//     one whose audience is an upstream server), of subject tokens for bridgeResources (the
-//     bridge's public URL: its MCP endpoints are beneath it);
+//     one whose audience is an upstream server), of subject tokens for Config.BridgeResources;
 //   - mcp-console: confidential, authorization code with PKCE, loopback redirects plus consoleRedirects;
 //   - mcp-agent: confidential, client credentials; its tokens name it `mcp-agent` in group `agents`.
-func DefaultClients(bridgeResources []string, consoleRedirects ...string) []Client {
+func DefaultClients(consoleRedirects ...string) []Client {
 	code := []oidc.GrantType{oidc.GrantTypeCode, oidc.GrantTypeRefreshToken}
 	return []Client{
 		{ID: MCPClientID, RedirectURIs: loopbackRedirects(false), GrantTypes: code},
-		{ID: BridgeClientID, Secret: BridgeSecret, GrantTypes: []oidc.GrantType{oidc.GrantTypeTokenExchange}, ExchangeAudiences: bridgeResources},
+		{ID: BridgeClientID, Secret: BridgeSecret, GrantTypes: []oidc.GrantType{oidc.GrantTypeTokenExchange}},
 		{ID: ConsoleClientID, Secret: ConsoleSecret, RedirectURIs: append(loopbackRedirects(true), consoleRedirects...), GrantTypes: code},
 		{ID: AgentClientID, Secret: AgentSecret, GrantTypes: []oidc.GrantType{oidc.GrantTypeClientCredentials},
 			Claims: map[string]any{"preferred_username": AgentClientID, "groups": []string{"agents"}}},

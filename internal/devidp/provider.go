@@ -42,11 +42,11 @@ type Config struct {
 	// AllowInsecure permits an http issuer on a non-loopback address (a development cluster
 	// whose pods reach the host by its address).
 	AllowInsecure bool
-	// Users defaults to Alice and Bob; Clients to DefaultClients(BridgeResources).
+	// Users defaults to Alice and Bob; Clients to DefaultClients().
 	Users   []User
 	Clients []Client
-	// BridgeResources are the resources the default mcp-bridge client may exchange subject
-	// tokens for (when Clients is nil).
+	// BridgeResources are the resources the mcp-bridge client serves (the bridge's public URL:
+	// its MCP endpoints are beneath it), its ExchangeAudiences unless Clients sets them.
 	BridgeResources []string
 	// AccessTokenLifetime defaults to one hour.
 	AccessTokenLifetime time.Duration
@@ -71,7 +71,7 @@ func New(cfg Config) (*Provider, error) {
 		cfg.Users = []User{Alice, Bob}
 	}
 	if cfg.Clients == nil {
-		cfg.Clients = DefaultClients(cfg.BridgeResources)
+		cfg.Clients = DefaultClients()
 	}
 	if cfg.AccessTokenLifetime == 0 {
 		cfg.AccessTokenLifetime = time.Hour
@@ -92,7 +92,11 @@ func New(cfg Config) (*Provider, error) {
 		p.store.users[cfg.Users[i].Username] = &cfg.Users[i]
 	}
 	for i := range cfg.Clients {
-		p.store.clients[cfg.Clients[i].ID] = &cfg.Clients[i]
+		c := cfg.Clients[i]
+		if c.ID == BridgeClientID && c.ExchangeAudiences == nil {
+			c.ExchangeAudiences = cfg.BridgeResources
+		}
+		p.store.clients[c.ID] = &c
 	}
 
 	opConfig := &op.Config{
