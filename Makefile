@@ -110,12 +110,13 @@ chart: manifests ## Generate the Helm chart's CRD and RBAC templates from config
 	go run ./hack/chartgen -crds config/crd/bases -rbac config/rbac -admission config/admission -out charts/mcp-operator/templates/generated
 
 .PHONY: helm-lint
-helm-lint: $(HELM) ## Lint the Helm chart (strict), with the bridge on and off, with OAuth, with the dashboard, alerts and tracing on, and with the bridge's TLS, Ingress and Gateway route on.
+helm-lint: $(HELM) ## Lint the Helm chart (strict), with the bridge on and off, the console on, with OAuth, with the dashboard, alerts and tracing on, and with the bridge's TLS, Ingress and Gateway route on.
 	$(HELM) lint --strict charts/mcp-operator
 	$(HELM) lint --strict charts/mcp-operator --set bridge.publicURL=https://mcp.example.com --set bridge.auth.jwt[0].issuer.url=https://idp.example.com \
 		--set bridge.auth.jwt[0].claimMappings.username.claim=email --set bridge.auth.jwt[0].claimMappings.username.prefix=corp: --set bridge.requiredScopes={mcp}
 	$(HELM) lint --strict charts/mcp-operator --set bridge.publicURL=https://mcp.example.com --set bridge.oidcIssuerURL=https://idp.example.com --set bridge.authSecrets={idp-client}
 	$(HELM) lint --strict charts/mcp-operator --set bridge.enabled=false --set crds.enabled=false
+	$(HELM) lint --strict charts/mcp-operator --set console.enabled=true --set console.publicURL=https://console.example.com --set console.oidc.issuerURL=https://idp.example.com
 	$(HELM) lint --strict charts/mcp-operator --set dashboard.enabled=true --set prometheusRule.enabled=true --set tracing.endpoint=http://collector:4318
 	$(HELM) lint --strict charts/mcp-operator --set bridge.tls.enabled=true --set bridge.tls.secretName=bridge-tls --set bridge.ingress.enabled=true --set bridge.ingress.host=mcp.example.com
 	$(HELM) lint --strict charts/mcp-operator --set bridge.tls.enabled=true --set bridge.tls.certManager.issuerRef.name=ca --set bridge.tls.certManager.issuerRef.kind=ClusterIssuer --set bridge.httpRoute.enabled=true --set 'bridge.httpRoute.parentRefs[0].name=gateway'
@@ -228,7 +229,7 @@ $(BIN)/thv: bench/thv/go.mod bench/thv/go.sum
 ##@ Benchmarks
 
 .PHONY: bench
-bench: bench-policy bench-authn bench-bridge bench-upstream-creds bench-controller bench-wake bench-redact bench-search ## Run every benchmark under bench/ (each prints its ratio against a baseline).
+bench: bench-policy bench-authn bench-bridge bench-upstream-creds bench-controller bench-wake bench-redact bench-search bench-console ## Run every benchmark under bench/ (each prints its ratio against a baseline).
 
 .PHONY: bench-bridge
 bench-bridge: peers envtest-assets $(BIN)/thv ## The bridge against a direct connection, a bare reverse proxy and ToolHive's proxy, on two upstreams: latency, throughput, CPU, memory; exits 1 on a missed target.
@@ -277,6 +278,10 @@ bench-search: ## Tool search on real servers' tool lists: recall@5 and MRR on th
 .PHONY: bench-authn
 bench-authn: ## Authenticating one request with a warm JWKS: a repeated access token (target p50 <= 10 µs) against TokenReview's cached path, and a token's first full verify (RS256, ES256); exits 1 on a missed target.
 	go run ./bench/authn
+
+.PHONY: bench-console
+bench-console: envtest-assets ## The console (a real manager console) with 500 pending ToolApprovals and 200 MCPServers: render time and bytes of the approvals and servers pages (p50 <= 50 ms), RSS idle (<= 40 MB) and with 50 people signed in; exits 1 on a missed target.
+	go run ./bench/console
 
 .PHONY: bench-policy
 bench-policy: ## One permission decision: the compiled engine against a linear scan (1,000 rules, 5,000 tools).

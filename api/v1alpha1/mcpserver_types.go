@@ -377,7 +377,12 @@ type WorkloadSecurityContext struct {
 }
 
 // Remote is a server that runs outside the cluster (or outside the operator's
-// control) and is reached over Streamable HTTP.
+// control) and is reached over Streamable HTTP. Where the credential is each
+// caller's own, the caller's header is the caller's alone (no shared
+// header may take its place) and it never crosses the network in clear
+// text.
+// +kubebuilder:validation:XValidation:rule="!has(self.auth) || !(has(self.auth.tokenExchange) || has(self.auth.perCallerSecret)) || !has(self.headersFrom) || self.headersFrom.all(h, h.name.lowerAscii() != 'authorization' && !(has(self.auth.perCallerSecret) && has(self.auth.perCallerSecret.header) && h.name.lowerAscii() == self.auth.perCallerSecret.header.lowerAscii()))",message="headersFrom may not set Authorization, nor perCallerSecret's header, beside tokenExchange or perCallerSecret: that header carries each caller's own credential"
+// +kubebuilder:validation:XValidation:rule="!has(self.auth) || !(has(self.auth.tokenExchange) || has(self.auth.perCallerSecret)) || !isURL(self.url) || url(self.url).getScheme() == 'https' || url(self.url).getHostname() in ['localhost', '127.0.0.1', '::1']",message="with tokenExchange or perCallerSecret, url must be https:// (http:// only on a loopback address): each caller's own credential is sent to it"
 type Remote struct {
 	// url of the server's MCP endpoint, http or https.
 	// +required

@@ -71,7 +71,7 @@ func managerIdleRSS(root string, fast *mcpServer, idleWait time.Duration, attrib
 			return 0, fmt.Errorf("building cmd/manager with symbols: %w", err)
 		}
 	}
-	if err := dropFromPageCache(bin); err != nil {
+	if err := benchutil.DropFromPageCache(bin); err != nil {
 		fmt.Fprintf(os.Stderr, "warning: the manager's file-backed RSS is that of a binary just written, not read from disk (about 5 MB more): %v\n", err)
 	}
 	env, err := testenv.New()

@@ -317,7 +317,7 @@ func newBridge(ctx context.Context, k client.Client, upURL, tokenURL, exchangedN
 	b := mcpbridge.New(mcpbridge.Config{
 		Registry: reg, Auth: callers{}, Sessions: session.NewManager(sealer, session.Options{}), Sealer: sealer, Audit: aw,
 		Pipeline: &output.Pipeline{}, Limiter: policy.NewRateLimiter(nil), Log: logr.Discard(), CallTimeout: 30 * time.Second,
-		Credentials: upstreamcred.New(upstreamcred.Options{Secrets: k}),
+		Credentials: upstreamcred.New(upstreamcred.Options{Secrets: k, TokenEndpoints: []string{tokenURL}}),
 	})
 	b.SetEngine(engine)
 	b.SetReady(true)

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/approval"
 	"github.com/mcp-operator/mcp-operator/internal/textcut"
 )
 
@@ -38,7 +39,7 @@ func approvalsCmd(fs *flag.FlagSet) func(*env, []string) error {
 		}
 		items := list.Items[:0]
 		for _, a := range list.Items {
-			if *all || waiting(&a) {
+			if *all || approval.Waiting(&a) {
 				items = append(items, a)
 			}
 		}
@@ -63,13 +64,8 @@ func approvalsCmd(fs *flag.FlagSet) func(*env, []string) error {
 	}
 }
 
-// waiting: no decision and no outcome yet.
-func waiting(a *v1alpha1.ToolApproval) bool {
-	return a.Spec.Decision == nil && (a.Status.Phase == "" || a.Status.Phase == v1alpha1.ApprovalPending)
-}
-
 func expiresIn(a *v1alpha1.ToolApproval, now time.Time) string {
-	if !waiting(a) {
+	if !approval.Waiting(a) {
 		return "-"
 	}
 	left := a.Spec.Request.ExpiresAt.Sub(now)
@@ -120,10 +116,10 @@ func decide(e *env, args []string, verdict v1alpha1.ApprovalVerdict, comment str
 	if d := a.Spec.Decision; d != nil {
 		return fmt.Errorf("ToolApproval %s/%s was decided already: %s by %s", a.Namespace, a.Name, d.Verdict, d.Decider)
 	}
-	if !waiting(&a) {
+	if !approval.Waiting(&a) {
 		return fmt.Errorf("ToolApproval %s/%s is %s: the request no longer waits for a decision", a.Namespace, a.Name, a.Status.Phase)
 	}
-	if verdict == v1alpha1.VerdictAllowSession && !offered(a.Spec.Request.Modes, v1alpha1.ApprovalAllowSession) {
+	if verdict == v1alpha1.VerdictAllowSession && !approval.Offers(a.Spec.Request.Modes, v1alpha1.VerdictAllowSession) {
 		return fmt.Errorf("ToolApproval %s/%s does not offer approval for the session (offered: %v); approve without --session", a.Namespace, a.Name, a.Spec.Request.Modes)
 	}
 	me, err := e.clientset.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authv1.SelfSubjectReview{}, metav1.CreateOptions{})
@@ -153,13 +149,4 @@ func decide(e *env, args []string, verdict v1alpha1.ApprovalVerdict, comment str
 			a.Spec.Request.Requester.Session, a.Spec.Request.Requester.Username, a.Spec.Request.Target)
 	}
 	return nil
-}
-
-func offered(modes []v1alpha1.ApprovalMode, m v1alpha1.ApprovalMode) bool {
-	for _, x := range modes {
-		if x == m {
-			return true
-		}
-	}
-	return false
 }

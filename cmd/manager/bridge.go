@@ -71,6 +71,7 @@ type bridgeFlags struct {
 	oidcIssuerURL        string
 	requiredScopes       string
 	oauthAllowHTTP       bool
+	tokenExchangeURLs    string
 	zap                  zap.Options
 }
 
@@ -113,6 +114,7 @@ func parseBridgeFlags(args []string, stderr io.Writer) (bridgeFlags, error) {
 	fs.StringVar(&f.authenticationConfig, "authentication-config", "", "file with an AuthenticationConfiguration (apiserver.config.k8s.io/v1 or v1beta1): the OAuth issuers whose access tokens the bridge accepts beside ServiceAccount tokens, with their claim mappings; needs --public-url")
 	fs.StringVar(&f.oidcIssuerURL, "oidc-issuer-url", "", "accept the access tokens of this one issuer, username from sub and groups from groups, both prefixed oidc: (the short form of --authentication-config); needs --public-url")
 	fs.StringVar(&f.requiredScopes, "required-scopes", "", "comma-separated scopes every OAuth access token must carry (a token lacking one is answered 403 insufficient_scope); advertised in the protected resource metadata")
+	fs.StringVar(&f.tokenExchangeURLs, "token-exchange-endpoints", "", "comma-separated token endpoint URLs that servers' spec.remote.auth.tokenExchange may name besides the configured issuers' own token_endpoint (for callers no configured issuer signs, such as ServiceAccounts); any other tokenURL is refused, so that no MCPServer author can collect callers' tokens")
 	fs.BoolVar(&f.oauthAllowHTTP, "oauth-allow-http", false, "accept http:// issuers and an http:// --public-url on hosts that are not loopback: development clusters only, tokens and keys then cross the network in clear text")
 	f.zap.BindFlags(fs)
 	err := fs.Parse(args)
@@ -365,6 +367,7 @@ func bridgeOptions(f bridgeFlags, log interface {
 	}
 	o.RequiredScopes = splitList(f.requiredScopes)
 	o.OAuthAllowHTTP = f.oauthAllowHTTP
+	o.TokenExchangeEndpoints = splitList(f.tokenExchangeURLs)
 	o.ToolApprovals = f.toolApprovals
 	// Replicas record single uses of sealed states in their own namespace.
 	if o.OnceNamespace = os.Getenv("POD_NAMESPACE"); o.OnceNamespace == "" {

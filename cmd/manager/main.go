@@ -19,6 +19,7 @@ type subcommand struct {
 var subcommands = map[string]subcommand{
 	"controller":    {"run the MCPServer and ToolPolicy controllers", runController},
 	"bridge":        {"serve the policy-enforcing MCP endpoint for agents", runBridge},
+	"console":       {"serve the web console where people decide approvals and see servers, policies and activity", runConsole},
 	"stdio-adapter": {"serve a stdio MCP server over Streamable HTTP (runs inside server pods)", runStdioAdapter},
 	"probe":         {"show what an MCP server offers: tools, risks, resources, prompts", runProbe},
 	"version":       {"print the build's version", runVersion},

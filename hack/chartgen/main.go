@@ -199,9 +199,9 @@ func roleTemplates(path string) (map[string][]byte, error) {
 		component := role.Metadata.Labels["app.kubernetes.io/component"]
 		var b bytes.Buffer
 		fmt.Fprintf(&b, header, filepath.ToSlash(path))
-		// The bridge's roles come and go with the bridge.
-		if component == "bridge" {
-			b.WriteString("{{- if and .Values.rbac.create .Values.bridge.enabled }}\n")
+		// The bridge's and the console's roles come and go with them.
+		if component == "bridge" || component == "console" {
+			fmt.Fprintf(&b, "{{- if and .Values.rbac.create .Values.%s.enabled }}\n", component)
 		} else {
 			b.WriteString("{{- if .Values.rbac.create }}\n")
 		}

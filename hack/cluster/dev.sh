@@ -42,6 +42,7 @@ fi
 IDP_IP=10.96.0.80
 IDP_URL=https://$IDP_IP
 BRIDGE_IP=10.96.0.81
+CONSOLE_IP=10.96.0.82
 # The provider serves HTTPS (OAuth 2.1 wants it off loopback, and an
 # MCPServer's token exchange URL must be https) with a certificate of the
 # cluster's CA, which every pod already trusts as its ServiceAccount ca.crt.
@@ -97,6 +98,35 @@ if [ "$tracing" = true ]; then
   endpoint: http://$jaeger_ip:4318"
 fi
 
+# The console, where people sign in at the identity provider and decide
+# ToolApprovals: at a fixed Service IP too, as its URL is the provider's
+# redirect for the mcp-console client. Plain http on that IP (only this
+# machine reaches it), so its cookies are not Secure (--insecure-http).
+console_values=""
+if [ -n "$oauth_args" ] && [[ "$("$MANAGER" console --help 2>&1 || true)" == *public-url* ]]; then
+  # The client's secret is the provider's published test value.
+  kc get namespace "$NS" >/dev/null 2>&1 || kc create namespace "$NS" >/dev/null
+  kc -n "$NS" create secret generic mcp-console-client --from-literal=client-secret=mcp-console-secret \
+    --dry-run=client -o yaml | kc apply -f - >/dev/null
+  trace_url=""
+  [ "$tracing" = true ] && trace_url="http://$jaeger_ip:16686/api/v3/traces/{traceId}"
+  console_values="console:
+  enabled: true
+  publicURL: http://$CONSOLE_IP
+  insecureHTTP: true
+  podAnnotations:
+    mcp-operator.dev/image-id: \"@MANAGER_IMAGE_ID@\"
+  oidc:
+    clientSecretRef: {name: mcp-console-client}
+    scopes: [profile, email, groups]
+  # The provider's certificate is the cluster CA's, as for the bridge.
+  extraEnv:
+    - {name: SSL_CERT_FILE, value: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt}
+  traceURL: \"$trace_url\"
+  service:
+    clusterIP: $CONSOLE_IP"
+fi
+
 # Values of the dev install: the locally imported image (never pulled), and an
 # annotation that changes with the image, so a rebuilt manager rolls out.
 image_id=$(sha256sum "$IMAGES/manager.tar" | cut -c1-12)
@@ -117,6 +147,7 @@ bridge:
     clusterIP: $BRIDGE_IP
 $oauth_args
 $tracing_values
+${console_values//@MANAGER_IMAGE_ID@/$image_id}
 EOF
 step "installing the operator with its Helm chart (release $RELEASE in $NS, bridge.enabled=$bridge)"
 "$HELM" upgrade --install "$RELEASE" "$ROOT/charts/mcp-operator" --kubeconfig "$KUBECONFIG_FILE" \
@@ -128,6 +159,13 @@ if ! kc -n "$NS" rollout status deploy/"$RELEASE"-controller --timeout=180s >/de
   kc -n "$NS" get pods -o wide >&2
   kc -n "$NS" logs deploy/"$RELEASE"-controller --tail=30 >&2 || true
   die "the controller did not become Available"
+fi
+if [ -n "$console_values" ]; then
+  step "waiting for the console Deployment to be Available"
+  if ! kc -n "$NS" rollout status deploy/"$RELEASE"-console --timeout=180s >/dev/null; then
+    kc -n "$NS" logs deploy/"$RELEASE"-console --tail=30 >&2 || true
+    die "the console did not become Available"
+  fi
 fi
 if [ "$bridge" = true ]; then
   step "waiting for the bridge Deployment to be Available"
@@ -272,6 +310,14 @@ JSON
   echo "    sudo security add-trusted-cert -d -r trustRoot -k /Library/Keychains/System.keychain $PKI/ca.crt"
   echo "  (remove it again when the dev cluster is gone). Let your browser accept that CA"
   echo "  (or the sign-in page's certificate) once."
+fi
+if [ -n "$console_values" ]; then
+  echo
+  echo "Console: http://$CONSOLE_IP in a browser on this machine (it signs you in at the"
+  echo "  identity provider above, whose certificate your browser must accept). Sign in as"
+  echo "  alice / alice-password: she may decide the ToolApprovals of namespace default (Role"
+  echo "  mcp-approver) and see its servers, policies and activity; bob / bob-password sees"
+  echo "  nothing there (no RBAC)."
 fi
 echo
 echo "Try it (kubectl, the controller's log, and tools/list through the bridge as the"

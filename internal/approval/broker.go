@@ -347,7 +347,7 @@ func (b *Broker) concluded(a *v1alpha1.ToolApproval, bound v1alpha1.ApprovalRequ
 			// that checks the decider is missing: nobody approves their
 			// own request.
 			o.Phase, o.Message = v1alpha1.ApprovalDenied, "denied: "+d.Decider+" asked for this call and cannot decide it"
-		case d.Verdict == v1alpha1.VerdictDeny || !offers(bound.Modes, d.Verdict):
+		case d.Verdict == v1alpha1.VerdictDeny || !Offers(bound.Modes, d.Verdict):
 			o.Phase, o.Message = v1alpha1.ApprovalDenied, "denied by "+d.Decider
 		default:
 			o.Phase, o.Message = v1alpha1.ApprovalApproved, fmt.Sprintf("approved by %s (%s)", d.Decider, d.Verdict)
@@ -366,15 +366,6 @@ func sameRequest(a, b v1alpha1.ApprovalRequest) bool {
 	return a.Requester.Username == b.Requester.Username && a.Requester.Session == b.Requester.Session &&
 		a.Method == b.Method && a.Target == b.Target && a.Server == b.Server &&
 		a.ArgumentsSHA256 == b.ArgumentsSHA256 && a.ToolCallID == b.ToolCallID
-}
-
-func offers(modes []v1alpha1.ApprovalMode, v v1alpha1.ApprovalVerdict) bool {
-	for _, m := range modes {
-		if string(m) == string(v) {
-			return true
-		}
-	}
-	return false
 }
 
 // finishUnlessDecided ends a with o (expiry or cancellation) unless a

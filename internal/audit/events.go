@@ -178,6 +178,8 @@ type ResourceRequested struct {
 	Method string `json:"method,omitempty"`
 	// ToolCallID is the id of the read's permission events.
 	ToolCallID string `json:"toolCallId,omitempty"`
+	// Credential is as in MCPCallStarted.
+	Credential string `json:"credential,omitempty"`
 }
 
 // ResourceFetched: a resource was read and handed to the agent.
@@ -204,6 +206,8 @@ type PromptInvoked struct {
 	ArgsDigest string `json:"argumentsSha256,omitempty"`
 	// ToolCallID is the id of the prompt's permission events.
 	ToolCallID string `json:"toolCallId,omitempty"`
+	// Credential is as in MCPCallStarted.
+	Credential string `json:"credential,omitempty"`
 }
 
 // PromptExpanded: the server expanded the prompt and the agent got it.
@@ -380,6 +384,7 @@ func (p ResourceRequested) fields(e *fieldWriter) {
 	e.str("uri", p.URI)
 	e.strOmitEmpty("method", p.Method)
 	e.strOmitEmpty("toolCallId", p.ToolCallID)
+	e.strOmitEmpty("credential", p.Credential)
 }
 
 func (p ServerRequest) fields(e *fieldWriter) {
@@ -406,6 +411,7 @@ func (p PromptInvoked) fields(e *fieldWriter) {
 	e.str("prompt", p.Prompt)
 	e.args(p.Args, p.ArgsDigest)
 	e.strOmitEmpty("toolCallId", p.ToolCallID)
+	e.strOmitEmpty("credential", p.Credential)
 }
 
 func (p PromptExpanded) fields(e *fieldWriter) {

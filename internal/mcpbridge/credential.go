@@ -3,6 +3,7 @@ package mcpbridge
 import (
 	"errors"
 
+	"github.com/mcp-operator/mcp-operator/internal/identity"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 
@@ -18,8 +19,8 @@ import (
 // shared credential (spec.remote.auth.bearerTokenSecretRef) rides on the
 // server's own connection, as the bridge's listings do. An exchanged token
 // or the caller's own Secret rides on a connection of the caller's alone
-// (routes/callers.go): the stage gets the credential (upstreamcred), sets
-// it on that connection, and the adapter forwards on it. A credential the
+// (routes/callers.go): the stage gets the credential (upstreamcred), puts
+// it in the request's context, and the adapter forwards on that connection. A credential the
 // caller cannot have ends the request there: nothing is forwarded, and
 // the shared credential is never sent in its place.
 //
@@ -52,6 +53,12 @@ func (b *Bridge) credential(x *exchange) *jsonrpc.Message {
 	if b.cfg.Credentials == nil {
 		return b.credentialFailed(x, &upstreamcred.Error{Server: s.Key(), Reason: upstreamcred.ReasonUnavailable, Msg: "server " + s.Key() + " takes each caller's own credential, and this bridge reads none"})
 	}
+	if rq.id.Kind == identity.Anonymous {
+		// No token was checked (--insecure-anonymous): there is no caller
+		// whose credential this could be, and a token the request carries
+		// is nobody's verified token to exchange.
+		return b.credentialFailed(x, &upstreamcred.Error{Server: s.Key(), Reason: upstreamcred.ReasonMissing, Msg: "server " + s.Key() + " takes each caller's own credential, and an anonymous caller (a bridge run with --insecure-anonymous) has none"})
+	}
 	cred, err := b.cfg.Credentials.Credential(rq.ctx, upstreamcred.Server{Namespace: s.Namespace, Name: s.Name, Remote: s.Remote},
 		upstreamcred.Caller{Username: rq.id.Username, Token: rq.token}, rq.sessionID())
 	if err != nil {
@@ -64,7 +71,10 @@ func (b *Bridge) credential(x *exchange) *jsonrpc.Message {
 	if !ok {
 		return b.callFailed(x, s, 0, &upstream.Error{Reason: upstream.ReasonUnavailable, Err: errors.New("the server left the bridge's scope")})
 	}
-	cc.SetCredential(cred.Header)
+	// The credential rides on the request's context, not the connection:
+	// concurrent calls of one caller with different tokens each carry
+	// their own exchange.
+	rq.ctx = cc.WithCredential(rq.ctx, cred.Header)
 	x.conn = cc.Conn
 	return nil
 }

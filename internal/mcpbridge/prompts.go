@@ -217,7 +217,7 @@ func (pr *prompt) checkArgs(b *Bridge, x *exchange) *jsonrpc.Message {
 
 func (pr *prompt) forward(b *Bridge, x *exchange) *jsonrpc.Message {
 	rq, s := x.rq, pr.server
-	if _, err := b.audit(rq, audit.PromptInvoked{Server: s.Name, Prompt: pr.upstreamName, Args: x.args, ArgsDigest: b.eventArgsDigest(x), ToolCallID: x.id}); err != nil {
+	if _, err := b.audit(rq, audit.PromptInvoked{Server: s.Name, Prompt: pr.upstreamName, Args: x.args, ArgsDigest: b.eventArgsDigest(x), ToolCallID: x.id, Credential: string(x.credKind)}); err != nil {
 		return b.unrecorded(x, err)
 	}
 	params := rawjson.Set(translate.UpstreamParams(rq.msg.Params), "name", rawjson.AppendString(nil, pr.upstreamName))

@@ -152,7 +152,7 @@ func (r *read) decide(b *Bridge, x *exchange) (policy.Result, *jsonrpc.Message) 
 
 func (r *read) forward(b *Bridge, x *exchange) *jsonrpc.Message {
 	rq, s := x.rq, r.server
-	if _, err := b.audit(rq, audit.ResourceRequested{Server: s.Name, URI: r.uri, ToolCallID: x.id}); err != nil {
+	if _, err := b.audit(rq, audit.ResourceRequested{Server: s.Name, URI: r.uri, ToolCallID: x.id, Credential: string(x.credKind)}); err != nil {
 		return b.unrecorded(x, err)
 	}
 	ctx, cancel := b.contextWithCallTimeout(rq.ctx)
@@ -167,7 +167,7 @@ func (r *read) forward(b *Bridge, x *exchange) *jsonrpc.Message {
 		return b.callFailed(x, s, took, err)
 	}
 	if sk, ok := skillOf(s, r.uri); ok {
-		if err := b.verifySkillFile(rq.ctx, rq, s, r.conn, sk, r.uri, raw); err != nil {
+		if err := b.verifySkillFile(rq.ctx, rq, s, x.callConn(r.conn), sk, r.uri, raw); err != nil {
 			b.cfg.Log.Info("skill file refused", "server", s.Key(), "uri", r.uri, "error", err.Error())
 			_, _ = b.audit(rq, x.failed(reasonSkillMismatch, err.Error()))
 			return rpcError(rq, CodeUpstream, err.Error(), map[string]any{"reason": reasonSkillMismatch, "toolCallId": x.id})

@@ -20,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	authenticationv1 "k8s.io/client-go/kubernetes/typed/authentication/v1"
@@ -34,6 +33,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/approval"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/identity"
+	"github.com/mcp-operator/mcp-operator/internal/k8s/restmap"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/activity"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/artifact"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
@@ -70,6 +70,10 @@ type Options struct {
 	// OAuthAllowHTTP accepts http:// endpoints in the issuers' discovery
 	// documents on hosts that are not loopback (development clusters).
 	OAuthAllowHTTP bool
+	// TokenExchangeEndpoints are the token endpoints servers' token
+	// exchanges may use besides the configured issuers' own (for callers
+	// no configured issuer signs, such as ServiceAccounts).
+	TokenExchangeEndpoints []string
 	// SessionKey is shared by the replicas (nil: a random key, so sessions
 	// do not survive this replica).
 	SessionKey []byte
@@ -164,10 +168,13 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 		auth = &authn.TokenReview{Reviews: kc.reviews.TokenReviews()}
 	}
 	var resource *oauth.Resource
+	var issuerTokenEndpoint func(context.Context, string) string
 	if o.Authentication != nil {
-		if resource, auth, err = oauthAuthenticator(o, auth); err != nil {
+		var people *oauth.Authenticator
+		if resource, people, err = oauthAuthenticator(o, auth); err != nil {
 			return nil, err
 		}
+		auth, issuerTokenEndpoint = people, people.TokenEndpoint
 	}
 	key := o.SessionKey
 	if key == nil {
@@ -230,7 +237,7 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 	}
 	cfg.Metrics, cfg.Log = m, o.Log
 	if cfg.Credentials == nil {
-		cfg.Credentials = upstreamcred.New(upstreamcred.Options{Secrets: kc.direct})
+		cfg.Credentials = upstreamcred.New(upstreamcred.Options{Secrets: kc.direct, TokenEndpoints: o.TokenExchangeEndpoints, IssuerTokenEndpoint: issuerTokenEndpoint})
 	}
 	idle := &idlemem.Releaser{}
 	cfg.Idle = idle
@@ -337,29 +344,16 @@ func leaseCache(served map[string]cache.Config, onceNamespace string) (cache.ByO
 	return cache.ByObject{Namespaces: ns}, nil
 }
 
-// restMapper maps the few kinds the bridge reads and writes, and their
-// lists, to their resources, all namespaced, without discovery: a
-// discovering mapper read the resources of every group the API server has
-// (aggregated discovery) and kept them, about 0.4 MB of the idle bridge's
-// heap, for five kinds known when it was built. A kind not listed here
-// fails with "no matches for kind", not silently.
+// restMapper maps the few kinds the bridge reads and writes, without
+// discovery (restmap).
 func restMapper() meta.RESTMapper {
-	m := meta.NewDefaultRESTMapper(nil)
-	for _, gvk := range []schema.GroupVersionKind{
+	return restmap.Namespaced(
 		v1alpha1.GroupVersion.WithKind("MCPServer"),
 		v1alpha1.GroupVersion.WithKind("ToolPolicy"),
 		v1alpha1.GroupVersion.WithKind("ToolApproval"),
 		corev1.SchemeGroupVersion.WithKind("Secret"),
 		coordinationv1.SchemeGroupVersion.WithKind("Lease"),
-	} {
-		// Lower-case plurals (mcpservers, toolpolicies, toolapprovals,
-		// secrets): the CRDs' and the core group's names. The list kind
-		// first, so that a resource maps back to the kind itself.
-		plural, singular := meta.UnsafeGuessKindToResource(gvk)
-		m.AddSpecific(gvk.GroupVersion().WithKind(gvk.Kind+"List"), plural, singular, meta.RESTScopeNamespace)
-		m.AddSpecific(gvk, plural, singular, meta.RESTScopeNamespace)
-	}
-	return m
+	)
 }
 
 func newKubeClients(o Options) (*kubeClients, error) {
@@ -491,7 +485,7 @@ func startActivity(ctx context.Context, o Options, kc *kubeClients, m *metrics.M
 // oauthAuthenticator puts the configured issuers in front of serviceAccounts
 // (the one authentication stage accepts both) for the resource at the
 // bridge's public URL.
-func oauthAuthenticator(o Options, serviceAccounts authn.Authenticator) (*oauth.Resource, authn.Authenticator, error) {
+func oauthAuthenticator(o Options, serviceAccounts authn.Authenticator) (*oauth.Resource, *oauth.Authenticator, error) {
 	if o.Bridge.PublicURL == "" {
 		return nil, nil, errors.New("while configuring OAuth: the bridge's public URL (--public-url) is required: it is the resource the tokens must be minted for")
 	}

@@ -102,10 +102,10 @@ func (g *skillGet) decide(b *Bridge, x *exchange) (policy.Result, *jsonrpc.Messa
 
 func (g *skillGet) forward(b *Bridge, x *exchange) *jsonrpc.Message {
 	rq, s := x.rq, g.server
-	if _, err := b.audit(rq, audit.ResourceRequested{Server: s.Name, URI: g.uri, ToolCallID: x.id}); err != nil {
+	if _, err := b.audit(rq, audit.ResourceRequested{Server: s.Name, URI: g.uri, ToolCallID: x.id, Credential: string(x.credKind)}); err != nil {
 		return b.unrecorded(x, err)
 	}
-	raw, sk, err := b.liveSkill(rq.ctx, rq, s, g.conn, g.uri)
+	raw, sk, err := b.liveSkill(rq.ctx, rq, s, x.callConn(g.conn), g.uri)
 	if err != nil {
 		_, _ = b.audit(rq, x.failed(reasonSkillMismatch, err.Error()))
 		return rpcError(rq, CodeUpstream, err.Error(), map[string]any{"reason": reasonSkillMismatch, "toolCallId": x.id})

@@ -1,9 +1,11 @@
 package mcpbridge
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -11,7 +13,9 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -25,12 +29,14 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/devidp"
 	"github.com/mcp-operator/mcp-operator/internal/identity"
 	mcpclient "github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn/oauth"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstreamcred"
 	"github.com/mcp-operator/mcp-operator/internal/testenv"
+	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
 // operatorToken is the operator's own credential of the servers below
@@ -62,39 +68,57 @@ func newCredsHarnessWith(t *testing.T, ns string, mod func(*Config), auth v1alph
 
 func newCredsHarnessOf(t *testing.T, ns string, sessionOnly bool, mod func(*Config), auth v1alpha1.RemoteAuth, subjects []v1alpha1.Subject, secrets ...*corev1.Secret) *credsHarness {
 	t.Helper()
-	cfg, cs := startAPIServer(t)
-	ensureNamespace(t, cs, ns)
-	k, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range secrets {
-		s.Namespace = ns
-		if err := k.Create(context.Background(), s); err != nil {
-			t.Fatal(err)
-		}
-	}
 	st := bridgetest.NewLeakyStateful(t)
 	if sessionOnly {
 		st = bridgetest.NewStateful(t, true)
 	}
 	server := bridgetest.Published(t, ns, "stateful", st.URL, v1alpha1.ToolsSpec{})
-	server.Spec.Remote.Auth = &auth
 	pol := toolPolicy(ns, "callers", subjects, rule("allow", "mcp.stateful.*"))
-	h := newHarness(t, []v1alpha1.MCPServer{server}, []v1alpha1.ToolPolicy{pol}, func(c *Config) {
-		c.Credentials = upstreamcred.New(upstreamcred.Options{Secrets: k})
+	pol.Spec.Prompts = []v1alpha1.PromptRule{{Prompts: []string{"mcp.stateful.*"}, Decision: v1alpha1.DecisionAllow}}
+	h, k := newCredsBridge(t, server, []v1alpha1.ToolPolicy{pol}, mod, auth, secrets...)
+	return &credsHarness{harness: h, st: st, server: server, k: k, ns: ns}
+}
+
+// newCredsBridge is a bridge in front of server (published, with auth set
+// here), whose callers' credentials are read from a real API server
+// (envtest) in the server's namespace, where secrets are created. The
+// server's own connection carries the operator's credential, as the
+// watcher reads it from bearerTokenSecretRef.
+func newCredsBridge(t *testing.T, server v1alpha1.MCPServer, policies []v1alpha1.ToolPolicy, mod func(*Config), auth v1alpha1.RemoteAuth, secrets ...*corev1.Secret) (*harness, client.Client) {
+	t.Helper()
+	cfg, cs := startAPIServer(t)
+	ensureNamespace(t, cs, server.Namespace)
+	k, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range secrets {
+		s.Namespace = server.Namespace
+		if err := k.Create(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	server.Spec.Remote.Auth = &auth
+	h := newHarness(t, []v1alpha1.MCPServer{server}, policies, func(c *Config) {
 		if mod != nil {
 			mod(c)
 		}
+		// The exchange is trusted at the issuer's own token endpoint for
+		// its people, and at the listed one for ServiceAccounts.
+		o := upstreamcred.Options{Secrets: k}
+		if people, ok := c.Auth.(*oauth.Authenticator); ok {
+			o.IssuerTokenEndpoint = people.TokenEndpoint
+		} else if auth.TokenExchange != nil {
+			o.TokenEndpoints = []string{auth.TokenExchange.TokenURL}
+		}
+		c.Credentials = upstreamcred.New(o)
 	})
-	// The server's own connection carries the operator's credential, as
-	// the watcher reads it from bearerTokenSecretRef.
 	h.reg.Update(routes.Build([]v1alpha1.MCPServer{server}), func(s *routes.Server) (upstream.Target, error) {
 		tg, err := target(s)
 		tg.BearerToken, tg.Credentials = operatorToken, "operator"
 		return tg, err
 	})
-	return &credsHarness{harness: h, st: st, server: server, k: k, ns: ns}
+	return h, k
 }
 
 // authOf is what each request to the server carried, by JSON-RPC (or
@@ -522,4 +546,186 @@ func mustParse(t *testing.T, raw string) *url.URL {
 	}
 	u.Path = ""
 	return u
+}
+
+// recordingProxy is a reverse proxy in front of url that records each
+// request's JSON-RPC method and Authorization header.
+type recordingProxy struct {
+	URL  string
+	mu   sync.Mutex
+	seen []bridgetest.Request
+}
+
+func newRecordingProxy(t *testing.T, target string) *recordingProxy {
+	t.Helper()
+	p := &recordingProxy{}
+	rp := httputil.NewSingleHostReverseProxy(mustParse(t, target))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var m struct{ Method string }
+		_ = json.Unmarshal(body, &m)
+		p.mu.Lock()
+		p.seen = append(p.seen, bridgetest.Request{HTTPMethod: r.Method, Method: m.Method, Header: r.Header.Clone()})
+		p.mu.Unlock()
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	p.URL = srv.URL + "/mcp"
+	return p
+}
+
+func (p *recordingProxy) requests() []bridgetest.Request {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]bridgetest.Request(nil), p.seen...)
+}
+
+// TestCallersOwnCredentialForSkills: skills/get, and the check of a skill
+// file read with resources/read (which gets the skill's entry again), go
+// upstream with the caller's exchanged token, never the operator's.
+func TestCallersOwnCredentialForSkills(t *testing.T) {
+	peer := testpeers.StartSkillsServer(t, map[string]string{"acme/billing/refunds": "Process refunds per policy"})
+	peer.SetFile("acme/billing/refunds", "examples/email.md", "Dear customer,")
+	proxy := newRecordingProxy(t, peer.URL)
+	server := bridgetest.Published(t, "xchg-skills", "ops", proxy.URL, v1alpha1.ToolsSpec{})
+	pol := toolPolicy("xchg-skills", "skills", []v1alpha1.Subject{sa("agents", "alice")})
+	pol.Spec.Skills = []v1alpha1.SkillRule{{Skills: []string{"mcp.ops.acme.**"}, Decision: v1alpha1.DecisionAllow}}
+	te := bridgetest.NewTokenEndpoint(t, "ops", map[string]string{"alice-token": "alice"})
+	h, _ := newCredsBridge(t, server, []v1alpha1.ToolPolicy{pol}, nil, v1alpha1.RemoteAuth{
+		TokenExchange:        &v1alpha1.TokenExchange{TokenURL: te.URL, Audience: "ops", ClientSecretRef: v1alpha1.LocalSecretReference{Name: "bridge-client"}},
+		BearerTokenSecretRef: &v1alpha1.SecretKeySelector{Name: "operator", Key: "token"},
+	}, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bridge-client"}, StringData: map[string]string{"client_id": te.ClientID, "client_secret": te.ClientSecret}})
+	before := len(proxy.requests())
+	alice := h.connect(t, "alice-token", "/mcp", mcpclient.EraSession)
+	refunds := BridgeURI("ops", "skill://acme/billing/refunds/SKILL.md")
+	email := BridgeURI("ops", "skill://acme/billing/refunds/examples/email.md")
+	if _, err := alice.Call(ctxT(t), "skills/get", json.RawMessage(`{"uri":"`+refunds+`"}`)); err != nil {
+		t.Fatalf("skills/get: %v", err)
+	}
+	if _, err := alice.Call(ctxT(t), "resources/read", json.RawMessage(`{"uri":"`+email+`"}`)); err != nil {
+		t.Fatalf("resources/read of a skill file: %v", err)
+	}
+	counted := map[string]int{}
+	for _, r := range proxy.requests()[before:] {
+		if r.Method != "skills/get" && r.Method != "resources/read" {
+			continue
+		}
+		if got := r.Header.Get("Authorization"); got != "Bearer exchanged-alice-1-for-ops" {
+			t.Fatalf("a %s request carried %q, want alice's exchanged token", r.Method, got)
+		}
+		counted[r.Method]++
+	}
+	// skills/get once for the get, once more to check the file read.
+	if counted["skills/get"] != 2 || counted["resources/read"] != 1 {
+		t.Fatalf("requests upstream: %v, want skills/get twice and resources/read once", counted)
+	}
+	requested := 0
+	for _, ev := range h.events(t) {
+		if ev["type"] == "mcp.resource.requested" {
+			requested++
+			if ev["credential"] != "exchanged" {
+				t.Fatalf("mcp.resource.requested names credential %v, want exchanged", ev["credential"])
+			}
+		}
+	}
+	if requested != 2 {
+		t.Fatalf("%d mcp.resource.requested events, want 2 (the skill got, the file read)", requested)
+	}
+}
+
+// TestCallersOwnCredentialForPrompts: prompts/get carries the caller's
+// exchanged token, and its audit event names the kind.
+func TestCallersOwnCredentialForPrompts(t *testing.T) {
+	te := bridgetest.NewTokenEndpoint(t, "stateful", map[string]string{"alice-token": "alice"})
+	h := newCredsHarness(t, "xchg-prompts", false, v1alpha1.RemoteAuth{
+		TokenExchange:        &v1alpha1.TokenExchange{TokenURL: te.URL, Audience: "stateful", ClientSecretRef: v1alpha1.LocalSecretReference{Name: "bridge-client"}},
+		BearerTokenSecretRef: &v1alpha1.SecretKeySelector{Name: "operator", Key: "token"},
+	}, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bridge-client"}, StringData: map[string]string{"client_id": te.ClientID, "client_secret": te.ClientSecret}})
+	alice := h.connect(t, "alice-token", "/mcp", mcpclient.EraSession)
+	before := len(h.st.Requests())
+	if _, err := alice.Call(ctxT(t), "prompts/get", json.RawMessage(`{"name":"mcp.stateful.greet"}`)); err != nil {
+		t.Fatalf("prompts/get: %v", err)
+	}
+	got := 0
+	for _, r := range h.st.Requests()[before:] {
+		if r.Method == "prompts/get" {
+			got++
+			if a := r.Header.Get("Authorization"); a != "Bearer exchanged-alice-1-for-stateful" {
+				t.Fatalf("prompts/get carried %q, want alice's exchanged token", a)
+			}
+		}
+	}
+	if got != 1 {
+		t.Fatalf("%d prompts/get requests upstream, want 1", got)
+	}
+	invoked := false
+	for _, ev := range h.events(t) {
+		if ev["type"] == "mcp.prompt.invoked" {
+			invoked = ev["credential"] == "exchanged"
+		}
+	}
+	if !invoked {
+		t.Fatal("mcp.prompt.invoked does not name the credential exchanged")
+	}
+}
+
+// TestAnonymousCallerHasNoOwnCredential: a bridge that checks no token
+// (--insecure-anonymous) refuses calls to a server whose credential is
+// each caller's, saying why, and exchanges nothing: the token the request
+// carries was never verified.
+func TestAnonymousCallerHasNoOwnCredential(t *testing.T) {
+	te := bridgetest.NewTokenEndpoint(t, "stateful", map[string]string{"alice-token": "alice"})
+	h := newCredsHarnessWith(t, "xchg-anonymous", func(c *Config) { c.Auth = authn.Anonymous{} }, v1alpha1.RemoteAuth{
+		TokenExchange: &v1alpha1.TokenExchange{TokenURL: te.URL, Audience: "stateful", ClientSecretRef: v1alpha1.LocalSecretReference{Name: "bridge-client"}},
+	}, []v1alpha1.Subject{{Kind: v1alpha1.SubjectUser, Name: "system:anonymous"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bridge-client"}, StringData: map[string]string{"client_id": te.ClientID, "client_secret": te.ClientSecret}})
+	c := h.connect(t, "alice-token", "/mcp", mcpclient.EraStateless)
+	before := len(h.st.Requests())
+	_, err := c.CallTool(ctxT(t), "mcp.stateful.recall", []byte(`{}`))
+	if rpcCode(err) != CodeUpstream || !strings.Contains(err.Error(), "anonymous") || !strings.Contains(err.Error(), "xchg-anonymous/stateful") {
+		t.Fatalf("error %v, want a refusal naming the server and the anonymous caller", err)
+	}
+	for _, r := range h.st.Requests()[before:] {
+		if r.Header.Get("Authorization") != "Bearer "+operatorToken {
+			t.Fatalf("a %s request reached the server with a caller's credential", r.Method)
+		}
+	}
+	if n := te.Exchanges("alice"); n != 0 {
+		t.Fatalf("%d exchanges were made, want none", n)
+	}
+}
+
+// TestUpstreamSessionCapSharedByCallers: --max-upstream-sessions bounds a
+// server's upstream sessions as a whole, callers' own connections
+// included. At a cap of 1, a second caller's session on a session-only
+// server is refused as busy while the first caller's session is open, and
+// served once it ended.
+func TestUpstreamSessionCapSharedByCallers(t *testing.T) {
+	te := bridgetest.NewTokenEndpoint(t, "stateful", map[string]string{"alice-token": "alice", "bob-token": "bob"})
+	h := newCredsHarnessOf(t, "xchg-cap", true, func(c *Config) { c.Registry.Options.MaxAgentSessions = 1 }, v1alpha1.RemoteAuth{
+		TokenExchange: &v1alpha1.TokenExchange{TokenURL: te.URL, Audience: "stateful", ClientSecretRef: v1alpha1.LocalSecretReference{Name: "bridge-client"}},
+	}, []v1alpha1.Subject{sa("agents", "alice"), sa("agents", "bob")},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bridge-client"}, StringData: map[string]string{"client_id": te.ClientID, "client_secret": te.ClientSecret}})
+	alice := h.connect(t, "alice-token", "/mcp", mcpclient.EraSession)
+	bob := h.connect(t, "bob-token", "/mcp", mcpclient.EraSession)
+	if _, err := alice.CallTool(ctxT(t), "mcp.stateful.remember", []byte(`{"value":"a"}`)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := bob.CallTool(ctxT(t), "mcp.stateful.remember", []byte(`{"value":"b"}`))
+	if rpcCode(err) != CodeUpstream || !strings.Contains(err.Error(), "limit of 1 upstream sessions") {
+		t.Fatalf("bob's session beside alice's at a cap of 1: %v, want refused as busy", err)
+	}
+	alice.Close() // ends her session, and its upstream one
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err = bob.CallTool(ctxT(t), "mcp.stateful.remember", []byte(`{"value":"b"}`))
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("bob's call after alice's session ended: %v", err)
+	}
 }

@@ -77,6 +77,16 @@ remote: {url: "https://mcp.example.com/mcp", auth: `+auth+`}
 		}
 	})
 
+	It("accepts shared headers other than the caller's, and a per-caller credential to a loopback server over http", func() {
+		Expect(create(object("MCPServer", uniqueName("shared-hdr"), `
+transport: streamable-http
+remote:
+  url: "http://127.0.0.1:8080/mcp"
+  headersFrom: [{name: X-Tenant, secretKeyRef: {name: s, key: k}}]
+  auth: {perCallerSecret: {key: token, header: X-Api-Key}}
+`))).To(Succeed())
+	})
+
 	It("accepts an idle time of a second or more", func() {
 		Expect(create(object("MCPServer", uniqueName("sleepy"), `
 transport: streamable-http
@@ -164,6 +174,26 @@ remote:
   url: "https://mcp.example.com/mcp"
   auth:
     tokenExchange: {tokenURL: "https://idp.example.com/token", audience: a, scopes: ["repo read"], clientSecretRef: {name: c}}`, "spec.remote.auth.tokenExchange.scopes"),
+		Entry("a shared Authorization header beside token exchange", `
+transport: streamable-http
+remote:
+  url: "https://mcp.example.com/mcp"
+  headersFrom: [{name: authorization, secretKeyRef: {name: s, key: k}}]
+  auth:
+    tokenExchange: {tokenURL: "https://idp.example.com/token", audience: github, clientSecretRef: {name: c}}`, "headersFrom may not set Authorization"),
+		Entry("a shared header named as the per-caller Secret's", `
+transport: streamable-http
+remote:
+  url: "https://mcp.example.com/mcp"
+  headersFrom: [{name: x-api-key, secretKeyRef: {name: s, key: k}}]
+  auth:
+    perCallerSecret: {key: token, header: X-Api-Key}`, "headersFrom may not set Authorization, nor perCallerSecret's header"),
+		Entry("a per-caller credential over http off loopback", `
+transport: streamable-http
+remote:
+  url: "http://mcp.example.com/mcp"
+  auth:
+    perCallerSecret: {key: token}`, "url must be https://"),
 		Entry("per-caller Secret in a header the transport owns", `
 transport: streamable-http
 remote:

@@ -64,7 +64,7 @@ func TestCRDValues(t *testing.T) {
 func TestRolesEqualConfigRBAC(t *testing.T) {
 	for _, release := range []string{"mcp-operator", "prod"} {
 		t.Run(release, func(t *testing.T) {
-			rendered := helmTemplate(t, release)
+			rendered := helmTemplate(t, append([]string{release}, consoleOn...)...)
 			prefix := release
 			if release == "prod" {
 				prefix = "prod-mcp-operator"
@@ -145,6 +145,7 @@ func TestBindingsResolve(t *testing.T) {
 		"defaults":          nil,
 		"bridge namespaces": {"--set", "bridge.namespaces={team-a,team-b}"},
 		"no bridge":         {"--set", "bridge.enabled=false"},
+		"console":           consoleOn,
 	} {
 		t.Run(name, func(t *testing.T) {
 			rendered := helmTemplate(t, args...)
@@ -171,13 +172,14 @@ func TestBindingsResolve(t *testing.T) {
 // TestDeployments: the controller and the bridge run the one image with
 // their subcommand, carry the labels NetworkPolicies select on, and are hardened.
 func TestDeployments(t *testing.T) {
-	rendered := helmTemplate(t)
+	rendered := helmTemplate(t, consoleOn...)
 	for _, tc := range []struct {
 		name, component, subcommand string
 		args                        []string
 	}{
 		{"mcp-operator-controller", "controller", "controller", []string{"--leader-elect=true"}},
 		{"mcp-operator-bridge", "bridge", "bridge", []string{"--namespaces=" + releaseNS}},
+		{"mcp-operator-console", "console", "console", []string{"--public-url=https://console.example.com", "--oidc-issuer-url=https://idp.example.com"}},
 	} {
 		t.Run(tc.component, func(t *testing.T) {
 			u := rendered.find("Deployment", tc.name)
@@ -634,7 +636,7 @@ func TestBridgeAuthentication(t *testing.T) {
 		return typed[appsv1.Deployment](t, o.find("Deployment", "mcp-operator-bridge"))
 	}
 	plain := args(bridge(helmTemplate(t)))
-	for _, flag := range []string{"--public-url", "--authentication-config", "--oidc-issuer-url", "--required-scopes"} {
+	for _, flag := range []string{"--public-url", "--authentication-config", "--oidc-issuer-url", "--required-scopes", "--token-exchange-endpoints"} {
 		if _, ok := plain[flag]; ok {
 			t.Errorf("%s without OAuth values", flag)
 		}
@@ -644,10 +646,12 @@ func TestBridgeAuthentication(t *testing.T) {
 		"--set", "bridge.auth.jwt[0].issuer.url=https://idp.example.com",
 		"--set", "bridge.auth.jwt[0].claimMappings.username.claim=email",
 		"--set", "bridge.auth.jwt[0].claimMappings.username.prefix=corp:",
-		"--set", "bridge.requiredScopes={mcp:tools,mcp:read}")
+		"--set", "bridge.requiredScopes={mcp:tools,mcp:read}",
+		"--set", "bridge.tokenExchangeEndpoints={https://sts.example.com/token}")
 	d := bridge(o)
 	a := args(d)
-	if a["--public-url"] != "https://mcp.example.com" || a["--required-scopes"] != "mcp:tools,mcp:read" || a["--authentication-config"] == "" {
+	if a["--public-url"] != "https://mcp.example.com" || a["--required-scopes"] != "mcp:tools,mcp:read" || a["--authentication-config"] == "" ||
+		a["--token-exchange-endpoints"] != "https://sts.example.com/token" {
 		t.Fatalf("bridge args %v", a)
 	}
 	cm := typed[corev1.ConfigMap](t, o.find("ConfigMap", "mcp-operator-bridge-authentication"))
@@ -704,6 +708,63 @@ func TestBridgeAuthentication(t *testing.T) {
 	} {
 		if _, err := helmTemplateErr(t, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want an error saying %q", c.args, err, c.want)
+		}
+	}
+}
+
+// consoleOn renders the chart with the console.
+var consoleOn = []string{"--set", "console.enabled=true", "--set", "console.publicURL=https://console.example.com", "--set", "console.oidc.issuerURL=https://idp.example.com"}
+
+// TestConsole: off by default; on, it may impersonate users and groups and
+// nothing else, reads the three kinds it watches, follows this release's
+// bridge pods' logs, mounts the bridge's AuthenticationConfiguration and
+// its client secret; without a public URL or an issuer it refuses.
+func TestConsole(t *testing.T) {
+	defaults := helmTemplate(t)
+	if defaults.find("Deployment", "mcp-operator-console") != nil || defaults.find("ClusterRole", "mcp-operator-console-impersonate") != nil {
+		t.Fatal("the console or its roles are rendered by default")
+	}
+	rendered := helmTemplate(t, consoleOn...)
+	imp := typed[rbacv1.ClusterRole](t, rendered.find("ClusterRole", "mcp-operator-console-impersonate"))
+	if len(imp.Rules) != 1 || !slices.Equal(imp.Rules[0].Verbs, []string{"impersonate"}) || !slices.Equal(imp.Rules[0].Resources, []string{"users", "groups"}) {
+		t.Errorf("the impersonation role may do more than impersonate users and groups: %+v", imp.Rules)
+	}
+	read := typed[rbacv1.ClusterRole](t, rendered.find("ClusterRole", "mcp-operator-console"))
+	for _, r := range read.Rules {
+		for _, v := range r.Verbs {
+			if v != "get" && v != "list" && v != "watch" {
+				t.Errorf("the console's own role may %s %v", v, r.Resources)
+			}
+		}
+	}
+	svc := rendered.find("Service", "mcp-operator-console")
+	if svc == nil {
+		t.Fatal("no console Service")
+	}
+	d := typed[appsv1.Deployment](t, rendered.find("Deployment", "mcp-operator-console"))
+	if !slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--audit-pod-selector=app.kubernetes.io/instance=mcp-operator,app.kubernetes.io/component=bridge") {
+		t.Errorf("the console does not follow this release's bridge pods: %q", d.Spec.Template.Spec.Containers[0].Args)
+	}
+	withAuth := helmTemplate(t, "--set", "console.enabled=true", "--set", "console.publicURL=https://console.example.com",
+		"--set", "console.oidc.clientSecretRef.name=console-client",
+		"--set-json", `bridge.auth={"jwt":[{"issuer":{"url":"https://idp.example.com","audiences":["x"]},"claimMappings":{"username":{"claim":"email","prefix":"idp:"}}}]}`,
+		"--set", "bridge.publicURL=https://bridge.example.com")
+	cm := withAuth.find("ConfigMap", "mcp-operator-console-authentication")
+	if cm == nil || !strings.Contains(cm.Object["data"].(map[string]any)["config.yaml"].(string), "prefix: 'idp:'") {
+		t.Fatalf("the console does not get the bridge's AuthenticationConfiguration: %v", cm)
+	}
+	args := typed[appsv1.Deployment](t, withAuth.find("Deployment", "mcp-operator-console")).Spec.Template.Spec.Containers[0].Args
+	for _, want := range []string{"--authentication-config=/etc/mcp-console/auth/config.yaml", "--oidc-client-secret-file=/etc/mcp-console/client/secret"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("args %q lack %s", args, want)
+		}
+	}
+	for name, args := range map[string][]string{
+		"no public URL": {"--set", "console.enabled=true", "--set", "console.oidc.issuerURL=https://idp.example.com"},
+		"no issuer":     {"--set", "console.enabled=true", "--set", "console.publicURL=https://console.example.com"},
+	} {
+		if out, err := helmTemplateErr(t, args...); err == nil {
+			t.Errorf("%s: rendered: %.200s", name, out)
 		}
 	}
 }

@@ -68,6 +68,17 @@ func finishAgent(pod *corev1.Pod) []agentStep {
 // token for audience mcp-operator, pointed at the bridge's Service, with
 // args added to its command line.
 func startAgent(sa string, extraArgs ...string) *corev1.Pod {
+	return startAgentWith(sa, corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+			Audience: "mcp-operator", ExpirationSeconds: ptr.To(int64(600)), Path: "token",
+		}}},
+	}}, extraArgs...)
+}
+
+// startAgentWith runs the agent with the bearer token in token's file
+// "token" (a person's access token in a Secret, say) instead of its
+// ServiceAccount's.
+func startAgentWith(sa string, token corev1.VolumeSource, extraArgs ...string) *corev1.Pod {
 	var svc corev1.Service
 	Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: bridgeNamespace, Name: bridgeService}, &svc)).To(Succeed())
 	// No cluster DNS in the dev cluster: the agent dials the Service's IP.
@@ -89,11 +100,7 @@ func startAgent(sa string, extraArgs ...string) *corev1.Pod {
 					SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 				},
 			}},
-			Volumes: []corev1.Volume{{Name: "token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
-				Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
-					Audience: "mcp-operator", ExpirationSeconds: ptr.To(int64(600)), Path: "token",
-				}}},
-			}}}},
+			Volumes: []corev1.Volume{{Name: "token", VolumeSource: token}},
 		},
 	}
 	Expect(k8sClient.Create(ctx, pod)).To(Succeed())

@@ -44,9 +44,9 @@ type Options struct {
 	BearerToken string
 	// Authorize, if set, sets the credential headers of every request,
 	// after Header and BearerToken: a credential that changes while the
-	// connection lives (a token refreshed before it expires). An error
-	// fails the request unsent.
-	Authorize func(h http.Header) error
+	// connection lives (a token refreshed before it expires), or that the
+	// request's context carries. An error fails the request unsent.
+	Authorize func(ctx context.Context, h http.Header) error
 	// TLS configures https: the CA to trust and a client certificate for mTLS.
 	TLS *tls.Config
 	// DialTimeout and TLSHandshakeTimeout bound connecting (default 10s each).
@@ -216,7 +216,7 @@ func (p *Pool) Conn() *Conn {
 // WithCredentials is a pool over p's HTTP connections whose requests carry
 // these credentials instead of p's (Options.Header, BearerToken,
 // Authorize): a connection carries none of its own, each request its own.
-func (p *Pool) WithCredentials(header http.Header, bearerToken string, authorize func(http.Header) error) *Pool {
+func (p *Pool) WithCredentials(header http.Header, bearerToken string, authorize func(context.Context, http.Header) error) *Pool {
 	opts := p.opts
 	opts.Header, opts.BearerToken, opts.Authorize = header, bearerToken, authorize
 	return &Pool{opts: opts, url: p.url, client: p.client, streams: p.streams}
@@ -641,7 +641,7 @@ func (c *Conn) do(ctx context.Context, method string, body []byte, m *jsonrpc.Me
 		h["Authorization"] = []string{"Bearer " + c.opts.BearerToken}
 	}
 	if c.opts.Authorize != nil {
-		if err := c.opts.Authorize(h); err != nil {
+		if err := c.opts.Authorize(ctx, h); err != nil {
 			return nil, err
 		}
 	}

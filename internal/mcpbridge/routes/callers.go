@@ -1,6 +1,7 @@
 package routes
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"sync/atomic"
@@ -22,40 +23,60 @@ import (
 //
 // A caller's connection is made on its first call, kept while the server's
 // connection is (retired and drained with it), and closed once it has been
-// idle for CallerIdle.
+// idle for Registry.CallerIdle: a timer of the server's sweeps them while
+// it has any, whether or not anyone calls the server again.
 
-// CallerIdle is how long a caller's connection is kept without a call
-// and without an upstream session of the caller's.
-const CallerIdle = 10 * time.Minute
+// DefaultCallerIdle is how long a caller's connection is kept without a
+// call and without an upstream session of the caller's, by default.
+const DefaultCallerIdle = 10 * time.Minute
+
+// callerIdle is r.CallerIdle, or its default.
+func (r *Registry) callerIdle() time.Duration {
+	if r.CallerIdle > 0 {
+		return r.CallerIdle
+	}
+	return DefaultCallerIdle
+}
 
 // CallerConn is one caller's connection to a server.
 type CallerConn struct {
 	*upstream.Conn
-	// header is the caller's credential as its next request carries it:
-	// set before each call (SetCredential), so a refreshed token is used
-	// by the connection and sessions the caller already has.
-	header   atomic.Pointer[http.Header]
+	// latest is the credential of the caller's latest call: what the
+	// requests made for no call of the caller's carry (the end of an
+	// upstream session, its stream). A call's own requests carry the
+	// credential its context holds (WithCredential): two calls of one
+	// caller presenting different tokens each carry their own.
+	latest   atomic.Pointer[http.Header]
 	lastUsed atomic.Int64 // unix ns
 }
 
-// errNoCredential: a request on a caller's connection before its
+// errNoCredential: a request on a caller's connection before any
 // credential was set (never on the bridge's paths).
 var errNoCredential = errors.New("the caller's credential for the server is not set")
 
-// SetCredential makes h the credential headers of the caller's requests
-// from now on.
-func (cc *CallerConn) SetCredential(h http.Header) {
-	cc.header.Store(&h)
+// credentialKey is the context key of a call's credential headers.
+type credentialKey struct{}
+
+// WithCredential is ctx for a call on cc whose requests carry h: h becomes
+// the connection's latest credential too.
+func (cc *CallerConn) WithCredential(ctx context.Context, h http.Header) context.Context {
+	cc.latest.Store(&h)
 	cc.lastUsed.Store(time.Now().UnixNano())
+	return context.WithValue(ctx, credentialKey{}, h)
 }
 
-// authorize sets the caller's credential on one request.
-func (cc *CallerConn) authorize(h http.Header) error {
-	p := cc.header.Load()
-	if p == nil {
-		return errNoCredential
+// authorize sets the caller's credential on one request: its call's, else
+// the latest call's.
+func (cc *CallerConn) authorize(ctx context.Context, h http.Header) error {
+	cred, ok := ctx.Value(credentialKey{}).(http.Header)
+	if !ok {
+		p := cc.latest.Load()
+		if p == nil {
+			return errNoCredential
+		}
+		cred = *p
 	}
-	for k, v := range *p {
+	for k, v := range cred {
 		h[k] = v
 	}
 	return nil
@@ -74,10 +95,6 @@ func (r *Registry) CallerConn(name, caller string) (*CallerConn, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := time.Now()
-	if now.Sub(e.callersSwept) > time.Minute {
-		e.callersSwept = now
-		e.sweepCallersLocked(now)
-	}
 	if cc := e.callers[caller]; cc != nil {
 		cc.lastUsed.Store(now.UnixNano()) // not swept from under the call
 		return cc, true
@@ -94,18 +111,31 @@ func (r *Registry) CallerConn(name, caller string) (*CallerConn, bool) {
 		e.callers = map[string]*CallerConn{}
 	}
 	e.callers[caller] = cc
+	if e.callerSweep == nil {
+		idle := r.callerIdle()
+		e.callerSweep = time.AfterFunc(idle/2, func() { e.sweepCallers(idle) })
+	}
 	return cc, true
 }
 
-// sweepCallersLocked closes the callers' connections idle for CallerIdle.
-// e.mu is held.
-func (e *entry) sweepCallersLocked(now time.Time) {
+// sweepCallers closes the callers' connections idle for idle, and looks
+// again in idle/2 while any is left: a connection is closed between idle
+// and 1.5 idle after its last use.
+func (e *entry) sweepCallers(idle time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := time.Now()
 	for caller, cc := range e.callers {
-		if now.Sub(time.Unix(0, cc.lastUsed.Load())) > CallerIdle && cc.Idle() {
+		if now.Sub(time.Unix(0, cc.lastUsed.Load())) > idle && cc.Idle() {
 			delete(e.callers, caller)
 			go cc.Close()
 		}
 	}
+	if len(e.callers) == 0 {
+		e.callerSweep = nil
+		return
+	}
+	e.callerSweep = time.AfterFunc(idle/2, func() { e.sweepCallers(idle) })
 }
 
 // retire retires e's connection and its callers' (Conn.Retire).
@@ -145,6 +175,10 @@ func (e *entry) takeCallersLocked() []*upstream.Conn {
 		out = append(out, cc.Conn)
 	}
 	e.callers = nil
+	if e.callerSweep != nil {
+		e.callerSweep.Stop()
+		e.callerSweep = nil
+	}
 	return out
 }
 

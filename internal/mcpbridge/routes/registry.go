@@ -152,6 +152,9 @@ type Registry struct {
 	// ListTimeout bounds one listing of a server's tools
 	// (DefaultListTimeout when zero).
 	ListTimeout time.Duration
+	// CallerIdle is how long a caller's own connection to a server is kept
+	// idle (DefaultCallerIdle when zero).
+	CallerIdle time.Duration
 
 	mu      sync.RWMutex
 	table   *Table
@@ -191,9 +194,13 @@ type entry struct {
 	server *Server
 	conn   *upstream.Conn
 	// callers are the callers' own connections, by caller (callers.go),
-	// under mu; callersSwept is when idle ones were last closed.
-	callers      map[string]*CallerConn
-	callersSwept time.Time
+	// under mu; callerSweep closes the idle ones while there are any.
+	callers     map[string]*CallerConn
+	callerSweep *time.Timer
+	// sessions counts the agents' upstream sessions of the server's own
+	// connection and its callers': --max-upstream-sessions bounds them
+	// together.
+	sessions *upstream.SessionCount
 
 	mu       sync.Mutex
 	catalog  *Catalog
@@ -290,7 +297,7 @@ func (r *Registry) Update(t *Table, target func(*Server) (upstream.Target, error
 			next[name] = old
 			continue
 		}
-		e := &entry{server: s}
+		e := &entry{server: s, sessions: &upstream.SessionCount{}}
 		e.conn = upstream.New(tg.target, r.optionsFor(e))
 		r.resubscribe(name, e.conn)
 		next[name] = e
@@ -493,6 +500,7 @@ func (r *Registry) optionsFor(e *entry) upstream.Options {
 	o := r.Options
 	name := e.server.Name
 	o.Log = r.Log.WithName("upstream")
+	o.Sessions = e.sessions
 	o.Subscribed = func() []string {
 		if s := r.subscriptions(); s != nil {
 			return s.URIs(name)

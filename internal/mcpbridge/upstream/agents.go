@@ -487,7 +487,7 @@ func (c *Conn) agentLine(agent *Agent) (l *line, overCap bool, err error) {
 		c.mu.Unlock()
 		return l, false, nil
 	}
-	if len(c.agents) >= c.opts.MaxAgentSessions {
+	if c.heldLocked() >= c.opts.MaxAgentSessions {
 		if v, _ := c.trimVictimLocked(agent.Caller, 1); v == "" || c.idleLinesLocked() <= c.opening {
 			c.mu.Unlock()
 			return nil, false, errAtCap
@@ -500,6 +500,7 @@ func (c *Conn) agentLine(agent *Agent) (l *line, overCap bool, err error) {
 		c.agents = map[string]*line{}
 	}
 	c.agents[agent.ID] = l
+	c.countLines(1)
 	c.mu.Unlock()
 	id := agent.ID
 	forget, ok := agent.AtEnd(func() { c.endAgent(id) })
@@ -584,7 +585,25 @@ func (c *Conn) trim(caller string) {
 // Options.MaxAgentSessions, besides those being dialled over it. c.mu is
 // held.
 func (c *Conn) overCapLocked() bool {
-	return len(c.agents)-c.opening > c.opts.MaxAgentSessions
+	return c.heldLocked()-c.opening > c.opts.MaxAgentSessions
+}
+
+// heldLocked is how many agents' lines count against
+// Options.MaxAgentSessions: those of every Conn sharing Options.Sessions,
+// else the Conn's own. c.mu is held.
+func (c *Conn) heldLocked() int {
+	if c.opts.Sessions != nil {
+		return c.opts.Sessions.Held()
+	}
+	return len(c.agents)
+}
+
+// countLines adds n to the shared count of lines (Options.Sessions), if
+// any. c.mu is held.
+func (c *Conn) countLines(n int) {
+	if c.opts.Sessions != nil && n != 0 {
+		c.opts.Sessions.n.Add(int64(n))
+	}
 }
 
 // trimVictimLocked is the agent session id of the idle line trim closes
@@ -635,10 +654,11 @@ func (c *Conn) trimVictimLocked(caller string, extra int) (string, time.Duration
 // held.
 func (c *Conn) takeAgentLocked(id string) *client.Client {
 	l := c.agents[id]
-	delete(c.agents, id)
 	if l == nil {
 		return nil
 	}
+	delete(c.agents, id)
+	c.countLines(-1)
 	l.end()
 	cli := l.cli
 	l.cli = nil

@@ -95,8 +95,9 @@ type Target struct {
 	Credentials string
 	// Authorize sets a credential that changes while the Conn lives on
 	// each request (streamhttp.Options.Authorize): one caller's own
-	// (exchanged, refreshed) token on that caller's Conn.
-	Authorize func(http.Header) error
+	// (exchanged, refreshed) token on that caller's Conn, as the request's
+	// context carries it.
+	Authorize func(context.Context, http.Header) error
 }
 
 // Options tune a Conn.
@@ -122,7 +123,12 @@ type Options struct {
 	ClientCapabilities map[string]any
 	// MaxAgentSessions bounds the agents' upstream sessions the Conn holds
 	// (default DefaultMaxAgentSessions); agents.go says what happens at it.
+	// With Sessions set, it bounds the sessions of every Conn sharing it.
 	MaxAgentSessions int
+	// Sessions, when set, counts the agents' upstream sessions of every
+	// Conn given it: one server's own Conn and its callers' Conns hold
+	// MaxAgentSessions together. nil: the Conn's own alone.
+	Sessions *SessionCount
 	// SessionClosed, when set, is told of each agent's upstream session the
 	// Conn closes: the server's name and why (a Closed* reason). It is
 	// called with the Conn's lock held, and must not call the Conn.
@@ -153,6 +159,13 @@ const (
 	// upgraded or replaced behind its URL, agents.go: relearn).
 	ClosedEraChanged = "era_changed"
 )
+
+// SessionCount counts agents' upstream sessions across Conns
+// (Options.Sessions).
+type SessionCount struct{ n atomic.Int64 }
+
+// Held is how many sessions (lines, dialled or not) the Conns hold.
+func (s *SessionCount) Held() int { return int(s.n.Load()) }
 
 // DefaultMaxAgentSessions is Options.MaxAgentSessions by default: the
 // sessions one replica opens on one server for its agents.
@@ -387,6 +400,7 @@ func (c *Conn) takeAll(why string) []*client.Client {
 			c.sessionClosed(why)
 		}
 	}
+	c.countLines(-len(c.agents))
 	c.agents = nil
 	return clis
 }

@@ -17,10 +17,13 @@ package upstreamcred
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -138,8 +141,18 @@ type Options struct {
 	// Secrets reads the bridge's client Secret and callers' Secrets.
 	Secrets client.Reader
 	// HTTP is the client of the token endpoints (nil: one with a 10s
-	// timeout).
+	// timeout). Redirects are never followed, whatever it says: a
+	// redirected exchange would post the caller's token and the bridge's
+	// client secret to wherever the endpoint points.
 	HTTP *http.Client
+	// TokenEndpoints are token endpoints the bridge exchanges at besides
+	// the issuers' own (--token-exchange-endpoints): for callers whose
+	// tokens no configured issuer signs, such as ServiceAccounts.
+	TokenEndpoints []string
+	// IssuerTokenEndpoint is the token_endpoint that the discovery
+	// document of the issuer that accepted callerToken names ("" for a
+	// token no configured issuer accepted). nil: no issuer is configured.
+	IssuerTokenEndpoint func(ctx context.Context, callerToken string) string
 	// Clock tells the time (time.Now when nil).
 	Clock func() time.Time
 	// SecretTTL is how long a caller's Secret is used before it is read
@@ -208,6 +221,12 @@ type serverValues struct {
 	// version counts the changes (made under Store.mu).
 	version atomic.Int64
 	memo    atomic.Pointer[redactorMemo]
+	// building is held while the redactor is rebuilt (tens of
+	// milliseconds with a thousand callers' values), outside Store.mu:
+	// the callers that find it stale meanwhile wait and take the next
+	// build, which has their values too, so many new callers at once cost
+	// one or two builds, not one each.
+	building sync.Mutex
 }
 
 // redactorMemo is a server's redactor with its callers' values, and the
@@ -250,6 +269,11 @@ func New(o Options) *Store {
 	if o.HTTP == nil {
 		o.HTTP = &http.Client{Timeout: exchangeTimeout}
 	}
+	// A copy of the caller's client: its other settings are kept, and the
+	// redirect rule is the Store's own.
+	hc := *o.HTTP
+	hc.CheckRedirect = refuseRedirect
+	o.HTTP = &hc
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
@@ -273,6 +297,7 @@ func (st *Store) Credential(ctx context.Context, s Server, c Caller, session str
 	st.mu.Lock()
 	st.sweepLocked(now)
 	if e := st.tokens[key]; e != nil && now.Before(e.refreshAt) {
+		st.usedLocked(session, key)
 		st.mu.Unlock()
 		return e.cred, nil
 	}
@@ -282,14 +307,17 @@ func (st *Store) Credential(ctx context.Context, s Server, c Caller, session str
 	}
 	st.mu.Unlock()
 	// Concurrent first calls (and refreshes) of one caller and token share
-	// one exchange: its result is theirs alone, as the key is.
+	// one exchange: its result is theirs alone, as the key is. It runs for
+	// all of them: not cut short by the first one giving up, yet bounded.
 	v, err, _ := st.flight.Do(key, func() (any, error) {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), exchangeTimeout)
+		defer cancel()
 		var e *entry
 		var err error
 		if kind == Exchanged {
-			e, err = st.exchange(ctx, s, c)
+			e, err = st.exchange(fctx, s, c)
 		} else {
-			e, err = st.callerSecret(ctx, s, c)
+			e, err = st.callerSecret(fctx, s, c)
 		}
 		var refused *Error
 		if errors.As(err, &refused) && refused.Reason == ReasonExchangeFailed {
@@ -300,6 +328,11 @@ func (st *Store) Credential(ctx context.Context, s Server, c Caller, session str
 		if err != nil {
 			return nil, err
 		}
+		if exp := tokenExpiry(c.Token); !exp.IsZero() && exp.Before(e.refreshAt) {
+			// Never used past the caller's own token: a call presenting
+			// it later is refused by the bridge, and no entry outlives it.
+			e.refreshAt = exp
+		}
 		e.server = s.key()
 		st.mu.Lock()
 		if old := st.tokens[key]; old != nil && old.value != e.value {
@@ -307,16 +340,53 @@ func (st *Store) Credential(ctx context.Context, s Server, c Caller, session str
 		}
 		st.tokens[key] = e
 		st.changedLocked(e.server)
-		if session != "" {
-			st.sessions[session] = append(st.sessions[session], key)
-		}
 		st.mu.Unlock()
 		return e.cred, nil
 	})
 	if err != nil {
 		return Credential{}, err
 	}
+	// Each waiter's session, not only the one whose call made the
+	// exchange.
+	st.mu.Lock()
+	st.usedLocked(session, key)
+	st.mu.Unlock()
 	return v.(Credential), nil
+}
+
+// usedLocked records that session used the entry key: every session that
+// used an entry forgets it when it ends, whichever ends first. st.mu is
+// held.
+func (st *Store) usedLocked(session, key string) {
+	if session != "" && !slices.Contains(st.sessions[session], key) {
+		st.sessions[session] = append(st.sessions[session], key)
+	}
+}
+
+// tokenExpiry is the exp of a caller's token that is a JWT (zero for one
+// that is not, or has none). The bridge accepted this exact token before
+// the credential stage ran, so its claims are the issuer's; they are read
+// here only to bound how long what was got for it is used.
+func tokenExpiry(token string) time.Time {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return time.Time{}
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return time.Time{}
+	}
+	var claims struct {
+		Exp json.Number `json:"exp"`
+	}
+	if json.Unmarshal(payload, &claims) != nil {
+		return time.Time{}
+	}
+	sec, err := claims.Exp.Float64()
+	if err != nil || sec <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(int64(sec), 0)
 }
 
 // Forget drops the credentials handed out in a caller's session, which
@@ -399,11 +469,23 @@ func (st *Store) Redactor(server string, base *redact.Redactor) *redact.Redactor
 		return base
 	}
 	sv := found.(*serverValues)
-	if m := sv.memo.Load(); m != nil && m.base == base && m.version == sv.version.Load() {
-		return m.r
+	fresh := func() *redact.Redactor {
+		if m := sv.memo.Load(); m != nil && m.base == base && m.version == sv.version.Load() {
+			return m.r
+		}
+		return nil
 	}
+	if r := fresh(); r != nil {
+		return r
+	}
+	sv.building.Lock()
+	defer sv.building.Unlock()
+	if r := fresh(); r != nil {
+		return r // built while this one waited
+	}
+	// The values are copied under st.mu; the redactor is built without it,
+	// so no call's credential lookup waits on a build.
 	st.mu.Lock()
-	defer st.mu.Unlock()
 	v := sv.version.Load()
 	var values []string
 	for _, e := range st.tokens {
@@ -416,6 +498,7 @@ func (st *Store) Redactor(server string, base *redact.Redactor) *redact.Redactor
 			values = append(values, e.value)
 		}
 	}
+	st.mu.Unlock()
 	r := base.With(values...)
 	sv.memo.Store(&redactorMemo{base: base, version: v, r: r})
 	return r
@@ -438,6 +521,9 @@ func (st *Store) exchange(ctx context.Context, s Server, c Caller) (*entry, erro
 	}
 	if err := checkTokenURL(tx.TokenURL); err != nil {
 		return nil, &Error{Server: s.key(), Reason: ReasonUnavailable, Msg: fmt.Sprintf("server %s: %v", s.key(), err)}
+	}
+	if !st.trusted(ctx, tx.TokenURL, c.Token) {
+		return nil, &Error{Server: s.key(), Reason: ReasonUnavailable, Msg: fmt.Sprintf("server %s: its tokenExchange.tokenURL %s is not a token endpoint this bridge trusts (the token_endpoint of the issuer that signed the caller's token, or one of --token-exchange-endpoints): the caller's token is not sent there", s.key(), tx.TokenURL)}
 	}
 	id, secret, err := st.clientOf(ctx, s)
 	if err != nil {
@@ -463,11 +549,8 @@ func (st *Store) exchange(ctx context.Context, s Server, c Caller) (*entry, erro
 		ClientID: id, ClientSecret: secret, TokenURL: tx.TokenURL, Scopes: tx.Scopes,
 		EndpointParams: params, AuthStyle: oauth2.AuthStyleInHeader,
 	}
-	// The exchange runs for the callers waiting on it (singleflight): not
-	// cut short by the first one giving up, yet bounded.
-	xctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), exchangeTimeout)
-	defer cancel()
-	tok, err := cfg.Token(context.WithValue(xctx, oauth2.HTTPClient, st.opts.HTTP))
+	// ctx is the flight's own, detached from the first caller (Credential).
+	tok, err := cfg.Token(context.WithValue(ctx, oauth2.HTTPClient, st.opts.HTTP))
 	if err != nil {
 		return nil, exchangeError(s, err)
 	}
@@ -533,6 +616,27 @@ func safeCode(code string) string {
 		}
 	}
 	return code
+}
+
+// refuseRedirect has a client hand back a redirect as the answer rather
+// than follow it: the exchange's form (the caller's token) and the client's
+// credentials are for the endpoint the bridge trusts alone.
+func refuseRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// trusted says whether the bridge exchanges callerToken at tokenURL: the
+// token_endpoint of the issuer that accepted the token, or an endpoint the
+// bridge's operator listed. Anyone who may write an MCPServer chooses its
+// tokenURL: were any URL taken, they would collect every caller's token
+// (replayable at the bridge) from their own endpoint.
+func (st *Store) trusted(ctx context.Context, tokenURL, callerToken string) bool {
+	if slices.Contains(st.opts.TokenEndpoints, tokenURL) {
+		return true
+	}
+	if st.opts.IssuerTokenEndpoint == nil {
+		return false
+	}
+	own := st.opts.IssuerTokenEndpoint(ctx, callerToken)
+	return own != "" && own == tokenURL
 }
 
 // checkTokenURL holds the token URL to what the CRD allows (https, http on

@@ -2,11 +2,16 @@ package upstreamcred_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,7 +50,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func namespace(t *testing.T) string {
+func namespace(t testing.TB) string {
 	t.Helper()
 	name := strings.ToLower(strings.ReplaceAll(t.Name(), "_", "-"))
 	if len(name) > 60 {
@@ -57,7 +62,7 @@ func namespace(t *testing.T) string {
 	return name
 }
 
-func createSecret(t *testing.T, s *corev1.Secret) {
+func createSecret(t testing.TB, s *corev1.Secret) {
 	t.Helper()
 	if err := k8s.Create(context.Background(), s); err != nil {
 		t.Fatal(err)
@@ -65,7 +70,7 @@ func createSecret(t *testing.T, s *corev1.Secret) {
 }
 
 // exchangeServer is a server whose callers' tokens are exchanged at te.
-func exchangeServer(t *testing.T, te *bridgetest.TokenEndpoint) upstreamcred.Server {
+func exchangeServer(t testing.TB, te *bridgetest.TokenEndpoint) upstreamcred.Server {
 	t.Helper()
 	ns := namespace(t)
 	createSecret(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bridge-client"},
@@ -105,7 +110,7 @@ func TestExchangeIsEachCallersOwn(t *testing.T) {
 	te := bridgetest.NewTokenEndpoint(t, "github", map[string]string{alice.Token: "alice", bob.Token: "bob"})
 	srv := exchangeServer(t, te)
 	clk := &clock{now: time.Now()}
-	st := upstreamcred.New(upstreamcred.Options{Secrets: k8s, Clock: clk.Now})
+	st := upstreamcred.New(upstreamcred.Options{Secrets: k8s, Clock: clk.Now, TokenEndpoints: []string{te.URL}})
 	ctx := context.Background()
 
 	const n = 16
@@ -171,7 +176,7 @@ func TestExchangeKeyedByToken(t *testing.T) {
 	second := upstreamcred.Caller{Username: alice.Username, Token: "alice-refreshed-access-token"}
 	te := bridgetest.NewTokenEndpoint(t, "github", map[string]string{alice.Token: "alice", second.Token: "alice"})
 	srv := exchangeServer(t, te)
-	st := upstreamcred.New(upstreamcred.Options{Secrets: k8s})
+	st := upstreamcred.New(upstreamcred.Options{Secrets: k8s, TokenEndpoints: []string{te.URL}})
 	ctx := context.Background()
 	first, _ := st.Credential(ctx, srv, alice, "sess-1")
 	other, err := st.Credential(ctx, srv, second, "sess-1")
@@ -197,7 +202,7 @@ func TestExchangeRefused(t *testing.T) {
 	te := bridgetest.NewTokenEndpoint(t, "github", map[string]string{alice.Token: "alice"})
 	srv := exchangeServer(t, te)
 	clk := &clock{now: time.Now()}
-	st := upstreamcred.New(upstreamcred.Options{Secrets: k8s, Clock: clk.Now})
+	st := upstreamcred.New(upstreamcred.Options{Secrets: k8s, Clock: clk.Now, TokenEndpoints: []string{te.URL}})
 	ctx := context.Background()
 
 	_, err := st.Credential(ctx, srv, bob, "") // a token the endpoint does not know
@@ -213,6 +218,11 @@ func TestExchangeRefused(t *testing.T) {
 	}
 	if _, again := st.Credential(ctx, srv, bob, ""); !errors.As(again, &ce) || ce.Code != "invalid_grant" || te.Refusals() != 1 {
 		t.Fatalf("a second call at once: %v, %d refusals asked; want the same refusal from memory", again, te.Refusals())
+	}
+	// bob's refusal stands for bob alone: alice's call meanwhile is
+	// exchanged.
+	if c, err := st.Credential(ctx, srv, alice, ""); err != nil || tokenOf(c) == "" || te.Exchanges("alice") != 1 {
+		t.Fatalf("alice, while bob's refusal stands: %v (%d exchanges), want her own token", err, te.Exchanges("alice"))
 	}
 	clk.add(6 * time.Second)
 	if _, _ = st.Credential(ctx, srv, bob, ""); te.Refusals() != 2 {
@@ -243,6 +253,136 @@ func TestExchangeRefused(t *testing.T) {
 	plain.Remote.Auth.TokenExchange.TokenURL = "http://idp.example.com/token"
 	if _, err := st.Credential(ctx, plain, alice, ""); !errors.As(err, &ce) || !strings.Contains(err.Error(), "https") {
 		t.Fatalf("error %v, want a refusal of the http token URL", err)
+	}
+}
+
+// jwtWithExpiry is a token shaped as a JWT whose exp is exp (unsigned: the
+// Store reads exp only of tokens the bridge already accepted).
+func jwtWithExpiry(sub string, exp time.Time) string {
+	enc := base64.RawURLEncoding
+	return enc.EncodeToString([]byte(`{"alg":"none"}`)) + "." + enc.EncodeToString([]byte(fmt.Sprintf(`{"sub":%q,"exp":%d}`, sub, exp.Unix()))) + ".sig"
+}
+
+// TestExchangeBoundedByCallersToken: an exchanged token that lives longer
+// than the caller's own token is not used past the caller's token's exp.
+func TestExchangeBoundedByCallersToken(t *testing.T) {
+	clk := &clock{now: time.Now()}
+	carol := upstreamcred.Caller{Username: "oidc:carol@example.com", Token: jwtWithExpiry("carol", clk.now.Add(2*time.Minute))}
+	te := bridgetest.NewTokenEndpoint(t, "github", map[string]string{carol.Token: "carol"}) // an hour's tokens
+	srv := exchangeServer(t, te)
+	st := upstreamcred.New(upstreamcred.Options{Secrets: k8s, Clock: clk.Now, TokenEndpoints: []string{te.URL}})
+	ctx := context.Background()
+	if _, err := st.Credential(ctx, srv, carol, ""); err != nil {
+		t.Fatal(err)
+	}
+	clk.add(time.Minute)
+	if _, _ = st.Credential(ctx, srv, carol, ""); te.Exchanges("carol") != 1 {
+		t.Fatalf("within the caller's token's life: %d exchanges, want the cached one", te.Exchanges("carol"))
+	}
+	clk.add(90 * time.Second)
+	if _, _ = st.Credential(ctx, srv, carol, ""); te.Exchanges("carol") != 2 {
+		t.Fatalf("past the caller's token's exp the exchanged token was still used (%d exchanges)", te.Exchanges("carol"))
+	}
+}
+
+// TestExchangeDetachedFromCaller: an exchange runs for every caller waiting
+// on it, whatever the first one's context: a caller that already gave up
+// does not fail it. And every session that used an exchanged token forgets
+// it when it ends, not only the session whose call made the exchange.
+func TestExchangeDetachedFromCaller(t *testing.T) {
+	te := bridgetest.NewTokenEndpoint(t, "github", map[string]string{alice.Token: "alice"})
+	srv := exchangeServer(t, te)
+	st := upstreamcred.New(upstreamcred.Options{Secrets: k8s, TokenEndpoints: []string{te.URL}})
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := st.Credential(gone, srv, alice, "sess-1"); err != nil {
+		t.Fatalf("an exchange for a caller whose context ended: %v, want it made (the client Secret read and the exchange are the flight's)", err)
+	}
+	ctx := context.Background()
+	if _, err := st.Credential(ctx, srv, alice, "sess-2"); err != nil || te.Exchanges("alice") != 1 {
+		t.Fatalf("a second session of the caller: %v, %d exchanges, want the cached token", err, te.Exchanges("alice"))
+	}
+	st.Forget("sess-2")
+	if _, err := st.Credential(ctx, srv, alice, "sess-3"); err != nil || te.Exchanges("alice") != 2 {
+		t.Fatalf("after the second session ended: %v, %d exchanges, want a new exchange", err, te.Exchanges("alice"))
+	}
+}
+
+// recorder is a loopback HTTP server that counts what reaches it: where a
+// hostile token URL would send the caller's token.
+func recorder(t *testing.T) (string, *atomic.Int64) {
+	t.Helper()
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"access_token":"harvested","token_type":"Bearer","expires_in":3600}`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, &n
+}
+
+// TestExchangeNeverRedirected: a token endpoint answering 307 to another
+// server is not followed, even by a client that would follow it: the
+// other server receives nothing (neither the caller's token nor the
+// client secret), and the call is refused as credential_unavailable.
+func TestExchangeNeverRedirected(t *testing.T) {
+	redirected, got := recorder(t)
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, redirected, http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(redirect.Close)
+	te := bridgetest.NewTokenEndpoint(t, "github", map[string]string{alice.Token: "alice"})
+	srv := exchangeServer(t, te)
+	srv.Remote.Auth.TokenExchange.TokenURL = redirect.URL + "/token"
+	// A client of the caller's that follows redirects: the Store's rule wins.
+	st := upstreamcred.New(upstreamcred.Options{Secrets: k8s, HTTP: &http.Client{}, TokenEndpoints: []string{redirect.URL + "/token"}})
+	_, err := st.Credential(context.Background(), srv, alice, "")
+	var ce *upstreamcred.Error
+	if !errors.As(err, &ce) || ce.Reason != upstreamcred.ReasonUnavailable {
+		t.Fatalf("error %v, want credential_unavailable", err)
+	}
+	if n := got.Load(); n != 0 {
+		t.Fatalf("the redirect target received %d requests: the caller's token was re-posted", n)
+	}
+}
+
+// TestExchangeOnlyAtTrustedEndpoint: a tokenURL that is neither the
+// caller's issuer's token_endpoint nor one the bridge lists is refused
+// before anything is sent, naming the server; the issuer's endpoint serves
+// the callers that issuer signed, and no one else.
+func TestExchangeOnlyAtTrustedEndpoint(t *testing.T) {
+	hostileURL, got := recorder(t)
+	te := bridgetest.NewTokenEndpoint(t, "github", map[string]string{alice.Token: "alice", bob.Token: "bob"})
+	srv := exchangeServer(t, te)
+	hostile := srv
+	hostile.Remote = srv.Remote.DeepCopy()
+	hostile.Remote.Auth.TokenExchange.TokenURL = hostileURL + "/token"
+	// alice's token is the issuer's, whose discovery names te; bob's is not.
+	issuerOf := func(_ context.Context, token string) string {
+		if token == alice.Token {
+			return te.URL
+		}
+		return ""
+	}
+	st := upstreamcred.New(upstreamcred.Options{Secrets: k8s, IssuerTokenEndpoint: issuerOf})
+	ctx := context.Background()
+	var ce *upstreamcred.Error
+	for _, c := range []upstreamcred.Caller{alice, bob} {
+		_, err := st.Credential(ctx, hostile, c, "")
+		if !errors.As(err, &ce) || ce.Reason != upstreamcred.ReasonUnavailable || !strings.Contains(err.Error(), srv.Namespace+"/github") || !strings.Contains(err.Error(), "not a token endpoint this bridge trusts") {
+			t.Fatalf("%s at an untrusted URL: %v, want credential_unavailable naming the server and why", c.Username, err)
+		}
+	}
+	if n := got.Load(); n != 0 {
+		t.Fatalf("the untrusted endpoint received %d requests", n)
+	}
+	if _, err := st.Credential(ctx, srv, alice, ""); err != nil {
+		t.Fatalf("alice at her issuer's token endpoint: %v", err)
+	}
+	if _, err := st.Credential(ctx, srv, bob, ""); !errors.As(err, &ce) || ce.Reason != upstreamcred.ReasonUnavailable || te.Exchanges("bob") != 0 {
+		t.Fatalf("bob, whose token that issuer did not sign: %v (%d exchanges), want refused unsent", err, te.Exchanges("bob"))
 	}
 }
 

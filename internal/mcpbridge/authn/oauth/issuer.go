@@ -67,6 +67,9 @@ type serverMetadata struct {
 	Issuer                string `json:"issuer"`
 	JWKSURI               string `json:"jwks_uri"`
 	IntrospectionEndpoint string `json:"introspection_endpoint"`
+	// TokenEndpoint is where the bridge may exchange this issuer's tokens
+	// for a server's (RFC 8693).
+	TokenEndpoint string `json:"token_endpoint"`
 }
 
 func newIssuer(j identity.JWTAuthenticator, res *Resource, o Options) (*issuer, error) {

@@ -277,6 +277,28 @@ func (a *Authenticator) remember(key [32]byte, r refusal) {
 	a.refused[key] = r
 }
 
+// TokenEndpoint is the token_endpoint of the discovery document of the
+// configured issuer that accepted token ("" when none did, or its document
+// names none, or names one the issuers' URLs would not be allowed to be):
+// the one token endpoint a caller's token may be exchanged at on the
+// issuer's word.
+func (a *Authenticator) TokenEndpoint(ctx context.Context, token string) string {
+	a.mu.Lock()
+	e, ok := a.cache[authn.Key(token)]
+	a.mu.Unlock()
+	if !ok || e.iss == nil || e.err != nil || !a.now().Before(e.expires) {
+		return ""
+	}
+	meta, err := e.iss.metadata(ctx)
+	if err != nil || meta.TokenEndpoint == "" {
+		return ""
+	}
+	if identity.ValidateEndpointURL("the discovery document's token_endpoint", meta.TokenEndpoint, e.iss.endpointOpts...) != nil {
+		return ""
+	}
+	return meta.TokenEndpoint
+}
+
 // KeyFetches is how many times the issuer's keys were fetched (for tests
 // and the benchmark).
 func (a *Authenticator) KeyFetches(issuerURL string) int {

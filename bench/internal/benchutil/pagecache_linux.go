@@ -1,4 +1,4 @@
-package main
+package benchutil
 
 import (
 	"fmt"
@@ -7,13 +7,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// dropFromPageCache writes a file out and drops its pages from the page
+// DropFromPageCache writes a file out and drops its pages from the page
 // cache, so the process maps its binary as one started from disk does. A
 // file the linker has just written stays cached in large folios, and each
 // fault then maps 256 KB of it (64 KB after a read from disk, on this
 // machine's kernel): the same code would show about 5 MB more file-backed
 // RSS, and the number would depend on the build's timing.
-func dropFromPageCache(path string) error {
+func DropFromPageCache(path string) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
