@@ -119,9 +119,10 @@ if [ -n "$oauth_args" ] && [[ "$("$MANAGER" console --help 2>&1 || true)" == *pu
   oidc:
     clientSecretRef: {name: mcp-console-client}
     scopes: [profile, email, groups]
-  # The provider's certificate is the cluster CA's, as for the bridge.
+  # The provider's certificate is the cluster CA's, trusted as the bridge does
+  # (SSL_CERT_DIR: in addition to the system bundle).
   extraEnv:
-    - {name: SSL_CERT_FILE, value: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt}
+    - {name: SSL_CERT_DIR, value: /var/run/secrets/kubernetes.io/serviceaccount}
   traceURL: \"$trace_url\"
   service:
     clusterIP: $CONSOLE_IP"
