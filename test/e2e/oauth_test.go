@@ -4,10 +4,17 @@ package e2e
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"math/big"
+	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -123,6 +130,29 @@ func verifiedClaims(keys jose.JSONWebKeySet, token string) map[string]any {
 	return claims
 }
 
+// clusterCACertificate is a serving certificate for the address, signed by
+// the dev cluster's CA (.dev/pki), which pods trust as their ServiceAccount
+// ca.crt: the bridge trusts it through SSL_CERT_DIR, as it does the provider.
+func clusterCACertificate(addr netip.Addr) tls.Certificate {
+	root, err := testenv.RepoRoot()
+	Expect(err).NotTo(HaveOccurred())
+	ca, err := tls.LoadX509KeyPair(filepath.Join(root, ".dev", "pki", "ca.crt"), filepath.Join(root, ".dev", "pki", "ca.key"))
+	Expect(err).NotTo(HaveOccurred())
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	Expect(err).NotTo(HaveOccurred())
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 64))
+	Expect(err).NotTo(HaveOccurred())
+	tmpl := &x509.Certificate{
+		SerialNumber: serial, Subject: pkix.Name{CommonName: "e2e recording server"},
+		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses: []net.IP{addr.AsSlice()},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Leaf, &key.PublicKey, ca.PrivateKey)
+	Expect(err).NotTo(HaveOccurred())
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
 // resourceMetadataParam is the resource_metadata of a Bearer challenge.
 var resourceMetadataParam = regexp.MustCompile(`resource_metadata="([^"]*)"`)
 
@@ -150,7 +180,7 @@ var _ = Describe("people signed in at the identity provider", Label("oauth"), fu
 		// provider by the bridge's own client.
 		everything := get(&mcpv1alpha1.MCPServer{ObjectMeta: metav1.ObjectMeta{Namespace: servedNamespace, Name: "everything"}})
 		Expect(everything.Status.Endpoint).NotTo(BeNil(), "the sample everything-server has no endpoint")
-		upstream := recordCalls(everything.Status.Endpoint.URL)
+		upstream := recordCalls(everything.Status.Endpoint.URL, clusterCACertificate)
 		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: servedNamespace, Name: "e2e-bridge-oauth-client"},
 			StringData: map[string]string{"client_id": devidp.BridgeClientID, "client_secret": devidp.BridgeSecret}}
 		Expect(k8sClient.Create(ctx, secret)).To(Succeed())
