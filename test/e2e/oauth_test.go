@@ -131,8 +131,8 @@ func verifiedClaims(keys jose.JSONWebKeySet, token string) map[string]any {
 }
 
 // clusterCACertificate is a serving certificate for the address, signed by
-// the dev cluster's CA (.dev/pki), which pods trust as their ServiceAccount
-// ca.crt: the bridge trusts it through SSL_CERT_DIR, as it does the provider.
+// the dev cluster's CA (.dev/pki), which the MCPServer names as its server's
+// CA (tlsSecretRef).
 func clusterCACertificate(addr netip.Addr) tls.Certificate {
 	root, err := testenv.RepoRoot()
 	Expect(err).NotTo(HaveOccurred())
@@ -185,6 +185,13 @@ var _ = Describe("people signed in at the identity provider", Label("oauth"), fu
 			StringData: map[string]string{"client_id": devidp.BridgeClientID, "client_secret": devidp.BridgeSecret}}
 		Expect(k8sClient.Create(ctx, secret)).To(Succeed())
 		DeferCleanup(func() { _ = k8sClient.Delete(ctx, secret) })
+		// The recording server's CA, for the controller's probe and the bridge.
+		caPEM, err := os.ReadFile(filepath.Join(root, ".dev", "pki", "ca.crt"))
+		Expect(err).NotTo(HaveOccurred())
+		ca := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: servedNamespace, Name: "e2e-recorder-ca"},
+			Data: map[string][]byte{"ca.crt": caPEM}}
+		Expect(k8sClient.Create(ctx, ca)).To(Succeed())
+		DeferCleanup(func() { _ = k8sClient.Delete(ctx, ca) })
 		server := &mcpv1alpha1.MCPServer{
 			ObjectMeta: metav1.ObjectMeta{Namespace: servedNamespace, Name: "e2e-recorded"},
 			Spec: mcpv1alpha1.MCPServerSpec{Transport: mcpv1alpha1.TransportStreamableHTTP, Remote: &mcpv1alpha1.Remote{
@@ -192,7 +199,7 @@ var _ = Describe("people signed in at the identity provider", Label("oauth"), fu
 				Auth: &mcpv1alpha1.RemoteAuth{TokenExchange: &mcpv1alpha1.TokenExchange{
 					TokenURL: devidpTokenURL, Resource: upstream.url,
 					ClientSecretRef: mcpv1alpha1.LocalSecretReference{Name: secret.Name},
-				}},
+				}, TLSSecretRef: &mcpv1alpha1.LocalSecretReference{Name: ca.Name}},
 			}},
 		}
 		Expect(k8sClient.Create(ctx, server)).To(Succeed())
