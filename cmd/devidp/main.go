@@ -24,6 +24,7 @@ type flags struct {
 	listen, issuer      string
 	certFile, keyFile   string
 	consoleRedirects    string
+	bridgeResources     string
 	allowInsecure       bool
 	accessTokenLifetime time.Duration
 }
@@ -37,6 +38,7 @@ func parse(args []string) (flags, error) {
 	fs.StringVar(&f.keyFile, "tls-key-file", "", "the certificate's private key (PEM)")
 	fs.BoolVar(&f.allowInsecure, "insecure-http", false, "allow an http issuer on an address that is not loopback (a development cluster reached only from this machine)")
 	fs.StringVar(&f.consoleRedirects, "console-redirect-uris", "", "comma-separated redirect URIs the mcp-console client may use besides loopback ones")
+	fs.StringVar(&f.bridgeResources, "bridge-resources", "", "comma-separated resource URLs (the bridge's public URL) whose tokens the mcp-bridge client may exchange; without it, none")
 	fs.DurationVar(&f.accessTokenLifetime, "access-token-lifetime", time.Hour, "how long access tokens are valid")
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -76,9 +78,13 @@ func run(f flags) error {
 	if f.consoleRedirects != "" {
 		redirects = strings.Split(f.consoleRedirects, ",")
 	}
+	var bridge []string
+	if f.bridgeResources != "" {
+		bridge = strings.Split(f.bridgeResources, ",")
+	}
 	p, err := devidp.New(devidp.Config{
 		Issuer: f.issuer, AllowInsecure: f.allowInsecure, AccessTokenLifetime: f.accessTokenLifetime,
-		Clients: devidp.DefaultClients(redirects...),
+		Clients: devidp.DefaultClients(redirects...), BridgeResources: bridge,
 	})
 	if err != nil {
 		return err

@@ -18,8 +18,8 @@ func TestParseRefusesIncompleteFlags(t *testing.T) {
 			t.Errorf("%q: %v, want %q", args, err, want)
 		}
 	}
-	f, err := parse([]string{"--issuer", "http://10.96.0.80", "--insecure-http", "--console-redirect-uris", "http://10.96.0.81/callback"})
-	if err != nil || !f.allowInsecure || f.consoleRedirects != "http://10.96.0.81/callback" {
+	f, err := parse([]string{"--issuer", "http://10.96.0.80", "--insecure-http", "--console-redirect-uris", "http://10.96.0.81/callback", "--bridge-resources", "http://10.96.0.81"})
+	if err != nil || !f.allowInsecure || f.consoleRedirects != "http://10.96.0.81/callback" || f.bridgeResources != "http://10.96.0.81" {
 		t.Errorf("%+v %v", f, err)
 	}
 }

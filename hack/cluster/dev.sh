@@ -68,12 +68,14 @@ if [ "$bridge" = true ]; then
   if [[ "$("$MANAGER" bridge --help 2>&1 || true)" == *oidc-issuer-url* ]]; then
     # The bridge itself stays plain http in the dev cluster (its in-cluster
     # agents speak http), so its public URL needs --oauth-allow-http. It
-    # trusts the cluster's CA, and so the provider, through SSL_CERT_FILE.
+    # trusts the cluster's CA, and so the provider, through SSL_CERT_DIR:
+    # Go reads that directory in addition to the system bundle (SSL_CERT_FILE
+    # would replace the bundle and cut the bridge off from public CAs).
     oauth_args="  publicURL: http://$BRIDGE_IP
   oidcIssuerURL: $IDP_URL
   extraArgs: [--oauth-allow-http]
   extraEnv:
-    - {name: SSL_CERT_FILE, value: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt}"
+    - {name: SSL_CERT_DIR, value: /var/run/secrets/kubernetes.io/serviceaccount}"
   else
     oauth_note="'manager bridge' has no OAuth support in this build, so people cannot sign in to it yet"
   fi
@@ -117,9 +119,10 @@ if [ -n "$oauth_args" ] && [[ "$("$MANAGER" console --help 2>&1 || true)" == *pu
   oidc:
     clientSecretRef: {name: mcp-console-client}
     scopes: [profile, email, groups]
-  # The provider's certificate is the cluster CA's, as for the bridge.
+  # The provider's certificate is the cluster CA's, trusted as the bridge does
+  # (SSL_CERT_DIR: in addition to the system bundle).
   extraEnv:
-    - {name: SSL_CERT_FILE, value: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt}
+    - {name: SSL_CERT_DIR, value: /var/run/secrets/kubernetes.io/serviceaccount}
   traceURL: \"$trace_url\"
   service:
     clusterIP: $CONSOLE_IP"
@@ -263,6 +266,9 @@ else
     echo "  'make dev MCP_DEV_TRACING=true' builds Jaeger (several minutes, once) and starts it."
   fi
 fi
+# A configuration left by an earlier run with OAuth on would describe a bridge
+# that no longer asks people to sign in.
+[ -n "$oauth_args" ] || rm -f "$STATE/desktop-client.json"
 if [ -n "$oauth_args" ]; then
   # A desktop MCP client's configuration, written to a file that test/e2e
   # connects with, so the steps printed here are the ones tested.
@@ -279,19 +285,32 @@ if [ -n "$oauth_args" ]; then
 JSON
   echo "Identity provider: $IDP_URL (development only; namespace mcp-devidp)."
   echo
-  echo "Connect a desktop MCP client on this machine (Claude Code, VS Code, Cursor, the MCP"
-  echo "Inspector) as a person: add this server to its configuration (also in $desktop):"
+  echo "Connect a desktop MCP client on this machine as a person: add this server to its"
+  echo "configuration (also in $desktop):"
   echo
   sed 's/^/  /' "$desktop"
   echo
+  echo "  The dev bridge is plain http on the node's service network, reachable from this"
+  echo "  machine only: for local development only (tokens cross it in clear text). In"
+  echo "  production the bridge's URL is https, TLS ending at the bridge (bridge.tls) or"
+  echo "  at an ingress in front of it."
   echo "  The client finds the identity provider through the bridge's 401, registers itself"
-  echo "  (or use client id mcp-client, no secret, for a client that asks for one) and opens"
-  echo "  the sign-in page in your browser. Sign in as alice / alice-password (ToolPolicy"
-  echo "  people-alice: every sample tool) or bob / bob-password (people-bob: read-only tools)."
-  echo "  The provider's certificate is signed by the dev cluster's CA, $PKI/ca.crt:"
-  echo "  start a Node.js client (Claude Code, the MCP Inspector) with"
+  echo "  (loopback or private-use redirect URIs; or client id mcp-client, no secret,"
+  echo "  redirect http://127.0.0.1:PORT/callback or /oauth/callback, for a client that asks"
+  echo "  for one) and opens the sign-in page in your browser. Sign in as alice /"
+  echo "  alice-password (ToolPolicy people-alice: every sample tool) or bob / bob-password"
+  echo "  (people-bob: read-only tools)."
+  echo "  The provider's certificate is signed by the dev cluster's CA, $PKI/ca.crt."
+  echo "  A Node.js client (tested: the TypeScript SDK's, which Claude Code and the MCP"
+  echo "  Inspector run on) trusts it when started with"
   echo "    NODE_EXTRA_CA_CERTS=$PKI/ca.crt"
-  echo "  and let your browser accept that CA (or the sign-in page's certificate) once."
+  echo "  A client that uses the operating system's trust store (VS Code and Cursor, with"
+  echo "  their default http.systemCertificates) needs the CA there: on Debian or Ubuntu"
+  echo "    sudo cp $PKI/ca.crt /usr/local/share/ca-certificates/mcp-operator-dev.crt && sudo update-ca-certificates"
+  echo "  on macOS"
+  echo "    sudo security add-trusted-cert -d -r trustRoot -k /Library/Keychains/System.keychain $PKI/ca.crt"
+  echo "  (remove it again when the dev cluster is gone). Let your browser accept that CA"
+  echo "  (or the sign-in page's certificate) once."
 fi
 if [ -n "$console_values" ]; then
   echo

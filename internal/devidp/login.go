@@ -42,12 +42,12 @@ func (p *Provider) login(w http.ResponseWriter, r *http.Request) {
 		view.Username = r.PostFormValue("username")
 		err := p.store.completeLogin(view.ID, view.Username, r.PostFormValue("password"))
 		switch {
-		case errors.Is(err, errUnknownRequest):
-			view.Error = err.Error()
-			p.renderLogin(w, http.StatusBadRequest, view)
-		case err != nil:
+		case errors.Is(err, errBadCredentials):
 			view.Error = err.Error()
 			p.renderLogin(w, http.StatusUnauthorized, view)
+		case err != nil: // an unknown, expired or already answered request
+			view.Error = err.Error()
+			p.renderLogin(w, http.StatusBadRequest, view)
 		default:
 			callback := op.AuthCallbackURL(p.op)(op.ContextWithIssuer(r.Context(), p.issuer), view.ID)
 			http.Redirect(w, r, callback, http.StatusFound)

@@ -2,7 +2,8 @@
 // built on zitadel's op package: in-memory users, clients and signing keys, the authorization
 // code grant with PKCE (S256 only), refresh tokens, client credentials, RFC 8693 token exchange,
 // RFC 8707 resource indicators as the access token's audience, RS256 JWT access tokens, dynamic
-// client registration for loopback clients and a script-free login page.
+// client registration for native clients (loopback and private-use redirects) and a script-free
+// login page.
 //
 // It is not for real people: the default users' passwords and clients' secrets are published in
 // this package.
@@ -44,6 +45,9 @@ type Config struct {
 	// Users defaults to Alice and Bob; Clients to DefaultClients().
 	Users   []User
 	Clients []Client
+	// BridgeResources are the resources the mcp-bridge client serves (the bridge's public URL:
+	// its MCP endpoints are beneath it), its ExchangeAudiences unless Clients sets them.
+	BridgeResources []string
 	// AccessTokenLifetime defaults to one hour.
 	AccessTokenLifetime time.Duration
 }
@@ -78,16 +82,21 @@ func New(cfg Config) (*Provider, error) {
 	}
 	p := &Provider{issuer: issuer.String()}
 	p.store = &storage{
+		now:  time.Now,
 		keys: keys, tokenLifetime: cfg.AccessTokenLifetime, loginURL: p.issuer + loginPath,
 		users: map[string]*User{}, clients: map[string]*Client{},
-		authRequests: map[string]*authRequest{}, codes: map[string]string{},
+		authRequests: map[string]*authRequest{}, codes: map[string]issuedCode{},
 		accessTokens: map[string]*accessGrant{}, refresh: map[string]*refreshGrant{},
 	}
 	for i := range cfg.Users {
 		p.store.users[cfg.Users[i].Username] = &cfg.Users[i]
 	}
 	for i := range cfg.Clients {
-		p.store.clients[cfg.Clients[i].ID] = &cfg.Clients[i]
+		c := cfg.Clients[i]
+		if c.ID == BridgeClientID && c.ExchangeAudiences == nil {
+			c.ExchangeAudiences = cfg.BridgeResources
+		}
+		p.store.clients[c.ID] = &c
 	}
 
 	opConfig := &op.Config{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -17,11 +18,16 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/devidp"
 )
 
-const bridgeResource = "https://bridge.example.test/mcp"
+// bridgeURL is the bridge's public URL, which the mcp-bridge client serves; bridgeResource its
+// MCP endpoint, which people's tokens are for.
+const (
+	bridgeURL      = "https://bridge.example.test"
+	bridgeResource = bridgeURL + "/mcp"
+)
 
 func start(t *testing.T) (*devidp.Provider, string) {
 	t.Helper()
-	p, srv, err := devidp.NewTestServer(devidp.Config{})
+	p, srv, err := devidp.NewTestServer(devidp.Config{BridgeResources: []string{bridgeURL}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,6 +356,23 @@ func TestTokenExchange(t *testing.T) {
 		}
 	}
 
+	// The bridge may exchange only tokens issued for it (or for its endpoints), not one a person
+	// got for another resource server.
+	other, err := devidp.SignIn(context.Background(), issuer, devidp.Alice, "https://other.example.test/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, body := exchange(t, issuer, url.Values{"subject_token": {other.AccessToken}, "resource": {upstream}}, devidp.BridgeClientID, devidp.BridgeSecret); status == http.StatusOK || body["error"] != "invalid_grant" {
+		t.Errorf("a subject token for another resource: %d %v, want invalid_grant", status, body)
+	}
+	beneath, err := devidp.SignIn(context.Background(), issuer, devidp.Alice, bridgeURL+"/servers/x/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, body := exchange(t, issuer, url.Values{"subject_token": {beneath.AccessToken}, "resource": {upstream}}, devidp.BridgeClientID, devidp.BridgeSecret); status != http.StatusOK {
+		t.Errorf("a subject token for an endpoint beneath the bridge's resource: %d %v", status, body)
+	}
+
 	// A subject token withdrawn at the provider cannot be exchanged any more.
 	_, aliceClaims := verify(t, issuer, alice.AccessToken)
 	if err := p.RevokeAccessToken(aliceClaims["jti"].(string)); err != nil {
@@ -399,13 +422,34 @@ func TestDynamicRegistration(t *testing.T) {
 		_ = json.NewDecoder(resp.Body).Decode(&body)
 		return resp.StatusCode, body
 	}
-	if status, body := register(`{"redirect_uris":["https://evil.example/cb"]}`); status != http.StatusBadRequest || body["error"] != "invalid_redirect_uri" {
-		t.Errorf("a non-loopback redirect: %d %v", status, body)
+	for _, refused := range []string{`["https://evil.example/cb"]`, `["http://evil.example/cb"]`, `["javascript:alert(1)"]`,
+		`["http://127.0.0.1:*/**"]`, `["http://localhost/cb#frag"]`, `[]`} {
+		if status, body := register(`{"redirect_uris":` + refused + `}`); status != http.StatusBadRequest || body["error"] != "invalid_redirect_uri" {
+			t.Errorf("redirects %s: %d %v, want invalid_redirect_uri", refused, status, body)
+		}
+	}
+	// A client naming a web redirect beside its loopback one (as VS Code does) gets the
+	// loopback one registered, and the answer says so.
+	status, body := register(`{"redirect_uris":["https://vscode.dev/redirect","http://127.0.0.1:33418/"]}`)
+	if got, _ := body["redirect_uris"].([]any); status != http.StatusCreated || len(got) != 1 || got[0] != "http://127.0.0.1:33418/" {
+		t.Errorf("a web and a loopback redirect: %d %v, want the loopback one registered", status, body)
+	}
+	// A private-use scheme (Cursor's) is a native app's own redirect (RFC 8252 section 7.1).
+	const cursor = "cursor://anysphere.cursor-retrieval/oauth/user-mcp/callback"
+	status, body = register(`{"redirect_uris":["` + cursor + `"]}`)
+	if status != http.StatusCreated {
+		t.Fatalf("a private-use scheme: %d %v", status, body)
+	}
+	cq := url.Values{"client_id": {body["client_id"].(string)}, "response_type": {"code"}, "scope": {"openid"}, "state": {"s"},
+		"redirect_uri": {cursor}, "code_challenge": {oauth2.S256ChallengeFromVerifier(oauth2.GenerateVerifier())}, "code_challenge_method": {"S256"}}
+	if loc, err := devidp.CompleteLogin(context.Background(), http.DefaultClient, issuer+"/authorize?"+cq.Encode(), devidp.Bob); err != nil ||
+		loc.Scheme != "cursor" || loc.Query().Get("code") == "" {
+		t.Errorf("the private-use redirect: %v %v", loc, err)
 	}
 	if status, body := register(`not json`); status != http.StatusBadRequest || body["error"] != "invalid_client_metadata" {
 		t.Errorf("not JSON: %d %v", status, body)
 	}
-	status, body := register(`{"redirect_uris":["http://localhost:7777/oauth/callback"],"client_name":"desktop","token_endpoint_auth_method":"none"}`)
+	status, body = register(`{"redirect_uris":["http://localhost:7777/oauth/callback"],"client_name":"desktop","token_endpoint_auth_method":"none"}`)
 	if status != http.StatusCreated {
 		t.Fatalf("register: %d %v", status, body)
 	}
@@ -419,5 +463,31 @@ func TestDynamicRegistration(t *testing.T) {
 	}
 	if loc.Host != "localhost:7777" || loc.Query().Get("code") == "" {
 		t.Errorf("registered client's redirect: %s", loc)
+	}
+}
+
+// The registered redirect's port may change from one request to the next (a desktop client
+// picks a free one), its path may not (RFC 8252 section 7.3).
+func TestLoopbackRedirectsVaryOnlyThePort(t *testing.T) {
+	_, issuer := start(t)
+	challenge := url.Values{"code_challenge": {oauth2.S256ChallengeFromVerifier(oauth2.GenerateVerifier())}, "code_challenge_method": {"S256"}}
+	// The public client (native) and the confidential one (web) alike.
+	for _, client := range []string{devidp.MCPClientID, devidp.ConsoleClientID} {
+		for redirect, allowed := range map[string]bool{
+			"http://127.0.0.1:5555/callback":       true,
+			"http://localhost:6274/oauth/callback": true,
+			"http://[::1]:80/callback":             true,
+			"http://127.0.0.1/callback":            true,
+			"http://127.0.0.1:5555/elsewhere":      false,
+			"http://127.0.0.1:5555/callback/x":     false,
+			"http://127.0.0.1:5555/callback?x=1":   false,
+		} {
+			q := url.Values{"client_id": {client}, "response_type": {"code"}, "scope": {"openid"}, "redirect_uri": {redirect}, "state": {"s"}}
+			maps.Copy(q, challenge)
+			loc, err := devidp.CompleteLogin(context.Background(), http.DefaultClient, issuer+"/authorize?"+q.Encode(), devidp.Alice)
+			if got := err == nil && loc.Query().Get("code") != ""; got != allowed {
+				t.Errorf("%s, %s: redirected to %v (%v), want allowed=%v", client, redirect, loc, err, allowed)
+			}
+		}
 	}
 }

@@ -15,6 +15,7 @@ type authRequest struct {
 	subject   string
 	authTime  time.Time
 	done      bool
+	created   time.Time
 }
 
 func (a *authRequest) GetID() string  { return a.id }

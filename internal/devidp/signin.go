@@ -19,7 +19,7 @@ import (
 const LoopbackRedirectURI = "http://127.0.0.1:1/callback"
 
 // SignIn runs the authorization code flow with PKCE as the public client mcp-client, signing in
-// as user on the login page over plain HTTP, as a desktop MCP client and its person would, and
+// as user on the login page (a plain HTML form), as a desktop MCP client and its person would, and
 // returns the tokens. resources become the access token's audience (RFC 8707).
 func SignIn(ctx context.Context, issuer string, user User, resources ...string) (*oauth2.Token, error) {
 	conf := oauth2.Config{

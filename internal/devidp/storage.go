@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,11 +24,15 @@ type storage struct {
 	tokenLifetime time.Duration
 	loginURL      string
 
+	// now is the clock authorization requests and codes expire by (tests move it).
+	now func() time.Time
+
 	mu           sync.Mutex
 	users        map[string]*User // by Username
 	clients      map[string]*Client
+	dynamic      int // clients registered dynamically, at most maxDynamicClients
 	authRequests map[string]*authRequest
-	codes        map[string]string // code → authorization request id
+	codes        map[string]issuedCode
 	accessTokens map[string]*accessGrant
 	refresh      map[string]*refreshGrant
 }
@@ -41,6 +46,27 @@ var (
 )
 
 var errNotFound = errors.New("not found")
+
+// authRequestLifetime bounds both a sign-in (from /authorize to the login form's answer) and the
+// code it yields (RFC 6749 section 4.1.2: ten minutes at most), so neither can be used long
+// after the person left, and forgotten ones do not pile up.
+const authRequestLifetime = 10 * time.Minute
+
+// issuedCode is an authorization code's request and when it was issued.
+type issuedCode struct {
+	requestID string
+	issued    time.Time
+}
+
+// expireLocked forgets authorization requests and codes older than authRequestLifetime.
+func (s *storage) expireLocked() {
+	cutoff := s.now().Add(-authRequestLifetime)
+	maps.DeleteFunc(s.authRequests, func(_ string, a *authRequest) bool { return a.created.Before(cutoff) })
+	maps.DeleteFunc(s.codes, func(_ string, c issuedCode) bool {
+		_, pending := s.authRequests[c.requestID]
+		return !pending || c.issued.Before(cutoff)
+	})
+}
 
 func randomID() string {
 	b := make([]byte, 24)
@@ -81,9 +107,10 @@ func (s *storage) CreateAuthRequest(ctx context.Context, req *oidc.AuthRequest, 
 	if req.CodeChallenge == "" || req.CodeChallengeMethod != oidc.CodeChallengeMethodS256 {
 		return nil, oidc.ErrInvalidRequest().WithDescription("PKCE with code_challenge_method S256 is required")
 	}
-	a := &authRequest{id: randomID(), req: req, resources: resourcesFrom(ctx)}
+	a := &authRequest{id: randomID(), req: req, resources: resourcesFrom(ctx), created: s.now()}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.expireLocked()
 	s.authRequests[a.id] = a
 	return a, nil
 }
@@ -91,6 +118,7 @@ func (s *storage) CreateAuthRequest(ctx context.Context, req *oidc.AuthRequest, 
 func (s *storage) AuthRequestByID(_ context.Context, id string) (op.AuthRequest, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.expireLocked()
 	a, ok := s.authRequests[id]
 	if !ok {
 		return nil, fmt.Errorf("authorization request: %w", errNotFound)
@@ -100,18 +128,19 @@ func (s *storage) AuthRequestByID(_ context.Context, id string) (op.AuthRequest,
 
 func (s *storage) AuthRequestByCode(ctx context.Context, code string) (op.AuthRequest, error) {
 	s.mu.Lock()
-	id, ok := s.codes[code]
+	s.expireLocked()
+	c, ok := s.codes[code]
 	s.mu.Unlock()
 	if !ok {
 		return nil, fmt.Errorf("code: %w", errNotFound)
 	}
-	return s.AuthRequestByID(ctx, id)
+	return s.AuthRequestByID(ctx, c.requestID)
 }
 
 func (s *storage) SaveAuthCode(_ context.Context, id, code string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.codes[code] = id
+	s.codes[code] = issuedCode{requestID: id, issued: s.now()}
 	return nil
 }
 
@@ -120,29 +149,36 @@ func (s *storage) DeleteAuthRequest(_ context.Context, id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.authRequests, id)
-	maps.DeleteFunc(s.codes, func(_, reqID string) bool { return reqID == id })
+	maps.DeleteFunc(s.codes, func(_ string, c issuedCode) bool { return c.requestID == id })
 	return nil
 }
 
 // completeLogin marks an authorization request as signed in by the user with these credentials.
+// A request signs in once: a second answer to the same form (another person's, a replayed post)
+// could otherwise change whose code the client is about to redeem.
 func (s *storage) completeLogin(id, username, password string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.expireLocked()
 	a, ok := s.authRequests[id]
 	if !ok {
 		return errUnknownRequest
+	}
+	if a.done {
+		return errAlreadySignedIn
 	}
 	u, ok := s.users[username]
 	if !ok || !secretMatches(u.Password, password) {
 		return errBadCredentials
 	}
-	a.subject, a.authTime, a.done = u.Email, time.Now(), true
+	a.subject, a.authTime, a.done = u.Email, s.now(), true
 	return nil
 }
 
 var (
-	errUnknownRequest = errors.New("this sign-in request is unknown or has expired: start again from the application")
-	errBadCredentials = errors.New("wrong username or password")
+	errUnknownRequest  = errors.New("this sign-in request is unknown or has expired: start again from the application")
+	errBadCredentials  = errors.New("wrong username or password")
+	errAlreadySignedIn = errors.New("this sign-in request is already complete: start again from the application")
 )
 
 // --- tokens ---
@@ -371,8 +407,12 @@ func (s *storage) ValidateTokenExchangeRequest(_ context.Context, req op.TokenEx
 	if req.GetExchangeSubjectTokenType() != oidc.AccessTokenType {
 		return oidc.ErrInvalidRequest().WithDescription("subject_token_type must be %s", oidc.AccessTokenType)
 	}
-	if _, ok := s.activeGrant(req.GetExchangeSubjectTokenIDOrToken()); !ok {
+	subject, ok := s.activeGrant(req.GetExchangeSubjectTokenIDOrToken())
+	if !ok {
 		return oidc.ErrInvalidGrant().WithDescription("the subject token is revoked or expired")
+	}
+	if !slices.ContainsFunc(subject.audience, func(aud string) bool { return servesAudience(c.ExchangeAudiences, aud) }) {
+		return oidc.ErrInvalidGrant().WithDescription("the subject token was not issued for a resource client %s serves", c.ID)
 	}
 	switch req.GetRequestedTokenType() {
 	case "":
@@ -405,4 +445,13 @@ func (s *storage) GetPrivateClaimsFromTokenExchangeRequest(_ context.Context, re
 
 func (s *storage) SetUserinfoFromTokenExchangeRequest(_ context.Context, info *oidc.UserInfo, req op.TokenExchangeRequest) error {
 	return s.setUserinfo(info, req.GetSubject())
+}
+
+// servesAudience says whether aud is one of resources or a URL beneath one (a resource server's
+// endpoints share its URL as their prefix).
+func servesAudience(resources []string, aud string) bool {
+	return slices.ContainsFunc(resources, func(r string) bool {
+		r = strings.TrimSuffix(r, "/")
+		return aud == r || strings.HasPrefix(aud, r+"/")
+	})
 }

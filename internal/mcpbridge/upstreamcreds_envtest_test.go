@@ -338,7 +338,7 @@ func TestPerCallerSecretUpstream(t *testing.T) {
 // server (its aud), the two people's tokens differ, and neither is the
 // token the person's client presented to the bridge.
 func TestCallersOwnExchangedTokensAtProvider(t *testing.T) {
-	_, idp, err := devidp.NewTestServer(devidp.Config{})
+	_, idp, err := devidp.NewTestServer(devidp.Config{BridgeResources: []string{publicURL}})
 	if err != nil {
 		t.Fatal(err)
 	}

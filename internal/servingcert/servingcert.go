@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"syscall"
 )
 
 // Reloader holds the pair last loaded from CertFile and KeyFile.
@@ -21,7 +22,7 @@ type Reloader struct {
 
 	mu      sync.Mutex
 	cert    *tls.Certificate
-	version string // the files' sizes and modification times when loaded
+	version string // the files' sizes, modification times and inodes when loaded
 }
 
 // New loads the pair now: a missing or broken pair is an error at start.
@@ -37,8 +38,12 @@ func New(certFile, keyFile string, onError func(error)) (*Reloader, error) {
 	return r, nil
 }
 
-// version identifies the files' contents cheaply: a Secret volume swaps
-// them by a symlink, and os.Stat follows it.
+// fileVersion identifies the files' contents cheaply. A Secret volume swaps
+// them by a symlink (os.Stat follows it) to files in a new directory, so a
+// new version is a new inode even when its size and modification time (of a
+// coarse granularity on some filesystems) match the old one's: the device and
+// inode are part of the version, beside the size and time that change when a
+// file is rewritten in place.
 func (r *Reloader) fileVersion() (string, error) {
 	var v string
 	for _, name := range []string{r.certFile, r.keyFile} {
@@ -46,7 +51,11 @@ func (r *Reloader) fileVersion() (string, error) {
 		if err != nil {
 			return "", err
 		}
-		v += fmt.Sprintf("%d/%d;", fi.Size(), fi.ModTime().UnixNano())
+		v += fmt.Sprintf("%d/%d", fi.Size(), fi.ModTime().UnixNano())
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			v += fmt.Sprintf("/%d/%d", st.Dev, st.Ino)
+		}
+		v += ";"
 	}
 	return v, nil
 }

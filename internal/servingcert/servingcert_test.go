@@ -1,33 +1,61 @@
 package servingcert_test
 
 import (
+	"bytes"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"math/big"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcp-operator/mcp-operator/internal/mtlstest"
 	"github.com/mcp-operator/mcp-operator/internal/servingcert"
 )
 
-// write puts a pair where a Secret volume would, replacing the files by a
-// rename as the kubelet's atomic writer does.
+// write puts a pair where a Secret volume would, as the kubelet's atomic
+// writer does: the files go into a new timestamped directory, the ..data
+// symlink is swapped to it by a rename, tls.crt and tls.key are symlinks
+// through ..data, and the previous directory is removed afterwards.
 func write(t *testing.T, dir string, cert, key []byte) {
 	t.Helper()
+	versions++
+	ts := fmt.Sprintf("..2026_12_04_16_00_00.%d", versions)
+	if err := os.Mkdir(filepath.Join(dir, ts), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for name, data := range map[string][]byte{"tls.crt": cert, "tls.key": key} {
-		tmp := filepath.Join(dir, "."+name+".tmp")
-		if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, ts, name), data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+	}
+	old, _ := os.Readlink(filepath.Join(dir, "..data"))
+	if err := os.Symlink(ts, filepath.Join(dir, "..data_tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"tls.crt", "tls.key"} {
+		if _, err := os.Lstat(filepath.Join(dir, name)); errors.Is(err, os.ErrNotExist) {
+			if err := os.Symlink(filepath.Join("..data", name), filepath.Join(dir, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if old != "" {
+		if err := os.RemoveAll(filepath.Join(dir, old)); err != nil {
 			t.Fatal(err)
 		}
 	}
 }
+
+// versions numbers the directories write makes.
+var versions int
 
 // served opens a new TLS connection and returns the serial of the
 // certificate the server presented (verified against the CA).
@@ -102,5 +130,43 @@ func TestMissingOrBrokenPairRefusesToStart(t *testing.T) {
 	write(t, dir, []byte("not a certificate"), []byte("not a key"))
 	if _, err := servingcert.New(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), nil); err == nil || !strings.Contains(err.Error(), "serving certificate") {
 		t.Errorf("broken files: %v", err)
+	}
+}
+
+// A new pair of the same sizes as the old, written within the filesystem's
+// modification time granularity, is still a new version: the ..data swap
+// gives it new inodes.
+func TestSameSizeSameTimeSwapIsReloaded(t *testing.T) {
+	ca := mtlstest.NewCA(t, "serving CA")
+	first, second := ca.Server(t, "bridge"), ca.Server(t, "bridge")
+	// Pad each file of the pair to the same length (PEM ignores trailing
+	// newlines), so only the inode tells the versions apart.
+	for _, f := range []struct{ a, b *[]byte }{{&first.Cert, &second.Cert}, {&first.Key, &second.Key}} {
+		n := max(len(*f.a), len(*f.b))
+		*f.a = append(*f.a, bytes.Repeat([]byte("\n"), n-len(*f.a))...)
+		*f.b = append(*f.b, bytes.Repeat([]byte("\n"), n-len(*f.b))...)
+	}
+	dir := t.TempDir()
+	write(t, dir, first.Cert, first.Key)
+	r, err := servingcert.New(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), func(err error) { t.Error(err) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	stamp := time.Date(2026, 12, 4, 16, 0, 0, 0, time.UTC)
+	pin := func() {
+		for _, name := range []string{"tls.crt", "tls.key"} {
+			if err := os.Chtimes(filepath.Join(dir, name), stamp, stamp); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	pin()
+	if c, _ := r.GetCertificate(nil); c.Leaf.SerialNumber.Cmp(serial(t, first)) != 0 {
+		t.Fatalf("serves %v, want the first certificate's %v", c.Leaf.SerialNumber, serial(t, first))
+	}
+	write(t, dir, second.Cert, second.Key)
+	pin()
+	if c, _ := r.GetCertificate(nil); c.Leaf.SerialNumber.Cmp(serial(t, second)) != 0 {
+		t.Fatalf("after a same-size, same-time swap serves %v, want the second certificate's %v", c.Leaf.SerialNumber, serial(t, second))
 	}
 }

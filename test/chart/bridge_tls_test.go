@@ -62,8 +62,16 @@ func TestBridgeTLS(t *testing.T) {
 	if secret != "my-bridge-cert" || !strings.HasSuffix(cert, "/tls.crt") || !strings.HasSuffix(key, "/tls.key") {
 		t.Errorf("with an existing Secret: cert %q key %q from Secret %q", cert, key, secret)
 	}
-	if p := servicePort(t, existing); p.Port != 443 || p.AppProtocol == nil || *p.AppProtocol != "https" {
-		t.Errorf("TLS Service port %+v, want 443 https", p)
+	if p := servicePort(t, existing); p.Port != 443 || p.Name != "https" || p.TargetPort.StrVal != "https" || p.AppProtocol == nil || *p.AppProtocol != "https" {
+		t.Errorf("TLS Service port %+v, want 443 named https, to the container's https port", p)
+	}
+	if p := servicePort(t, plain); p.Name != "http" || p.TargetPort.StrVal != "http" {
+		t.Errorf("plain Service port %+v, want one named http", p)
+	}
+	// A certManager.issuerRef without a name renders no Certificate, so it is no second source.
+	if _, err := helmTemplateErr(t, "--set", "bridge.tls.enabled=true", "--set", "bridge.tls.secretName=my-bridge-cert",
+		"--set", "bridge.tls.certManager.issuerRef.kind=ClusterIssuer"); err != nil {
+		t.Errorf("secretName with an issuerRef that names no issuer: %v", err)
 	}
 	if len(existing.ofKind("Certificate")) != 0 {
 		t.Error("a Certificate beside an existing Secret")
@@ -79,6 +87,9 @@ func TestBridgeTLS(t *testing.T) {
 	certSecret, _, _ := unstructured.NestedString(c.Object, "spec", "secretName")
 	issuer, _, _ := unstructured.NestedStringMap(c.Object, "spec", "issuerRef")
 	names, _, _ := unstructured.NestedStringSlice(c.Object, "spec", "dnsNames")
+	if usages, _, _ := unstructured.NestedStringSlice(c.Object, "spec", "usages"); slices.Contains(usages, "key encipherment") || !slices.Contains(usages, "server auth") {
+		t.Errorf("Certificate usages %v: an ECDSA serving key needs server auth and digital signature, not key encipherment", usages)
+	}
 	if certSecret == "" || certSecret != secret || issuer["name"] != "team-ca" || issuer["kind"] != "ClusterIssuer" {
 		t.Errorf("Certificate fills %q for issuer %v; the bridge mounts %q", certSecret, issuer, secret)
 	}

@@ -4,8 +4,11 @@
 // bridge's 401 leads it to the protected resource metadata, the
 // authorization server, dynamic client registration and the authorization
 // code flow with PKCE. Where a desktop client opens a browser, this one signs
-// in on the provider's login page over plain HTTP (no script on that page).
-// Then it lists the tools and calls one, and prints one JSON line.
+// in on the provider's login page, a plain HTML form (no script on it).
+// Then it lists the tools and calls one, and prints one JSON line, with
+// every request the SDK made to the bridge and for its OAuth discovery (the
+// transport's and the auth flow's fetch records them), so the spec can check
+// the 401's challenge and that the metadata it named was read.
 //
 // env: MCP_SDK_DIR (the installed @modelcontextprotocol/sdk), CLIENT_CONFIG
 // (the desktop client configuration file), SIGN_IN_USER, SIGN_IN_PASSWORD,
@@ -56,6 +59,16 @@ async function signIn(authorizationUrl) {
   throw new Error('too many redirects');
 }
 
+// requests the SDK made through its transport and its auth flow, in order.
+const requests = [];
+const recordingFetch = async (input, init) => {
+  const url = input instanceof Request ? input.url : String(input);
+  const method = init?.method ?? (input instanceof Request ? input.method : 'GET');
+  const res = await fetch(input, init);
+  requests.push({ url, method, status: res.status, wwwAuthenticate: res.headers.get('www-authenticate') ?? '' });
+  return res;
+};
+
 const state = {};
 let code;
 const authProvider = {
@@ -81,7 +94,7 @@ const authProvider = {
 const out = {};
 try {
   const connect = async () => {
-    const transport = new StreamableHTTPClientTransport(new URL(server.url), { authProvider });
+    const transport = new StreamableHTTPClientTransport(new URL(server.url), { authProvider, fetch: recordingFetch });
     const client = new Client({ name: 'e2e-desktop', version: '1.0.0' });
     await client.connect(transport);
     return client;
@@ -93,12 +106,11 @@ try {
   } catch (e) {
     if (!(e instanceof UnauthorizedError) || !code) throw e;
   }
-  out.unauthorizedFirst = true;
   out.registeredClient = state.client?.client_id;
   const auth = new URL(state.authorizationUrl);
   out.resource = auth.searchParams.get('resource');
   out.codeChallengeMethod = auth.searchParams.get('code_challenge_method');
-  await new StreamableHTTPClientTransport(new URL(server.url), { authProvider }).finishAuth(code);
+  await new StreamableHTTPClientTransport(new URL(server.url), { authProvider, fetch: recordingFetch }).finishAuth(code);
   client = await connect();
   out.tools = (await client.listTools()).tools.map((t) => t.name);
   if (process.env.CALL_TOOL) {
@@ -112,4 +124,5 @@ try {
 } catch (e) {
   out.fatal = String(e?.stack ?? e);
 }
+out.requests = requests;
 console.log(JSON.stringify(out));

@@ -5,6 +5,7 @@ package e2e
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -157,13 +158,20 @@ type recordingProxy struct {
 	seen []seenCall
 }
 
-func recordCalls(target string) *recordingProxy {
+// With a serving certificate (issued for the gateway's address) it serves
+// https, as a server that receives each caller's own credential must be.
+func recordCalls(target string, serving ...func(gateway netip.Addr) tls.Certificate) *recordingProxy {
 	u, err := url.Parse(target)
 	Expect(err).NotTo(HaveOccurred())
 	gateway, pods := podGateway()
 	l, err := net.Listen("tcp", net.JoinHostPort(gateway.String(), "0"))
 	Expect(err).NotTo(HaveOccurred())
-	p := &recordingProxy{url: "http://" + l.Addr().String() + u.Path}
+	scheme := "http"
+	if len(serving) > 0 {
+		l = tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{serving[0](gateway)}, MinVersion: tls.VersionTLS12})
+		scheme = "https"
+	}
+	p := &recordingProxy{url: scheme + "://" + l.Addr().String() + u.Path}
 	forward := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: u.Scheme, Host: u.Host})
 	forward.FlushInterval = -1 // event streams pass as they come
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
