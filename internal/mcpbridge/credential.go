@@ -3,13 +3,12 @@ package mcpbridge
 import (
 	"errors"
 
-	"github.com/mcp-operator/mcp-operator/internal/identity"
-	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
-
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mcp-operator/mcp-operator/internal/identity"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstreamcred"
 )
@@ -20,9 +19,10 @@ import (
 // server's own connection, as the bridge's listings do. An exchanged token
 // or the caller's own Secret rides on a connection of the caller's alone
 // (routes/callers.go): the stage gets the credential (upstreamcred), puts
-// it in the request's context, and the adapter forwards on that connection. A credential the
-// caller cannot have ends the request there: nothing is forwarded, and
-// the shared credential is never sent in its place.
+// it in the request's context, and the adapter forwards on that
+// connection. A credential the caller cannot have ends the request there:
+// nothing is forwarded, and the shared credential is never sent in its
+// place.
 //
 // The caller's own bearer token (request.token) is only the subject of an
 // exchange; it is sent to the token endpoint, never to a server.
