@@ -120,8 +120,13 @@ func helmTemplateErr(t *testing.T, args ...string) (string, error) {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		release, args = args[0], args[1:]
 	}
-	return run(t, tool(t, "helm"), append([]string{"template", release, chartDir, "--namespace", releaseNS}, args...)...)
+	// helm template assumes Kubernetes 1.20 unless told, which the chart's
+	// kubeVersion refuses: render for the oldest version the chart takes.
+	return run(t, tool(t, "helm"), append([]string{"template", release, chartDir, "--namespace", releaseNS, "--kube-version", minKubeVersion}, args...)...)
 }
+
+// minKubeVersion is the oldest Kubernetes the chart's kubeVersion accepts.
+const minKubeVersion = "1.32.0"
 
 func typed[T any](t *testing.T, u *unstructured.Unstructured) *T {
 	t.Helper()
