@@ -91,11 +91,10 @@ awk -v s="$STATE/" 'index($2, s) == 1 {print $2}' /proc/mounts | sort -r | while
   umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
 done || true
 started=$(cat "$STATE/host/started" 2>/dev/null || echo "")
-# The first `ip netns add` on a host (the isolation e2e's outside host makes
-# one) bind-mounts /run/netns over itself, which hides the namespaces
-# containerd had already mounted in it: through the new mount they can be
-# neither deleted (EBUSY) nor seen. When the directory is the cluster's own,
-# take that mount away first so that they show again.
+# /run/netns is a mount point of the cluster's own when the directory is
+# (up.sh makes it one, so that `ip netns add` does not hide the pods'
+# namespaces under a mount of its own): take it away first, so that the
+# namespaces left in the directory can be deleted.
 if grep -qx /var/run/netns "$STATE/host/created-dirs" 2>/dev/null; then
   while mountpoint -q /run/netns; do umount /run/netns 2>/dev/null || umount -l /run/netns || break; done
 fi

@@ -51,6 +51,16 @@ if [ ! -f "$STATE/host/created-dirs" ]; then
     [ -e "$d" ] || echo "$d"
   done > "$STATE/host/created-dirs"
 fi
+# The first `ip netns add` on a host (the isolation e2e's outside host makes
+# one) bind-mounts /run/netns over itself, hiding the namespaces containerd
+# had already mounted there: the pods they belong to then never finish
+# terminating. When the directory is the cluster's own, make it that mount
+# point now, before any pod, so that every namespace lives in it.
+if grep -qx /var/run/netns "$STATE/host/created-dirs" && ! mountpoint -q /run/netns; then
+  mkdir -p /run/netns
+  mount --bind /run/netns /run/netns
+  mount --make-shared /run/netns
+fi
 sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1 net.bridge.bridge-nf-call-ip6tables=1
 
 render() {
