@@ -3,7 +3,6 @@ package mcpbridge
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"io"
 	"maps"
@@ -383,9 +382,12 @@ func TestCallersOwnExchangedTokensAtProvider(t *testing.T) {
 			continue
 		}
 		bearer := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-		claims := jwtClaims(t, bearer)
+		claims, err := devidp.Claims(bearer)
+		if err != nil {
+			t.Fatalf("the token sent upstream: %v", err)
+		}
 		sub, _ := claims["sub"].(string)
-		if !slices.Contains(audiences(claims), resource) {
+		if !slices.Contains(devidp.Audience(claims), resource) {
 			t.Fatalf("the token sent for %s has audience %v, want %s", sub, claims["aud"], resource)
 		}
 		for _, tok := range own {
@@ -398,41 +400,6 @@ func TestCallersOwnExchangedTokensAtProvider(t *testing.T) {
 	if len(bySubject) != 2 || bySubject["alice@example.com"] == "" || bySubject["bob@example.com"] == "" || bySubject["alice@example.com"] == bySubject["bob@example.com"] {
 		t.Fatalf("the server saw tokens for %v, want one of alice's and one of bob's, different", slices.Collect(maps.Keys(bySubject)))
 	}
-}
-
-// jwtClaims are a JWT's claims, read without checking its signature (the
-// provider's own tests check that).
-func jwtClaims(t *testing.T, token string) map[string]any {
-	t.Helper()
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		t.Fatalf("the token sent upstream is not a JWT: %d parts", len(parts))
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var claims map[string]any
-	if err := json.Unmarshal(payload, &claims); err != nil {
-		t.Fatal(err)
-	}
-	return claims
-}
-
-func audiences(claims map[string]any) []string {
-	switch aud := claims["aud"].(type) {
-	case string:
-		return []string{aud}
-	case []any:
-		var out []string
-		for _, a := range aud {
-			if s, ok := a.(string); ok {
-				out = append(out, s)
-			}
-		}
-		return out
-	}
-	return nil
 }
 
 // TestCallersCredentialsRedacted: a server that answers each caller with
