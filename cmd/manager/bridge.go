@@ -398,15 +398,23 @@ func bridgeOptions(f bridgeFlags, log interface {
 // authenticationConfig loads the OAuth issuers of --authentication-config
 // or --oidc-issuer-url (nil: ServiceAccount tokens only).
 func authenticationConfig(f bridgeFlags) (*identity.Config, error) {
+	return loadIssuers(f.authenticationConfig, f.oidcIssuerURL, f.oauthAllowHTTP)
+}
+
+// loadIssuers reads the issuers of an AuthenticationConfiguration file or,
+// without one, of the one-issuer shortcut, the same way for the bridge and
+// the console (nil when neither is given); allowHTTP admits http issuers
+// off loopback (a development cluster).
+func loadIssuers(file, issuerURL string, allowHTTP bool) (*identity.Config, error) {
 	var opts []identity.Option
-	if f.oauthAllowHTTP {
+	if allowHTTP {
 		opts = append(opts, identity.AllowInsecureIssuers())
 	}
 	switch {
-	case f.authenticationConfig != "":
-		return identity.LoadAuthenticationConfig(f.authenticationConfig, opts...)
-	case f.oidcIssuerURL != "":
-		return identity.IssuerConfig(f.oidcIssuerURL, opts...)
+	case file != "":
+		return identity.LoadAuthenticationConfig(file, opts...)
+	case issuerURL != "":
+		return identity.IssuerConfig(issuerURL, opts...)
 	}
 	return nil, nil
 }

@@ -103,16 +103,9 @@ func loopbackURL(s string) bool {
 // signInIssuer is the issuer people sign in with and the mapping of its
 // claims, from the bridge's configuration or the shortcut.
 func signInIssuer(f consoleFlags) (identity.JWTAuthenticator, error) {
-	var opts []identity.Option
-	if f.insecureIssuers {
-		opts = append(opts, identity.AllowInsecureIssuers())
-	}
-	var cfg *identity.Config
-	var err error
-	if f.authConfig != "" {
-		cfg, err = identity.LoadAuthenticationConfig(f.authConfig, opts...)
-	} else {
-		cfg, err = identity.IssuerConfig(f.issuerURL, opts...)
+	cfg, err := loadIssuers(f.authConfig, f.issuerURL, f.insecureIssuers)
+	if err == nil && cfg == nil {
+		err = errors.New("give --authentication-config (the bridge's) or --oidc-issuer-url: the issuer people sign in with")
 	}
 	if err != nil {
 		return identity.JWTAuthenticator{}, err
