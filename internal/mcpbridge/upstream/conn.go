@@ -27,8 +27,8 @@
 // lifecycle.go (retire, drain, close sessions), dial.go (a line: one MCP
 // connection dialled on first use), era.go (what the server speaks, learnt
 // again when it changes behind its URL), agents.go (agents' own sessions
-// and their cap), calls.go (the call API and the loop that sends a refused
-// call once more), params.go (what the Conn adds to a call's params),
+// and their cap), calls.go (the call API), resend.go (every call's path,
+// which sends a call the server refused unrun once more), params.go (what the Conn adds to a call's params),
 // errors.go (the failure classes) and subscribe.go (resource
 // subscriptions).
 package upstream
