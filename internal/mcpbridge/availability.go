@@ -31,7 +31,7 @@ const (
 
 // target is the server named name as a request reaches it: served, with its
 // connection, or away (conn nil: the available stage answers or waits).
-func (b *Bridge) target(name string) (*routes.Server, *upstream.Conn, bool) {
+func (b *Bridge) target(name string) (*routes.Server, upstreamConn, bool) {
 	if s, conn, ok := b.cfg.Registry.Server(name); ok {
 		return s, conn, true
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/toolname"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/translate"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
 	"github.com/mcp-operator/mcp-operator/internal/policy/resourceuri"
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
@@ -28,7 +27,7 @@ type completion struct {
 	// exchange.server is the completion's server: the available stage
 	// answers for it, or wakes it, as for a read or a prompt.
 	*exchange
-	conn     *upstream.Conn
+	conn     upstreamConn
 	ref      string // the prompt's upstream name, or the canonical resource URI
 	argument json.RawMessage
 }

@@ -118,7 +118,7 @@ func (b *Bridge) credentialFailed(x *exchange, err error) *jsonrpc.Message {
 
 // callConn is the connection x goes upstream on: the caller's own where
 // the credential stage chose one, else conn, the server's.
-func (x *exchange) callConn(conn *upstream.Conn) *upstream.Conn {
+func (x *exchange) callConn(conn upstreamConn) upstreamConn {
 	if x.conn != nil {
 		return x.conn
 	}

@@ -52,7 +52,7 @@ type parkableEnd struct {
 // startParkable starts c upstream, detached from the agent's request (which
 // ends when the call parks); await cancels it when the agent waiting for it
 // gives up.
-func (b *Bridge) startParkable(c *call, conn *upstream.Conn, params json.RawMessage, hooks upstream.CallHooks) *parkable {
+func (b *Bridge) startParkable(c *call, conn upstreamConn, params json.RawMessage, hooks upstream.CallHooks) *parkable {
 	timed, stopTimer := b.contextWithCallTimeout(context.WithoutCancel(c.rq.ctx))
 	ctx, end := context.WithCancelCause(timed)
 	cancel := func(cause error) {

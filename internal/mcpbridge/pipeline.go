@@ -105,7 +105,7 @@ type exchange struct {
 	// caller's own connection it goes on where that is per caller (the
 	// credential stage, credential.go).
 	credKind upstreamcred.Kind
-	conn     *upstream.Conn
+	conn     upstreamConn
 	// resolvedAway: resolve found x.server away and kept no connection (a
 	// read, prompt or completion); if the server is served again by the
 	// time available runs, x is resolved again before it goes upstream.

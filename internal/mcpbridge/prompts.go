@@ -17,14 +17,13 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/translate"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
 
 // livePrompts lists a server's prompts now, raw and parsed.
 // fresh is how long the server said the list is fresh.
-func (b *Bridge) livePrompts(rq *request, s *routes.Server, conn *upstream.Conn) ([]json.RawMessage, []catalog.Prompt, client.Freshness, error) {
+func (b *Bridge) livePrompts(rq *request, s *routes.Server, conn upstreamConn) ([]json.RawMessage, []catalog.Prompt, client.Freshness, error) {
 	ctx, cancel := b.contextWithCallTimeout(rq.ctx)
 	defer cancel()
 	items, fresh, err := conn.ListAllFresh(ctx, "prompts/list", "prompts")
@@ -124,7 +123,7 @@ func (b *Bridge) resolvePrompt(rq *request, name string) (server, upstreamName s
 // prompt is the prompts adapter of the pipeline: one prompts/get.
 type prompt struct {
 	*exchange
-	conn         *upstream.Conn
+	conn         upstreamConn
 	upstreamName string
 	// name is the prompt's name as the agent sent it.
 	name      string

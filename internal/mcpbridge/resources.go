@@ -16,7 +16,6 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/translate"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
 	"github.com/mcp-operator/mcp-operator/internal/policy/resourceuri"
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
@@ -85,7 +84,7 @@ func (b *Bridge) listResources(rq *request, method, key, uriKey string) *jsonrpc
 // view (mcp://<server>/<uri> on /mcp, the server's own on its endpoint);
 // the message answers an unknown one. conn is nil when the server is away. The URI is the canonical form: the
 // one decided, recorded and forwarded, whatever the agent's spelling.
-func (b *Bridge) locateResource(rq *request, agentURI string) (*routes.Server, *upstream.Conn, string, *jsonrpc.Message) {
+func (b *Bridge) locateResource(rq *request, agentURI string) (*routes.Server, upstreamConn, string, *jsonrpc.Message) {
 	server, uri := rq.endpoint, agentURI
 	if server == "" {
 		var ok bool
@@ -107,7 +106,7 @@ func (b *Bridge) locateResource(rq *request, agentURI string) (*routes.Server, *
 // read is the resources adapter of the pipeline: one resources/read.
 type read struct {
 	*exchange
-	conn *upstream.Conn
+	conn upstreamConn
 	// uri is the server's own URI; shown is the one the agent sent.
 	uri, shown string
 }

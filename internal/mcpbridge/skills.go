@@ -15,7 +15,6 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
@@ -66,7 +65,7 @@ func (b *Bridge) listSkills(rq *request) *jsonrpc.Message {
 // by the skill rules and recorded as a read of the skill's SKILL.md.
 type skillGet struct {
 	*exchange
-	conn *upstream.Conn
+	conn upstreamConn
 	// uri is the server's own URI of SKILL.md; name the skill's namespaced name.
 	uri, name string
 }
@@ -118,7 +117,7 @@ func (g *skillGet) forward(b *Bridge, x *exchange) *jsonrpc.Message {
 
 // liveSkill gets a skill's entry from its server and checks it is the
 // published one.
-func (b *Bridge) liveSkill(ctx context.Context, rq *request, s *routes.Server, conn *upstream.Conn, uri string) (json.RawMessage, catalog.Skill, error) {
+func (b *Bridge) liveSkill(ctx context.Context, rq *request, s *routes.Server, conn upstreamConn, uri string) (json.RawMessage, catalog.Skill, error) {
 	ctx, cancel := b.contextWithCallTimeout(ctx)
 	defer cancel()
 	params, _ := json.Marshal(map[string]string{"uri": uri})
@@ -187,7 +186,7 @@ func skillOf(s *routes.Server, uri string) (v1alpha1.SkillStatus, bool) {
 // verifySkillFile checks a resources/read result of a skill file against
 // the skill's live entry, itself checked against the published digest: the
 // file must be listed, and its bytes must have the listed size and sha256.
-func (b *Bridge) verifySkillFile(ctx context.Context, rq *request, s *routes.Server, conn *upstream.Conn, published v1alpha1.SkillStatus, uri string, result json.RawMessage) error {
+func (b *Bridge) verifySkillFile(ctx context.Context, rq *request, s *routes.Server, conn upstreamConn, published v1alpha1.SkillStatus, uri string, result json.RawMessage) error {
 	_, sk, err := b.liveSkill(ctx, rq, s, conn, published.URI)
 	if err != nil {
 		return err

@@ -256,7 +256,7 @@ func (h *hub) endSession(id string) {
 // view and decides it as a read is decided, recording the decision (ask
 // denies: updates cannot be asked about one by one; a read can). It
 // returns the exchange the decision's events are about, or the refusal.
-func (b *Bridge) resolveResource(rq *request, agentURI, what string) (*routes.Server, *upstream.Conn, string, *exchange, *jsonrpc.Message) {
+func (b *Bridge) resolveResource(rq *request, agentURI, what string) (*routes.Server, upstreamConn, string, *exchange, *jsonrpc.Message) {
 	s, conn, uri, unknown := b.locateResource(rq, agentURI)
 	if unknown != nil {
 		return nil, nil, "", nil, unknown
@@ -316,7 +316,7 @@ func (b *Bridge) subscribe(rq *request) *jsonrpc.Message {
 // hold records l's subscription, allowed by x's decision, and waits until
 // the server holds it; the message is the refusal. A subscription that
 // fails ends x's event chain as a failed call does.
-func (b *Bridge) hold(x *exchange, l *listener, s *routes.Server, conn *upstream.Conn, uri, agentURI, method string) *jsonrpc.Message {
+func (b *Bridge) hold(x *exchange, l *listener, s *routes.Server, conn upstreamConn, uri, agentURI, method string) *jsonrpc.Message {
 	rq := x.rq
 	if _, err := b.audit(rq, audit.ResourceRequested{Server: s.Name, URI: uri, Method: method, ToolCallID: x.id}); err != nil {
 		return b.unrecorded(x, err)

@@ -316,11 +316,11 @@ func (b *Bridge) execute(c *call) *jsonrpc.Message {
 	}
 	_, _ = b.audit(rq, audit.ToolStarted{Tool: tool.Name, ToolCallID: c.id, Server: server})
 
-	_, conn, ok := b.cfg.Registry.Server(server)
+	_, served, ok := b.cfg.Registry.Server(server)
 	if !ok {
 		return b.callFailed(c.exchange, c.tool.Server, 0, &upstream.Error{Reason: upstream.ReasonUnavailable, Err: errors.New("the server left the bridge's scope")})
 	}
-	conn = c.callConn(conn)
+	conn := c.callConn(served)
 	params := translate.CallParams(tool.Upstream, c.params.Arguments, rq.msg.Params)
 	if c.answersServer {
 		params = translate.WithInputResponses(params, c.params.InputResponses, c.upstreamState)

@@ -148,6 +148,10 @@ func appendRaw(b *bytes.Buffer, key string, raw json.RawMessage) error {
 	return nil
 }
 
+// ErrMalformed is what Decode's errors wrap: the bytes are not a JSON-RPC
+// message (not JSON, not an object, a bad envelope).
+var ErrMalformed = errors.New("malformed JSON-RPC message")
+
 // Decode parses one message and checks the envelope, so a malformed message
 // from a server becomes a clear error instead of a call that never ends.
 //
@@ -160,26 +164,26 @@ func appendRaw(b *bytes.Buffer, key string, raw json.RawMessage) error {
 func Decode(data []byte) (*Message, error) {
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 || data[0] != '{' {
-		return nil, fmt.Errorf("malformed JSON-RPC message: not a JSON object: %s", Snippet(data))
+		return nil, fmt.Errorf("%w: not a JSON object: %s", ErrMalformed, Snippet(data))
 	}
 	if !json.Valid(data) {
-		return nil, fmt.Errorf("malformed JSON-RPC message: not valid JSON: %s", Snippet(data))
+		return nil, fmt.Errorf("%w: not valid JSON: %s", ErrMalformed, Snippet(data))
 	}
 	members, err := rawjson.Members(bytes.Clone(data))
 	if err != nil {
-		return nil, fmt.Errorf("malformed JSON-RPC message: %v: %s", err, Snippet(data))
+		return nil, fmt.Errorf("%w: %v: %s", ErrMalformed, err, Snippet(data))
 	}
 	var m Message
 	for _, f := range members {
 		if err := m.set(f); err != nil {
-			return nil, fmt.Errorf("malformed JSON-RPC message: %v: %s", err, Snippet(data))
+			return nil, fmt.Errorf("%w: %v: %s", ErrMalformed, err, Snippet(data))
 		}
 	}
 	if m.JSONRPC != Version {
-		return nil, fmt.Errorf("malformed JSON-RPC message: jsonrpc is %q, want %q: %s", m.JSONRPC, Version, Snippet(data))
+		return nil, fmt.Errorf("%w: jsonrpc is %q, want %q: %s", ErrMalformed, m.JSONRPC, Version, Snippet(data))
 	}
 	if m.Method == "" && m.Result == nil && m.Error == nil {
-		return nil, fmt.Errorf("malformed JSON-RPC message: neither a method nor a result or error: %s", Snippet(data))
+		return nil, fmt.Errorf("%w: neither a method nor a result or error: %s", ErrMalformed, Snippet(data))
 	}
 	if bytes.Equal(m.ID, []byte("null")) {
 		m.ID = nil

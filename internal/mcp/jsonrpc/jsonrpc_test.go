@@ -2,6 +2,7 @@ package jsonrpc
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -28,8 +29,8 @@ func TestDecodeClassifies(t *testing.T) {
 	for _, tc := range cases {
 		m, err := Decode([]byte(tc.in))
 		if tc.fail {
-			if err == nil || !strings.Contains(err.Error(), "malformed JSON-RPC message") {
-				t.Errorf("Decode(%q) = %v, want a malformed-message error", tc.in, err)
+			if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "malformed JSON-RPC message") {
+				t.Errorf("Decode(%q) = %v, want a malformed-message error (ErrMalformed)", tc.in, err)
 			}
 			continue
 		}
@@ -144,8 +145,8 @@ func TestDecodeReadsWhatEncodingJSONReads(t *testing.T) {
 		`{"jsonrpc":"2.0","id":1,"result":{}} x`,
 		`{"jsonrpc":"2.0","id":1,"result":{},}`,
 	} {
-		if _, err := Decode([]byte(in)); err == nil || !strings.Contains(err.Error(), "malformed JSON-RPC message") {
-			t.Errorf("Decode(%q) = %v, want a malformed-message error", in, err)
+		if _, err := Decode([]byte(in)); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "malformed JSON-RPC message") {
+			t.Errorf("Decode(%q) = %v, want a malformed-message error (ErrMalformed)", in, err)
 		}
 	}
 }

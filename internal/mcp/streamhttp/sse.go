@@ -139,7 +139,7 @@ func (r *sseReader) read(body io.Reader, maxEvent int, cur *sseCursor, onEvent f
 		field, value, _ := bytes.Cut(line, []byte(":"))
 		value = bytes.TrimPrefix(value, []byte(" "))
 		if len(value) > maxEvent {
-			return fmt.Errorf("%w: a field is longer than %d bytes (bound maxMessageBytes)", errTooLarge, maxEvent)
+			return fmt.Errorf("%w: a field is longer than %d bytes (bound maxMessageBytes)", ErrTooLarge, maxEvent)
 		}
 		switch string(field) {
 		case "event":
@@ -149,7 +149,7 @@ func (r *sseReader) read(body io.Reader, maxEvent int, cur *sseCursor, onEvent f
 			// bound is on the data dispatched, the buffer without its last
 			// LF.
 			if len(r.data)+len(value) > maxEvent {
-				return fmt.Errorf("%w: an event is larger than %d bytes (bound maxMessageBytes)", errTooLarge, maxEvent)
+				return fmt.Errorf("%w: an event is larger than %d bytes (bound maxMessageBytes)", ErrTooLarge, maxEvent)
 			}
 			r.data = append(append(r.data, value...), '\n')
 		case "id":
@@ -225,7 +225,9 @@ func eventName(v []byte) string {
 }
 
 var (
-	errTooLarge = errors.New("message too large")
+	// ErrTooLarge is what an answer larger than Options.MaxMessageBytes
+	// fails with (a body, an SSE event or line).
+	ErrTooLarge = errors.New("message too large")
 	utf8BOM     = []byte("\uFEFF")
 )
 
@@ -331,5 +333,5 @@ func (r *sseReader) discard(n int) {
 }
 
 func errLineTooLong(max int) error {
-	return fmt.Errorf("%w: a line is longer than %d bytes (bound maxMessageBytes, and %d for a field's name)", errTooLarge, max, lineSlack)
+	return fmt.Errorf("%w: a line is longer than %d bytes (bound maxMessageBytes, and %d for a field's name)", ErrTooLarge, max, lineSlack)
 }

@@ -136,7 +136,7 @@ func TestReadSSEFollowsTheSpec(t *testing.T) {
 		oneByte  bool
 		max      int           // maxMessageBytes; 1 MiB if 0
 		want     []string      // events, "type|data"
-		tooLarge bool          // the stream is refused (errTooLarge), else it ends with io.EOF
+		tooLarge bool          // the stream is refused (ErrTooLarge), else it ends with io.EOF
 		lastID   string        // the cursor's last event id
 		retry    time.Duration // the cursor's retry, -1 for none
 	}{
@@ -204,7 +204,7 @@ func TestReadSSEFollowsTheSpec(t *testing.T) {
 				return false, nil
 			})
 			if c.tooLarge {
-				if !errors.Is(err, errTooLarge) || !strings.Contains(err.Error(), "maxMessageBytes") {
+				if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "maxMessageBytes") {
 					t.Errorf("err %v, want the bound maxMessageBytes named", err)
 				}
 				return

@@ -112,6 +112,10 @@ func (e *HTTPError) Error() string {
 	return fmt.Sprintf("while sending %s: HTTP status %d: %s", e.Method, e.Status, e.Body)
 }
 
+// ErrNotTheAnswer is a single JSON answer that is a JSON-RPC message but not
+// the response to the request sent (a request, a notification, another id).
+var ErrNotTheAnswer = errors.New("the server answered with something else")
+
 // ErrSessionExpired means the server no longer knows our session (404): the
 // caller must connect again.
 var ErrSessionExpired = errors.New("the server ended the MCP session (HTTP 404); connect again")
@@ -414,7 +418,7 @@ func (c *Conn) readJSON(req *jsonrpc.Message, hresp *http.Response) (*jsonrpc.Me
 		return nil, fmt.Errorf("while reading the answer to %s: %w", req.Method, err)
 	}
 	if len(data) > c.opts.MaxMessageBytes {
-		return nil, fmt.Errorf("while reading the answer to %s: larger than %d bytes (bound maxMessageBytes)", req.Method, c.opts.MaxMessageBytes)
+		return nil, fmt.Errorf("while reading the answer to %s: %w: larger than %d bytes (bound maxMessageBytes)", req.Method, ErrTooLarge, c.opts.MaxMessageBytes)
 	}
 	m, err := jsonrpc.Decode(data)
 	if err != nil {
@@ -424,7 +428,7 @@ func (c *Conn) readJSON(req *jsonrpc.Message, hresp *http.Response) (*jsonrpc.Me
 		return nil, fmt.Errorf("while reading the answer to %s: %w", req.Method, err)
 	}
 	if !m.IsResponse() || (len(m.ID) > 0 && !bytes.Equal(m.ID, req.ID)) {
-		return nil, fmt.Errorf("while reading the answer to %s: the server answered with something else: %s", req.Method, jsonrpc.Snippet(data))
+		return nil, fmt.Errorf("while reading the answer to %s: %w: %s", req.Method, ErrNotTheAnswer, jsonrpc.Snippet(data))
 	}
 	if len(m.ID) == 0 && m.Error == nil {
 		return nil, fmt.Errorf("while reading the answer to %s: a result without an id", req.Method)
