@@ -10,6 +10,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
@@ -145,13 +146,17 @@ func (s *soak) upstreamFault(m upstreamMode) func(context.Context) error {
 // the controller rewrites its NetworkPolicy while calls flow, and back after
 // 60 s.
 func (s *soak) changeNetworkPolicy(ctx context.Context) error {
+	// The controller writes the server too (status, finalizers): an update
+	// that lost the race is read again and retried, as any client would.
 	set := func(e mcpv1alpha1.EgressPolicy) error {
-		var srv mcpv1alpha1.MCPServer
-		if err := s.dev.C.Get(ctx, client.ObjectKey{Namespace: benchutil.DevNamespace, Name: "everything"}, &srv); err != nil {
-			return err
-		}
-		srv.Spec.Workload.Network.Egress = e
-		return s.dev.C.Update(ctx, &srv)
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var srv mcpv1alpha1.MCPServer
+			if err := s.dev.C.Get(ctx, client.ObjectKey{Namespace: benchutil.DevNamespace, Name: "everything"}, &srv); err != nil {
+				return err
+			}
+			srv.Spec.Workload.Network.Egress = e
+			return s.dev.C.Update(ctx, &srv)
+		})
 	}
 	var before mcpv1alpha1.MCPServer
 	if err := s.dev.C.Get(ctx, client.ObjectKey{Namespace: benchutil.DevNamespace, Name: "everything"}, &before); err != nil {
