@@ -105,10 +105,11 @@ func (p *testIdP) token(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		id, secret = r.PostForm.Get("client_id"), r.PostForm.Get("client_secret")
 	}
+	// A provider's free text, which the console must not show as its own.
 	fail := func(code string) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
-		_ = json.NewEncoder(w).Encode(map[string]string{"error": code})
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": code, "error_description": "Call +1 555 0100 to unlock your account"})
 	}
 	if id != p.clientID || secret != p.secret {
 		fail("invalid_client")

@@ -126,7 +126,8 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 	ctx := oidc.ClientContext(r.Context(), s.signIn.client)
 	tok, err := s.signIn.oauth.Exchange(ctx, q.Get("code"), oauth2.VerifierOption(p.verifier))
 	if err != nil {
-		s.refuse(w, r, http.StatusUnauthorized, "The identity provider refused the sign-in code: "+oauthError(err))
+		s.opts.Log.Info("sign-in code exchange failed", "error", err.Error())
+		s.refuse(w, r, http.StatusUnauthorized, "The identity provider refused the sign-in code: "+oauthError(err)+". Sign in again.")
 		return
 	}
 	raw, _ := tok.Extra("id_token").(string)
@@ -178,12 +179,26 @@ var authorizationErrors = map[string]bool{
 	"request_uri_not_supported": true, "registration_not_supported": true,
 }
 
+// tokenErrors are the error codes of a token endpoint (RFC 6749 5.2).
+var tokenErrors = map[string]bool{
+	"invalid_request": true, "invalid_client": true, "invalid_grant": true, "unauthorized_client": true,
+	"unsupported_grant_type": true, "invalid_scope": true,
+}
+
+// oauthError names why a code exchange failed by the standard's error code
+// alone: the provider's free text (error_description, a response body, a
+// transport error naming hosts) goes to the log, not onto the console's
+// origin, where it would read as the console's own words.
 func oauthError(err error) string {
 	var re *oauth2.RetrieveError
-	if errors.As(err, &re) && re.ErrorCode != "" {
-		return re.ErrorCode + " " + re.ErrorDescription
+	switch {
+	case errors.As(err, &re) && tokenErrors[re.ErrorCode]:
+		return re.ErrorCode
+	case errors.As(err, &re):
+		return "an error the console does not know"
+	default:
+		return "the identity provider could not be reached"
 	}
-	return err.Error()
 }
 
 // logout ends the session here; the identity provider's own session is

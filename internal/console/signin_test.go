@@ -179,6 +179,23 @@ func TestCallbackRefusals(t *testing.T) {
 		}
 	}
 
+	// A code the provider does not know: its error code is shown, its
+	// description is not.
+	swapped := e.browser()
+	u, _ := url.Parse(startSignIn(swapped))
+	q := u.Query()
+	q.Set("code", "made-up")
+	u.RawQuery = q.Encode()
+	resp, err := swapped.post.Get(u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := readAll(resp)
+	resp.Body.Close()
+	if want := "refused the sign-in code: invalid_grant."; resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, want) || strings.Contains(body, "555") {
+		t.Errorf("a code the provider refused: %d, want %q and no text of the provider's: %s", resp.StatusCode, want, body)
+	}
+
 	callback := startSignIn(b)
 	refused("another browser", e.browser(), callback, "not started in this browser")
 	callback = startSignIn(b)
