@@ -33,6 +33,11 @@ const (
 // connection, or away (conn nil: the available stage answers or waits).
 func (b *Bridge) target(name string) (*routes.Server, upstreamConn, bool) {
 	if s, conn, ok := b.cfg.Registry.Server(name); ok {
+		if conn == nil {
+			// A nil *upstream.Conn in the interface would not compare
+			// equal to nil: the stages test conn == nil for "away".
+			return s, nil, true
+		}
 		return s, conn, true
 	}
 	if a, ok := b.cfg.Registry.Away(name); ok {

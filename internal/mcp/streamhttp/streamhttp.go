@@ -431,7 +431,7 @@ func (c *Conn) readJSON(req *jsonrpc.Message, hresp *http.Response) (*jsonrpc.Me
 		return nil, fmt.Errorf("while reading the answer to %s: %w: %s", req.Method, ErrNotTheAnswer, jsonrpc.Snippet(data))
 	}
 	if len(m.ID) == 0 && m.Error == nil {
-		return nil, fmt.Errorf("while reading the answer to %s: a result without an id", req.Method)
+		return nil, fmt.Errorf("while reading the answer to %s: %w: a result without an id", req.Method, ErrNotTheAnswer)
 	}
 	return m, nil
 }

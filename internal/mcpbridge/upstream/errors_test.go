@@ -27,6 +27,8 @@ func TestFailureClasses(t *testing.T) {
 		{"a body over the bound", "application/json", 200, big, ReasonInvalid},
 		{"an event over the bound", "text/event-stream", 200, "event: message\ndata: " + big + "\n\n", ReasonInvalid},
 		{"a 2xx that is not MCP", "text/plain", 200, "hello", ReasonInvalid},
+		{"a result without an id", "application/json", 200, `{"jsonrpc":"2.0","result":{"content":[]}}`, ReasonInvalid},
+		{"a body that breaks off", "application/json", 200, `{"jsonrpc":"2.0","id":1,"result":{"con`, ReasonInvalid},
 		// The text of a proxy's error page says nothing of the class.
 		{"a proxy's 502 naming a malformed JSON-RPC message", "text/plain", 502, "malformed JSON-RPC message (bound maxMessageBytes)", ReasonUnstable},
 	} {

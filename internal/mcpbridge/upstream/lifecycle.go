@@ -10,8 +10,9 @@ import (
 )
 
 // lifecycle is how a Conn ends: retired at once (Retire) or drained
-// (Drain), and the sessions it closes meanwhile. Fields without a type of
-// their own are guarded by Conn.mu.
+// (Drain), and the sessions it closes meanwhile. inFlight and draining are
+// guarded by Conn.mu; the rest are set once by newConn or synchronise
+// themselves.
 type lifecycle struct {
 	life   context.Context // ends when the Conn is retired
 	retire context.CancelCauseFunc
