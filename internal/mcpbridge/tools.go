@@ -318,7 +318,7 @@ func (b *Bridge) execute(c *call) *jsonrpc.Message {
 
 	_, conn, ok := b.cfg.Registry.Server(server)
 	if !ok {
-		return b.callFailed(c.exchange, c.tool.Server, 0, &upstream.Error{Reason: upstream.ReasonUnavailable, Err: errors.New("the server left the bridge's scope")})
+		return b.callFailed(c.exchange, c.tool.Server, 0, &notSentError{&upstream.Error{Reason: upstream.ReasonUnavailable, Err: errors.New("the server left the bridge's scope")}})
 	}
 	conn = c.callConn(conn)
 	params := translate.CallParams(tool.Upstream, c.params.Arguments, rq.msg.Params)
@@ -397,7 +397,7 @@ func (b *Bridge) finish(c *call, res json.RawMessage, err error, start time.Time
 		c.traceFailure(upstream.ReasonInvalid)
 		_, _ = b.audit(rq, c.failed(upstream.ReasonInvalid, err.Error()))
 		b.count(tool, "allow", upstream.ReasonInvalid)
-		return rpcError(rq, CodeUpstream, "the server's result could not be passed on: "+err.Error(), map[string]any{"reason": upstream.ReasonInvalid, "retryable": false, "toolCallId": c.id})
+		return rpcError(rq, CodeUpstream, "the server's result could not be passed on (the call ran there): "+err.Error(), retryNever.with(map[string]any{"reason": upstream.ReasonInvalid, "toolCallId": c.id}))
 	}
 	isError := string(rawjson.Get(res, "isError")) == "true"
 	done := audit.ToolCompleted{
@@ -460,19 +460,28 @@ func upstreamError(rq *request, err error, toolCallID string, red *redact.Redact
 	if errors.As(err, &ue) {
 		reason = ue.Reason
 	}
-	// At the cap of upstream sessions the call was refused before it went.
-	retryable := !mayHaveRun || reason == upstream.ReasonBusy
-	data := map[string]any{"reason": reason, "retryable": retryable}
+	// A call held back at the cap of upstream sessions, or whose
+	// connection could not be opened, was never sent.
+	hint := retryAnytime
+	if mayHaveRun && !neverRan(err) {
+		hint = retryNever
+	}
+	data := map[string]any{"reason": reason}
 	if toolCallID != "" {
 		data["toolCallId"] = toolCallID
 	}
 	why, _ := output.Text(red, "error.message", err.Error())
-	if reason == ReasonStopping && !retryable {
+	switch {
+	case reason == ReasonStopping && !hint.retryable:
 		// errStopping's advice (send it again) holds for a request that
 		// had not gone upstream; this one had.
 		why = "this bridge replica stopped while the call was with its server: it may have run there; send it again only if running it twice does no harm"
+	case !hint.retryable:
+		why += "; the call may have run there: send it again only if running it twice does no harm"
+	case mayHaveRun:
+		why += "; the call was not sent to the server: sending it again is safe"
 	}
-	return rpcError(rq, CodeUpstream, "the MCP server gave no answer: "+why, data)
+	return rpcError(rq, CodeUpstream, "the MCP server gave no answer: "+why, hint.with(data))
 }
 
 // serverError is a server's JSON-RPC error as the agent may get it: its
