@@ -98,11 +98,12 @@ func (b *Bridge) askPerson(x *exchange, res policy.Result, answers []string) out
 		}
 		return outcome{decision: "deny", actor: "user", approver: o.Decider, sourcedFrom: from, reason: reason, failReason: reasonDeniedByApprover}
 	case v1alpha1.ApprovalExpired:
+		// Nobody decided: sent again, it is asked again.
 		return outcome{decision: "deny", actor: "bridge", sourcedFrom: from, failReason: reasonApprovalTimeout,
-			reason: reasonApprovalTimeout + ": " + o.Message}
+			reason: reasonApprovalTimeout + ": " + o.Message, retry: retryAnytime}
 	}
 	return outcome{decision: "deny", actor: "bridge", sourcedFrom: from, failReason: reasonApprovalTimeout,
-		reason: fmt.Sprintf("%s: the %s ended before a decision (%s)", reasonApprovalTimeout, x.noun(), o.Message)}
+		reason: fmt.Sprintf("%s: the %s ended before a decision (%s)", reasonApprovalTimeout, x.noun(), o.Message), retry: retryAnytime}
 }
 
 // argsPreview is what the person deciding sees of p's arguments: redacted

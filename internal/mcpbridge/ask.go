@@ -121,7 +121,11 @@ func (b *Bridge) ask(x *exchange) outcome {
 		// (otherwise an agent could answer a question that today goes to
 		// a person through a ToolApproval).
 		if !slices.Contains(channels(res), v1alpha1.ChannelElicitation) {
-			return unavailable(res, "the policy no longer lets the client answer this approval (channels: "+channelNames(channels(res))+"); send the request again without the answer")
+			// Made again without the answer, it is put to whom the
+			// policy names now.
+			o := unavailable(res, "the policy no longer lets the client answer this approval (channels: "+channelNames(channels(res))+"); send the request again without the answer")
+			o.retry = retryAnytime
+			return o
 		}
 		now := offered(rq, res)
 		var still []string

@@ -266,7 +266,10 @@ func (b *Bridge) refuse(x *exchange, o outcome) *jsonrpc.Message {
 			"reason": o.failReason, "toolCallId": x.id,
 		}))
 	}
-	if o.retry.retryable {
+	switch {
+	case o.retry.retryable && x.parked != nil:
+		o.reason += "; it never went on past the server's question: " + o.retry.advice()
+	case o.retry.retryable:
 		o.reason += "; it was not run: " + o.retry.advice()
 	}
 	return rpcError(x.rq, CodeDenied, fmt.Sprintf("%s denied: %s", x.what, o.reason), o.retry.with(map[string]any{

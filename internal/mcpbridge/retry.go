@@ -9,14 +9,16 @@ import (
 )
 
 // Every error the bridge answers a request with on its own says in its data
-// whether the request may be sent again, in two members (docs/bridge.md,
-// "Errors an agent sees", has the table of every reason):
+// whether the request may be made again, in two members (docs/bridge.md,
+// "Sending a request again", has the table of every reason):
 //
-//	retryable     true: the request did not run, and sending it again is
-//	              safe and may be answered otherwise; false: do not send
-//	              it again as it is, because it may have run (the message
-//	              says so) or because it would be answered the same
-//	retryAfterMs  with retryable true, how long to wait before sending it
+//	retryable     true: the request did not run, and making it again is
+//	              safe and may be answered otherwise (where it must be
+//	              made without its requestState, the message says so);
+//	              false: do not send it again as it is, because it may
+//	              have run (the message says so) or because it would be
+//	              answered the same
+//	retryAfterMs  with retryable true, how long to wait before making it
 //	              again, where the bridge knows; absent where it does not
 //
 // The agent decides from these two alone: the reason says why, not what to

@@ -1,8 +1,11 @@
 package mcpbridge
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,7 +14,9 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -123,5 +128,27 @@ func TestDenialsSayWhetherToRetry(t *testing.T) {
 	time.Sleep(time.Duration(*d.RetryAfterMs) * time.Millisecond)
 	if _, err := c.CallTool(ctxT(t), "mcp.everything.test_simple_text", nil); err != nil {
 		t.Errorf("the call sent again after retryAfterMs: %v, want it run", err)
+	}
+}
+
+// TestNeverRan: what an upstream failure shows about a call. Only the
+// bridge holding it back and the server refusing it unrun say it never ran;
+// a connection that broke or timed out may have carried it there.
+func TestNeverRan(t *testing.T) {
+	notRun := fmt.Errorf("while sending tools/call: %w (%w)", streamhttp.ErrSessionExpired, streamhttp.ErrNotRun)
+	for name, tc := range map[string]struct {
+		err  error
+		want bool
+	}{
+		"at the cap of upstream sessions":         {&upstream.Error{Reason: upstream.ReasonBusy, Err: errors.New("busy")}, true},
+		"its server left before the send":         {&notSentError{&upstream.Error{Reason: upstream.ReasonUnavailable, Err: errors.New("gone")}}, true},
+		"refused unrun by the server":             {&upstream.Error{Reason: upstream.ReasonUnstable, Err: notRun}, true},
+		"the connection broke mid-answer":         {&upstream.Error{Reason: upstream.ReasonUnstable, Err: io.ErrUnexpectedEOF}, false},
+		"no answer within the deadline":           {&upstream.Error{Reason: upstream.ReasonTimeout, Err: context.DeadlineExceeded}, false},
+		"the server's pod changed under the call": {&upstream.Error{Reason: upstream.ReasonUnavailable, Err: errors.New("server changed under the call")}, false},
+	} {
+		if got := neverRan(tc.err); got != tc.want {
+			t.Errorf("%s: neverRan = %v, want %v", name, got, tc.want)
+		}
 	}
 }
