@@ -8,9 +8,10 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 )
 
-// Every error the bridge answers a request with on its own says in its data
-// whether the request may be made again, in two members (docs/bridge.md,
-// "Sending a request again", has the table of every reason):
+// Every error the bridge itself answers a tools/call with, and a request
+// refused at the replica's bounds, says in its data whether the request may
+// be made again, in two members (docs/bridge.md, "Sending a request
+// again", has the table of every reason):
 //
 //	retryable     true: the request did not run, and making it again is
 //	              safe and may be answered otherwise (where it must be

@@ -164,7 +164,7 @@ func (b *Bridge) resolveTool(rq *request, name string) (*routes.Tool, *jsonrpc.M
 		if t := c.ByName[name]; t != nil {
 			return t, nil
 		}
-		return nil, rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("unknown tool %q", name), nil)
+		return nil, unknownTool(rq, fmt.Sprintf("unknown tool %q", name), nil)
 	}
 	if server, tool, ok := toolname.SplitNamespaced(name); ok {
 		if c, err := b.cfg.Registry.Catalog(rq.ctx, server); err == nil {
@@ -187,12 +187,23 @@ func (b *Bridge) resolveTool(rq *request, name string) (*routes.Tool, *jsonrpc.M
 	slices.Sort(candidates)
 	switch len(candidates) {
 	case 0:
-		return nil, rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("unknown tool %q", name), nil)
+		return nil, unknownTool(rq, fmt.Sprintf("unknown tool %q", name), nil)
 	case 1:
-		return nil, rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("unknown tool %q: names are never guessed; call it by its full name %s", name, candidates[0]), map[string]any{"candidates": candidates})
+		return nil, unknownTool(rq, fmt.Sprintf("unknown tool %q: names are never guessed; call it by its full name %s", name, candidates[0]), candidates)
 	}
 	_, _ = b.audit(rq, audit.ToolAmbiguousCall{Tool: name, Candidates: candidates})
-	return nil, rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("ambiguous tool name %q: several servers have it; call one of %s", name, strings.Join(candidates, ", ")), map[string]any{"candidates": candidates})
+	return nil, unknownTool(rq, fmt.Sprintf("ambiguous tool name %q: several servers have it; call one of %s", name, strings.Join(candidates, ", ")), candidates)
+}
+
+// unknownTool refuses a call of a name no tool (or several) answers to:
+// nothing ran, and the same name is refused again until the catalogs
+// change; candidates, when any, are the full names it may have meant.
+func unknownTool(rq *request, msg string, candidates []string) *jsonrpc.Message {
+	data := map[string]any{}
+	if len(candidates) > 0 {
+		data["candidates"] = candidates
+	}
+	return rpcError(rq, jsonrpc.CodeInvalidParams, msg, retryNever.with(data))
 }
 
 // catalogError answers a request whose server's catalog could not be
@@ -246,13 +257,13 @@ func (c *call) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
 	c.exchange = x
 	rq := x.rq
 	if err := json.Unmarshal(rq.msg.Params, &c.params); err != nil || c.params.Name == "" {
-		return rpcError(rq, jsonrpc.CodeInvalidParams, "tools/call needs params with a tool name", nil)
+		return rpcError(rq, jsonrpc.CodeInvalidParams, "tools/call needs params with a tool name", retryNever.with(nil))
 	}
 	p := &c.params
 	// The request is valid JSON (rawjson.Check) and a raw member starts
 	// at its value: its first byte says whether it is an object.
 	if len(p.Arguments) > 0 && string(p.Arguments) != "null" && p.Arguments[0] != '{' {
-		return rpcError(rq, jsonrpc.CodeInvalidParams, "tools/call arguments must be a JSON object", nil)
+		return rpcError(rq, jsonrpc.CodeInvalidParams, "tools/call arguments must be a JSON object", retryNever.with(nil))
 	}
 	tool, errResp := b.resolveTool(rq, p.Name)
 	if errResp != nil {
