@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/approval"
+	"github.com/mcp-operator/mcp-operator/internal/k8s/apiretry"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
 )
@@ -75,7 +76,13 @@ func (b *Bridge) askPerson(x *exchange, res policy.Result, answers []string) out
 		return stoppingOutcome(cause)
 	}
 	if err != nil {
-		return unavailable(res, "no ToolApproval could be created: "+err.Error())
+		o := unavailable(res, "no ToolApproval could be created: "+err.Error())
+		if after, passes := apiretry.After(err); passes {
+			// The API server is away or busy (restarting, say): asked
+			// again then, a person can be asked.
+			o.retry = retryIn(after)
+		}
+		return o
 	}
 	from := o.Ref()
 	switch o.Phase {
@@ -91,11 +98,12 @@ func (b *Bridge) askPerson(x *exchange, res policy.Result, answers []string) out
 		}
 		return outcome{decision: "deny", actor: "user", approver: o.Decider, sourcedFrom: from, reason: reason, failReason: reasonDeniedByApprover}
 	case v1alpha1.ApprovalExpired:
+		// Nobody decided: sent again, it is asked again.
 		return outcome{decision: "deny", actor: "bridge", sourcedFrom: from, failReason: reasonApprovalTimeout,
-			reason: reasonApprovalTimeout + ": " + o.Message}
+			reason: reasonApprovalTimeout + ": " + o.Message, retry: retryAnytime}
 	}
 	return outcome{decision: "deny", actor: "bridge", sourcedFrom: from, failReason: reasonApprovalTimeout,
-		reason: fmt.Sprintf("%s: the %s ended before a decision (%s)", reasonApprovalTimeout, x.noun(), o.Message)}
+		reason: fmt.Sprintf("%s: the %s ended before a decision (%s)", reasonApprovalTimeout, x.noun(), o.Message), retry: retryAnytime}
 }
 
 // argsPreview is what the person deciding sees of p's arguments: redacted

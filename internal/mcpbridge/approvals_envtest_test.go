@@ -223,6 +223,8 @@ func TestAPersonDecidesThroughAToolApproval(t *testing.T) {
 	res = <-done
 	if rpcCode(res.err) != CodeDenied || !strings.Contains(res.err.Error(), "denied_by_approver") || !strings.Contains(res.err.Error(), "not today") {
 		t.Errorf("the denied call ended with %v, want -32010 denied_by_approver with the comment", res.err)
+	} else if d, ok := retryDataOf(res.err); !ok || !d.says(false, -1, -1) {
+		t.Errorf("the denied call ended with %v, want retryable false (a person's no stands)", res.err)
 	}
 	events = h.eventsFrom(t, rt)
 	id := a.Spec.Request.ToolCallID
@@ -238,6 +240,8 @@ func TestAPersonDecidesThroughAToolApproval(t *testing.T) {
 	res = <-callAsync(c, "mcp.everything.get-sum", `{"a":1,"b":2}`)
 	if rpcCode(res.err) != CodeDenied || !strings.Contains(res.err.Error(), "approval_timeout") {
 		t.Errorf("the unanswered call ended with %v, want -32010 approval_timeout", res.err)
+	} else if d, ok := retryDataOf(res.err); !ok || !d.says(true, -1, -1) {
+		t.Errorf("the unanswered call ended with %v, want retryable true without retryAfterMs (sent again, it is asked again)", res.err)
 	}
 	if d := time.Since(start); d < 2*time.Second {
 		t.Errorf("the unanswered call ended after %s, before the 2s timeout", d)

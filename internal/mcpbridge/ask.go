@@ -36,6 +36,9 @@ type outcome struct {
 	// pending is the input_required answer of a 2026-07-28 request waiting
 	// for the user: nothing is resolved yet.
 	pending *jsonrpc.Message
+	// retry is what a denial says about sending the request again (none
+	// of them ran it): by default that it is answered the same.
+	retry retryHint
 }
 
 // sourceOf maps the engine's sourcedFrom to the event's vocabulary.
@@ -65,11 +68,12 @@ func (b *Bridge) resolve(x *exchange) outcome {
 
 // denial is the outcome of a result the policy (or a rate limit) denies.
 func denial(res policy.Result) outcome {
-	fail := reasonDenied
+	o := outcome{decision: "deny", actor: "policy", sourcedFrom: sourceOf(res.SourcedFrom), reason: res.Reason, failReason: reasonDenied}
 	if len(res.Rules) == 1 && res.Rules[0].Section == "rateLimit" {
-		fail = reasonRateLimited
+		// The one denial that passes: when the caller's bucket refills.
+		o.failReason, o.retry = reasonRateLimited, retryIn(res.RetryAfter)
 	}
-	return outcome{decision: "deny", actor: "policy", sourcedFrom: sourceOf(res.SourcedFrom), reason: res.Reason, failReason: fail}
+	return o
 }
 
 // unavailable is the outcome of an ask that no person can be asked about:
@@ -117,7 +121,11 @@ func (b *Bridge) ask(x *exchange) outcome {
 		// (otherwise an agent could answer a question that today goes to
 		// a person through a ToolApproval).
 		if !slices.Contains(channels(res), v1alpha1.ChannelElicitation) {
-			return unavailable(res, "the policy no longer lets the client answer this approval (channels: "+channelNames(channels(res))+"); send the request again without the answer")
+			// Made again without the answer, it is put to whom the
+			// policy names now.
+			o := unavailable(res, "the policy no longer lets the client answer this approval (channels: "+channelNames(channels(res))+"); send the request again without the answer")
+			o.retry = retryAnytime
+			return o
 		}
 		now := offered(rq, res)
 		var still []string
@@ -169,9 +177,10 @@ func (b *Bridge) elicitAnswer(x *exchange) outcome {
 		return stoppingOutcome(err)
 	}
 	if err != nil {
+		// Nobody answered: sent again, it is asked again.
 		return outcome{
 			decision: "deny", actor: "bridge", sourcedFrom: "approval:timeout", failReason: reasonApprovalTimeout,
-			reason: reasonApprovalTimeout + ": " + err.Error(),
+			reason: reasonApprovalTimeout + ": " + err.Error(), retry: retryAnytime,
 		}
 	}
 	return answered(x, answer, answers)
@@ -268,7 +277,7 @@ func (b *Bridge) elicit(x *exchange, question map[string]any, timeout time.Durat
 // stoppingOutcome ends a request whose approval was still awaited when
 // the replica stopped: undecided, and safe to send again.
 func stoppingOutcome(err error) outcome {
-	return outcome{decision: "deny", actor: "bridge", sourcedFrom: "approval:stopping", failReason: ReasonStopping, reason: err.Error()}
+	return outcome{decision: "deny", actor: "bridge", sourcedFrom: "approval:stopping", failReason: ReasonStopping, reason: err.Error(), retry: retryAnytime}
 }
 
 // inputRequired is the answer asking a 2026-07-28 agent the approval

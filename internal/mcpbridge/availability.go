@@ -115,7 +115,7 @@ func (b *Bridge) sameToolAsDecided(x *exchange, decided *routes.Tool) *jsonrpc.M
 	}
 	msg := fmt.Sprintf("tool %s changed while server %s woke (risk %s, now %s; or its annotations): it was not called; send the call again to have it decided on the new catalog",
 		t.Name, t.Server.Name, decided.Risk, t.Risk)
-	return rpcError(x.rq, CodeUpstream, msg, map[string]any{"reason": reasonToolChanged, "retryable": true})
+	return rpcError(x.rq, CodeUpstream, msg, retryAnytime.with(map[string]any{"reason": reasonToolChanged}))
 }
 
 // resolveAgain resolves x against its server now served (its live catalog
@@ -252,10 +252,11 @@ func (b *Bridge) awayError(rq *request, a *routes.Away, why string) *jsonrpc.Mes
 	if why != "" {
 		msg += "; " + why
 	}
-	data := map[string]any{"reason": a.Reason, "server": name, "retryable": a.Retryable()}
+	data := map[string]any{"reason": a.Reason, "server": name}
 	if a.Message != "" {
 		data["message"] = b.redactor(a.Server).String(a.Message, nil)
 	}
+	hint := retryNever
 	if a.Retryable() {
 		after := retryStuck
 		switch {
@@ -264,12 +265,12 @@ func (b *Bridge) awayError(rq *request, a *routes.Away, why string) *jsonrpc.Mes
 		case a.Expected():
 			after = retryExpected
 		}
-		data["retryAfterMs"] = after.Milliseconds()
+		hint = retryIn(after)
 		msg += fmt.Sprintf("; retry in %s", after.Round(time.Millisecond))
 	} else {
 		msg += "; it will not come back until its spec changes or it is restarted by hand"
 	}
-	return rpcError(rq, CodeServerAway, msg, data)
+	return rpcError(rq, CodeServerAway, msg, hint.with(data))
 }
 
 // observeWake records how long a request waited for a wake and how it

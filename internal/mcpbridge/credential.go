@@ -69,7 +69,7 @@ func (b *Bridge) credential(x *exchange) *jsonrpc.Message {
 	}
 	cc, ok := b.cfg.Registry.CallerConn(s.Name, rq.id.Username)
 	if !ok {
-		return b.callFailed(x, s, 0, &upstream.Error{Reason: upstream.ReasonUnavailable, Err: errors.New("the server left the bridge's scope")})
+		return b.callFailed(x, s, 0, &notSentError{&upstream.Error{Reason: upstream.ReasonUnavailable, Err: errors.New("the server left the bridge's scope")}})
 	}
 	// The credential rides on the request's context, not the connection:
 	// concurrent calls of one caller with different tokens each carry
@@ -113,7 +113,16 @@ func (b *Bridge) credentialFailed(x *exchange, err error) *jsonrpc.Message {
 	_, _ = b.audit(x.rq, x.failed(reason, msg))
 	b.countCall(x, "allow", reason)
 	x.traceFailure(reason)
-	return rpcError(x.rq, CodeUpstream, x.what+" not sent upstream: "+msg, data)
+	// Nothing went upstream. A credential that could not be had for now
+	// (its Secret unreadable, the token endpoint not answering) may be had
+	// next time; one the caller lacks, an exchange the authorization
+	// server refused, or a bridge that reads no credentials is refused the
+	// same until someone changes it.
+	hint := retryNever
+	if reason == upstreamcred.ReasonUnavailable && b.cfg.Credentials != nil {
+		hint = retryAnytime
+	}
+	return rpcError(x.rq, CodeUpstream, x.what+" not sent upstream: "+msg+"; "+hint.advice(), hint.with(data))
 }
 
 // callConn is the connection x goes upstream on: the caller's own where

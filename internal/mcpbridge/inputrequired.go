@@ -116,9 +116,11 @@ func (b *Bridge) answerInputRequests(ctx context.Context, c *call, params, res j
 func (b *Bridge) inputRefused(c *call, code int, why string) *jsonrpc.Message {
 	_, _ = b.audit(c.rq, c.failed(reasonServerRequestRefused, why))
 	b.count(c.tool, "allow", reasonServerRequestRefused)
-	return rpcError(c.rq, code, "the server asked for input the bridge did not pass to the agent: "+why, map[string]any{
+	// The server's question stops the call the same way each time: it
+	// went no further than the question, and is answered so again.
+	return rpcError(c.rq, code, "the server asked for input the bridge did not pass to the agent: "+why, retryNever.with(map[string]any{
 		"reason": reasonServerRequestRefused, "toolCallId": c.id,
-	})
+	}))
 }
 
 // inputFailed ends a call whose server's question could not be handled.

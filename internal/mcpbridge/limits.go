@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/inflight"
@@ -43,18 +46,39 @@ func newLimits(cfg Config) limits {
 	}
 }
 
+// Reasons of a request the bridge could not take now: refused by one of
+// the bounds, or not authenticated because the API server or the issuer
+// did not answer (or its key is not read yet).
+const (
+	reasonOverLimit       = "over_limit"
+	reasonAuthUnavailable = "authentication_unavailable"
+)
+
+// overLimitRetry is when a request refused by a bound may be sent again:
+// the bounds hold what is in flight, which ends within a call's time, and
+// most requests take milliseconds.
+const overLimitRetry = time.Second
+
 // overLimit answers a request refused by one of the bounds: nothing is
-// wrong with it, and it may be sent again shortly.
+// wrong with it, it did not run, and it may be sent again shortly.
 func overLimit(w http.ResponseWriter, status int, id json.RawMessage, msg string) {
-	w.Header().Set("Retry-After", "1")
-	writeError(w, status, id, jsonrpc.CodeInternalError, msg)
+	tryLater(w, status, id, reasonOverLimit, overLimitRetry, msg)
+}
+
+// tryLater answers a request the bridge could not take now, before it ran
+// anything: Retry-After (whole seconds, for HTTP clients) and the same in
+// the error's data (for the agent), with its reason.
+func tryLater(w http.ResponseWriter, status int, id json.RawMessage, reason string, after time.Duration, msg string) {
+	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(after.Seconds()))))
+	data, _ := json.Marshal(retryIn(after).with(map[string]any{"reason": reason}))
+	writeErrorData(w, status, id, jsonrpc.CodeInternalError, msg+": it was not run; send it again after "+after.String(), data)
 }
 
 // takeRequest takes one of the replica's request slots; the func gives it
 // back.
 func (b *Bridge) takeRequest(w http.ResponseWriter) (func(), bool) {
 	if !b.limits.requests.Take("", 1) {
-		overLimit(w, http.StatusServiceUnavailable, nil, fmt.Sprintf("the bridge is serving its limit of %d requests; retry", b.cfg.MaxConcurrent))
+		overLimit(w, http.StatusServiceUnavailable, nil, fmt.Sprintf("the bridge is serving its limit of %d requests", b.cfg.MaxConcurrent))
 		return nil, false
 	}
 	return func() { b.limits.requests.Give("", 1) }, true

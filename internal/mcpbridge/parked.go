@@ -196,10 +196,13 @@ func (pc *parkedCall) end(code int, why string) parkableEnd {
 }
 
 // unpark takes the call a resumeParked state names off this replica.
-func (b *Bridge) unpark(st *requestState) (*parkedCall, error) {
+func (b *Bridge) unpark(st *requestState) (*parkedCall, *invalidStateError) {
 	pc := b.takeParked(st.Parked)
 	if pc == nil {
-		return nil, &invalidStateError{"invalid requestState: the call it continues is not held by this replica (it ended, or another replica holds it); call again without requestState"}
+		// The state is spent now (openState): no replica continues that
+		// call with it, and one that holds it ends it at its deadline.
+		return nil, &invalidStateError{reason: reasonParkedGone, retry: retryAnytime,
+			msg: "invalid requestState: the call it continues is not held by this replica (its replica stopped, it ended, or another replica holds it, where it now ends at its deadline); it never went on past the server's question, and it will not: call again without requestState (a new call, which the server may ask again)"}
 	}
 	return pc, nil
 }

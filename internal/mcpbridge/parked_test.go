@@ -73,8 +73,11 @@ func TestParkedCall(t *testing.T) {
 		if err != nil || !strings.Contains(string(got), "username:eve") {
 			t.Fatalf("alice's retry must reach the waiting server: %s, %v", got, err)
 		}
+		// The call it answered ran: sending it again is not safe.
 		if _, err := retry(alice, state); rpcCode(err) != -32602 || !strings.Contains(err.Error(), "used already") {
 			t.Errorf("a second retry of the same question: %v, want -32602 (the call is over)", err)
+		} else if d, ok := retryDataOf(err); !ok || d.Reason != reasonInvalidState || !d.says(false, -1, -1) {
+			t.Errorf("a second retry of the same question: %v, want reason invalid_request_state, retryable false", err)
 		}
 	})
 

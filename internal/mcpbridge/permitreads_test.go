@@ -392,13 +392,16 @@ func TestARetryIsCheckedAgainstTheCurrentPolicy(t *testing.T) {
 		name     string
 		approval v1alpha1.ApprovalSpec
 		want     string
+		// retry: made again (without the answer), it may be answered
+		// otherwise.
+		retry bool
 	}{
 		{"the policy now asks a person only", v1alpha1.ApprovalSpec{
 			Channels: []v1alpha1.ApprovalChannel{v1alpha1.ChannelToolApproval}, Modes: []v1alpha1.ApprovalMode{v1alpha1.ApprovalAllowOnce},
-		}, "no longer lets the client answer"},
+		}, "no longer lets the client answer", true},
 		{"the policy no longer offers the mode answered", v1alpha1.ApprovalSpec{
 			Channels: []v1alpha1.ApprovalChannel{v1alpha1.ChannelElicitation}, Modes: []v1alpha1.ApprovalMode{v1alpha1.ApprovalAllowSession},
-		}, "the user denied"},
+		}, "the user denied", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pol := askingPolicy(time.Minute)
@@ -410,6 +413,9 @@ func TestARetryIsCheckedAgainstTheCurrentPolicy(t *testing.T) {
 			got := statelessPost(t, h.url, "alice-token", "resources/read", retry)
 			if strings.Contains(string(got), `"contents"`) || !strings.Contains(string(got), tc.want) {
 				t.Fatalf("a retry the current policy does not accept: %s, want a denial saying %q", got, tc.want)
+			}
+			if d, ok := retryDataOf(answerError(got)); !ok || !d.says(tc.retry, -1, -1) {
+				t.Errorf("a retry the current policy does not accept: %s, want retryable %v without retryAfterMs", got, tc.retry)
 			}
 			if n := count(h.events(t), "mcp.resource.fetched"); n != 0 {
 				t.Errorf("%d reads made for a refused answer", n)

@@ -192,7 +192,7 @@ func (b *Bridge) resume(x *exchange) *jsonrpc.Message {
 		x.parked, err = b.unpark(st)
 	}
 	if err != nil {
-		return rpcError(x.rq, jsonrpc.CodeInvalidParams, err.Error(), nil)
+		return err.answer(x.rq)
 	}
 	x.resumed, x.id = st, st.ToolCallID
 	return nil
@@ -262,13 +262,19 @@ func (b *Bridge) refuse(x *exchange, o outcome) *jsonrpc.Message {
 	x.traceFailure(o.failReason)
 	if o.failReason == ReasonStopping {
 		// Not a decision: nobody decided, and another replica may ask again.
-		return rpcError(x.rq, CodeUpstream, fmt.Sprintf("%s not decided: %s", x.what, o.reason), map[string]any{
-			"reason": o.failReason, "retryable": true, "toolCallId": x.id,
-		})
+		return rpcError(x.rq, CodeUpstream, fmt.Sprintf("%s not decided: %s", x.what, o.reason), o.retry.with(map[string]any{
+			"reason": o.failReason, "toolCallId": x.id,
+		}))
 	}
-	return rpcError(x.rq, CodeDenied, fmt.Sprintf("%s denied: %s", x.what, o.reason), map[string]any{
+	switch {
+	case o.retry.retryable && x.parked != nil:
+		o.reason += "; it never went on past the server's question: " + o.retry.advice()
+	case o.retry.retryable:
+		o.reason += "; it was not run: " + o.retry.advice()
+	}
+	return rpcError(x.rq, CodeDenied, fmt.Sprintf("%s denied: %s", x.what, o.reason), o.retry.with(map[string]any{
 		"reason": o.failReason, "sourcedFrom": o.sourcedFrom, "toolCallId": x.id,
-	})
+	}))
 }
 
 // unrecorded refuses a request whose audit record could not be written:
@@ -277,7 +283,7 @@ func (b *Bridge) unrecorded(x *exchange, err error) *jsonrpc.Message {
 	b.cfg.Log.Error(err, "audit event not recorded: the request is refused", "method", x.method, "target", x.target)
 	b.countCall(x, "deny", reasonAudit)
 	x.traceFailure(reasonAudit)
-	return rpcError(x.rq, jsonrpc.CodeInternalError, "the "+x.noun()+" was not run: its audit record could not be written", map[string]any{"reason": reasonAudit})
+	return rpcError(x.rq, jsonrpc.CodeInternalError, "the "+x.noun()+" was not run: its audit record could not be written; "+retryAnytime.advice(), retryAnytime.with(map[string]any{"reason": reasonAudit}))
 }
 
 // countCall counts a tool call's outcome (reads and prompts have no such

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mcp-operator/mcp-operator/internal/k8s/apiretry"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/canonjson"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"
 )
 
@@ -70,10 +72,47 @@ type requestState struct {
 	Parked string `json:"pk,omitempty"`
 }
 
-// invalidStateError refuses a retry whose requestState does not fit it.
-type invalidStateError struct{ msg string }
+// Reasons of a retry refused for its requestState (-32602).
+const (
+	// reasonInvalidState: the state does not fit the request, expired or
+	// was used already.
+	reasonInvalidState = "invalid_request_state"
+	// reasonStateUnrecorded: the state's single use could not be recorded
+	// (the API server did not answer).
+	reasonStateUnrecorded = "request_state_unrecorded"
+	// reasonParkedGone: the parked call the state continues is not held
+	// by this replica.
+	reasonParkedGone = "parked_call_gone"
+)
+
+// invalidStateError refuses a retry whose requestState does not fit it:
+// the request did not run; retry says whether making it again is safe and
+// may be answered otherwise (the message says whether with the same
+// requestState or without one).
+type invalidStateError struct {
+	msg    string
+	reason string
+	retry  retryHint
+}
 
 func (e *invalidStateError) Error() string { return e.msg }
+
+// unfit is a state that is not this request's, or not this bridge's:
+// sent again, it is refused again.
+func unfit(msg string) *invalidStateError {
+	return &invalidStateError{msg: msg, reason: reasonInvalidState, retry: retryNever}
+}
+
+// outdated is a state whose question is no longer answerable: the request
+// did not run, and made again without requestState it is asked afresh.
+func outdated(msg string) *invalidStateError {
+	return &invalidStateError{msg: msg, reason: reasonInvalidState, retry: retryAnytime}
+}
+
+// answer is the refusal as the agent gets it.
+func (e *invalidStateError) answer(rq *request) *jsonrpc.Message {
+	return rpcError(rq, jsonrpc.CodeInvalidParams, e.msg, e.retry.with(map[string]any{"reason": e.reason}))
+}
 
 // argsDigest binds a question to the exact arguments, as a ToolApproval
 // does and audit events name them ("" for arguments that are not JSON).
@@ -132,33 +171,51 @@ func (b *Bridge) sealState(st requestState) (string, error) {
 // sealed by this bridge (any replica), for x's caller, method, target and
 // exact arguments, before its deadline, and not used before, on any
 // replica when Config.Once is set (otherwise on this one).
-func (b *Bridge) openState(x *exchange, raw string) (*requestState, error) {
+func (b *Bridge) openState(x *exchange, raw string) (*requestState, *invalidStateError) {
 	var st requestState
 	if err := b.cfg.Sealer.Open(statePurpose, raw, &st); err != nil {
-		return nil, &invalidStateError{"invalid requestState: it was not issued by this bridge"}
+		return nil, unfit("invalid requestState: it was not issued by this bridge")
 	}
 	switch {
 	case st.Subject != x.rq.id.Username, st.Method != x.method, st.Target != x.target:
-		return nil, &invalidStateError{"invalid requestState: it was issued for another caller or request"}
+		return nil, unfit("invalid requestState: it was issued for another caller or request")
 	case st.Era != stateEra(x.rq):
-		return nil, &invalidStateError{fmt.Sprintf("invalid requestState: it was issued to a request %s and is used in a request %s; answer a question in the era it was asked in", eraPhrase(st.Era), eraPhrase(stateEra(x.rq)))}
+		return nil, unfit(fmt.Sprintf("invalid requestState: it was issued to a request %s and is used in a request %s; answer a question in the era it was asked in", eraPhrase(st.Era), eraPhrase(stateEra(x.rq))))
 	case st.Session != x.rq.sessionID():
-		return nil, &invalidStateError{"invalid requestState: it was issued in another session"}
+		return nil, unfit("invalid requestState: it was issued in another session")
 	case st.ArgsDigest != x.argsDigest():
-		return nil, &invalidStateError{"invalid requestState: the arguments changed since the question; send the request again without requestState"}
+		return nil, outdated("invalid requestState: the arguments changed since the question; the request was not run: send it again without requestState, to be asked afresh")
 	case b.now().UnixMilli() > st.Expires:
-		return nil, &invalidStateError{"invalid requestState: the question expired; send the request again without requestState"}
+		return nil, outdated("invalid requestState: the question expired; the request was not run: send it again without requestState, to be asked afresh")
 	}
 	// One answer serves one retry: an allow_once replayed would run the
 	// request again under the same call id, and each retry of a server's
 	// question is another call upstream.
 	switch fresh, err := b.useOnce(x.rq.ctx, raw, st.Expires); {
 	case err != nil:
-		return nil, &invalidStateError{"requestState could not be used: its single use could not be recorded (" + err.Error() + "); send it again"}
+		return nil, unrecordedUse(err)
 	case !fresh:
-		return nil, &invalidStateError{"invalid requestState: it was used already; send the request again without requestState"}
+		// Its first use may have run the request: making it again is
+		// the agent's call, and is asked about again.
+		return nil, unfit("invalid requestState: it was used already (the request it answered may have run then); a request sent without requestState is asked about afresh")
 	}
 	return &st, nil
+}
+
+// unrecordedUse refuses a state whose single use could not be recorded:
+// the request did not run. Whether the state itself can serve again
+// depends on what the API server did before it failed to answer: if it
+// never wrote the record, the same request sent again runs once; if it
+// wrote it, the same request is refused as used already. Sent without
+// requestState, the request is asked about afresh either way.
+func unrecordedUse(err error) *invalidStateError {
+	e := &invalidStateError{reason: reasonStateUnrecorded, retry: retryNever}
+	e.msg = "requestState could not be used: its single use could not be recorded (" + err.Error() + "); the request was not run"
+	if after, passes := apiretry.After(err); passes {
+		e.retry = retryIn(after)
+		e.msg += fmt.Sprintf("; send it again in %s: with the same requestState it runs once if its use was not recorded, and is refused as used already if it was; without requestState it is asked about afresh", after)
+	}
+	return e
 }
 
 // eraPhrase names an era in a refusal.

@@ -164,7 +164,7 @@ func (b *Bridge) resolveTool(rq *request, name string) (*routes.Tool, *jsonrpc.M
 		if t := c.ByName[name]; t != nil {
 			return t, nil
 		}
-		return nil, rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("unknown tool %q", name), nil)
+		return nil, unknownTool(rq, fmt.Sprintf("unknown tool %q", name), nil)
 	}
 	if server, tool, ok := toolname.SplitNamespaced(name); ok {
 		if c, err := b.cfg.Registry.Catalog(rq.ctx, server); err == nil {
@@ -187,12 +187,23 @@ func (b *Bridge) resolveTool(rq *request, name string) (*routes.Tool, *jsonrpc.M
 	slices.Sort(candidates)
 	switch len(candidates) {
 	case 0:
-		return nil, rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("unknown tool %q", name), nil)
+		return nil, unknownTool(rq, fmt.Sprintf("unknown tool %q", name), nil)
 	case 1:
-		return nil, rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("unknown tool %q: names are never guessed; call it by its full name %s", name, candidates[0]), map[string]any{"candidates": candidates})
+		return nil, unknownTool(rq, fmt.Sprintf("unknown tool %q: names are never guessed; call it by its full name %s", name, candidates[0]), candidates)
 	}
 	_, _ = b.audit(rq, audit.ToolAmbiguousCall{Tool: name, Candidates: candidates})
-	return nil, rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("ambiguous tool name %q: several servers have it; call one of %s", name, strings.Join(candidates, ", ")), map[string]any{"candidates": candidates})
+	return nil, unknownTool(rq, fmt.Sprintf("ambiguous tool name %q: several servers have it; call one of %s", name, strings.Join(candidates, ", ")), candidates)
+}
+
+// unknownTool refuses a call of a name no tool (or several) answers to:
+// nothing ran, and the same name is refused again until the catalogs
+// change; candidates, when any, are the full names it may have meant.
+func unknownTool(rq *request, msg string, candidates []string) *jsonrpc.Message {
+	data := map[string]any{}
+	if len(candidates) > 0 {
+		data["candidates"] = candidates
+	}
+	return rpcError(rq, jsonrpc.CodeInvalidParams, msg, retryNever.with(data))
 }
 
 // catalogError answers a request whose server's catalog could not be
@@ -246,13 +257,13 @@ func (c *call) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
 	c.exchange = x
 	rq := x.rq
 	if err := json.Unmarshal(rq.msg.Params, &c.params); err != nil || c.params.Name == "" {
-		return rpcError(rq, jsonrpc.CodeInvalidParams, "tools/call needs params with a tool name", nil)
+		return rpcError(rq, jsonrpc.CodeInvalidParams, "tools/call needs params with a tool name", retryNever.with(nil))
 	}
 	p := &c.params
 	// The request is valid JSON (rawjson.Check) and a raw member starts
 	// at its value: its first byte says whether it is an object.
 	if len(p.Arguments) > 0 && string(p.Arguments) != "null" && p.Arguments[0] != '{' {
-		return rpcError(rq, jsonrpc.CodeInvalidParams, "tools/call arguments must be a JSON object", nil)
+		return rpcError(rq, jsonrpc.CodeInvalidParams, "tools/call arguments must be a JSON object", retryNever.with(nil))
 	}
 	tool, errResp := b.resolveTool(rq, p.Name)
 	if errResp != nil {
@@ -318,7 +329,7 @@ func (b *Bridge) execute(c *call) *jsonrpc.Message {
 
 	_, served, ok := b.cfg.Registry.Server(server)
 	if !ok {
-		return b.callFailed(c.exchange, c.tool.Server, 0, &upstream.Error{Reason: upstream.ReasonUnavailable, Err: errors.New("the server left the bridge's scope")})
+		return b.callFailed(c.exchange, c.tool.Server, 0, &notSentError{&upstream.Error{Reason: upstream.ReasonUnavailable, Err: errors.New("the server left the bridge's scope")}})
 	}
 	conn := c.callConn(served)
 	params := translate.CallParams(tool.Upstream, c.params.Arguments, rq.msg.Params)
@@ -397,7 +408,7 @@ func (b *Bridge) finish(c *call, res json.RawMessage, err error, start time.Time
 		c.traceFailure(upstream.ReasonInvalid)
 		_, _ = b.audit(rq, c.failed(upstream.ReasonInvalid, err.Error()))
 		b.count(tool, "allow", upstream.ReasonInvalid)
-		return rpcError(rq, CodeUpstream, "the server's result could not be passed on: "+err.Error(), map[string]any{"reason": upstream.ReasonInvalid, "retryable": false, "toolCallId": c.id})
+		return rpcError(rq, CodeUpstream, "the server's result could not be passed on (the call ran there): "+err.Error(), retryNever.with(map[string]any{"reason": upstream.ReasonInvalid, "toolCallId": c.id}))
 	}
 	isError := string(rawjson.Get(res, "isError")) == "true"
 	done := audit.ToolCompleted{
@@ -460,19 +471,28 @@ func upstreamError(rq *request, err error, toolCallID string, red *redact.Redact
 	if errors.As(err, &ue) {
 		reason = ue.Reason
 	}
-	// At the cap of upstream sessions the call was refused before it went.
-	retryable := !mayHaveRun || reason == upstream.ReasonBusy
-	data := map[string]any{"reason": reason, "retryable": retryable}
+	// A call held back at the cap of upstream sessions, or whose
+	// connection could not be opened, was never sent.
+	hint := retryAnytime
+	if mayHaveRun && !neverRan(err) {
+		hint = retryNever
+	}
+	data := map[string]any{"reason": reason}
 	if toolCallID != "" {
 		data["toolCallId"] = toolCallID
 	}
 	why, _ := output.Text(red, "error.message", err.Error())
-	if reason == ReasonStopping && !retryable {
+	switch {
+	case reason == ReasonStopping && !hint.retryable:
 		// errStopping's advice (send it again) holds for a request that
 		// had not gone upstream; this one had.
 		why = "this bridge replica stopped while the call was with its server: it may have run there; send it again only if running it twice does no harm"
+	case !hint.retryable:
+		why += "; the call may have run there: send it again only if running it twice does no harm"
+	case mayHaveRun:
+		why += "; the call was not sent to the server: sending it again is safe"
 	}
-	return rpcError(rq, CodeUpstream, "the MCP server gave no answer: "+why, data)
+	return rpcError(rq, CodeUpstream, "the MCP server gave no answer: "+why, hint.with(data))
 }
 
 // serverError is a server's JSON-RPC error as the agent may get it: its

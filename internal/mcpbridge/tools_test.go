@@ -64,9 +64,16 @@ func TestToolsThroughTheBridge(t *testing.T) {
 			if rpcCode(err) != CodeDenied || !strings.Contains(err.Error(), "approval_unavailable") {
 				t.Fatalf("an ask the client cannot answer must deny with approval_unavailable: %v", err)
 			}
+			// No channel to ask: asked again, it is refused the same.
+			if d, ok := retryDataOf(err); !ok || !d.says(false, -1, -1) {
+				t.Errorf("an ask no channel can carry: %v, want retryable false", err)
+			}
 			_, err = c.CallTool(ctxT(t), "mcp.everything.no_such_tool", nil)
 			if rpcCode(err) != jsonrpc.CodeInvalidParams {
 				t.Fatalf("an unknown tool must be an invalid-params error: %v", err)
+			}
+			if d, ok := retryDataOf(err); !ok || !d.says(false, -1, -1) {
+				t.Errorf("an unknown tool: %v, want retryable false (refused the same until the catalogs change)", err)
 			}
 			res, err = c.CallTool(ctxT(t), "mcp.everything.test_error_handling", nil)
 			if err != nil || !strings.Contains(string(res), `"isError":true`) {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"slices"
@@ -129,7 +128,7 @@ func (b *Bridge) readBody(w http.ResponseWriter, r *http.Request, caller string)
 	switch {
 	case errors.Is(err, errBodyBudget):
 		w.Header().Set("Connection", "close")
-		overLimit(w, http.StatusServiceUnavailable, nil, fmt.Sprintf("the bridge is reading its limit of request bytes (%d in all, a quarter of it per caller); retry", b.cfg.MaxBodyBytesInFlight))
+		overLimit(w, http.StatusServiceUnavailable, nil, fmt.Sprintf("the bridge is reading its limit of request bytes (%d in all, a quarter of it per caller)", b.cfg.MaxBodyBytesInFlight))
 	case errors.As(err, &tooBig):
 		writeError(w, http.StatusRequestEntityTooLarge, nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("the request body is larger than %d bytes", b.cfg.MaxBodyBytes))
 	case errors.As(err, &netErr) && netErr.Timeout():
@@ -183,7 +182,7 @@ func (b *Bridge) authenticate(w http.ResponseWriter, r *http.Request) (identity.
 		b.challenge(w, r, http.StatusUnauthorized, code, "")
 		return id, false
 	case errors.Is(err, authn.ErrBusy):
-		overLimit(w, http.StatusServiceUnavailable, nil, "the bridge is checking its limit of new tokens at once; retry")
+		overLimit(w, http.StatusServiceUnavailable, nil, "the bridge is checking its limit of new tokens at once")
 		return id, false
 	case errors.Is(err, authn.ErrTryLater):
 		// Not the token's fault, nor an outage: the issuer's keys are
@@ -195,15 +194,14 @@ func (b *Bridge) authenticate(w http.ResponseWriter, r *http.Request) (identity.
 		if errors.As(err, &later) {
 			wait = max(wait, later.After)
 		}
-		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-		writeError(w, http.StatusServiceUnavailable, nil, jsonrpc.CodeInternalError, "the bridge cannot check the token yet: it names a signing key the issuer had not published when the bridge last read its keys; retry after the Retry-After seconds")
+		tryLater(w, http.StatusServiceUnavailable, nil, reasonAuthUnavailable, wait, "the bridge cannot check the token yet: it names a signing key the issuer had not published when the bridge last read its keys")
 		return id, false
 	}
 	if r.Context().Err() != nil {
 		return id, false // the caller left while its token was being checked
 	}
 	b.cfg.Log.Error(err, "authentication failed")
-	overLimit(w, http.StatusServiceUnavailable, nil, "the bridge could not check the token: the API server or the token's issuer did not answer")
+	tryLater(w, http.StatusServiceUnavailable, nil, reasonAuthUnavailable, overLimitRetry, "the bridge could not check the token: the API server or the token's issuer did not answer")
 	return id, false
 }
 

@@ -264,6 +264,11 @@ func TestExchangeRefusedForwardsNothing(t *testing.T) {
 	if strings.Contains(err.Error(), "alice-token") {
 		t.Fatalf("the error repeats the caller's token: %v", err)
 	}
+	// Not sent, and refused the same until the authorization server
+	// changes its mind.
+	if d, ok := retryDataOf(err); !ok || d.Reason != upstreamcred.ReasonExchangeFailed || !d.says(false, -1, -1) {
+		t.Errorf("error %v, want reason token_exchange_failed, retryable false", err)
+	}
 	if got := h.st.Requests()[before:]; len(got) != 0 {
 		t.Fatalf("the server got %d requests after the refused exchange (first %s %s), want none", len(got), got[0].HTTPMethod, got[0].Method)
 	}
@@ -300,6 +305,9 @@ func TestPerCallerSecretUpstream(t *testing.T) {
 	_, err := bob.CallTool(ctxT(t), "mcp.stateful.remember", []byte(`{"value":"banana"}`))
 	if rpcCode(err) != CodeUpstream || !strings.Contains(err.Error(), v1alpha1.CallerLabelValue("system:serviceaccount:agents:bob")) {
 		t.Fatalf("bob, without a Secret, got %v; want an error saying which Secret to make", err)
+	}
+	if d, ok := retryDataOf(err); !ok || d.Reason != upstreamcred.ReasonMissing || !d.says(false, -1, -1) {
+		t.Errorf("bob, without a Secret, got %v; want reason credential_missing, retryable false (until the Secret exists)", err)
 	}
 	calls := 0
 	for _, r := range h.st.Requests()[before:] {

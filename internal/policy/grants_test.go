@@ -117,10 +117,14 @@ func TestRateLimiter(t *testing.T) {
 	// Denied calls cost nothing and stay denied for their own reason.
 	checkResult(t, decide(agent, call("fs", "secret", v1alpha1.RiskRead, nil)), dDeny, "policy:team/limited#rules[1]", nil, "")
 
+	// The denial says when the bucket holds a call again: a second.
+	if got.RetryAfter != time.Second {
+		t.Errorf("RetryAfter %s of an empty bucket refilled at one a second, want 1s", got.RetryAfter)
+	}
 	// 60 per minute: one token a second.
 	clock.advance(999 * time.Millisecond)
-	if got := decide(agent, read); got.Decision != dDeny {
-		t.Errorf("a token came back early")
+	if got := decide(agent, read); got.Decision != dDeny || got.RetryAfter != time.Millisecond {
+		t.Errorf("a token came back early, or RetryAfter %s 1 ms before it, want 1ms", got.RetryAfter)
 	}
 	clock.advance(time.Millisecond)
 	if got := decide(agent, read); got.Decision != dAllow {

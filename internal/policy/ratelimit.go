@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -70,6 +71,7 @@ func (l *RateLimiter) Apply(s Subject, r Result) Result {
 			r.Approval = nil
 			r.Reason = fmt.Sprintf("rate limit exceeded: policy %s allows %d calls per minute (burst %d) to each subject",
 				spec.policy, spec.callsPerMinute, spec.burst)
+			r.RetryAfter = b.untilToken()
 			return r
 		}
 		buckets = append(buckets, b)
@@ -94,6 +96,13 @@ func (l *RateLimiter) bucket(k bucketKey, spec *rateLimitSpec, now time.Time) *b
 		b.last = now
 	}
 	return b
+}
+
+// untilToken is how long until b, refilled last at b.last, holds a whole
+// token again, rounded up to the millisecond.
+func (b *bucket) untilToken() time.Duration {
+	minutes := (1 - b.tokens) / float64(b.callsPerMinute)
+	return time.Duration(math.Ceil(minutes*float64(time.Minute)/float64(time.Millisecond))) * time.Millisecond
 }
 
 func (l *RateLimiter) prune(now time.Time) {

@@ -141,6 +141,9 @@ type Result struct {
 	// one) says injection: Block. Session grants and rate limits leave it
 	// as it is.
 	BlockInjection bool
+	// RetryAfter is, for a call a rate limit denies, how long until its
+	// bucket holds a call again; 0 otherwise.
+	RetryAfter time.Duration
 
 	// target is what the result decides, so a grant applies only to the
 	// tool, prompt or resource it was given for.
