@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"net/http"
@@ -17,11 +18,9 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -46,35 +45,6 @@ func everythingServer(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return bin
-}
-
-// startEverythingHTTP runs the go-sdk everything-server (session era) on a
-// free loopback port and returns its base URL.
-func startEverythingHTTP(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	cmd := exec.Command(everythingServer(t), "-http="+addr, "-stateless=false")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-	})
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return "http://" + addr
-		}
-	}
-	t.Fatalf("everything-server did not listen on %s", addr)
-	return ""
 }
 
 func TestProbeCommandStdioJSON(t *testing.T) {
@@ -152,7 +122,7 @@ func (p *recordingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func TestProbeCommandHTTPWithHeadersTokenAndMutualTLS(t *testing.T) {
-	upstream, _ := url.Parse(startEverythingHTTP(t))
+	upstream, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", testpeers.GoEverything(t, false).Port))
 	proxy := &recordingProxy{next: httputil.NewSingleHostReverseProxy(upstream)}
 	dir := t.TempDir()
 	clientCert, clientKey, clientPool := writeClientCert(t, dir)

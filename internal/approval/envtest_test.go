@@ -146,15 +146,6 @@ func created(t *testing.T, c client.Client, ns string) *v1alpha1.ToolApproval {
 	return nil
 }
 
-func decide(t *testing.T, c client.Client, a *v1alpha1.ToolApproval, verdict v1alpha1.ApprovalVerdict, decider, comment string) {
-	t.Helper()
-	a = a.DeepCopy()
-	a.Spec.Decision = &v1alpha1.ApprovalDecision{Verdict: verdict, Decider: decider, Comment: comment}
-	if err := c.Update(context.Background(), a); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func wait(t *testing.T, ch <-chan asked) Outcome {
 	t.Helper()
 	select {
@@ -240,7 +231,7 @@ func TestApprovedRequest(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 
-	decide(t, c, a, v1alpha1.VerdictAllowOnce, "alice", "checked the path")
+	testenv.DecideApproval(t, c, a, v1alpha1.VerdictAllowOnce, "alice", "checked the path")
 	o := wait(t, done)
 	if o.Phase != v1alpha1.ApprovalApproved || o.Decider != "alice" || o.Comment != "checked the path" || o.Verdict != v1alpha1.VerdictAllowOnce {
 		t.Errorf("outcome = %+v, want approved once by alice with her comment", o)
@@ -263,7 +254,7 @@ func TestDeniedRequest(t *testing.T) {
 	b := replica(t, c, nil)
 	done := ask(context.Background(), b, request(ns, time.Minute))
 	a := created(t, c, ns)
-	decide(t, c, a, v1alpha1.VerdictDeny, "bob", "not on a Friday")
+	testenv.DecideApproval(t, c, a, v1alpha1.VerdictDeny, "bob", "not on a Friday")
 	o := wait(t, done)
 	if o.Phase != v1alpha1.ApprovalDenied || o.Decider != "bob" || o.Comment != "not on a Friday" {
 		t.Errorf("outcome = %+v, want denied by bob", o)
@@ -369,7 +360,7 @@ func TestADecisionReachesAnotherReplica(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the other replica never started waiting")
 	}
-	decide(t, c, a, v1alpha1.VerdictAllowOnce, "carol", "")
+	testenv.DecideApproval(t, c, a, v1alpha1.VerdictAllowOnce, "carol", "")
 	if o := wait(t, done); o.Phase != v1alpha1.ApprovalApproved || o.Decider != "carol" {
 		t.Errorf("asking replica: %+v", o)
 	}
@@ -392,7 +383,7 @@ func TestWaitOnAnAlreadyDecidedApproval(t *testing.T) {
 	defer cancel()
 	done := ask(ctx, asking, request(ns, time.Minute))
 	a := created(t, c, ns)
-	decide(t, c, a, v1alpha1.VerdictDeny, "dave", "")
+	testenv.DecideApproval(t, c, a, v1alpha1.VerdictDeny, "dave", "")
 	wait(t, done)
 	late := replica(t, c, nil)
 	o, err := late.Wait(context.Background(), a)
@@ -431,7 +422,7 @@ func TestWebhookGetsSignedNotifications(t *testing.T) {
 	b.Notifier = wh
 	done := ask(context.Background(), b, request(ns, time.Minute))
 	a := created(t, c, ns)
-	decide(t, c, a, v1alpha1.VerdictAllowOnce, "erin", "ok")
+	testenv.DecideApproval(t, c, a, v1alpha1.VerdictAllowOnce, "erin", "ok")
 	wait(t, done)
 
 	deadline := time.Now().Add(20 * time.Second)
@@ -516,7 +507,7 @@ func TestNobodyApprovesTheirOwnRequest(t *testing.T) {
 	r := request(ns, time.Minute)
 	done := ask(context.Background(), b, r)
 	a := created(t, c, ns)
-	decide(t, c, a, v1alpha1.VerdictAllowOnce, r.Requester.Username, "")
+	testenv.DecideApproval(t, c, a, v1alpha1.VerdictAllowOnce, r.Requester.Username, "")
 	if o := wait(t, done); o.Phase != v1alpha1.ApprovalDenied || !strings.Contains(o.Message, "cannot decide") {
 		t.Fatalf("outcome = %+v, want Denied because the requester decided", o)
 	}
@@ -532,7 +523,7 @@ func TestApprovedAfterTheAgentLeftIsCancelled(t *testing.T) {
 	b := replica(t, c, nil)
 	done := ask(context.Background(), b, request(ns, time.Minute))
 	a := created(t, c, ns)
-	decide(t, c, a, v1alpha1.VerdictAllowOnce, "alice", "")
+	testenv.DecideApproval(t, c, a, v1alpha1.VerdictAllowOnce, "alice", "")
 	wait(t, done)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 )
 
 func TestApproveOnceRecordsThePersonAsDecider(t *testing.T) {
@@ -18,7 +19,7 @@ func TestApproveOnceRecordsThePersonAsDecider(t *testing.T) {
 	e.approval("write-1", bobUser, `{"path":"/data/a.txt"}`)
 	b := e.browser()
 	b.signIn(alice)
-	eventually(t, "the approval shows", func() bool {
+	testkit.Eventually(t, "the approval shows", func() bool {
 		_, body := b.get("/approvals")
 		return strings.Contains(body, "write-1") && strings.Contains(body, "Waiting for a decision (1)")
 	})
@@ -52,7 +53,7 @@ func TestAllowSessionWarnsAndIsRecorded(t *testing.T) {
 	e.approval("read-1", bobUser, `{}`, v1alpha1.ApprovalAllowOnce, v1alpha1.ApprovalAllowSession)
 	b := e.browser()
 	b.signIn(alice)
-	eventually(t, "the approval shows", func() bool { _, body := b.get("/approvals"); return strings.Contains(body, "read-1") })
+	testkit.Eventually(t, "the approval shows", func() bool { _, body := b.get("/approvals"); return strings.Contains(body, "read-1") })
 	_, body := b.get("/approvals")
 	if !strings.Contains(body, "Allow for this session") || !strings.Contains(body, "<strong>any arguments</strong>") {
 		t.Fatalf("the session approval is offered without its warning: %s", body)

@@ -245,19 +245,6 @@ func (b *browser) decide(name string, verdict v1alpha1.ApprovalVerdict, comment 
 	return body
 }
 
-// eventually retries cond until it holds or 20 s pass (the console's
-// watches see a change a moment after the API server made it).
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func (e *env) get(name string) *v1alpha1.ToolApproval {
 	e.t.Helper()
 	var a v1alpha1.ToolApproval

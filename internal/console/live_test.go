@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"testing"
+
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 )
 
 // stream opens the approvals page's event stream in b until ctx ends.
@@ -58,5 +60,5 @@ func TestEventStreamsAreBounded(t *testing.T) {
 		t.Fatalf("a stream beyond the total: %d, want 429", status)
 	}
 	closeFirst()
-	eventually(t, "a closed stream frees its slot", func() bool { return b.openStream(ctx) == http.StatusOK })
+	testkit.Eventually(t, "a closed stream frees its slot", func() bool { return b.openStream(ctx) == http.StatusOK })
 }

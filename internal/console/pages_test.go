@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 )
 
 const evilText = `<script>alert(1)</script> <a href="javascript:alert(2)">click</a> &amp; &#60;b&#62;`
@@ -56,7 +57,7 @@ func TestServersPages(t *testing.T) {
 		Type:           "Warning", Reason: "Crashed", Message: "exited: " + evilText, Count: 1, LastTimestamp: metav1.Now()})
 	b := e.browser()
 	b.signIn(alice)
-	eventually(t, "the server shows", func() bool { _, body := b.get("/servers"); return strings.Contains(body, e.ns+"/fs") })
+	testkit.Eventually(t, "the server shows", func() bool { _, body := b.get("/servers"); return strings.Contains(body, e.ns+"/fs") })
 	_, list := b.get("/servers")
 	for _, want := range []string{"Crashing", "the server exited (OOMKilled)", "3 (last: OOMKilled)", "NOT the approved one"} {
 		if !strings.Contains(list, htmlText(want)) {
@@ -94,7 +95,7 @@ func TestServerPageEventsAsThePerson(t *testing.T) {
 	e.grant(aliceUser, "servers-only", rbacv1.PolicyRule{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"mcpservers"}, Verbs: []string{"get", "list"}})
 	b := e.browser()
 	b.signIn(alice)
-	eventually(t, "the server shows", func() bool { status, _ := b.get("/servers/" + e.ns + "/fs"); return status == http.StatusOK })
+	testkit.Eventually(t, "the server shows", func() bool { status, _ := b.get("/servers/" + e.ns + "/fs"); return status == http.StatusOK })
 	_, detail := b.get("/servers/" + e.ns + "/fs")
 	if !strings.Contains(detail, "could not be read as "+aliceUser) || !strings.Contains(detail, "mcp.fs.read_file") {
 		t.Fatalf("the page does not say the Events could not be read: %s", detail)
@@ -120,7 +121,7 @@ func TestPoliciesPageAndCanI(t *testing.T) {
 	e.policy()
 	b := e.browser()
 	b.signIn(alice)
-	eventually(t, "the policy shows", func() bool { _, body := b.get("/policies"); return strings.Contains(body, e.ns+"/planner") })
+	testkit.Eventually(t, "the policy shows", func() bool { _, body := b.get("/policies"); return strings.Contains(body, e.ns+"/planner") })
 	ask := func(tool, as, args, risk string) string {
 		q := url.Values{"namespace": {e.ns}, "tool": {tool}, "as": {as}, "args": {args}, "risk": {risk}}
 		_, body := b.get("/policies?" + q.Encode())
@@ -205,7 +206,7 @@ func TestActivityPage(t *testing.T) {
 	traceID := "4bf92f3577b34da6a3ce929d0e0e4736"
 	b := e.browser()
 	b.signIn(alice)
-	eventually(t, "the server is watched", func() bool { _, body := b.get("/servers"); return strings.Contains(body, e.ns+"/act") })
+	testkit.Eventually(t, "the server is watched", func() bool { _, body := b.get("/servers"); return strings.Contains(body, e.ns+"/act") })
 	if err := activity.Read("bridge-0", bytes.NewReader(auditStream(t, "act", traceID))); err != nil {
 		t.Fatal(err)
 	}

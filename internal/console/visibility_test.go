@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 )
 
 // otherNamespace is the test's world in a second, new namespace, seen by
@@ -37,14 +38,14 @@ func TestPartialVisibility(t *testing.T) {
 	other.server("secretfs")
 	b := e.browser()
 	b.signIn(alice)
-	eventually(t, "both namespaces' objects are in the console's watches", func() bool {
+	testkit.Eventually(t, "both namespaces' objects are in the console's watches", func() bool {
 		var a v1alpha1.ToolApproval
 		var s v1alpha1.MCPServer
 		return e.console.cache.Get(context.Background(), client.ObjectKey{Namespace: other.ns, Name: "hidden-1"}, &a) == nil &&
 			e.console.cache.Get(context.Background(), client.ObjectKey{Namespace: other.ns, Name: "secretfs"}, &s) == nil
 	})
-	eventually(t, "A's approval shows", func() bool { _, body := b.get("/approvals"); return strings.Contains(body, e.ns+"/seen-1") })
-	eventually(t, "A's server shows", func() bool { _, body := b.get("/servers"); return strings.Contains(body, e.ns+"/fs") })
+	testkit.Eventually(t, "A's approval shows", func() bool { _, body := b.get("/approvals"); return strings.Contains(body, e.ns+"/seen-1") })
+	testkit.Eventually(t, "A's server shows", func() bool { _, body := b.get("/servers"); return strings.Contains(body, e.ns+"/fs") })
 	for _, path := range []string{"/approvals", "/servers"} {
 		if _, body := b.get(path); strings.Contains(body, other.ns) || strings.Contains(body, "hidden-1") || strings.Contains(body, "secretfs") {
 			t.Errorf("%s shows namespace %s, which alice may not list: %s", path, other.ns, body)
@@ -79,7 +80,7 @@ func TestEventStreamFiltersByNamespace(t *testing.T) {
 	// A change alice may not see, then, once the console has surely
 	// passed it on (it waits streamCoalesce before a refresh), one she may.
 	other.approval("hidden-1", bobUser, `{}`)
-	eventually(t, "the console's watch has the hidden approval", func() bool {
+	testkit.Eventually(t, "the console's watch has the hidden approval", func() bool {
 		var a v1alpha1.ToolApproval
 		return e.console.cache.Get(ctx, client.ObjectKey{Namespace: other.ns, Name: "hidden-1"}, &a) == nil
 	})

@@ -38,15 +38,6 @@ func createNamespace() string {
 	return ns.Name
 }
 
-// startEverythingHTTP runs server-everything (npm, written by others) over
-// Streamable HTTP on a free loopback port until the spec ends.
-func startEverythingHTTP() int {
-	return testpeers.NodeEverything(GinkgoT()).Port
-}
-
-// freePort is a loopback port nobody listens on.
-func freePort() int { return testpeers.FreePort(GinkgoT()) }
-
 // reconcilerFor is an MCPServer reconciler with a fake clock and the real
 // MCP prober.
 func reconcilerFor(clk *clocktesting.FakeClock, bridgeNamespaces ...string) func(ctrl.Manager) error {
@@ -209,7 +200,7 @@ var _ = Describe("MCPServer controller", func() {
 		BeforeEach(func() { startManager([]string{ns}, reconcilerFor(clk)) })
 
 		It("runs a hardened pod with a Service and NetworkPolicy, probes it and publishes the catalog", func() {
-			port := startEverythingHTTP()
+			port := testpeers.NodeEverything(GinkgoT()).Port
 			s := httpServer(ns, "everything", port)
 			Expect(k8sClient.Create(ctx, s)).To(Succeed())
 
@@ -251,7 +242,7 @@ var _ = Describe("MCPServer controller", func() {
 		})
 
 		It("probes a server whose container runs before the kubelet reports the pod Ready", func() {
-			port := startEverythingHTTP()
+			port := testpeers.NodeEverything(GinkgoT()).Port
 			s := httpServer(ns, "early", port)
 			Expect(k8sClient.Create(ctx, s)).To(Succeed())
 
@@ -262,7 +253,7 @@ var _ = Describe("MCPServer controller", func() {
 		})
 
 		It("stays Ready after an early probe when something reconciles before the kubelet's Ready", func() {
-			port := startEverythingHTTP()
+			port := testpeers.NodeEverything(GinkgoT()).Port
 			s := httpServer(ns, "early-then-reconciled", port)
 			Expect(k8sClient.Create(ctx, s)).To(Succeed())
 			pod := onePod(s)
@@ -287,7 +278,7 @@ var _ = Describe("MCPServer controller", func() {
 		It("counts no probe failure while a server that runs but is not Ready does not listen yet, and serves it before the kubelet's Ready", func() {
 			bin, err := testpeers.EverythingServer()
 			Expect(err).NotTo(HaveOccurred())
-			port := freePort()
+			port := testpeers.FreePort(GinkgoT())
 			s := httpServer(ns, "slow-start", port)
 			Expect(k8sClient.Create(ctx, s)).To(Succeed())
 
@@ -326,7 +317,7 @@ var _ = Describe("MCPServer controller", func() {
 		})
 
 		It("restarts a crashing server with backoff, gives up after maxRestarts, and comes back on the restart annotation", func() {
-			s := httpServer(ns, "crashy", freePort())
+			s := httpServer(ns, "crashy", testpeers.FreePort(GinkgoT()))
 			Expect(k8sClient.Create(ctx, s)).To(Succeed())
 
 			backoffs := []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second}
@@ -374,7 +365,7 @@ var _ = Describe("MCPServer controller", func() {
 		})
 
 		It("keeps the published catalog through a crash's backoff and withdraws it when the server gives up", func() {
-			s := httpServer(ns, "comeback", startEverythingHTTP())
+			s := httpServer(ns, "comeback", testpeers.NodeEverything(GinkgoT()).Port)
 			s.Spec.RestartPolicy.MaxRestarts = ptr.To[int32](1)
 			Expect(k8sClient.Create(ctx, s)).To(Succeed())
 			kubeletRuns(onePod(s), clk.Now())
@@ -405,7 +396,7 @@ var _ = Describe("MCPServer controller", func() {
 		})
 
 		It("counts a server that stops answering the probe as crashed", func() {
-			s := httpServer(ns, "silent", freePort()) // nothing listens there
+			s := httpServer(ns, "silent", testpeers.FreePort(GinkgoT())) // nothing listens there
 			Expect(k8sClient.Create(ctx, s)).To(Succeed())
 			kubeletRuns(onePod(s), clk.Now())
 			Eventually(func() string { return get(s).Status.Restarts.LastExitReason }).WithTimeout(30 * time.Second).
@@ -414,7 +405,7 @@ var _ = Describe("MCPServer controller", func() {
 		})
 
 		It("suspends at once: pod deleted, catalog withdrawn, no restart", func() {
-			port := startEverythingHTTP()
+			port := testpeers.NodeEverything(GinkgoT()).Port
 			s := httpServer(ns, "pausable", port)
 			Expect(k8sClient.Create(ctx, s)).To(Succeed())
 			kubeletRuns(onePod(s), clk.Now())
@@ -432,7 +423,7 @@ var _ = Describe("MCPServer controller", func() {
 		})
 
 		It("replaces the pod on a spec change without counting a crash", func() {
-			s := httpServer(ns, "changing", freePort())
+			s := httpServer(ns, "changing", testpeers.FreePort(GinkgoT()))
 			Expect(k8sClient.Create(ctx, s)).To(Succeed())
 			first := onePod(s)
 			update(s, func(cur *mcpv1alpha1.MCPServer) {
@@ -450,7 +441,7 @@ var _ = Describe("MCPServer controller", func() {
 
 	It("keeps a backoff across a controller restart", func() {
 		stop := startStoppableManager([]string{ns}, reconcilerFor(clk))
-		s := httpServer(ns, "survivor", freePort())
+		s := httpServer(ns, "survivor", testpeers.FreePort(GinkgoT()))
 		s.Spec.RestartPolicy.BackoffBase = metav1.Duration{Duration: time.Minute}
 		s.Spec.RestartPolicy.BackoffCap = metav1.Duration{Duration: 10 * time.Minute}
 		Expect(k8sClient.Create(ctx, s)).To(Succeed())
@@ -485,7 +476,7 @@ var _ = Describe("MCPServer controller", func() {
 		}
 
 		It("waits for its credentials, then publishes the catalog without a pod", func() {
-			port := startEverythingHTTP()
+			port := testpeers.NodeEverything(GinkgoT()).Port
 			s := remote("far", port)
 			Expect(k8sClient.Create(ctx, s)).To(Succeed())
 			Eventually(condition(s, mcpv1alpha1.ConditionReady)).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonCredentialsMissing))
@@ -501,7 +492,7 @@ var _ = Describe("MCPServer controller", func() {
 		})
 
 		It("announces catalog changes, and with Locked pinning serves only the approved catalog", func() {
-			port := startEverythingHTTP()
+			port := testpeers.NodeEverything(GinkgoT()).Port
 			Expect(k8sClient.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "token"}, StringData: map[string]string{"token": "t"}})).To(Succeed())
 			s := remote("pinned", port)
 			Expect(k8sClient.Create(ctx, s)).To(Succeed())
@@ -600,7 +591,7 @@ var _ = Describe("MCPServer controller", func() {
 	It("gives a name to the older of two same-named servers in the bridge's scope", func() {
 		other := createNamespace()
 		startManager([]string{ns, other}, reconcilerFor(clk, ns, other))
-		port := startEverythingHTTP()
+		port := testpeers.NodeEverything(GinkgoT()).Port
 		first := httpServer(ns, "dup", port)
 		Expect(k8sClient.Create(ctx, first)).To(Succeed())
 		time.Sleep(1100 * time.Millisecond) // creation timestamps have second precision
@@ -635,7 +626,7 @@ var _ = Describe("MCPServer controller with a stdio server", func() {
 		startManager([]string{ns}, reconcilerFor(clk))
 		everything, err := testpeers.NPMBin("mcp-server-everything")
 		Expect(err).NotTo(HaveOccurred())
-		port := freePort()
+		port := testpeers.FreePort(GinkgoT())
 		s := &mcpv1alpha1.MCPServer{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stdio"},
 			Spec: mcpv1alpha1.MCPServerSpec{

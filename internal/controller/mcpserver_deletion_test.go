@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
 // A pod deleted or evicted by someone else is recreated and never counted as
@@ -81,7 +82,7 @@ var _ = Describe("A deletion is not a crash", func() {
 	}
 
 	It("recreates a pod deleted by kubectl delete pod, whose server the kubelet stopped with 143", func() {
-		port := startEverythingHTTP()
+		port := testpeers.NodeEverything(GinkgoT()).Port
 		s := httpServer(env.ns, "deleted", port)
 		Expect(k8sClient.Create(ctx, s)).To(Succeed())
 		pod := readyServing(s, env.clk)
@@ -101,7 +102,7 @@ var _ = Describe("A deletion is not a crash", func() {
 	})
 
 	It("recreates a pod deleted with no grace period, and says so", func() {
-		s := httpServer(env.ns, "gone", startEverythingHTTP())
+		s := httpServer(env.ns, "gone", testpeers.NodeEverything(GinkgoT()).Port)
 		Expect(k8sClient.Create(ctx, s)).To(Succeed())
 		pod := readyServing(s, env.clk)
 		Expect(k8sClient.Delete(ctx, pod, client.GracePeriodSeconds(0))).To(Succeed())
@@ -114,7 +115,7 @@ var _ = Describe("A deletion is not a crash", func() {
 	})
 
 	It("recreates an evicted pod (the Eviction API, as a node drain uses it)", func() {
-		s := httpServer(env.ns, "drained", startEverythingHTTP())
+		s := httpServer(env.ns, "drained", testpeers.NodeEverything(GinkgoT()).Port)
 		Expect(k8sClient.Create(ctx, s)).To(Succeed())
 		pod := readyServing(s, env.clk)
 		holdPod(pod)
@@ -127,7 +128,7 @@ var _ = Describe("A deletion is not a crash", func() {
 	})
 
 	It("replaces a pod the kubelet evicted under node pressure (Failed, Evicted, not deleted)", func() {
-		s := httpServer(env.ns, "pressed", startEverythingHTTP())
+		s := httpServer(env.ns, "pressed", testpeers.NodeEverything(GinkgoT()).Port)
 		Expect(k8sClient.Create(ctx, s)).To(Succeed())
 		pod := readyServing(s, env.clk)
 		pod.Status.Phase, pod.Status.Reason, pod.Status.Message = corev1.PodFailed, "Evicted", "The node was low on resource: memory."

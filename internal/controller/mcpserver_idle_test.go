@@ -8,6 +8,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
 // A probe that finds nothing new writes no status: the time of the last
@@ -18,7 +19,7 @@ var _ = Describe("An idle server", func() {
 		ns := createNamespace()
 		clk := clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
 		startManager([]string{ns}, reconcilerFor(clk))
-		s := httpServer(ns, "quiet", startEverythingHTTP())
+		s := httpServer(ns, "quiet", testpeers.NodeEverything(GinkgoT()).Port)
 		Expect(k8sClient.Create(ctx, s)).To(Succeed())
 		readyServing(s, clk)
 		// The first update by a client writes the API server's defaults

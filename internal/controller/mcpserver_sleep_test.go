@@ -84,7 +84,7 @@ var _ = Describe("Sleeping servers", func() {
 	}
 
 	It("falls asleep after idle with its catalog kept, stays up while used, and wakes on newer activity", func() {
-		s := sleepy("dozy", startEverythingHTTP())
+		s := sleepy("dozy", testpeers.NodeEverything(GinkgoT()).Port)
 		readyServing(s, env.clk)
 		l, err := activityLeaseOf(s)
 		Expect(err).NotTo(HaveOccurred())
@@ -137,7 +137,7 @@ var _ = Describe("Sleeping servers", func() {
 	})
 
 	It("sleeps by hand, and a wake whose pod cannot start says WakeFailed with the reason", func() {
-		s := sleepy("by-hand", startEverythingHTTP())
+		s := sleepy("by-hand", testpeers.NodeEverything(GinkgoT()).Port)
 		readyServing(s, env.clk)
 
 		env.clk.Step(time.Second)
@@ -194,7 +194,7 @@ var _ = Describe("Sleeping servers", func() {
 	})
 
 	It("counts a crash on waking as a crash, and says WakeFailed", func() {
-		s := sleepy("crash-on-wake", startEverythingHTTP())
+		s := sleepy("crash-on-wake", testpeers.NodeEverything(GinkgoT()).Port)
 		sleptAfterIdle(s, env.clk)
 
 		env.clk.Step(time.Second)
@@ -205,7 +205,7 @@ var _ = Describe("Sleeping servers", func() {
 	})
 
 	It("falls asleep again before a wake finished with Ready's time at the new sleep, and a newer call wakes it", func() {
-		s := sleepy("restless", startEverythingHTTP())
+		s := sleepy("restless", testpeers.NodeEverything(GinkgoT()).Port)
 		wokenAfterSleep(s, env.clk)
 
 		// The pod is slow to start; the server is put back to sleep meanwhile:
@@ -228,7 +228,7 @@ var _ = Describe("Sleeping servers", func() {
 	})
 
 	It("keeps a waking pod slower than idle, and counts idle from when it is Ready", func() {
-		s := sleepy("slow-waker", startEverythingHTTP())
+		s := sleepy("slow-waker", testpeers.NodeEverything(GinkgoT()).Port)
 		pod := wokenAfterSleep(s, env.clk)
 
 		// Two idle minutes pass while the pod starts: it is kept.
@@ -251,7 +251,7 @@ var _ = Describe("Sleeping servers", func() {
 	})
 
 	It("sleeps by hand a server without idle, whose Lease the request creates", func() {
-		s := httpServer(env.ns, "no-idle", startEverythingHTTP())
+		s := httpServer(env.ns, "no-idle", testpeers.NodeEverything(GinkgoT()).Port)
 		Expect(k8sClient.Create(ctx, s)).To(Succeed())
 		readyServing(s, env.clk)
 		_, err := activityLeaseOf(s)
@@ -276,7 +276,7 @@ var _ = Describe("Sleeping servers", func() {
 	})
 
 	It("holds the Lease as it falls asleep, so that any later write wakes it, and stays awake when used meanwhile", func() {
-		s := sleepy("held", startEverythingHTTP())
+		s := sleepy("held", testpeers.NodeEverything(GinkgoT()).Port)
 		readyServing(s, env.clk)
 		decidedOn := lastActivity(must(activityLeaseOf(s)))
 
@@ -326,14 +326,14 @@ var _ = Describe("Sleeping servers", func() {
 			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder},
 		}
 		Expect(k8sClient.Create(ctx, foreign)).To(Succeed())
-		s := sleepy("squatted", startEverythingHTTP())
+		s := sleepy("squatted", testpeers.NodeEverything(GinkgoT()).Port)
 		Eventually(condition(s, mcpv1alpha1.ConditionDegraded)).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonReconcileError))
 		Expect(condition(s, mcpv1alpha1.ConditionDegraded)().Message).To(ContainSubstring("not this server's activity Lease"))
 		Expect(must(activityLeaseOf(s)).Spec.HolderIdentity).To(HaveValue(Equal(holder)), "the other Lease is left as it was")
 	})
 
 	It("measures a wake from its first request, not from the renewals written while it starts", func() {
-		s := sleepy("measured", startEverythingHTTP())
+		s := sleepy("measured", testpeers.NodeEverything(GinkgoT()).Port)
 		pod := wokenAfterSleep(s, env.clk)
 
 		// Calls waiting for it keep the Lease renewed.
@@ -350,7 +350,7 @@ var _ = Describe("Sleeping servers", func() {
 	})
 
 	It("carries a changed idle into the Lease's duration", func() {
-		s := sleepy("retimed", startEverythingHTTP())
+		s := sleepy("retimed", testpeers.NodeEverything(GinkgoT()).Port)
 		readyServing(s, env.clk)
 		update(s, func(cur *mcpv1alpha1.MCPServer) {
 			cur.Spec.Workload.Idle = &metav1.Duration{Duration: 90 * time.Second}
@@ -360,7 +360,7 @@ var _ = Describe("Sleeping servers", func() {
 
 	It("puts a server without idle to sleep by hand, and starts one created with a sleep request asleep, with no pod", func() {
 		// No idle: the Lease is created only once the request is there, after it.
-		awake := httpServer(env.ns, "no-idle-by-hand", startEverythingHTTP())
+		awake := httpServer(env.ns, "no-idle-by-hand", testpeers.NodeEverything(GinkgoT()).Port)
 		Expect(k8sClient.Create(ctx, awake)).To(Succeed())
 		readyServing(awake, env.clk)
 		env.clk.Step(time.Second)
@@ -374,7 +374,7 @@ var _ = Describe("Sleeping servers", func() {
 		// (sleepingSince is whole seconds, the Lease's start is not): the
 		// Lease starting just before the request is no wake.
 		env.clk.Step(300 * time.Millisecond)
-		born := httpServer(env.ns, "born-asleep", startEverythingHTTP())
+		born := httpServer(env.ns, "born-asleep", testpeers.NodeEverything(GinkgoT()).Port)
 		born.Spec.Workload.Idle = &metav1.Duration{Duration: time.Hour}
 		born.Annotations = map[string]string{mcpv1alpha1.SleepAnnotation: env.clk.Now().UTC().Format(time.RFC3339Nano)}
 		Expect(k8sClient.Create(ctx, born)).To(Succeed())
@@ -387,7 +387,7 @@ var _ = Describe("Sleeping servers", func() {
 	})
 
 	It("removes the Lease and runs the server again when idle is unset", func() {
-		s := sleepy("insomniac", startEverythingHTTP())
+		s := sleepy("insomniac", testpeers.NodeEverything(GinkgoT()).Port)
 		sleptAfterIdle(s, env.clk)
 
 		update(s, func(cur *mcpv1alpha1.MCPServer) { cur.Spec.Workload.Idle = nil })

@@ -8,6 +8,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 )
 
 // Two session-era agents calling a server that keeps state per session,
@@ -27,7 +28,7 @@ func TestAgentSessionsHaveTheirOwnUpstreamSessions(t *testing.T) {
 
 	call := func(c *client.Client, tool, args string) string {
 		t.Helper()
-		res, err := c.CallTool(ctxT(t), "mcp.stateful."+tool, []byte(args))
+		res, err := c.CallTool(testkit.Context(t), "mcp.stateful."+tool, []byte(args))
 		if err != nil {
 			t.Fatalf("%s: %v", tool, err)
 		}
@@ -50,7 +51,7 @@ func TestAgentSessionsHaveTheirOwnUpstreamSessions(t *testing.T) {
 	}
 
 	alice.Close() // the agent's DELETE
-	eventually(t, "alice's upstream session DELETEd after alice's session ended", func() bool { return slices.Contains(st.Deleted(), seen[0]) })
+	testkit.Eventually(t, "alice's upstream session DELETEd after alice's session ended", func() bool { return slices.Contains(st.Deleted(), seen[0]) })
 	if slices.Contains(st.Deleted(), seen[1]) {
 		t.Fatalf("bob's upstream session was DELETEd with alice's: %q", st.Deleted())
 	}

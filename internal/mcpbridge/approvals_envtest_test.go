@@ -19,6 +19,8 @@ import (
 	mcpclient "github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/testenv"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -27,7 +29,7 @@ import (
 func waitingApproval(t *testing.T, k client.Client, ns, target string) *v1alpha1.ToolApproval {
 	t.Helper()
 	var found *v1alpha1.ToolApproval
-	eventually(t, "a ToolApproval for "+target+" appears", func() bool {
+	testkit.Eventually(t, "a ToolApproval for "+target+" appears", func() bool {
 		var list v1alpha1.ToolApprovalList
 		if err := k.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
 			t.Fatal(err)
@@ -42,15 +44,6 @@ func waitingApproval(t *testing.T, k client.Client, ns, target string) *v1alpha1
 		return false
 	})
 	return found
-}
-
-func decideApproval(t *testing.T, k client.Client, a *v1alpha1.ToolApproval, v v1alpha1.ApprovalVerdict, who, comment string) {
-	t.Helper()
-	a = a.DeepCopy()
-	a.Spec.Decision = &v1alpha1.ApprovalDecision{Verdict: v, Decider: who, Comment: comment}
-	if err := k.Update(context.Background(), a); err != nil {
-		t.Fatal(err)
-	}
 }
 
 type callResult struct {
@@ -164,7 +157,7 @@ func TestAPersonDecidesThroughAToolApproval(t *testing.T) {
 	// Our test client declares no elicitation: the first channel cannot be
 	// used, so the bridge goes on to the ToolApproval.
 	c := connectTo(t, url, "alice-token", mcpclient.EraSession)
-	eventually(t, "the bridge lists the asked tools", func() bool {
+	testkit.Eventually(t, "the bridge lists the asked tools", func() bool {
 		names := listNames(t, c)
 		return strings.Contains(strings.Join(names, ","), "mcp.everything.echo")
 	})
@@ -174,7 +167,7 @@ func TestAPersonDecidesThroughAToolApproval(t *testing.T) {
 	progress := hearProgress(c)
 	done := callWithProgressAsync(c, "mcp.everything.echo", `{"message":"approved call"}`, "tok-7")
 	a := waitingApproval(t, k, ns, "mcp.everything.echo")
-	eventually(t, "the waiting agent hears how its request is decided", func() bool {
+	testkit.Eventually(t, "the waiting agent hears how its request is decided", func() bool {
 		first := progress.first()
 		return strings.Contains(first, `"progressToken":"tok-7"`) && strings.Contains(first, "kubectl mcp approve "+a.Name+" -n "+ns)
 	})
@@ -186,7 +179,7 @@ func TestAPersonDecidesThroughAToolApproval(t *testing.T) {
 		t.Errorf("the ToolApproval's request = %+v", r)
 	}
 	stillWaiting(t, done, "the call")
-	decideApproval(t, k, a, v1alpha1.VerdictAllowOnce, "carol", "looks fine")
+	testenv.DecideApproval(t, k, a, v1alpha1.VerdictAllowOnce, "carol", "looks fine")
 	res := <-done
 	if res.err != nil {
 		t.Fatalf("the approved call failed: %v", res.err)
@@ -219,7 +212,7 @@ func TestAPersonDecidesThroughAToolApproval(t *testing.T) {
 	// Denied: -32010 denied_by_approver, nothing upstream.
 	done = callAsync(c, "mcp.everything.echo", `{"message":"denied call"}`)
 	a = waitingApproval(t, k, ns, "mcp.everything.echo")
-	decideApproval(t, k, a, v1alpha1.VerdictDeny, "dave", "not today")
+	testenv.DecideApproval(t, k, a, v1alpha1.VerdictDeny, "dave", "not today")
 	res = <-done
 	if rpcCode(res.err) != CodeDenied || !strings.Contains(res.err.Error(), "denied_by_approver") || !strings.Contains(res.err.Error(), "not today") {
 		t.Errorf("the denied call ended with %v, want -32010 denied_by_approver with the comment", res.err)
@@ -273,10 +266,10 @@ func TestNoToolApprovalsWithoutTheChannel(t *testing.T) {
 	p.Spec.Approval.Channels = []v1alpha1.ApprovalChannel{v1alpha1.ChannelToolApproval}
 	createPolicy(t, k, p)
 	c := connectTo(t, url, "alice-token", mcpclient.EraSession)
-	eventually(t, "the bridge lists the asked tool", func() bool {
+	testkit.Eventually(t, "the bridge lists the asked tool", func() bool {
 		return strings.Contains(strings.Join(listNames(t, c), ","), "mcp.everything.echo")
 	})
-	_, err := c.CallTool(ctxT(t), "mcp.everything.echo", json.RawMessage(`{"message":"x"}`))
+	_, err := c.CallTool(testkit.Context(t), "mcp.everything.echo", json.RawMessage(`{"message":"x"}`))
 	if rpcCode(err) != CodeDenied || !strings.Contains(err.Error(), "approval_unavailable") || !strings.Contains(err.Error(), "ToolApproval") {
 		t.Errorf("got %v, want -32010 approval_unavailable naming the channel", err)
 	}
@@ -302,10 +295,10 @@ func TestNoApprovalModeLeftDeniesEarly(t *testing.T) {
 	}
 	createPolicy(t, k, p)
 	c := connectTo(t, url, "alice-token", mcpclient.EraStateless)
-	eventually(t, "the bridge lists the asked tool", func() bool {
+	testkit.Eventually(t, "the bridge lists the asked tool", func() bool {
 		return strings.Contains(strings.Join(listNames(t, c), ","), "mcp.everything.echo")
 	})
-	_, err := c.CallTool(ctxT(t), "mcp.everything.echo", json.RawMessage(`{"message":"x"}`))
+	_, err := c.CallTool(testkit.Context(t), "mcp.everything.echo", json.RawMessage(`{"message":"x"}`))
 	if rpcCode(err) != CodeDenied || !strings.Contains(err.Error(), "no approval mode") {
 		t.Errorf("got %v, want -32010 approval_unavailable saying no approval mode is left", err)
 	}
@@ -339,8 +332,8 @@ func TestAPersonDecidesReadsAndPrompts(t *testing.T) {
 	p.Spec.Approval = approveOnce(5*time.Minute, v1alpha1.ChannelToolApproval)
 	createPolicy(t, k, p)
 	c := connectTo(t, url, "alice-token", mcpclient.EraSession)
-	eventually(t, "the bridge lists the server's prompts", func() bool {
-		prompts, err := c.ListPrompts(ctxT(t), mcpclient.Limits{})
+	testkit.Eventually(t, "the bridge lists the server's prompts", func() bool {
+		prompts, err := c.ListPrompts(testkit.Context(t), mcpclient.Limits{})
 		return err == nil && len(prompts) > 0
 	})
 	progress := hearProgress(c)
@@ -354,12 +347,12 @@ func TestAPersonDecidesReadsAndPrompts(t *testing.T) {
 		r.ArgumentsSHA256 != "" || r.Rules[0] != "policy:"+ns+"/people-decide#resources[0]" {
 		t.Errorf("the read's ToolApproval request = %+v", r)
 	}
-	eventually(t, "the waiting reader hears how its read is decided", func() bool {
+	testkit.Eventually(t, "the waiting reader hears how its read is decided", func() bool {
 		first := progress.first()
 		return strings.Contains(first, `"progressToken":"read-1"`) && strings.Contains(first, "kubectl mcp approve "+a.Name+" -n "+ns)
 	})
 	stillWaiting(t, done, "the read")
-	decideApproval(t, k, a, v1alpha1.VerdictAllowOnce, "carol", "")
+	testenv.DecideApproval(t, k, a, v1alpha1.VerdictAllowOnce, "carol", "")
 	res := <-done
 	if res.err != nil || !strings.Contains(string(res.res), `"uri":"`+textURI+`"`) {
 		t.Fatalf("the approved read: %s, %v", res.res, res.err)
@@ -383,7 +376,7 @@ func TestAPersonDecidesReadsAndPrompts(t *testing.T) {
 	if r := a.Spec.Request; r.Method != "prompts/get" || r.ArgumentsSHA256 != digest || !strings.Contains(r.ArgumentsPreview, "alpha") {
 		t.Errorf("the prompt's ToolApproval request = %+v", r)
 	}
-	decideApproval(t, k, a, v1alpha1.VerdictDeny, "dave", "no prompts today")
+	testenv.DecideApproval(t, k, a, v1alpha1.VerdictDeny, "dave", "no prompts today")
 	res = <-done
 	if rpcCode(res.err) != CodeDenied || !strings.Contains(res.err.Error(), "denied_by_approver") || !strings.Contains(res.err.Error(), "no prompts today") {
 		t.Errorf("the denied prompt ended with %v, want -32010 denied_by_approver with the comment", res.err)
@@ -412,7 +405,7 @@ func TestAnApprovalCoversWhatItSays(t *testing.T) {
 	p.Spec.Approval.Modes = append(p.Spec.Approval.Modes, v1alpha1.ApprovalAllowSession)
 	createPolicy(t, k, p)
 	first := connectTo(t, url, "alice-token", mcpclient.EraSession)
-	eventually(t, "the bridge lists the asked tool", func() bool {
+	testkit.Eventually(t, "the bridge lists the asked tool", func() bool {
 		return strings.Contains(strings.Join(listNames(t, first), ","), "mcp.everything.echo")
 	})
 	// approved calls echo with args, and a person decides its ToolApproval
@@ -421,7 +414,7 @@ func TestAnApprovalCoversWhatItSays(t *testing.T) {
 		t.Helper()
 		done := callAsync(c, "mcp.everything.echo", args)
 		a := waitingApproval(t, k, ns, "mcp.everything.echo")
-		decideApproval(t, k, a, v, "carol", "")
+		testenv.DecideApproval(t, k, a, v, "carol", "")
 		if res := <-done; res.err != nil {
 			t.Fatalf("the call approved %s failed: %v", v, res.err)
 		}
@@ -439,7 +432,7 @@ func TestAnApprovalCoversWhatItSays(t *testing.T) {
 	}
 
 	// The session's grant: any arguments, no ToolApproval.
-	res, err := first.CallTool(ctxT(t), "mcp.everything.echo", json.RawMessage(`{"message":"three"}`))
+	res, err := first.CallTool(testkit.Context(t), "mcp.everything.echo", json.RawMessage(`{"message":"three"}`))
 	if err != nil || !strings.Contains(firstText(t, res), "three") {
 		t.Fatalf("a call the session's grant covers: %s, %v", res, err)
 	}
@@ -461,7 +454,7 @@ func TestAnApprovalCoversWhatItSays(t *testing.T) {
 	if other.Spec.Request.Requester.Session == session.Spec.Request.Requester.Session {
 		t.Errorf("the second session's approval names the first session %s", other.Spec.Request.Requester.Session)
 	}
-	decideApproval(t, k, other, v1alpha1.VerdictDeny, "carol", "")
+	testenv.DecideApproval(t, k, other, v1alpha1.VerdictDeny, "carol", "")
 	if res := <-done; rpcCode(res.err) != CodeDenied {
 		t.Errorf("the other session's call ended with %v, want -32010", res.err)
 	}

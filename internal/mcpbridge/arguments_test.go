@@ -9,6 +9,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -24,16 +25,16 @@ func TestArgumentsReachTheConditions(t *testing.T) {
 	h := newHarness(t, []v1alpha1.MCPServer{server}, []v1alpha1.ToolPolicy{pol}, nil)
 	c := h.connect(t, "alice-token", "/mcp", client.EraSession)
 
-	res, err := c.CallTool(ctxT(t), "mcp.everything.echo", json.RawMessage(`{"message":"ok, go"}`))
+	res, err := c.CallTool(testkit.Context(t), "mcp.everything.echo", json.RawMessage(`{"message":"ok, go"}`))
 	if err != nil || !strings.Contains(firstText(t, res), "ok, go") {
 		t.Fatalf("a call whose arguments meet the condition: %s, %v", res, err)
 	}
-	_, err = c.CallTool(ctxT(t), "mcp.everything.echo", json.RawMessage(`{"message":"not ok"}`))
+	_, err = c.CallTool(testkit.Context(t), "mcp.everything.echo", json.RawMessage(`{"message":"not ok"}`))
 	if rpcCode(err) != CodeDenied {
 		t.Fatalf("a call whose arguments fail the condition must be denied: %v", err)
 	}
 	for _, args := range []string{`["ok"]`, `"ok"`, `7`} {
-		_, err = c.CallToolParams(ctxT(t), json.RawMessage(`{"name":"mcp.everything.echo","arguments":`+args+`}`))
+		_, err = c.CallToolParams(testkit.Context(t), json.RawMessage(`{"name":"mcp.everything.echo","arguments":`+args+`}`))
 		if rpcCode(err) != jsonrpc.CodeInvalidParams || !strings.Contains(err.Error(), "must be a JSON object") {
 			t.Errorf("arguments %s: %v, want an invalid-params error", args, err)
 		}

@@ -17,6 +17,7 @@ import (
 	mcpclient "github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 )
 
 // backAfterResolve is an adapter that, once its request is resolved, waits
@@ -54,7 +55,7 @@ func restarting(t *testing.T, k client.Client, rt *Runtime, obj *v1alpha1.MCPSer
 		s.Endpoint = nil
 		setReady(s, metav1.ConditionFalse, v1alpha1.ReasonRestarting, "restarting after crash 1")
 	})
-	eventually(t, "the bridge sees the server restarting", func() bool {
+	testkit.Eventually(t, "the bridge sees the server restarting", func() bool {
 		_, ok := rt.Registry.Away(obj.Name)
 		return ok
 	})
@@ -90,7 +91,7 @@ func TestResolvedAwayServedByAvailable(t *testing.T) {
 					s.Endpoint = served.Endpoint
 					setReady(s, metav1.ConditionTrue, v1alpha1.ReasonServing, "the catalog is published")
 				})
-				eventually(t, "the bridge serves the server again", func() bool {
+				testkit.Eventually(t, "the bridge serves the server again", func() bool {
 					_, _, ok := rt.Registry.Server("everything")
 					return ok
 				})
@@ -141,7 +142,7 @@ func TestSubscribeToAServerAwayDecidesFirst(t *testing.T) {
 	rt, k, obj, c, _ := servedTo(t, ns, fwd, nil)
 	restarting(t, k, rt, obj)
 	sub := json.RawMessage(`{"uri":"mcp://everything/test://static-text"}`)
-	_, err := c.Call(ctxT(t), "resources/subscribe", sub)
+	_, err := c.Call(testkit.Context(t), "resources/subscribe", sub)
 	var e *jsonrpc.Error
 	if !errors.As(err, &e) || e.Code == CodeServerAway || strings.Contains(e.Error(), "Restarting") {
 		t.Fatalf("a denied subscription: %v", err)
@@ -150,8 +151,8 @@ func TestSubscribeToAServerAwayDecidesFirst(t *testing.T) {
 	pol := toolPolicy(ns, "reads", []v1alpha1.Subject{sa("agents", "alice")})
 	pol.Spec.Resources = []v1alpha1.ResourceRule{{Servers: []string{"everything"}, Decision: "allow"}}
 	createPolicy(t, k, pol)
-	eventually(t, "the allowed subscription is told the server is away", func() bool {
-		_, err := c.Call(ctxT(t), "resources/subscribe", sub)
+	testkit.Eventually(t, "the allowed subscription is told the server is away", func() bool {
+		_, err := c.Call(testkit.Context(t), "resources/subscribe", sub)
 		return errors.As(err, &e) && e.Code == CodeServerAway
 	})
 	if n := fwd.Requests("resources/subscribe"); n != 0 {
@@ -171,7 +172,7 @@ func TestWokenServerWithAChangedTool(t *testing.T) {
 	since := putToSleep(t, k, rt, obj)
 	served := obj.Status.DeepCopy()
 	result := callAsync(c, "mcp.everything.test_simple_text", `{}`)
-	eventually(t, "the wake is written", func() bool {
+	testkit.Eventually(t, "the wake is written", func() bool {
 		return getLease(t, k, ns, "everything").Spec.RenewTime.After(since)
 	})
 	updateStatus(t, k, obj, func(s *v1alpha1.MCPServerStatus) {
@@ -199,7 +200,7 @@ func TestWokenServerWithAChangedTool(t *testing.T) {
 	// Sent again, it is decided as the destructive tool it is now: the
 	// policy's allow of a destructive tool asks, and this client cannot be
 	// asked.
-	_, err := c.CallTool(ctxT(t), "mcp.everything.test_simple_text", json.RawMessage(`{}`))
+	_, err := c.CallTool(testkit.Context(t), "mcp.everything.test_simple_text", json.RawMessage(`{}`))
 	if !errors.As(err, &e) || e.Code != CodeDenied || !strings.Contains(string(e.Data), reasonApprovalUnavailable) {
 		t.Fatalf("sent again: %v", err)
 	}
@@ -218,11 +219,11 @@ func TestStopAnswersAWakeWait(t *testing.T) {
 	createPolicy(t, k, toolPolicy(ns, "agents", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.everything.*")))
 	srv, url := serve(t, rt.Handler)
 	c := connectTo(t, url, "alice-token", mcpclient.EraSession)
-	eventually(t, "the bridge lists the server's tools", func() bool { return len(listNames(t, c)) > 0 })
+	testkit.Eventually(t, "the bridge lists the server's tools", func() bool { return len(listNames(t, c)) > 0 })
 	createLease(t, k, ns, "everything", 5*time.Minute)
 	since := putToSleep(t, k, rt, obj)
 	done := callAsync(c, "mcp.everything.test_simple_text", `{}`)
-	eventually(t, "the wake is written", func() bool {
+	testkit.Eventually(t, "the wake is written", func() bool {
 		return getLease(t, k, ns, "everything").Spec.RenewTime.After(since)
 	})
 
@@ -259,7 +260,7 @@ func TestWakeThenServerProgressIncreases(t *testing.T) {
 	putToSleep(t, k, rt, obj)
 	progress := hearProgress(c)
 	done := callWithProgressAsync(c, "mcp.everything.test_tool_with_progress", `{}`, "wake-p")
-	eventually(t, "the waiting agent hears of the wake", func() bool { return progress.first() != "" })
+	testkit.Eventually(t, "the waiting agent hears of the wake", func() bool { return progress.first() != "" })
 	updateStatus(t, k, obj, func(s *v1alpha1.MCPServerStatus) {
 		s.Endpoint = served.Endpoint
 		setReady(s, metav1.ConditionTrue, v1alpha1.ReasonServing, "the catalog is published")
@@ -309,15 +310,15 @@ func TestOnlyAllowedRequestsAreActivity(t *testing.T) {
 	createPolicy(t, k, toolPolicy(ns, "agents", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.everything.*"), rule("deny", "mcp.everything.test_simple_text")))
 	alice := connectTo(t, url, "alice-token", mcpclient.EraSession)
 	bob := connectTo(t, url, "bob-token", mcpclient.EraSession)
-	eventually(t, "the bridge serves the server", func() bool {
+	testkit.Eventually(t, "the bridge serves the server", func() bool {
 		_, _, ok := rt.Registry.Server("everything")
 		return ok
 	})
 	createLease(t, k, ns, "everything", 5*time.Minute)
 	time.Sleep(time.Second) // the bridge's Lease informer takes it up
 	renewed := getLease(t, k, ns, "everything").Spec.RenewTime.Time
-	eventually(t, "alice's call is denied", func() bool {
-		_, err := alice.CallTool(ctxT(t), "mcp.everything.test_simple_text", json.RawMessage(`{}`))
+	testkit.Eventually(t, "alice's call is denied", func() bool {
+		_, err := alice.CallTool(testkit.Context(t), "mcp.everything.test_simple_text", json.RawMessage(`{}`))
 		var e *jsonrpc.Error
 		return errors.As(err, &e) && e.Code == CodeDenied
 	})
@@ -331,7 +332,7 @@ func TestOnlyAllowedRequestsAreActivity(t *testing.T) {
 	if len(listNames(t, alice)) == 0 {
 		t.Fatal("alice sees no tools")
 	}
-	eventually(t, "a list showing the server's tools renews its Lease", func() bool {
+	testkit.Eventually(t, "a list showing the server's tools renews its Lease", func() bool {
 		return getLease(t, k, ns, "everything").Spec.RenewTime.After(renewed)
 	})
 }
@@ -345,7 +346,7 @@ func TestFailedWakeWriteIsNotShownToTheAgent(t *testing.T) {
 	fwd := peer(t)
 	rt, k, obj, c, _ := servedTo(t, ns, fwd, nil)
 	putToSleep(t, k, rt, obj) // no activity Lease: the wake's patch fails
-	_, err := c.CallTool(ctxT(t), "mcp.everything.test_simple_text", json.RawMessage(`{}`))
+	_, err := c.CallTool(testkit.Context(t), "mcp.everything.test_simple_text", json.RawMessage(`{}`))
 	d := awayOf(t, err)
 	if d.Reason != v1alpha1.ReasonSleeping || !strings.Contains(err.Error(), "could not ask for the server to wake") ||
 		strings.Contains(err.Error(), "not found") || strings.Contains(err.Error(), "leases") {

@@ -12,6 +12,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/redact"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 	"github.com/mcp-operator/mcp-operator/internal/tokencorpus"
 )
@@ -69,7 +70,7 @@ func TestBareTokensAndEncodedSecretsRedacted(t *testing.T) {
 	}
 	for what, s := range said {
 		args, _ := json.Marshal(map[string]string{"message": "config:\n" + s + "\nend"})
-		res, err := c.CallTool(ctxT(t), "mcp.everything.echo", args)
+		res, err := c.CallTool(testkit.Context(t), "mcp.everything.echo", args)
 		if err != nil {
 			t.Fatalf("%s: echo: %v", what, err)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 )
 
 // cachingServer is a go-sdk server whose lists say they are fresh for ttl
@@ -82,7 +83,7 @@ func TestListsCarryCacheHints(t *testing.T) {
 	stateless := h.connect(t, "alice-token", "/mcp", client.EraStateless)
 	hints := func(c *client.Client, method string) (ttlMs int64, scope string, result json.RawMessage) {
 		t.Helper()
-		res, err := c.Call(ctxT(t), method, nil)
+		res, err := c.Call(testkit.Context(t), method, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", method, err)
 		}
@@ -129,7 +130,7 @@ func TestListsCarryCacheHints(t *testing.T) {
 
 	before := lists.Load()
 	for range 3 {
-		if _, err := stateless.Call(ctxT(t), "tools/call", json.RawMessage(`{"name":"mcp.cached.greet","arguments":{}}`)); err != nil {
+		if _, err := stateless.Call(testkit.Context(t), "tools/call", json.RawMessage(`{"name":"mcp.cached.greet","arguments":{}}`)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -144,10 +145,10 @@ func TestListsCarryCacheHints(t *testing.T) {
 	underscored := underscore.connect(t, "alice-token", "/mcp", client.EraStateless)
 	callUnderscored := func() {
 		t.Helper()
-		if _, err := underscored.Call(ctxT(t), "tools/call", json.RawMessage(`{"name":"mcp__cached__greet","arguments":{}}`)); err != nil {
+		if _, err := underscored.Call(testkit.Context(t), "tools/call", json.RawMessage(`{"name":"mcp__cached__greet","arguments":{}}`)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := underscored.Call(ctxT(t), "tools/call", json.RawMessage(`{"name":"greet","arguments":{}}`)); !jsonrpc.IsCode(err, jsonrpc.CodeInvalidParams) {
+		if _, err := underscored.Call(testkit.Context(t), "tools/call", json.RawMessage(`{"name":"greet","arguments":{}}`)); !jsonrpc.IsCode(err, jsonrpc.CodeInvalidParams) {
 			t.Errorf("a bare name: %v, want invalid params (never guessed)", err)
 		}
 	}
@@ -179,7 +180,7 @@ func TestFailedRelistingKeepsTheCatalog(t *testing.T) {
 	c := h.connect(t, "alice-token", "/mcp", client.EraStateless)
 	listed := func() json.RawMessage {
 		t.Helper()
-		res, err := c.Call(ctxT(t), "tools/list", nil)
+		res, err := c.Call(testkit.Context(t), "tools/list", nil)
 		if err != nil {
 			t.Fatalf("tools/list: %v", err)
 		}
@@ -195,7 +196,7 @@ func TestFailedRelistingKeepsTheCatalog(t *testing.T) {
 		if res := listed(); !bytes.Contains(res, []byte(`"mcp.cached.greet"`)) {
 			t.Errorf("after a failed re-listing the list lacks the tool listed before: %s", res)
 		}
-		if _, err := c.Call(ctxT(t), "tools/call", json.RawMessage(`{"name":"mcp.cached.greet","arguments":{}}`)); err != nil {
+		if _, err := c.Call(testkit.Context(t), "tools/call", json.RawMessage(`{"name":"mcp.cached.greet","arguments":{}}`)); err != nil {
 			t.Errorf("a call after a failed re-listing: %v", err)
 		}
 	}

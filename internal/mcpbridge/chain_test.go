@@ -24,6 +24,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden event chains in testdata")
@@ -59,7 +60,7 @@ func TestEventChainsByteForByte(t *testing.T) {
 	} {
 		t.Run(tc.golden, func(t *testing.T) {
 			goldenChain(t, tc.golden, server, pol, func(c *client.Client) {
-				_, err := c.CallTool(ctxT(t), tc.tool, tc.args)
+				_, err := c.CallTool(testkit.Context(t), tc.tool, tc.args)
 				if (err != nil) != tc.wantErr {
 					t.Fatalf("call: %v (want an error: %v)", err, tc.wantErr)
 				}
@@ -92,7 +93,7 @@ func TestReadAndPromptFailureChains(t *testing.T) {
 
 	t.Run("chain-read-failure.jsonl", func(t *testing.T) {
 		goldenChain(t, "chain-read-failure.jsonl", everything, pol, func(c *client.Client) {
-			if _, err := c.Call(ctxT(t), "resources/read", json.RawMessage(`{"uri":"mcp://everything/test://no-such-resource"}`)); err == nil {
+			if _, err := c.Call(testkit.Context(t), "resources/read", json.RawMessage(`{"uri":"mcp://everything/test://no-such-resource"}`)); err == nil {
 				t.Fatal("a read of a resource the server does not have must fail")
 			}
 		})
@@ -101,14 +102,14 @@ func TestReadAndPromptFailureChains(t *testing.T) {
 	// as a failed read does, with tool.failed.
 	t.Run("chain-subscribe-failure.jsonl", func(t *testing.T) {
 		goldenChain(t, "chain-subscribe-failure.jsonl", prompts, pol, func(c *client.Client) {
-			if _, err := c.Call(ctxT(t), "resources/subscribe", json.RawMessage(`{"uri":"mcp://prompts/test://plain"}`)); rpcCode(err) != -32602 {
+			if _, err := c.Call(testkit.Context(t), "resources/subscribe", json.RawMessage(`{"uri":"mcp://prompts/test://plain"}`)); rpcCode(err) != -32602 {
 				t.Fatalf("a subscription to a server without subscriptions: %v, want -32602", err)
 			}
 		})
 	})
 	t.Run("chain-prompt-failure.jsonl", func(t *testing.T) {
 		goldenChain(t, "chain-prompt-failure.jsonl", prompts, pol, func(c *client.Client) {
-			if _, err := c.Call(ctxT(t), "prompts/get", json.RawMessage(`{"name":"mcp.prompts.broken"}`)); err == nil {
+			if _, err := c.Call(testkit.Context(t), "prompts/get", json.RawMessage(`{"name":"mcp.prompts.broken"}`)); err == nil {
 				t.Fatal("a prompt whose expansion fails must fail")
 			}
 		})

@@ -16,6 +16,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -118,7 +119,7 @@ func compareConformance(t *testing.T, stateless bool) {
 	if !ok {
 		t.Fatal("the server left the bridge")
 	}
-	cli, err := conn.Client(ctxT(t))
+	cli, err := conn.Client(testkit.Context(t))
 	if err != nil {
 		t.Fatal(err)
 	}

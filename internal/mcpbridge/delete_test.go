@@ -16,6 +16,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 )
 
 // deleteStatus sends a DELETE of session sid to url and returns the
@@ -214,7 +215,7 @@ func statefulText(t *testing.T, c *mcpgoclient.Client, tool string, args map[str
 	t.Helper()
 	var req mcpgo.CallToolRequest
 	req.Params.Name, req.Params.Arguments = "mcp.stateful."+tool, args
-	res, err := c.CallTool(ctxT(t), req)
+	res, err := c.CallTool(testkit.Context(t), req)
 	if err != nil {
 		t.Fatalf("%s: %v", tool, err)
 	}

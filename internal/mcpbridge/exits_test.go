@@ -11,6 +11,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/redact"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -69,7 +70,7 @@ func TestEveryExitRedacted(t *testing.T) {
 	// The exits run in subtests: each gets the subtest's t, so that a
 	// failure ends that subtest, not its parent from another goroutine.
 	heard := func(t *testing.T, method string) string {
-		eventually(t, "the agent hears "+method, func() bool {
+		testkit.Eventually(t, "the agent hears "+method, func() bool {
 			mu.Lock()
 			defer mu.Unlock()
 			return len(notes[method]) > 0
@@ -80,14 +81,14 @@ func TestEveryExitRedacted(t *testing.T) {
 	}
 	call := func(method, params string) func(*testing.T) string {
 		return func(t *testing.T) string {
-			res, err := c.Call(ctxT(t), method, json.RawMessage(params))
+			res, err := c.Call(testkit.Context(t), method, json.RawMessage(params))
 			if err != nil {
 				t.Fatalf("%s: %v", method, err)
 			}
 			return string(res)
 		}
 	}
-	if _, err := c.Call(ctxT(t), "logging/setLevel", json.RawMessage(`{"level":"debug"}`)); err != nil {
+	if _, err := c.Call(testkit.Context(t), "logging/setLevel", json.RawMessage(`{"level":"debug"}`)); err != nil {
 		t.Fatalf("logging/setLevel: %v", err)
 	}
 
@@ -111,7 +112,7 @@ func TestEveryExitRedacted(t *testing.T) {
 			return heard(t, "notifications/progress")
 		}, []string{said["notifications/progress"]}},
 		{"completion result", func(t *testing.T) string {
-			res, err := h.connect(t, "alice-token", "/servers/teams/mcp", client.EraSession).Call(ctxT(t), "completion/complete",
+			res, err := h.connect(t, "alice-token", "/servers/teams/mcp", client.EraSession).Call(testkit.Context(t), "completion/complete",
 				json.RawMessage(`{"ref":{"type":"ref/prompt","name":"completable-prompt"},"argument":{"name":"department","value":"Eng"}}`))
 			if err != nil {
 				t.Fatalf("completion/complete: %v", err)

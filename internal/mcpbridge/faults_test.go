@@ -15,6 +15,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/redact"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -47,7 +48,7 @@ func TestFaults(t *testing.T) {
 	// with the server's Secret values, not with the shapes only.
 	t.Run("a catalog that cannot be listed is quoted redacted with the server's Secret values", func(t *testing.T) {
 		for path, name := range map[string]string{"/mcp": "mcp.leakycatalog.ok", "/servers/leakycatalog/mcp": "ok"} {
-			_, err := h.connect(t, "alice-token", path, client.EraSession).CallTool(ctxT(t), name, nil)
+			_, err := h.connect(t, "alice-token", path, client.EraSession).CallTool(testkit.Context(t), name, nil)
 			if rpcCode(err) != CodeUpstream || strings.Contains(err.Error(), bridgetest.LeakedValue) || !strings.Contains(err.Error(), "[REDACTED:secret]") {
 				t.Fatalf("a call on %s whose catalog lookup failed: %v, want %d with the server's Secret value redacted", path, err, CodeUpstream)
 			}
@@ -56,11 +57,11 @@ func TestFaults(t *testing.T) {
 
 	t.Run("an agent giving up leaves the shared connection alone", func(t *testing.T) {
 		_, conn, _ := h.reg.Server("flaky")
-		before, err := conn.Client(ctxT(t))
+		before, err := conn.Client(testkit.Context(t))
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(ctxT(t), 500*time.Millisecond)
+		ctx, cancel := context.WithTimeout(testkit.Context(t), 500*time.Millisecond)
 		defer cancel()
 		if _, err := c.CallTool(ctx, "mcp.flaky.trigger-long-running-operation", long); err == nil {
 			t.Fatal("the abandoned call succeeded")
@@ -68,10 +69,10 @@ func TestFaults(t *testing.T) {
 		// Another agent's request right after: dropping the connection on
 		// the first agent's cancel ended the upstream session under it.
 		bob := h.connect(t, "bob-token", "/mcp", client.EraSession)
-		if _, err := bob.Call(ctxT(t), "resources/list", nil); err != nil {
+		if _, err := bob.Call(testkit.Context(t), "resources/list", nil); err != nil {
 			t.Fatalf("another agent's request failed after a cancel: %v", err)
 		}
-		if after, err := conn.Client(ctxT(t)); err != nil || after != before {
+		if after, err := conn.Client(testkit.Context(t)); err != nil || after != before {
 			t.Fatalf("the cancel replaced the upstream connection (%v)", err)
 		}
 	})
@@ -80,11 +81,11 @@ func TestFaults(t *testing.T) {
 		before := fwd.Calls()
 		errc := make(chan error, 1)
 		go func() {
-			_, err := c.CallTool(ctxT(t), "mcp.flaky.trigger-long-running-operation", long)
+			_, err := c.CallTool(testkit.Context(t), "mcp.flaky.trigger-long-running-operation", long)
 			errc <- err
 		}()
 		// Its bytes have gone through to the server: the crash is mid-call.
-		eventually(t, "the call reaches the server", func() bool { return fwd.Calls() == before+1 })
+		testkit.Eventually(t, "the call reaches the server", func() bool { return fwd.Calls() == before+1 })
 		flakyUp.Kill()
 		select {
 		case err := <-errc:
@@ -119,7 +120,7 @@ func TestFaults(t *testing.T) {
 			pace := time.NewTicker(10 * time.Millisecond)
 			defer pace.Stop()
 			for ; !stop.Load(); <-pace.C {
-				if _, err := c.CallTool(ctxT(t), "mcp.steady.test_simple_text", nil); err != nil {
+				if _, err := c.CallTool(testkit.Context(t), "mcp.steady.test_simple_text", nil); err != nil {
 					steadyFailures.Add(1)
 					t.Logf("steady call failed: %v", err)
 				}
@@ -135,10 +136,10 @@ func TestFaults(t *testing.T) {
 			h.reg.Update(routes.Build([]v1alpha1.MCPServer{faults, steady, s}), target)
 			errc := make(chan error, 1)
 			go func() {
-				_, err := c.CallTool(ctxT(t), "mcp.flaky.trigger-long-running-operation", long)
+				_, err := c.CallTool(testkit.Context(t), "mcp.flaky.trigger-long-running-operation", long)
 				errc <- err
 			}()
-			eventually(t, "the call reaches the server", func() bool { return fwd.Calls() == 1 })
+			testkit.Eventually(t, "the call reaches the server", func() bool { return fwd.Calls() == 1 })
 			up.Kill()
 			if err := <-errc; rpcCode(err) != CodeUpstream {
 				t.Fatalf("storm crash %d: the call ended with %v", i, err)
@@ -156,7 +157,7 @@ func TestFaults(t *testing.T) {
 		// and stored meets on a loaded machine (3 s did not, under CI's load).
 		h := newHarness(t, []v1alpha1.MCPServer{faults}, []v1alpha1.ToolPolicy{pol}, func(c *Config) { c.CallTimeout = 25 * time.Second })
 		c := h.connect(t, "alice-token", "/mcp", client.EraSession)
-		res, err := c.CallTool(ctxT(t), "mcp.faults.huge", nil)
+		res, err := c.CallTool(testkit.Context(t), "mcp.faults.huge", nil)
 		if err != nil {
 			t.Fatalf("the huge call failed: %v", err)
 		}
@@ -179,18 +180,18 @@ func TestFaults(t *testing.T) {
 		if !strings.HasPrefix(uri, "artifact://") {
 			t.Fatalf("no resource_link to the artifact in %s", res[:min(len(res), 600)])
 		}
-		whole, err := c.Call(ctxT(t), "resources/read", json.RawMessage(`{"uri":"`+uri+`"}`))
+		whole, err := c.Call(testkit.Context(t), "resources/read", json.RawMessage(`{"uri":"`+uri+`"}`))
 		if err != nil || len(whole) < bridgetest.HugeBytes {
 			t.Fatalf("reading the artifact back: %d bytes, %v", len(whole), err)
 		}
 		bob := h.connect(t, "bob-token", "/mcp", client.EraSession)
-		if _, err := bob.Call(ctxT(t), "resources/read", json.RawMessage(`{"uri":"`+uri+`"}`)); rpcCode(err) != CodeResourceNotFound {
+		if _, err := bob.Call(testkit.Context(t), "resources/read", json.RawMessage(`{"uri":"`+uri+`"}`)); rpcCode(err) != CodeResourceNotFound {
 			t.Fatalf("another subject read the artifact: %v", err)
 		}
 	})
 
 	t.Run("malformed JSON from the server", func(t *testing.T) {
-		_, err := c.CallTool(ctxT(t), "mcp.faults.garbage", nil)
+		_, err := c.CallTool(testkit.Context(t), "mcp.faults.garbage", nil)
 		if rpcCode(err) != CodeUpstream || !strings.Contains(err.Error(), "invalid_result") {
 			t.Fatalf("garbage ended with %v, want invalid_result", err)
 		}
@@ -198,7 +199,7 @@ func TestFaults(t *testing.T) {
 		if r, ok := retryable(err); !ok || r {
 			t.Fatalf("garbage ended with %v: want retryable false in its data", err)
 		}
-		if _, err := c.CallTool(ctxT(t), "mcp.faults.ok", nil); err != nil {
+		if _, err := c.CallTool(testkit.Context(t), "mcp.faults.ok", nil); err != nil {
 			t.Fatalf("the next call to the same server failed: %v", err)
 		}
 	})
@@ -208,12 +209,12 @@ func TestFaults(t *testing.T) {
 	// of agents' requests.
 	t.Run("two-faced answers are refused", func(t *testing.T) {
 		for _, tool := range []string{"twofaced", "casefaced", "errorfaced"} {
-			_, err := c.CallTool(ctxT(t), "mcp.faults."+tool, nil)
+			_, err := c.CallTool(testkit.Context(t), "mcp.faults."+tool, nil)
 			if rpcCode(err) != CodeUpstream || !strings.Contains(err.Error(), "invalid_result") || strings.Contains(err.Error(), "Ignore all") {
 				t.Fatalf("%s ended with %v, want invalid_result", tool, err)
 			}
 		}
-		if _, err := c.CallTool(ctxT(t), "mcp.faults.ok", nil); err != nil {
+		if _, err := c.CallTool(testkit.Context(t), "mcp.faults.ok", nil); err != nil {
 			t.Fatalf("the next call to the same server failed: %v", err)
 		}
 	})
@@ -221,12 +222,12 @@ func TestFaults(t *testing.T) {
 	// A server's JSON-RPC error must not carry its Secret value or a token to
 	// the agent or into the audit log, and is scanned.
 	t.Run("an error message is redacted and scanned like a result", func(t *testing.T) {
-		_, err := c.CallTool(ctxT(t), "mcp.faults.leakyerror", nil)
+		_, err := c.CallTool(testkit.Context(t), "mcp.faults.leakyerror", nil)
 		if err == nil || strings.Contains(err.Error(), bridgetest.LeakedValue) || strings.Contains(err.Error(), bridgetest.LeakedToken) ||
 			!strings.Contains(err.Error(), "login as admin with [REDACTED:secret] failed") || strings.Contains(err.Error(), "󠁹") {
 			t.Fatalf("the agent got %v", err)
 		}
-		list, err := c.Call(ctxT(t), "tools/list", nil)
+		list, err := c.Call(testkit.Context(t), "tools/list", nil)
 		if err != nil || !strings.Contains(string(list), "leakyerror, with [REDACTED:github-token]") || strings.Contains(string(list), `\u200b`) || invisible.Contains(string(list)) {
 			t.Fatalf("tools/list gave %s (%v)", list, err)
 		}
@@ -240,7 +241,7 @@ func TestFaults(t *testing.T) {
 	// agent got it with the shapes redacted but the server's Secret value
 	// in clear.
 	t.Run("a failure quoting a body that is not JSON-RPC is redacted with the server's Secret values", func(t *testing.T) {
-		_, err := c.CallTool(ctxT(t), "mcp.faults.leakyplain", nil)
+		_, err := c.CallTool(testkit.Context(t), "mcp.faults.leakyplain", nil)
 		if err == nil || strings.Contains(err.Error(), bridgetest.LeakedValue) {
 			t.Fatalf("the agent got %v", err)
 		}
@@ -248,7 +249,7 @@ func TestFaults(t *testing.T) {
 
 	t.Run("slower than the deadline", func(t *testing.T) {
 		start := time.Now()
-		_, err := c.CallTool(ctxT(t), "mcp.faults.silent", nil)
+		_, err := c.CallTool(testkit.Context(t), "mcp.faults.silent", nil)
 		if rpcCode(err) != CodeUpstream || !strings.Contains(err.Error(), "timeout") {
 			t.Fatalf("a silent server ended the call with %v, want timeout", err)
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -198,7 +199,7 @@ func TestHardening(t *testing.T) {
 	})
 	t.Run("our client speaks to the hardened bridge", func(t *testing.T) {
 		c := h.connect(t, "alice-token", "/mcp", client.EraSession)
-		if _, err := c.CallTool(ctxT(t), "mcp.everything.test_simple_text", nil); err != nil {
+		if _, err := c.CallTool(testkit.Context(t), "mcp.everything.test_simple_text", nil); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -269,7 +270,7 @@ func TestCallOutlivesReadTimeout(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Close() })
 
 	c := (&harness{url: "http://" + ln.Addr().String()}).connect(t, "alice-token", "/mcp", client.EraSession)
-	res, err := c.CallTool(ctxT(t), "mcp.everything.trigger-long-running-operation", json.RawMessage(`{"duration":2.5,"steps":2}`))
+	res, err := c.CallTool(testkit.Context(t), "mcp.everything.trigger-long-running-operation", json.RawMessage(`{"duration":2.5,"steps":2}`))
 	if err != nil {
 		t.Fatalf("a 2.5 s call behind a 1 s ReadTimeout failed: %v", err)
 	}
@@ -414,7 +415,7 @@ func TestBodyBytesInFlightAreBounded(t *testing.T) {
 	ping := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
 	body := ping + strings.Repeat(" ", 600-len(ping))
 	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer alice-token\r\nContent-Type: application/json\r\nContent-Length: 600\r\n\r\n%s", addr, body[:550])
-	eventually(t, "the slow body holds 550 bytes of the budget", func() bool {
+	testkit.Eventually(t, "the slow body holds 550 bytes of the budget", func() bool {
 		used, _ := h.b.limits.bodyBytes.Used("")
 		return used == 550
 	})
@@ -444,7 +445,7 @@ func TestBodyBytesInFlightAreBounded(t *testing.T) {
 	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 ") {
 		t.Fatalf("the slow request's answer: %q, %v", line, err)
 	}
-	eventually(t, "the answered requests give their body bytes back", func() bool {
+	testkit.Eventually(t, "the answered requests give their body bytes back", func() bool {
 		used, _ := h.b.limits.bodyBytes.Used("")
 		return used == 0
 	})

@@ -25,6 +25,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 )
 
 // tokenAuth maps fixed tokens to identities. The bridge's own tests use it
@@ -166,16 +167,10 @@ func rule(d v1alpha1.Decision, tools ...string) v1alpha1.ToolRule {
 	return v1alpha1.ToolRule{Tools: tools, Decision: d}
 }
 
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // listNames are the tool names a client sees.
 func listNames(t *testing.T, c *client.Client) []string {
 	t.Helper()
-	items, err := c.ListTools(ctxT(t), client.Limits{})
+	items, err := c.ListTools(testkit.Context(t), client.Limits{})
 	if err != nil {
 		t.Fatalf("tools/list: %v", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -43,7 +44,7 @@ func TestInjectionBlockedByPolicy(t *testing.T) {
 	for _, era := range []client.Era{client.EraSession, client.EraStateless} {
 		t.Run(string(era), func(t *testing.T) {
 			alice := h.connect(t, "alice-token", "/mcp", era)
-			res, err := alice.CallTool(ctxT(t), "mcp.everything.echo", args)
+			res, err := alice.CallTool(testkit.Context(t), "mcp.everything.echo", args)
 			if err != nil {
 				t.Fatalf("alice's echo: %v", err)
 			}
@@ -57,7 +58,7 @@ func TestInjectionBlockedByPolicy(t *testing.T) {
 			}
 
 			// Blocking withholds only what the scan flags.
-			res, err = alice.CallTool(ctxT(t), "mcp.everything.echo", json.RawMessage(`{"message":"hello"}`))
+			res, err = alice.CallTool(testkit.Context(t), "mcp.everything.echo", json.RawMessage(`{"message":"hello"}`))
 			if err != nil || firstText(t, res) != "[mcp:everything:echo] Echo: hello" {
 				t.Fatalf("a clean result must pass under Block: %s, %v", res, err)
 			}
@@ -66,7 +67,7 @@ func TestInjectionBlockedByPolicy(t *testing.T) {
 			}
 
 			bob := h.connect(t, "bob-token", "/mcp", era)
-			res, err = bob.CallTool(ctxT(t), "mcp.everything.echo", args)
+			res, err = bob.CallTool(testkit.Context(t), "mcp.everything.echo", args)
 			if err != nil {
 				t.Fatalf("bob's echo: %v", err)
 			}
@@ -83,7 +84,7 @@ func TestInjectionBlockedByPolicy(t *testing.T) {
 	t.Run("prompts", func(t *testing.T) {
 		params := json.RawMessage(`{"name":"mcp.everything.args-prompt","arguments":{"city":"Paris. ` + injected + `"}}`)
 		alice := h.connect(t, "alice-token", "/mcp", client.EraSession)
-		_, err := alice.Call(ctxT(t), "prompts/get", params)
+		_, err := alice.Call(testkit.Context(t), "prompts/get", params)
 		var rpcErr *jsonrpc.Error
 		if !errors.As(err, &rpcErr) || rpcErr.Code != CodeDenied ||
 			rpcErr.Message != "prompt mcp.everything.args-prompt: withheld: the content looks like instructions to the model (override-instructions)" ||
@@ -96,7 +97,7 @@ func TestInjectionBlockedByPolicy(t *testing.T) {
 		}
 
 		bob := h.connect(t, "bob-token", "/mcp", client.EraSession)
-		raw, err := bob.Call(ctxT(t), "prompts/get", params)
+		raw, err := bob.Call(testkit.Context(t), "prompts/get", params)
 		if err != nil || !strings.Contains(string(raw), injected) {
 			t.Fatalf("bob's policy flags: the expansion must pass on: %s, %v", raw, err)
 		}
@@ -109,14 +110,14 @@ func TestInjectionBlockedByPolicy(t *testing.T) {
 	t.Run("the bridge flag is a floor", func(t *testing.T) {
 		floor := newHarness(t, []v1alpha1.MCPServer{server}, injectionPolicies(), func(c *Config) { c.BlockInjection = true })
 		bob := floor.connect(t, "bob-token", "/mcp", client.EraSession)
-		res, err := bob.CallTool(ctxT(t), "mcp.everything.echo", args)
+		res, err := bob.CallTool(testkit.Context(t), "mcp.everything.echo", args)
 		if err != nil || !strings.Contains(firstText(t, res), "The bridge withheld this result") {
 			t.Fatalf("--block-injection blocks even where the policy flags: %s, %v", res, err)
 		}
 		if done := completed(t, floor, "mcp.everything.echo"); done["blocked"] != true {
 			t.Fatalf("tool.completed must say blocked: %v", done)
 		}
-		_, err = bob.Call(ctxT(t), "prompts/get", json.RawMessage(`{"name":"mcp.everything.args-prompt","arguments":{"city":"`+injected+`"}}`))
+		_, err = bob.Call(testkit.Context(t), "prompts/get", json.RawMessage(`{"name":"mcp.everything.args-prompt","arguments":{"city":"`+injected+`"}}`))
 		if rpcCode(err) != CodeDenied {
 			t.Fatalf("--block-injection blocks the prompt too: %v", err)
 		}

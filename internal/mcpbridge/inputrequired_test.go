@@ -16,6 +16,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -51,7 +52,7 @@ func TestServerInputRequired(t *testing.T) {
 		if got := callText(t, cs, "mcp.asks."+askSample); !strings.Contains(got, "Sampling response: Paris") {
 			t.Errorf("the model's answer must reach the server: %q", got)
 		}
-		res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "mcp.quiet." + askSample})
+		res, err := cs.CallTool(testkit.Context(t), &mcp.CallToolParams{Name: "mcp.quiet." + askSample})
 		if err == nil && !res.IsError {
 			t.Errorf("sampling the MCPServer refuses must fail the call, got %+v", res)
 		} else if err != nil && !strings.Contains(err.Error(), "server_request_refused") && !strings.Contains(err.Error(), "does not allow it") {
@@ -81,7 +82,7 @@ func TestServerInputRequired(t *testing.T) {
 
 	t.Run("a sealed state serves its own call only", func(t *testing.T) {
 		alice := connectAnswering(t, h.url+"/mcp", "alice-token")
-		first, err := alice.CallTool(ctxT(t), "mcp.asks."+askName, nil)
+		first, err := alice.CallTool(testkit.Context(t), "mcp.asks."+askName, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +102,7 @@ func TestServerInputRequired(t *testing.T) {
 		}
 		retry := func(c *client.Client, tool, args string) (json.RawMessage, error) {
 			params := `{"name":"` + tool + `","arguments":` + args + `,"inputResponses":{"user_name":{"action":"accept","content":{"name":"Eve"}}},"requestState":"` + state + `"}`
-			return c.Call(ctxT(t), "tools/call", json.RawMessage(params))
+			return c.Call(testkit.Context(t), "tools/call", json.RawMessage(params))
 		}
 		bob := connectAnswering(t, h.url+"/mcp", "bob-token")
 		if _, err := retry(bob, "mcp.asks."+askName, `{}`); rpcCode(err) != -32602 {
@@ -171,16 +172,16 @@ func TestServerInputRequiredRateLimited(t *testing.T) {
 	pol.Spec.RateLimit = &v1alpha1.RateLimit{CallsPerMinute: 1, Burst: 2}
 	h := newHarness(t, []v1alpha1.MCPServer{asks}, []v1alpha1.ToolPolicy{pol}, nil)
 	alice := connectAnswering(t, h.url+"/mcp", "alice-token")
-	first, err := alice.CallTool(ctxT(t), "mcp.asks."+askName, nil)
+	first, err := alice.CallTool(testkit.Context(t), "mcp.asks."+askName, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	state := resultMember(t, first, "requestState")
-	got, err := alice.Call(ctxT(t), "tools/call", json.RawMessage(`{"name":"mcp.asks.`+askName+`","arguments":{},"inputResponses":{"user_name":{"action":"accept","content":{"name":"Eve"}}},"requestState":"`+state+`"}`))
+	got, err := alice.Call(testkit.Context(t), "tools/call", json.RawMessage(`{"name":"mcp.asks.`+askName+`","arguments":{},"inputResponses":{"user_name":{"action":"accept","content":{"name":"Eve"}}},"requestState":"`+state+`"}`))
 	if err != nil || !strings.Contains(string(got), "Hello, Eve!") {
 		t.Fatalf("the retry within the burst: %s, %v", got, err)
 	}
-	if _, err := alice.CallTool(ctxT(t), "mcp.asks."+askName, nil); rpcCode(err) != CodeDenied || !strings.Contains(err.Error(), "rate_limited") {
+	if _, err := alice.CallTool(testkit.Context(t), "mcp.asks."+askName, nil); rpcCode(err) != CodeDenied || !strings.Contains(err.Error(), "rate_limited") {
 		t.Fatalf("a third call upstream past a burst of 2: %v, want rate_limited", err)
 	}
 }
@@ -202,7 +203,7 @@ func resultMember(t *testing.T, raw json.RawMessage, key string) string {
 // callText calls a tool with the Go SDK client and returns its text.
 func callText(t *testing.T, cs *mcp.ClientSession, name string) string {
 	t.Helper()
-	res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: name})
+	res, err := cs.CallTool(testkit.Context(t), &mcp.CallToolParams{Name: name})
 	if err != nil {
 		return "error " + err.Error()
 	}
@@ -223,7 +224,7 @@ func connectAnswering(t *testing.T, url, token string) *client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.Connect(ctxT(t), conn, client.Options{Era: client.EraStateless, ClientName: "test-agent", Capabilities: map[string]any{"elicitation": map[string]any{}}})
+	c, err := client.Connect(testkit.Context(t), conn, client.Options{Era: client.EraStateless, ClientName: "test-agent", Capabilities: map[string]any{"elicitation": map[string]any{}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +251,7 @@ func answeringGoSDKAgent(t *testing.T, url, token string, content map[string]any
 		},
 	})
 	tr := &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}, DisableStandaloneSSE: true}
-	cs, err := c.Connect(ctxT(t), tr, nil)
+	cs, err := c.Connect(testkit.Context(t), tr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -48,7 +49,7 @@ func goSDKAgent(t *testing.T, url, token, version string, answers *[]string, ask
 	if version != "" {
 		sopts = &mcp.ClientSessionOptions{ProtocolVersion: version}
 	}
-	cs, err := c.Connect(ctxT(t), tr, sopts)
+	cs, err := c.Connect(testkit.Context(t), tr, sopts)
 	if err != nil {
 		t.Fatalf("the Go SDK client could not connect: %v", err)
 	}
@@ -78,18 +79,18 @@ func TestGoSDKAgentAsksInBothEras(t *testing.T) {
 			if got := cs.InitializeResult().ProtocolVersion; got != name {
 				t.Fatalf("negotiated %s, want %s", got, name)
 			}
-			tools, err := cs.ListTools(ctxT(t), nil)
+			tools, err := cs.ListTools(testkit.Context(t), nil)
 			if err != nil || len(tools.Tools) < 5 {
 				t.Fatalf("tools/list: %v (%d tools)", err, len(tools.Tools))
 			}
-			res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "mcp.everything.test_simple_text"})
+			res, err := cs.CallTool(testkit.Context(t), &mcp.CallToolParams{Name: "mcp.everything.test_simple_text"})
 			if err != nil || res.IsError {
 				t.Fatalf("a call the user allowed once failed: %v %+v", err, res)
 			}
 			if text := res.Content[0].(*mcp.TextContent).Text; !strings.HasPrefix(text, "[mcp:everything:test_simple_text] ") {
 				t.Fatalf("result text %q", text)
 			}
-			_, err = cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "mcp.everything.test_simple_text"})
+			_, err = cs.CallTool(testkit.Context(t), &mcp.CallToolParams{Name: "mcp.everything.test_simple_text"})
 			if err == nil || !strings.Contains(err.Error(), "denied") {
 				t.Fatalf("a call the user denied: %v", err)
 			}

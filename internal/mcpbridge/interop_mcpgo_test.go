@@ -19,6 +19,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 )
 
 // wireLog records what an HTTP client sends, and the answers' statuses.
@@ -75,12 +76,12 @@ func mcpgoAgent(t *testing.T, url, token string, wire *wireLog) (*mcpgoclient.Cl
 		t.Fatal(err)
 	}
 	c := mcpgoclient.NewClient(tr, mcpgoclient.WithProtocolVersion(mcpgo.LATEST_LEGACY_PROTOCOL_VERSION))
-	if err := c.Start(ctxT(t)); err != nil {
+	if err := c.Start(testkit.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	var init mcpgo.InitializeRequest
 	init.Params.ClientInfo = mcpgo.Implementation{Name: "mcp-go-agent", Version: "1"}
-	res, err := c.Initialize(ctxT(t), init)
+	res, err := c.Initialize(testkit.Context(t), init)
 	if err != nil {
 		t.Fatalf("mcp-go's client could not initialize through the bridge: %v", err)
 	}
@@ -118,7 +119,7 @@ func TestMCPGoAgentCallsThroughTheBridge(t *testing.T) {
 	})
 	sid := tr.GetSessionId()
 
-	tools, err := c.ListTools(ctxT(t), mcpgo.ListToolsRequest{})
+	tools, err := c.ListTools(testkit.Context(t), mcpgo.ListToolsRequest{})
 	if err != nil {
 		t.Fatalf("tools/list: %v", err)
 	}
@@ -157,7 +158,7 @@ func TestMCPGoAgentCallsThroughTheBridge(t *testing.T) {
 	if got := wire.take(); !slices.Equal(got, want) {
 		t.Fatalf("mcp-go's client sent\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	eventually(t, "the agent's upstream session DELETEd after mcp-go's Close", func() bool { return slices.Contains(st.Deleted(), seen[0]) })
+	testkit.Eventually(t, "the agent's upstream session DELETEd after mcp-go's Close", func() bool { return slices.Contains(st.Deleted(), seen[0]) })
 	status, _, _ := post(t, h.url+"/mcp", "alice-token", sid, `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`,
 		map[string]string{"MCP-Protocol-Version": "2025-11-25"})
 	if status != http.StatusNotFound {
@@ -205,7 +206,7 @@ func TestMCPGoAgentsEndTheirSessions(t *testing.T) {
 			t.Fatalf("a DELETE on /mcp without a token, with %s: status %d, want %d", d.what, status, d.want)
 		}
 	}
-	if _, err := c.ListTools(ctxT(t), mcpgo.ListToolsRequest{}); err != nil {
+	if _, err := c.ListTools(testkit.Context(t), mcpgo.ListToolsRequest{}); err != nil {
 		t.Fatalf("the session on /servers/stateful/mcp after a DELETE of its id on /mcp: %v", err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	mcpclient "github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/testenv"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -166,7 +167,7 @@ func TestTypeScriptAgent(t *testing.T) {
 	pol.Spec.Resources = []v1alpha1.ResourceRule{{Servers: []string{"everything"}, Decision: "allow"}}
 	pol.Spec.Prompts = []v1alpha1.PromptRule{{Prompts: []string{"mcp.everything.*"}, Decision: "allow"}}
 	createPolicy(t, k, pol)
-	eventually(t, "three servers are served", func() bool { return len(rt.Registry.Names()) == 3 })
+	testkit.Eventually(t, "three servers are served", func() bool { return len(rt.Registry.Names()) == 3 })
 
 	res := runTSAgent(t, url+"/mcp", "alice-token", tsPlan{
 		Elicit: []string{"allow_session", "deny"},
@@ -243,7 +244,7 @@ func TestTypeScriptAgent(t *testing.T) {
 	// The TypeScript SDK drops _meta from prompt messages; the raw answer
 	// shows the mark.
 	c := connectTo(t, url, "alice-token", mcpclient.EraSession)
-	raw, err := c.Call(ctxT(t), "prompts/get", json.RawMessage(`{"name":"mcp.everything.args-prompt","arguments":{"city":"Paris"}}`))
+	raw, err := c.Call(testkit.Context(t), "prompts/get", json.RawMessage(`{"name":"mcp.everything.args-prompt","arguments":{"city":"Paris"}}`))
 	if err != nil || !strings.Contains(string(raw), `"_meta":{"source":{"mcp":{"server":"everything","prompt":"args-prompt"}}}`) {
 		t.Errorf("expanded messages must be marked with _meta.source: %s, %v", raw, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 	"github.com/mcp-operator/mcp-operator/internal/tracing"
 )
@@ -50,7 +51,7 @@ func TestTraceInJaeger(t *testing.T) {
 
 	actx, agentSpan := agentTracing.Tracer("agent").Start(ctx, "agent turn")
 	parent, _ := tracing.Context(actx)
-	_, err := c.CallToolParams(ctxT(t), json.RawMessage(`{"name":"mcp.everything.test_simple_text","arguments":{},"_meta":{"traceparent":"`+parent+`"}}`))
+	_, err := c.CallToolParams(testkit.Context(t), json.RawMessage(`{"name":"mcp.everything.test_simple_text","arguments":{},"_meta":{"traceparent":"`+parent+`"}}`))
 	agentSpan.End()
 	if err != nil {
 		t.Fatal(err)

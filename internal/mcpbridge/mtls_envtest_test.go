@@ -21,6 +21,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/mtlstest"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -86,12 +87,12 @@ func TestRemoteServerOverMutualTLS(t *testing.T) {
 	front.Reset()
 
 	c := connectTo(t, url, "alice-token", mcpclient.EraSession)
-	eventually(t, "the bridge lists the server's tools over mTLS", func() bool {
-		items, err := c.ListTools(ctxT(t), mcpclient.Limits{})
+	testkit.Eventually(t, "the bridge lists the server's tools over mTLS", func() bool {
+		items, err := c.ListTools(testkit.Context(t), mcpclient.Limits{})
 		return err == nil && len(items) > 5
 	})
 	call := func() (json.RawMessage, error) {
-		return c.CallTool(ctxT(t), "mcp.secure.test_simple_text", json.RawMessage(`{}`))
+		return c.CallTool(testkit.Context(t), "mcp.secure.test_simple_text", json.RawMessage(`{}`))
 	}
 	res, err := call()
 	if err != nil {
@@ -120,7 +121,7 @@ func TestRemoteServerOverMutualTLS(t *testing.T) {
 	}
 	second := ca.Client(t, "bridge-client-2")
 	setSecret(tlsData(ca.PEM, &second))
-	eventually(t, "calls use the rotated client certificate", func() bool {
+	testkit.Eventually(t, "calls use the rotated client certificate", func() bool {
 		front.Reset()
 		_, err := call()
 		subjects := front.Subjects()
@@ -144,7 +145,7 @@ func TestRemoteServerOverMutualTLS(t *testing.T) {
 	if subjects := front.Subjects(); !slices.Contains(subjects, "bridge-client-2") {
 		t.Fatalf("the proxy saw %v after the rotation, want bridge-client-2", subjects)
 	}
-	eventually(t, "the connection made with the first certificate is closed after its last call", func() bool {
+	testkit.Eventually(t, "the connection made with the first certificate is closed after its last call", func() bool {
 		return slices.Contains(front.Requests(), endOfFirst)
 	})
 
@@ -168,7 +169,7 @@ func TestRemoteServerOverMutualTLS(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			setSecret(tc.data)
 			var last error
-			eventually(t, "calls fail with the new credentials", func() bool {
+			testkit.Eventually(t, "calls fail with the new credentials", func() bool {
 				front.Reset()
 				_, last = call()
 				return last != nil && strings.Contains(last.Error(), tc.agent)
@@ -178,7 +179,7 @@ func TestRemoteServerOverMutualTLS(t *testing.T) {
 			}
 			// The proxy logs its side of the handshake on its own goroutine,
 			// which may come after the bridge has the error.
-			eventually(t, "the proxy logs "+tc.refusal, func() bool { return strings.Contains(front.Refusals(), tc.refusal) })
+			testkit.Eventually(t, "the proxy logs "+tc.refusal, func() bool { return strings.Contains(front.Refusals(), tc.refusal) })
 			// The connection the refused credentials replaced is drained: it
 			// may still end its sessions with the last good certificate. So
 			// may the first one: it holds two sessions (the shared one and
@@ -196,7 +197,7 @@ func TestRemoteServerOverMutualTLS(t *testing.T) {
 
 	// Fixed again: calls go through, the bridge is up.
 	setSecret(tlsData(ca.PEM, &second))
-	eventually(t, "calls succeed once the Secret is right again", func() bool {
+	testkit.Eventually(t, "calls succeed once the Secret is right again", func() bool {
 		_, err := call()
 		return err == nil
 	})

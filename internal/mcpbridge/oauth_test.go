@@ -16,6 +16,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn/oauth"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn/oauth/oauthtest"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -79,10 +80,10 @@ func TestOAuthUsersSeeTheirCatalogs(t *testing.T) {
 				}
 			}
 			c := h.connect(t, alice, "/mcp", era)
-			if _, err := c.CallTool(ctxT(t), "mcp.everything.test_simple_text", nil); err != nil {
+			if _, err := c.CallTool(testkit.Context(t), "mcp.everything.test_simple_text", nil); err != nil {
 				t.Fatalf("alice's allowed call: %v", err)
 			}
-			if _, err := c.CallTool(ctxT(t), "mcp.everything.test_error_handling", nil); rpcCode(err) != CodeDenied {
+			if _, err := c.CallTool(testkit.Context(t), "mcp.everything.test_error_handling", nil); rpcCode(err) != CodeDenied {
 				t.Fatalf("alice calling bob's tool: %v, want denied", err)
 			}
 		})
@@ -239,10 +240,10 @@ func TestOAuthAuthenticatorWiring(t *testing.T) {
 	}
 	c := idp.Claims("alice", "https://bridge.example.com/mcp")
 	c["scope"] = "mcp"
-	if id, err := auth.Authenticate(ctxT(t), idp.Sign(c)); err != nil || id.Username != "oidc:alice" {
+	if id, err := auth.Authenticate(testkit.Context(t), idp.Sign(c)); err != nil || id.Username != "oidc:alice" {
 		t.Fatalf("%+v %v", id, err)
 	}
-	if id, err := auth.Authenticate(ctxT(t), "alice-token"); err != nil || id.Kind != identity.ServiceAccount {
+	if id, err := auth.Authenticate(testkit.Context(t), "alice-token"); err != nil || id.Kind != identity.ServiceAccount {
 		t.Fatalf("a ServiceAccount token behind OAuth: %+v %v", id, err)
 	}
 }
@@ -254,7 +255,7 @@ func TestChallengeNamesNoBadServer(t *testing.T) {
 	defer idp.Close()
 	h := newHarness(t, nil, nil, withOAuth(t, idp, testCallers))
 	for _, path := range []string{"/servers/a%22b/mcp/server-card", "/servers/a%5Cb/mcp/server-card", "/servers/A/mcp/server-card"} {
-		req, _ := http.NewRequestWithContext(ctxT(t), http.MethodGet, h.url+path, nil)
+		req, _ := http.NewRequestWithContext(testkit.Context(t), http.MethodGet, h.url+path, nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

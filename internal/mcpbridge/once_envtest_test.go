@@ -15,6 +15,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/once"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -168,8 +169,8 @@ func TestSessionEndedOnOneReplicaIsRefusedOnTheOther(t *testing.T) {
 	ended := time.Now()
 	// b ends the session it holds as its watch hears of the end, before
 	// any request names it there.
-	eventually(t, "replica b ends the session it holds", func() bool { return rtB.Sessions.Len() == 0 })
-	eventually(t, "replica b refuses the session ended on a", func() bool { return list(b) == http.StatusNotFound })
+	testkit.Eventually(t, "replica b ends the session it holds", func() bool { return rtB.Sessions.Len() == 0 })
+	testkit.Eventually(t, "replica b refuses the session ended on a", func() bool { return list(b) == http.StatusNotFound })
 	t.Logf("replica b refused the session %s after its DELETE on a", time.Since(ended).Round(time.Millisecond))
 	if status := list(a); status != http.StatusNotFound {
 		t.Fatalf("replica a after the DELETE: %d, want 404", status)

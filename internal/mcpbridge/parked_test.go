@@ -13,6 +13,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -32,7 +33,7 @@ func TestParkedCall(t *testing.T) {
 
 	t.Run("the official Go SDK client answers and the server gets it", func(t *testing.T) {
 		cs, asked := answeringGoSDKAgent(t, h.url+"/mcp", "alice-token", map[string]any{"username": "ada"}, "")
-		res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"message": "Pick a username"}})
+		res, err := cs.CallTool(testkit.Context(t), &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"message": "Pick a username"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +47,7 @@ func TestParkedCall(t *testing.T) {
 
 	first := func(t *testing.T, c *client.Client) string {
 		t.Helper()
-		raw, err := c.CallTool(ctxT(t), tool, json.RawMessage(`{"message":"Who are you?"}`))
+		raw, err := c.CallTool(testkit.Context(t), tool, json.RawMessage(`{"message":"Who are you?"}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +61,7 @@ func TestParkedCall(t *testing.T) {
 		return asked.RequestState
 	}
 	retry := func(c *client.Client, state string) (json.RawMessage, error) {
-		return c.Call(ctxT(t), "tools/call", json.RawMessage(`{"name":"`+tool+`","arguments":{"message":"Who are you?"},"inputResponses":{"server":{"action":"accept","content":{"username":"eve"}}},"requestState":"`+state+`"}`))
+		return c.Call(testkit.Context(t), "tools/call", json.RawMessage(`{"name":"`+tool+`","arguments":{"message":"Who are you?"},"inputResponses":{"server":{"action":"accept","content":{"username":"eve"}}},"requestState":"`+state+`"}`))
 	}
 
 	t.Run("a parked call serves its own caller, once", func(t *testing.T) {
@@ -91,7 +92,7 @@ func TestParkedCall(t *testing.T) {
 
 	t.Run("an unanswered question ends at the call's deadline", func(t *testing.T) {
 		state := first(t, connectAnswering(t, h.url+"/mcp", "alice-token"))
-		eventually(t, "the parked call ends at its 5 s deadline", func() bool {
+		testkit.Eventually(t, "the parked call ends at its 5 s deadline", func() bool {
 			n := 0
 			h.b.parked.Range(func(any, any) bool { n++; return true })
 			return n == 0
@@ -139,12 +140,12 @@ func TestParkedCallsBounded(t *testing.T) {
 	})
 	alice := connectAnswering(t, h.url+"/mcp", "alice-token")
 	for i := range 2 {
-		raw, err := alice.CallTool(ctxT(t), "mcp.everything.test_elicitation", json.RawMessage(`{"message":"q"}`))
+		raw, err := alice.CallTool(testkit.Context(t), "mcp.everything.test_elicitation", json.RawMessage(`{"message":"q"}`))
 		if err != nil || !strings.Contains(string(raw), "input_required") {
 			t.Fatalf("call %d: %s %v", i, raw, err)
 		}
 	}
-	raw, err := alice.CallTool(ctxT(t), "mcp.everything.test_elicitation", json.RawMessage(`{"message":"q"}`))
+	raw, err := alice.CallTool(testkit.Context(t), "mcp.everything.test_elicitation", json.RawMessage(`{"message":"q"}`))
 	if err != nil || !strings.Contains(string(raw), "too many calls") {
 		t.Fatalf("a third parked call of a caller allowed 2 at once: %s %v, want the server's question refused", raw, err)
 	}
@@ -166,13 +167,13 @@ func TestParkedCallDeniedMeanwhile(t *testing.T) {
 	h := newHarness(t, []v1alpha1.MCPServer{srv}, []v1alpha1.ToolPolicy{pol}, nil)
 	const tool = "mcp.everything.test_elicitation"
 	alice := connectAnswering(t, h.url+"/mcp", "alice-token")
-	raw, err := alice.CallTool(ctxT(t), tool, json.RawMessage(`{"message":"q"}`))
+	raw, err := alice.CallTool(testkit.Context(t), tool, json.RawMessage(`{"message":"q"}`))
 	state := resultString([]byte(`{"jsonrpc":"2.0","id":1,"result":`+string(raw)+`}`), "requestState")
 	if err != nil || state == "" {
 		t.Fatalf("want the call parked with input_required: %s %v", raw, err)
 	}
 	h.b.SetEngine(policy.NewEngine()) // the policy is withdrawn: everything is denied
-	_, err = alice.Call(ctxT(t), "tools/call", json.RawMessage(`{"name":"`+tool+`","arguments":{"message":"q"},"inputResponses":{"server":{"action":"accept","content":{"username":"eve"}}},"requestState":"`+state+`"}`))
+	_, err = alice.Call(testkit.Context(t), "tools/call", json.RawMessage(`{"name":"`+tool+`","arguments":{"message":"q"},"inputResponses":{"server":{"action":"accept","content":{"username":"eve"}}},"requestState":"`+state+`"}`))
 	if rpcCode(err) != CodeDenied {
 		t.Fatalf("the retry of a call denied meanwhile: %v, want %d", err, CodeDenied)
 	}
@@ -204,18 +205,18 @@ func TestParkedCallEndsWithItsServer(t *testing.T) {
 	srv := bridgetest.Published(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{})
 	pol := toolPolicy("tools", "callers", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.everything.*"))
 	h := newHarness(t, []v1alpha1.MCPServer{srv}, []v1alpha1.ToolPolicy{pol}, func(c *Config) { c.CallTimeout = 30 * time.Second })
-	raw, err := connectAnswering(t, h.url+"/mcp", "alice-token").CallTool(ctxT(t), "mcp.everything.test_elicitation", json.RawMessage(`{"message":"q"}`))
+	raw, err := connectAnswering(t, h.url+"/mcp", "alice-token").CallTool(testkit.Context(t), "mcp.everything.test_elicitation", json.RawMessage(`{"message":"q"}`))
 	if err != nil || !strings.Contains(string(raw), "input_required") {
 		t.Fatalf("want the call parked: %s %v", raw, err)
 	}
 	up.Kill()
-	eventually(t, "the parked call leaves with its server", func() bool {
+	testkit.Eventually(t, "the parked call leaves with its server", func() bool {
 		n := 0
 		h.b.parked.Range(func(any, any) bool { n++; return true })
 		return n == 0
 	})
 	var failed map[string]any
-	eventually(t, "the call's tool.failed", func() bool {
+	testkit.Eventually(t, "the call's tool.failed", func() bool {
 		for _, ev := range h.events(t) {
 			if ev["type"] == "tool.failed" {
 				failed = ev

@@ -17,6 +17,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -217,13 +218,13 @@ func TestAskOnReadsTimesOut(t *testing.T) {
 		},
 	})
 	tr := &mcp.StreamableClientTransport{Endpoint: h.url + "/mcp", HTTPClient: &http.Client{Transport: bearer{"alice-token", http.DefaultTransport}}, DisableStandaloneSSE: true}
-	cs, err := c.Connect(ctxT(t), tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	cs, err := c.Connect(testkit.Context(t), tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cs.Close()
 	start := time.Now()
-	_, err = cs.ReadResource(ctxT(t), &mcp.ReadResourceParams{URI: textURI})
+	_, err = cs.ReadResource(testkit.Context(t), &mcp.ReadResourceParams{URI: textURI})
 	// The late answer goes out now (and is dropped by the bridge); Close
 	// waits for the handler.
 	close(release)
@@ -248,11 +249,11 @@ func TestAskOnReadsStateless(t *testing.T) {
 	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
 		t.Fatalf("negotiated %s", v)
 	}
-	read, err := cs.ReadResource(ctxT(t), &mcp.ReadResourceParams{URI: textURI})
+	read, err := cs.ReadResource(testkit.Context(t), &mcp.ReadResourceParams{URI: textURI})
 	if err != nil || len(read.Contents) != 1 || read.Contents[0].URI != textURI {
 		t.Fatalf("a read the user allowed once: %v %+v", err, read)
 	}
-	_, err = cs.GetPrompt(ctxT(t), &mcp.GetPromptParams{Name: argsPrompt, Arguments: map[string]string{"arg1": "a", "arg2": "b"}})
+	_, err = cs.GetPrompt(testkit.Context(t), &mcp.GetPromptParams{Name: argsPrompt, Arguments: map[string]string{"arg1": "a", "arg2": "b"}})
 	if err == nil || !strings.Contains(err.Error(), "the user denied the prompt") {
 		t.Fatalf("a prompt the user denied: %v", err)
 	}

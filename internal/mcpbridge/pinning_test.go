@@ -10,6 +10,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -38,7 +39,7 @@ func TestPinnedCatalog(t *testing.T) {
 		t.Fatalf("tools/list = %v: the changed and the unpublished tool must be left out", names)
 	}
 	for _, name := range []string{"mcp.everything.test_image_content", "mcp.everything.test_audio_content"} {
-		if _, err := c.CallTool(ctxT(t), name, nil); rpcCode(err) != jsonrpc.CodeInvalidParams {
+		if _, err := c.CallTool(testkit.Context(t), name, nil); rpcCode(err) != jsonrpc.CodeInvalidParams {
 			t.Fatalf("%s must be refused as unknown: %v", name, err)
 		}
 	}
@@ -56,7 +57,7 @@ func TestUnderscoreNames(t *testing.T) {
 		t.Fatalf("tools/list = %v", names)
 	}
 	for _, name := range []string{"mcp__everything__test_simple_text", "mcp.everything.test_simple_text"} {
-		if _, err := c.CallTool(ctxT(t), name, nil); err != nil {
+		if _, err := c.CallTool(testkit.Context(t), name, nil); err != nil {
 			t.Fatalf("call %s: %v", name, err)
 		}
 	}
@@ -78,14 +79,14 @@ func TestUnderscorePromptListedOnce(t *testing.T) {
 	c := h.connect(t, "alice-token", "/mcp", client.EraStateless)
 
 	before := fwd.Requests("prompts/list")
-	res, err := c.Call(ctxT(t), "prompts/get", json.RawMessage(`{"name":"mcp__everything__test_prompt_with_arguments","arguments":{"arg1":"a","arg2":"b"}}`))
+	res, err := c.Call(testkit.Context(t), "prompts/get", json.RawMessage(`{"name":"mcp__everything__test_prompt_with_arguments","arguments":{"arg1":"a","arg2":"b"}}`))
 	if err != nil || !strings.Contains(string(res), `"messages"`) {
 		t.Fatalf("prompts/get by its underscore name: %s, %v", res, err)
 	}
 	if n := fwd.Requests("prompts/list") - before; n != 1 {
 		t.Errorf("the server was sent prompts/list %d times for one prompts/get; want 1", n)
 	}
-	_, err = c.Call(ctxT(t), "prompts/get", json.RawMessage(`{"name":"mcp__everything__test_prompt_with_arguments","arguments":{"arg1":"a","arg2":"b","bogus":"c"}}`))
+	_, err = c.Call(testkit.Context(t), "prompts/get", json.RawMessage(`{"name":"mcp__everything__test_prompt_with_arguments","arguments":{"arg1":"a","arg2":"b","bogus":"c"}}`))
 	if rpcCode(err) != jsonrpc.CodeInvalidParams || !strings.Contains(err.Error(), "unknown argument(s) bogus") {
 		t.Errorf("an undeclared argument: %v; want -32602 naming it", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -65,7 +66,7 @@ func TestProvenanceCannotBeForgedInErrors(t *testing.T) {
 	pol := toolPolicy("tools", "alice", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.faults.forgederror"))
 	h := newHarness(t, []v1alpha1.MCPServer{faults}, []v1alpha1.ToolPolicy{pol}, nil)
 	c := h.connect(t, "alice-token", "/mcp", client.EraSession)
-	_, err := c.CallTool(ctxT(t), "mcp.faults.forgederror", nil)
+	_, err := c.CallTool(testkit.Context(t), "mcp.faults.forgederror", nil)
 	if err == nil {
 		t.Fatal("the failing call succeeded")
 	}
@@ -87,7 +88,7 @@ func TestProvenanceCannotBeForgedInErrors(t *testing.T) {
 	pol = toolPolicy("tools", "alice", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.forgedcatalog.*"))
 	h = newHarness(t, []v1alpha1.MCPServer{forged}, []v1alpha1.ToolPolicy{pol}, nil)
 	for path, name := range map[string]string{"/mcp": "mcp.forgedcatalog.ok", "/servers/forgedcatalog/mcp": "ok"} {
-		_, err := h.connect(t, "alice-token", path, client.EraSession).CallTool(ctxT(t), name, nil)
+		_, err := h.connect(t, "alice-token", path, client.EraSession).CallTool(testkit.Context(t), name, nil)
 		if !errors.As(err, &rpcErr) {
 			t.Fatalf("a call on %s whose tools/list failed: %v, want the server's error passed on", path, err)
 		}

@@ -15,6 +15,8 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/k8s/apiretry"
 	mcpclient "github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/testenv"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 )
 
 // apiPath passes TCP connections to envtest's API server and can be cut
@@ -123,7 +125,7 @@ func TestAnswersWhileTheAPIServerIsAway(t *testing.T) {
 
 	// Our session-era client declares no elicitation: a person is asked.
 	c := connectTo(t, bridgeURL, "alice-token", mcpclient.EraSession)
-	eventually(t, "the bridge lists the asked tools", func() bool {
+	testkit.Eventually(t, "the bridge lists the asked tools", func() bool {
 		names := strings.Join(listNames(t, c), ",")
 		return strings.Contains(names, "mcp.everything.test_image_content") && strings.Contains(names, "mcp.everything.test_simple_text")
 	})
@@ -138,7 +140,7 @@ func TestAnswersWhileTheAPIServerIsAway(t *testing.T) {
 	path.cut()
 	waitMs := apiretry.Wait.Milliseconds()
 
-	_, err := c.CallTool(ctxT(t), "mcp.everything.test_image_content", nil)
+	_, err := c.CallTool(testkit.Context(t), "mcp.everything.test_image_content", nil)
 	if d, ok := retryDataOf(err); rpcCode(err) != CodeDenied || !ok || d.Reason != reasonApprovalUnavailable || !d.says(true, waitMs, waitMs) ||
 		!strings.Contains(err.Error(), "it was not run") {
 		t.Errorf("an asked call while the API server is away: %v; want -32010 approval_unavailable, retryable, retryAfterMs %d", err, waitMs)
@@ -157,12 +159,12 @@ func TestAnswersWhileTheAPIServerIsAway(t *testing.T) {
 	// The same requests, sent again: a person is asked and approves, and
 	// the allow_once (whose use was never recorded) runs, once.
 	done := callAsync(c, "mcp.everything.test_image_content", `{}`)
-	decideApproval(t, k, waitingApproval(t, k, ns, "mcp.everything.test_image_content"), v1alpha1.VerdictAllowOnce, "carol", "")
+	testenv.DecideApproval(t, k, waitingApproval(t, k, ns, "mcp.everything.test_image_content"), v1alpha1.VerdictAllowOnce, "carol", "")
 	if r := <-done; r.err != nil {
 		t.Errorf("the asked call sent again once the API server is back: %v, want it run", r.err)
 	}
 	var ran []byte
-	eventually(t, "the allow_once retry runs once the API server is back", func() bool {
+	testkit.Eventually(t, "the allow_once retry runs once the API server is back", func() bool {
 		ran = statelessPost(t, bridgeURL, "alice-token", "tools/call", allowOnce)
 		return strings.Contains(string(ran), "simple text response")
 	})

@@ -17,6 +17,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -74,7 +75,7 @@ func TestACallerOverItsCapIsToldToRetry(t *testing.T) {
 	h := newHarness(t, []v1alpha1.MCPServer{server}, []v1alpha1.ToolPolicy{pol}, func(c *Config) { c.MaxSubjectConcurrent = 1 })
 
 	long := callAsync(h.connect(t, "alice-token", "/mcp", client.EraSession), "mcp.everything.trigger-long-running-operation", `{"duration":2,"steps":2}`)
-	eventually(t, "the long call reaches the server", func() bool { return fwd.Calls() == 1 })
+	testkit.Eventually(t, "the long call reaches the server", func() bool { return fwd.Calls() == 1 })
 
 	stateless := map[string]string{"MCP-Protocol-Version": "2026-07-28"}
 	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"mcp.everything.echo","arguments":{"message":"again"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`
@@ -112,21 +113,21 @@ func TestDenialsSayWhetherToRetry(t *testing.T) {
 	h := newHarness(t, []v1alpha1.MCPServer{server}, []v1alpha1.ToolPolicy{limited, denying}, nil)
 	c := h.connect(t, "alice-token", "/mcp", client.EraSession)
 
-	_, err := c.CallTool(ctxT(t), "mcp.everything.test_image_content", nil)
+	_, err := c.CallTool(testkit.Context(t), "mcp.everything.test_image_content", nil)
 	if d, ok := retryDataOf(err); rpcCode(err) != CodeDenied || !ok || d.Reason != reasonDenied || !d.says(false, -1, -1) {
 		t.Errorf("a call the policy denies: %v; want -32010 denied, retryable false, no retryAfterMs", err)
 	}
 
-	if _, err := c.CallTool(ctxT(t), "mcp.everything.test_simple_text", nil); err != nil {
+	if _, err := c.CallTool(testkit.Context(t), "mcp.everything.test_simple_text", nil); err != nil {
 		t.Fatalf("the call within the limit: %v", err)
 	}
-	_, err = c.CallTool(ctxT(t), "mcp.everything.test_simple_text", nil)
+	_, err = c.CallTool(testkit.Context(t), "mcp.everything.test_simple_text", nil)
 	d, ok := retryDataOf(err)
 	if rpcCode(err) != CodeDenied || !ok || d.Reason != reasonRateLimited || !d.says(true, 1, 500) || !strings.Contains(err.Error(), "it was not run: send it again in") {
 		t.Fatalf("a call over the rate limit: %v; want -32010 rate_limited, retryable, retryAfterMs within the 500 ms refill", err)
 	}
 	time.Sleep(time.Duration(*d.RetryAfterMs) * time.Millisecond)
-	if _, err := c.CallTool(ctxT(t), "mcp.everything.test_simple_text", nil); err != nil {
+	if _, err := c.CallTool(testkit.Context(t), "mcp.everything.test_simple_text", nil); err != nil {
 		t.Errorf("the call sent again after retryAfterMs: %v, want it run", err)
 	}
 }

@@ -39,6 +39,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn/oauth"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/idlemem"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/lifecycle"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/metrics"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/once"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
@@ -268,9 +269,11 @@ func Start(ctx context.Context, o Options) (*Runtime, error) {
 	}
 	b.cfg.Redactor = w.Redactor
 	w.AllSecrets = aw.SetRedactor
-	w.Events = func(p audit.Payload) {
-		if _, err := aw.Write("", "", p); err != nil {
-			o.Log.Error(err, "a server event was not recorded", "type", p.EventType())
+	w.Changed = func(prev, next map[string]*v1alpha1.MCPServer) {
+		for _, p := range lifecycle.Events(prev, next) {
+			if _, err := aw.Write("", "", p); err != nil {
+				o.Log.Error(err, "a server event was not recorded", "type", p.EventType())
+			}
 		}
 	}
 	rt := &Runtime{Bridge: b, Watcher: w, Registry: registry, Audit: aw, Sessions: sessions, done: make(chan error, 1)}

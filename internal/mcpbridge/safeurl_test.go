@@ -11,15 +11,14 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 )
-
-// urlSecrets are the credentials in the URL of the server below.
-var urlSecrets = []string{"urluser", "pa55word", "s3cret-token", "k3y", "Zq81xw"}
 
 // droppingServer is an MCP server (stateless) whose one tool's call loses
 // its connection before any answer, as a server's process does when it
 // dies mid-call; that death cannot be timed with a real server, the close
-// can. Its URL carries credentials in its userinfo and query.
+// can. Its URL carries credentials in its userinfo and query
+// (testkit.URLSecrets).
 func droppingServer(t *testing.T) string {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -47,7 +46,7 @@ func droppingServer(t *testing.T) string {
 		}
 	}))
 	t.Cleanup(srv.Close)
-	return strings.Replace(srv.URL, "://", "://urluser:pa55word@", 1) + "/mcp?token=s3cret-token&api_key=k3y&sig=Zq81xw"
+	return testkit.WithCredentials(srv.URL, "/mcp")
 }
 
 // A call that loses its connection to a server whose URL carries
@@ -59,14 +58,12 @@ func TestServerURLCredentialsReachNoAgentNorAudit(t *testing.T) {
 	h := newHarness(t, []v1alpha1.MCPServer{server}, []v1alpha1.ToolPolicy{pol}, nil)
 	for _, era := range []client.Era{client.EraSession, client.EraStateless} {
 		agent := h.connect(t, "alice-token", "/mcp", era)
-		_, err := agent.CallTool(ctxT(t), "mcp.dropping.work", []byte(`{}`))
+		_, err := agent.CallTool(testkit.Context(t), "mcp.dropping.work", []byte(`{}`))
 		if rpcCode(err) != CodeUpstream || !strings.Contains(err.Error(), "EOF") {
 			t.Fatalf("%s agent: the call failed with %v, want %d saying the connection ended", era, err, CodeUpstream)
 		}
-		for _, secret := range urlSecrets {
-			if strings.Contains(err.Error(), secret) {
-				t.Fatalf("%s agent: the error %q shows %q of the server's URL", era, err, secret)
-			}
+		if secret := testkit.ShownSecret(err.Error()); secret != "" {
+			t.Fatalf("%s agent: the error %q shows %q of the server's URL", era, err, secret)
 		}
 	}
 	failed := 0
@@ -78,9 +75,7 @@ func TestServerURLCredentialsReachNoAgentNorAudit(t *testing.T) {
 	if failed != 2 {
 		t.Fatalf("the audit has %d tool.failed events, want 2: %s", failed, h.sink.String())
 	}
-	for _, secret := range urlSecrets {
-		if strings.Contains(h.sink.String(), secret) {
-			t.Fatalf("the audit shows %q of the server's URL: %s", secret, h.sink.String())
-		}
+	if secret := testkit.ShownSecret(h.sink.String()); secret != "" {
+		t.Fatalf("the audit shows %q of the server's URL: %s", secret, h.sink.String())
 	}
 }

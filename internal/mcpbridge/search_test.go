@@ -12,6 +12,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -28,7 +29,7 @@ func TestTypeScriptAgentToolSearch(t *testing.T) {
 		rule("allow", "mcp.everything.*"),
 		rule("deny", "mcp.everything.get-tiny-image"),
 	))
-	eventually(t, "the server is served", func() bool { return len(rt.Registry.Names()) == 1 })
+	testkit.Eventually(t, "the server is served", func() bool { return len(rt.Registry.Names()) == 1 })
 
 	res := runTSAgent(t, url+SearchPath, "alice-token", tsPlan{Steps: []tsStep{
 		{Op: "listTools"},
@@ -82,7 +83,7 @@ func TestTypeScriptAgentToolSearch(t *testing.T) {
 func TestTraceOfACallThroughCallTool(t *testing.T) {
 	tb := newTracedBridge(t, true)
 	c := tb.connect(t, "alice-token", SearchPath, client.EraStateless)
-	if _, err := c.CallTool(ctxT(t), metaCallTool, json.RawMessage(`{"name":"mcp.everything.test_simple_text","arguments":{}}`)); err != nil {
+	if _, err := c.CallTool(testkit.Context(t), metaCallTool, json.RawMessage(`{"name":"mcp.everything.test_simple_text","arguments":{}}`)); err != nil {
 		t.Fatal(err)
 	}
 	req, stages := tb.requestSpan(t, "tools/call mcp.everything.test_simple_text")
@@ -114,7 +115,7 @@ func TestSearchEdges(t *testing.T) {
 	c := h.connect(t, "alice-token", SearchPath, client.EraStateless)
 	find := func(c *client.Client, args string) string {
 		t.Helper()
-		res, err := c.CallTool(ctxT(t), metaFindTools, json.RawMessage(args))
+		res, err := c.CallTool(testkit.Context(t), metaFindTools, json.RawMessage(args))
 		if err != nil {
 			t.Fatalf("find_tools %s: %v", args, err)
 		}
@@ -122,7 +123,7 @@ func TestSearchEdges(t *testing.T) {
 	}
 
 	for _, meta := range []string{metaCallTool, metaFindTools} {
-		_, err := c.CallTool(ctxT(t), metaCallTool, json.RawMessage(`{"name":"`+meta+`","arguments":{"query":"hello"}}`))
+		_, err := c.CallTool(testkit.Context(t), metaCallTool, json.RawMessage(`{"name":"`+meta+`","arguments":{"query":"hello"}}`))
 		if !jsonrpc.IsCode(err, jsonrpc.CodeInvalidParams) || !strings.Contains(err.Error(), "calls a found tool") {
 			t.Errorf("call_tool naming %s: %v, want invalid params", meta, err)
 		}
@@ -155,7 +156,7 @@ func TestSearchEdges(t *testing.T) {
 		{metaCallTool, `{"name":"mcp__cached__greet","arguments":{}}`},
 		{"mcp__cached__greet", `{}`},
 	} {
-		if res, err := uc.CallTool(ctxT(t), call.name, json.RawMessage(call.args)); err != nil || !strings.Contains(string(res), "hello") {
+		if res, err := uc.CallTool(testkit.Context(t), call.name, json.RawMessage(call.args)); err != nil || !strings.Contains(string(res), "hello") {
 			t.Errorf("calling %s %s on an underscore-style bridge: %s %v", call.name, call.args, res, err)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -34,7 +35,7 @@ func TestSecretsReadOnSpecChangesOnly(t *testing.T) {
 	s := bridgetest.Published(t, "secret-reads", "everything", testpeers.GoEverything(t, false).URL, v1alpha1.ToolsSpec{})
 	s.Spec.Remote.HeadersFrom = []v1alpha1.HeaderFromSecret{{Name: "X-Api-Key", SecretKeyRef: v1alpha1.SecretKeySelector{Name: "creds", Key: "key"}}}
 	obj := apply(t, k, s)
-	eventually(t, "the server is served", func() bool { _, _, ok := rt.Registry.Server("everything"); return ok })
+	testkit.Eventually(t, "the server is served", func() bool { _, _, ok := rt.Registry.Server("everything"); return ok })
 
 	before := secretGets(t, cs)
 	for i := range 10 {
@@ -45,7 +46,7 @@ func TestSecretsReadOnSpecChangesOnly(t *testing.T) {
 	}
 	marker := "sha256:" + strings.Repeat("ab", 32)
 	updateStatus(t, k, obj, func(st *v1alpha1.MCPServerStatus) { st.CatalogDigest = marker })
-	eventually(t, "the bridge saw every status write", func() bool {
+	testkit.Eventually(t, "the bridge saw every status write", func() bool {
 		srv, _, ok := rt.Registry.Server("everything")
 		return ok && srv.CatalogDigest == marker
 	})
@@ -61,7 +62,7 @@ func TestSecretsReadOnSpecChangesOnly(t *testing.T) {
 	if err := k.Update(ctx, &cur); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a spec change reads the server's Secrets again", func() bool { return secretGets(t, cs) > before })
+	testkit.Eventually(t, "a spec change reads the server's Secrets again", func() bool { return secretGets(t, cs) > before })
 
 	// A Secret that can no longer be read: its value is still redacted
 	// (redaction fails closed), after the next reading.
@@ -95,7 +96,7 @@ func TestSecretsReadOnSpecChangesOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Every reading installs a redactor of its own.
-	eventually(t, "the bridge installs a new reading of the Secrets", func() bool {
+	testkit.Eventually(t, "the bridge installs a new reading of the Secrets", func() bool {
 		return rt.Watcher.Redactor("secret-reads", "everything") != installed
 	})
 	if !redacts() {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -23,7 +24,7 @@ func TestServerCards(t *testing.T) {
 		[]v1alpha1.ToolPolicy{toolPolicy("tools", "agents", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.everything.*"))}, nil)
 	get := func(path, token string) (int, http.Header, serverCard, string) {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(ctxT(t), http.MethodGet, h.url+path, nil)
+		req, _ := http.NewRequestWithContext(testkit.Context(t), http.MethodGet, h.url+path, nil)
 		req.Header.Set("Accept", serverCardType)
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
@@ -71,7 +72,7 @@ func TestServerCards(t *testing.T) {
 			t.Errorf("bob, whom no policy names, reads %s: %d %s, want 404", path, status, body)
 		}
 	}
-	req, _ := http.NewRequestWithContext(ctxT(t), http.MethodPost, h.url+"/mcp/server-card", strings.NewReader("{}"))
+	req, _ := http.NewRequestWithContext(testkit.Context(t), http.MethodPost, h.url+"/mcp/server-card", strings.NewReader("{}"))
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("POST to a card: %v %v, want 405", resp, err)
 	} else {
@@ -84,7 +85,7 @@ func TestServerCards(t *testing.T) {
 // whatever scheme and Host the request reached the bridge with.
 func TestServerCardsGiveThePublicURL(t *testing.T) {
 	h := newHarness(t, nil, nil, func(c *Config) { c.PublicURL = "https://bridge.example.com/" })
-	req, _ := http.NewRequestWithContext(ctxT(t), http.MethodGet, h.url+SearchPath+"/server-card", nil)
+	req, _ := http.NewRequestWithContext(testkit.Context(t), http.MethodGet, h.url+SearchPath+"/server-card", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

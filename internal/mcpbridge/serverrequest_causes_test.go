@@ -14,6 +14,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -66,7 +67,7 @@ func serverRequestReasonWhen(t *testing.T, end func(t *testing.T, url, sid strin
 		t.Fatalf("notifications/initialized: status %d", status)
 	}
 
-	ctx, leave := context.WithCancel(ctxT(t))
+	ctx, leave := context.WithCancel(testkit.Context(t))
 	defer leave()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mcp.everything.test_elicitation","arguments":{"message":"q"}}}`))
 	req.Header.Set("Content-Type", "application/json")
@@ -90,7 +91,7 @@ func serverRequestReasonWhen(t *testing.T, end func(t *testing.T, url, sid strin
 	end(t, url, sid, leave)
 
 	var reason string
-	eventually(t, "the server request's event", func() bool {
+	testkit.Eventually(t, "the server request's event", func() bool {
 		for _, ev := range h.events(t) {
 			if ev["type"] == "mcp.server_request" {
 				reason, _ = ev["reason"].(string)

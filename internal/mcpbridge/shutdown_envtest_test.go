@@ -17,6 +17,7 @@ import (
 	mcpclient "github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 )
 
 // callWaitingForAPerson serves rt and makes a call of alice that waits for
@@ -30,7 +31,7 @@ func callWaitingForAPerson(t *testing.T, rt *Runtime, k client.Client, ns string
 	createPolicy(t, k, asking)
 	srv, url := serve(t, rt.Handler)
 	c := connectTo(t, url, "alice-token", mcpclient.EraSession)
-	eventually(t, "the bridge lists the asked tool", func() bool {
+	testkit.Eventually(t, "the bridge lists the asked tool", func() bool {
 		return strings.Contains(strings.Join(listNames(t, c), ","), "mcp.stateful.remember")
 	})
 	done := callAsync(c, "mcp.stateful.remember", `{"value":"x"}`)
@@ -109,7 +110,7 @@ func TestStopWaitsForASlowApprovalWrite(t *testing.T) {
 	})
 	_, srv, done, a := callWaitingForAPerson(t, rt, k, ns)
 	// Only the Cancelled write is slow (the Pending one is written by now).
-	eventually(t, "the ToolApproval is Pending", func() bool {
+	testkit.Eventually(t, "the ToolApproval is Pending", func() bool {
 		return k.Get(context.Background(), client.ObjectKeyFromObject(a), a) == nil && a.Status.Phase == v1alpha1.ApprovalPending
 	})
 	stopping.Store(true)

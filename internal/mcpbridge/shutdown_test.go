@@ -18,6 +18,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -67,7 +68,7 @@ func TestStopEndsEverythingWithinItsBounds(t *testing.T) {
 
 	// A session-era agent with an upstream session of its own.
 	agent := h.connect(t, "alice-token", "/mcp", client.EraSession)
-	if _, err := agent.CallTool(ctxT(t), "mcp.stateful.remember", json.RawMessage(`{"value":"x"}`)); err != nil {
+	if _, err := agent.CallTool(testkit.Context(t), "mcp.stateful.remember", json.RawMessage(`{"value":"x"}`)); err != nil {
 		t.Fatal(err)
 	}
 	upstreamSessions := slices.Compact(st.Calls())
@@ -87,7 +88,7 @@ func TestStopEndsEverythingWithinItsBounds(t *testing.T) {
 	streamEnded := make(chan time.Duration, 1)
 	// A 2026-07-28 agent's call parked for its answer to the server.
 	const tool, args = "mcp.everything.test_elicitation", `{"message":"q"}`
-	raw, err := connectAnswering(t, url+"/mcp", "alice-token").CallTool(ctxT(t), tool, json.RawMessage(args))
+	raw, err := connectAnswering(t, url+"/mcp", "alice-token").CallTool(testkit.Context(t), tool, json.RawMessage(args))
 	if err != nil || !strings.Contains(string(raw), "input_required") {
 		t.Fatalf("want the call parked: %s %v", raw, err)
 	}
@@ -97,7 +98,7 @@ func TestStopEndsEverythingWithinItsBounds(t *testing.T) {
 	// Calls drains what it returns: count across polls, as the two calls may
 	// reach the server between two of them.
 	upstreamCalls := 0
-	eventually(t, "both calls in flight upstream", func() bool { upstreamCalls += len(st.Calls()); return upstreamCalls >= 2 })
+	testkit.Eventually(t, "both calls in flight upstream", func() bool { upstreamCalls += len(st.Calls()); return upstreamCalls >= 2 })
 
 	bounds := StopBounds{Delay: 1500 * time.Millisecond, Drain: 1500 * time.Millisecond, Sessions: 2 * time.Second, Flush: 2 * time.Second}
 	start := time.Now()
@@ -107,9 +108,9 @@ func TestStopEndsEverythingWithinItsBounds(t *testing.T) {
 	}()
 	stopped := make(chan error, 1)
 	go func() { stopped <- h.b.Stop(srv, h.reg, h.audit, nil, bounds) }()
-	eventually(t, "readyz fails as the stop begins", func() bool { return readyz() == http.StatusServiceUnavailable })
+	testkit.Eventually(t, "readyz fails as the stop begins", func() bool { return readyz() == http.StatusServiceUnavailable })
 	// During the delay the replica still answers.
-	if _, err := agent.CallTool(ctxT(t), "mcp.stateful.recall", json.RawMessage(`{}`)); err != nil {
+	if _, err := agent.CallTool(testkit.Context(t), "mcp.stateful.recall", json.RawMessage(`{}`)); err != nil {
 		t.Errorf("a call during the delay: %v, want an answer", err)
 	}
 	if d := time.Since(start); d >= bounds.Delay {
@@ -249,12 +250,12 @@ func TestACallParkedAfterTheWaitsEndedIsEnded(t *testing.T) {
 	_, url := serve(t, h.b.Handler())
 	h.b.endWaits()
 	const tool, args = "mcp.everything.test_elicitation", `{"message":"q"}`
-	raw, err := connectAnswering(t, url+"/mcp", "alice-token").CallTool(ctxT(t), tool, json.RawMessage(args))
+	raw, err := connectAnswering(t, url+"/mcp", "alice-token").CallTool(testkit.Context(t), tool, json.RawMessage(args))
 	if err != nil || !strings.Contains(string(raw), "input_required") {
 		t.Fatalf("want the call parked: %s %v", raw, err)
 	}
-	eventually(t, "the parked call ended", func() bool { return len(h.b.parkedIDs()) == 0 })
-	eventually(t, "the parked call's audit chain ends with tool.failed bridge_stopping", func() bool {
+	testkit.Eventually(t, "the parked call ended", func() bool { return len(h.b.parkedIDs()) == 0 })
+	testkit.Eventually(t, "the parked call's audit chain ends with tool.failed bridge_stopping", func() bool {
 		for _, ev := range sinkEvents(t, h.sink) {
 			if ev["type"] == "tool.failed" && ev["reason"] == ReasonStopping {
 				return true
@@ -269,12 +270,12 @@ func TestACallParkedAfterTheWaitsEndedIsEnded(t *testing.T) {
 	_ = json.Unmarshal(raw, &parked)
 	next := newHarness(t, servers, []v1alpha1.ToolPolicy{pol}, nil)
 	agent := connectAnswering(t, next.url+"/mcp", "alice-token")
-	_, err = agent.Call(ctxT(t), "tools/call", json.RawMessage(`{"name":"`+tool+`","arguments":`+args+`,"inputResponses":{"server":{"action":"accept","content":{"username":"eve"}}},"requestState":"`+parked.RequestState+`"}`))
+	_, err = agent.Call(testkit.Context(t), "tools/call", json.RawMessage(`{"name":"`+tool+`","arguments":`+args+`,"inputResponses":{"server":{"action":"accept","content":{"username":"eve"}}},"requestState":"`+parked.RequestState+`"}`))
 	if d, ok := retryDataOf(err); rpcCode(err) != -32602 || !ok || d.Reason != reasonParkedGone || !d.says(true, -1, -1) ||
 		!strings.Contains(err.Error(), "call again without requestState") {
 		t.Errorf("the retry of the ended parked call on the next replica: %v; want -32602 parked_call_gone, retryable, telling to call again without requestState", err)
 	}
-	if raw, err := agent.CallTool(ctxT(t), tool, json.RawMessage(args)); err != nil || !strings.Contains(string(raw), "input_required") {
+	if raw, err := agent.CallTool(testkit.Context(t), tool, json.RawMessage(args)); err != nil || !strings.Contains(string(raw), "input_required") {
 		t.Errorf("the call made again without requestState: %s %v, want the server's question again", raw, err)
 	}
 }

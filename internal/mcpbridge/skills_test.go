@@ -8,6 +8,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -35,7 +36,7 @@ func TestSkillsThroughTheBridge(t *testing.T) {
 
 	list := func(c *client.Client) []string {
 		t.Helper()
-		res, err := c.Call(ctxT(t), "skills/list", nil)
+		res, err := c.Call(testkit.Context(t), "skills/list", nil)
 		if err != nil {
 			t.Fatalf("skills/list: %v", err)
 		}
@@ -60,7 +61,7 @@ func TestSkillsThroughTheBridge(t *testing.T) {
 		return uris
 	}
 	read := func(c *client.Client, uri string) (string, error) {
-		res, err := c.Call(ctxT(t), "resources/read", json.RawMessage(`{"uri":"`+uri+`"}`))
+		res, err := c.Call(testkit.Context(t), "resources/read", json.RawMessage(`{"uri":"`+uri+`"}`))
 		if err != nil {
 			return "", err
 		}
@@ -88,11 +89,11 @@ func TestSkillsThroughTheBridge(t *testing.T) {
 	if _, err := read(bob, email); rpcCode(err) != CodeDenied {
 		t.Fatalf("bob reads email.md: %v, want denied (%d)", err, CodeDenied)
 	}
-	_, err := alice.Call(ctxT(t), "skills/get", json.RawMessage(`{"uri":"`+BridgeURI("ops", "skill://deploy/SKILL.md")+`"}`))
+	_, err := alice.Call(testkit.Context(t), "skills/get", json.RawMessage(`{"uri":"`+BridgeURI("ops", "skill://deploy/SKILL.md")+`"}`))
 	if rpcCode(err) != CodeDenied {
 		t.Fatalf("alice gets deploy, which no rule allows: %v, want denied", err)
 	}
-	got, err := alice.Call(ctxT(t), "skills/get", json.RawMessage(`{"uri":"`+refunds+`"}`))
+	got, err := alice.Call(testkit.Context(t), "skills/get", json.RawMessage(`{"uri":"`+refunds+`"}`))
 	if err != nil || !strings.Contains(string(got), email) {
 		t.Fatalf("alice gets refunds: %s, %v", got, err)
 	}
@@ -115,7 +116,7 @@ func TestSkillsThroughTheBridge(t *testing.T) {
 	if got := list(alice); len(got) != 0 {
 		t.Fatalf("a changed skill is still listed: %v", got)
 	}
-	if _, err := alice.Call(ctxT(t), "skills/get", json.RawMessage(`{"uri":"`+refunds+`"}`)); err == nil || !strings.Contains(err.Error(), "differs from the published") {
+	if _, err := alice.Call(testkit.Context(t), "skills/get", json.RawMessage(`{"uri":"`+refunds+`"}`)); err == nil || !strings.Contains(err.Error(), "differs from the published") {
 		t.Fatalf("skills/get of a changed skill: %v, want refused", err)
 	}
 	if text, err := read(alice, refunds); err == nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/activity"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -69,7 +70,7 @@ func servedTo(t *testing.T, ns string, fwd *bridgetest.Forwarder, mod func(*Opti
 	obj = apply(t, k, bridgetest.Published(t, ns, "everything", fwd.URL, v1alpha1.ToolsSpec{}))
 	createPolicy(t, k, toolPolicy(ns, "agents", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.everything.*")))
 	c = connectTo(t, url, "alice-token", mcpclient.EraSession)
-	eventually(t, "the bridge lists the server's tools", func() bool {
+	testkit.Eventually(t, "the bridge lists the server's tools", func() bool {
 		listed = len(listNames(t, c))
 		return listed > 0
 	})
@@ -116,7 +117,7 @@ func putToSleep(t *testing.T, k client.Client, rt *Runtime, obj *v1alpha1.MCPSer
 		meta.RemoveStatusCondition(&s.Conditions, v1alpha1.ConditionReady)
 		setReady(s, metav1.ConditionFalse, v1alpha1.ReasonSleeping, "no activity for 1m0s; the next call wakes it")
 	})
-	eventually(t, "the bridge sees the server asleep", func() bool {
+	testkit.Eventually(t, "the bridge sees the server asleep", func() bool {
 		a, ok := rt.Registry.Away(obj.Name)
 		return ok && a.Reason == v1alpha1.ReasonSleeping
 	})
@@ -179,20 +180,20 @@ func TestActivityRenewsTheLeaseItFinds(t *testing.T) {
 	createPolicy(t, k, toolPolicy(ns, "agents", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.**")))
 	created := createLease(t, k, ns, "everything", 5*time.Minute)
 	c := connectTo(t, url, "alice-token", mcpclient.EraSession)
-	eventually(t, "the bridge lists both servers' tools and sees the Lease", func() bool {
+	testkit.Eventually(t, "the bridge lists both servers' tools and sees the Lease", func() bool {
 		var l coordinationv1.Lease
 		names := strings.Join(listNames(t, c), ",")
 		return strings.Contains(names, "mcp.other.") && strings.Contains(names, "mcp.everything.") &&
-			rt.Watcher.Cache.Get(ctxT(t), client.ObjectKeyFromObject(created), &l) == nil
+			rt.Watcher.Cache.Get(testkit.Context(t), client.ObjectKeyFromObject(created), &l) == nil
 	})
 	for i := 0; i < 5; i++ {
 		for _, tool := range []string{"mcp.everything.test_simple_text", "mcp.other.test_simple_text"} {
-			if _, err := c.CallTool(ctxT(t), tool, json.RawMessage(`{}`)); err != nil {
+			if _, err := c.CallTool(testkit.Context(t), tool, json.RawMessage(`{}`)); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	eventually(t, "the Lease is renewed", func() bool {
+	testkit.Eventually(t, "the Lease is renewed", func() bool {
 		l := getLease(t, k, ns, "everything")
 		return l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == "bridge-test-0" && time.Since(l.Spec.RenewTime.Time) < 30*time.Second
 	})
@@ -204,7 +205,7 @@ func TestActivityRenewsTheLeaseItFinds(t *testing.T) {
 		t.Fatalf("10 calls within a second: %d activity writes, want 1", n)
 	}
 	var none coordinationv1.Lease
-	err := k.Get(ctxT(t), client.ObjectKey{Namespace: ns, Name: activity.LeaseName("other")}, &none)
+	err := k.Get(testkit.Context(t), client.ObjectKey{Namespace: ns, Name: activity.LeaseName("other")}, &none)
 	if !apierrors.IsNotFound(err) {
 		t.Fatalf("the bridge created a Lease for a server that has none (%v)", err)
 	}
@@ -219,7 +220,7 @@ func TestWakeOnFirstCall(t *testing.T) {
 	rt, k, obj, c, before := servedTo(t, ns, old, nil)
 	createLease(t, k, ns, "everything", 5*time.Minute)
 	// A session-era agent's call opens its upstream session on the pod.
-	if _, err := c.CallTool(ctxT(t), "mcp.everything.test_simple_text", json.RawMessage(`{}`)); err != nil {
+	if _, err := c.CallTool(testkit.Context(t), "mcp.everything.test_simple_text", json.RawMessage(`{}`)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -229,7 +230,7 @@ func TestWakeOnFirstCall(t *testing.T) {
 	}
 	// Falling asleep ended it (the pod is gone); the agent's session with
 	// the bridge stays, and its next calls get a new one on the new pod.
-	eventually(t, "the agent's upstream session ends with the pod", func() bool {
+	testkit.Eventually(t, "the agent's upstream session ends with the pod", func() bool {
 		return metric(t, rt, `mcp_bridge_upstream_sessions_closed_total{reason="retired",server="everything"}`) == 1
 	})
 	progress := hearProgress(c)
@@ -238,17 +239,17 @@ func TestWakeOnFirstCall(t *testing.T) {
 	for i := 1; i < 20; i++ {
 		results = append(results, callAsync(c, "mcp.everything.test_simple_text", `{}`))
 	}
-	eventually(t, "the wake is written", func() bool {
+	testkit.Eventually(t, "the wake is written", func() bool {
 		return metric(t, rt, `mcp_bridge_activity_lease_writes_total{kind="wake"}`) == 1 &&
 			getLease(t, k, ns, "everything").Spec.RenewTime.After(since)
 	})
-	eventually(t, "the waiting agent hears that the server is asleep", func() bool {
+	testkit.Eventually(t, "the waiting agent hears that the server is asleep", func() bool {
 		return strings.Contains(progress.first(), `"progressToken":"wake-1"`) && strings.Contains(progress.first(), "Sleeping")
 	})
 	updateStatus(t, k, obj, func(s *v1alpha1.MCPServerStatus) {
 		setReady(s, metav1.ConditionFalse, v1alpha1.ReasonWaking, "a call woke it")
 	})
-	eventually(t, "the waiting agent hears that the server wakes", func() bool {
+	testkit.Eventually(t, "the waiting agent hears that the server wakes", func() bool {
 		progress.mu.Lock()
 		defer progress.mu.Unlock()
 		return strings.Contains(strings.Join(progress.params, "\n"), "is Waking")
@@ -298,7 +299,7 @@ func TestFailedWakeAnswersEveryWaitingCall(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		results = append(results, callAsync(c, "mcp.everything.test_simple_text", `{}`))
 	}
-	eventually(t, "the wake is written", func() bool {
+	testkit.Eventually(t, "the wake is written", func() bool {
 		return metric(t, rt, `mcp_bridge_activity_lease_writes_total{kind="wake"}`) == 1 &&
 			getLease(t, k, ns, "everything").Spec.RenewTime.After(since)
 	})
@@ -333,7 +334,7 @@ func TestWakeWithinTheCallsDeadline(t *testing.T) {
 	createLease(t, k, ns, "everything", 5*time.Minute)
 	since := putToSleep(t, k, rt, obj)
 	start := time.Now()
-	_, err := c.CallTool(ctxT(t), "mcp.everything.test_simple_text", json.RawMessage(`{}`))
+	_, err := c.CallTool(testkit.Context(t), "mcp.everything.test_simple_text", json.RawMessage(`{}`))
 	d := awayOf(t, err)
 	if d.Reason != v1alpha1.ReasonSleeping || !d.Retryable || d.RetryAfterMs == nil || !strings.Contains(err.Error(), "did not wake within the call's deadline") {
 		t.Fatalf("a call past its deadline: %v (%+v)", err, d)
@@ -385,11 +386,11 @@ func TestAwayServersAnswerTruthfully(t *testing.T) {
 	} {
 		updateStatus(t, k, obj, tc.change)
 		want := tc.reason
-		eventually(t, "the bridge sees the server "+want, func() bool {
+		testkit.Eventually(t, "the bridge sees the server "+want, func() bool {
 			a, ok := rt.Registry.Away("everything")
 			return ok && a.Reason == want
 		})
-		_, err := c.CallTool(ctxT(t), "mcp.everything.test_simple_text", json.RawMessage(`{}`))
+		_, err := c.CallTool(testkit.Context(t), "mcp.everything.test_simple_text", json.RawMessage(`{}`))
 		d := awayOf(t, err)
 		if d.Reason != want || d.Server != "everything" || d.Retryable != tc.retryable {
 			t.Fatalf("%s: %+v", want, d)
@@ -413,18 +414,18 @@ func TestAwayServersAnswerTruthfully(t *testing.T) {
 
 	// Suspended: unregistered at once, its tools unknown.
 	var cur v1alpha1.MCPServer
-	if err := k.Get(ctxT(t), client.ObjectKeyFromObject(obj), &cur); err != nil {
+	if err := k.Get(testkit.Context(t), client.ObjectKeyFromObject(obj), &cur); err != nil {
 		t.Fatal(err)
 	}
 	cur.Spec.Suspend = true
-	if err := k.Update(ctxT(t), &cur); err != nil {
+	if err := k.Update(testkit.Context(t), &cur); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a suspended server is gone", func() bool {
+	testkit.Eventually(t, "a suspended server is gone", func() bool {
 		_, ok := rt.Registry.Away("everything")
 		return !ok
 	})
-	_, err := c.CallTool(ctxT(t), "mcp.everything.test_simple_text", json.RawMessage(`{}`))
+	_, err := c.CallTool(testkit.Context(t), "mcp.everything.test_simple_text", json.RawMessage(`{}`))
 	if rpcCode(err) != jsonrpc.CodeInvalidParams || !strings.Contains(err.Error(), "unknown tool") {
 		t.Fatalf("a suspended server's tool: %v, want unknown tool", err)
 	}
@@ -444,7 +445,7 @@ func TestFailedWakeThatWithdrewTheCatalog(t *testing.T) {
 		callAsync(c, "mcp.everything.test_simple_text", `{}`),
 		callAsync(c, "mcp.everything.test_simple_text", `{}`),
 	}
-	eventually(t, "the wake is written", func() bool {
+	testkit.Eventually(t, "the wake is written", func() bool {
 		return getLease(t, k, ns, "everything").Spec.RenewTime.After(since)
 	})
 	updateStatus(t, k, obj, func(s *v1alpha1.MCPServerStatus) {

@@ -21,6 +21,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 	"github.com/mcp-operator/mcp-operator/internal/tracing"
 )
@@ -121,7 +122,7 @@ func BenchmarkToolCallTracing(b *testing.B) {
 				}
 			})
 			c := h.connect(b, "alice-token", "/mcp", client.EraStateless)
-			ctx := ctxT(b)
+			ctx := testkit.Context(b)
 			// The first call dials the server: not part of what is measured.
 			if _, err := c.CallToolParams(ctx, params); err != nil {
 				b.Fatal(err)
@@ -161,14 +162,14 @@ func TestTraceIDsOfAParkedCallThatTimesOut(t *testing.T) {
 	})
 
 	c := connectAnswering(t, h.url+"/mcp", "alice-token")
-	raw, err := c.CallToolParams(ctxT(t), json.RawMessage(`{"name":"`+tool+`","arguments":{"message":"Who are you?"},"_meta":{"traceparent":"`+agentTP+`"}}`))
+	raw, err := c.CallToolParams(testkit.Context(t), json.RawMessage(`{"name":"`+tool+`","arguments":{"message":"Who are you?"},"_meta":{"traceparent":"`+agentTP+`"}}`))
 	if err != nil || !strings.Contains(string(raw), `"input_required"`) {
 		t.Fatalf("want the call parked with input_required: %s, %v", raw, err)
 	}
 	// The request's span ends after its answer is flushed to the agent
 	// (endRequest runs deferred): it may end just after the answer arrives.
 	var request trace.SpanContext
-	eventually(t, "the request span tools/call "+tool+" has ended", func() bool {
+	testkit.Eventually(t, "the request span tools/call "+tool+" has ended", func() bool {
 		for _, s := range spans.Ended() {
 			if s.SpanKind() == trace.SpanKindServer && s.Name() == "tools/call "+tool {
 				request = s.SpanContext()

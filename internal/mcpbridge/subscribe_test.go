@@ -24,6 +24,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -177,7 +178,7 @@ func TestResourceSubscriptions(t *testing.T) {
 	}
 	ua, ub, uidle := updates(t, a), updates(t, b), updates(t, idle)
 	for _, c := range []*client.Client{a, b} {
-		if _, err := c.Call(ctxT(t), "resources/subscribe", sub); err != nil {
+		if _, err := c.Call(testkit.Context(t), "resources/subscribe", sub); err != nil {
 			t.Fatalf("resources/subscribe: %v", err)
 		}
 	}
@@ -197,16 +198,16 @@ func TestResourceSubscriptions(t *testing.T) {
 	// Policy: bob may read only test://static*, so he may not subscribe to
 	// the watched resource, on either endpoint.
 	bobMCP := h.connect(t, "bob-token", "/mcp", client.EraSession)
-	if _, err := bobMCP.Call(ctxT(t), "resources/subscribe", sub); rpcCode(err) != CodeDenied {
+	if _, err := bobMCP.Call(testkit.Context(t), "resources/subscribe", sub); rpcCode(err) != CodeDenied {
 		t.Fatalf("a subscription the policy denies must be refused with %d, got %v", CodeDenied, err)
 	}
 	bobServer := h.connect(t, "bob-token", "/servers/everything/mcp", client.EraSession)
-	if _, err := bobServer.Call(ctxT(t), "resources/subscribe", json.RawMessage(`{"uri":"`+watched+`"}`)); rpcCode(err) != CodeDenied {
+	if _, err := bobServer.Call(testkit.Context(t), "resources/subscribe", json.RawMessage(`{"uri":"`+watched+`"}`)); rpcCode(err) != CodeDenied {
 		t.Fatalf("a subscription the policy denies must be refused on the server's endpoint too, got %v", err)
 	}
 
 	// a leaves: b still holds the upstream subscription.
-	if _, err := a.Call(ctxT(t), "resources/unsubscribe", sub); err != nil {
+	if _, err := a.Call(testkit.Context(t), "resources/unsubscribe", sub); err != nil {
 		t.Fatalf("resources/unsubscribe: %v", err)
 	}
 	// An update the server sent before a left may still be on its way to
@@ -224,14 +225,14 @@ func TestResourceSubscriptions(t *testing.T) {
 	}
 	// b ends its session (DELETE): nobody is left, the server is told.
 	b.Close()
-	eventually(t, "the server is unsubscribed when the last session ends", func() bool {
+	testkit.Eventually(t, "the server is unsubscribed when the last session ends", func() bool {
 		return tp.count("resources/unsubscribe "+watched) == 1
 	})
 
 	// The server's own endpoint shows upstream URIs.
 	d := h.connect(t, "alice-token", "/servers/everything/mcp", client.EraSession)
 	ud := updates(t, d)
-	if _, err := d.Call(ctxT(t), "resources/subscribe", json.RawMessage(`{"uri":"`+watched+`"}`)); err != nil {
+	if _, err := d.Call(testkit.Context(t), "resources/subscribe", json.RawMessage(`{"uri":"`+watched+`"}`)); err != nil {
 		t.Fatalf("resources/subscribe on the server's endpoint: %v", err)
 	}
 	if got := next(t, ud, "session d"); got != watched {
@@ -243,7 +244,7 @@ func TestResourceSubscriptions(t *testing.T) {
 	moved := server.DeepCopy()
 	moved.Status.Endpoint.PodName = "pod-2"
 	h.reg.Update(routes.Build([]v1alpha1.MCPServer{*moved}), target)
-	eventually(t, "the subscription is made again on the new connection", func() bool {
+	testkit.Eventually(t, "the subscription is made again on the new connection", func() bool {
 		return tp.count("resources/subscribe "+watched) == 3
 	})
 	drain(ud)
@@ -304,7 +305,7 @@ func TestTypeScriptAgentSubscribes(t *testing.T) {
 	if u := d.Steps[1].Updates; len(u) != 0 {
 		t.Errorf("the refused agent got updates: %q", u)
 	}
-	eventually(t, "the agent's unsubscribe reaches the server", func() bool {
+	testkit.Eventually(t, "the agent's unsubscribe reaches the server", func() bool {
 		return tp.count("resources/subscribe "+watched) == 1 && tp.count("resources/unsubscribe "+watched) == 1
 	})
 }
@@ -325,7 +326,7 @@ func TestStatelessSubscriptions(t *testing.T) {
 	// a subscriptions/listen stream.
 	a := h.connect(t, "alice-token", "/mcp", client.EraSession)
 	ua := updates(t, a)
-	if _, err := a.Call(ctxT(t), "resources/subscribe", json.RawMessage(`{"uri":"`+agentURI+`"}`)); err != nil {
+	if _, err := a.Call(testkit.Context(t), "resources/subscribe", json.RawMessage(`{"uri":"`+agentURI+`"}`)); err != nil {
 		t.Fatalf("resources/subscribe with a stateless server: %v", err)
 	}
 	if got := next(t, ua, "session a"); got != agentURI {
@@ -338,7 +339,7 @@ func TestStatelessSubscriptions(t *testing.T) {
 	// A stateless agent listens for the watched resource and for one its
 	// policy does not allow (it is left out of the acknowledgement).
 	s := h.connect(t, "alice-token", "/mcp", client.EraStateless)
-	if _, err := s.Call(ctxT(t), "resources/subscribe", json.RawMessage(`{"uri":"`+agentURI+`"}`)); rpcCode(err) != jsonrpc.CodeMethodNotFound {
+	if _, err := s.Call(testkit.Context(t), "resources/subscribe", json.RawMessage(`{"uri":"`+agentURI+`"}`)); rpcCode(err) != jsonrpc.CodeMethodNotFound {
 		t.Fatalf("resources/subscribe does not exist in 2026-07-28: got %v", err)
 	}
 	bob := h.connect(t, "bob-token", "/mcp", client.EraStateless)
@@ -390,10 +391,10 @@ func TestStatelessSubscriptions(t *testing.T) {
 	}
 	// The last subscriber leaves: the upstream listen stream is closed
 	// (a new one would name no URI, so none is opened).
-	if _, err := a.Call(ctxT(t), "resources/unsubscribe", json.RawMessage(`{"uri":"`+agentURI+`"}`)); err != nil {
+	if _, err := a.Call(testkit.Context(t), "resources/unsubscribe", json.RawMessage(`{"uri":"`+agentURI+`"}`)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the bridge holds no subscription upstream", func() bool { return len(h.b.subs.URIs("everything")) == 0 })
+	testkit.Eventually(t, "the bridge holds no subscription upstream", func() bool { return len(h.b.subs.URIs("everything")) == 0 })
 	drain(ua)
 	select {
 	case u := <-ua:
@@ -414,7 +415,7 @@ func TestRotationMovesSubscriptions(t *testing.T) {
 	h := newHarness(t, []v1alpha1.MCPServer{server}, subscribePolicies(), nil)
 	a := h.connect(t, "alice-token", "/mcp", client.EraSession)
 	ua := updates(t, a)
-	if _, err := a.Call(ctxT(t), "resources/subscribe", json.RawMessage(`{"uri":"`+BridgeURI("everything", watched)+`"}`)); err != nil {
+	if _, err := a.Call(testkit.Context(t), "resources/subscribe", json.RawMessage(`{"uri":"`+BridgeURI("everything", watched)+`"}`)); err != nil {
 		t.Fatal(err)
 	}
 	next(t, ua, "alice")
@@ -425,11 +426,11 @@ func TestRotationMovesSubscriptions(t *testing.T) {
 	if _, after, _ := h.reg.Server("everything"); after == before {
 		t.Fatal("the rotation kept the connection")
 	}
-	eventually(t, "the new connection subscribes", func() bool { return tp.count("resources/subscribe "+watched) == 2 })
+	testkit.Eventually(t, "the new connection subscribes", func() bool { return tp.count("resources/subscribe "+watched) == 2 })
 	// The drained connection's stream ends when it closes (it used to
 	// subscribe again right away, and forever): one stream is left, the
 	// new connection's.
-	eventually(t, "the drained connection's stream ends", func() bool { return tp.openStreams() == 1 })
+	testkit.Eventually(t, "the drained connection's stream ends", func() bool { return tp.openStreams() == 1 })
 	// Updates go on through the new connection's subscription alone.
 	drain(ua)
 	next(t, ua, "alice after the rotation")
@@ -452,7 +453,7 @@ func TestUpdatedInServerSpelling(t *testing.T) {
 	agentURI := BridgeURI("everything", watched)
 	a := h.connect(t, "alice-token", "/mcp", client.EraSession)
 	ua := updates(t, a)
-	if _, err := a.Call(ctxT(t), "resources/subscribe", json.RawMessage(`{"uri":"`+agentURI+`"}`)); err != nil {
+	if _, err := a.Call(testkit.Context(t), "resources/subscribe", json.RawMessage(`{"uri":"`+agentURI+`"}`)); err != nil {
 		t.Fatalf("resources/subscribe: %v", err)
 	}
 	drain(ua)
@@ -500,7 +501,7 @@ func TestListenThatAcceptedNothingEnds(t *testing.T) {
 	if !strings.Contains(string(stream), `"resourceSubscriptions":[]`) || !strings.Contains(string(stream), `"id":5,"result"`) {
 		t.Fatalf("want an empty acknowledgement, then the answer: %q", stream)
 	}
-	eventually(t, "the listen's slots are given back", func() bool {
+	testkit.Eventually(t, "the listen's slots are given back", func() bool {
 		requests, _ := h.b.limits.requests.Used("")
 		_, bob := h.b.limits.callers.Used("system:serviceaccount:agents:bob")
 		return requests == 0 && bob == 0

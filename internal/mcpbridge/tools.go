@@ -141,15 +141,26 @@ func (b *Bridge) listTools(rq *request) *jsonrpc.Message {
 }
 
 // listedTool is t as a list shows it in style. Rendered redacts the
-// shapes; the server's own Secret values go too, and invisible text, as
-// from every listing. The controller cleaned status already, but a value
-// the server was given after its probe is known here first.
+// shapes (cleanDefinition); the server's own Secret values go too, and
+// invisible text, as from every listing. The controller cleaned status
+// already, but a value the server was given after its probe is known here
+// first.
 func (b *Bridge) listedTool(t *routes.Tool, style string) []byte {
-	item := t.Rendered(style)
+	item := t.Rendered(style, cleanDefinition)
 	if clean, _, err := output.JSON(b.redactor(t.Server), "tools/list", item); err == nil {
 		return clean
 	}
 	return item
+}
+
+// cleanDefinition is a tool's definition without invisible characters and
+// with credential shapes redacted, as status shows it; one that is not
+// valid JSON is kept as it is.
+func cleanDefinition(def json.RawMessage) json.RawMessage {
+	if clean, _, err := output.JSON(nil, "tools/list", def); err == nil {
+		return clean
+	}
+	return def
 }
 
 // resolveTool finds the tool a name means, strictly: the full namespaced

@@ -9,6 +9,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -38,7 +39,7 @@ func TestToolsThroughTheBridge(t *testing.T) {
 			if !slices.Equal(names, want) {
 				t.Fatalf("tools/list = %v, want %v", names, want)
 			}
-			res, err := c.CallTool(ctxT(t), "mcp.everything.test_simple_text", nil)
+			res, err := c.CallTool(testkit.Context(t), "mcp.everything.test_simple_text", nil)
 			if err != nil {
 				t.Fatalf("allowed call failed: %v", err)
 			}
@@ -52,15 +53,15 @@ func TestToolsThroughTheBridge(t *testing.T) {
 				t.Fatalf("event chain %v, want %v", chain, wantChain)
 			}
 
-			_, err = c.CallTool(ctxT(t), "test_simple_text", nil)
+			_, err = c.CallTool(testkit.Context(t), "test_simple_text", nil)
 			if rpcCode(err) != jsonrpc.CodeInvalidParams || !strings.Contains(err.Error(), "never guessed") {
 				t.Fatalf("a bare name must be refused, not guessed: %v", err)
 			}
-			_, err = c.CallTool(ctxT(t), "mcp.everything.test_audio_content", nil)
+			_, err = c.CallTool(testkit.Context(t), "mcp.everything.test_audio_content", nil)
 			if rpcCode(err) != CodeDenied {
 				t.Fatalf("a denied tool must be refused with %d: %v", CodeDenied, err)
 			}
-			_, err = c.CallTool(ctxT(t), "mcp.everything.test_image_content", nil)
+			_, err = c.CallTool(testkit.Context(t), "mcp.everything.test_image_content", nil)
 			if rpcCode(err) != CodeDenied || !strings.Contains(err.Error(), "approval_unavailable") {
 				t.Fatalf("an ask the client cannot answer must deny with approval_unavailable: %v", err)
 			}
@@ -68,14 +69,14 @@ func TestToolsThroughTheBridge(t *testing.T) {
 			if d, ok := retryDataOf(err); !ok || !d.says(false, -1, -1) {
 				t.Errorf("an ask no channel can carry: %v, want retryable false", err)
 			}
-			_, err = c.CallTool(ctxT(t), "mcp.everything.no_such_tool", nil)
+			_, err = c.CallTool(testkit.Context(t), "mcp.everything.no_such_tool", nil)
 			if rpcCode(err) != jsonrpc.CodeInvalidParams {
 				t.Fatalf("an unknown tool must be an invalid-params error: %v", err)
 			}
 			if d, ok := retryDataOf(err); !ok || !d.says(false, -1, -1) {
 				t.Errorf("an unknown tool: %v, want retryable false (refused the same until the catalogs change)", err)
 			}
-			res, err = c.CallTool(ctxT(t), "mcp.everything.test_error_handling", nil)
+			res, err = c.CallTool(testkit.Context(t), "mcp.everything.test_error_handling", nil)
 			if err != nil || !strings.Contains(string(res), `"isError":true`) {
 				t.Fatalf("a tool error must pass through as a result with isError: %s, %v", res, err)
 			}
@@ -86,7 +87,7 @@ func TestToolsThroughTheBridge(t *testing.T) {
 		if names := listNames(t, c); len(names) != 0 {
 			t.Fatalf("bob has no policy but sees %v", names)
 		}
-		if _, err := c.CallTool(ctxT(t), "mcp.everything.test_simple_text", nil); rpcCode(err) != CodeDenied {
+		if _, err := c.CallTool(testkit.Context(t), "mcp.everything.test_simple_text", nil); rpcCode(err) != CodeDenied {
 			t.Fatalf("bob's call must be denied: %v", err)
 		}
 	})
@@ -96,7 +97,7 @@ func TestToolsThroughTheBridge(t *testing.T) {
 		if !slices.Contains(names, "test_simple_text") || slices.Contains(names, "test_audio_content") {
 			t.Fatalf("tools/list on the server endpoint = %v", names)
 		}
-		res, err := c.CallTool(ctxT(t), "test_simple_text", nil)
+		res, err := c.CallTool(testkit.Context(t), "test_simple_text", nil)
 		if err != nil || !strings.HasPrefix(firstText(t, res), "[mcp:everything:test_simple_text] ") {
 			t.Fatalf("call on the server endpoint: %s, %v", res, err)
 		}

@@ -27,6 +27,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/metrics"
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -132,7 +133,7 @@ func (tb *tracedBridge) agent(t *testing.T, header http.Header) *client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.Connect(ctxT(t), conn, client.Options{Era: client.EraStateless, ClientName: "traced-agent"})
+	c, err := client.Connect(testkit.Context(t), conn, client.Options{Era: client.EraStateless, ClientName: "traced-agent"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func (tb *tracedBridge) requestSpan(t *testing.T, name string) (sdktrace.ReadOnl
 	// The request's span ends after its answer is written, so it may end
 	// just after the agent has the answer.
 	var found []sdktrace.ReadOnlySpan
-	eventually(t, "the span "+name+" ended", func() bool {
+	testkit.Eventually(t, "the span "+name+" ended", func() bool {
 		found = found[:0]
 		for _, s := range tb.spans.Ended() {
 			if s.Name() == name && s.SpanKind() == trace.SpanKindServer {
@@ -227,7 +228,7 @@ func keys(m map[string]sdktrace.ReadOnlySpan) []string {
 func TestTraceOfAnAllowedCall(t *testing.T) {
 	tb := newTracedBridge(t, true)
 	c := tb.agent(t, http.Header{"Traceparent": {agentTP}})
-	if _, err := c.CallTool(ctxT(t), "mcp.everything.test_simple_text", nil); err != nil {
+	if _, err := c.CallTool(testkit.Context(t), "mcp.everything.test_simple_text", nil); err != nil {
 		t.Fatal(err)
 	}
 
@@ -290,7 +291,7 @@ func TestTraceContextFromMeta(t *testing.T) {
 	tb := newTracedBridge(t, true)
 	c := tb.agent(t, http.Header{"Traceparent": {otherTP}})
 	params := `{"name":"mcp.everything.test_simple_text","arguments":{},"_meta":{"traceparent":"` + agentTP + `","tracestate":"agent=secret-ish"}}`
-	if _, err := c.CallToolParams(ctxT(t), json.RawMessage(params)); err != nil {
+	if _, err := c.CallToolParams(testkit.Context(t), json.RawMessage(params)); err != nil {
 		t.Fatal(err)
 	}
 	req, stages := tb.requestSpan(t, "tools/call mcp.everything.test_simple_text")
@@ -316,7 +317,7 @@ func TestTraceContextFromMeta(t *testing.T) {
 func TestTraceOfRefusals(t *testing.T) {
 	tb := newTracedBridge(t, true)
 	c := tb.agent(t, nil)
-	if _, err := c.CallTool(ctxT(t), "mcp.everything.test_audio_content", nil); rpcCode(err) != CodeDenied {
+	if _, err := c.CallTool(testkit.Context(t), "mcp.everything.test_audio_content", nil); rpcCode(err) != CodeDenied {
 		t.Fatalf("want a denial, got %v", err)
 	}
 	req, stages := tb.requestSpan(t, "tools/call mcp.everything.test_audio_content")
@@ -329,7 +330,7 @@ func TestTraceOfRefusals(t *testing.T) {
 		t.Errorf("a request without trace context has parent %v, want a new trace", req.Parent())
 	}
 
-	if _, err := c.CallTool(ctxT(t), "mcp.everything.test_image_content", nil); rpcCode(err) != CodeDenied {
+	if _, err := c.CallTool(testkit.Context(t), "mcp.everything.test_image_content", nil); rpcCode(err) != CodeDenied {
 		t.Fatalf("want a denial, got %v", err)
 	}
 	req, stages = tb.requestSpan(t, "tools/call mcp.everything.test_image_content")
@@ -342,7 +343,7 @@ func TestTraceOfRefusals(t *testing.T) {
 	}
 
 	// A request refused before any stage: its error code is the reason.
-	_, err := c.CallTool(ctxT(t), "mcp.everything.no_such_tool", nil)
+	_, err := c.CallTool(testkit.Context(t), "mcp.everything.no_such_tool", nil)
 	code := rpcCode(err)
 	if code == 0 {
 		t.Fatalf("an unknown tool: %v, want a JSON-RPC error", err)
@@ -361,11 +362,11 @@ func TestTraceCarriesNoArgumentsOrResults(t *testing.T) {
 	tb := newTracedBridge(t, true)
 	c := tb.agent(t, nil)
 	const marker = "argument-marker-7f3a"
-	res, err := c.CallTool(ctxT(t), "mcp.everything.json_schema_2020_12_tool", json.RawMessage(`{"name":"`+marker+`","email":"`+marker+`@example.com"}`))
+	res, err := c.CallTool(testkit.Context(t), "mcp.everything.json_schema_2020_12_tool", json.RawMessage(`{"name":"`+marker+`","email":"`+marker+`@example.com"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.CallTool(ctxT(t), "mcp.everything.test_simple_text", nil); err != nil {
+	if _, err := c.CallTool(testkit.Context(t), "mcp.everything.test_simple_text", nil); err != nil {
 		t.Fatal(err)
 	}
 	result := firstText(t, res)
@@ -387,7 +388,7 @@ func TestOutputStage(t *testing.T) {
 	tb := newTracedBridgeTo(t, true, testpeers.NodeEverything(t).URL)
 	c := tb.agent(t, nil)
 	token := "ghp_" + strings.Repeat("A1b2C3", 6)
-	if _, err := c.CallTool(ctxT(t), "mcp.everything.echo", json.RawMessage(`{"message":"`+token+` `+injected+`"}`)); err != nil {
+	if _, err := c.CallTool(testkit.Context(t), "mcp.everything.echo", json.RawMessage(`{"message":"`+token+` `+injected+`"}`)); err != nil {
 		t.Fatal(err)
 	}
 	_, stages := tb.requestSpan(t, "tools/call mcp.everything.echo")
@@ -418,7 +419,7 @@ func TestTracingOff(t *testing.T) {
 	tb := newTracedBridge(t, false)
 	c := tb.agent(t, http.Header{"Traceparent": {otherTP}})
 	params := `{"name":"mcp.everything.test_simple_text","arguments":{},"_meta":{"traceparent":"` + agentTP + `"}}`
-	if _, err := c.CallToolParams(ctxT(t), json.RawMessage(params)); err != nil {
+	if _, err := c.CallToolParams(testkit.Context(t), json.RawMessage(params)); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(tb.spans.Ended()); n != 0 {

@@ -35,6 +35,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstreamcred"
 	"github.com/mcp-operator/mcp-operator/internal/testenv"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -170,7 +171,7 @@ func TestCallersOwnExchangedTokensUpstream(t *testing.T) {
 			aliceStateless := h.connect(t, "alice-token", "/mcp", mcpclient.EraStateless)
 			call := func(c *mcpclient.Client, tool, args string) string {
 				t.Helper()
-				res, err := c.CallTool(ctxT(t), "mcp.stateful."+tool, []byte(args))
+				res, err := c.CallTool(testkit.Context(t), "mcp.stateful."+tool, []byte(args))
 				if err != nil {
 					t.Fatalf("%s: %v", tool, err)
 				}
@@ -257,7 +258,7 @@ func TestExchangeRefusedForwardsNothing(t *testing.T) {
 		t.Fatal("alice sees no tools")
 	}
 	before := len(h.st.Requests())
-	_, err := alice.CallTool(ctxT(t), "mcp.stateful.recall", []byte(`{}`))
+	_, err := alice.CallTool(testkit.Context(t), "mcp.stateful.recall", []byte(`{}`))
 	if rpcCode(err) != CodeUpstream || !strings.Contains(err.Error(), "xchg-refused/stateful") || !strings.Contains(err.Error(), "access_denied") {
 		t.Fatalf("error %v, want %d naming the server and access_denied", err, CodeUpstream)
 	}
@@ -299,10 +300,10 @@ func TestPerCallerSecretUpstream(t *testing.T) {
 	alice := h.connect(t, "alice-token", "/mcp", mcpclient.EraSession)
 	bob := h.connect(t, "bob-token", "/mcp", mcpclient.EraSession)
 	before := len(h.st.Requests())
-	if _, err := alice.CallTool(ctxT(t), "mcp.stateful.remember", []byte(`{"value":"apple"}`)); err != nil {
+	if _, err := alice.CallTool(testkit.Context(t), "mcp.stateful.remember", []byte(`{"value":"apple"}`)); err != nil {
 		t.Fatal(err)
 	}
-	_, err := bob.CallTool(ctxT(t), "mcp.stateful.remember", []byte(`{"value":"banana"}`))
+	_, err := bob.CallTool(testkit.Context(t), "mcp.stateful.remember", []byte(`{"value":"banana"}`))
 	if rpcCode(err) != CodeUpstream || !strings.Contains(err.Error(), v1alpha1.CallerLabelValue("system:serviceaccount:agents:bob")) {
 		t.Fatalf("bob, without a Secret, got %v; want an error saying which Secret to make", err)
 	}
@@ -353,7 +354,7 @@ func TestCallersOwnExchangedTokensAtProvider(t *testing.T) {
 	const resource = "https://stateful.example.test/mcp"
 	own := map[string]*oauth2.Token{}
 	for _, u := range []devidp.User{devidp.Alice, devidp.Bob} {
-		tok, err := devidp.SignIn(ctxT(t), idp.URL, u, publicURL+"/mcp")
+		tok, err := devidp.SignIn(testkit.Context(t), idp.URL, u, publicURL+"/mcp")
 		if err != nil {
 			t.Fatalf("signing in %s: %v", u.Username, err)
 		}
@@ -380,7 +381,7 @@ func TestCallersOwnExchangedTokensAtProvider(t *testing.T) {
 	before := len(h.st.Requests())
 	for email, tok := range own {
 		c := h.connect(t, tok.AccessToken, "/mcp", mcpclient.EraSession)
-		if _, err := c.CallTool(ctxT(t), "mcp.stateful.remember", []byte(`{"value":"`+email+`"}`)); err != nil {
+		if _, err := c.CallTool(testkit.Context(t), "mcp.stateful.remember", []byte(`{"value":"`+email+`"}`)); err != nil {
 			t.Fatalf("%s: %v", email, err)
 		}
 	}
@@ -428,7 +429,7 @@ func TestCallersCredentialsRedacted(t *testing.T) {
 	bob := h.connect(t, "bob-token", "/mcp", mcpclient.EraStateless)
 	var answers []string
 	for _, c := range []*mcpclient.Client{alice, bob} {
-		res, err := c.CallTool(ctxT(t), "mcp.stateful.whoami", []byte(`{}`))
+		res, err := c.CallTool(testkit.Context(t), "mcp.stateful.whoami", []byte(`{}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -499,7 +500,7 @@ func TestCallersCredentialsRedactedFromFailures(t *testing.T) {
 		return tg, err
 	})
 	alice := h.connect(t, "alice-token", "/mcp", mcpclient.EraStateless)
-	_, err := alice.CallTool(ctxT(t), "mcp.stateful.recall", []byte(`{}`))
+	_, err := alice.CallTool(testkit.Context(t), "mcp.stateful.recall", []byte(`{}`))
 	if err == nil {
 		t.Fatal("the refused call succeeded")
 	}
@@ -575,10 +576,10 @@ func TestCallersOwnCredentialForSkills(t *testing.T) {
 	alice := h.connect(t, "alice-token", "/mcp", mcpclient.EraSession)
 	refunds := BridgeURI("ops", "skill://acme/billing/refunds/SKILL.md")
 	email := BridgeURI("ops", "skill://acme/billing/refunds/examples/email.md")
-	if _, err := alice.Call(ctxT(t), "skills/get", json.RawMessage(`{"uri":"`+refunds+`"}`)); err != nil {
+	if _, err := alice.Call(testkit.Context(t), "skills/get", json.RawMessage(`{"uri":"`+refunds+`"}`)); err != nil {
 		t.Fatalf("skills/get: %v", err)
 	}
-	if _, err := alice.Call(ctxT(t), "resources/read", json.RawMessage(`{"uri":"`+email+`"}`)); err != nil {
+	if _, err := alice.Call(testkit.Context(t), "resources/read", json.RawMessage(`{"uri":"`+email+`"}`)); err != nil {
 		t.Fatalf("resources/read of a skill file: %v", err)
 	}
 	counted := map[string]int{}
@@ -619,7 +620,7 @@ func TestCallersOwnCredentialForPrompts(t *testing.T) {
 	}, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bridge-client"}, StringData: map[string]string{"client_id": te.ClientID, "client_secret": te.ClientSecret}})
 	alice := h.connect(t, "alice-token", "/mcp", mcpclient.EraSession)
 	before := len(h.st.Requests())
-	if _, err := alice.Call(ctxT(t), "prompts/get", json.RawMessage(`{"name":"mcp.stateful.greet"}`)); err != nil {
+	if _, err := alice.Call(testkit.Context(t), "prompts/get", json.RawMessage(`{"name":"mcp.stateful.greet"}`)); err != nil {
 		t.Fatalf("prompts/get: %v", err)
 	}
 	got := 0
@@ -657,7 +658,7 @@ func TestAnonymousCallerHasNoOwnCredential(t *testing.T) {
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bridge-client"}, StringData: map[string]string{"client_id": te.ClientID, "client_secret": te.ClientSecret}})
 	c := h.connect(t, "alice-token", "/mcp", mcpclient.EraStateless)
 	before := len(h.st.Requests())
-	_, err := c.CallTool(ctxT(t), "mcp.stateful.recall", []byte(`{}`))
+	_, err := c.CallTool(testkit.Context(t), "mcp.stateful.recall", []byte(`{}`))
 	if rpcCode(err) != CodeUpstream || !strings.Contains(err.Error(), "anonymous") || !strings.Contains(err.Error(), "xchg-anonymous/stateful") {
 		t.Fatalf("error %v, want a refusal naming the server and the anonymous caller", err)
 	}
@@ -684,17 +685,17 @@ func TestUpstreamSessionCapSharedByCallers(t *testing.T) {
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bridge-client"}, StringData: map[string]string{"client_id": te.ClientID, "client_secret": te.ClientSecret}})
 	alice := h.connect(t, "alice-token", "/mcp", mcpclient.EraSession)
 	bob := h.connect(t, "bob-token", "/mcp", mcpclient.EraSession)
-	if _, err := alice.CallTool(ctxT(t), "mcp.stateful.remember", []byte(`{"value":"a"}`)); err != nil {
+	if _, err := alice.CallTool(testkit.Context(t), "mcp.stateful.remember", []byte(`{"value":"a"}`)); err != nil {
 		t.Fatal(err)
 	}
-	_, err := bob.CallTool(ctxT(t), "mcp.stateful.remember", []byte(`{"value":"b"}`))
+	_, err := bob.CallTool(testkit.Context(t), "mcp.stateful.remember", []byte(`{"value":"b"}`))
 	if rpcCode(err) != CodeUpstream || !strings.Contains(err.Error(), "limit of 1 upstream sessions") {
 		t.Fatalf("bob's session beside alice's at a cap of 1: %v, want refused as busy", err)
 	}
 	alice.Close() // ends her session, and its upstream one
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		_, err = bob.CallTool(ctxT(t), "mcp.stateful.remember", []byte(`{"value":"b"}`))
+		_, err = bob.CallTool(testkit.Context(t), "mcp.stateful.remember", []byte(`{"value":"b"}`))
 		if err == nil || time.Now().After(deadline) {
 			break
 		}

@@ -20,6 +20,7 @@ import (
 	mcpclient "github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/testenv"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -125,17 +126,6 @@ func createPolicy(t *testing.T, k client.Client, p v1alpha1.ToolPolicy) {
 	}
 }
 
-// eventually polls cond for up to ten seconds.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting until %s", what)
-}
-
 // callDuringRestart starts a long call and, once it has gone through fwd
 // to the server, reports a new pod after the given number of consecutive
 // crashes, and returns how the call ended.
@@ -144,10 +134,10 @@ func callDuringRestart(t *testing.T, c *mcpclient.Client, fwd *bridgetest.Forwar
 	before := fwd.Calls()
 	errc := make(chan error, 1)
 	go func() {
-		_, err := c.CallTool(ctxT(t), "mcp.everything.trigger-long-running-operation", json.RawMessage(`{"duration":20,"steps":20}`))
+		_, err := c.CallTool(testkit.Context(t), "mcp.everything.trigger-long-running-operation", json.RawMessage(`{"duration":20,"steps":20}`))
 		errc <- err
 	}()
-	eventually(t, "the call reaches the server", func() bool { return fwd.Calls() > before })
+	testkit.Eventually(t, "the call reaches the server", func() bool { return fwd.Calls() > before })
 	updateStatus(t, k, obj, func(s *v1alpha1.MCPServerStatus) {
 		s.Endpoint.PodName = pod
 		s.Restarts.Total, s.Restarts.Consecutive = crashes, crashes
@@ -177,20 +167,20 @@ func TestRoutingFromMCPServerStatus(t *testing.T) {
 	createPolicy(t, k, toolPolicy("routing", "agents", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.everything.*")))
 
 	c := connectTo(t, url, "alice-token", mcpclient.EraSession)
-	eventually(t, "the bridge lists the server's tools", func() bool {
-		items, err := c.ListTools(ctxT(t), mcpclient.Limits{})
+	testkit.Eventually(t, "the bridge lists the server's tools", func() bool {
+		items, err := c.ListTools(testkit.Context(t), mcpclient.Limits{})
 		return err == nil && len(items) > 5
 	})
-	if _, err := c.CallTool(ctxT(t), "mcp.everything.echo", json.RawMessage(`{"message":"hi"}`)); err != nil {
+	if _, err := c.CallTool(testkit.Context(t), "mcp.everything.echo", json.RawMessage(`{"message":"hi"}`)); err != nil {
 		t.Fatal(err)
 	}
 	// The cache keeps what the bridge reads (the status' tools), not the
 	// managedFields the API server keeps.
 	var stored, cached v1alpha1.MCPServer
-	if err := k.Get(ctxT(t), client.ObjectKeyFromObject(obj), &stored); err != nil {
+	if err := k.Get(testkit.Context(t), client.ObjectKeyFromObject(obj), &stored); err != nil {
 		t.Fatal(err)
 	}
-	if err := rt.Watcher.Cache.Get(ctxT(t), client.ObjectKeyFromObject(obj), &cached); err != nil {
+	if err := rt.Watcher.Cache.Get(testkit.Context(t), client.ObjectKeyFromObject(obj), &cached); err != nil {
 		t.Fatal(err)
 	}
 	if len(stored.ManagedFields) == 0 || len(cached.ManagedFields) != 0 || len(cached.Status.Tools) != len(stored.Status.Tools) {
@@ -215,7 +205,7 @@ func TestRoutingFromMCPServerStatus(t *testing.T) {
 		t.Fatalf("no mcp.server.crashed in the audit stream:\n%s", sink.String())
 	}
 	// The next call goes to the new connection.
-	if _, err := c.CallTool(ctxT(t), "mcp.everything.echo", json.RawMessage(`{"message":"again"}`)); err != nil {
+	if _, err := c.CallTool(testkit.Context(t), "mcp.everything.echo", json.RawMessage(`{"message":"again"}`)); err != nil {
 		t.Fatalf("a call after the restart: %v", err)
 	}
 
@@ -262,20 +252,20 @@ func TestRoutingFromMCPServerStatus(t *testing.T) {
 	updateStatus(t, k, obj, func(s *v1alpha1.MCPServerStatus) {
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonRestarting, Message: "backoff"})
 	})
-	eventually(t, "a server that is not Ready is no longer served", func() bool {
+	testkit.Eventually(t, "a server that is not Ready is no longer served", func() bool {
 		return len(rt.Registry.Names()) == 0
 	})
 	if names := listNames(t, c); len(names) == 0 {
 		t.Fatal("the tools of a restarting server are withdrawn")
 	}
-	if _, err := c.CallTool(ctxT(t), "mcp.everything.echo", json.RawMessage(`{"message":"hi"}`)); rpcCode(err) != CodeServerAway || !strings.Contains(err.Error(), "Restarting") {
+	if _, err := c.CallTool(testkit.Context(t), "mcp.everything.echo", json.RawMessage(`{"message":"hi"}`)); rpcCode(err) != CodeServerAway || !strings.Contains(err.Error(), "Restarting") {
 		t.Fatalf("a call while the server restarts: %v, want CodeServerAway (Restarting)", err)
 	}
 	// Given up: the catalog is withdrawn.
 	updateStatus(t, k, obj, func(s *v1alpha1.MCPServerStatus) {
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonPermanentlyFailed, Message: "gave up"})
 	})
-	eventually(t, "the tools of a server that gave up are withdrawn", func() bool {
+	testkit.Eventually(t, "the tools of a server that gave up are withdrawn", func() bool {
 		return len(listNames(t, c)) == 0
 	})
 }

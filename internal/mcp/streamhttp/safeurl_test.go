@@ -3,33 +3,20 @@ package streamhttp
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
-	"github.com/mcp-operator/mcp-operator/internal/testpeers"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 )
-
-// urlSecrets are the parts of secretURL that no error may show.
-var urlSecrets = []string{"alice", "pa55word", "s3cret-token", "k3y"}
-
-// secretURL is a URL of a port nothing listens on, with a credential in
-// its userinfo and two in its query, as a remote server's URL may carry.
-func secretURL(t *testing.T) string {
-	t.Helper()
-	return fmt.Sprintf("http://alice:pa55word@127.0.0.1:%d/mcp?token=s3cret-token&api_key=k3y", testpeers.FreePort(t))
-}
 
 func assertNoSecret(t *testing.T, what string, err error) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("%s: no error", what)
 	}
-	for _, s := range urlSecrets {
-		if strings.Contains(err.Error(), s) {
-			t.Fatalf("%s: the error %q shows %q of the URL", what, err, s)
-		}
+	if s := testkit.ShownSecret(err.Error()); s != "" {
+		t.Fatalf("%s: the error %q shows %q of the URL", what, err, s)
 	}
 }
 
@@ -37,7 +24,7 @@ func assertNoSecret(t *testing.T, what string, err error) {
 // URL without its credentials (net/http's own error names the user and
 // the query).
 func TestRequestErrorHidesTheURLsCredentials(t *testing.T) {
-	raw := secretURL(t)
+	raw := testkit.SecretURL(t)
 	c, err := New(Options{URL: raw})
 	if err != nil {
 		t.Fatal(err)
@@ -52,8 +39,8 @@ func TestRequestErrorHidesTheURLsCredentials(t *testing.T) {
 // A URL the pool refuses is shown without its credentials too.
 func TestUnusableURLHidesItsCredentials(t *testing.T) {
 	for _, raw := range []string{
-		"ftp://alice:pa55word@h/mcp?token=s3cret-token&api_key=k3y",
-		"http://alice:pa55word@h:port/mcp?token=s3cret-token&api_key=k3y",
+		testkit.WithCredentials("ftp://h", "/mcp"),
+		testkit.WithCredentials("http://h:port", "/mcp"),
 	} {
 		_, err := New(Options{URL: raw})
 		assertNoSecret(t, raw, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 )
 
 // Callers' own connections: one per caller, carrying the caller's
@@ -44,12 +45,12 @@ func TestCallerConns(t *testing.T) {
 		_, err := cc.CallTool(ctx, json.RawMessage(`{"name":"recall","arguments":{}}`), upstream.CallHooks{})
 		return err
 	}
-	call := func(cc *CallerConn) error { return callIn(ctxT(t), cc) }
+	call := func(cc *CallerConn) error { return callIn(testkit.Context(t), cc) }
 	if err := call(alice); !errors.Is(err, errNoCredential) {
 		t.Fatalf("a call before the caller's credential was set: %v, want it refused unsent", err)
 	}
 	as := func(cc *CallerConn, token string) context.Context {
-		return cc.WithCredential(ctxT(t), http.Header{"Authorization": {"Bearer " + token}})
+		return cc.WithCredential(testkit.Context(t), http.Header{"Authorization": {"Bearer " + token}})
 	}
 	conns := st.Conns()
 	for _, ctx := range []struct {
@@ -116,7 +117,7 @@ func TestCallerConnsClosedWhenIdle(t *testing.T) {
 		return len(e.callers)
 	}
 	alice, _ := r.CallerConn("stateful", "alice")
-	ctx := alice.WithCredential(ctxT(t), http.Header{"Authorization": {"Bearer alice-1"}})
+	ctx := alice.WithCredential(testkit.Context(t), http.Header{"Authorization": {"Bearer alice-1"}})
 	if _, err := alice.CallTool(ctx, json.RawMessage(`{"name":"recall","arguments":{}}`), upstream.CallHooks{}); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +125,7 @@ func TestCallerConnsClosedWhenIdle(t *testing.T) {
 	// bob keeps calling; alice does not.
 	deadline := time.Now().Add(5 * time.Second)
 	for callers() > 1 && time.Now().Before(deadline) {
-		bob.WithCredential(ctxT(t), http.Header{"Authorization": {"Bearer bob-1"}})
+		bob.WithCredential(testkit.Context(t), http.Header{"Authorization": {"Bearer bob-1"}})
 		time.Sleep(20 * time.Millisecond)
 	}
 	if n := callers(); n != 1 {

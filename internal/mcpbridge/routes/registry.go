@@ -16,7 +16,6 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/catalog"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
@@ -41,15 +40,12 @@ type Tool struct {
 
 // Rendered is the definition with its name as the agent sees it: dotted or
 // underscore-style namespaced, or (upstream) as the server has it. Every
-// rendering is the definition without invisible characters and with
-// credential shapes redacted, as status shows it (descriptions are the
-// server's output too).
-func (t *Tool) Rendered(style string) json.RawMessage {
+// rendering is the definition as clean makes it (the bridge's output
+// pipeline: descriptions are the server's output too); the renderings are
+// made once, at the first call, so every caller passes the same clean.
+func (t *Tool) Rendered(style string, clean func(json.RawMessage) json.RawMessage) json.RawMessage {
 	t.renderOnce.Do(func() {
-		t.listed = t.Definition
-		if clean, _, err := output.JSON(nil, "tools/list", t.Definition); err == nil {
-			t.listed = clean
-		}
+		t.listed = clean(t.Definition)
 		t.dotted = renameMember(t.listed, t.Name)
 		t.underscore = renameMember(t.listed, t.Underscore)
 	})

@@ -9,7 +9,6 @@ import (
 	neturl "net/url"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,18 +19,13 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 )
 
 // targetOf reaches a server where its status says, as the watcher does for
 // a server without credentials.
 func targetOf(s *Server) (upstream.Target, error) {
 	return upstream.Target{Namespace: s.Namespace, Name: s.Name, URL: s.URL, Pod: s.Pod}, nil
-}
-
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // agentsCalling opens n session-era agent sessions (the bridge's real
@@ -50,7 +44,7 @@ func agentsCalling(t *testing.T, conn *upstream.Conn, n int) {
 			t.Fatal(err)
 		}
 		agent := &upstream.Agent{ID: s.ID, AtEnd: s.AtEnd}
-		if _, err := conn.CallTool(ctxT(t), json.RawMessage(`{"name":"recall","arguments":{}}`), upstream.CallHooks{Agent: agent}); err != nil {
+		if _, err := conn.CallTool(testkit.Context(t), json.RawMessage(`{"name":"recall","arguments":{}}`), upstream.CallHooks{Agent: agent}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -96,7 +90,7 @@ func TestRegistryDeletesSessionsUnlessTheServerCrashed(t *testing.T) {
 			changed := published.DeepCopy()
 			tc.change(changed, next.URL)
 			r.Update(Build([]v1alpha1.MCPServer{*changed}), targetOf)
-			if err := conn.WaitClosed(ctxT(t)); err != nil {
+			if err := conn.WaitClosed(testkit.Context(t)); err != nil {
 				t.Fatal(err)
 			}
 			if d := old.Deleted(); tc.deletes && len(d) != agents || !tc.deletes && len(d) != 0 {
@@ -123,7 +117,7 @@ func TestCloseDeletesAgentSessions(t *testing.T) {
 		_, conn, _ := r.Server(name)
 		agentsCalling(t, conn, 2)
 	}
-	if err := r.Close(ctxT(t)); err != nil {
+	if err := r.Close(testkit.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	// b keeps sessions only: its shared connection is a session too.

@@ -18,18 +18,8 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 )
-
-// eventually polls cond until it holds or 20 s pass (clean-ups run in the
-// background).
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 20s", what)
-		}
-	}
-}
 
 // Two agent sessions calling a server that keeps state per session each
 // see their own state: each has an upstream session of its own. A
@@ -89,7 +79,7 @@ func TestUpstreamSessionEndsWithTheAgentSession(t *testing.T) {
 	deleted := func(id string) func() bool { return func() bool { return slices.Contains(st.Deleted(), id) } }
 
 	as.End(ended) // the agent's DELETE
-	eventually(t, "the ended agent session's upstream session DELETEd", deleted(sa))
+	testkit.Eventually(t, "the ended agent session's upstream session DELETEd", deleted(sa))
 	if c.AgentSessions() != 2 || slices.Contains(st.Deleted(), sIdle) || slices.Contains(st.Deleted(), sb) {
 		t.Fatalf("after one agent session ended: %d agent sessions, DELETEd %q; want the other two kept", c.AgentSessions(), st.Deleted())
 	}
@@ -99,19 +89,19 @@ func TestUpstreamSessionEndsWithTheAgentSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	as.Sweep()
-	eventually(t, "the idle agent session's upstream session DELETEd", deleted(sIdle))
+	testkit.Eventually(t, "the idle agent session's upstream session DELETEd", deleted(sIdle))
 	if slices.Contains(st.Deleted(), sb) {
 		t.Fatalf("the session in use was DELETEd too: %q", st.Deleted())
 	}
 
-	_, err := c.CallTool(ctxT(t), []byte(`{"name":"recall","arguments":{}}`), CallHooks{Agent: a})
+	_, err := c.CallTool(testkit.Context(t), []byte(`{"name":"recall","arguments":{}}`), CallHooks{Agent: a})
 	var e *Error
 	if !errors.As(err, &e) || e.Reason != ReasonCancelled || c.AgentSessions() != 1 {
 		t.Fatalf("a call for an ended agent session: %v, %d agent sessions; want %s and no new upstream session", err, c.AgentSessions(), ReasonCancelled)
 	}
 
 	c.Close() // the server left the bridge's scope
-	eventually(t, "the last agent's upstream session DELETEd with the Conn", deleted(sb))
+	testkit.Eventually(t, "the last agent's upstream session DELETEd with the Conn", deleted(sb))
 	if c.AgentSessions() != 0 {
 		t.Fatalf("a retired Conn holds %d agent sessions", c.AgentSessions())
 	}
@@ -161,12 +151,12 @@ func TestFailedAgentSessionDial(t *testing.T) {
 				return true
 			})
 			c := newTestConn(t, url)
-			if _, err := c.Client(ctxT(t)); err != nil {
+			if _, err := c.Client(testkit.Context(t)); err != nil {
 				t.Fatal(err)
 			}
 			st.Calls()
 			_, agent := newAgents(t).open(t)
-			res, err := c.CallTool(ctxT(t), []byte(`{"name":"recall","arguments":{}}`), CallHooks{Agent: agent})
+			res, err := c.CallTool(testkit.Context(t), []byte(`{"name":"recall","arguments":{}}`), CallHooks{Agent: agent})
 			seen := st.Calls()
 			if sessionOnly {
 				var e *Error
@@ -208,7 +198,7 @@ func TestUpstreamSessionEndsWhenTheCapForgetsTheAgent(t *testing.T) {
 	if _, err := here.Resume(other.Token, other.Subject, other.Endpoint); err != nil {
 		t.Fatalf("adopting a session at the cap: %v", err)
 	}
-	eventually(t, "the forgotten agent session's upstream session DELETEd", func() bool { return slices.Contains(st.Deleted(), upstreamSession) })
+	testkit.Eventually(t, "the forgotten agent session's upstream session DELETEd", func() bool { return slices.Contains(st.Deleted(), upstreamSession) })
 }
 
 // A drained Conn (rotated credentials) closes its agents' sessions once
@@ -221,14 +211,14 @@ func TestDrainedConnClosesAgentSessions(t *testing.T) {
 	callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: agent})
 	first := agentSession(c, agent)
 	c.Drain()
-	eventually(t, "the agent's session DELETEd by the drain", func() bool { return slices.Contains(st.Deleted(), first) })
+	testkit.Eventually(t, "the agent's session DELETEd by the drain", func() bool { return slices.Contains(st.Deleted(), first) })
 	callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: agent})
 	seen := st.Calls()
 	late := seen[len(seen)-1]
 	if late == "" || late == first {
 		t.Fatalf("the late call came in session %q; want a new session of the agent's (the first was %q)", late, first)
 	}
-	eventually(t, "the late call's session DELETEd when it ended", func() bool { return slices.Contains(st.Deleted(), late) })
+	testkit.Eventually(t, "the late call's session DELETEd when it ended", func() bool { return slices.Contains(st.Deleted(), late) })
 }
 
 // refusingFront is a fake in front of the real server at url that, while
@@ -283,16 +273,16 @@ func TestAgentSessionOutlivesTheSharedSession(t *testing.T) {
 	c := newTestConn(t, url)
 	_, a := newAgents(t).open(t)
 	callTool(t, c, `{"name":"remember","arguments":{"value":"apple"}}`, CallHooks{Agent: a})
-	shared, err := c.Client(ctxT(t))
+	shared, err := c.Client(testkit.Context(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	gone.Store(shared.Conn().(*streamhttp.Conn).SessionID(), true)
 	refuse.Store(true)
-	if _, err := c.Call(ctxT(t), "tools/list", nil); err == nil {
+	if _, err := c.Call(testkit.Context(t), "tools/list", nil); err == nil {
 		t.Fatal("a listing in the forgotten shared session succeeded")
 	}
-	if _, err := c.Client(ctxT(t)); err == nil {
+	if _, err := c.Client(testkit.Context(t)); err == nil {
 		t.Fatal("the shared session was dialled again although the server refuses sessions")
 	}
 	if res := callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: a}); !strings.Contains(res, "recalled apple") {
@@ -327,7 +317,7 @@ func TestSessionOnlyServerAnsweringWithoutSessionID(t *testing.T) {
 	as := newAgents(t)
 	for _, name := range []string{"a", "b"} {
 		_, agent := as.open(t)
-		_, err := c.CallTool(ctxT(t), []byte(`{"name":"recall","arguments":{}}`), CallHooks{Agent: agent})
+		_, err := c.CallTool(testkit.Context(t), []byte(`{"name":"recall","arguments":{}}`), CallHooks{Agent: agent})
 		var e *Error
 		if !errors.As(err, &e) || e.Reason != ReasonUnavailable {
 			t.Fatalf("agent %s's call: %v; want %s", name, err, ReasonUnavailable)
@@ -361,7 +351,7 @@ func TestAgentSessionCapClosesTheLeastRecentlyUsed(t *testing.T) {
 	deleted := func(id string) func() bool { return func() bool { return slices.Contains(st.Deleted(), id) } }
 
 	callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: third})
-	eventually(t, "a's session (least recently used) DELETEd at the cap", deleted(sa))
+	testkit.Eventually(t, "a's session (least recently used) DELETEd at the cap", deleted(sa))
 	if n := c.AgentSessions(); n != 2 || slices.Contains(st.Deleted(), sb) || agentSession(c, third) == "" {
 		t.Fatalf("at the cap: %d agent sessions, DELETEd %q; want 2, b's kept and the third agent's opened", n, st.Deleted())
 	}
@@ -372,7 +362,7 @@ func TestAgentSessionCapClosesTheLeastRecentlyUsed(t *testing.T) {
 	if s := agentSession(c, a); s == "" || s == sa {
 		t.Fatalf("agent a's session is %q; want a new one (the old was %q)", s, sa)
 	}
-	eventually(t, "b's session (now least recently used) DELETEd", deleted(sb))
+	testkit.Eventually(t, "b's session (now least recently used) DELETEd", deleted(sb))
 }
 
 // At the cap, a caller opening sessions closes its own idle ones, never
@@ -408,7 +398,7 @@ func TestAgentSessionCapClosesTheCallersOwnFirst(t *testing.T) {
 		callTool(t, c, `{"name":"remember","arguments":{"value":"alice's"}}`, CallHooks{Agent: a})
 		alicesSessions = append(alicesSessions, agentSession(c, a))
 		if i >= 2 { // at the cap: alice's least recently used goes
-			eventually(t, "alice's own least recently used session DELETEd", deleted(alicesSessions[i-2]))
+			testkit.Eventually(t, "alice's own least recently used session DELETEd", deleted(alicesSessions[i-2]))
 		}
 	}
 	if n := c.AgentSessions(); n != 3 || slices.Contains(st.Deleted(), bobs) {
@@ -421,7 +411,7 @@ func TestAgentSessionCapClosesTheCallersOwnFirst(t *testing.T) {
 	alice2 := agentSession(c, alices[2])
 	carol := agentOf("carol")
 	callTool(t, c, `{"name":"remember","arguments":{"value":"carol's"}}`, CallHooks{Agent: carol})
-	eventually(t, "alice's least recently used session DELETEd for carol", deleted(alice2))
+	testkit.Eventually(t, "alice's least recently used session DELETEd for carol", deleted(alice2))
 	if slices.Contains(st.Deleted(), bobs) || agentSession(c, carol) == "" {
 		t.Fatalf("for carol's session: bob's DELETEd %v, carol's %q; want bob's kept, carol's open", slices.Contains(st.Deleted(), bobs), agentSession(c, carol))
 	}
@@ -461,11 +451,11 @@ func TestAgentSessionCapWithEverySessionBusy(t *testing.T) {
 			_, b := as.open(t)
 			done := make(chan error, 1)
 			go func() {
-				_, err := c.CallTool(ctxT(t), []byte(`{"name":"recall","arguments":{}}`), CallHooks{Agent: a})
+				_, err := c.CallTool(testkit.Context(t), []byte(`{"name":"recall","arguments":{}}`), CallHooks{Agent: a})
 				done <- err
 			}()
 			within(t, "the first agent's call reaches the server", arrived)
-			res, err := c.CallTool(ctxT(t), []byte(`{"name":"recall","arguments":{}}`), CallHooks{Agent: b})
+			res, err := c.CallTool(testkit.Context(t), []byte(`{"name":"recall","arguments":{}}`), CallHooks{Agent: b})
 			close(hold)
 			if err := within(t, "the held call ends once let go", done); err != nil {
 				t.Fatalf("the held call: %v", err)
@@ -500,7 +490,7 @@ func TestRetiredForANewPodSendsNoDelete(t *testing.T) {
 			c := newTestConn(t, st.URL)
 			callingAgents(t, c, newAgents(t), 3)
 			c.Retire(reason, true)
-			if err := c.WaitClosed(ctxT(t)); err != nil {
+			if err := c.WaitClosed(testkit.Context(t)); err != nil {
 				t.Fatal(err)
 			}
 			if d := st.Deleted(); len(d) != 0 || c.AgentSessions() != 0 {
@@ -518,7 +508,7 @@ func TestRetiredWithTheServerAliveDeletesSessions(t *testing.T) {
 	c := newTestConn(t, st.URL)
 	callingAgents(t, c, newAgents(t), 3)
 	c.Retire(ReasonRestarted, false)
-	if err := c.WaitClosed(ctxT(t)); err != nil {
+	if err := c.WaitClosed(testkit.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	if d := st.Deleted(); len(d) < 3 || c.AgentSessions() != 0 {
@@ -584,7 +574,7 @@ func TestCloseSendsBoundedDeletes(t *testing.T) {
 	sessions := 2*closeParallel + 2
 	callingAgents(t, c, newAgents(t), sessions)
 	c.Close()
-	if err := c.WaitClosed(ctxT(t)); err != nil {
+	if err := c.WaitClosed(testkit.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	if d := st.Deleted(); len(d) != sessions || most() > closeParallel {
@@ -606,9 +596,9 @@ func TestEveryDeleteOfAConnSharesOneBound(t *testing.T) {
 	for _, s := range ss[:2*closeParallel] {
 		as.End(s)
 	}
-	eventually(t, "the ended agent sessions' upstream sessions closing", func() bool { return c.AgentSessions() == sessions-2*closeParallel })
+	testkit.Eventually(t, "the ended agent sessions' upstream sessions closing", func() bool { return c.AgentSessions() == sessions-2*closeParallel })
 	c.Close()
-	eventually(t, "every agent session DELETEd", func() bool { return len(st.Deleted()) == sessions })
+	testkit.Eventually(t, "every agent session DELETEd", func() bool { return len(st.Deleted()) == sessions })
 	if most() > closeParallel {
 		t.Fatalf("%d agent sessions ended and the Conn closed: at most %d DELETEs at once; want at most %d", sessions, most(), closeParallel)
 	}
@@ -664,12 +654,12 @@ func TestCapClosesASessionOnlyOnceTheNewOneOpened(t *testing.T) {
 	sa := agentSession(c, a)
 
 	refuse.Store(true)
-	_, err := c.CallTool(ctxT(t), []byte(`{"name":"recall","arguments":{}}`), CallHooks{Agent: b})
+	_, err := c.CallTool(testkit.Context(t), []byte(`{"name":"recall","arguments":{}}`), CallHooks{Agent: b})
 	var e *Error
 	if !errors.As(err, &e) || e.Reason != ReasonUnavailable {
 		t.Fatalf("b's call with its session refused: %v; want %s", err, ReasonUnavailable)
 	}
-	if err := c.WaitClosed(ctxT(t)); err != nil {
+	if err := c.WaitClosed(testkit.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	if d := st.Deleted(); len(d) != 0 || c.AgentSessions() != 1 {
@@ -684,7 +674,7 @@ func TestCapClosesASessionOnlyOnceTheNewOneOpened(t *testing.T) {
 	}
 
 	callTool(t, c, `{"name":"recall","arguments":{}}`, CallHooks{Agent: b})
-	eventually(t, "a's session DELETEd once b's opened", func() bool { return slices.Contains(st.Deleted(), sa) })
+	testkit.Eventually(t, "a's session DELETEd once b's opened", func() bool { return slices.Contains(st.Deleted(), sa) })
 	reasons, lines := log.get()
 	if !slices.Equal(reasons, []string{"s:" + ClosedCap}) || len(lines) != 1 || !strings.Contains(lines[0], "max-upstream-sessions") || !strings.Contains(lines[0], `"server"="ns/s"`) {
 		t.Fatalf("a's session closed at the cap: counted %q, logged %q; want one %s, and one line naming the server and the flag", reasons, lines, ClosedCap)
@@ -714,7 +704,7 @@ func TestWaitersShareAFailedDial(t *testing.T) {
 		return true
 	})
 	c := newTestConn(t, url)
-	if _, err := c.Client(ctxT(t)); err != nil {
+	if _, err := c.Client(testkit.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	_, agent := newAgents(t).open(t)
@@ -722,12 +712,12 @@ func TestWaitersShareAFailedDial(t *testing.T) {
 	errs := make(chan error, calls)
 	for range calls {
 		go func() {
-			_, err := c.CallTool(ctxT(t), []byte(`{"name":"recall","arguments":{}}`), CallHooks{Agent: agent})
+			_, err := c.CallTool(testkit.Context(t), []byte(`{"name":"recall","arguments":{}}`), CallHooks{Agent: agent})
 			errs <- err
 		}()
 	}
 	within(t, "the agent's session dial reaches the server", arrived)
-	eventually(t, "the other calls waiting on the dial", func() bool {
+	testkit.Eventually(t, "the other calls waiting on the dial", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		l := c.agents[agent.ID]
@@ -826,7 +816,7 @@ func TestDialEndingAfterItsAgentSessionIsCleanedUp(t *testing.T) {
 	s, agent := as.open(t)
 	called := make(chan error, 1)
 	go func() {
-		_, err := c.CallTool(ctxT(t), []byte(`{"name":"echo","arguments":{"text":"x"}}`), CallHooks{Agent: agent})
+		_, err := c.CallTool(testkit.Context(t), []byte(`{"name":"echo","arguments":{"text":"x"}}`), CallHooks{Agent: agent})
 		called <- err
 	}()
 	within(t, "the agent's session dial reaches the server", initSeen)
@@ -845,7 +835,7 @@ func TestDialEndingAfterItsAgentSessionIsCleanedUp(t *testing.T) {
 	default:
 	}
 	once.Do(func() { close(deleteGo) })
-	if err := c.WaitClosed(ctxT(t)); err != nil {
+	if err := c.WaitClosed(testkit.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -205,7 +206,7 @@ func TestSessionOnlyServerGivesEachAgentASession(t *testing.T) {
 			t.Fatalf("call (agent %v) answered %s", agent, res)
 		}
 	}
-	shared, err := c.Client(ctxT(t))
+	shared, err := c.Client(testkit.Context(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,11 +234,11 @@ func TestServerWithoutSessionsStaysStateless(t *testing.T) {
 			t.Fatalf("call answered %s", res)
 		}
 	}
-	shared, err := c.Client(ctxT(t))
+	shared, err := c.Client(testkit.Context(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if keeps, err := c.keepsSessions(ctxT(t)); shared.Era() != client.EraStateless || c.AgentSessions() != 0 || keeps || err != nil {
+	if keeps, err := c.keepsSessions(testkit.Context(t)); shared.Era() != client.EraStateless || c.AgentSessions() != 0 || keeps || err != nil {
 		t.Fatalf("connections to a stateless-only server: shared %s, %d agent sessions, sessions dialled: %v (%v); want the shared stateless connection alone", shared.Era(), c.AgentSessions(), keeps, err)
 	}
 }
@@ -312,12 +313,6 @@ func relay(w http.ResponseWriter, r *http.Request, url string, body []byte, stri
 	// any event.
 	_ = http.NewResponseController(w).Flush()
 	_, _ = io.Copy(w, resp.Body)
-}
-
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // switchingFront is a load balancer in front of the real server at before
@@ -406,7 +401,7 @@ func TestServerChangedBehindItsURLIsLearnedAgain(t *testing.T) {
 			if m := c.mode.Load(); m != tc.want {
 				t.Fatalf("the Conn's mode is %s; want %s", modeNames[m], modeNames[tc.want])
 			}
-			if keeps, _ := c.keepsSessions(ctxT(t)); tc.want == modeDualEra && (keeps || agentSession(c, a) != "" || agentSession(c, b) != "") {
+			if keeps, _ := c.keepsSessions(testkit.Context(t)); tc.want == modeDualEra && (keeps || agentSession(c, a) != "" || agentSession(c, b) != "") {
 				t.Fatalf("agents hold upstream sessions %q and %q (new ones dialled: %v) to a server that keeps none now; want none", agentSession(c, a), agentSession(c, b), keeps)
 			}
 			seen := calls()
@@ -414,7 +409,7 @@ func TestServerChangedBehindItsURLIsLearnedAgain(t *testing.T) {
 				// a's and b's calls went each in its own session; the
 				// stateless agent's was refused on the shared stateless
 				// connection, then sent again in the new shared session.
-				shared, err := c.Client(ctxT(t))
+				shared, err := c.Client(testkit.Context(t))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -42,7 +43,7 @@ func TestCallRefusedAfterItsOwnRelearnIsNotSentAgain(t *testing.T) {
 		return true
 	})
 	c := newTestConn(t, front)
-	if _, err := c.Client(ctxT(t)); err != nil {
+	if _, err := c.Client(testkit.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	if m := c.mode.Load(); m != modeSessionOnly {
@@ -50,7 +51,7 @@ func TestCallRefusedAfterItsOwnRelearnIsNotSentAgain(t *testing.T) {
 	}
 	switched.Store(true)
 	_, agent := newAgents(t).open(t)
-	_, err := c.CallTool(ctxT(t), json.RawMessage(`{"name":"echo","arguments":{"message":"x"}}`), CallHooks{Agent: agent})
+	_, err := c.CallTool(testkit.Context(t), json.RawMessage(`{"name":"echo","arguments":{"message":"x"}}`), CallHooks{Agent: agent})
 	refused(t, err)
 	if c.eras.Load() != 1 {
 		t.Fatalf("the Conn learned the server %d times again; want once", c.eras.Load())
@@ -99,7 +100,7 @@ func TestCallRefusedAfterClientForsOwnRelearnIsNotSentAgain(t *testing.T) {
 		return false
 	})
 	c := newTestConn(t, front)
-	if _, err := c.Client(ctxT(t)); err != nil {
+	if _, err := c.Client(testkit.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	if m := c.mode.Load(); m != modeDualEra {
@@ -107,7 +108,7 @@ func TestCallRefusedAfterClientForsOwnRelearnIsNotSentAgain(t *testing.T) {
 	}
 	switched.Store(true)
 	_, agent := newAgents(t).open(t)
-	_, err := c.CallTool(ctxT(t), json.RawMessage(echoCall), CallHooks{Agent: agent})
+	_, err := c.CallTool(testkit.Context(t), json.RawMessage(echoCall), CallHooks{Agent: agent})
 	refused(t, err)
 	if m := c.mode.Load(); m != modeStateless || c.eras.Load() != 1 {
 		t.Fatalf("the Conn learned the server %d times again, as %s; want once, as stateless", c.eras.Load(), modeNames[m])

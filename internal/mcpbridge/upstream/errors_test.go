@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 )
 
 // A failure is classed by what the error is, never by its text: each
@@ -45,7 +47,7 @@ func TestFailureClasses(t *testing.T) {
 			})
 			c := New(Target{Namespace: "ns", Name: "s", URL: front}, Options{MaxMessageBytes: 4 << 10})
 			t.Cleanup(c.Close)
-			_, err := c.CallTool(ctxT(t), json.RawMessage(`{"name":"echo","arguments":{"text":"hi"}}`), CallHooks{})
+			_, err := c.CallTool(testkit.Context(t), json.RawMessage(`{"name":"echo","arguments":{"text":"hi"}}`), CallHooks{})
 			var ue *Error
 			if !errors.As(err, &ue) || ue.Reason != tc.want {
 				t.Fatalf("tools/call answered with %s: %v, want reason %s", tc.name, err, tc.want)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -56,7 +57,7 @@ func TestKeeperHoldsTheSharedConnectionItReconcilesOn(t *testing.T) {
 	const uri = "test://watched-resource"
 	c := New(Target{Namespace: "ns", Name: "s", URL: front}, Options{Subscribed: func() []string { return []string{uri} }})
 	t.Cleanup(c.Close)
-	old, err := c.Client(ctxT(t))
+	old, err := c.Client(testkit.Context(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,19 +65,19 @@ func TestKeeperHoldsTheSharedConnectionItReconcilesOn(t *testing.T) {
 	if oldID == "" {
 		t.Fatal("the session-only server's shared connection has no session")
 	}
-	go func() { _ = c.Subscribe(ctxT(t), uri) }()
+	go func() { _ = c.Subscribe(testkit.Context(t), uri) }()
 	within(t, "the keeper sends resources/subscribe", subscribing)
 
 	switched.Store(true)
-	if !c.relearn(ctxT(t), c.eras.Load()) {
+	if !c.relearn(testkit.Context(t), c.eras.Load()) {
 		t.Fatal("the Conn did not learn the server again after it changed")
 	}
-	if err := c.WaitClosed(ctxT(t)); err != nil {
+	if err := c.WaitClosed(testkit.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	if wasDeleted(oldID) {
 		t.Fatal("the relearn DELETEd the shared session under the keeper's resources/subscribe")
 	}
 	letGo()
-	eventually(t, "the replaced shared session is DELETEd once the keeper's pass on it ended", func() bool { return wasDeleted(oldID) })
+	testkit.Eventually(t, "the replaced shared session is DELETEd once the keeper's pass on it ended", func() bool { return wasDeleted(oldID) })
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -98,14 +99,14 @@ func TestRefusingServerIsLearnedAgainOncePerInterval(t *testing.T) {
 	clock := newAgents(t)
 	c.clock = clock.clock
 	for range 4 {
-		_, err := c.CallTool(ctxT(t), json.RawMessage(echoCall), CallHooks{})
+		_, err := c.CallTool(testkit.Context(t), json.RawMessage(echoCall), CallHooks{})
 		refused(t, err)
 	}
 	if n := f.discovers.Load(); n != 2 {
 		t.Fatalf("4 refused calls sent %d server/discover; want 2 (the shared connection's dial, one relearn)", n)
 	}
 	clock.advance(sessionsRetry)
-	_, err := c.CallTool(ctxT(t), json.RawMessage(echoCall), CallHooks{})
+	_, err := c.CallTool(testkit.Context(t), json.RawMessage(echoCall), CallHooks{})
 	refused(t, err)
 	if n := f.discovers.Load(); n != 3 {
 		t.Fatalf("a refused call after sessionsRetry sent %d server/discover in all; want 3 (one more relearn)", n)
@@ -120,26 +121,26 @@ func TestRefusingServerIsLearnedAgainOncePerInterval(t *testing.T) {
 func TestRefusedCallsShareOneRelearn(t *testing.T) {
 	f := newRefusingVersionFront(t, 2) // the relearn's dial is held
 	c := newTestConn(t, f.url)
-	if _, err := c.Client(ctxT(t)); err != nil {
+	if _, err := c.Client(testkit.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	waiting := func(n int) func() bool { return relearnWaiters(c, n) }
 	results := make(chan error, 3)
 	for range 3 {
 		go func() {
-			_, err := c.CallTool(ctxT(t), json.RawMessage(echoCall), CallHooks{})
+			_, err := c.CallTool(testkit.Context(t), json.RawMessage(echoCall), CallHooks{})
 			results <- err
 		}()
 	}
-	eventually(t, "two calls waiting for the third's relearn", waiting(2))
+	testkit.Eventually(t, "two calls waiting for the third's relearn", waiting(2))
 
-	ctx, giveUp := context.WithCancel(ctxT(t))
+	ctx, giveUp := context.WithCancel(testkit.Context(t))
 	gaveUp := make(chan error, 1)
 	go func() {
 		_, err := c.CallTool(ctx, json.RawMessage(echoCall), CallHooks{})
 		gaveUp <- err
 	}()
-	eventually(t, "a fourth call waiting for the relearn", waiting(3))
+	testkit.Eventually(t, "a fourth call waiting for the relearn", waiting(3))
 	giveUp()
 	refused(t, within(t, "the call that gave up ends", gaveUp)) // its own answer, while the relearn is still held
 
@@ -249,7 +250,7 @@ func TestReplacedSharedSessionClosesOnceIdle(t *testing.T) {
 	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) }) // before the front closes
 	c := newTestConn(t, front)
 	const call = `{"name":"test_simple_text","arguments":{}}`
-	old, err := c.Client(ctxT(t))
+	old, err := c.Client(testkit.Context(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +259,7 @@ func TestReplacedSharedSessionClosesOnceIdle(t *testing.T) {
 	holdNext.Store(true)
 	inFlight := make(chan string, 1)
 	go func() {
-		res, err := c.CallTool(ctxT(t), json.RawMessage(call), CallHooks{})
+		res, err := c.CallTool(testkit.Context(t), json.RawMessage(call), CallHooks{})
 		inFlight <- fmt.Sprint(string(res), err)
 	}()
 	within(t, "the call in the old session reaches the server", held)
@@ -269,7 +270,7 @@ func TestReplacedSharedSessionClosesOnceIdle(t *testing.T) {
 	if c.mode.Load() != modeDualEra {
 		t.Fatalf("the Conn's mode is %s; want both eras, learned again", modeNames[c.mode.Load()])
 	}
-	if err := c.WaitClosed(ctxT(t)); err != nil {
+	if err := c.WaitClosed(testkit.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -287,7 +288,7 @@ func TestReplacedSharedSessionClosesOnceIdle(t *testing.T) {
 	if res := within(t, "the call in flight on the replaced session ends", inFlight); !strings.Contains(res, "simple text") {
 		t.Fatalf("the call in flight on the replaced session ended with %s; want its answer", res)
 	}
-	eventually(t, "the replaced shared session DELETEd once its own calls ended, a call on the new one in flight", func() bool {
+	testkit.Eventually(t, "the replaced shared session DELETEd once its own calls ended, a call on the new one in flight", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return slices.Contains(deleted, oldID)
@@ -306,25 +307,25 @@ func TestReplacedSharedSessionClosesOnceIdle(t *testing.T) {
 func TestRelearnOutlivesTheCallThatStartedIt(t *testing.T) {
 	f := newRefusingVersionFront(t, 2) // the relearn's dial is held
 	c := newTestConn(t, f.url)
-	if _, err := c.Client(ctxT(t)); err != nil {
+	if _, err := c.Client(testkit.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	waiting := func(n int) func() bool { return relearnWaiters(c, n) }
-	ctx, giveUp := context.WithCancel(ctxT(t))
+	ctx, giveUp := context.WithCancel(testkit.Context(t))
 	first := make(chan error, 1)
 	go func() {
 		_, err := c.CallTool(ctx, json.RawMessage(echoCall), CallHooks{})
 		first <- err
 	}()
-	eventually(t, "the first call's relearn dialling", func() bool {
+	testkit.Eventually(t, "the first call's relearn dialling", func() bool {
 		return f.discovers.Load() == 2 && waiting(0)()
 	})
 	second := make(chan error, 1)
 	go func() {
-		_, err := c.CallTool(ctxT(t), json.RawMessage(echoCall), CallHooks{})
+		_, err := c.CallTool(testkit.Context(t), json.RawMessage(echoCall), CallHooks{})
 		second <- err
 	}()
-	eventually(t, "a second call waiting for the relearn", waiting(1))
+	testkit.Eventually(t, "a second call waiting for the relearn", waiting(1))
 	giveUp()
 	refused(t, within(t, "the call that gave up ends", first))
 
@@ -389,7 +390,7 @@ func TestCallDuringAFailedSessionDialsRelearnIsServed(t *testing.T) {
 	as := newAgents(t)
 	c.clock = as.clock
 	_, a := as.open(t)
-	if _, err := c.Client(ctxT(t)); err != nil {
+	if _, err := c.Client(testkit.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -400,7 +401,7 @@ func TestCallDuringAFailedSessionDialsRelearnIsServed(t *testing.T) {
 	holdInit.Store(true)
 	second := make(chan error, 1)
 	go func() {
-		_, err := c.CallTool(ctxT(t), json.RawMessage(echoCall), CallHooks{Agent: a})
+		_, err := c.CallTool(testkit.Context(t), json.RawMessage(echoCall), CallHooks{Agent: a})
 		second <- err
 	}()
 	var err error
@@ -414,7 +415,7 @@ func TestCallDuringAFailedSessionDialsRelearnIsServed(t *testing.T) {
 		within(t, "the first call ends once the relearn did", first)
 		releaseInitOnce.Do(func() { close(releaseInit) })
 		err = within(t, "the second call ends once its dial did", second)
-	case <-ctxT(t).Done():
+	case <-testkit.Context(t).Done():
 		t.Fatal("the second call neither answered nor dialled a session")
 	}
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 )
 
 // loggingFront is a front to the session-only server at url that says the
@@ -68,7 +69,7 @@ func TestLateDialAfterTheProcessEndedSendsNoDelete(t *testing.T) {
 			if err := within(t, "the dial ends once retired", dialled); err == nil || !strings.Contains(err.Error(), ReasonRestarted) {
 				t.Fatalf("the dial under a retired Conn: %v, want %s", err, ReasonRestarted)
 			}
-			if err := c.WaitClosed(ctxT(t)); err != nil {
+			if err := c.WaitClosed(testkit.Context(t)); err != nil {
 				t.Fatal(err)
 			}
 			if d := st.Deleted(); len(d) != 0 {

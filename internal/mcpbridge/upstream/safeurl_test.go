@@ -1,32 +1,13 @@
 package upstream
 
 import (
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
-	"github.com/mcp-operator/mcp-operator/internal/testpeers"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 )
-
-// secretURL is a URL of a port nothing listens on, with credentials in its
-// userinfo and query (urlSecrets), as a remote server's URL may carry.
-func secretURL(t *testing.T) string {
-	t.Helper()
-	return fmt.Sprintf("http://urluser:pa55word@127.0.0.1:%d/mcp?token=s3cret-token&sig=Zq81xw", testpeers.FreePort(t))
-}
-
-var urlSecrets = []string{"urluser", "pa55word", "s3cret-token", "Zq81xw"}
-
-func showsSecret(text string) string {
-	for _, s := range urlSecrets {
-		if strings.Contains(text, s) {
-			return s
-		}
-	}
-	return ""
-}
 
 // A server that cannot be reached: the "while connecting" error a call
 // gets, and the line the subscription keeper logs, name the server's URL
@@ -35,20 +16,20 @@ func TestUnreachableServerErrorsHideTheURLsCredentials(t *testing.T) {
 	var log closeLog
 	opts := log.options(0)
 	opts.Subscribed = func() []string { return []string{"file:///watched"} }
-	c := New(Target{Namespace: "ns", Name: "s", URL: secretURL(t)}, opts)
+	c := New(Target{Namespace: "ns", Name: "s", URL: testkit.SecretURL(t)}, opts)
 	t.Cleanup(c.Close)
 
-	_, err := c.Call(ctxT(t), "tools/list", nil)
+	_, err := c.Call(testkit.Context(t), "tools/list", nil)
 	// net/http's error names the URL; the bridge's words before it do not
 	// name it again.
 	if err == nil || !strings.Contains(err.Error(), "while connecting to server ns/s: ") || !strings.Contains(err.Error(), `Post "http://REDACTED@`) {
 		t.Fatalf("a call to a closed port: %v; want a connection error naming the URL, in net/http's words only", err)
 	}
-	if s := showsSecret(err.Error()); s != "" {
+	if s := testkit.ShownSecret(err.Error()); s != "" {
 		t.Fatalf("the call's error %q shows %q of the URL", err, s)
 	}
 
-	if err := c.Subscribe(ctxT(t), "file:///watched"); err == nil {
+	if err := c.Subscribe(testkit.Context(t), "file:///watched"); err == nil {
 		t.Fatal("a subscription on a closed port succeeded")
 	}
 	_, lines := log.get()
@@ -56,7 +37,7 @@ func TestUnreachableServerErrorsHideTheURLsCredentials(t *testing.T) {
 	if !strings.Contains(logged, "resource subscriptions not established") || !strings.Contains(logged, "connection refused") {
 		t.Fatalf("the keeper logged %q; want why the subscriptions failed", logged)
 	}
-	if s := showsSecret(logged); s != "" {
+	if s := testkit.ShownSecret(logged); s != "" {
 		t.Fatalf("the keeper's log %q shows %q of the URL", logged, s)
 	}
 }
@@ -70,14 +51,14 @@ func TestRefusedDialNamesTheURLWithoutCredentials(t *testing.T) {
 		http.Error(w, "no token", http.StatusUnauthorized)
 	}))
 	t.Cleanup(srv.Close)
-	raw := strings.Replace(srv.URL, "://", "://urluser:pa55word@", 1) + "/mcp?token=s3cret-token&sig=Zq81xw"
+	raw := testkit.WithCredentials(srv.URL, "/mcp")
 	c := New(Target{Namespace: "ns", Name: "s", URL: raw}, Options{})
 	t.Cleanup(c.Close)
-	_, err := c.Call(ctxT(t), "tools/list", nil)
+	_, err := c.Call(testkit.Context(t), "tools/list", nil)
 	if err == nil || !strings.Contains(err.Error(), "401") || strings.Count(err.Error(), "REDACTED@") != 1 {
 		t.Fatalf("a call to a server that refuses it: %v; want the 401, naming the URL once", err)
 	}
-	if s := showsSecret(err.Error()); s != "" {
+	if s := testkit.ShownSecret(err.Error()); s != "" {
 		t.Fatalf("the call's error %q shows %q of the URL", err, s)
 	}
 }

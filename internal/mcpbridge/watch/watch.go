@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
-	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/k8s/credentials"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
@@ -43,9 +42,10 @@ type Watcher struct {
 	Policies func([]v1alpha1.ToolPolicy)
 	Log      logr.Logger
 
-	// Events receives the server lifecycle events (Lifecycle) seen between
-	// two readings.
-	Events func(audit.Payload)
+	// Changed receives the previous and the current reading of the
+	// servers, by namespace/name, at every reading but the first (what a
+	// change means to the audit stream is the bridge's to say).
+	Changed func(prev, next map[string]*v1alpha1.MCPServer)
 	// Resync is how often the Secrets servers were given are read again
 	// (default a minute).
 	Resync time.Duration
@@ -181,10 +181,8 @@ func (w *Watcher) rebuild(ctx context.Context, rereadSecrets bool) {
 		s := &servers.Items[i]
 		specs[s.Namespace+"/"+s.Name] = s
 	}
-	if w.last != nil && w.Events != nil {
-		for _, p := range Lifecycle(w.last, specs) {
-			w.Events(p)
-		}
+	if w.last != nil && w.Changed != nil {
+		w.Changed(w.last, specs)
 	}
 	w.last = specs
 	readings := make(map[string]secretReading, len(t.Servers))

@@ -1,4 +1,4 @@
-package watch
+package lifecycle
 
 import (
 	"encoding/json"
@@ -10,14 +10,14 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 )
 
-func TestLifecycle(t *testing.T) {
+func TestEvents(t *testing.T) {
 	at := time.Unix(1_800_000_000, 0)
 	with := func(s v1alpha1.MCPServer, f func(*v1alpha1.MCPServer)) *v1alpha1.MCPServer {
 		c := s.DeepCopy()
 		f(c)
 		return c
 	}
-	// A Ready server (Lifecycle reads its conditions, restarts and spec).
+	// A Ready server (Events reads its conditions, restarts and spec).
 	var base v1alpha1.MCPServer
 	base.Namespace, base.Name = "tools", "fs"
 	base.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue}}
@@ -51,7 +51,7 @@ func TestLifecycle(t *testing.T) {
 			if tc.next != nil {
 				next["tools/fs"] = tc.next
 			}
-			events := Lifecycle(prev, next)
+			events := Events(prev, next)
 			got, _ := json.Marshal(events)
 			if events == nil {
 				got = []byte(`[]`)

@@ -1,4 +1,8 @@
-package watch
+// Package lifecycle turns what changed in the MCPServers' status into the
+// server events of the audit stream. The watcher that sees the changes
+// knows no audit stream; the bridge hands each pair of readings here and
+// writes what comes back.
+package lifecycle
 
 import (
 	"slices"
@@ -9,13 +13,13 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 )
 
-// Lifecycle turns what changed in MCPServer status between two readings
+// Events turns what changed in MCPServer status between two readings
 // into the server events of the audit stream (docs/audit.md): a crash (the
 // total of crashes grew), a restart scheduled after it, a server that gave
 // up, and a server shut down (suspended or deleted). Each replica writes the
 // events it sees into its own stream. The first reading after a start has
 // no previous one and yields nothing: only changes are events.
-func Lifecycle(prev, next map[string]*v1alpha1.MCPServer) []audit.Payload {
+func Events(prev, next map[string]*v1alpha1.MCPServer) []audit.Payload {
 	keys := make([]string, 0, len(prev)+len(next))
 	for k := range prev {
 		keys = append(keys, k)

@@ -1,0 +1,76 @@
+// Package testkit holds the small helpers that the tests of many packages
+// share: a deadline for a test's calls, waiting until something holds, and
+// a URL carrying credentials that no error may show. It sits beside
+// internal/testpeers (the real MCP software tests run against) and imports
+// nothing of the project's but that, so a test of any package, however
+// low, can use it.
+package testkit
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mcp-operator/mcp-operator/internal/testpeers"
+)
+
+// TB is what the helpers need of a test; *testing.T, *testing.B and
+// Ginkgo's GinkgoT() all have it.
+type TB = testpeers.TB
+
+// Context is a context that ends after 30 s or when the test does: a call
+// that hangs fails the test instead of stalling the whole run.
+func Context(t TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Eventually polls cond until it holds, and fails the test, naming what it
+// waited for, if it does not hold within 20 s (watches, caches and
+// clean-ups in the background see a change a moment after it is made).
+func Eventually(t TB, what string, cond func() bool) {
+	t.Helper()
+	eventually(t, 20*time.Second, what, cond)
+}
+
+func eventually(t TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(within); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting until %s", within, what)
+		}
+	}
+}
+
+// URLSecrets are the credentials WithCredentials puts in a URL: a user and
+// a password in its userinfo, a token, an API key and a signature in its
+// query.
+var URLSecrets = []string{"urluser", "pa55word", "s3cret-token", "k3y", "Zq81xw"}
+
+// WithCredentials is base (scheme://host:port) at path with URLSecrets in
+// its userinfo and query, as the URL of a remote server or a webhook may
+// carry them.
+func WithCredentials(base, path string) string {
+	return strings.Replace(base, "://", "://urluser:pa55word@", 1) + path + "?token=s3cret-token&api_key=k3y&sig=Zq81xw"
+}
+
+// SecretURL is the MCP URL of a loopback port nothing listens on, with
+// URLSecrets in it: a server that cannot be reached, whose errors must not
+// show its credentials.
+func SecretURL(t TB) string {
+	t.Helper()
+	return WithCredentials(fmt.Sprintf("http://127.0.0.1:%d", testpeers.FreePort(t)), "/mcp")
+}
+
+// ShownSecret is the first of URLSecrets that text shows, or "" when it
+// shows none.
+func ShownSecret(text string) string {
+	for _, s := range URLSecrets {
+		if strings.Contains(text, s) {
+			return s
+		}
+	}
+	return ""
+}
