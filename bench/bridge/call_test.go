@@ -4,13 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
-	"syscall"
 	"testing"
-	"time"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -95,22 +94,13 @@ func benchCalls(b *testing.B, url string, era client.Era, tool string, args json
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := processCPU()
+	cpu0 := testkit.ProcessCPU()
 	for range b.N {
 		if _, err := c.CallTool(ctx, tool, args); err != nil {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
-}
-
-// processCPU is the CPU time this process has used, user and system: what a
-// call costs the cores, which its wall time does not say (a call waits for
-// the upstream, and the scheduler's wake-ups are CPU spent off its path).
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64(testkit.ProcessCPU()-cpu0)/float64(b.N), "cpu-ns/op")
 }
 
 // A tool's error result comes back from CallTool as a success: the bench's

@@ -31,15 +31,7 @@ func freeAddr(t *testing.T) string {
 // manager against a real API server: health, readiness and metrics answer,
 // and the leader election Lease is taken.
 func TestControllerManagerServesEndpointsAndElectsLeader(t *testing.T) {
-	env, err := testenv.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	cfg := testenv.Start(t)
 
 	f, err := parseControllerFlags([]string{
 		"--metrics-bind-address", freeAddr(t),

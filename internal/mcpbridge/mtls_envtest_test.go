@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/k8s/credentials"
@@ -161,8 +162,8 @@ func TestRemoteServerOverMutualTLS(t *testing.T) {
 	}{
 		// Go's TLS client sends only a certificate whose issuer is among
 		// the CAs the server names: this one is not sent at all.
-		{"a client certificate of another CA", tlsData(ca.PEM, ptr(rogue.Client(t, "intruder"))), "tls: certificate required", "didn't provide a certificate"},
-		{"a client certificate of a CA with the trusted CA's name", tlsData(ca.PEM, ptr(impostor.Client(t, "impostor"))), "remote error: tls: unknown certificate authority", "certificate signed by unknown authority"},
+		{"a client certificate of another CA", tlsData(ca.PEM, ptr.To(rogue.Client(t, "intruder"))), "tls: certificate required", "didn't provide a certificate"},
+		{"a client certificate of a CA with the trusted CA's name", tlsData(ca.PEM, ptr.To(impostor.Client(t, "impostor"))), "remote error: tls: unknown certificate authority", "certificate signed by unknown authority"},
 		{"no client certificate", tlsData(ca.PEM, nil), "tls: certificate required", "didn't provide a certificate"},
 		{"a CA that did not sign the server's certificate", tlsData(rogue.PEM, &first), "certificate signed by unknown authority", "remote error: tls: bad certificate"},
 	} {
@@ -216,5 +217,3 @@ func TestRemoteServerOverMutualTLS(t *testing.T) {
 		t.Fatal("the server is not served with its credentials")
 	}
 }
-
-func ptr[T any](v T) *T { return &v }

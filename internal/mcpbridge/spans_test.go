@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -131,7 +130,7 @@ func BenchmarkToolCallTracing(b *testing.B) {
 			// CPU time of this process (agent, bridge and the span
 			// processor; not the server's) per call: steadier than wall
 			// time on a shared machine.
-			cpu0 := processCPU(b)
+			cpu0 := testkit.ProcessCPU()
 			b.ResetTimer()
 			for range b.N {
 				if _, err := c.CallToolParams(ctx, params); err != nil {
@@ -139,7 +138,7 @@ func BenchmarkToolCallTracing(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			b.ReportMetric(float64((processCPU(b)-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64((testkit.ProcessCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		})
 	}
 }
@@ -198,13 +197,4 @@ func TestTraceIDsOfAParkedCallThatTimesOut(t *testing.T) {
 		t.Errorf("the timed-out call's tool.failed names trace %v span %v, want the request's %s %s",
 			failed["traceId"], failed["spanId"], agentTrace, request.SpanID())
 	}
-}
-
-// processCPU is the CPU time (user and system) this process has used.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
@@ -656,7 +657,7 @@ func TestCompileLeavesInvalidPoliciesOut(t *testing.T) {
 }
 
 func TestMatchesTool(t *testing.T) {
-	p, errs := CompilePolicy(ptr(newPolicy("team", "p", forSA("team", "agent"),
+	p, errs := CompilePolicy(ptr.To(newPolicy("team", "p", forSA("team", "agent"),
 		allow("mcp.fs.read_*"), withToolRule(toolRule(dDeny), risks(v1alpha1.RiskDestructive)),
 		withToolRule(toolRule(dAllow, "mcp.*.search"), when("args.q != ''")))))
 	if errs != nil {
@@ -680,8 +681,6 @@ func TestMatchesTool(t *testing.T) {
 		}
 	}
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // The sample policy users start from must compile and mean what its comments
 // say.

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 )
 
@@ -79,19 +81,13 @@ func TestSessionGrantsDestructive(t *testing.T) {
 	checkResult(t, g.Apply(e.DecideTool(agent, rm)), dAsk, "", nil, "")
 }
 
-// fakeClock is a clock the test moves by hand.
-type fakeClock struct{ t time.Time }
-
-func (c *fakeClock) now() time.Time          { return c.t }
-func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
-
 func TestRateLimiter(t *testing.T) {
 	e := mustEngine(t,
 		newPolicy("team", "limited", forGroup("system:serviceaccounts"), allow("mcp.fs.*"), deny("mcp.fs.secret"), withRateLimit(60, 3)),
 		newPolicy("team", "free", forGroup("system:serviceaccounts"), allow("mcp.git.*")),
 	)
-	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	l := NewRateLimiter(clock.now)
+	clock := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	l := NewRateLimiter(clock.Now)
 	read := call("fs", "read", v1alpha1.RiskRead, nil)
 	decide := func(s Subject, c ToolCall) Result { return l.Apply(s, e.DecideTool(s, c)) }
 
@@ -122,16 +118,16 @@ func TestRateLimiter(t *testing.T) {
 		t.Errorf("RetryAfter %s of an empty bucket refilled at one a second, want 1s", got.RetryAfter)
 	}
 	// 60 per minute: one token a second.
-	clock.advance(999 * time.Millisecond)
+	clock.Step(999 * time.Millisecond)
 	if got := decide(agent, read); got.Decision != dDeny || got.RetryAfter != time.Millisecond {
 		t.Errorf("a token came back early, or RetryAfter %s 1 ms before it, want 1ms", got.RetryAfter)
 	}
-	clock.advance(time.Millisecond)
+	clock.Step(time.Millisecond)
 	if got := decide(agent, read); got.Decision != dAllow {
 		t.Errorf("no token after a second: %s", got.Reason)
 	}
 	// A long pause refills up to the burst, not beyond.
-	clock.advance(time.Hour)
+	clock.Step(time.Hour)
 	allowed := 0
 	for range 10 {
 		if decide(agent, read).Decision == dAllow {
@@ -145,8 +141,8 @@ func TestRateLimiter(t *testing.T) {
 
 func TestRateLimiterBurstDefaultsAndAskingCalls(t *testing.T) {
 	e := mustEngine(t, newPolicy("team", "p", forSA("team", "agent"), ask("mcp.fs.*"), withRateLimit(2, 0)))
-	clock := &fakeClock{t: time.Unix(0, 0)}
-	l := NewRateLimiter(clock.now)
+	clock := clocktesting.NewFakeClock(time.Unix(0, 0))
+	l := NewRateLimiter(clock.Now)
 	write := call("fs", "write", v1alpha1.RiskWrite, nil)
 	for i := range 2 {
 		if got := l.Apply(agent, e.DecideTool(agent, write)); got.Decision != dAsk {

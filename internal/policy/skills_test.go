@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 )
 
@@ -76,7 +78,7 @@ func TestCompileSkillRules(t *testing.T) {
 			t.Errorf("errors %v, want one at %s saying %q", errs, c.field, c.want)
 		})
 	}
-	if _, errs := CompilePolicy(ptr(newPolicy("team", "p", sa, withSkill(dAllow, "mcp.billing.**")))); len(errs) != 0 {
+	if _, errs := CompilePolicy(ptr.To(newPolicy("team", "p", sa, withSkill(dAllow, "mcp.billing.**")))); len(errs) != 0 {
 		t.Errorf("a policy of skill rules alone: %v", errs)
 	}
 }

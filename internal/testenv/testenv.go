@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
@@ -44,6 +45,27 @@ func RepoRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// Start runs an API server (New) for one test or benchmark, stopped when it
+// ends, and returns the configuration to reach it; it fails the test when
+// the server cannot start.
+func Start(t interface {
+	Helper()
+	Fatal(...any)
+	Cleanup(func())
+}) *rest.Config {
+	t.Helper()
+	env, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	return cfg
 }
 
 // New returns an envtest environment with the CRDs of config/crd/bases. It uses

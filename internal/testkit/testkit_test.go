@@ -80,3 +80,12 @@ func TestSecretURL(t *testing.T) {
 		t.Errorf("ShownSecret of a redacted URL = %q", s)
 	}
 }
+
+func TestProcessCPUCountsWork(t *testing.T) {
+	before := ProcessCPU()
+	for start := time.Now(); time.Since(start) < 50*time.Millisecond; {
+	}
+	if spent := ProcessCPU() - before; spent < 20*time.Millisecond {
+		t.Fatalf("50 ms of spinning counted %s of CPU", spent)
+	}
+}

@@ -50,15 +50,7 @@ type world struct {
 
 func start(t *testing.T) *world {
 	t.Helper()
-	env, err := testenv.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	cfg := testenv.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	if err := testenv.InstallAdmissionPolicies(ctx, cfg); err != nil {

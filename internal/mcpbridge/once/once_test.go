@@ -21,15 +21,7 @@ import (
 // adds the Lease created on envtest's API server (on loopback: in a
 // cluster, add the round trip to the API server).
 func BenchmarkClaim(b *testing.B) {
-	env, err := testenv.New()
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = env.Stop() }()
+	cfg := testenv.Start(b)
 	s := runtime.NewScheme()
 	_ = coordinationv1.AddToScheme(s)
 	_ = corev1.AddToScheme(s)

@@ -7,25 +7,23 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"
 )
 
-type clock struct{ t time.Time }
-
-func (c *clock) now() time.Time { return c.t }
-
-func newManager(t *testing.T, key string, c *clock) *Manager {
+func newManager(t *testing.T, key string, c *clocktesting.FakeClock) *Manager {
 	t.Helper()
 	s, err := signed.New([]byte(strings.Repeat(key, signed.MinKeyBytes)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return NewManager(s, Options{IdleTimeout: time.Minute, MaxAge: time.Hour, MaxConcurrent: 2, Now: c.now})
+	return NewManager(s, Options{IdleTimeout: time.Minute, MaxAge: time.Hour, MaxConcurrent: 2, Now: c.Now})
 }
 
 func TestSessionsSurviveAReplicaAndStayBound(t *testing.T) {
-	c := &clock{time.Unix(1_800_000_000, 0)}
+	c := clocktesting.NewFakeClock(time.Unix(1_800_000_000, 0))
 	a, b := newManager(t, "k", c), newManager(t, "k", c)
 	s, err := a.Open(Claims{Subject: "alice", Version: "2025-11-25", Elicitation: true})
 	if err != nil {
@@ -62,19 +60,19 @@ func TestSessionsSurviveAReplicaAndStayBound(t *testing.T) {
 		t.Fatalf("an ended session must be refused, got %v", err)
 	}
 	// Past MaxAge: refused everywhere.
-	c.t = c.t.Add(2 * time.Hour)
+	c.Step(2 * time.Hour)
 	if _, err := b.Resume(s.Token, "alice", ""); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("a session past MaxAge must be refused, got %v", err)
 	}
 }
 
 func TestIdleExpiry(t *testing.T) {
-	c := &clock{time.Unix(1_800_000_000, 0)}
+	c := clocktesting.NewFakeClock(time.Unix(1_800_000_000, 0))
 	m := newManager(t, "k", c)
 	idle, _ := m.Open(Claims{Subject: "alice", Version: "2025-11-25"})
 	busy, _ := m.Open(Claims{Subject: "bob", Version: "2025-11-25"})
 	untrack := busy.Track("7", func(error) {})
-	c.t = c.t.Add(2 * time.Minute)
+	c.Step(2 * time.Minute)
 	m.Sweep()
 	if _, err := m.Resume(idle.Token, "alice", ""); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("an idle session must expire, got %v", err)
@@ -89,7 +87,7 @@ func TestIdleExpiry(t *testing.T) {
 }
 
 func TestConcurrencyCancelAndAnswers(t *testing.T) {
-	c := &clock{time.Unix(1_800_000_000, 0)}
+	c := clocktesting.NewFakeClock(time.Unix(1_800_000_000, 0))
 	m := newManager(t, "k", c)
 	s, _ := m.Open(Claims{Subject: "alice"})
 	if !s.Acquire() || !s.Acquire() || s.Acquire() {
@@ -141,7 +139,7 @@ func TestConcurrencyCancelAndAnswers(t *testing.T) {
 // cause, and two requests in flight with the same JSON-RPC id are both
 // reached by the end and by notifications/cancelled.
 func TestEndReachesEveryRequest(t *testing.T) {
-	c := &clock{time.Unix(1_800_000_000, 0)}
+	c := clocktesting.NewFakeClock(time.Unix(1_800_000_000, 0))
 	m := newManager(t, "k", c)
 	s, _ := m.Open(Claims{Subject: "alice"})
 	first, cancelFirst := context.WithCancelCause(context.Background())
@@ -180,9 +178,9 @@ func TestEndReachesEveryRequest(t *testing.T) {
 // its idling out, frees a place; other identities are not affected, and
 // sessions adopted from another replica count too.
 func TestSessionsPerSubjectCapped(t *testing.T) {
-	c := &clock{time.Unix(1_800_000_000, 0)}
+	c := clocktesting.NewFakeClock(time.Unix(1_800_000_000, 0))
 	sealer, _ := signed.New([]byte(strings.Repeat("k", signed.MinKeyBytes)))
-	m := NewManager(sealer, Options{MaxPerSubject: 3, IdleTimeout: time.Minute, Now: c.now})
+	m := NewManager(sealer, Options{MaxPerSubject: 3, IdleTimeout: time.Minute, Now: c.Now})
 	var open []*Session
 	for range 3 {
 		s, err := m.Open(Claims{Subject: "alice", Version: "2025-11-25"})
@@ -205,7 +203,7 @@ func TestSessionsPerSubjectCapped(t *testing.T) {
 	if _, err := m.Open(Claims{Subject: "alice", Version: "2025-11-25"}); !errors.Is(err, ErrTooMany) {
 		t.Fatalf("the place is taken again: %v", err)
 	}
-	c.t = c.t.Add(2 * time.Minute)
+	c.Step(2 * time.Minute)
 	m.Sweep()
 	if _, err := m.Open(Claims{Subject: "alice", Version: "2025-11-25"}); err != nil {
 		t.Fatalf("after the idle ones expired: %v", err)
@@ -214,7 +212,7 @@ func TestSessionsPerSubjectCapped(t *testing.T) {
 	// Adopting counts too: carol, at her cap of 2 on this replica, presents
 	// sessions opened elsewhere; each adoption forgets her least recently
 	// used idle one here, so she never holds more than 2.
-	other := NewManager(sealer, Options{MaxPerSubject: 2, Now: c.now})
+	other := NewManager(sealer, Options{MaxPerSubject: 2, Now: c.Now})
 	var elsewhere []*Session
 	for range 4 {
 		s, _ := m.Open(Claims{Subject: "carol", Version: "2025-11-25"})
@@ -227,7 +225,7 @@ func TestSessionsPerSubjectCapped(t *testing.T) {
 		t.Fatalf("opened %d sessions elsewhere, want 4", len(elsewhere))
 	}
 	for i, s := range elsewhere {
-		c.t = c.t.Add(time.Second)
+		c.Step(time.Second)
 		if _, err := other.Resume(s.Token, "carol", ""); err != nil {
 			t.Fatalf("adopting session %d: %v", i, err)
 		}
@@ -259,7 +257,7 @@ func TestSessionsPerSubjectCapped(t *testing.T) {
 // TestTombstonesBounded: a caller opening and ending sessions without end
 // cannot grow the ended-session memory past maxTombstones.
 func TestTombstonesBounded(t *testing.T) {
-	c := &clock{time.Unix(1_800_000_000, 0)}
+	c := clocktesting.NewFakeClock(time.Unix(1_800_000_000, 0))
 	m := newManager(t, "k", c)
 	for range maxTombstones + 10 {
 		s, err := m.Open(Claims{Subject: "alice", Version: "2025-11-25"})
@@ -274,7 +272,7 @@ func TestTombstonesBounded(t *testing.T) {
 	if n != maxTombstones || order != maxTombstones {
 		t.Fatalf("%d tombstones (%d in order), want at most %d", n, order, maxTombstones)
 	}
-	c.t = c.t.Add(2 * time.Hour)
+	c.Step(2 * time.Hour)
 	m.Sweep()
 	m.mu.Lock()
 	n, order = len(m.ended), len(m.endedOrder)
@@ -290,10 +288,10 @@ func TestTombstonesBounded(t *testing.T) {
 // DELETE refused (another identity or endpoint, ended already, too old)
 // changes nothing.
 func TestEndToken(t *testing.T) {
-	c := &clock{time.Unix(1_800_000_000, 0)}
+	c := clocktesting.NewFakeClock(time.Unix(1_800_000_000, 0))
 	sealer, _ := signed.New([]byte(strings.Repeat("k", signed.MinKeyBytes)))
-	here := NewManager(sealer, Options{MaxPerSubject: 2, MaxAge: time.Hour, Now: c.now})
-	elsewhere := NewManager(sealer, Options{MaxAge: time.Hour, Now: c.now})
+	here := NewManager(sealer, Options{MaxPerSubject: 2, MaxAge: time.Hour, Now: c.Now})
+	elsewhere := NewManager(sealer, Options{MaxAge: time.Hour, Now: c.Now})
 
 	// Live here, with a request in flight: it ends, told why.
 	live := mustOpen(t, here, "alice")
@@ -314,7 +312,7 @@ func TestEndToken(t *testing.T) {
 	var mine []*Session
 	for range 2 {
 		mine = append(mine, mustOpen(t, here, "alice"))
-		c.t = c.t.Add(time.Second)
+		c.Step(time.Second)
 	}
 	far := mustOpen(t, elsewhere, "alice")
 	if id, err := here.EndToken(far.Token, "alice", "", ErrEnded); err != nil || id != far.ID {
@@ -348,7 +346,7 @@ func TestEndToken(t *testing.T) {
 		}
 	}
 	stale := mustOpen(t, elsewhere, "alice")
-	c.t = c.t.Add(time.Hour + time.Minute)
+	c.Step(time.Hour + time.Minute)
 	for name, token := range map[string]string{"live here": mine[0].Token, "opened elsewhere": stale.Token} {
 		if _, err := here.EndToken(token, "alice", "", ErrEnded); !errors.Is(err, ErrNotFound) {
 			t.Errorf("too old, %s: EndToken = %v, want ErrNotFound", name, err)

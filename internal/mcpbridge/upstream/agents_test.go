@@ -84,7 +84,7 @@ func TestUpstreamSessionEndsWithTheAgentSession(t *testing.T) {
 		t.Fatalf("after one agent session ended: %d agent sessions, DELETEd %q; want the other two kept", c.AgentSessions(), st.Deleted())
 	}
 
-	as.advance(2 * time.Minute) // past the idle timeout
+	as.clock.Step(2 * time.Minute) // past the idle timeout
 	if _, err := as.Resume(busy.Token, busy.Subject, busy.Endpoint); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 	mcpgoserver "github.com/mark3labs/mcp-go/server"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
@@ -81,8 +82,7 @@ func newTestConn(t *testing.T, url string) *Conn {
 // the agents calling through a Conn.
 type agents struct {
 	*session.Manager
-	mu  sync.Mutex
-	now time.Time
+	clock *clocktesting.FakeClock
 }
 
 func newAgents(t *testing.T) *agents {
@@ -90,21 +90,9 @@ func newAgents(t *testing.T) *agents {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &agents{now: time.Unix(1_800_000_000, 0)}
-	a.Manager = session.NewManager(sealer, session.Options{IdleTimeout: time.Minute, Now: a.clock})
+	a := &agents{clock: clocktesting.NewFakeClock(time.Unix(1_800_000_000, 0))}
+	a.Manager = session.NewManager(sealer, session.Options{IdleTimeout: time.Minute, Now: a.clock.Now})
 	return a
-}
-
-func (a *agents) clock() time.Time {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.now
-}
-
-func (a *agents) advance(d time.Duration) {
-	a.mu.Lock()
-	a.now = a.now.Add(d)
-	a.mu.Unlock()
 }
 
 // open starts an agent session and returns it as a Conn sees it.
@@ -379,7 +367,7 @@ func TestServerChangedBehindItsURLIsLearnedAgain(t *testing.T) {
 			front, switched, calls := switchingFront(t, before.URL, after.URL, !tc.statelessBefore)
 			c := newTestConn(t, front)
 			as := newAgents(t)
-			c.clock = as.clock
+			c.clock = as.clock.Now
 			_, a := as.open(t)
 			_, b := as.open(t)
 			const call = `{"name":"test_simple_text","arguments":{}}`
@@ -389,7 +377,7 @@ func TestServerChangedBehindItsURLIsLearnedAgain(t *testing.T) {
 
 			// Past the interval in which a relearn (or an agent's session
 			// dial) would not be tried again.
-			as.advance(sessionsRetry)
+			as.clock.Step(sessionsRetry)
 			switched.Store(true)
 			// a first: an agent with a live line (to a session-only server
 			// before) has its call refused unrun on it.

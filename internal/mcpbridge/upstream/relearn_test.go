@@ -97,7 +97,7 @@ func TestRefusingServerIsLearnedAgainOncePerInterval(t *testing.T) {
 	f := newRefusingVersionFront(t, 0)
 	c := newTestConn(t, f.url)
 	clock := newAgents(t)
-	c.clock = clock.clock
+	c.clock = clock.clock.Now
 	for range 4 {
 		_, err := c.CallTool(testkit.Context(t), json.RawMessage(echoCall), CallHooks{})
 		refused(t, err)
@@ -105,7 +105,7 @@ func TestRefusingServerIsLearnedAgainOncePerInterval(t *testing.T) {
 	if n := f.discovers.Load(); n != 2 {
 		t.Fatalf("4 refused calls sent %d server/discover; want 2 (the shared connection's dial, one relearn)", n)
 	}
-	clock.advance(sessionsRetry)
+	clock.clock.Step(sessionsRetry)
 	_, err := c.CallTool(testkit.Context(t), json.RawMessage(echoCall), CallHooks{})
 	refused(t, err)
 	if n := f.discovers.Load(); n != 3 {
@@ -176,7 +176,7 @@ func TestInitializeWithoutSessionIDEndsOnlyThatAgentsLine(t *testing.T) {
 	})
 	c := newTestConn(t, front)
 	as := newAgents(t)
-	c.clock = as.clock
+	c.clock = as.clock.Now
 	_, a := as.open(t)
 	_, b := as.open(t)
 	callTool(t, c, echoCall, CallHooks{Agent: a})
@@ -190,7 +190,7 @@ func TestInitializeWithoutSessionIDEndsOnlyThatAgentsLine(t *testing.T) {
 		t.Fatalf("after one initialize without a session id: a's session %q (was %q), b's %q, mode %s; want a's kept, none for b, the server still both eras", got, sa, agentSession(c, b), modeNames[c.mode.Load()])
 	}
 
-	as.advance(sessionsRetry)
+	as.clock.Step(sessionsRetry)
 	callTool(t, c, echoCall, CallHooks{Agent: b})
 	if sb := agentSession(c, b); sb == "" || sb == sa {
 		t.Fatalf("b's upstream session after sessionsRetry: %q; want one of its own", sb)
@@ -388,7 +388,7 @@ func TestCallDuringAFailedSessionDialsRelearnIsServed(t *testing.T) {
 	t.Cleanup(func() { releaseDiscoverOnce.Do(func() { close(releaseDiscover) }) }) // before the front closes
 	c := newTestConn(t, front)
 	as := newAgents(t)
-	c.clock = as.clock
+	c.clock = as.clock.Now
 	_, a := as.open(t)
 	if _, err := c.Client(testkit.Context(t)); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/mcp-operator/mcp-operator/internal/identity"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
@@ -44,23 +45,10 @@ func (s *saTokens) Authenticate(_ context.Context, token string) (identity.Ident
 }
 
 type fixture struct {
-	idp  *oauthtest.Issuer
-	auth *oauth.Authenticator
-	sa   *saTokens
-	now  time.Time
-	mu   sync.Mutex
-}
-
-func (f *fixture) clock() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.now
-}
-
-func (f *fixture) advance(d time.Duration) {
-	f.mu.Lock()
-	f.now = f.now.Add(d)
-	f.mu.Unlock()
+	idp   *oauthtest.Issuer
+	auth  *oauth.Authenticator
+	sa    *saTokens
+	clock *clocktesting.FakeClock
 }
 
 // newFixture runs an issuer and an Authenticator for it; yaml, when set,
@@ -81,8 +69,8 @@ func newFixture(t *testing.T, scopes []string, issuerYAML string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{idp: idp, sa: &saTokens{}, now: time.Now()}
-	f.auth, err = oauth.New(cfg, oauth.Options{Resource: res, Fallback: f.sa, Now: f.clock})
+	f := &fixture{idp: idp, sa: &saTokens{}, clock: clocktesting.NewFakeClock(time.Now())}
+	f.auth, err = oauth.New(cfg, oauth.Options{Resource: res, Fallback: f.sa, Now: f.clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +226,7 @@ func TestUnknownKidFlood(t *testing.T) {
 	if got := f.idp.JWKSFetches.Load() - warm; got != 0 {
 		t.Fatalf("200 made-up kids within the interval fetched the keys %d times, want 0", got)
 	}
-	f.advance(oauth.DefaultMinKeyRefresh)
+	f.clock.Step(oauth.DefaultMinKeyRefresh)
 	refusals := 0
 	for _, err := range f.flood(t, "after") {
 		switch {
@@ -266,7 +254,7 @@ func TestNewKidWithinInterval(t *testing.T) {
 	if _, err := f.auth.Authenticate(context.Background(), tok); !errors.Is(err, authn.ErrTryLater) || errors.Is(err, authn.ErrUnauthenticated) {
 		t.Fatalf("a new key's token within the interval: %v, want try later", err)
 	}
-	f.advance(oauth.DefaultMinKeyRefresh)
+	f.clock.Step(oauth.DefaultMinKeyRefresh)
 	if id, err := f.auth.Authenticate(context.Background(), tok); err != nil || id.Username != "oidc:bob" {
 		t.Fatalf("the same token once the keys may be read: %+v %v", id, err)
 	}
@@ -281,7 +269,7 @@ func TestNoKeyRefusalNotRemembered(t *testing.T) {
 	if _, err := f.auth.Authenticate(context.Background(), tok); !errors.Is(err, authn.ErrUnauthenticated) || !strings.Contains(err.Error(), "no key") {
 		t.Fatalf("a kid the first fetch lacks: %v", err)
 	}
-	f.advance(oauth.DefaultMinKeyRefresh)
+	f.clock.Step(oauth.DefaultMinKeyRefresh)
 	before := f.idp.JWKSFetches.Load()
 	_, _ = f.auth.Authenticate(context.Background(), tok)
 	if f.idp.JWKSFetches.Load() != before+1 {
@@ -301,7 +289,7 @@ func TestKeyRotation(t *testing.T) {
 	}
 	newKid := f.idp.AddKey(jose.ES256)
 	f.idp.RemoveKey(oldKid)
-	f.advance(oauth.DefaultMinKeyRefresh)
+	f.clock.Step(oauth.DefaultMinKeyRefresh)
 	fresh := f.idp.Sign(f.idp.Claims("bob", bridgeURL))
 	id, err := f.auth.Authenticate(context.Background(), fresh)
 	if err != nil || id.Username != "oidc:bob" {
@@ -313,7 +301,7 @@ func TestKeyRotation(t *testing.T) {
 	if _, err := f.auth.Authenticate(context.Background(), old); !errors.Is(err, authn.ErrTryLater) {
 		t.Fatalf("a token of the removed key, just after the fetch: %v", err)
 	}
-	f.advance(oauth.DefaultMinKeyRefresh)
+	f.clock.Step(oauth.DefaultMinKeyRefresh)
 	if _, err := f.auth.Authenticate(context.Background(), old); !errors.Is(err, authn.ErrUnauthenticated) {
 		t.Fatalf("a token of the removed key: %v", err)
 	}
@@ -414,7 +402,7 @@ func TestIssuerDown(t *testing.T) {
 		t.Fatalf("%d fetches within the interval, want 1", n)
 	}
 	f.idp.Down.Store(false)
-	f.advance(oauth.DefaultMinKeyRefresh)
+	f.clock.Step(oauth.DefaultMinKeyRefresh)
 	if _, err := f.auth.Authenticate(context.Background(), tok); err != nil {
 		t.Fatalf("with the issuer back: %v", err)
 	}

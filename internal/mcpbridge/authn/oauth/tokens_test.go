@@ -35,7 +35,7 @@ jwt:
 		t.Fatal(err)
 	}
 	res, _ := oauth.NewResource(bridgeURL, []string{f.idp.URL}, nil)
-	if f.auth, err = oauth.New(cfg, oauth.Options{Resource: res, Fallback: f.sa, Now: f.clock}); err != nil {
+	if f.auth, err = oauth.New(cfg, oauth.Options{Resource: res, Fallback: f.sa, Now: f.clock.Now}); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -136,7 +136,7 @@ func TestKeysWithoutKid(t *testing.T) {
 	// Remove the first key without a kid (the issuer's keys are, in
 	// order: key-1, the first unnamed, the second unnamed).
 	f.idp.RemoveKey("")
-	f.advance(oauth.DefaultMaxKeyAge)
+	f.clock.Step(oauth.DefaultMaxKeyAge)
 	if err := authenticate(f, second); err != nil {
 		t.Fatalf("the remaining key's token: %v", err)
 	}
