@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mcp-operator/mcp-operator/internal/testenv"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 )
 
 var adapterBuild struct {
@@ -137,8 +138,7 @@ func TestAdapterBinary(t *testing.T) {
 // The real binary exits with the code of a server that fails at start.
 func TestAdapterBinaryExitCode(t *testing.T) {
 	adapter := buildAdapter(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testkit.Context(t)
 	cmd := exec.CommandContext(ctx, adapter, "--listen", "127.0.0.1:0", "--",
 		"sh", "-c", "echo about to fail >&2; exit 3")
 	out, err := cmd.CombinedOutput()

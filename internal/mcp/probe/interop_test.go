@@ -21,6 +21,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/probe"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/stdio"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -39,8 +40,7 @@ func npm(name string) func() (string, error) {
 
 func runProbe(t *testing.T, target probe.Target, opts probe.Options) *probe.Result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testkit.Context(t)
 	if opts.Timeout == 0 {
 		opts.Timeout = 20 * time.Second
 	}

@@ -10,6 +10,8 @@ import (
 
 	authv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 )
 
 // slowReviews is an API server that holds every review until the test
@@ -46,8 +48,7 @@ func newSlowReviews() *slowReviews {
 func TestReviewsInFlightAreBounded(t *testing.T) {
 	r := newSlowReviews()
 	tr := &TokenReview{Reviews: r, MaxReviews: 2}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testkit.Context(t)
 
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
@@ -90,8 +91,7 @@ func TestReviewsInFlightAreBounded(t *testing.T) {
 func TestConcurrentRequestsWithOneTokenShareAReview(t *testing.T) {
 	r := newSlowReviews()
 	tr := &TokenReview{Reviews: r, MaxReviews: 1}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testkit.Context(t)
 
 	const callers = 8
 	var wg sync.WaitGroup
@@ -151,8 +151,7 @@ func (r panickingReviews) Create(ctx context.Context, tr *authv1.TokenReview, o 
 func TestAPanickingReviewLetsNobodyIn(t *testing.T) {
 	r := panickingReviews{newSlowReviews()}
 	tr := &TokenReview{Reviews: r, MaxReviews: 1}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testkit.Context(t)
 	go func() {
 		defer func() { _ = recover() }()
 		_, _ = tr.Authenticate(ctx, "a-token")

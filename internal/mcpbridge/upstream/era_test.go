@@ -117,8 +117,7 @@ func agentSession(c *Conn, agent *Agent) string {
 
 func callTool(t *testing.T, c *Conn, params string, hooks CallHooks) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testkit.Context(t)
 	res, err := c.CallTool(ctx, json.RawMessage(params), hooks)
 	if err != nil {
 		t.Fatalf("tools/call %s: %v", params, err)
