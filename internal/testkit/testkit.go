@@ -1,6 +1,7 @@
 // Package testkit holds the small helpers that the tests of many packages
-// share: a deadline for a test's calls, waiting until something holds, and
-// a URL carrying credentials that no error may show. It sits beside
+// share: a deadline for a test's calls, waiting until something holds, a
+// URL carrying credentials that no error may show, and the process's CPU
+// time for benchmarks. It sits beside
 // internal/testpeers (the real MCP software tests run against) and imports
 // nothing of the project's but that, so a test of any package, however
 // low, can use it.
