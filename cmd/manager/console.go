@@ -178,7 +178,7 @@ func runConsole(args []string, _, stderr io.Writer) int {
 		activity = console.NewActivity(f.activityMax, f.activityKeep)
 	}
 	srv, err := console.New(ctx, console.Options{
-		Rest: cfg, Scheme: newScheme(), PublicURL: f.publicURL, Mapper: mapper, Log: log,
+		Rest: cfg, PublicURL: f.publicURL, Mapper: mapper, Log: log,
 		SignIn:        console.SignInOptions{IssuerURL: jwt.Issuer.URL, ClientID: f.clientID, ClientSecret: secret, Scopes: splitList(f.scopes), HTTPClient: hc},
 		SessionMaxAge: f.sessionMaxAge, SessionIdle: f.sessionIdle, TraceURL: f.traceURL, Activity: activity,
 	})
