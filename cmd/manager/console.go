@@ -193,8 +193,8 @@ func runConsole(args []string, _, stderr io.Writer) int {
 	debug.FreeOSMemory()
 	// Likewise the binary's pages the start ran (package inits of everything
 	// linked into the one manager binary, every subcommand's flags): about
-	// 17 MB of the RSS otherwise. What serving uses is mapped again at its
-	// first use.
+	// 27 MB of the idle RSS otherwise. What serving uses is mapped again at
+	// its first use.
 	if released, err := binpages.Release(); err != nil {
 		log.Info("the binary's start-up pages stay mapped", "reason", err.Error())
 	} else {
