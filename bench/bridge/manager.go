@@ -23,6 +23,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/bench/internal/benchutil"
 	"github.com/mcp-operator/mcp-operator/bench/internal/rssmap"
+	"github.com/mcp-operator/mcp-operator/internal/binpages"
 	mcpclient "github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/idlemem"
@@ -71,7 +72,7 @@ func managerIdleRSS(root string, fast *mcpServer, idleWait time.Duration, attrib
 			return 0, fmt.Errorf("building cmd/manager with symbols: %w", err)
 		}
 	}
-	if err := benchutil.DropFromPageCache(bin); err != nil {
+	if err := binpages.DropFromPageCache(bin); err != nil {
 		fmt.Fprintf(os.Stderr, "warning: the manager's file-backed RSS is that of a binary just written, not read from disk (about 5 MB more): %v\n", err)
 	}
 	env, err := testenv.New()

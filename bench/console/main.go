@@ -10,6 +10,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -35,6 +36,8 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/bench/internal/benchutil"
+	"github.com/mcp-operator/mcp-operator/bench/internal/rssmap"
+	"github.com/mcp-operator/mcp-operator/internal/binpages"
 	"github.com/mcp-operator/mcp-operator/internal/devidp"
 	"github.com/mcp-operator/mcp-operator/internal/testenv"
 )
@@ -55,14 +58,15 @@ const (
 )
 
 func main() {
+	attribute := flag.Bool("attribute", false, "also print whose the manager binary's resident pages are at idle, by section and package")
 	flag.Parse()
-	if err := run(); err != nil {
+	if err := run(*attribute); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-console:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
+func run(attribute bool) error {
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		return err
@@ -79,8 +83,18 @@ func run() error {
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("building cmd/manager: %w", err)
 	}
+	symbols := bin + ".symbols"
+	if attribute {
+		// The same build with its symbol table, for rssmap: -s -w leave the
+		// loaded sections where they are.
+		build := exec.Command("go", "build", "-trimpath", "-o", symbols, "./cmd/manager")
+		build.Dir, build.Stderr, build.Env = root, os.Stderr, append(os.Environ(), "CGO_ENABLED=0")
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("building cmd/manager with symbols: %w", err)
+		}
+	}
 	// Mapped as a binary read from disk is, not as the linker left it.
-	if err := benchutil.DropFromPageCache(bin); err != nil {
+	if err := binpages.DropFromPageCache(bin); err != nil {
 		fmt.Fprintf(os.Stderr, "warning: the console's file-backed RSS is that of a binary just written (about 5 MB more): %v\n", err)
 	}
 
@@ -136,21 +150,34 @@ func run() error {
 	if err := os.WriteFile(secret, []byte(devidp.ConsoleSecret), 0o600); err != nil {
 		return err
 	}
+	as, err := runAsImage(dir, kcPath, secret)
+	if err != nil {
+		return err
+	}
 	cmd := exec.Command(bin, "console", "--listen="+consoleAddr, "--public-url="+consoleURL, "--oidc-issuer-url="+issuer,
 		"--oidc-client-secret-file="+secret, "--oidc-scopes=profile,email,groups", "--audit-pod-selector=")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kcPath)
-	cmd.Stderr = io.Discard
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: as}
 	if err := cmd.Start(); err != nil {
 		return err
 	}
 	defer benchutil.Stop(cmd)
 	if err := waitHealthy(consoleURL); err != nil {
-		return err
+		return fmt.Errorf("%w; it said:\n%s", err, stderr.String())
 	}
 	time.Sleep(settleForIdle)
 	idleRSS := benchutil.RSS(cmd.Process.Pid)
 	idleParts := rssParts(cmd.Process.Pid)
+	if attribute {
+		r, err := rssmap.Attribute(cmd.Process.Pid, symbols)
+		if err != nil {
+			return fmt.Errorf("while attributing the console's resident pages: %w", err)
+		}
+		fmt.Println("the manager's binary pages, resident at idle:")
+		r.Print(os.Stdout, 25)
+	}
 
 	// People sign in and look at the approvals page.
 	var browsers []*http.Client
@@ -244,6 +271,32 @@ func fill(ctx context.Context, c client.Client) error {
 		}
 	}
 	return nil
+}
+
+// imageUser is the user the image runs its root-owned /manager as.
+const imageUser = 65532
+
+// runAsImage makes the console run as the image runs it when the bench
+// runs as root: the binary, owned by root, run by the unprivileged image
+// user, who gets its own files to read. The kernel grants some memory
+// advice only to a file's owner, so an RSS measured as the owner could be
+// one a cluster never sees. Without root, the console runs as the bench's
+// own user, and the bench says so.
+func runAsImage(dir string, files ...string) (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		fmt.Printf("not root: the console runs as uid %d, the owner of its binary (the image runs it as %d, not the owner)\n", os.Geteuid(), imageUser)
+		return nil, nil
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		if err := os.Chown(f, imageUser, imageUser); err != nil {
+			return nil, err
+		}
+	}
+	fmt.Printf("the console runs as uid %d, its binary owned by root, as in the image\n", imageUser)
+	return &syscall.Credential{Uid: imageUser, Gid: imageUser}, nil
 }
 
 // rssParts says where a process's resident pages are: its heap and

@@ -140,7 +140,7 @@ func run(dir string, verbose bool) error {
 				// As the bridge does: each found tool is redacted with its
 				// server's Secret values (here the credential shapes alone)
 				// and cleaned of invisible text on its way out.
-				out[i], _, _ = output.JSON(redact.Shapes, "tools/list", big[h.Doc].listed)
+				out[i], _, _ = output.JSON(redact.Shapes(), "tools/list", big[h.Doc].listed)
 			}
 			answer := mcpbridge.FindResult(out)
 			durations = append(durations, time.Since(start))

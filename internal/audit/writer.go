@@ -187,7 +187,7 @@ func OpenFile(path string) (*os.File, error) {
 // example with one that knows the Secret values of all current servers.
 func (w *Writer) SetRedactor(r *redact.Redactor) {
 	if r == nil {
-		r = redact.Shapes
+		r = redact.Shapes()
 	}
 	w.redactor.mu.Lock()
 	w.redactor.r = r

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -40,7 +41,8 @@ type Options struct {
 	// use it as is; every read for a person and every decision use it with
 	// that person impersonated.
 	Rest *rest.Config
-	// Scheme knows the project's kinds (and the built-in ones).
+	// Scheme knows the kinds the console watches and decides (nil:
+	// Scheme()).
 	Scheme *runtime.Scheme
 	// PublicURL is where people reach the console (scheme and host, no
 	// path): the identity provider redirects to PublicURL/callback, and a
@@ -102,6 +104,9 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	if o.SessionIdle <= 0 {
 		o.SessionIdle = DefaultSessionIdle
 	}
+	if o.Scheme == nil {
+		o.Scheme = Scheme()
+	}
 	if o.Mapper == nil {
 		return nil, errors.New("console: no claim mapping")
 	}
@@ -129,6 +134,17 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	}
 	s.handler = s.routes()
 	return s, nil
+}
+
+// Scheme holds the project's kinds, the only ones the console's cache and
+// impersonating clients read and write. Its typed clients (access reviews,
+// Events, the bridge pods' logs) use client-go's own scheme; a second
+// registry of every built-in group here would hold heap for kinds the
+// console never decodes.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(v1alpha1.AddToScheme(s))
+	return s
 }
 
 // slim drops from the watched objects what no page shows, so the console

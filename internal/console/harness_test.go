@@ -102,7 +102,7 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	o := Options{
-		Rest: cfg, Scheme: testenv.Scheme(), PublicURL: e.url, Mapper: mapper, Now: e.clock.now,
+		Rest: cfg, PublicURL: e.url, Mapper: mapper, Now: e.clock.now,
 		SignIn: SignInOptions{IssuerURL: e.idp.srv.URL, ClientID: e.idp.clientID, ClientSecret: e.idp.secret},
 	}
 	for _, opt := range opts {

@@ -123,7 +123,7 @@ func traceMethod(m string) string {
 // in its query), at most max bytes, cut on a character boundary and valid
 // UTF-8 (OTLP refuses a batch holding invalid UTF-8).
 func traceText(s string, max int) string {
-	s = strings.ToValidUTF8(redact.Shapes.String(s, nil), "\uFFFD")
+	s = strings.ToValidUTF8(redact.Shapes().String(s, nil), "\uFFFD")
 	if len(s) <= max {
 		return s
 	}

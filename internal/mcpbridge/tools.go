@@ -230,7 +230,7 @@ func (b *Bridge) redactorOf(server string) *redact.Redactor {
 	if s, _, ok := b.cfg.Registry.Server(server); ok {
 		return b.redactor(s)
 	}
-	return redact.Shapes
+	return redact.Shapes()
 }
 
 func (b *Bridge) audit(rq *request, p audit.Payload) (uint64, error) {
@@ -468,7 +468,7 @@ func (b *Bridge) observe(server, method string, took time.Duration, err error) {
 // removed, redacted, marker look-alikes escaped.
 func upstreamError(rq *request, err error, toolCallID string, red *redact.Redactor, mayHaveRun bool) *jsonrpc.Message {
 	if red == nil {
-		red = redact.Shapes // the server is not known
+		red = redact.Shapes() // the server is not known
 	}
 	var rpcErr *jsonrpc.Error
 	if errors.As(err, &rpcErr) {
@@ -526,7 +526,7 @@ func serverError(red *redact.Redactor, rpcErr *jsonrpc.Error) (string, json.RawM
 // the credential shapes, or the shapes alone where none are known. Never
 // nil, so no exit has a default of its own to forget.
 func (b *Bridge) redactor(s *routes.Server) *redact.Redactor {
-	r := redact.Shapes
+	r := redact.Shapes()
 	if b.cfg.Redactor != nil {
 		if own := b.cfg.Redactor(s.Namespace, s.Name); own != nil {
 			r = own

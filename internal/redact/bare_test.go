@@ -48,7 +48,7 @@ func TestBareTokenCorpus(t *testing.T) {
 				t.Fatalf("%s %s: the wrapping %q does not hold the token", e.Kind, w, text)
 			}
 			var c Counts
-			if got := Shapes.String(text, &c); strings.Contains(got, tok) {
+			if got := Shapes().String(text, &c); strings.Contains(got, tok) {
 				missed++
 				t.Errorf("%s in %s survived: %q", e.Kind, w, got)
 			}
@@ -56,7 +56,7 @@ func TestBareTokenCorpus(t *testing.T) {
 				t.Errorf("%s: found by %v, not by a format or shape of its own", e.Kind, c.Map())
 			}
 		}
-		out, err := Shapes.JSON([]byte(e.Wrapped["json"]), nil)
+		out, err := Shapes().JSON([]byte(e.Wrapped["json"]), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,7 +98,7 @@ func TestBareFormatsNameTheirKind(t *testing.T) {
 		{"AGE-SECRET-KEY-1" + randomOf(rngFor(11), "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L", 58), "age-secret-key"},
 	} {
 		var c Counts
-		got := Shapes.String(tc.text, &c)
+		got := Shapes().String(tc.text, &c)
 		if c.Map()[tc.kind] != 1 {
 			t.Errorf("%q became %q, counted %v; want one %s", tc.text, got, c.Map(), tc.kind)
 		}
@@ -119,7 +119,7 @@ func TestBareFormatsLeaveOrdinaryTextAlone(t *testing.T) {
 		"pypi-AgEIcHlwaS5vcmc", "hooks.slack.com/services/", "discord.com/api/webhooks/1234",
 		"SK" + strings.Repeat("a1", 16) + "b", // 33 hex digits: no Twilio key
 	} {
-		if got := Shapes.String(s, nil); got != s {
+		if got := Shapes().String(s, nil); got != s {
 			t.Errorf("%q redacted to %q", s, got)
 		}
 	}
@@ -139,7 +139,7 @@ func FuzzBareTokensNeverLeak(f *testing.F) {
 		w := wrappings[int(pick)/len(corpus)%len(wrappings)]
 		d := string(delimiters[int(sep)%len(delimiters)])
 		tok := rendered(e.Token, w)
-		if out := Shapes.String(before+d+e.Wrapped[w]+d+after, nil); strings.Contains(out, tok) {
+		if out := Shapes().String(before+d+e.Wrapped[w]+d+after, nil); strings.Contains(out, tok) {
 			t.Fatalf("%s in %s survived in %q", e.Kind, w, out)
 		}
 	})
@@ -222,7 +222,7 @@ func TestRepeatedPrefixesReadOnce(t *testing.T) {
 		s := strings.Repeat(prefix, 5000)
 		gl := matcher{ix: gitleaks()}
 		var memo scanMemo
-		Shapes.scan(s, nil, false, &gl, &memo)
+		Shapes().scan(s, nil, false, &gl, &memo)
 		if memo.examined > 2*len(s) {
 			t.Errorf("%q x 5000 (%d bytes): %d bytes of memo read", prefix, len(s), memo.examined)
 		}
@@ -263,7 +263,7 @@ func BenchmarkRepeatedLiterals(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/%dKiB", strings.Trim(lit, "-="), size>>10), func(b *testing.B) {
 				b.SetBytes(int64(len(s)))
 				for b.Loop() {
-					Shapes.String(s, nil)
+					Shapes().String(s, nil)
 				}
 			})
 		}
@@ -277,7 +277,7 @@ func TestBareFormatEdges(t *testing.T) {
 		"key: gsk_" + randomOf(rngFor(21), alnum, 57) + " end":                                                              "key: [REDACTED:groq-api-key] end",
 		"?t=access_token%24production%24" + randomOf(rngFor(22), alnum, 16) + "%24" + randomOf(rngFor(23), hexa, 32) + "&x": "?t=[REDACTED:braintree-access-token]&x",
 	} {
-		if got := Shapes.String(in, nil); got != want {
+		if got := Shapes().String(in, nil); got != want {
 			t.Errorf("String(%q)\n got %q\nwant %q", in, got, want)
 		}
 	}

@@ -57,13 +57,13 @@ func TestEverydayCredentials(t *testing.T) {
 			}
 			var got string
 			if strings.HasPrefix(text, "{") {
-				out, err := Shapes.JSON([]byte(text), nil)
+				out, err := Shapes().JSON([]byte(text), nil)
 				if err != nil {
 					t.Fatal(err)
 				}
 				got = string(out)
 			} else {
-				got = Shapes.String(text, nil)
+				got = Shapes().String(text, nil)
 			}
 			if strings.Contains(got, tc.secret) || !strings.Contains(got, "[REDACTED:") {
 				t.Fatalf("%q\nredacted to %q", text, got)
@@ -80,11 +80,11 @@ func TestNearMissesSurvive(t *testing.T) {
 		`{"password":"short"}`, `{"token_count": 1234}`, `{"access":"read"}`, "the key: value pairs",
 		"x://y:@z",
 	} {
-		if got := Shapes.String(s, nil); got != s {
+		if got := Shapes().String(s, nil); got != s {
 			t.Errorf("%q redacted to %q", s, got)
 		}
 		if strings.HasPrefix(s, "{") {
-			if out, _ := Shapes.JSON([]byte(s), nil); string(out) != s {
+			if out, _ := Shapes().JSON([]byte(s), nil); string(out) != s {
 				t.Errorf("JSON %s redacted to %s", s, out)
 			}
 		}
@@ -108,7 +108,7 @@ func TestCodeAfterASecretsName(t *testing.T) {
 		"secret: $(cat /run/secrets/db)", "token_path: /var/run/secrets/kubernetes.io/serviceaccount/token",
 		"password: *opts.Password", "postgres://app:****@db/app", `man: \fIpassword\fR`,
 	} {
-		if got := Shapes.String(s, nil); got != s {
+		if got := Shapes().String(s, nil); got != s {
 			t.Errorf("%q redacted to %q", s, got)
 		}
 	}
@@ -122,11 +122,11 @@ func TestCodeAfterASecretsName(t *testing.T) {
 		"api_token=auth_3f9a8b7c6d5e4f3a2b1c", "token: prod_secret_8f2k4m9x7q1z3v5b",
 		"secret = os.Getenv(Xk9mP2qL7vR4zT)", "token: Config{pQ4mLw2Tr8}", "password: <Zx9pQ4mLw2>",
 	} {
-		if got := Shapes.String(s, nil); got == s {
+		if got := Shapes().String(s, nil); got == s {
 			t.Errorf("%q was not redacted", s)
 		}
 		if strings.HasPrefix(s, "{") {
-			if out, _ := Shapes.JSON([]byte(s), nil); string(out) == s {
+			if out, _ := Shapes().JSON([]byte(s), nil); string(out) == s {
 				t.Errorf("JSON %s was not redacted", s)
 			}
 		}

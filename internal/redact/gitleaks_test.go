@@ -70,7 +70,7 @@ func TestGitleaksExamples(t *testing.T) {
 				t.Errorf("%s: the rule's regexp does not match its own example %q", e.ID, tp)
 				continue
 			}
-			got := Shapes.String(tp, nil)
+			got := Shapes().String(tp, nil)
 			if strings.Contains(got, secret) || !strings.Contains(got, "[REDACTED:") {
 				t.Errorf("%s: %q\n  redacted to %q\n  secret %q survived", e.ID, tp, got, secret)
 			}
@@ -80,7 +80,7 @@ func TestGitleaksExamples(t *testing.T) {
 			if spans := alone.find(fp, nil); len(spans) > 0 {
 				t.Errorf("%s: false positive %q redacted at %v", e.ID, fp, spans)
 			}
-			if Shapes.String(fp, nil) != fp {
+			if Shapes().String(fp, nil) != fp {
 				otherFPs++
 			}
 		}
@@ -98,7 +98,7 @@ func TestRuleKeyedByItsValue(t *testing.T) {
 		{"okta_token: 00aB3dE5fG7hI9jK1lM3nO5pQ7rS9tU1vW3xY5zA7b\n", "okta-access-token"},
 	} {
 		var c Counts
-		got := Shapes.String(tc.text, &c)
+		got := Shapes().String(tc.text, &c)
 		if c.Map()[tc.kind] != 1 {
 			t.Errorf("%q became %q, counted %v; want one %s", tc.text, got, c.Map(), tc.kind)
 		}

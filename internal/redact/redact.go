@@ -303,12 +303,14 @@ func (r *Redactor) With(extra ...string) *Redactor {
 
 var gitleaksGrams = sync.OnceValue(func() *gramSet { return gitleaks().grams() })
 
-// Shapes is a Redactor for the credential shapes alone. Building it at
-// program start costs a few milliseconds and about half a megabyte: the
-// gitleaks rules' keywords are indexed (and the few rules of two-byte
-// keywords compiled, for the trigrams); the other rules' regexps wait for a
-// text that reaches them.
-var Shapes = New()
+// Shapes is the Redactor for the credential shapes alone. It is built at
+// its first use, not at program start: building it costs a few
+// milliseconds and about half a megabyte (the gitleaks rules' keywords are
+// indexed, and the few rules of two-byte keywords compiled, for the
+// trigrams; the other rules' regexps wait for a text that reaches them),
+// which every subcommand of the binary would pay, the ones that never
+// redact included.
+var Shapes = sync.OnceValue(func() *Redactor { return New() })
 
 // GitleaksOnly returns a Redactor for gitleaks' rules alone: none of this
 // package's own shapes, bare token formats or secret values. It finds what

@@ -185,7 +185,7 @@ func Skills(skills []catalog.Skill, r *redact.Redactor) []v1alpha1.SkillStatus {
 // included.
 func Clean(r *redact.Redactor, s string) string {
 	if r == nil {
-		r = redact.Shapes
+		r = redact.Shapes()
 	}
 	s, _ = invisible.Strip(s)
 	return r.String(s, nil)

@@ -86,7 +86,7 @@ func appendFinding(fs []injection.Finding, f injection.Finding) []injection.Find
 // findings.
 func Text(r *redact.Redactor, where, s string) (string, Summary) {
 	if r == nil {
-		r = redact.Shapes
+		r = redact.Shapes()
 	}
 	var sum Summary
 	clean, found := invisible.Strip(s)
@@ -106,7 +106,7 @@ func Text(r *redact.Redactor, where, s string) (string, Summary) {
 // Invalid JSON is an error.
 func JSON(r *redact.Redactor, where string, doc []byte) ([]byte, Summary, error) {
 	if r == nil {
-		r = redact.Shapes
+		r = redact.Shapes()
 	}
 	sum := Summary{SizeIn: len(doc)}
 	if !json.Valid(doc) {

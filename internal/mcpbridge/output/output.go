@@ -257,7 +257,7 @@ func (p *Pipeline) redacted(c Call, raw []byte, sum *Summary) (result, error) {
 	sum.Capped = len(raw) > p.maxResult()
 	r := c.Redactor
 	if r == nil {
-		r = redact.Shapes
+		r = redact.Shapes()
 	}
 	clean, err := stripInvisible(raw, r, sum)
 	if err != nil {

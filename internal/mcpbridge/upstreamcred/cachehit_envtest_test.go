@@ -35,7 +35,7 @@ func BenchmarkCacheHit1000Callers(b *testing.B) {
 	}
 	server := srv.Namespace + "/" + srv.Name
 	start := time.Now()
-	st.Redactor(server, redact.Shapes)
+	st.Redactor(server, redact.Shapes())
 	b.Logf("one rebuild of the server's redactor with %d callers' values: %v", n, time.Since(start).Round(time.Microsecond))
 
 	b.Run("credential", func(b *testing.B) {
@@ -50,7 +50,7 @@ func BenchmarkCacheHit1000Callers(b *testing.B) {
 	})
 	b.Run("redactor", func(b *testing.B) {
 		for b.Loop() {
-			st.Redactor(server, redact.Shapes)
+			st.Redactor(server, redact.Shapes())
 		}
 	})
 }

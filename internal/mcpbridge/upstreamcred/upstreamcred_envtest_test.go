@@ -158,13 +158,13 @@ func TestExchangeIsEachCallersOwn(t *testing.T) {
 	}
 	// Both of alice's tokens, and bob's, are redacted from the server's
 	// output; the base redactor is unchanged.
-	red := st.Redactor(srv.Namespace+"/"+srv.Name, redact.Shapes)
+	red := st.Redactor(srv.Namespace+"/"+srv.Name, redact.Shapes())
 	for _, v := range []string{a, tokenOf(fresh), tokenOf(b)} {
 		if out := red.String("echo "+v, nil); strings.Contains(out, v) {
 			t.Fatalf("the server's redactor lets %q through: %q", v, out)
 		}
 	}
-	if out := redact.Shapes.String("echo "+a, nil); !strings.Contains(out, a) {
+	if out := redact.Shapes().String("echo "+a, nil); !strings.Contains(out, a) {
 		t.Fatal("the base redactor was changed")
 	}
 }
@@ -416,7 +416,7 @@ func TestPerCallerSecret(t *testing.T) {
 	if _, err := st.Credential(ctx, srv, bob, ""); !errors.As(err, &ce) || ce.Reason != upstreamcred.ReasonMissing {
 		t.Fatalf("bob, who has no Secret, got %v, want credential_missing", err)
 	}
-	if out := st.Redactor(ns+"/jira", redact.Shapes).String("key alice-pat-0123456789", nil); strings.Contains(out, "alice-pat") {
+	if out := st.Redactor(ns+"/jira", redact.Shapes()).String("key alice-pat-0123456789", nil); strings.Contains(out, "alice-pat") {
 		t.Fatalf("the caller's Secret value is not redacted: %q", out)
 	}
 }

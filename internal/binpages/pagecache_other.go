@@ -1,6 +1,6 @@
 //go:build !linux
 
-package benchutil
+package binpages
 
 import "errors"
 

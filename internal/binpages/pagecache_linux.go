@@ -1,4 +1,4 @@
-package benchutil
+package binpages
 
 import (
 	"fmt"
