@@ -234,10 +234,18 @@ func sayPodGone(sc *scope, name string) {
 }
 
 // servesFrom: status.endpoint is this pod, not an earlier one of the same
-// name (a replacement gets the name of the pod it replaces, and a new IP).
+// name (a replacement gets the name of the pod it replaces). An endpoint
+// written without the pod's UID (by an older controller) is matched by name
+// and URL, which holds the pod's IP.
 func servesFrom(s *mcpv1alpha1.MCPServer, pod *corev1.Pod) bool {
 	ep := s.Status.Endpoint
-	return ep != nil && ep.PodName == pod.Name && ep.URL == workloadURL(s, pod)
+	switch {
+	case ep == nil:
+		return false
+	case ep.PodUID != "":
+		return ep.PodUID == string(pod.UID)
+	}
+	return ep.PodName == pod.Name && ep.URL == workloadURL(s, pod)
 }
 
 // deletesPodsItself: the server's last Ready reason is one where the

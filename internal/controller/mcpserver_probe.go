@@ -133,7 +133,7 @@ func (r *MCPServerReconciler) probeWorkload(ctx context.Context, sc *scope) (pha
 		return r.probeFailed(sc, err)
 	}
 	s.Status.Restarts.ProbeFailures = 0
-	sc.catalog, sc.endpoint = cat, &mcpv1alpha1.Endpoint{URL: target.URL, PodName: sc.pod.Name}
+	sc.catalog, sc.endpoint = cat, &mcpv1alpha1.Endpoint{URL: target.URL, PodName: sc.pod.Name, PodUID: string(sc.pod.UID)}
 	return phaseResult{}, nil
 }
 
