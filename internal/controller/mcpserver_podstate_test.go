@@ -165,6 +165,20 @@ func TestReadPodCrashedThenDeleted(t *testing.T) {
 	}
 }
 
+// The kubelet's last deletion of a pod whose server it stopped (grace period
+// 0, once the containers are gone) makes the API server date the deletion
+// then, after the server's exit: a removal, not an exit before the deletion.
+func TestReadPodKubeletFinishedDeletion(t *testing.T) {
+	exited := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	finished, none := metav1.NewTime(exited.Add(time.Second)), int64(0)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &finished, DeletionGracePeriodSeconds: &none}, Status: corev1.PodStatus{Phase: corev1.PodFailed,
+		ContainerStatuses: []corev1.ContainerStatus{{Name: serverContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: 2, Reason: "Error", FinishedAt: metav1.NewTime(exited)}}}}}}
+	if got := readPod(pod); got.phase != podRemoved {
+		t.Errorf("exit 2 a second before the kubelet's last deletion: got %+v, want removed", got)
+	}
+}
+
 func TestServesFrom(t *testing.T) {
 	pod := func(uid, ip string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "s-0-abcdef", UID: types.UID(uid)}, Status: corev1.PodStatus{PodIP: ip}}
