@@ -41,16 +41,25 @@ func release(pod *corev1.Pod) {
 
 // stoppedByKubelet writes what the kubelet reports once its SIGTERM on
 // deletion ended the server: exit code 143, Failed.
-func stoppedByKubelet(pod *corev1.Pod) {
+func stoppedByKubelet(pod *corev1.Pod) { serverExited(pod, 143, time.Time{}) }
+
+// serverExited writes what the kubelet reports once the server's process
+// ended with code at exited (zero: no time reported). A Go server that is
+// its container's PID 1 and handles no signal exits with 2 on SIGTERM.
+func serverExited(pod *corev1.Pod, code int32, exited time.Time) {
 	EventuallyWithOffset(1, func() error {
 		var cur corev1.Pod
 		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), &cur); err != nil {
 			return err
 		}
+		t := &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Error"}
+		if !exited.IsZero() {
+			t.FinishedAt = metav1.NewTime(exited)
+		}
 		cur.Status.Phase = corev1.PodFailed
 		cur.Status.ContainerStatuses = []corev1.ContainerStatus{{
 			Name: serverContainer, Image: cur.Spec.Containers[0].Image, ImageID: "sha256:0",
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 143, Reason: "Error"}},
+			State: corev1.ContainerState{Terminated: t},
 		}}
 		return k8sClient.Status().Update(ctx, &cur)
 	}).Should(Succeed())
@@ -81,24 +90,6 @@ func scheduled(pod *corev1.Pod) {
 			ObjectMeta: metav1.ObjectMeta{Name: cur.Name, Namespace: cur.Namespace},
 			Target:     corev1.ObjectReference{Kind: "Node", Name: "node-1"},
 		})
-	}).Should(Succeed())
-}
-
-// serverExited writes what the kubelet reports once the server's process
-// ended at exited with exit code 2 (a Go server that is PID 1 and handles no
-// signal exits so on SIGTERM).
-func serverExited(pod *corev1.Pod, exited time.Time) {
-	EventuallyWithOffset(1, func() error {
-		var cur corev1.Pod
-		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), &cur); err != nil {
-			return err
-		}
-		cur.Status.Phase = corev1.PodFailed
-		cur.Status.ContainerStatuses = []corev1.ContainerStatus{{
-			Name: serverContainer, Image: cur.Spec.Containers[0].Image, ImageID: "sha256:0",
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 2, Reason: "Error", FinishedAt: metav1.NewTime(exited)}},
-		}}
-		return k8sClient.Status().Update(ctx, &cur)
 	}).Should(Succeed())
 }
 
@@ -152,7 +143,7 @@ var _ = Describe("A deletion is not a crash", func() {
 		// pod again, with no grace period, in a later second, as it does
 		// when it is busy: the API server dates the deletion then.
 		exited := time.Now()
-		serverExited(pod, exited)
+		serverExited(pod, 2, exited)
 		time.Sleep(time.Until(exited.Truncate(time.Second).Add(time.Second + 100*time.Millisecond)))
 		uid := pod.UID
 		Expect(k8sClient.Delete(ctx, pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &uid})).To(Succeed())
