@@ -118,12 +118,12 @@ func (r *MCPServerReconciler) probeWorkload(ctx context.Context, sc *scope) (pha
 	}
 	target := ProbeTarget{Server: s, URL: workloadURL(s, sc.pod), Timeout: s.Spec.Probe.Timeout.Duration, Redactor: redactor}
 	cat, err := r.Prober.Probe(ctx, target)
-	if err != nil && servesFrom(s, sc.pod) || err != nil && !sc.beforeReady {
+	if err != nil && (servesFrom(s, sc.pod) || !sc.beforeReady) {
 		// The probe's answer is newer than the cached pod: a server that
 		// stopped answering because its pod is being deleted (the kubelet's
 		// SIGTERM) or was replaced says nothing about the server.
-		if pr, gone, err := r.probedPodGone(ctx, sc); gone || err != nil {
-			return pr, err
+		if pr, gone, readErr := r.probedPodGone(ctx, sc); gone || readErr != nil {
+			return pr, readErr
 		}
 	}
 	if err != nil && sc.beforeReady {
