@@ -815,6 +815,12 @@ type Endpoint struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	PodName string `json:"podName,omitempty"`
+
+	// podUID is the UID of that pod: a pod deleted and replaced keeps its
+	// name (the name is the server's incarnation and spec), not its UID.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	PodUID string `json:"podUID,omitempty"`
 }
 
 // ServerInfo is the server's self-description.

@@ -221,7 +221,7 @@ var _ = Describe("MCPServer controller", func() {
 
 			st := get(s).Status
 			Expect(st.ObservedGeneration).To(Equal(get(s).Generation))
-			Expect(st.Endpoint).To(Equal(&mcpv1alpha1.Endpoint{URL: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), PodName: pod.Name}))
+			Expect(st.Endpoint).To(Equal(&mcpv1alpha1.Endpoint{URL: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), PodName: pod.Name, PodUID: string(pod.UID)}))
 			Expect(st.ServerInfo.ProtocolVersion).NotTo(BeEmpty())
 			Expect(st.Capabilities.Tools).To(BeTrue())
 			Expect(st.CatalogDigest).To(MatchRegexp(`^sha256:[a-f0-9]{64}$`))
@@ -249,7 +249,7 @@ var _ = Describe("MCPServer controller", func() {
 			pod := onePod(s)
 			kubeletStarts(pod, clk.Now())
 			Eventually(condition(s, mcpv1alpha1.ConditionReady)).WithTimeout(30 * time.Second).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonServing))
-			Expect(get(s).Status.Endpoint).To(Equal(&mcpv1alpha1.Endpoint{URL: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), PodName: pod.Name}))
+			Expect(get(s).Status.Endpoint).To(Equal(&mcpv1alpha1.Endpoint{URL: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), PodName: pod.Name, PodUID: string(pod.UID)}))
 		})
 
 		It("stays Ready after an early probe when something reconciles before the kubelet's Ready", func() {

@@ -42,16 +42,25 @@ func release(pod *corev1.Pod) {
 
 // stoppedByKubelet writes what the kubelet reports once its SIGTERM on
 // deletion ended the server: exit code 143, Failed.
-func stoppedByKubelet(pod *corev1.Pod) {
+func stoppedByKubelet(pod *corev1.Pod) { serverExited(pod, 143, time.Time{}) }
+
+// serverExited writes what the kubelet reports once the server's process
+// ended with code at exited (zero: no time reported). A Go server that is
+// its container's PID 1 and handles no signal exits with 2 on SIGTERM.
+func serverExited(pod *corev1.Pod, code int32, exited time.Time) {
 	EventuallyWithOffset(1, func() error {
 		var cur corev1.Pod
 		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), &cur); err != nil {
 			return err
 		}
+		t := &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Error"}
+		if !exited.IsZero() {
+			t.FinishedAt = metav1.NewTime(exited)
+		}
 		cur.Status.Phase = corev1.PodFailed
 		cur.Status.ContainerStatuses = []corev1.ContainerStatus{{
 			Name: serverContainer, Image: cur.Spec.Containers[0].Image, ImageID: "sha256:0",
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 143, Reason: "Error"}},
+			State: corev1.ContainerState{Terminated: t},
 		}}
 		return k8sClient.Status().Update(ctx, &cur)
 	}).Should(Succeed())
@@ -68,6 +77,21 @@ func newPodAfter(s *mcpv1alpha1.MCPServer, old *corev1.Pod) *corev1.Pod {
 		pod = pods[0]
 	}).WithTimeout(20 * time.Second).Should(Succeed())
 	return &pod
+}
+
+// scheduled binds the pod to a node, as the scheduler does: a bound pod's
+// deletion keeps its grace period (an unscheduled one is deleted at once).
+func scheduled(pod *corev1.Pod) {
+	EventuallyWithOffset(1, func() error {
+		var cur corev1.Pod
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), &cur); err != nil {
+			return err
+		}
+		return k8sClient.SubResource("binding").Create(ctx, &cur, &corev1.Binding{
+			ObjectMeta: metav1.ObjectMeta{Name: cur.Name, Namespace: cur.Namespace},
+			Target:     corev1.ObjectReference{Kind: "Node", Name: "node-1"},
+		})
+	}).Should(Succeed())
 }
 
 var _ = Describe("A deletion is not a crash", func() {
@@ -95,6 +119,45 @@ var _ = Describe("A deletion is not a crash", func() {
 		Eventually(func() []string { return eventsOf(s) }).Should(eventWith(eventPodDeleted, "was deleted"))
 		release(pod)
 
+		next := newPodAfter(s, pod)
+		kubeletRuns(next, env.clk.Now())
+		Eventually(condition(s, mcpv1alpha1.ConditionReady)).WithTimeout(30 * time.Second).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonServing))
+		expectNoCrash(s)
+	})
+
+	It("counts no crash when the kubelet's last deletion of the pod comes a second after the server's exit", func() {
+		port := startEverythingHTTP()
+		s := httpServer(env.ns, "finished", port)
+		Expect(k8sClient.Create(ctx, s)).To(Succeed())
+		pod := onePod(s)
+		scheduled(pod)
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+		kubeletRuns(pod, env.clk.Now())
+		Eventually(condition(s, mcpv1alpha1.ConditionReady)).WithTimeout(30 * time.Second).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonServing))
+
+		// kubectl delete pod: the grace period of the pod's spec.
+		holdPod(pod)
+		Expect(k8sClient.Delete(ctx, pod)).To(Succeed())
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+		Expect(*pod.DeletionGracePeriodSeconds).To(BeEquivalentTo(10))
+		// The server exits on the kubelet's SIGTERM; the kubelet deletes the
+		// pod again, with no grace period, in a later second, as it does
+		// when it is busy: the API server dates the deletion then.
+		exited := time.Now()
+		serverExited(pod, 2, exited)
+		time.Sleep(time.Until(exited.Truncate(time.Second).Add(time.Second + 100*time.Millisecond)))
+		uid := pod.UID
+		Expect(k8sClient.Delete(ctx, pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &uid})).To(Succeed())
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+		Expect(*pod.DeletionGracePeriodSeconds).To(BeZero())
+		Expect(pod.DeletionTimestamp.Time).To(BeTemporally(">", exited), "the deletion is dated after the exit")
+
+		// The finalizer holds the pod in that state while the controller
+		// reads it, as a reconcile may before the pod is gone.
+		poke(s)
+		Consistently(func() int32 { return get(s).Status.Restarts.Total }, 2*time.Second).Should(BeZero())
+		Expect(eventsOf(s)).NotTo(ContainElement(HavePrefix(eventCrashed)))
+		release(pod)
 		next := newPodAfter(s, pod)
 		kubeletRuns(next, env.clk.Now())
 		Eventually(condition(s, mcpv1alpha1.ConditionReady)).WithTimeout(30 * time.Second).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonServing))

@@ -140,11 +140,7 @@ func (r *MCPServerReconciler) reconcilePod(ctx context.Context, sc *scope) (phas
 		return phaseResult{}, err
 	}
 	if current == nil {
-		if ep := s.Status.Endpoint; ep != nil && ep.PodName == desired.Name && !deletesPodsItself(s) {
-			// The pod it served from is gone and the controller did not
-			// delete it: deleted at once (no grace period) by someone else.
-			sc.event(corev1.EventTypeNormal, eventPodDeleted, "the server's pod "+desired.Name+" was deleted by someone else; a new one is started (not counted as a crash)")
-		}
+		sayPodGone(sc, desired.Name)
 		if err := controllerutil.SetControllerReference(s, desired, r.Scheme()); err != nil {
 			return phaseResult{}, err
 		}
@@ -155,11 +151,19 @@ func (r *MCPServerReconciler) reconcilePod(ctx context.Context, sc *scope) (phas
 		s.Status.Restarts.ProbeFailures = 0
 		return phaseResult{}, &waitingError{reason: mcpv1alpha1.ReasonStarting, message: "the server's pod is starting"}
 	}
-	if sc.early != nil && sc.early.pod != current.Name {
-		// The retries were of a pod that is gone.
+	if sc.early != nil && sc.early.pod != current.UID {
+		// The retries were of a pod that is gone, perhaps replaced by one
+		// of the same name.
 		sc.early = nil
 	}
 	state := readPod(current)
+	if state.phase == podStarting || state.phase == podUp && !state.readinessLost {
+		// Probe failures count only against a pod the kubelet found Ready:
+		// any counted now were another pod's, of the same name or not (its
+		// replacement's creation resets them too, but that status write may
+		// have been lost to a conflict).
+		s.Status.Restarts.ProbeFailures = 0
+	}
 	switch state.phase {
 	case podRemoved:
 		return r.podRemoved(ctx, sc, current, state.message)
@@ -170,7 +174,7 @@ func (r *MCPServerReconciler) reconcilePod(ctx context.Context, sc *scope) (phas
 	case podStarting:
 		return phaseResult{}, &waitingError{reason: state.reason, message: state.message}
 	case podUp:
-		if ep := s.Status.Endpoint; ep != nil && ep.PodName == current.Name && state.readinessLost {
+		if servesFrom(s, current) && state.readinessLost {
 			// Served from this pod, which the kubelet found Ready and then
 			// not: its readiness decides again.
 			return phaseResult{}, &waitingError{reason: state.reason, message: state.message}
@@ -191,6 +195,8 @@ func (r *MCPServerReconciler) reconcilePod(ctx context.Context, sc *scope) (phas
 // evicted pod that the kubelet left Failed is deleted here to free its name.
 func (r *MCPServerReconciler) podRemoved(ctx context.Context, sc *scope, pod *corev1.Pod, how string) (phaseResult, error) {
 	s := sc.server
+	// Its failed probes, if any, were its removal's.
+	s.Status.Restarts.ProbeFailures = 0
 	if pod.DeletionTimestamp.IsZero() {
 		if err := r.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
 			return phaseResult{}, fmt.Errorf("while deleting the evicted pod %s: %w", pod.Name, err)
@@ -206,6 +212,40 @@ func (r *MCPServerReconciler) podRemoved(ctx context.Context, sc *scope, pod *co
 		sc.event(corev1.EventTypeNormal, eventPodDeleted, fmt.Sprintf("pod %s was %s; a new one is started (not counted as a crash)", pod.Name, how))
 	}
 	return phaseResult{}, &waitingError{reason: mcpv1alpha1.ReasonRestarting, message: msg}
+}
+
+// podGone: the pod a reconcile read was deleted outright (no grace period,
+// or its deletion ended before the cache showed it) by someone else. The
+// pod phase of the next reconcile starts a new one; nothing is counted.
+func (r *MCPServerReconciler) podGone(sc *scope, name string) error {
+	sayPodGone(sc, name)
+	if sc.waking || deletesPodsItself(sc.server) {
+		return &waitingError{reason: mcpv1alpha1.ReasonStarting, message: "the server's pod is starting", after: requeueSoon}
+	}
+	return &waitingError{reason: mcpv1alpha1.ReasonRestarting, message: "the server's pod was deleted by someone else; a new one is started (not counted as a crash)", after: requeueSoon}
+}
+
+// sayPodGone emits PodDeleted when the pod the server was served from is
+// gone and the controller did not delete it.
+func sayPodGone(sc *scope, name string) {
+	if ep := sc.server.Status.Endpoint; ep != nil && ep.PodName == name && !deletesPodsItself(sc.server) {
+		sc.event(corev1.EventTypeNormal, eventPodDeleted, "the server's pod "+name+" was deleted by someone else; a new one is started (not counted as a crash)")
+	}
+}
+
+// servesFrom: status.endpoint is this pod, not an earlier one of the same
+// name (a replacement gets the name of the pod it replaces). An endpoint
+// written without the pod's UID (by an older controller) is matched by name
+// and URL, which holds the pod's IP.
+func servesFrom(s *mcpv1alpha1.MCPServer, pod *corev1.Pod) bool {
+	ep := s.Status.Endpoint
+	switch {
+	case ep == nil:
+		return false
+	case ep.PodUID != "":
+		return ep.PodUID == string(pod.UID)
+	}
+	return ep.PodName == pod.Name && ep.URL == workloadURL(s, pod)
 }
 
 // deletesPodsItself: the server's last Ready reason is one where the

@@ -158,14 +158,21 @@ func ownLimitEviction(pod *corev1.Pod) (string, bool) {
 // crashedBeforeDeletion: a container of a deleted pod had exited non-zero
 // before the deletion was asked for (deletionTimestamp less the grace
 // period): it crashed and was deleted after, so the crash counts.
+//
+// That difference is when the deletion was asked for only while the pod
+// keeps a grace period. The kubelet ends every graceful deletion by
+// deleting the pod again with none once its containers have stopped, and
+// the API server then moves deletionTimestamp to that moment rather than
+// into the past: a pod with a grace period of 0 would date its deletion
+// after its server's exit on the kubelet's SIGTERM, whenever that second
+// deletion came a second or more after the exit. It says nothing of when
+// the deletion was asked for, and is a removal.
 func crashedBeforeDeletion(pod *corev1.Pod, statuses []corev1.ContainerStatus) bool {
-	if pod.DeletionTimestamp.IsZero() {
+	g := pod.DeletionGracePeriodSeconds
+	if pod.DeletionTimestamp.IsZero() || g == nil || *g <= 0 {
 		return false
 	}
-	asked := pod.DeletionTimestamp.Time
-	if g := pod.DeletionGracePeriodSeconds; g != nil {
-		asked = asked.Add(-time.Duration(*g) * time.Second)
-	}
+	asked := pod.DeletionTimestamp.Add(-time.Duration(*g) * time.Second)
 	for _, cs := range statuses {
 		t := cs.State.Terminated
 		if t != nil && t.ExitCode != 0 && !t.FinishedAt.IsZero() && t.FinishedAt.Time.Before(asked) {

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
 )
@@ -161,5 +162,47 @@ func TestReadPodCrashedThenDeleted(t *testing.T) {
 	}
 	if got := readPod(pod(0, asked.Add(-time.Second))); got.phase != podRemoved {
 		t.Errorf("exit 0 before the deletion: got %+v, want removed", got)
+	}
+}
+
+// The kubelet's last deletion of a pod whose server it stopped (grace period
+// 0, once the containers are gone) makes the API server date the deletion
+// then, after the server's exit: a removal, not an exit before the deletion.
+func TestReadPodKubeletFinishedDeletion(t *testing.T) {
+	exited := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	finished, none := metav1.NewTime(exited.Add(time.Second)), int64(0)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &finished, DeletionGracePeriodSeconds: &none}, Status: corev1.PodStatus{Phase: corev1.PodFailed,
+		ContainerStatuses: []corev1.ContainerStatus{{Name: serverContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: 2, Reason: "Error", FinishedAt: metav1.NewTime(exited)}}}}}}
+	if got := readPod(pod); got.phase != podRemoved {
+		t.Errorf("exit 2 a second before the kubelet's last deletion: got %+v, want removed", got)
+	}
+}
+
+func TestServesFrom(t *testing.T) {
+	pod := func(uid, ip string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "s-0-abcdef", UID: types.UID(uid)}, Status: corev1.PodStatus{PodIP: ip}}
+	}
+	served := pod("uid-1", "10.0.0.7")
+	tests := []struct {
+		name     string
+		endpoint *mcpv1alpha1.Endpoint
+		pod      *corev1.Pod
+		want     bool
+	}{
+		{"no endpoint", nil, served, false},
+		{"the pod served", &mcpv1alpha1.Endpoint{URL: "http://10.0.0.7:8080/mcp", PodName: "s-0-abcdef", PodUID: "uid-1"}, served, true},
+		{"its replacement, same name", &mcpv1alpha1.Endpoint{URL: "http://10.0.0.7:8080/mcp", PodName: "s-0-abcdef", PodUID: "uid-1"}, pod("uid-2", "10.0.0.7"), false},
+		{"written without a UID: the pod served", &mcpv1alpha1.Endpoint{URL: "http://10.0.0.7:8080/mcp", PodName: "s-0-abcdef"}, served, true},
+		{"written without a UID: its replacement at a new IP", &mcpv1alpha1.Endpoint{URL: "http://10.0.0.7:8080/mcp", PodName: "s-0-abcdef"}, pod("uid-2", "10.0.0.9"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &mcpv1alpha1.MCPServer{Spec: mcpv1alpha1.MCPServerSpec{Workload: &mcpv1alpha1.Workload{}}}
+			s.Status.Endpoint = tt.endpoint
+			if got := servesFrom(s, tt.pod); got != tt.want {
+				t.Errorf("servesFrom = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

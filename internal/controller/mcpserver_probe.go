@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -117,6 +118,14 @@ func (r *MCPServerReconciler) probeWorkload(ctx context.Context, sc *scope) (pha
 	}
 	target := ProbeTarget{Server: s, URL: workloadURL(s, sc.pod), Timeout: s.Spec.Probe.Timeout.Duration, Redactor: redactor}
 	cat, err := r.Prober.Probe(ctx, target)
+	if err != nil && (servesFrom(s, sc.pod) || !sc.beforeReady) {
+		// The probe's answer is newer than the cached pod: a server that
+		// stopped answering because its pod is being deleted (the kubelet's
+		// SIGTERM) or was replaced says nothing about the server.
+		if pr, gone, readErr := r.probedPodGone(ctx, sc); gone || readErr != nil {
+			return pr, readErr
+		}
+	}
 	if err != nil && sc.beforeReady {
 		return phaseResult{}, r.startingAfterEarlyProbe(sc, redactor)
 	}
@@ -124,8 +133,42 @@ func (r *MCPServerReconciler) probeWorkload(ctx context.Context, sc *scope) (pha
 		return r.probeFailed(sc, err)
 	}
 	s.Status.Restarts.ProbeFailures = 0
-	sc.catalog, sc.endpoint = cat, &mcpv1alpha1.Endpoint{URL: target.URL, PodName: sc.pod.Name}
+	sc.catalog, sc.endpoint = cat, &mcpv1alpha1.Endpoint{URL: target.URL, PodName: sc.pod.Name, PodUID: string(sc.pod.UID)}
 	return phaseResult{}, nil
+}
+
+// probedPodGone reads the probed pod again, uncached, after a failed probe
+// that would count or would withdraw the pod's endpoint. When the pod is
+// being deleted, or is gone (replaced or not, by a pod of the same name),
+// the failure is the removal's, not the server's: the pod phase's handling
+// runs on what the read found instead, and no probe failure is counted.
+// Reads only on such a failure: the early retries of a pod not served yet
+// send none.
+func (r *MCPServerReconciler) probedPodGone(ctx context.Context, sc *scope) (phaseResult, bool, error) {
+	if r.APIReader == nil {
+		return phaseResult{}, false, nil
+	}
+	var cur corev1.Pod
+	err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(sc.pod), &cur)
+	switch {
+	case apierrors.IsNotFound(err) || err == nil && cur.UID != sc.pod.UID:
+		// Gone before the cache showed its deletion: as when the pod
+		// phase finds none, the next reconcile starts a new one.
+		return phaseResult{}, true, r.podGone(sc, sc.pod.Name)
+	case err != nil:
+		return phaseResult{}, false, fmt.Errorf("while reading the server's pod %s after a failed probe: %w", sc.pod.Name, err)
+	}
+	switch state := readPod(&cur); state.phase {
+	case podRemoved:
+		pr, err := r.podRemoved(ctx, sc, &cur, state.message)
+		return pr, true, err
+	case podTerminated:
+		// Its server ended on its own (before any deletion): a crash, as
+		// the next reconcile's pod phase would find.
+		pr, err := r.crash(sc, state.reason, state.message)
+		return pr, true, err
+	}
+	return phaseResult{}, false, nil
 }
 
 // startingAfterEarlyProbe: a pod probed before the kubelet found it Ready
@@ -143,7 +186,7 @@ func (r *MCPServerReconciler) startingAfterEarlyProbe(sc *scope, redactor *redac
 	if sc.now.Sub(sc.upSince) < earlyProbeWindow && retries < earlyProbeRetries {
 		w.after = earlyProbeRetry
 		r.earlyRetries.Store(client.ObjectKeyFromObject(sc.server), &earlyRetry{
-			uid: sc.server.UID, generation: sc.server.Generation, pod: sc.pod.Name, retries: retries + 1, redactor: redactor,
+			uid: sc.server.UID, generation: sc.server.Generation, pod: sc.pod.UID, retries: retries + 1, redactor: redactor,
 		})
 	}
 	return w
@@ -156,9 +199,12 @@ func (r *MCPServerReconciler) startingAfterEarlyProbe(sc *scope, redactor *redac
 type earlyRetry struct {
 	uid        types.UID
 	generation int64
-	pod        string
-	retries    int
-	redactor   *redact.Redactor
+	// pod is the UID of the pod retried: a pod deleted and replaced by one
+	// of the same name (a name is the server's incarnation and spec, not a
+	// pod) starts its retries over.
+	pod      types.UID
+	retries  int
+	redactor *redact.Redactor
 }
 
 // takeEarlyRetry takes what the last early retry of the server handed on,

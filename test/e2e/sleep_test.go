@@ -3,9 +3,11 @@
 package e2e
 
 import (
+	"fmt"
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -180,10 +182,55 @@ var _ = Describe("servers that sleep", Label("sleep"), func() {
 	})
 })
 
+// recordPodStates watches the server's pods until the spec ends and, if it
+// failed, prints each state they went through: which pod the controller
+// read as crashed is then in the spec's output.
+func recordPodStates(ns, server string) {
+	w, err := clientset.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: mcpv1alpha1.ServerLabel + "=" + server})
+	Expect(err).NotTo(HaveOccurred())
+	var mu sync.Mutex
+	var lines []string
+	go func() {
+		for ev := range w.ResultChan() {
+			pod, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			line := fmt.Sprintf("%s %s %s uid=%s rv=%s phase=%s ip=%s deletion=%v grace=%v", time.Now().Format("15:04:05.000"), ev.Type, pod.Name, pod.UID, pod.ResourceVersion,
+				pod.Status.Phase, pod.Status.PodIP, pod.DeletionTimestamp, ptrValue(pod.DeletionGracePeriodSeconds))
+			for _, c := range pod.Status.Conditions {
+				line += fmt.Sprintf(" %s=%s@%s", c.Type, c.Status, c.LastTransitionTime.Format("15:04:05"))
+			}
+			for _, cs := range pod.Status.ContainerStatuses {
+				line += fmt.Sprintf(" [%s ready=%v running=%v terminated=%+v]", cs.Name, cs.Ready, cs.State.Running != nil, cs.State.Terminated)
+			}
+			mu.Lock()
+			lines = append(lines, line)
+			mu.Unlock()
+		}
+	}()
+	DeferCleanup(func() {
+		w.Stop()
+		if CurrentSpecReport().Failed() {
+			mu.Lock()
+			defer mu.Unlock()
+			GinkgoWriter.Println("the server's pods, as watched:\n" + strings.Join(lines, "\n"))
+		}
+	})
+}
+
+func ptrValue[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
 var _ = Describe("a deletion is not a crash", Label("sleep"), func() {
 	It("recreates a pod removed with kubectl delete pod, without counting a crash", func() {
 		ns := namespace()
 		s := httpEverything(ns, "deleted")
+		recordPodStates(ns, s.Name)
 		Expect(k8sClient.Create(ctx, s)).To(Succeed())
 		Eventually(ready(s)).WithTimeout(90 * time.Second).Should(Equal("True/Serving"))
 		pod := runningPod(s)
@@ -198,7 +245,7 @@ var _ = Describe("a deletion is not a crash", Label("sleep"), func() {
 		next := runningPod(s)
 		Expect(next.UID).NotTo(Equal(pod.UID))
 		st := get(s).Status.Restarts
-		Expect(st.Total).To(BeZero())
+		Expect(st.Total).To(BeZero(), "the server's events: %q", events(s))
 		Expect(st.Consecutive).To(BeZero())
 		Expect(events(s)).NotTo(ContainElement(HavePrefix("Crashed: ")))
 		Expect(next.Status.Phase).To(Equal(corev1.PodRunning))
