@@ -36,7 +36,7 @@ type switchableServer struct {
 }
 
 func newSwitchableServer() *switchableServer {
-	s := &switchableServer{port: freePort(), target: testpeers.GoEverything(GinkgoT(), false).Port}
+	s := &switchableServer{port: testpeers.FreePort(GinkgoT()), target: testpeers.GoEverything(GinkgoT(), false).Port}
 	DeferCleanup(s.stop)
 	return s
 }

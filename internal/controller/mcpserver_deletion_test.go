@@ -126,7 +126,7 @@ var _ = Describe("A deletion is not a crash", func() {
 	})
 
 	It("counts no crash when the kubelet's last deletion of the pod comes a second after the server's exit", func() {
-		port := startEverythingHTTP()
+		port := testpeers.NodeEverything(GinkgoT()).Port
 		s := httpServer(env.ns, "finished", port)
 		Expect(k8sClient.Create(ctx, s)).To(Succeed())
 		pod := onePod(s)
