@@ -1,7 +1,10 @@
 package mcpbridge
 
 import (
+	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -228,5 +231,36 @@ func TestParkedCallEndsWithItsServer(t *testing.T) {
 	}
 	if used, _ := h.b.limits.parked.Used("system:serviceaccount:agents:alice"); used != 0 {
 		t.Errorf("%d parked slots still taken", used)
+	}
+}
+
+// TestParkedCallFinishedOnItsOwn: a server that stops waiting for its
+// question's answer and finishes the call ran it: the agent's resume is
+// told so, and not to send it again blindly (retryable false). The server
+// is the official Go SDK's, with a tool that waits 300 ms for its answer.
+func TestParkedCallFinishedOnItsOwn(t *testing.T) {
+	impatient := mcp.NewServer(&mcp.Implementation{Name: "impatient", Version: "1"}, nil)
+	mcp.AddTool(impatient, &mcp.Tool{Name: "ask"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		wait, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		_, _ = req.Session.Elicit(wait, &mcp.ElicitParams{Message: "name?", RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{}}})
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "went on without an answer"}}}, nil, nil
+	})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return impatient }, nil))
+	t.Cleanup(srv.Close)
+	pub := bridgetest.Published(t, "tools", "impatient", srv.URL, v1alpha1.ToolsSpec{})
+	pol := toolPolicy("tools", "callers", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.impatient.*"))
+	h := newHarness(t, []v1alpha1.MCPServer{pub}, []v1alpha1.ToolPolicy{pol}, func(c *Config) { c.CallTimeout = 30 * time.Second })
+	alice := connectAnswering(t, h.url+"/mcp", "alice-token")
+	raw, err := alice.CallTool(ctxT(t), "mcp.impatient.ask", json.RawMessage(`{}`))
+	state := resultString([]byte(`{"jsonrpc":"2.0","id":1,"result":`+string(raw)+`}`), "requestState")
+	if err != nil || state == "" {
+		t.Fatalf("want the call parked with input_required: %s %v", raw, err)
+	}
+	eventually(t, "the call leaves the replica when its server finishes it", func() bool { return len(h.b.parkedIDs()) == 0 })
+	_, err = alice.Call(ctxT(t), "tools/call", json.RawMessage(`{"name":"mcp.impatient.ask","arguments":{},"inputResponses":{"server":{"action":"accept","content":{}}},"requestState":"`+state+`"}`))
+	if d, ok := retryDataOf(err); rpcCode(err) != -32602 || !ok || d.Reason != reasonParkedGone || !d.says(false, -1, -1) ||
+		!strings.Contains(err.Error(), "ran: its server finished it") || !strings.Contains(err.Error(), "only if running it twice does no harm") {
+		t.Errorf("the resume of a call its server finished: %v; want -32602 parked_call_gone, not retryable, saying it ran", err)
 	}
 }
