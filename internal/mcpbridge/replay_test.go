@@ -98,3 +98,30 @@ func allowOnceHarness(t *testing.T) *harness {
 	h := newHarness(t, []v1alpha1.MCPServer{server}, []v1alpha1.ToolPolicy{pol}, nil)
 	return h
 }
+
+// TestRateLimitedApprovalResumeSaysStateSpent: the allow_once retry a rate
+// limit denies did not run, and may be sent again when the caller's bucket
+// holds a call, but without its requestState, which the retry spent: the
+// answer says so.
+func TestRateLimitedApprovalResumeSaysStateSpent(t *testing.T) {
+	up := testpeers.GoEverything(t, false)
+	server := bridgetest.Published(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{})
+	pol := toolPolicy("tools", "alice", []v1alpha1.Subject{sa("agents", "alice")}, rule("ask", "mcp.everything.*"))
+	pol.Spec.Approval.Timeout = metav1.Duration{Duration: time.Minute}
+	pol.Spec.Approval.Modes = []v1alpha1.ApprovalMode{v1alpha1.ApprovalAllowOnce}
+	pol.Spec.RateLimit = &v1alpha1.RateLimit{CallsPerMinute: 1, Burst: 1}
+	h := newHarness(t, []v1alpha1.MCPServer{server}, []v1alpha1.ToolPolicy{pol}, nil)
+
+	params := `"name":"mcp.everything.test_simple_text"`
+	state := resultString(statelessPost(t, h.url, "alice-token", "tools/call", params), "requestState")
+	if state == "" {
+		t.Fatal("the first call must be answered input_required")
+	}
+	retry := params + `,"requestState":` + string(mustJSON(state)) + `,"inputResponses":{"approval":{"action":"accept","content":{"decision":"allow_once"}}}`
+	got := statelessPost(t, h.url, "alice-token", "tools/call", retry)
+	err := answerError(got)
+	if d, ok := retryDataOf(err); rpcCode(err) != CodeDenied || !ok || d.Reason != reasonRateLimited || !d.says(true, 1, 60000) ||
+		!strings.Contains(err.Error(), "without requestState (the requestState is spent)") {
+		t.Fatalf("the rate-limited allow_once retry: %s; want -32010 rate_limited, retryable, to be sent again without requestState", got)
+	}
+}
