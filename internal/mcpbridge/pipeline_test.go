@@ -248,8 +248,13 @@ func TestSettleStage(t *testing.T) {
 	_ = sb.audit.Close(context.Background())
 	x = sb.exchange(methodCall, "mcp.fs.read", "")
 	sb.b.decide(x, policy.Result{Decision: v1alpha1.DecisionAllow})
-	if answer := sb.b.settle(x); answer == nil || answer.Error.Code != jsonrpc.CodeInternalError || !strings.Contains(answer.Error.Message, "audit record") {
+	answer = sb.b.settle(x)
+	if answer == nil || answer.Error.Code != jsonrpc.CodeInternalError || !strings.Contains(answer.Error.Message, "audit record") {
 		t.Fatalf("an unrecorded call must be refused: %+v", answer)
+	}
+	// It did not run, and may be sent again: the audit may take it then.
+	if d, ok := retryDataOf(answer.Error); !ok || d.Reason != reasonAudit || !d.says(true, -1, -1) || !strings.Contains(answer.Error.Message, "was not run") {
+		t.Errorf("an unrecorded call: %v; want audit_unavailable, retryable, no retryAfterMs, saying it was not run", answer.Error)
 	}
 }
 
