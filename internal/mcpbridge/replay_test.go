@@ -65,10 +65,7 @@ func TestStateIsBoundToItsEra(t *testing.T) {
 	h := allowOnceHarness(t)
 
 	params := `"name":"mcp.everything.test_simple_text"`
-	state := resultString(statelessPost(t, h.url, "alice-token", "tools/call", params), "requestState")
-	if state == "" {
-		t.Fatal("the first call must be answered input_required")
-	}
+	state := askedState(t, h, params)
 	retry := params + `,"requestState":` + string(mustJSON(state)) + `,"inputResponses":{"approval":{"action":"accept","content":{"decision":"allow_once"}}}`
 	sid := openSession(t, h.url+"/mcp", "alice-token")
 	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{` + retry + `}}`
@@ -114,10 +111,7 @@ func TestRateLimitedApprovalResumeSaysStateSpent(t *testing.T) {
 	h := newHarness(t, []v1alpha1.MCPServer{server}, []v1alpha1.ToolPolicy{pol}, nil)
 
 	params := `"name":"mcp.everything.test_simple_text"`
-	state := resultString(statelessPost(t, h.url, "alice-token", "tools/call", params), "requestState")
-	if state == "" {
-		t.Fatal("the first call must be answered input_required")
-	}
+	state := askedState(t, h, params)
 	retry := params + `,"requestState":` + string(mustJSON(state)) + `,"inputResponses":{"approval":{"action":"accept","content":{"decision":"allow_once"}}}`
 	got := statelessPost(t, h.url, "alice-token", "tools/call", retry)
 	err := answerError(got)
@@ -134,10 +128,7 @@ func TestRateLimitedApprovalResumeSaysStateSpent(t *testing.T) {
 func TestApprovalResumeOfAServerAwaySaysStateSpent(t *testing.T) {
 	h := allowOnceHarness(t)
 	params := `"name":"mcp.everything.test_simple_text"`
-	state := resultString(statelessPost(t, h.url, "alice-token", "tools/call", params), "requestState")
-	if state == "" {
-		t.Fatal("the first call must be answered input_required")
-	}
+	state := askedState(t, h, params)
 	server, _, _ := h.reg.Server("everything")
 	restarting := bridgetest.Published(t, server.Namespace, "everything", server.URL, v1alpha1.ToolsSpec{})
 	restarting.Status.Endpoint = nil
@@ -151,4 +142,15 @@ func TestApprovalResumeOfAServerAwaySaysStateSpent(t *testing.T) {
 		!strings.Contains(answer.Error.Message, "without requestState: the requestState is spent") {
 		t.Errorf("the allow_once retry of a server away: %v; want -32012 Restarting, retryable, to be sent again without requestState", answer.Error)
 	}
+}
+
+// askedState is the requestState of alice's 2026-07-28 call with params,
+// which the policy asks about.
+func askedState(t *testing.T, h *harness, params string) string {
+	t.Helper()
+	state := resultString(statelessPost(t, h.url, "alice-token", "tools/call", params), "requestState")
+	if state == "" {
+		t.Fatal("the first call must be answered input_required")
+	}
+	return state
 }
