@@ -261,8 +261,9 @@ func (b *Bridge) awayError(rq *request, a *routes.Away, why string) *jsonrpc.Mes
 func (b *Bridge) refuseAwayParked(x *exchange, a *routes.Away) *jsonrpc.Message {
 	msg, hint, data := b.awayRefusal(a, "")
 	ran := b.endParked(x, CodeServerAway, "the call's server is not serving now", msg)
-	reason, _ := data["reason"].(string)
-	_, _ = b.audit(x.rq, x.failed(reason, msg))
+	// The audit's reason is one of its own codes; the message has the
+	// server's Ready reason.
+	_, _ = b.audit(x.rq, x.failed(upstream.ReasonUnavailable, msg))
 	advice, hint := resumedAdvice(x, ran, hint)
 	return rpcError(x.rq, CodeServerAway, msg+"; "+advice, hint.with(data))
 }

@@ -359,4 +359,9 @@ func TestParkedCallOfAServerAwayIsEnded(t *testing.T) {
 	if n := len(types); n < 2 || types[n-2] != "mcp.call.failed" || types[n-1] != "tool.failed" {
 		t.Errorf("the chain of a parked call whose server went away: %v, want it to end mcp.call.failed, tool.failed", types)
 	}
+	for _, ev := range events {
+		if ev["type"] == "tool.failed" && ev["toolCallId"] == lastCallID(events, "mcp.impatient.ask") && ev["reason"] != "mcp_server_unavailable" {
+			t.Errorf("the tool.failed of a parked call whose server went away: reason %v, want mcp_server_unavailable", ev["reason"])
+		}
+	}
 }
