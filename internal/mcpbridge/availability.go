@@ -85,6 +85,11 @@ func (b *Bridge) available(x *exchange, a adapter) *jsonrpc.Message {
 	if !ok || x.res.Decision == v1alpha1.DecisionDeny {
 		return nil
 	}
+	if x.parked != nil {
+		// The parked call is held on the connection to the server as it
+		// was: it cannot go on once that server is away, nor once woken.
+		return b.refuseAwayParked(x, away)
+	}
 	if !away.Asleep() || b.cfg.Activity == nil {
 		return b.refuseAway(x.rq, away)
 	}
@@ -241,6 +246,32 @@ func (b *Bridge) refuseAway(rq *request, a *routes.Away) *jsonrpc.Message {
 // message, whether to retry and when (status.restarts.nextRestartTime where
 // a restart is scheduled). why, when set, says what the bridge tried.
 func (b *Bridge) awayError(rq *request, a *routes.Away, why string) *jsonrpc.Message {
+	msg, hint, data := b.awayRefusal(a, why)
+	if hint.retryable {
+		msg += fmt.Sprintf("; retry in %s", hint.after.Round(time.Millisecond))
+	} else {
+		msg += "; it will not come back until its spec changes or it is restarted by hand"
+	}
+	return rpcError(rq, CodeServerAway, msg, hint.with(data))
+}
+
+// refuseAwayParked refuses the resume of a parked call whose server is
+// away, and ends the call, as refuse does a parked call denied meanwhile:
+// its state is spent, and the call reached its server and may have run.
+func (b *Bridge) refuseAwayParked(x *exchange, a *routes.Away) *jsonrpc.Message {
+	msg, hint, data := b.awayRefusal(a, "")
+	ran := b.endParked(x, CodeServerAway, "the call's server is not serving now", msg)
+	// The audit's reason is one of its own codes; the message has the
+	// server's Ready reason.
+	_, _ = b.audit(x.rq, x.failed(upstream.ReasonUnavailable, msg))
+	advice, hint := resumedAdvice(x, ran, hint)
+	return rpcError(x.rq, CodeServerAway, msg+"; "+advice, hint.with(data))
+}
+
+// awayRefusal is what the CodeServerAway answer says of server a away,
+// before what it says about sending the request again: its message, hint
+// and data.
+func (b *Bridge) awayRefusal(a *routes.Away, why string) (string, retryHint, map[string]any) {
 	name := a.Server.Name
 	if b.cfg.Metrics != nil {
 		b.cfg.Metrics.AwayRefusals.WithLabelValues(name, a.Reason).Inc()
@@ -266,11 +297,8 @@ func (b *Bridge) awayError(rq *request, a *routes.Away, why string) *jsonrpc.Mes
 			after = retryExpected
 		}
 		hint = retryIn(after)
-		msg += fmt.Sprintf("; retry in %s", after.Round(time.Millisecond))
-	} else {
-		msg += "; it will not come back until its spec changes or it is restarted by hand"
 	}
-	return rpcError(rq, CodeServerAway, msg, hint.with(data))
+	return msg, hint, data
 }
 
 // observeWake records how long a request waited for a wake and how it

@@ -178,6 +178,10 @@ type Bridge struct {
 	// parked are the calls waiting here for their agent's answer to the
 	// server's question, by id (parked.go).
 	parked sync.Map
+	// parkedRan are the parked calls that ended upstream with a result
+	// before their agent resumed them, by id, until their deadline: a
+	// resume of one is told the call ran (parked.go).
+	parkedRan sync.Map
 	// credSessions are the sessions whose end forgets the credentials
 	// handed out in them (credential.go), by session id.
 	credSessions sync.Map

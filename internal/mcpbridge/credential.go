@@ -114,12 +114,14 @@ func (b *Bridge) credentialFailed(x *exchange, err error) *jsonrpc.Message {
 	b.countCall(x, "allow", reason)
 	x.traceFailure(reason)
 	// Nothing went upstream. A credential that could not be had for now
-	// (its Secret unreadable, the token endpoint not answering) may be had
-	// next time; one the caller lacks, an exchange the authorization
-	// server refused, or a bridge that reads no credentials is refused the
-	// same until someone changes it.
+	// (the API server or the token endpoint not reached or not answering)
+	// may be had next time; anything else is refused the same until
+	// someone changes it: a credential the caller lacks, an exchange the
+	// authorization server refused, the server's exchange set up wrong
+	// (its token URL, its client Secret), or a bridge that reads no
+	// credentials.
 	hint := retryNever
-	if reason == upstreamcred.ReasonUnavailable && b.cfg.Credentials != nil {
+	if ce != nil && ce.Transient {
 		hint = retryAnytime
 	}
 	return rpcError(x.rq, CodeUpstream, x.what+" not sent upstream: "+msg+"; "+hint.advice(), hint.with(data))

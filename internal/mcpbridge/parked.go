@@ -158,6 +158,11 @@ func (b *Bridge) leaveUnresumed(c *call, p *parkable, id string) {
 		why = "the agent did not answer before the call's deadline"
 	}
 	end := pc.end(jsonrpc.CodeInternalError, why)
+	if !stopping && !timedOut && end.err == nil {
+		// The server finished the call on its own: it ran.
+		deadline, _ := p.ctx.Deadline()
+		b.rememberRan(id, deadline)
+	}
 	switch {
 	case stopping:
 		end = parkableEnd{err: cause}
@@ -201,10 +206,33 @@ func (b *Bridge) unpark(st *requestState) (*parkedCall, *invalidStateError) {
 	if pc == nil {
 		// The state is spent now (openState): no replica continues that
 		// call with it, and one that holds it ends it at its deadline.
-		return nil, &invalidStateError{reason: reasonParkedGone, retry: retryAnytime,
-			msg: "invalid requestState: the call it continues is not held by this replica (its replica stopped, it ended, or another replica holds it, where it now ends at its deadline); it never went on past the server's question, and it will not: call again without requestState (a new call, which the server may ask again)"}
+		// The call reached its server, which may have gone on without the
+		// answer (finished on its own, or carried on after being told no
+		// answer comes): it is not safe to send again.
+		if _, ran := b.parkedRan.Load(st.Parked); ran {
+			return nil, &invalidStateError{reason: reasonParkedGone, retry: retryNever,
+				msg: "invalid requestState: the call it continues ran: its server finished it before this answer came; " + spentAdvice}
+		}
+		return nil, &invalidStateError{reason: reasonParkedGone, retry: retryNever,
+			msg: "invalid requestState: the call it continues is not held by this replica (its replica stopped, it ended, or another replica holds it, where it now ends at its deadline); " + mayHaveRunAdvice}
 	}
 	return pc, nil
+}
+
+// Advice for a parked call that will not be continued: its state is
+// spent, and the call reached its server.
+const (
+	// spentAdvice: a new call runs it again.
+	spentAdvice = "the requestState is spent: call again without requestState only if running it twice does no harm"
+	// mayHaveRunAdvice: it reached its server and may have run there.
+	mayHaveRunAdvice = "it reached its server and may have run there; " + spentAdvice
+)
+
+// rememberRan records that parked call id ended upstream with a result
+// before its agent resumed it, until its deadline, when its state expires.
+func (b *Bridge) rememberRan(id string, deadline time.Time) {
+	b.parkedRan.Store(id, struct{}{})
+	time.AfterFunc(time.Until(deadline), func() { b.parkedRan.Delete(id) })
 }
 
 // continueParked hands the agent's answer to the server waiting for it and

@@ -1,17 +1,23 @@
 package mcpbridge
 
 import (
+	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
 	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
@@ -229,5 +235,134 @@ func TestParkedCallEndsWithItsServer(t *testing.T) {
 	}
 	if used, _ := h.b.limits.parked.Used("system:serviceaccount:agents:alice"); used != 0 {
 		t.Errorf("%d parked slots still taken", used)
+	}
+}
+
+// impatientServer serves, with the official Go SDK, tool "ask", which asks
+// its client a question and waits for the answer at most wait: with an
+// answer, an error or none, it finishes the call with a result.
+func impatientServer(t *testing.T, wait time.Duration) string {
+	impatient := mcp.NewServer(&mcp.Implementation{Name: "impatient", Version: "1"}, nil)
+	mcp.AddTool(impatient, &mcp.Tool{Name: "ask"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		ctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		_, _ = req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "name?", RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{}}})
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "went on"}}}, nil, nil
+	})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return impatient }, nil))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// parkImpatient parks a call of alice's to an impatient server (waiting
+// wait) on h and gives back her client and the call's requestState.
+func parkImpatient(t *testing.T, h *harness, alice *client.Client) string {
+	t.Helper()
+	raw, err := alice.CallTool(testkit.Context(t), "mcp.impatient.ask", json.RawMessage(`{}`))
+	state := resultString([]byte(`{"jsonrpc":"2.0","id":1,"result":`+string(raw)+`}`), "requestState")
+	if err != nil || state == "" {
+		t.Fatalf("want the call parked with input_required: %s %v", raw, err)
+	}
+	return state
+}
+
+// resumeImpatient is alice's resume of her parked call with state.
+func resumeImpatient(t *testing.T, alice *client.Client, state string) error {
+	_, err := alice.Call(testkit.Context(t), "tools/call", json.RawMessage(`{"name":"mcp.impatient.ask","arguments":{},"inputResponses":{"server":{"action":"accept","content":{}}},"requestState":"`+state+`"}`))
+	return err
+}
+
+// TestParkedCallFinishedOnItsOwn: a server that stops waiting for its
+// question's answer and finishes the call ran it: the agent's resume is
+// told so, and not to send it again blindly (retryable false).
+func TestParkedCallFinishedOnItsOwn(t *testing.T) {
+	pub := bridgetest.Published(t, "tools", "impatient", impatientServer(t, 300*time.Millisecond), v1alpha1.ToolsSpec{})
+	pol := toolPolicy("tools", "callers", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.impatient.*"))
+	h := newHarness(t, []v1alpha1.MCPServer{pub}, []v1alpha1.ToolPolicy{pol}, func(c *Config) { c.CallTimeout = 30 * time.Second })
+	alice := connectAnswering(t, h.url+"/mcp", "alice-token")
+	state := parkImpatient(t, h, alice)
+	testkit.Eventually(t, "the call leaves the replica when its server finishes it", func() bool { return len(h.b.parkedIDs()) == 0 })
+	err := resumeImpatient(t, alice, state)
+	if d, ok := retryDataOf(err); rpcCode(err) != -32602 || !ok || d.Reason != reasonParkedGone || !d.says(false, -1, -1) ||
+		!strings.Contains(err.Error(), "ran: its server finished it") || !strings.Contains(err.Error(), "only if running it twice does no harm") {
+		t.Errorf("the resume of a call its server finished: %v; want -32602 parked_call_gone, not retryable, saying it ran", err)
+	}
+}
+
+// TestParkedCallRateLimitedOnResume: the resume of a parked call is
+// another call upstream, and a rate limit may deny it; the call is ended
+// then (its server told no answer comes, the call cancelled): the refusal
+// says the call reached its server and may have run, and that its
+// requestState is spent, and is not retryable, though a rate limit alone
+// would be.
+func TestParkedCallRateLimitedOnResume(t *testing.T) {
+	pub := bridgetest.Published(t, "tools", "impatient", impatientServer(t, 30*time.Second), v1alpha1.ToolsSpec{})
+	pol := toolPolicy("tools", "callers", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.impatient.*"))
+	pol.Spec.RateLimit = &v1alpha1.RateLimit{CallsPerMinute: 1, Burst: 1}
+	h := newHarness(t, []v1alpha1.MCPServer{pub}, []v1alpha1.ToolPolicy{pol}, func(c *Config) { c.CallTimeout = 30 * time.Second })
+	alice := connectAnswering(t, h.url+"/mcp", "alice-token")
+	state := parkImpatient(t, h, alice)
+	err := resumeImpatient(t, alice, state)
+	if d, ok := retryDataOf(err); rpcCode(err) != CodeDenied || !ok || d.Reason != reasonRateLimited || !d.says(false, -1, -1) ||
+		!strings.Contains(err.Error(), "may have run") || !strings.Contains(err.Error(), "without requestState only if running it twice does no harm") {
+		t.Errorf("the rate-limited resume of a parked call: %v; want -32010 rate_limited, not retryable, saying it may have run and its state is spent", err)
+	}
+	if ids := h.b.parkedIDs(); len(ids) != 0 {
+		t.Errorf("parked calls left: %v", ids)
+	}
+}
+
+// awayOnDecide is the tools adapter, but its server goes away while the
+// request is decided: after the resume stage took the parked call, before
+// the available stage runs. The window is too short to hit with real
+// timing; everything else is the real adapter.
+type awayOnDecide struct {
+	adapter
+	away func()
+}
+
+func (a *awayOnDecide) decide(b *Bridge, x *exchange) (policy.Result, *jsonrpc.Message) {
+	a.away()
+	return a.adapter.decide(b, x)
+}
+
+// TestParkedCallOfAServerAwayIsEnded: the resume of a parked call whose
+// server went away after the call was taken off the replica is refused as
+// away (-32012), and the call is ended there and then, its chain closed
+// with tool.failed; the refusal is not retryable, whatever the server's
+// state: the call reached its server and may have run, and its state is
+// spent.
+func TestParkedCallOfAServerAwayIsEnded(t *testing.T) {
+	pub := bridgetest.Published(t, "tools", "impatient", impatientServer(t, 30*time.Second), v1alpha1.ToolsSpec{})
+	pol := toolPolicy("tools", "callers", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.impatient.*"))
+	h := newHarness(t, []v1alpha1.MCPServer{pub}, []v1alpha1.ToolPolicy{pol}, func(c *Config) { c.CallTimeout = 30 * time.Second })
+	state := parkImpatient(t, h, connectAnswering(t, h.url+"/mcp", "alice-token"))
+
+	restarting := pub.DeepCopy()
+	restarting.Status.Endpoint = nil
+	setReady(&restarting.Status, metav1.ConditionFalse, v1alpha1.ReasonRestarting, "restarting after crash 1")
+	a := &awayOnDecide{adapter: &call{}, away: func() { h.reg.Update(routes.Build([]v1alpha1.MCPServer{*restarting}), target) }}
+	rq := aliceAsks("", "tools/call", `{"name":"mcp.impatient.ask","arguments":{},"inputResponses":{"server":{"action":"accept","content":{}}},"requestState":`+string(mustJSON(state))+`}`)
+	answer := h.b.serve(rq, a)
+	if answer == nil || answer.Error == nil {
+		t.Fatalf("the resume of a parked call whose server is away: %+v, want a refusal", answer)
+	}
+	err := error(answer.Error)
+	if d, ok := retryDataOf(err); answer.Error.Code != CodeServerAway || !ok || d.Reason != v1alpha1.ReasonRestarting || !d.says(false, -1, -1) ||
+		!strings.Contains(err.Error(), "may have run") || !strings.Contains(err.Error(), "without requestState only if running it twice does no harm") {
+		t.Errorf("the resume of a parked call whose server is away: %v; want -32012 Restarting, not retryable, saying it may have run and its state is spent", err)
+	}
+	if ids := h.b.parkedIDs(); len(ids) != 0 {
+		t.Errorf("parked calls left: %v", ids)
+	}
+	events := h.events(t)
+	types := typesOf(events, lastCallID(events, "mcp.impatient.ask"))
+	if n := len(types); n < 2 || types[n-2] != "mcp.call.failed" || types[n-1] != "tool.failed" {
+		t.Errorf("the chain of a parked call whose server went away: %v, want it to end mcp.call.failed, tool.failed", types)
+	}
+	for _, ev := range events {
+		if ev["type"] == "tool.failed" && ev["toolCallId"] == lastCallID(events, "mcp.impatient.ask") && ev["reason"] != "mcp_server_unavailable" {
+			t.Errorf("the tool.failed of a parked call whose server went away: reason %v, want mcp_server_unavailable", ev["reason"])
+		}
 	}
 }

@@ -168,7 +168,7 @@ func (b *Bridge) serve(rq *request, a adapter) *jsonrpc.Message {
 	x.traceDecision(span)
 	span.End()
 	if answer := b.available(x, a); answer != nil {
-		return answer
+		return spentIn(x, answer)
 	}
 	if answer := b.settle(x); answer != nil {
 		return answer
@@ -252,11 +252,7 @@ func (b *Bridge) settle(x *exchange) *jsonrpc.Message {
 // refuse answers a denied request and ends its event chain; a parked call
 // it would have continued is ended too (its server is told).
 func (b *Bridge) refuse(x *exchange, o outcome) *jsonrpc.Message {
-	if pc := x.parked; pc != nil {
-		pc.end(CodeDenied, "the call was denied meanwhile")
-		// It went upstream: its call ends there first, as any call does.
-		_, _ = b.audit(x.rq, audit.MCPCallFailed{Server: x.server.Name, ToolCallID: x.id, Error: "the call was denied meanwhile: " + o.reason, DurationMs: audit.Ms(b.now().Sub(pc.p.start))})
-	}
+	ran := b.endParked(x, CodeDenied, "the call was denied meanwhile", o.reason)
 	_, _ = b.audit(x.rq, x.failed(o.failReason, o.reason))
 	b.countCall(x, "deny", o.failReason)
 	x.traceFailure(o.failReason)
@@ -266,15 +262,63 @@ func (b *Bridge) refuse(x *exchange, o outcome) *jsonrpc.Message {
 			"reason": o.failReason, "toolCallId": x.id,
 		}))
 	}
-	switch {
-	case o.retry.retryable && x.parked != nil:
-		o.reason += "; it never went on past the server's question: " + o.retry.advice()
+	switch advice, hint := resumedAdvice(x, ran, o.retry); {
+	case advice != "":
+		o.reason += "; " + advice
+		o.retry = hint
 	case o.retry.retryable:
 		o.reason += "; it was not run: " + o.retry.advice()
 	}
 	return rpcError(x.rq, CodeDenied, fmt.Sprintf("%s denied: %s", x.what, o.reason), o.retry.with(map[string]any{
 		"reason": o.failReason, "sourcedFrom": o.sourcedFrom, "toolCallId": x.id,
 	}))
+}
+
+// endParked ends the parked call x would have continued, if any, with
+// code and why for its server, and says whether it ran (its server
+// finished it with a result, before or after being told). It went
+// upstream: its call ends there first, as any call does, detail saying why
+// in its record.
+func (b *Bridge) endParked(x *exchange, code int, why, detail string) (ran bool) {
+	pc := x.parked
+	if pc == nil {
+		return false
+	}
+	end := pc.end(code, why)
+	_, _ = b.audit(x.rq, audit.MCPCallFailed{Server: x.server.Name, ToolCallID: x.id, Error: why + ": " + detail, DurationMs: audit.Ms(b.now().Sub(pc.p.start))})
+	return end.err == nil
+}
+
+// resumedAdvice is what a refusal of a resumed request says about sending
+// it again, and the hint that goes with it ("" and hint as it is for a
+// request that resumed nothing, or one that would be answered the same).
+// The request's requestState is spent: only a request without it can be
+// answered otherwise. A parked call reached its server and may have run
+// (ran: it did).
+func resumedAdvice(x *exchange, ran bool, hint retryHint) (string, retryHint) {
+	switch {
+	case x.parked != nil && ran:
+		return "the call ran: its server finished it; " + spentAdvice, retryNever
+	case x.parked != nil:
+		return mayHaveRunAdvice, retryNever
+	case x.resumed != nil && hint.retryable:
+		return "it was not run: " + hint.advice() + " without requestState (the requestState is spent)", hint
+	}
+	return "", hint
+}
+
+// spentIn is answer, a refusal of request x, saying that x's requestState
+// is spent where x resumed a question: sent again, x must go without it.
+func spentIn(x *exchange, answer *jsonrpc.Message) *jsonrpc.Message {
+	e := answer.Error
+	if x.resumed == nil || e == nil {
+		return answer
+	}
+	var data map[string]any
+	if json.Unmarshal(e.Data, &data) != nil || data["retryable"] != true {
+		return answer
+	}
+	return rpcError(x.rq, e.Code, e.Message+" (without requestState: the requestState is spent)", data)
 }
 
 // unrecorded refuses a request whose audit record could not be written:

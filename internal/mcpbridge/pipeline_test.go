@@ -121,13 +121,33 @@ func TestResumeStage(t *testing.T) {
 	if answer := resume(x, state); answer != nil || x.resumed == nil || x.resumed.Kind != resumeApproval || x.id != "call-q" {
 		t.Fatalf("the right retry: %+v, state %+v, id %q", answer, x.resumed, x.id)
 	}
-	if answer := resume(sb.exchange(methodCall, "mcp.fs.write", `{"path":"/a"}`), state); answer == nil || !strings.Contains(answer.Error.Message, "used already") {
+	if answer := resume(sb.exchange(methodCall, "mcp.fs.write", `{"path":"/a"}`), state); answer == nil || !strings.Contains(answer.Error.Message, "used already") ||
+		!strings.Contains(answer.Error.Message, "its use was recorded without the bridge hearing it") {
 		t.Fatalf("a second use: %+v", answer)
 	}
 	late := issue(resumeUpstream, sb.exchange(methodCall, "mcp.fs.write", `{}`), time.Minute)
 	sb.now = sb.now.Add(61 * time.Second)
 	if answer := resume(sb.exchange(methodCall, "mcp.fs.write", `{}`), late); answer == nil || !strings.Contains(answer.Error.Message, "expired") {
 		t.Fatalf("past its deadline: %+v", answer)
+	}
+	// A question expired, or asked of other arguments, did not run the
+	// request: sent again without requestState, it is asked afresh.
+	for name, x := range map[string]*exchange{
+		"question expired":  sb.exchange(methodCall, "mcp.fs.write", `{}`),
+		"arguments changed": sb.exchange(methodCall, "mcp.fs.write", `{"path":"/b"}`),
+	} {
+		st := late
+		if name == "arguments changed" {
+			st = issue(resumeApproval, sb.exchange(methodCall, "mcp.fs.write", `{"path":"/a"}`), time.Minute)
+		}
+		answer := resume(x, st)
+		if answer == nil || answer.Error == nil {
+			t.Fatalf("%s: %+v, want a refusal", name, answer)
+		}
+		if d, ok := retryDataOf(answer.Error); !ok || d.Reason != reasonInvalidState || !d.says(true, -1, -1) ||
+			!strings.Contains(answer.Error.Message, "the request was not run: send it again without requestState") {
+			t.Errorf("%s: %v; want invalid_request_state, retryable, no retryAfterMs, to be sent again without requestState", name, answer.Error)
+		}
 	}
 	// A state is answered in the era and the session it was asked in
 	// (a stateless question's state must not be accepted in a
@@ -228,8 +248,13 @@ func TestSettleStage(t *testing.T) {
 	_ = sb.audit.Close(context.Background())
 	x = sb.exchange(methodCall, "mcp.fs.read", "")
 	sb.b.decide(x, policy.Result{Decision: v1alpha1.DecisionAllow})
-	if answer := sb.b.settle(x); answer == nil || answer.Error.Code != jsonrpc.CodeInternalError || !strings.Contains(answer.Error.Message, "audit record") {
+	answer = sb.b.settle(x)
+	if answer == nil || answer.Error.Code != jsonrpc.CodeInternalError || !strings.Contains(answer.Error.Message, "audit record") {
 		t.Fatalf("an unrecorded call must be refused: %+v", answer)
+	}
+	// It did not run, and may be sent again: the audit may take it then.
+	if d, ok := retryDataOf(answer.Error); !ok || d.Reason != reasonAudit || !d.says(true, -1, -1) || !strings.Contains(answer.Error.Message, "was not run") {
+		t.Errorf("an unrecorded call: %v; want audit_unavailable, retryable, no retryAfterMs, saying it was not run", answer.Error)
 	}
 }
 

@@ -3,17 +3,20 @@ package mcpbridge
 import (
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/k8s/apiretry"
 	mcpclient "github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/testenv"
 	"github.com/mcp-operator/mcp-operator/internal/testkit"
@@ -137,10 +140,26 @@ func TestAnswersWhileTheAPIServerIsAway(t *testing.T) {
 	}
 	allowOnce := params + `,"requestState":` + string(mustJSON(state)) + `,"inputResponses":{"approval":{"action":"accept","content":{"decision":"allow_once"}}}`
 
+	// A bridge that reviews tokens with the API server behind the path.
+	reviews, err := kubernetes.NewForConfig(through)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reviewing := newHarness(t, nil, nil, func(c *Config) {
+		c.Auth = &authn.TokenReview{Reviews: reviews.AuthenticationV1().TokenReviews(), MaxReviews: 2}
+	})
+
 	path.cut()
 	waitMs := apiretry.Wait.Milliseconds()
 
-	_, err := c.CallTool(testkit.Context(t), "mcp.everything.test_image_content", nil)
+	status, body, hdr := postBody(t, reviewing.url+"/mcp", "a-token-never-reviewed", "", initBody, nil)
+	if d, ok := retryDataOf(answerError(body)); status != http.StatusServiceUnavailable || hdr.Get("Retry-After") != "1" || !ok ||
+		d.Reason != reasonAuthUnavailable || !d.says(true, 1000, 1000) {
+		t.Errorf("a token that could not be reviewed while the API server is away: HTTP %d (Retry-After %q) %s; want 503, authentication_unavailable, retryable, retryAfterMs 1000",
+			status, hdr.Get("Retry-After"), body)
+	}
+
+	_, err = c.CallTool(testkit.Context(t), "mcp.everything.test_image_content", nil)
 	if d, ok := retryDataOf(err); rpcCode(err) != CodeDenied || !ok || d.Reason != reasonApprovalUnavailable || !d.says(true, waitMs, waitMs) ||
 		!strings.Contains(err.Error(), "it was not run") {
 		t.Errorf("an asked call while the API server is away: %v; want -32010 approval_unavailable, retryable, retryAfterMs %d", err, waitMs)

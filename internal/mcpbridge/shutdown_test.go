@@ -239,9 +239,9 @@ func TestStopRefusesAfterTheDelay(t *testing.T) {
 // agent's answer after the stopping replica ended its waits (the drain has
 // begun, its call was in flight) is ended at once with bridge_stopping,
 // not held until its deadline: no answer of its agent reaches it here.
-// The agent's retry, on the replica that takes over, is told the call did
-// not go on and that calling again without the state is safe; so called,
-// it is asked again.
+// The agent's retry, on the replica that takes over, is told the call
+// reached its server and may have run, and to call again without the state
+// only if running it twice does no harm; so called, it is asked again.
 func TestACallParkedAfterTheWaitsEndedIsEnded(t *testing.T) {
 	everything := testpeers.GoEverything(t, false)
 	servers := []v1alpha1.MCPServer{bridgetest.Published(t, "tools", "everything", everything.URL, v1alpha1.ToolsSpec{})}
@@ -271,9 +271,9 @@ func TestACallParkedAfterTheWaitsEndedIsEnded(t *testing.T) {
 	next := newHarness(t, servers, []v1alpha1.ToolPolicy{pol}, nil)
 	agent := connectAnswering(t, next.url+"/mcp", "alice-token")
 	_, err = agent.Call(testkit.Context(t), "tools/call", json.RawMessage(`{"name":"`+tool+`","arguments":`+args+`,"inputResponses":{"server":{"action":"accept","content":{"username":"eve"}}},"requestState":"`+parked.RequestState+`"}`))
-	if d, ok := retryDataOf(err); rpcCode(err) != -32602 || !ok || d.Reason != reasonParkedGone || !d.says(true, -1, -1) ||
-		!strings.Contains(err.Error(), "call again without requestState") {
-		t.Errorf("the retry of the ended parked call on the next replica: %v; want -32602 parked_call_gone, retryable, telling to call again without requestState", err)
+	if d, ok := retryDataOf(err); rpcCode(err) != -32602 || !ok || d.Reason != reasonParkedGone || !d.says(false, -1, -1) ||
+		!strings.Contains(err.Error(), "may have run") || !strings.Contains(err.Error(), "call again without requestState only if running it twice does no harm") {
+		t.Errorf("the retry of the ended parked call on the next replica: %v; want -32602 parked_call_gone, not retryable (it reached its server and may have run), saying when to call again without requestState", err)
 	}
 	if raw, err := agent.CallTool(testkit.Context(t), tool, json.RawMessage(args)); err != nil || !strings.Contains(string(raw), "input_required") {
 		t.Errorf("the call made again without requestState: %s %v, want the server's question again", raw, err)

@@ -195,9 +195,11 @@ func (b *Bridge) openState(x *exchange, raw string) (*requestState, *invalidStat
 	case err != nil:
 		return nil, unrecordedUse(err)
 	case !fresh:
-		// Its first use may have run the request: making it again is
-		// the agent's call, and is asked about again.
-		return nil, unfit("invalid requestState: it was used already (the request it answered may have run then); a request sent without requestState is asked about afresh")
+		// Its first use may have run the request, or only recorded the
+		// use (the API server wrote the record and its answer was lost,
+		// or the first retry was refused after): making it again is the
+		// agent's call, and is asked about again.
+		return nil, unfit("invalid requestState: it was used already (its first use may have run the request, or its use was recorded without the bridge hearing it); a request sent without requestState is asked about afresh")
 	}
 	return &st, nil
 }

@@ -482,8 +482,11 @@ func upstreamError(rq *request, err error, toolCallID string, red *redact.Redact
 	if errors.As(err, &ue) {
 		reason = ue.Reason
 	}
-	// A call held back at the cap of upstream sessions, or whose
-	// connection could not be opened, was never sent.
+	// A request that runs nothing on its server (not a call), and a call
+	// the bridge held back or its server refused unrun (neverRan), may be
+	// sent again; any other call may have reached its server, a call whose
+	// connection failed included: the bridge cannot tell a connection that
+	// could not be opened from one that failed after the call was written.
 	hint := retryAnytime
 	if mayHaveRun && !neverRan(err) {
 		hint = retryNever

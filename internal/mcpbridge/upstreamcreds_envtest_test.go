@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -281,6 +282,51 @@ func TestExchangeRefusedForwardsNothing(t *testing.T) {
 	}
 	if !failed {
 		t.Fatal("no tool.failed event with reason token_exchange_failed")
+	}
+}
+
+// TestExchangeUnavailableSaysWhetherToRetry: a credential that could not be
+// had is retryable only where it may be had next time (the token endpoint
+// not reached), not where it fails the same until someone changes the
+// setup: the client Secret missing or without its keys.
+func TestExchangeUnavailableSaysWhetherToRetry(t *testing.T) {
+	tokenURL := fmt.Sprintf("http://127.0.0.1:%d/token", testpeers.FreePort(t)) // nothing listens there
+	h := newCredsHarness(t, "xchg-unavailable", false, v1alpha1.RemoteAuth{
+		TokenExchange: &v1alpha1.TokenExchange{TokenURL: tokenURL, Audience: "stateful", ClientSecretRef: v1alpha1.LocalSecretReference{Name: "bridge-client"}},
+	})
+	alice := h.connect(t, "alice-token", "/mcp", mcpclient.EraSession)
+	before := len(h.st.Requests())
+	check := func(step, says string, retryable bool) {
+		t.Helper()
+		_, err := alice.CallTool(testkit.Context(t), "mcp.stateful.recall", []byte(`{}`))
+		if d, ok := retryDataOf(err); rpcCode(err) != CodeUpstream || !ok || d.Reason != upstreamcred.ReasonUnavailable || !d.says(retryable, -1, -1) || !strings.Contains(err.Error(), says) {
+			t.Errorf("%s: %v; want %d credential_unavailable, retryable %v, saying %q", step, err, CodeUpstream, retryable, says)
+		}
+	}
+	check("the client Secret missing", "could not be read", false)
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bridge-client", Namespace: h.ns}, StringData: map[string]string{"client_id": "bridge"}}
+	if err := h.k.Create(testkit.Context(t), sec); err != nil {
+		t.Fatal(err)
+	}
+	check("the client Secret without client_secret", "needs the keys", false)
+	sec.StringData = map[string]string{"client_id": "bridge", "client_secret": "s3cret"}
+	if err := h.k.Update(testkit.Context(t), sec); err != nil {
+		t.Fatal(err)
+	}
+	check("the token endpoint not reached", "could not be reached", true)
+	for _, r := range h.st.Requests()[before:] {
+		if r.Method == "tools/call" {
+			t.Errorf("a tools/call reached the server though no credential was had")
+		}
+	}
+	failed := 0
+	for _, ev := range h.events(t) {
+		if ev["type"] == "tool.failed" && ev["reason"] == upstreamcred.ReasonUnavailable {
+			failed++
+		}
+	}
+	if failed != 3 {
+		t.Errorf("%d tool.failed events with reason credential_unavailable, want 3", failed)
 	}
 }
 

@@ -204,3 +204,31 @@ func TestSessionGrantsForPromptsAndResources(t *testing.T) {
 	g.AllowSessionFor(e.DecideResource(agent, ResourceRead{Server: "fs", Namespace: "team", URI: "file:///../etc/passwd"}))
 	checkResult(t, g.Apply(e.DecideResource(agent, ResourceRead{Server: "fs", Namespace: "team", URI: "file:///../etc/passwd"})), dDeny, SourceDefault, nil, "")
 }
+
+// TestRateLimiterWaitsForEveryBucket: a call that two policies' limits
+// cover passes once both buckets hold a token: an agent told when the
+// first one does would be denied again then. The denial names the bucket
+// that takes longest, and its wait.
+func TestRateLimiterWaitsForEveryBucket(t *testing.T) {
+	e := mustEngine(t,
+		newPolicy("team", "a-fast", forGroup("system:serviceaccounts"), allow("mcp.fs.*"), withRateLimit(60, 1)),
+		newPolicy("team", "b-slow", forGroup("system:serviceaccounts"), allow("mcp.fs.*"), withRateLimit(6, 1)),
+	)
+	clock := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	l := NewRateLimiter(clock.Now)
+	read := call("fs", "read", v1alpha1.RiskRead, nil)
+	decide := func() Result { return l.Apply(agent, e.DecideTool(agent, read)) }
+	if got := decide(); got.Decision != dAllow {
+		t.Fatalf("the first call: %s (%s)", got.Decision, got.Reason)
+	}
+	got := decide()
+	checkResult(t, got, dDeny, "policy:team/b-slow#rateLimit", []string{"policy:team/b-slow#rateLimit"},
+		"rate limit exceeded: policy team/b-slow allows 6 calls per minute (burst 1)")
+	if got.RetryAfter != 10*time.Second {
+		t.Errorf("RetryAfter %s, want 10s: the slower bucket's wait", got.RetryAfter)
+	}
+	clock.Step(got.RetryAfter)
+	if got := decide(); got.Decision != dAllow {
+		t.Errorf("the call after RetryAfter: %s (%s), want it allowed", got.Decision, got.Reason)
+	}
+}

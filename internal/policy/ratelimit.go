@@ -62,19 +62,28 @@ func (l *RateLimiter) Apply(s Subject, r Result) Result {
 	}
 	var bufs [4]*bucket
 	buckets := bufs[:0]
+	// The request passes once every empty bucket holds a token again: it
+	// is denied naming the one that takes longest, and when that is.
+	var longest *rateLimitSpec
+	var wait time.Duration
 	for _, spec := range r.rateLimits {
 		b := l.bucket(bucketKey{policy: spec.policy, subject: subject}, spec, now)
 		if b.tokens < 1 {
-			r.Decision = v1alpha1.DecisionDeny
-			r.Rules = []RuleRef{spec.ref}
-			r.SourcedFrom = spec.source
-			r.Approval = nil
-			r.Reason = fmt.Sprintf("rate limit exceeded: policy %s allows %d calls per minute (burst %d) to each subject",
-				spec.policy, spec.callsPerMinute, spec.burst)
-			r.RetryAfter = b.untilToken()
-			return r
+			if w := b.untilToken(); longest == nil || w > wait {
+				longest, wait = spec, w
+			}
 		}
 		buckets = append(buckets, b)
+	}
+	if longest != nil {
+		r.Decision = v1alpha1.DecisionDeny
+		r.Rules = []RuleRef{longest.ref}
+		r.SourcedFrom = longest.source
+		r.Approval = nil
+		r.Reason = fmt.Sprintf("rate limit exceeded: policy %s allows %d calls per minute (burst %d) to each subject",
+			longest.policy, longest.callsPerMinute, longest.burst)
+		r.RetryAfter = wait
+		return r
 	}
 	for _, b := range buckets {
 		b.tokens--

@@ -38,6 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/k8s/apiretry"
 	"github.com/mcp-operator/mcp-operator/internal/redact"
 )
 
@@ -132,6 +133,11 @@ type Error struct {
 	// Code is the token endpoint's RFC 6749 error code, when it gave one.
 	Code string
 	Msg  string
+	// Transient: the credential could not be had for now (the token
+	// endpoint or the API server not reached or not answering), and may
+	// be next time; otherwise it fails the same until someone changes it
+	// (the server's spec, a Secret, the bridge's flags).
+	Transient bool
 }
 
 func (e *Error) Error() string { return e.Msg }
@@ -597,7 +603,7 @@ func exchangeError(s Server, err error) error {
 	if errors.As(err, &ue) {
 		// The URL is the configured token URL (no token in it); the
 		// transport's error says what failed.
-		return &Error{Server: s.key(), Reason: ReasonUnavailable, Msg: fmt.Sprintf("server %s: the token endpoint could not be reached: %v", s.key(), ue.Err)}
+		return &Error{Server: s.key(), Reason: ReasonUnavailable, Transient: true, Msg: fmt.Sprintf("server %s: the token endpoint could not be reached: %v", s.key(), ue.Err)}
 	}
 	return &Error{Server: s.key(), Reason: ReasonUnavailable, Msg: fmt.Sprintf("server %s: the token endpoint's answer was unusable", s.key())}
 }
@@ -669,7 +675,7 @@ func (st *Store) clientOf(ctx context.Context, s Server) (id, secret string, err
 	}
 	var sec corev1.Secret
 	if err := st.opts.Secrets.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: ref.Name}, &sec); err != nil {
-		return "", "", &Error{Server: s.key(), Reason: ReasonUnavailable, Msg: fmt.Sprintf("server %s: the client Secret %s of its token exchange could not be read: %v", s.key(), ref.Name, err)}
+		return "", "", &Error{Server: s.key(), Reason: ReasonUnavailable, Transient: apiretry.Transient(err), Msg: fmt.Sprintf("server %s: the client Secret %s of its token exchange could not be read: %v", s.key(), ref.Name, err)}
 	}
 	id, secret = strings.TrimSpace(string(sec.Data["client_id"])), strings.TrimSpace(string(sec.Data["client_secret"]))
 	if id == "" || secret == "" {
@@ -693,7 +699,7 @@ func (st *Store) callerSecret(ctx context.Context, s Server, c Caller) (*entry, 
 	}
 	var list corev1.SecretList
 	if err := st.opts.Secrets.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{v1alpha1.CallerLabel: v1alpha1.CallerLabelValue(c.Username)}); err != nil {
-		return nil, &Error{Server: s.key(), Reason: ReasonUnavailable, Msg: fmt.Sprintf("server %s: the caller's Secret could not be looked up: %v", s.key(), err)}
+		return nil, &Error{Server: s.key(), Reason: ReasonUnavailable, Transient: apiretry.Transient(err), Msg: fmt.Sprintf("server %s: the caller's Secret could not be looked up: %v", s.key(), err)}
 	}
 	var mine []corev1.Secret
 	for _, sec := range list.Items {
