@@ -214,9 +214,9 @@ func TestExpiredSessionIsReported(t *testing.T) {
 	}
 }
 
-// A capability json cannot encode is refused by Connect, in either era: it
-// used to leave an empty value in every request's _meta (invalid JSON on
-// the wire) or no params at all in initialize.
+// A capability json cannot encode is refused by Connect, in either era, rather
+// than left as an empty value in every request's _meta (invalid JSON on the
+// wire) or as no params at all in initialize.
 func TestUnencodableCapabilityIsRefused(t *testing.T) {
 	url := everything(t, true)
 	for _, era := range []client.Era{"", client.EraSession} {
