@@ -131,11 +131,11 @@ func main() {
 	}
 }
 
-// inScratchDir runs f with TMPDIR set to a directory of its own, removed
-// after f, whose children are stopped by then: the temporary files of the
-// run (the bridge children's audit logs and artifacts, Jaeger's config,
-// ToolHive's home, envtest's etcd) go there. The children are killed, so
-// they cannot remove their own; before, each run left directories behind.
+// inScratchDir runs f with TMPDIR set to a directory of its own, removed after
+// f, whose children are stopped by then: the temporary files of the run (the
+// bridge children's audit logs and artifacts, Jaeger's config, ToolHive's
+// home, envtest's etcd) go there. The children are killed, so they cannot
+// remove their own: without this, each run would leave directories behind.
 func inScratchDir(f func() error) error {
 	dir, err := os.MkdirTemp("", "bench-bridge-run-")
 	if err != nil {

@@ -7,13 +7,12 @@ import (
 	"testing"
 
 	"github.com/mcp-operator/mcp-operator/internal/testkit"
-	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
 // The webhook's URL may carry a credential (a token in its query, a user
 // and password): its errors name the URL without them.
 func TestWebhookErrorsHideTheURLsCredentials(t *testing.T) {
-	addr := fmt.Sprintf("127.0.0.1:%d", testpeers.FreePort(t)) // nothing listens there
+	addr := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t)) // nothing listens there
 	wh, err := NewWebhook(testkit.WithCredentials("http://"+addr, "/hook"), []byte("0123456789abcdef"))
 	if err != nil {
 		t.Fatal(err)

@@ -51,10 +51,10 @@ func TestPaddingCannotHideTheArguments(t *testing.T) {
 	}
 }
 
-// A key longer than its member's share, with an object under it, left the
-// value a negative budget (a panic serving the request); a string of
-// control characters, escaped in six bytes each, took many times its
-// budget. Found by review.
+// A key longer than its member's share, with an object under it, must not
+// leave the value a negative budget (a panic serving the request), and a
+// string of control characters, escaped in six bytes each, must not take many
+// times its budget.
 func TestPreviewOfOddShapes(t *testing.T) {
 	var keys strings.Builder
 	keys.WriteString(`{`)

@@ -126,9 +126,9 @@ type Writer struct {
 	// linger is armed by the event that finds the queue empty and wakes
 	// the sink goroutine Linger later; kick wakes it at once (Flush,
 	// Close, a half-full queue). A batch costs the callers no wake-up of
-	// the sink goroutine: before, the first event of each batch woke it
-	// only for it to wait Linger, which on sequential calls was a hand-off
-	// to another thread per batch.
+	// the sink goroutine: waking it at the first event of each batch only
+	// for it to wait Linger would, on sequential calls, be a hand-off to
+	// another thread per batch.
 	linger     *time.Timer
 	kick       chan struct{}
 	dropping   bool   // events are being dropped until space returns

@@ -27,6 +27,7 @@ import (
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mtlstest"
 	"github.com/mcp-operator/mcp-operator/internal/testenv"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -278,7 +279,7 @@ var _ = Describe("MCPServer controller", func() {
 		It("counts no probe failure while a server that runs but is not Ready does not listen yet, and serves it before the kubelet's Ready", func() {
 			bin, err := testpeers.EverythingServer()
 			Expect(err).NotTo(HaveOccurred())
-			port := testpeers.FreePort(GinkgoT())
+			port := testkit.FreePort(GinkgoT())
 			s := httpServer(ns, "slow-start", port)
 			Expect(k8sClient.Create(ctx, s)).To(Succeed())
 
@@ -317,7 +318,7 @@ var _ = Describe("MCPServer controller", func() {
 		})
 
 		It("restarts a crashing server with backoff, gives up after maxRestarts, and comes back on the restart annotation", func() {
-			s := httpServer(ns, "crashy", testpeers.FreePort(GinkgoT()))
+			s := httpServer(ns, "crashy", testkit.FreePort(GinkgoT()))
 			Expect(k8sClient.Create(ctx, s)).To(Succeed())
 
 			backoffs := []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second}
@@ -396,7 +397,7 @@ var _ = Describe("MCPServer controller", func() {
 		})
 
 		It("counts a server that stops answering the probe as crashed", func() {
-			s := httpServer(ns, "silent", testpeers.FreePort(GinkgoT())) // nothing listens there
+			s := httpServer(ns, "silent", testkit.FreePort(GinkgoT())) // nothing listens there
 			Expect(k8sClient.Create(ctx, s)).To(Succeed())
 			kubeletRuns(onePod(s), clk.Now())
 			Eventually(func() string { return get(s).Status.Restarts.LastExitReason }).WithTimeout(30 * time.Second).
@@ -423,7 +424,7 @@ var _ = Describe("MCPServer controller", func() {
 		})
 
 		It("replaces the pod on a spec change without counting a crash", func() {
-			s := httpServer(ns, "changing", testpeers.FreePort(GinkgoT()))
+			s := httpServer(ns, "changing", testkit.FreePort(GinkgoT()))
 			Expect(k8sClient.Create(ctx, s)).To(Succeed())
 			first := onePod(s)
 			update(s, func(cur *mcpv1alpha1.MCPServer) {
@@ -441,7 +442,7 @@ var _ = Describe("MCPServer controller", func() {
 
 	It("keeps a backoff across a controller restart", func() {
 		stop := startStoppableManager([]string{ns}, reconcilerFor(clk))
-		s := httpServer(ns, "survivor", testpeers.FreePort(GinkgoT()))
+		s := httpServer(ns, "survivor", testkit.FreePort(GinkgoT()))
 		s.Spec.RestartPolicy.BackoffBase = metav1.Duration{Duration: time.Minute}
 		s.Spec.RestartPolicy.BackoffCap = metav1.Duration{Duration: 10 * time.Minute}
 		Expect(k8sClient.Create(ctx, s)).To(Succeed())
@@ -626,7 +627,7 @@ var _ = Describe("MCPServer controller with a stdio server", func() {
 		startManager([]string{ns}, reconcilerFor(clk))
 		everything, err := testpeers.NPMBin("mcp-server-everything")
 		Expect(err).NotTo(HaveOccurred())
-		port := testpeers.FreePort(GinkgoT())
+		port := testkit.FreePort(GinkgoT())
 		s := &mcpv1alpha1.MCPServer{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stdio"},
 			Spec: mcpv1alpha1.MCPServerSpec{

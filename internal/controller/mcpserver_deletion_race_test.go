@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -36,7 +37,7 @@ type switchableServer struct {
 }
 
 func newSwitchableServer() *switchableServer {
-	s := &switchableServer{port: testpeers.FreePort(GinkgoT()), target: testpeers.GoEverything(GinkgoT(), false).Port}
+	s := &switchableServer{port: testkit.FreePort(GinkgoT()), target: testpeers.GoEverything(GinkgoT(), false).Port}
 	DeferCleanup(s.stop)
 	return s
 }

@@ -15,7 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
-	"github.com/mcp-operator/mcp-operator/internal/testpeers"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 )
 
 // Ready=False says what to fix. envtest runs no scheduler and no kubelet, so
@@ -50,7 +50,7 @@ var _ = Describe("MCPServer status says what to fix", func() {
 	}
 
 	It("names the image and the runtime's error when the image cannot be pulled, the same through the kubelet's backoff", func() {
-		s := httpServer(ns, "nopull", testpeers.FreePort(GinkgoT()))
+		s := httpServer(ns, "nopull", testkit.FreePort(GinkgoT()))
 		Expect(k8sClient.Create(ctx, s)).To(Succeed())
 		pod := onePod(s)
 		runtimeErr := `failed to pull and unpack image "example.com/everything:1": failed to resolve reference "example.com/everything:1": example.com/everything:1: not found`
@@ -65,7 +65,7 @@ var _ = Describe("MCPServer status says what to fix", func() {
 	})
 
 	It("names the missing Secret when the container cannot be created", func() {
-		s := httpServer(ns, "nosecret", testpeers.FreePort(GinkgoT()))
+		s := httpServer(ns, "nosecret", testkit.FreePort(GinkgoT()))
 		s.Spec.Workload.Env = []corev1.EnvVar{{Name: "API_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: "api-token"}, Key: "token"}}}}
 		Expect(k8sClient.Create(ctx, s)).To(Succeed())
@@ -75,7 +75,7 @@ var _ = Describe("MCPServer status says what to fix", func() {
 	})
 
 	It("gives the scheduler's message when no node can take the pod", func() {
-		s := httpServer(ns, "toobig", testpeers.FreePort(GinkgoT()))
+		s := httpServer(ns, "toobig", testkit.FreePort(GinkgoT()))
 		Expect(k8sClient.Create(ctx, s)).To(Succeed())
 		pod := onePod(s)
 		pod.Status = corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
@@ -88,7 +88,7 @@ var _ = Describe("MCPServer status says what to fix", func() {
 	})
 
 	It("names the memory limit an OOM-killed server hit", func() {
-		s := httpServer(ns, "hungry", testpeers.FreePort(GinkgoT()))
+		s := httpServer(ns, "hungry", testkit.FreePort(GinkgoT()))
 		s.Spec.Workload.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("96Mi")}}
 		Expect(k8sClient.Create(ctx, s)).To(Succeed())
 		kubeletSeesExit(onePod(s), 137, "OOMKilled")

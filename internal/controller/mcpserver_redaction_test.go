@@ -17,7 +17,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
-	"github.com/mcp-operator/mcp-operator/internal/testpeers"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 )
 
 // leakToken is a GitHub token (fake) the leaky server writes besides the
@@ -109,7 +109,7 @@ var _ = Describe("MCPServer controller with a server that leaks its credentials"
 	It("names a remote server it cannot reach without the credentials in its URL", func() {
 		ns := createNamespace()
 		startManager([]string{ns}, reconcilerFor(clocktesting.NewFakeClock(time.Now().Truncate(time.Second))))
-		addr := fmt.Sprintf("127.0.0.1:%d", testpeers.FreePort(GinkgoT())) // nothing listens there
+		addr := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(GinkgoT())) // nothing listens there
 		s := &mcpv1alpha1.MCPServer{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unreachable"},
 			Spec: mcpv1alpha1.MCPServerSpec{

@@ -91,11 +91,11 @@ func jsonString(s string) string {
 	return string(b)
 }
 
-// TestCompletionURIsDecidedCanonical: a completion
-// of a resource template's argument is decided as a read of its URI, in
-// the canonical form, and that form is what reaches the server. Before,
-// the raw ref.uri was decided and forwarded: test://template//secret/…
-// escaped a rule denying test://template/secret/**.
+// TestCompletionURIsDecidedCanonical: a completion of a resource template's
+// argument is decided as a read of its URI, in the canonical form, and that
+// form is what reaches the server. Deciding and forwarding the raw ref.uri
+// would let test://template//secret/… escape a rule denying
+// test://template/secret/**.
 func TestCompletionURIsDecidedCanonical(t *testing.T) {
 	up := testpeers.GoEverything(t, true)
 	tapURL, tp := newTap(t, up.URL)

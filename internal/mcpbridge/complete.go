@@ -15,14 +15,13 @@ import (
 )
 
 // completion is the completions adapter of the pipeline: one
-// completion/complete on a server's own endpoint. It is decided and
-// recorded like every request that reaches a server (it used to be
-// forwarded with neither: a caller with no policy at all read the
-// completions of prompts nobody may use). Completing an
-// argument of a prompt is decided as getting that prompt, of a resource
-// template as reading it; a suggestion is not worth a question to the
-// user, so where the policy says ask, it is denied. A resource URI is
-// decided and forwarded in its canonical form, as a read's is.
+// completion/complete on a server's own endpoint. It is decided and recorded
+// like every request that reaches a server (forwarded with neither, a caller
+// with no policy at all would read the completions of prompts nobody may use).
+// Completing an argument of a prompt is decided as getting that prompt, of a
+// resource template as reading it; a suggestion is not worth a question to the
+// user, so where the policy says ask, it is denied. A resource URI is decided
+// and forwarded in its canonical form, as a read's is.
 type completion struct {
 	// exchange.server is the completion's server: the available stage
 	// answers for it, or wakes it, as for a read or a prompt.

@@ -155,12 +155,12 @@ func TestDeleteRefusedChangesNothing(t *testing.T) {
 	refused("a session older than its maximum age", other)
 }
 
-// TestDeleteOfASessionLiveElsewhereEndsNothingHere: a DELETE, with or
-// without credentials, of a session another replica holds leaves this
-// replica's tombstone only. alice is at her session cap here with two idle
-// sessions; before, each DELETE adopted the session to end it, and at the
-// cap adopting forgot her least recently used session here: its upstream
-// session closed and what the server kept for it was lost.
+// TestDeleteOfASessionLiveElsewhereEndsNothingHere: a DELETE, with or without
+// credentials, of a session another replica holds leaves this replica's
+// tombstone only. alice is at her session cap here with two idle sessions: a
+// DELETE that adopted the session to end it would, at the cap, forget her
+// least recently used session here, closing its upstream session and losing
+// what the server kept for it.
 func TestDeleteOfASessionLiveElsewhereEndsNothingHere(t *testing.T) {
 	st := bridgetest.NewStateful(t, false)
 	servers := []v1alpha1.MCPServer{bridgetest.Published(t, "agents", "stateful", st.URL, v1alpha1.ToolsSpec{})}

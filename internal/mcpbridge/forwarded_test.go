@@ -34,12 +34,11 @@ var forwardedCases = map[string]string{
 	"skills/get":               `{"uri":"skill://deploy/SKILL.md"}`,
 }
 
-// TestEveryForwardedMethodIsDecided: every method whose
-// handling reaches a server (the bridge's own table, so a method added
-// there is covered here) is decided for a caller no ToolPolicy names:
-// a request is refused with CodeDenied, its decision recorded, and it never
-// reaches the server; a list is empty. Before, completion/complete went
-// upstream with no decision and no record.
+// TestEveryForwardedMethodIsDecided: every method whose handling reaches a
+// server (the bridge's own table, so a method added there is covered here) is
+// decided for a caller no ToolPolicy names: a request is refused with
+// CodeDenied, its decision recorded, and it never reaches the server; a list
+// is empty.
 func TestEveryForwardedMethodIsDecided(t *testing.T) {
 	up := testpeers.GoEverything(t, false)
 	tapURL, tp := newTap(t, up.URL)

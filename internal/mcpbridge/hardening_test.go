@@ -292,12 +292,12 @@ func (a countingAuth) Authenticate(ctx context.Context, token string) (identity.
 	return id, err
 }
 
-// TestSlowBodiesDoNotTakeSlots: requests whose bodies trickle
-// in, from an identity with no policy at all, cannot take the replica's
-// request slots: the slot is taken after authentication and the body, each
-// within the connection's own budget. Before, two such requests made a
-// two-slot replica answer 503 to everyone until its read timeout. Raw TCP:
-// an HTTP client sends a body at once.
+// TestSlowBodiesDoNotTakeSlots: requests whose bodies trickle in, from an
+// identity with no policy at all, cannot take the replica's request slots: the
+// slot is taken after authentication and the body, each within the
+// connection's own budget. Otherwise two such requests would make a two-slot
+// replica answer 503 to everyone until its read timeout. Raw TCP: an HTTP
+// client sends a body at once.
 func TestSlowBodiesDoNotTakeSlots(t *testing.T) {
 	auth := countingAuth{tokenAuth: testCallers, seen: make(chan string, 16)}
 	h := newHarness(t, nil, nil, func(c *Config) {

@@ -33,10 +33,10 @@ func ledgerOn(t *testing.T) (*once.Ledger, client.Client) {
 }
 
 // TestAllowOnceRunsOnceAcrossReplicas: two bridge replicas sharing one API
-// server (and the session key) are each sent the same allow_once answer,
-// one after the other and then at once: the call runs once in all, the
-// others are refused as used already. Before, each replica remembered only
-// its own uses, and a state replayed to the other ran there once more.
+// server (and the session key) are each sent the same allow_once answer, one
+// after the other and then at once: the call runs once in all, the others are
+// refused as used already (a replica that remembered only its own uses would
+// run a state replayed to it once more).
 func TestAllowOnceRunsOnceAcrossReplicas(t *testing.T) {
 	ledger, _ := ledgerOn(t)
 	up := testpeers.GoEverything(t, false)

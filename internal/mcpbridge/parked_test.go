@@ -162,10 +162,9 @@ func TestParkedCallsBounded(t *testing.T) {
 	}
 }
 
-// TestParkedCallDeniedMeanwhile: a parked call whose
-// policy denies it by the agent's retry is ended, and its chain closes as
-// any call that went upstream does: mcp.call.failed, then tool.failed.
-// Before, the refusal wrote tool.failed only.
+// TestParkedCallDeniedMeanwhile: a parked call whose policy denies it by the
+// agent's retry is ended, and its chain closes as any call that went upstream
+// does: mcp.call.failed, then tool.failed (not tool.failed alone).
 func TestParkedCallDeniedMeanwhile(t *testing.T) {
 	up := testpeers.GoEverything(t, false)
 	srv := bridgetest.Published(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{})
@@ -202,10 +201,9 @@ func TestParkedCallDeniedMeanwhile(t *testing.T) {
 	}
 }
 
-// TestParkedCallEndsWithItsServer: a parked call whose server goes away
-// leaves the replica then, with the real reason, instead of holding its
-// slot until its deadline (30 s here) and being recorded as a timeout.
-// Found by review.
+// TestParkedCallEndsWithItsServer: a parked call whose server goes away leaves
+// the replica then, with the real reason, instead of holding its slot until
+// its deadline (30 s here) and being recorded as a timeout.
 func TestParkedCallEndsWithItsServer(t *testing.T) {
 	up := testpeers.GoEverything(t, false)
 	srv := bridgetest.Published(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{})

@@ -56,11 +56,10 @@ func TestAllowOnceIsUsedOnce(t *testing.T) {
 	}
 }
 
-// TestStateIsBoundToItsEra: a 2026-07-28 question's
-// requestState with an allow_once answer, sent inside a session before
-// its own retry, is refused with -32602 and runs nothing; the stateless
-// retry it was issued for still runs once. Before, the session's request
-// ran the call. Raw HTTP, to carry the bytes across eras.
+// TestStateIsBoundToItsEra: a 2026-07-28 question's requestState with an
+// allow_once answer, sent inside a session before its own retry, is refused
+// with -32602 and runs nothing; the stateless retry it was issued for still
+// runs once. Raw HTTP, to carry the bytes across eras.
 func TestStateIsBoundToItsEra(t *testing.T) {
 	h := allowOnceHarness(t)
 

@@ -18,10 +18,10 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
-// TestServerRequestSaysTheAgentWentAway: a session-era agent that goes
-// away while the server's elicitation waits for its answer leaves an
-// mcp.server_request event that says so; before, its reason ended with
-// "context canceled".
+// TestServerRequestSaysTheAgentWentAway: a session-era agent that goes away
+// while the server's elicitation waits for its answer leaves an
+// mcp.server_request event that says so, not a reason that ends with "context
+// canceled".
 func TestServerRequestSaysTheAgentWentAway(t *testing.T) {
 	reason := serverRequestReasonWhen(t, func(t *testing.T, url, sid string, leave func()) {
 		leave() // the agent goes away without answering
@@ -31,10 +31,10 @@ func TestServerRequestSaysTheAgentWentAway(t *testing.T) {
 	}
 }
 
-// TestServerRequestSaysTheAgentEndedItsSession: an agent that ends its
-// session (DELETE) while the server's elicitation waits for its answer
-// leaves an mcp.server_request event that says so; before, the session's
-// end told the call the agent had cancelled it (notifications/cancelled).
+// TestServerRequestSaysTheAgentEndedItsSession: an agent that ends its session
+// (DELETE) while the server's elicitation waits for its answer leaves an
+// mcp.server_request event that says so; the session's end does not tell the
+// call the agent cancelled it (notifications/cancelled).
 func TestServerRequestSaysTheAgentEndedItsSession(t *testing.T) {
 	reason := serverRequestReasonWhen(t, func(t *testing.T, url, sid string, _ func()) {
 		endSession(t, url, "alice-token", sid)
@@ -138,10 +138,9 @@ func TestParkedCallDecisionWins(t *testing.T) {
 	}
 }
 
-// TestRequestContextOfAnAgentGone: the context of a request whose agent
-// is gone already is done when requestContext returns, with the reason, so
-// no work starts for it. Before, it ended only when AfterFunc's goroutine
-// ran.
+// TestRequestContextOfAnAgentGone: the context of a request whose agent is
+// gone already is done when requestContext returns, with the reason, so no
+// work starts for it: it does not wait for AfterFunc's goroutine to run.
 func TestRequestContextOfAnAgentGone(t *testing.T) {
 	agent, leave := context.WithCancel(context.Background())
 	leave()

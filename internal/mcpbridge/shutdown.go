@@ -183,8 +183,8 @@ func (b *Bridge) endWaits() {
 //     gets SIGTERM, but kube-proxy (or a load balancer) takes a moment to
 //     stop sending it new connections: each agent's next request opens a
 //     new connection, which lands on another replica once the Service has
-//     caught up. Stopping at once made requests sent in the first second
-//     after a deletion hang on a pod that no longer answered.
+//     caught up. Stopping at once would make requests sent in the first
+//     second after a deletion hang on a pod that no longer answers.
 //   - srv then refuses new connections, the waits on people and agents end
 //     with ReasonStopping, and the calls in flight have bounds.Drain to
 //     finish; those left fail with ReasonStopping (their audit chain ends

@@ -472,11 +472,10 @@ func TestUpdatedInServerSpelling(t *testing.T) {
 	}
 }
 
-// TestListenThatAcceptedNothingEnds: a
-// subscriptions/listen whose subscriptions were all refused has nothing
-// to wait for: it acknowledges none and ends at once, giving back its
-// request slots. Before, it held them until the client went away. Raw
-// HTTP: the stream's end is what is checked.
+// TestListenThatAcceptedNothingEnds: a subscriptions/listen whose
+// subscriptions were all refused has nothing to wait for: it acknowledges none
+// and ends at once, giving back its request slots rather than holding them
+// until the client goes away. Raw HTTP: the stream's end is what is checked.
 func TestListenThatAcceptedNothingEnds(t *testing.T) {
 	up := testpeers.GoEverything(t, false)
 	server := bridgetest.Published(t, "tools", "everything", up.URL, v1alpha1.ToolsSpec{})

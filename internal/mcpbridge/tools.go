@@ -140,27 +140,19 @@ func (b *Bridge) listTools(rq *request) *jsonrpc.Message {
 	return listResult(rq, "tools", items, f)
 }
 
-// listedTool is t as a list shows it in style. Rendered redacts the
-// shapes (cleanDefinition); the server's own Secret values go too, and
-// invisible text, as from every listing. The controller cleaned status
-// already, but a value the server was given after its probe is known here
-// first.
+// listedTool is t as a list (tools/list, find_tools) shows it in style:
+// the one pass of the output pipeline over the rendering, with the
+// server's redactor (the credential shapes and the server's own Secret
+// values) and invisible text removed, as from every listing. The
+// controller cleaned status already, but a value the server was given
+// after its probe is known here first. A definition the pipeline refuses
+// (not valid JSON, or two keys that escaping makes one) is shown as it is.
 func (b *Bridge) listedTool(t *routes.Tool, style string) []byte {
-	item := t.Rendered(style, cleanDefinition)
+	item := t.Rendered(style)
 	if clean, _, err := output.JSON(b.redactor(t.Server), "tools/list", item); err == nil {
 		return clean
 	}
 	return item
-}
-
-// cleanDefinition is a tool's definition without invisible characters and
-// with credential shapes redacted, as status shows it; one that is not
-// valid JSON is kept as it is.
-func cleanDefinition(def json.RawMessage) json.RawMessage {
-	if clean, _, err := output.JSON(nil, "tools/list", def); err == nil {
-		return clean
-	}
-	return def
 }
 
 // resolveTool finds the tool a name means, strictly: the full namespaced

@@ -436,10 +436,10 @@ func TestTracingOff(t *testing.T) {
 	}
 }
 
-// What the agent chooses reaches a span bounded, valid and redacted: an
-// id cut inside a character made OTLP refuse the whole batch (other
-// agents' spans with it), a method of any length named a span, and a URI's
-// token went to the collector as it was. Found by review.
+// What the agent chooses reaches a span bounded, valid and redacted: an id cut
+// inside a character would make OTLP refuse the whole batch (other agents'
+// spans with it), a method of any length must not name a span, and a URI's
+// token must not reach the collector as it is.
 func TestAgentTextInSpans(t *testing.T) {
 	id := requestIDAttr(json.RawMessage(`"a` + strings.Repeat("é", 40) + `"`))
 	if len(id) > 64 || !utf8.ValidString(id) || !strings.HasPrefix(id, "aé") {

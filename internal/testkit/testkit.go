@@ -1,25 +1,41 @@
 // Package testkit holds the small helpers that the tests of many packages
 // share: a deadline for a test's calls, waiting until something holds, a
-// URL carrying credentials that no error may show, and the process's CPU
-// time for benchmarks. It sits beside
-// internal/testpeers (the real MCP software tests run against) and imports
-// nothing of the project's but that, so a test of any package, however
-// low, can use it.
+// free loopback port, a URL carrying credentials that no error may show,
+// and the process's CPU time for benchmarks. It imports nothing of the
+// project's, so a test of any package, however low (api/v1alpha1
+// included), can use it; internal/testpeers, which needs the API types
+// through internal/testenv, builds on it rather than the other way round.
 package testkit
 
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
 // TB is what the helpers need of a test; *testing.T, *testing.B and
 // Ginkgo's GinkgoT() all have it.
-type TB = testpeers.TB
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+	TempDir() string
+}
+
+// FreePort returns a loopback port that is free right now.
+func FreePort(t TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("while finding a free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
 
 // Context is a context that ends after 30 s or when the test does: a call
 // that hangs fails the test instead of stalling the whole run.
@@ -63,7 +79,7 @@ func WithCredentials(base, path string) string {
 // show its credentials.
 func SecretURL(t TB) string {
 	t.Helper()
-	return WithCredentials(fmt.Sprintf("http://127.0.0.1:%d", testpeers.FreePort(t)), "/mcp")
+	return WithCredentials(fmt.Sprintf("http://127.0.0.1:%d", FreePort(t)), "/mcp")
 }
 
 // ShownSecret is the first of URLSecrets that text shows, or "" when it

@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 	"testing"
@@ -57,6 +58,19 @@ func TestEventually(t *testing.T) {
 	if msg != "timed out after 100ms waiting until never" || time.Since(start) < 100*time.Millisecond {
 		t.Fatalf("a condition that never holds: failure %q after %s", msg, time.Since(start))
 	}
+}
+
+// The port FreePort names can be listened on at once.
+func TestFreePortCanBeListenedOn(t *testing.T) {
+	port := FreePort(t)
+	if port <= 0 || port > 65535 {
+		t.Fatalf("port %d", port)
+	}
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatalf("listening on the free port %d: %v", port, err)
+	}
+	l.Close()
 }
 
 func TestSecretURL(t *testing.T) {

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 )
 
 // Jaeger is a Jaeger v2 all-in-one (an OpenTelemetry collector with
@@ -89,14 +91,14 @@ const jaegerReady = "Everything is ready"
 // again on other ports, and Jaeger counts as up only once it says it has
 // bound them all, not when a port merely answers (it could be another
 // process's).
-func StartJaeger(t TB) *Jaeger {
+func StartJaeger(t testkit.TB) *Jaeger {
 	t.Helper()
 	return startJaeger(t, jaegerPorts)
 }
 
 // startJaeger is StartJaeger with the ports from pick: a test hands out a
 // taken one.
-func startJaeger(t TB, pick func(TB) (query, queryGRPC, otlpGRPC, otlpHTTP int)) *Jaeger {
+func startJaeger(t testkit.TB, pick func(testkit.TB) (query, queryGRPC, otlpGRPC, otlpHTTP int)) *Jaeger {
 	t.Helper()
 	bin, err := JaegerBinary()
 	if err != nil {
@@ -131,8 +133,8 @@ func startJaeger(t TB, pick func(TB) (query, queryGRPC, otlpGRPC, otlpHTTP int))
 }
 
 // jaegerPorts picks Jaeger's ports, free right now.
-func jaegerPorts(t TB) (query, queryGRPC, otlpGRPC, otlpHTTP int) {
-	return FreePort(t), FreePort(t), FreePort(t), FreePort(t)
+func jaegerPorts(t testkit.TB) (query, queryGRPC, otlpGRPC, otlpHTTP int) {
+	return testkit.FreePort(t), testkit.FreePort(t), testkit.FreePort(t), testkit.FreePort(t)
 }
 
 // waitForLog waits until p's log holds line, or fails when p exits first.

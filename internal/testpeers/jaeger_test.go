@@ -4,6 +4,8 @@ import (
 	"net"
 	"net/http"
 	"testing"
+
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 )
 
 // TestStartJaegerOnATakenPort: a port that another process took between
@@ -19,7 +21,7 @@ func TestStartJaegerOnATakenPort(t *testing.T) {
 	takenPort := taken.Addr().(*net.TCPAddr).Port
 
 	picks := 0
-	j := startJaeger(t, func(t TB) (int, int, int, int) {
+	j := startJaeger(t, func(t testkit.TB) (int, int, int, int) {
 		picks++
 		q, qg, og, oh := jaegerPorts(t)
 		if picks == 1 {

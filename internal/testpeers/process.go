@@ -12,17 +12,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-)
 
-// TB is what the helpers need of a test; *testing.T and Ginkgo's GinkgoT()
-// both have it.
-type TB interface {
-	Helper()
-	Fatal(args ...any)
-	Fatalf(format string, args ...any)
-	Cleanup(func())
-	TempDir() string
-}
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
+)
 
 // Process is an upstream server process in its own process group.
 type Process struct {
@@ -38,20 +30,9 @@ type Process struct {
 	reaped bool
 }
 
-// FreePort returns a loopback port that is free right now.
-func FreePort(t TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("while finding a free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // Start runs a server listening on port (path /mcp), waits until it accepts
 // connections, and kills its process group when the test ends.
-func Start(t TB, port int, env []string, name string, args ...string) *Process {
+func Start(t testkit.TB, port int, env []string, name string, args ...string) *Process {
 	t.Helper()
 	p, err := start(t, port, env, name, args...)
 	if err != nil {
@@ -62,7 +43,7 @@ func Start(t TB, port int, env []string, name string, args ...string) *Process {
 
 // start is Start with an error when the process exits before it listens
 // (its log says why), so that a caller can try again with other ports.
-func start(t TB, port int, env []string, name string, args ...string) (*Process, error) {
+func start(t testkit.TB, port int, env []string, name string, args ...string) (*Process, error) {
 	t.Helper()
 	p := &Process{URL: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), Port: port, done: make(chan struct{})}
 	p.cmd = exec.Command(name, args...)
@@ -142,24 +123,24 @@ func (p *Process) Log() string {
 
 // GoEverything starts the go-sdk conformance everything-server over HTTP
 // (the session era unless stateless).
-func GoEverything(t TB, stateless bool) *Process {
+func GoEverything(t testkit.TB, stateless bool) *Process {
 	t.Helper()
 	bin, err := EverythingServer()
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := FreePort(t)
+	port := testkit.FreePort(t)
 	return Start(t, port, nil, bin, "-http=127.0.0.1:"+strconv.Itoa(port), "-stateless="+strconv.FormatBool(stateless))
 }
 
 // NodeEverything starts @modelcontextprotocol/server-everything over
 // Streamable HTTP with extra environment.
-func NodeEverything(t TB, env ...string) *Process {
+func NodeEverything(t testkit.TB, env ...string) *Process {
 	t.Helper()
 	bin, err := NPMBin("mcp-server-everything")
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := FreePort(t)
+	port := testkit.FreePort(t)
 	return Start(t, port, append([]string{"PORT=" + strconv.Itoa(port)}, env...), bin, "streamableHttp")
 }

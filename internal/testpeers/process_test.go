@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 )
 
 // TestProcessExitKillsItsGroup: a process that exits on its own takes what
@@ -17,7 +19,7 @@ import (
 func TestProcessExitKillsItsGroup(t *testing.T) {
 	childPID := filepath.Join(t.TempDir(), "child.pid")
 	// The shell starts a child in its group, then exits without listening.
-	p, err := start(t, FreePort(t), nil, "sh", "-c", `sleep 600 & echo $! > "$0"`, childPID)
+	p, err := start(t, testkit.FreePort(t), nil, "sh", "-c", `sleep 600 & echo $! > "$0"`, childPID)
 	if err == nil || !strings.Contains(err.Error(), "exited before listening") {
 		t.Fatalf("start of a process that exits at once: %v, want an error saying it exited", err)
 	}

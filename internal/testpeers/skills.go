@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 )
 
 // SkillsServer is an MCP server that serves skills as the skills extension
@@ -39,7 +41,7 @@ type peerSkill struct {
 
 // StartSkillsServer serves skills (skill path -> description) whose only
 // file is a SKILL.md naming them; add files with SetFile.
-func StartSkillsServer(t TB, skills map[string]string) *SkillsServer {
+func StartSkillsServer(t testkit.TB, skills map[string]string) *SkillsServer {
 	s := &SkillsServer{skills: map[string]*peerSkill{}}
 	for path, desc := range skills {
 		name := path[strings.LastIndex(path, "/")+1:]

@@ -17,6 +17,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/stdio"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -42,7 +43,7 @@ func everything(t *testing.T, stateless bool) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := testpeers.FreePort(t)
+	port := testkit.FreePort(t)
 	testpeers.Start(t, port, nil, bin, "-http=127.0.0.1:"+strconv.Itoa(port), "-stateless="+strconv.FormatBool(stateless))
 	return "http://127.0.0.1:" + strconv.Itoa(port) + "/mcp"
 }
@@ -213,9 +214,9 @@ func TestExpiredSessionIsReported(t *testing.T) {
 	}
 }
 
-// A capability json cannot encode is refused by Connect, in either era: it
-// used to leave an empty value in every request's _meta (invalid JSON on
-// the wire) or no params at all in initialize.
+// A capability json cannot encode is refused by Connect, in either era, rather
+// than left as an empty value in every request's _meta (invalid JSON on the
+// wire) or as no params at all in initialize.
 func TestUnencodableCapabilityIsRefused(t *testing.T) {
 	url := everything(t, true)
 	for _, era := range []client.Era{"", client.EraSession} {

@@ -50,7 +50,7 @@ func Strip(s string) (string, Found) {
 	}
 	// Bytes that are not UTF-8 become U+FFFD (as they would in JSON): kept
 	// raw, the bytes on both sides of a removed character could join into
-	// a new one, an invisible one among them (found by FuzzStrip).
+	// a new one, an invisible one among them (FuzzStrip checks this).
 	if !utf8.ValidString(s) {
 		first = 0
 	}

@@ -151,7 +151,7 @@ func TestProbeEverythingTSOverStdio(t *testing.T) {
 
 func TestProbeEverythingTSOverHTTP(t *testing.T) {
 	bin := peer(t, npm("mcp-server-everything"))
-	port := testpeers.FreePort(t)
+	port := testkit.FreePort(t)
 	testpeers.Start(t, port, []string{"PORT=" + strconv.Itoa(port)}, bin, "streamableHttp")
 	target := probe.Target{HTTP: &streamhttp.Options{URL: "http://127.0.0.1:" + strconv.Itoa(port) + "/mcp"}}
 	res := runProbe(t, target, probe.Options{Server: "everything"})
@@ -217,7 +217,7 @@ func TestProbeGoSDKEverythingServerBothEras(t *testing.T) {
 	var digests []string
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			port := testpeers.FreePort(t)
+			port := testkit.FreePort(t)
 			testpeers.Start(t, port, nil, bin, "-http=127.0.0.1:"+strconv.Itoa(port), "-stateless="+strconv.FormatBool(tc.stateless))
 			target := probe.Target{HTTP: &streamhttp.Options{URL: "http://127.0.0.1:" + strconv.Itoa(port) + "/mcp"}}
 			res := runProbe(t, target, probe.Options{})

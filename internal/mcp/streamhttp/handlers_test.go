@@ -64,8 +64,8 @@ func callWaitingHandler(ctx context.Context, t *testing.T, srv *httptest.Server,
 	return cause, callErr
 }
 
-// A handler still waiting when the server answers the call is told that
-// the server answered it; before, it was told only "context canceled".
+// A handler still waiting when the server answers the call is told that the
+// server answered it, not only "context canceled".
 func TestHandlerToldTheServerAnsweredTheCall(t *testing.T) {
 	cause, err := callWaitingHandler(context.Background(), t, askingServer(t, false), func() {})
 	if err != nil {
@@ -90,14 +90,13 @@ func TestHandlerToldWhyTheCallerEndedTheCall(t *testing.T) {
 	}
 }
 
-// TestCallEndGivesTheCallersCause: a call its caller ended without the
-// answer tells its handlers the caller's cause, even when it returns as a
-// broken stream would. That happens when the caller's cancel closes the
-// body (readBody's AfterFunc) before it reaches hctx: the caller's context
-// ends its children in no set order, which a test cannot time, so callEnd
-// is given here the state it sees then. Before, it said ErrCallBroke. A
-// call that has its answer says so, even if its caller's end landed just
-// after it.
+// TestCallEndGivesTheCallersCause: a call its caller ended without the answer
+// tells its handlers the caller's cause, even when it returns as a broken
+// stream would. That happens when the caller's cancel closes the body
+// (readBody's AfterFunc) before it reaches hctx: the caller's context ends its
+// children in no set order, which a test cannot time, so callEnd is given here
+// the state it sees then; it must not say ErrCallBroke. A call that has its
+// answer says so, even if its caller's end landed just after it.
 func TestCallEndGivesTheCallersCause(t *testing.T) {
 	answer := &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: json.RawMessage(`1`), Result: json.RawMessage(`{}`)}
 	ended, end := context.WithCancelCause(context.Background())

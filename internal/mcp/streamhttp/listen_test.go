@@ -13,10 +13,10 @@ import (
 )
 
 // A server that asks for "retry: 0" and sends a new event id on each
-// standalone stream, then ends it, is reconnected to after minRetryDelay
-// at least. Before, Listen reconnected with no pause, forever (each new id
-// counts as progress). Only a lower bound on the gaps between the server's
-// GETs is asserted: load makes them longer, never shorter.
+// standalone stream, then ends it, is reconnected to after minRetryDelay at
+// least, not at once and forever (each new id counts as progress). Only a
+// lower bound on the gaps between the server's GETs is asserted: load makes
+// them longer, never shorter.
 func TestListenFloorsTheServersRetry(t *testing.T) {
 	gets := make(chan time.Time, 16)
 	var n atomic.Int64

@@ -55,10 +55,9 @@ func closingServer(t *testing.T, drop string) (*httptest.Server, func(method str
 	}
 }
 
-// A list request whose reused connection dies before any byte of the
-// answer is sent again (here once, on a new connection: the pool holds no
-// other): the caller gets the list.
-// Before, the caller got the dead connection's EOF.
+// A list request whose reused connection dies before any byte of the answer is
+// sent again (here once, on a new connection: the pool holds no other): the
+// caller gets the list, not the dead connection's EOF.
 func TestIdempotentRequestRetriedOnADeadReusedConnection(t *testing.T) {
 	srv, seen := closingServer(t, "tools/list")
 	c, err := New(Options{URL: srv.URL})
@@ -87,9 +86,9 @@ func TestCallNotRetriedOnADeadReusedConnection(t *testing.T) {
 	callSentOnce(t, Options{})
 }
 
-// A tools/call is sent once even when the server's credential headers
-// carry a key that has net/http send a request again (Idempotency-Key,
-// X-Idempotency-Key). Before, either made every call replayable.
+// A tools/call is sent once even when the server's credential headers carry a
+// key that has net/http send a request again (Idempotency-Key,
+// X-Idempotency-Key): either would make every call replayable.
 func TestCallNotRetriedWithIdempotencyKeyInTheHeaders(t *testing.T) {
 	for _, key := range []string{"Idempotency-Key", "X-Idempotency-Key"} {
 		t.Run(key, func(t *testing.T) {

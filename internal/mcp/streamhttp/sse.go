@@ -31,10 +31,10 @@ type sseCursor struct {
 	ended    bool
 }
 
-// sseReader holds the buffers a stream is read with. They are pooled: a
-// call answered on SSE used to allocate a 32 KiB reader and a copy of each
-// line and event, which on the go-sdk's everything-server was about half of
-// the bridge's bytes allocated per call (make bench-bridge).
+// sseReader holds the buffers a stream is read with. They are pooled:
+// unpooled, a call answered on SSE allocates a 32 KiB reader and a copy of
+// each line and event, about half of the bridge's bytes allocated per call on
+// the go-sdk's everything-server (make bench-bridge).
 type sseReader struct {
 	br   *bufio.Reader
 	body eofSeen // what br reads

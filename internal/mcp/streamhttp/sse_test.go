@@ -243,11 +243,10 @@ func TestReadSSECRDispatchesWithoutWaiting(t *testing.T) {
 	}
 }
 
-// Lines ended by CR alone are found with a search for a LF that looks at
-// each byte about once: it used to run over the rest of the buffer for each
-// line (quadratic in the lines a buffer holds), which let a server burn the
-// bridge's CPU. The count is of bytes searched, not time, to hold under any
-// load.
+// Lines ended by CR alone are found with a search for a LF that looks at each
+// byte about once, not over the rest of the buffer for each line (quadratic in
+// the lines a buffer holds), which would let a server burn the bridge's CPU.
+// The count is of bytes searched, not time, to hold under any load.
 func TestReadSSECRLinesSearchEachByteOnce(t *testing.T) {
 	for _, c := range []struct{ name, stream string }{
 		{"CR", strings.Repeat("data: 1\r", 3000) + "\r"},

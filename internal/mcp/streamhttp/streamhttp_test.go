@@ -53,8 +53,8 @@ func sseServer(t *testing.T, keepOpen bool) (*httptest.Server, *atomic.Int64) {
 }
 
 // An SSE answer's stream is read to its end once the response came, so the
-// next call goes on the same connection. Before, the body was closed unread
-// and every call dialled the server again (10 connections for 10 calls).
+// next call goes on the same connection: a body closed unread would have every
+// call dial the server again (10 connections for 10 calls).
 func TestSSEAnswersReuseTheConnection(t *testing.T) {
 	srv, conns := sseServer(t, false)
 	c, err := New(Options{URL: srv.URL})
@@ -100,10 +100,10 @@ func TestSSEStreamKeptOpenIsNotWaitedFor(t *testing.T) {
 	}
 }
 
-// A maxMessageBytes near math.MaxInt is no bound, in effect: answers are
-// read, on JSON and on SSE. Before, the bound plus its slack overflowed to a
-// negative limit: every SSE line was refused as too long, and a JSON body
-// read as empty.
+// A maxMessageBytes near math.MaxInt is no bound, in effect: answers are read,
+// on JSON and on SSE. The bound plus its slack must not overflow to a negative
+// limit, which would refuse every SSE line as too long and read a JSON body as
+// empty.
 func TestHugeMaxMessageBytesReadsAnswers(t *testing.T) {
 	for _, contentType := range []string{"application/json", "text/event-stream"} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -41,10 +41,9 @@ func newSlowReviews() *slowReviews {
 	return &slowReviews{entered: make(chan string, 16), answer: make(chan struct{})}
 }
 
-// TestReviewsInFlightAreBounded: requests with distinct
-// bad tokens each cost a TokenReview, and before there was no bound on how
-// many were in flight at once. Past MaxReviews, a new token is refused
-// with ErrBusy at once, without a review.
+// TestReviewsInFlightAreBounded: requests with distinct bad tokens each cost a
+// TokenReview, so the reviews in flight at once are bounded: past MaxReviews,
+// a new token is refused with ErrBusy at once, without a review.
 func TestReviewsInFlightAreBounded(t *testing.T) {
 	r := newSlowReviews()
 	tr := &TokenReview{Reviews: r, MaxReviews: 2}
@@ -145,9 +144,8 @@ func (r panickingReviews) Create(ctx context.Context, tr *authv1.TokenReview, o 
 }
 
 // A review that panics ends its flight: the requests waiting on it are
-// refused (they were let in with an empty identity when the flight was
-// ended by a deferred cleanup before the review had said anything), and
-// its slot is given back. Found by review.
+// refused, not let in with the empty identity of a flight that ended before
+// its review said anything, and its slot is given back.
 func TestAPanickingReviewLetsNobodyIn(t *testing.T) {
 	r := panickingReviews{newSlowReviews()}
 	tr := &TokenReview{Reviews: r, MaxReviews: 1}

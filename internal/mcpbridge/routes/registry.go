@@ -33,25 +33,23 @@ type Tool struct {
 	Definition json.RawMessage
 
 	renderOnce sync.Once
-	listed     json.RawMessage
 	dotted     json.RawMessage
 	underscore json.RawMessage
 }
 
 // Rendered is the definition with its name as the agent sees it: dotted or
-// underscore-style namespaced, or (upstream) as the server has it. Every
-// rendering is the definition as clean makes it (the bridge's output
-// pipeline: descriptions are the server's output too); the renderings are
-// made once, at the first call, so every caller passes the same clean.
-func (t *Tool) Rendered(style string, clean func(json.RawMessage) json.RawMessage) json.RawMessage {
+// underscore-style namespaced, or (upstream) as the server has it, made
+// once at the first call. It is the server's text as the server sent it:
+// the bridge runs every rendering through its output pipeline, with the
+// server's own redactor, each time it shows one.
+func (t *Tool) Rendered(style string) json.RawMessage {
 	t.renderOnce.Do(func() {
-		t.listed = clean(t.Definition)
-		t.dotted = renameMember(t.listed, t.Name)
-		t.underscore = renameMember(t.listed, t.Underscore)
+		t.dotted = renameMember(t.Definition, t.Name)
+		t.underscore = renameMember(t.Definition, t.Underscore)
 	})
 	switch style {
 	case "upstream":
-		return t.listed
+		return t.Definition
 	case "underscore":
 		return t.underscore
 	}

@@ -100,10 +100,10 @@ func TestRegistryDeletesSessionsUnlessTheServerCrashed(t *testing.T) {
 	}
 }
 
-// A stopping replica ends its agents' upstream sessions: Close DELETEs
-// each at its server and returns once they are answered; the servers are
-// no longer served, and a table given later is ignored. Before, a stopping
-// replica left them for the servers to expire.
+// A stopping replica ends its agents' upstream sessions: Close DELETEs each at
+// its server and returns once they are answered; the servers are no longer
+// served, and a table given later is ignored: the servers are not left to
+// expire them.
 func TestCloseDeletesAgentSessions(t *testing.T) {
 	a, b := bridgetest.NewStateful(t, false), bridgetest.NewStateful(t, true)
 	servers := []v1alpha1.MCPServer{

@@ -241,10 +241,10 @@ func refusingFront(t *testing.T, url string) (front string, refuse *atomic.Bool,
 	return front, refuse, gone
 }
 
-// One agent's refused session dial (a dual-era server at its session
-// limit) serves that agent statelessly for a while, but an agent with a
-// session of its own keeps using it, and its state. Before, every agent
-// went stateless for sessionsRetry and lost its state. Found by review.
+// One agent's refused session dial (a dual-era server at its session limit)
+// serves that agent statelessly for a while, but an agent with a session of
+// its own keeps using it, and its state: not every agent goes stateless for
+// sessionsRetry.
 func TestFailedDialLeavesOtherAgentsOnTheirSessions(t *testing.T) {
 	st := bridgetest.NewStateful(t, false)
 	url, refuse, _ := refusingFront(t, st.URL)
@@ -263,10 +263,10 @@ func TestFailedDialLeavesOtherAgentsOnTheirSessions(t *testing.T) {
 	}
 }
 
-// An agent with a session of its own on a session-only server is served
-// in it while the shared session is gone and cannot be opened again (the
-// server at its session limit). Before, each agent call dialled the shared
-// connection first and failed with mcp_server_unavailable. Found by review.
+// An agent with a session of its own on a session-only server is served in it
+// while the shared session is gone and cannot be opened again (the server at
+// its session limit): an agent call does not need the shared connection first,
+// so it does not fail with mcp_server_unavailable.
 func TestAgentSessionOutlivesTheSharedSession(t *testing.T) {
 	st := bridgetest.NewStateful(t, true)
 	url, refuse, gone := refusingFront(t, st.URL)
@@ -290,12 +290,12 @@ func TestAgentSessionOutlivesTheSharedSession(t *testing.T) {
 	}
 }
 
-// A session-only server that answers an agent session's initialize without
-// a session id fails that agent's call (mcp_server_unavailable) and tells
-// the Conn nothing: every agent sharing the shared session would run in
-// one another's state. Before, the Conn went stateless for good and every
-// later agent call took the shared session. The missing id is a fake in
-// front of the real server (which always gives one). Found by review.
+// A session-only server that answers an agent session's initialize without a
+// session id fails that agent's call (mcp_server_unavailable) and tells the
+// Conn nothing: every agent sharing the shared session would run in one
+// another's state; the Conn does not go stateless for good, so later agent
+// calls do not take the shared session. The missing id is a fake in front of
+// the real server (which always gives one).
 func TestSessionOnlyServerAnsweringWithoutSessionID(t *testing.T) {
 	st := bridgetest.NewStateful(t, true)
 	var initializes atomic.Int32
@@ -335,9 +335,9 @@ func newCappedConn(t *testing.T, url string, max int) *Conn {
 	return c
 }
 
-// At its cap of agent sessions a Conn closes the least recently used idle
-// one to open a new one; the agent whose session was closed gets a new,
-// empty one when it calls again. Before, nothing bounded them.
+// At its cap of agent sessions a Conn closes the least recently used idle one
+// to open a new one; the agent whose session was closed gets a new, empty one
+// when it calls again.
 func TestAgentSessionCapClosesTheLeastRecentlyUsed(t *testing.T) {
 	st := bridgetest.NewStateful(t, true)
 	c := newCappedConn(t, st.URL, 2)
@@ -367,9 +367,8 @@ func TestAgentSessionCapClosesTheLeastRecentlyUsed(t *testing.T) {
 
 // At the cap, a caller opening sessions closes its own idle ones, never
 // another caller's (a stateful server would lose that caller's state); a
-// caller holding fewer than another gets room from the one holding the
-// most. Each is counted by its reason. Before, the least recently used
-// idle session closed, whoever's it was.
+// caller holding fewer than another gets room from the one holding the most.
+// Each is counted by its reason.
 func TestAgentSessionCapClosesTheCallersOwnFirst(t *testing.T) {
 	st := bridgetest.NewStateful(t, true)
 	var mu sync.Mutex
@@ -480,9 +479,8 @@ func TestAgentSessionCapWithEverySessionBusy(t *testing.T) {
 	}
 }
 
-// A Conn retired because its server's process ended (a crash, a restart)
-// sends no DELETE: the sessions went with the old process. Before, it sent
-// one per session.
+// A Conn retired because its server's process ended (a crash, a restart) sends
+// no DELETE: the sessions went with the old process.
 func TestRetiredForANewPodSendsNoDelete(t *testing.T) {
 	for _, reason := range []string{ReasonRestarted, ReasonUnstable} {
 		t.Run(reason, func(t *testing.T) {
@@ -565,8 +563,8 @@ func deleteBoundFront(t *testing.T, url string) (front string, most func() int) 
 	}
 }
 
-// Closing a Conn DELETEs its agents' sessions at most closeParallel at a
-// time. Before, all at once.
+// Closing a Conn DELETEs its agents' sessions at most closeParallel at a time,
+// not all at once.
 func TestCloseSendsBoundedDeletes(t *testing.T) {
 	st := bridgetest.NewStateful(t, false)
 	url, most := deleteBoundFront(t, st.URL)
@@ -582,10 +580,10 @@ func TestCloseSendsBoundedDeletes(t *testing.T) {
 	}
 }
 
-// Every DELETE of a Conn shares one bound, whatever sends it: agent
-// sessions ending all at once (an idle sweep) while the Conn is closed send
-// at most closeParallel at a time. Before, only the Conn's own close was
-// bounded, and each ending agent session sent its DELETE at once.
+// Every DELETE of a Conn shares one bound, whatever sends it: agent sessions
+// ending all at once (an idle sweep) while the Conn is closed send at most
+// closeParallel at a time: an ending agent session does not send its DELETE
+// outside the bound.
 func TestEveryDeleteOfAConnSharesOneBound(t *testing.T) {
 	st := bridgetest.NewStateful(t, false)
 	url, most := deleteBoundFront(t, st.URL)
@@ -634,13 +632,11 @@ func (l *closeLog) get() (reasons, lines []string) {
 	return slices.Clone(l.reasons), slices.Clone(l.lines)
 }
 
-// At its cap, a Conn closes the least recently used idle agent session
-// only once the new agent's session opened: a new session the server
-// refuses closes nobody's. The session closed at the cap is counted
-// (reason cap) and logged. Before, the old session was closed (DELETE)
-// before the new one was dialled, and silently. The refusal is a fake in
-// front of the real server (a real one cannot be made to refuse only new
-// sessions).
+// At its cap, a Conn closes the least recently used idle agent session only
+// once the new agent's session opened: a new session the server refuses closes
+// nobody's. The session closed at the cap is counted (reason cap) and logged.
+// The refusal is a fake in front of the real server (a real one cannot be made
+// to refuse only new sessions).
 func TestCapClosesASessionOnlyOnceTheNewOneOpened(t *testing.T) {
 	st := bridgetest.NewStateful(t, true)
 	url, refuse, _ := refusingFront(t, st.URL)
@@ -681,10 +677,9 @@ func TestCapClosesASessionOnlyOnceTheNewOneOpened(t *testing.T) {
 	}
 }
 
-// Calls that wait on an agent session's failed session dial get its
-// failure; they do not each dial the server again. Before, each did. The
-// refusal, held until the calls wait, is a fake in front of the real
-// server.
+// Calls that wait on an agent session's failed session dial get its failure;
+// they do not each dial the server again. The refusal, held until the calls
+// wait, is a fake in front of the real server.
 func TestWaitersShareAFailedDial(t *testing.T) {
 	st := bridgetest.NewStateful(t, true)
 	var initializes atomic.Int32
@@ -748,10 +743,10 @@ func countingAgent(s *session.Session) (*Agent, *atomic.Int32) {
 	}}, &live
 }
 
-// A Conn that closes an agent's line before the agent session ends (the
-// cap, a retired Conn) forgets the clean-up it registered with the agent
-// session: they do not pile up, nor keep old Conns reachable, for as long
-// as the agent session lives. Before, each stayed.
+// A Conn that closes an agent's line before the agent session ends (the cap, a
+// retired Conn) forgets the clean-up it registered with the agent session:
+// they do not pile up, nor keep old Conns reachable, for as long as the agent
+// session lives.
 func TestClosedLinesForgetTheirAgentsCleanUp(t *testing.T) {
 	st := bridgetest.NewStateful(t, false)
 	as := newAgents(t)
@@ -780,11 +775,9 @@ func TestClosedLinesForgetTheirAgentsCleanUp(t *testing.T) {
 	}
 }
 
-// A session dial that ends after its agent session did closes what it
-// opened (a DELETE) within the Conn's clean-ups: a stopping replica's
-// WaitClosed waits for it. Before, it was closed apart (go cli.Close()),
-// outside the bound on DELETEs at once and not waited for. Found by
-// review.
+// A session dial that ends after its agent session did closes what it opened
+// (a DELETE) within the Conn's clean-ups: a stopping replica's WaitClosed
+// waits for it, and it counts against the bound on DELETEs at once.
 func TestDialEndingAfterItsAgentSessionIsCleanedUp(t *testing.T) {
 	url, _ := dualEraServer(t)
 	initSeen, initGo := make(chan struct{}), make(chan struct{})

@@ -230,12 +230,11 @@ func TestServerWithoutSessionsStaysStateless(t *testing.T) {
 	}
 }
 
-// The session a session-era agent's call takes can end under it (the
-// server expired or forgot it); the server refuses the call unrun (404),
-// and a new session carries it, once. Before, the agent got
-// mcp_server_unstable. The 404 is a fake in front of the real server:
-// mcp-go's server keeps a session it was asked to end, so the expiry
-// cannot be produced on demand. Found by review.
+// The session a session-era agent's call takes can end under it (the server
+// expired or forgot it); the server refuses the call unrun (404), and a new
+// session carries it, once: the agent does not get mcp_server_unstable. The
+// 404 is a fake in front of the real server: mcp-go's server keeps a session
+// it was asked to end, so the expiry cannot be produced on demand.
 func TestEndedSessionCarriesTheCallOnANewOne(t *testing.T) {
 	url, calls := dualEraServer(t)
 	var forget sync.Map // session ids the fake says it no longer knows
@@ -341,15 +340,14 @@ func switchingFront(t *testing.T, before, after string, forgetSessions bool) (fr
 // A server replaced behind its URL by one of the other era (the go-sdk
 // everything-server, stateless and session-only) is learned again on the
 // refusal that shows it, and the refused call is sent again, once: from
-// stateless to session-only, calls refused with -32022 (unsupported
-// protocol version) go on in sessions, a session-era agent's in its own;
-// from session-only to stateless, the agent session with a live upstream
-// session has its call refused unrun on it (404), its new session's
-// initialize is answered without a session id, the Conn learns the server
-// again and the call goes on the shared connection; no agent holds a
-// session then, nor dials one for sessionsRetry.
-// Before, the Conn kept what its first dial learned, and every call (or
-// every new agent session's) failed until the MCPServer changed.
+// stateless to session-only, calls refused with -32022 (unsupported protocol
+// version) go on in sessions, a session-era agent's in its own; from
+// session-only to stateless, the agent session with a live upstream session
+// has its call refused unrun on it (404), its new session's initialize is
+// answered without a session id, the Conn learns the server again and the call
+// goes on the shared connection; no agent holds a session then, nor dials one
+// for sessionsRetry. A Conn that kept what its first dial learned would fail
+// every call (or every new agent session's) until the MCPServer changed.
 func TestServerChangedBehindItsURLIsLearnedAgain(t *testing.T) {
 	for _, tc := range []struct {
 		name            string

@@ -13,17 +13,16 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
-// A call that had the server learned again itself, before anything was
-// sent, and is then refused for its era, is not sent a third time on the
-// strength of its own relearn: the relearn that counts for a refusal is one
-// since the call took the client it was refused on. Here a session-only
-// server (the go-sdk everything-server) is replaced behind its URL by a
-// stateless one behind a fake that refuses every tools/call with -32022: a
-// new agent session's initialize is answered without a session id, the
-// Conn learns the server again, and the call, sent on the shared
-// connection, is refused. Before, doOn compared with the relearns counted
-// when the call began, took its own relearn for another's, and sent the
-// refused call once more.
+// A call that had the server learned again itself, before anything was sent,
+// and is then refused for its era, is not sent a third time on the strength of
+// its own relearn: the relearn that counts for a refusal is one since the call
+// took the client it was refused on. Here a session-only server (the go-sdk
+// everything-server) is replaced behind its URL by a stateless one behind a
+// fake that refuses every tools/call with -32022: a new agent session's
+// initialize is answered without a session id, the Conn learns the server
+// again, and the call, sent on the shared connection, is refused. The call is
+// not sent once more: doOn does not take its own relearn for another's, as
+// comparing with the relearns counted when the call began would.
 func TestCallRefusedAfterItsOwnRelearnIsNotSentAgain(t *testing.T) {
 	before, after := testpeers.GoEverything(t, false), testpeers.GoEverything(t, true)
 	var switched atomic.Bool

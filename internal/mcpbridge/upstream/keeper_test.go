@@ -15,12 +15,11 @@ import (
 )
 
 // The subscription keeper holds the shared connection it reconciles on, as
-// calls do: a relearn that replaces that connection (the server changed
-// behind its URL) closes the old one only once the keeper's pass on it
-// ended, not under its resources/subscribe. Before, the keeper took no hold
-// and the old session was DELETEd under the pass. The go-sdk
-// everything-server, session-only, then stateless behind a front that
-// holds the keeper's resources/subscribe until the test lets it go.
+// calls do: a relearn that replaces that connection (the server changed behind
+// its URL) closes the old one only once the keeper's pass on it ended, not
+// under its resources/subscribe: the old session is not DELETEd under the
+// pass. The go-sdk everything-server, session-only, then stateless behind a
+// front that holds the keeper's resources/subscribe until the test lets it go.
 func TestKeeperHoldsTheSharedConnectionItReconcilesOn(t *testing.T) {
 	before, after := testpeers.GoEverything(t, false), testpeers.GoEverything(t, true)
 	var switched atomic.Bool

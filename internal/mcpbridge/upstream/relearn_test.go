@@ -91,8 +91,7 @@ const echoCall = `{"name":"echo","arguments":{"text":"x"}}`
 
 // A server that refuses every call with -32022 is learned again once per
 // sessionsRetry, not once per call: each relearn costs a dial (a
-// server/discover, an initialize, a DELETE). Before, every call dialled.
-// Found by review.
+// server/discover, an initialize, a DELETE).
 func TestRefusingServerIsLearnedAgainOncePerInterval(t *testing.T) {
 	f := newRefusingVersionFront(t, 0)
 	c := newTestConn(t, f.url)
@@ -113,11 +112,9 @@ func TestRefusingServerIsLearnedAgainOncePerInterval(t *testing.T) {
 	}
 }
 
-// Calls refused while a relearn runs wait for its result rather than each
-// dial the server, and a waiting call whose caller gives up ends at once
-// with the server's refusal, not after the relearn's dial. Before, relearns ran one after the other,
-// each a dial, behind a mutex that ignored the call's context. Found by
-// review.
+// Calls refused while a relearn runs wait for its result rather than each dial
+// the server, and a waiting call whose caller gives up ends at once with the
+// server's refusal, not after the relearn's dial.
 func TestRefusedCallsShareOneRelearn(t *testing.T) {
 	f := newRefusingVersionFront(t, 2) // the relearn's dial is held
 	c := newTestConn(t, f.url)
@@ -154,12 +151,10 @@ func TestRefusedCallsShareOneRelearn(t *testing.T) {
 }
 
 // A dual-era server that answers one agent session's initialize without a
-// session id ends only that agent's line: the other agents keep their
-// upstream sessions (a relearn finds the server unchanged), the call goes
-// on the shared connection, and after sessionsRetry agents get sessions
-// again. Before, every agent's session was closed and none was opened
-// again. The missing id is a fake in front of the real server. Found by
-// review.
+// session id ends only that agent's line: the other agents keep their upstream
+// sessions (a relearn finds the server unchanged), the call goes on the shared
+// connection, and after sessionsRetry agents get sessions again. The missing
+// id is a fake in front of the real server.
 func TestInitializeWithoutSessionIDEndsOnlyThatAgentsLine(t *testing.T) {
 	url, _ := dualEraServer(t)
 	var strip atomic.Bool
@@ -197,15 +192,14 @@ func TestInitializeWithoutSessionIDEndsOnlyThatAgentsLine(t *testing.T) {
 	}
 }
 
-// The shared session relearn replaces is closed (DELETE) once no call uses
-// it: a call in flight on it ends with its answer, and a call in flight on
-// the new shared connection does not keep it open. Before, it was DELETEd
-// at once, under the call; then it waited for the shared line to be idle,
-// which calls on the new connection could put off for ever. The session-only server
-// is replaced by a dual-era one behind a fake front that refuses calls in
-// the old sessions with -32022 (the real dual-era server would not know
-// them: a 404, which a session's call does not take for a change of era).
-// Found by review.
+// The shared session relearn replaces is closed (DELETE) once no call uses it:
+// a call in flight on it ends with its answer, and a call in flight on the new
+// shared connection does not keep it open (waiting for the shared line to be
+// idle, calls on the new connection could put it off for ever). The
+// session-only server is replaced by a dual-era one behind a fake front that
+// refuses calls in the old sessions with -32022 (the real dual-era server
+// would not know them: a 404, which a session's call does not take for a
+// change of era).
 func TestReplacedSharedSessionClosesOnceIdle(t *testing.T) {
 	before := testpeers.GoEverything(t, false)
 	after, _ := dualEraServer(t)
@@ -299,11 +293,10 @@ func TestReplacedSharedSessionClosesOnceIdle(t *testing.T) {
 	}
 }
 
-// The call that starts a relearn and then gives up does not end the
-// relearn: it returns with the server's refusal, the relearn's dial goes
-// on for the calls still waiting, and no second dial starts. Before, the
-// dial ran under the first call's context, ended with it, and the next
-// waiter dialled again (a dial per call). Found by review.
+// The call that starts a relearn and then gives up does not end the relearn:
+// it returns with the server's refusal, the relearn's dial goes on for the
+// calls still waiting, and no second dial starts: the dial does not run under
+// the first call's context.
 func TestRelearnOutlivesTheCallThatStartedIt(t *testing.T) {
 	f := newRefusingVersionFront(t, 2) // the relearn's dial is held
 	c := newTestConn(t, f.url)
@@ -351,14 +344,13 @@ func relearnWaiters(c *Conn, n int) func() bool {
 	}
 }
 
-// A call of an agent session whose session dial was answered without a
-// session id does not fail another call of the same agent session: the
-// line ends and the interval without sessions starts before the relearn's
-// dial, so a call meanwhile goes on the shared connection. Before, the
-// other call took the failed line, dialled a session on it, and failed
-// with `cancelled` (as if its agent session had ended) when the first
-// call ended the line after the relearn. The missing id and the held
-// dials are a fake in front of the real server. Found by review.
+// A call of an agent session whose session dial was answered without a session
+// id does not fail another call of the same agent session: the line ends and
+// the interval without sessions starts before the relearn's dial, so a call
+// meanwhile goes on the shared connection rather than dialling a session on
+// the failed line and failing with `cancelled` (as if its agent session had
+// ended) when the first call ends the line after the relearn. The missing id
+// and the held dials are a fake in front of the real server.
 func TestCallDuringAFailedSessionDialsRelearnIsServed(t *testing.T) {
 	url, _ := dualEraServer(t)
 	var strip, holdInit atomic.Bool

@@ -48,11 +48,10 @@ func loggingFront(t *testing.T, url, hold string) (front string, reached <-chan 
 
 // A dial that ends after its Conn was retired because the server's process
 // ended sends no DELETE for the session it opened: the DELETE would go to
-// whatever listens on that address now (a new pod given the IP). Before,
-// the late dial's session was closed with one.
-// The same when the dial is cut before it ended, at
-// notifications/initialized: the session id came with initialize's
-// answer, and the failed dial closed its connection with a DELETE.
+// whatever listens on that address now (a new pod given the IP). The same when
+// the dial is cut before it ended, at notifications/initialized: the session
+// id came with initialize's answer, and the failed dial closed its connection
+// with a DELETE.
 func TestLateDialAfterTheProcessEndedSendsNoDelete(t *testing.T) {
 	for _, hold := range []string{"logging/setLevel", "notifications/initialized"} {
 		t.Run(hold, func(t *testing.T) {
