@@ -290,7 +290,7 @@ func TestExchangeRefusedForwardsNothing(t *testing.T) {
 // not reached), not where it fails the same until someone changes the
 // setup: the client Secret missing or without its keys.
 func TestExchangeUnavailableSaysWhetherToRetry(t *testing.T) {
-	tokenURL := fmt.Sprintf("http://127.0.0.1:%d/token", testpeers.FreePort(t)) // nothing listens there
+	tokenURL := fmt.Sprintf("http://127.0.0.1:%d/token", testkit.FreePort(t)) // nothing listens there
 	h := newCredsHarness(t, "xchg-unavailable", false, v1alpha1.RemoteAuth{
 		TokenExchange: &v1alpha1.TokenExchange{TokenURL: tokenURL, Audience: "stateful", ClientSecretRef: v1alpha1.LocalSecretReference{Name: "bridge-client"}},
 	})
