@@ -137,9 +137,11 @@ func (b *Bridge) findTools(rq *request) *jsonrpc.Message {
 		return eng.ToolVisible(subject, toolCall(ix.tools[doc], nil))
 	})
 	style := b.style(rq)
-	items := make([][]byte, len(hits))
-	for i, h := range hits {
-		items[i] = b.listedTool(ix.tools[h.Doc], style)
+	items := make([][]byte, 0, len(hits))
+	for _, h := range hits {
+		if item, ok := b.listedTool(ix.tools[h.Doc], style); ok {
+			items = append(items, item)
+		}
 	}
 	return rpcResult(rq, FindResult(items))
 }

@@ -133,9 +133,11 @@ func (b *Bridge) listTools(rq *request) *jsonrpc.Message {
 			b.touchServed(t.Server.Name)
 		}
 	}
-	items := make([][]byte, len(tools))
-	for i, t := range tools {
-		items[i] = b.listedTool(t, style)
+	items := make([][]byte, 0, len(tools))
+	for _, t := range tools {
+		if item, ok := b.listedTool(t, style); ok {
+			items = append(items, item)
+		}
 	}
 	return listResult(rq, "tools", items, f)
 }
@@ -146,13 +148,15 @@ func (b *Bridge) listTools(rq *request) *jsonrpc.Message {
 // values) and invisible text removed, as from every listing. The
 // controller cleaned status already, but a value the server was given
 // after its probe is known here first. A definition the pipeline refuses
-// (not valid JSON, or two keys that escaping makes one) is shown as it is.
-func (b *Bridge) listedTool(t *routes.Tool, style string) []byte {
-	item := t.Rendered(style)
-	if clean, _, err := output.JSON(b.redactor(t.Server), "tools/list", item); err == nil {
-		return clean
+// (not valid JSON, or two keys that escaping makes one) is left out (ok
+// false): shown as it is, it would carry past the pipeline whatever a
+// server chose to hide in it, a secret or invisible text.
+func (b *Bridge) listedTool(t *routes.Tool, style string) ([]byte, bool) {
+	clean, _, err := output.JSON(b.redactor(t.Server), "tools/list", t.Rendered(style))
+	if err != nil {
+		return nil, false
 	}
-	return item
+	return clean, true
 }
 
 // resolveTool finds the tool a name means, strictly: the full namespaced
