@@ -287,6 +287,24 @@ func TestParkedCallFinishedOnItsOwn(t *testing.T) {
 	}
 }
 
+// TestParkedCallResumedAfterItsDeadline: a parked state expires with its
+// call, which reached its server: a resume after that is told the call may
+// have run, never that the request was not run (retryable false).
+func TestParkedCallResumedAfterItsDeadline(t *testing.T) {
+	pub := bridgetest.Published(t, "tools", "impatient", impatientServer(t, 30*time.Second), v1alpha1.ToolsSpec{})
+	pol := toolPolicy("tools", "callers", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.impatient.*"))
+	h := newHarness(t, []v1alpha1.MCPServer{pub}, []v1alpha1.ToolPolicy{pol}, func(c *Config) { c.CallTimeout = 2 * time.Second })
+	alice := connectAnswering(t, h.url+"/mcp", "alice-token")
+	state := parkImpatient(t, h, alice)
+	testkit.Eventually(t, "the call ends at its deadline", func() bool { return len(h.b.parkedIDs()) == 0 })
+	time.Sleep(time.Second) // past the state's expiry, which is the call's deadline, in milliseconds
+	err := resumeImpatient(t, alice, state)
+	if d, ok := retryDataOf(err); rpcCode(err) != -32602 || !ok || d.Reason != reasonParkedGone || !d.says(false, -1, -1) ||
+		!strings.Contains(err.Error(), "only if running it twice does no harm") || strings.Contains(err.Error(), "was not run") {
+		t.Errorf("the resume of a parked call after its deadline: %v; want -32602 parked_call_gone, not retryable, saying it may have run", err)
+	}
+}
+
 // TestParkedCallRateLimitedOnResume: the resume of a parked call is
 // another call upstream, and a rate limit may deny it; the call is ended
 // then (its server told no answer comes, the call cancelled): the refusal

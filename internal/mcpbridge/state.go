@@ -185,6 +185,11 @@ func (b *Bridge) openState(x *exchange, raw string) (*requestState, *invalidStat
 		return nil, unfit("invalid requestState: it was issued in another session")
 	case st.ArgsDigest != x.argsDigest():
 		return nil, outdated("invalid requestState: the arguments changed since the question; the request was not run: send it again without requestState, to be asked afresh")
+	case b.now().UnixMilli() > st.Expires && st.Kind == resumeParked:
+		// A parked state expires with its call, which reached its server
+		// and may have gone on there without the answer.
+		return nil, &invalidStateError{reason: reasonParkedGone, retry: retryNever,
+			msg: "invalid requestState: the question expired, and with it the call it continues, which reached its server; " + mayHaveRunAdvice}
 	case b.now().UnixMilli() > st.Expires:
 		return nil, outdated("invalid requestState: the question expired; the request was not run: send it again without requestState, to be asked afresh")
 	}
