@@ -436,32 +436,64 @@ func podGoroutines(ctx context.Context, cs *kubernetes.Clientset, selector strin
 	return out
 }
 
-// slopes are the largest growth after warm-up, in % per 10 minutes of the
-// mean, over the processes of part (bridge or controller) that lived past
-// warm-up by at least two samples: RSS, fds and goroutines.
-func (sm *sampler) slopes(part string, warmup time.Duration) (rss, fds, goroutines float64, procs int, last sample) {
+// minSlopeWindow is the least time after warm-up over which a process's
+// slope is taken as its trend: over fewer minutes (a replica deleted soon
+// after its warm-up, or one started late in the run) the slope is a heap
+// still filling under a load it just took over, extrapolated to 10 minutes.
+const minSlopeWindow = 5 * time.Minute
+
+// procSlope is one process's growth after warm-up, in % per 10 minutes.
+type procSlope struct {
+	key                  string
+	window               time.Duration
+	rss, fds, goroutines float64
+	last                 sample
+}
+
+// slopes are the growth after warm-up of each process of part (bridge or
+// controller) with at least three samples past its own warm-up, and the
+// largest over those that lived minSlopeWindow past it: RSS, fds and
+// goroutines.
+func (sm *sampler) slopes(part string, warmup time.Duration) (largest procSlope, procs []procSlope) {
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
-	for key, samples := range sm.byProc {
+	for _, key := range sortedKeys(sm.byProc) {
+		samples := sm.byProc[key]
 		if !strings.HasPrefix(key, part+"/") || len(samples) == 0 {
 			continue
 		}
 		var kept []sample
 		for _, s := range samples {
-			if s.at.Sub(samples[0].at) >= warmup {
+			if s.at.Sub(samples[0].at) >= warmup && s.rss > 0 {
 				kept = append(kept, s)
 			}
 		}
 		if len(kept) < 3 {
 			continue
 		}
-		procs++
-		last = kept[len(kept)-1]
-		rss = max(rss, slope(kept, func(s sample) float64 { return float64(s.rss) }))
-		fds = max(fds, slope(kept, func(s sample) float64 { return float64(s.fds) }))
-		goroutines = max(goroutines, slope(kept, func(s sample) float64 { return s.goroutines }))
+		p := procSlope{key: key, window: kept[len(kept)-1].at.Sub(kept[0].at), last: kept[len(kept)-1],
+			rss: slope(kept, func(s sample) float64 { return float64(s.rss) }),
+			fds: slope(kept, func(s sample) float64 { return float64(s.fds) })}
+		// A reading without goroutines (the pod's /metrics not reached,
+		// or its address not seen) is no reading, not a count of 0.
+		var counted []sample
+		for _, s := range kept {
+			if s.goroutines > 0 {
+				counted = append(counted, s)
+			}
+		}
+		if len(counted) >= 3 {
+			p.goroutines = slope(counted, func(s sample) float64 { return s.goroutines })
+		}
+		procs = append(procs, p)
+		if p.window >= minSlopeWindow {
+			largest.rss = max(largest.rss, p.rss)
+			largest.fds = max(largest.fds, p.fds)
+			largest.goroutines = max(largest.goroutines, p.goroutines)
+			largest.last = p.last
+		}
 	}
-	return rss, fds, goroutines, procs, last
+	return largest, procs
 }
 
 // slope is the least-squares slope of v over time, as % of its mean per
