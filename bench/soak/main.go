@@ -388,10 +388,17 @@ func (s *soak) report(l *load, reps *replicaSet, sm *sampler, windows []window, 
 	opened, closed, live := s.rec.sessionCounts()
 	fmt.Printf("upstream sessions: %d opened, %d closed, %d live (opened = closed + live: %v)\n", opened, closed, live, opened == closed+live)
 
-	total, incomplete, why, unanswered := reps.chains("mcp." + recorderName + ".confirm")
+	total, incomplete, why, unanswered, examples := reps.chains("mcp." + recorderName + ".confirm")
 	fmt.Printf("audit chains: %d, incomplete %d; questions by elicitation whose answer never got through (open by design): %d\n", total, incomplete, unanswered)
 	for _, k := range sortedKeys(why) {
 		fmt.Printf("  %6d  %s\n", why[k], k)
+	}
+	for i, e := range examples {
+		if i == 30 {
+			fmt.Printf("  (%d more)\n", len(examples)-30)
+			break
+		}
+		fmt.Printf("  %s\n", e)
 	}
 	fmt.Printf("ToolApprovals decided by the scripted approver: %d; pending after their requests ended: %d\n", decided, pending)
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -98,22 +99,44 @@ func (s *replicaSet) watch(ctx context.Context) {
 	}
 }
 
-// follow reads one pod's log, from its start, until its container ends.
-// A stream broken by something else (the API server restarting) is
-// opened again and read past the events already kept.
+// follow reads one pod's log, from its start, until its container ends
+// for good (the pod gone, or its container no longer running). A stream
+// broken by something else (the API server restarting or overloaded, the
+// pod terminating while its container still writes its last events) is
+// opened again and read past the events already kept. A container that
+// restarted in the same pod numbers its events from 1 again: its events
+// are kept as those of "<pod>#<restarts>", a process of their own.
 func (s *replicaSet) follow(ctx context.Context, pod string) {
+	pods := s.cs.CoreV1().Pods(benchutil.DevBridgeNamespace)
+	restarts := int32(-1)
 	for ctx.Err() == nil {
-		stream, err := s.cs.CoreV1().Pods(benchutil.DevBridgeNamespace).GetLogs(pod, &corev1.PodLogOptions{Follow: true}).Stream(ctx)
-		if err != nil {
-			if _, gone := s.cs.CoreV1().Pods(benchutil.DevBridgeNamespace).Get(ctx, pod, metav1.GetOptions{}); gone != nil && !strings.Contains(gone.Error(), "connect") {
-				return
+		p, err := pods.Get(ctx, pod, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return
+		case err != nil: // the API server away or slow: ask again
+			time.Sleep(time.Second)
+			continue
+		case len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].State.Running == nil:
+			if restarts >= 0 && p.DeletionTimestamp != nil {
+				return // stopped for good; its log was read to its end
 			}
+			time.Sleep(time.Second) // (re)starting
+			continue
+		}
+		key := pod
+		if n := p.Status.ContainerStatuses[0].RestartCount; n > 0 {
+			key = fmt.Sprintf("%s#%d", pod, n)
+		}
+		restarts = p.Status.ContainerStatuses[0].RestartCount
+		stream, err := pods.GetLogs(pod, &corev1.PodLogOptions{Follow: true}).Stream(ctx)
+		if err != nil {
 			time.Sleep(time.Second)
 			continue
 		}
 		var lastSeq int64
 		s.mu.Lock()
-		if ev := s.events[pod]; len(ev) > 0 {
+		if ev := s.events[key]; len(ev) > 0 {
 			lastSeq = ev[len(ev)-1].Seq
 		}
 		s.mu.Unlock()
@@ -126,18 +149,11 @@ func (s *replicaSet) follow(ctx context.Context, pod string) {
 			}
 			lastSeq = e.Seq
 			s.mu.Lock()
-			s.events[pod] = append(s.events[pod], e)
+			s.events[key] = append(s.events[key], e)
 			s.mu.Unlock()
 		}
 		stream.Close()
-		p, err := s.cs.CoreV1().Pods(benchutil.DevBridgeNamespace).Get(ctx, pod, metav1.GetOptions{})
-		if err == nil && p.DeletionTimestamp == nil && len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].State.Running != nil {
-			continue // the stream broke, the container runs on
-		}
-		if err != nil && strings.Contains(err.Error(), "connect") {
-			continue // the API server is away: ask again
-		}
-		return
+		time.Sleep(time.Second) // the container's end shows in its status
 	}
 }
 
@@ -234,7 +250,7 @@ var chainEnds = map[string]bool{"tool.completed": true, "tool.failed": true, "mc
 // question whose answer never got through: counted apart, as asked. It
 // returns how many chains there are, how many are incomplete, why, and the
 // questions left unanswered.
-func (s *replicaSet) chains(asked string) (total, incomplete int, why map[string]int, unanswered int) {
+func (s *replicaSet) chains(asked string) (total, incomplete int, why map[string]int, unanswered int, examples []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	why = map[string]int{}
@@ -259,9 +275,22 @@ func (s *replicaSet) chains(asked string) (total, incomplete int, why map[string
 		if problem := chainProblem(chain); problem != "" {
 			incomplete++
 			why[problem]++
+			examples = append(examples, describeChain(problem, chain))
 		}
 	}
-	return total, incomplete, why, unanswered
+	sort.Strings(examples) // by the time of their first event
+	return total, incomplete, why, unanswered, examples
+}
+
+// describeChain is an incomplete chain on one line, to be set beside the
+// faults' and the replicas' times: each event's time, replica, seq, type.
+func describeChain(problem string, chain []auditEvent) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s (%s):", chain[0].Time, chain[0].ToolCallID, problem)
+	for _, e := range chain {
+		fmt.Fprintf(&b, " [%s %s #%d %s]", e.Time[min(len(e.Time), 11):], e.pod, e.Seq, e.Type)
+	}
+	return b.String()
 }
 
 func chainProblem(chain []auditEvent) string {
