@@ -297,6 +297,15 @@ func chainProblem(chain []auditEvent) string {
 	if chain[0].Type != "permission.requested" {
 		return "begins with " + chain[0].Type
 	}
+	// A subscription the server refused ends as a failed call does, with
+	// mcp.call.failed and tool.failed after its mcp.resource.requested
+	// (docs/audit.md): that tool.failed is its end.
+	lastFailed := -1
+	for i, e := range chain {
+		if e.Type == "tool.failed" {
+			lastFailed = i
+		}
+	}
 	ended := -1
 	for i, e := range chain {
 		if i > 0 && e.pod == chain[i-1].pod && e.Seq <= chain[i-1].Seq {
@@ -305,9 +314,9 @@ func chainProblem(chain []auditEvent) string {
 		end := chainEnds[e.Type] ||
 			// A denied read or prompt ends at its decision.
 			(e.Type == "permission.resolved" && e.Decision == "deny" && (e.Resource != "" || e.Prompt != "")) ||
-			// A subscription's chain ends when it goes upstream
-			// (docs/audit.md): no fetch follows.
-			(e.Type == "mcp.resource.requested" && e.Method != "")
+			// A subscription the server holds ends when it goes upstream:
+			// no fetch follows.
+			(e.Type == "mcp.resource.requested" && e.Method != "" && lastFailed < i)
 		if end {
 			if ended >= 0 {
 				return "two ends"

@@ -29,6 +29,9 @@ func TestChainProblem(t *testing.T) {
 		{"no end", []auditEvent{ev(1, "permission.requested"), ev(2, "permission.resolved"), ev(3, "mcp.call.started")}, "no end (last: mcp.call.started)"},
 		{"after end", []auditEvent{ev(1, "permission.requested"), ev(2, "tool.failed"), ev(3, "mcp.call.completed")}, "mcp.call.completed after the end"},
 		{"two ends", []auditEvent{ev(1, "permission.requested"), ev(2, "tool.failed"), ev(3, "tool.completed")}, "two ends"},
+		{"subscription held", []auditEvent{ev(1, "permission.requested"), ev(2, "permission.resolved"), {Seq: 3, Type: "mcp.resource.requested", Method: "resources/subscribe"}}, ""},
+		{"subscription refused", []auditEvent{ev(1, "permission.requested"), ev(2, "permission.resolved"), {Seq: 3, Type: "mcp.resource.requested", Method: "resources/subscribe"}, ev(4, "mcp.call.failed"), ev(5, "tool.failed")}, ""},
+		{"subscription refused twice", []auditEvent{ev(1, "permission.requested"), {Seq: 2, Type: "mcp.resource.requested", Method: "resources/subscribe"}, ev(3, "tool.failed"), ev(4, "tool.failed")}, "two ends"},
 		{"out of order", []auditEvent{ev(2, "permission.requested"), ev(1, "tool.completed")}, "out of order"},
 		{"no start", []auditEvent{ev(1, "mcp.call.started"), ev(2, "tool.completed")}, "begins with mcp.call.started"},
 	} {
