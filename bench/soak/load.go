@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,10 +26,19 @@ var opWeights = []struct {
 	{"resource", 10}, {"prompt", 10}, {"progress", 8}, {"subscribe", 7},
 }
 
-// callTimeout bounds one call from the agent's side: every deadline of the
-// bridge (an upstream call's, an approval's) is shorter, so a call still
-// unanswered then is lost.
-const callTimeout = 3 * time.Minute
+// The bridge's own bounds on one call: its deadline upstream (its
+// --call-timeout default) and the soak's policies' approval timeout. An
+// ask waits for a person up to approvalTimeout and then goes upstream.
+const (
+	bridgeCallTimeout = time.Minute
+	approvalTimeout   = 2 * time.Minute
+)
+
+// callTimeout bounds one call from the agent's side: longer than the
+// longest the bridge may rightly take (an ask approved at the end of its
+// wait, then a full upstream deadline, and the bridge's bounded writes of
+// the approval's outcome), so a call still unanswered then is lost.
+const callTimeout = approvalTimeout + bridgeCallTimeout + time.Minute
 
 // record is one call as the agent saw it.
 type record struct {
@@ -39,9 +49,10 @@ type record struct {
 	ok      bool
 	code    int
 	reason  string
-	hasHint bool // the error's data says whether a retry is safe
-	lost    bool // no answer at all (a transport failure or the agent's own timeout)
-	notSent bool // the request never reached a replica (connection refused): safe to retry
+	hasHint bool   // the error's data says whether a retry is safe
+	lost    bool   // no answer at all (a transport failure or the agent's own timeout)
+	notSent bool   // the request was never written: no connection to a replica (refused, or the dial failed); safe to retry
+	via     string // where the call went: the Service, or the replica picked
 	errText string
 }
 
@@ -119,11 +130,12 @@ func (l *load) run(ctx context.Context, sessions int, rate float64) {
 // and its answer to a question to another one.
 func (l *load) agent(ctx context.Context, n int, token string, era mcpclient.Era, ticks <-chan struct{}) {
 	var c *mcpclient.Client
+	via := l.bridgeURL
 	seq := 0
 	for range ticks {
 		if era == mcpclient.EraStateless {
 			var err error
-			if c, _, err = l.replicas.pick(ctx, token, ""); err != nil {
+			if c, via, err = l.replicas.pick(ctx, token, ""); err != nil {
 				l.add(record{op: "connect", start: time.Now(), notSent: true, errText: err.Error()})
 				continue
 			}
@@ -143,6 +155,7 @@ func (l *load) agent(ctx context.Context, n int, token string, era mcpclient.Era
 			op = "ask"
 		}
 		r := l.call(c, token, op, fmt.Sprintf("a%d-%d", n, seq))
+		r.via = via
 		l.add(r)
 		if era == mcpclient.EraSession && strings.Contains(r.errText, "404") {
 			_ = c.Close()
@@ -324,11 +337,19 @@ func (l *load) replay(ctx context.Context, token string, retry json.RawMessage) 
 	l.mu.Unlock()
 }
 
-// notDelivered says whether err is a request that reached no replica: its
-// connection was refused (a replica gone between the look-up of the
-// replicas and the call).
+// notDelivered says whether err is a request that provably reached no
+// replica: no connection could be made (refused, no route, or the dial
+// timed out: a replica gone between the look-up of the replicas and the
+// call, its pod address no longer answering), so nothing was written.
+// A request that failed on a connection it was written to (EOF, reset)
+// may have been read: it is not counted here.
 func notDelivered(err error) bool {
-	return errors.Is(err, syscall.ECONNREFUSED) || strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "no route to host")
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	return errors.Is(err, syscall.ECONNREFUSED) || strings.Contains(err.Error(), "connection refused") ||
+		strings.Contains(err.Error(), "no route to host") || strings.Contains(err.Error(), ": dial tcp ")
 }
 
 // isAnswer says whether err is a JSON-RPC answer (not a lost request).

@@ -238,7 +238,7 @@ func asking(name string, subject []mcpv1alpha1.Subject, tools []string, channel 
 			Approval: mcpv1alpha1.ApprovalSpec{
 				Channels: []mcpv1alpha1.ApprovalChannel{channel},
 				Modes:    []mcpv1alpha1.ApprovalMode{mcpv1alpha1.ApprovalAllowOnce},
-				Timeout:  metav1.Duration{Duration: 2 * time.Minute},
+				Timeout:  metav1.Duration{Duration: approvalTimeout},
 			},
 		},
 	}
@@ -343,7 +343,7 @@ func (s *soak) report(l *load, reps *replicaSet, sm *sampler, windows []window, 
 			key = r.op + " lost"
 		case r.notSent:
 			notSent++
-			key = r.op + " not sent (connection refused: safe to retry)"
+			key = r.op + " not sent (no connection: refused or the dial failed; safe to retry)"
 		case r.hasHint:
 			hinted++
 			key = fmt.Sprintf("%s %d %s (says whether to retry)", r.op, r.code, r.reason)
@@ -368,6 +368,7 @@ func (s *soak) report(l *load, reps *replicaSet, sm *sampler, windows []window, 
 	for _, k := range sortedKeys(errorsBy) {
 		fmt.Printf("  %6d  %s\n          e.g. %s\n", errorsBy[k], k, example[k])
 	}
+	printLost(records)
 
 	// Executions upstream: each id at most once; a denied call never.
 	runs := s.rec.executions()
@@ -387,10 +388,17 @@ func (s *soak) report(l *load, reps *replicaSet, sm *sampler, windows []window, 
 	opened, closed, live := s.rec.sessionCounts()
 	fmt.Printf("upstream sessions: %d opened, %d closed, %d live (opened = closed + live: %v)\n", opened, closed, live, opened == closed+live)
 
-	total, incomplete, why, unanswered := reps.chains("mcp." + recorderName + ".confirm")
+	total, incomplete, why, unanswered, examples := reps.chains("mcp." + recorderName + ".confirm")
 	fmt.Printf("audit chains: %d, incomplete %d; questions by elicitation whose answer never got through (open by design): %d\n", total, incomplete, unanswered)
 	for _, k := range sortedKeys(why) {
 		fmt.Printf("  %6d  %s\n", why[k], k)
+	}
+	for i, e := range examples {
+		if i == 30 {
+			fmt.Printf("  (%d more)\n", len(examples)-30)
+			break
+		}
+		fmt.Printf("  %s\n", e)
 	}
 	fmt.Printf("ToolApprovals decided by the scripted approver: %d; pending after their requests ended: %d\n", decided, pending)
 
@@ -402,12 +410,23 @@ func (s *soak) report(l *load, reps *replicaSet, sm *sampler, windows []window, 
 	fmt.Printf("latency in quiet minutes:      p50 %s p99 %s (%d calls)\n", benchutil.Pct(quiet, 50).Round(time.Millisecond), benchutil.Pct(quiet, 99).Round(time.Millisecond), len(quiet))
 	fmt.Printf("latency in minutes with a fault: p50 %s p99 %s (%d calls)\n", benchutil.Pct(hurt, 50).Round(time.Millisecond), benchutil.Pct(hurt, 99).Round(time.Millisecond), len(hurt))
 
-	bRSS, bFDs, bGo, bProcs, bLast := sm.slopes("bridge", warmup)
-	cRSS, cFDs, cGo, cProcs, cLast := sm.slopes("controller", warmup)
-	fmt.Printf("bridge after warm-up (%d processes), largest slope %%/10min: rss %.2f, fds %.2f, goroutines %.2f (last reading: %.1f MB, %d fds, %.0f goroutines)\n",
-		bProcs, bRSS, bFDs, bGo, float64(bLast.rss)/1e6, bLast.fds, bLast.goroutines)
-	fmt.Printf("controller after warm-up (%d processes), largest slope %%/10min: rss %.2f, fds %.2f, goroutines %.2f (last reading: %.1f MB, %d fds, %.0f goroutines)\n",
-		cProcs, cRSS, cFDs, cGo, float64(cLast.rss)/1e6, cLast.fds, cLast.goroutines)
+	var slopeMax float64
+	for _, part := range []string{"bridge", "controller"} {
+		largest, procs := sm.slopes(part, warmup)
+		counted := 0
+		for _, p := range procs {
+			if p.window >= minSlopeWindow {
+				counted++
+			}
+		}
+		fmt.Printf("%s after warm-up (%d processes, %d over at least %s), largest slope %%/10min: rss %.2f, fds %.2f, goroutines %.2f (last reading: %.1f MB, %d fds, %.0f goroutines)\n",
+			part, len(procs), counted, minSlopeWindow, largest.rss, largest.fds, largest.goroutines, float64(largest.last.rss)/1e6, largest.last.fds, largest.last.goroutines)
+		for _, p := range procs {
+			fmt.Printf("  %-18s over %6s: rss %6.2f, fds %6.2f, goroutines %6.2f (last: %.1f MB, %d fds, %.0f goroutines)\n",
+				p.key, p.window.Truncate(time.Second), p.rss, p.fds, p.goroutines, float64(p.last.rss)/1e6, p.last.fds, p.last.goroutines)
+		}
+		slopeMax = max(slopeMax, largest.rss)
+	}
 
 	injected := 0
 	for _, w := range windows {
@@ -424,7 +443,7 @@ func (s *soak) report(l *load, reps *replicaSet, sm *sampler, windows []window, 
 	fmt.Printf("run twice: %d\n", twiceAll)
 	fmt.Printf("incomplete audit chains: %d\n", incomplete)
 	fmt.Printf("pending approvals left: %d\n", pending)
-	fmt.Printf("rss slope %%/10min: %.2f\n", max(bRSS, cRSS))
+	fmt.Printf("rss slope %%/10min: %.2f\n", slopeMax)
 	return lostAll != 0 || twiceAll != 0 || incomplete != 0
 }
 
@@ -490,4 +509,35 @@ func splitMinutes(records []record, windows []window) (quiet, hurt []time.Durati
 		}
 	}
 	return quiet, hurt
+}
+
+// printLost lists each lost call: when it was made (from the first call),
+// its kind, where it went (the Service or the replica picked), how long the
+// agent waited, and its error; to be set beside the faults' times.
+func printLost(records []record) {
+	if len(records) == 0 {
+		return
+	}
+	first := records[0].start
+	for _, r := range records {
+		if r.start.Before(first) {
+			first = r.start
+		}
+	}
+	n := 0
+	for _, r := range records {
+		if !r.lost {
+			continue
+		}
+		if n++; n == 1 {
+			fmt.Println("lost calls (made at, kind, sent to, waited, error):")
+		}
+		if n > 60 {
+			continue
+		}
+		fmt.Printf("  %7s  %-9s %-32s %8s  %s\n", r.start.Sub(first).Truncate(time.Second), r.op, r.via, r.took.Truncate(time.Millisecond), shorten(r.errText))
+	}
+	if n > 60 {
+		fmt.Printf("  (%d more)\n", n-60)
+	}
 }

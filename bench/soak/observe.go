@@ -17,6 +17,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -98,22 +99,44 @@ func (s *replicaSet) watch(ctx context.Context) {
 	}
 }
 
-// follow reads one pod's log, from its start, until its container ends.
-// A stream broken by something else (the API server restarting) is
-// opened again and read past the events already kept.
+// follow reads one pod's log, from its start, until its container ends
+// for good (the pod gone, or its container no longer running). A stream
+// broken by something else (the API server restarting or overloaded, the
+// pod terminating while its container still writes its last events) is
+// opened again and read past the events already kept. A container that
+// restarted in the same pod numbers its events from 1 again: its events
+// are kept as those of "<pod>#<restarts>", a process of their own.
 func (s *replicaSet) follow(ctx context.Context, pod string) {
+	pods := s.cs.CoreV1().Pods(benchutil.DevBridgeNamespace)
+	restarts := int32(-1)
 	for ctx.Err() == nil {
-		stream, err := s.cs.CoreV1().Pods(benchutil.DevBridgeNamespace).GetLogs(pod, &corev1.PodLogOptions{Follow: true}).Stream(ctx)
-		if err != nil {
-			if _, gone := s.cs.CoreV1().Pods(benchutil.DevBridgeNamespace).Get(ctx, pod, metav1.GetOptions{}); gone != nil && !strings.Contains(gone.Error(), "connect") {
-				return
+		p, err := pods.Get(ctx, pod, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return
+		case err != nil: // the API server away or slow: ask again
+			time.Sleep(time.Second)
+			continue
+		case len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].State.Running == nil:
+			if restarts >= 0 && p.DeletionTimestamp != nil {
+				return // stopped for good; its log was read to its end
 			}
+			time.Sleep(time.Second) // (re)starting
+			continue
+		}
+		key := pod
+		if n := p.Status.ContainerStatuses[0].RestartCount; n > 0 {
+			key = fmt.Sprintf("%s#%d", pod, n)
+		}
+		restarts = p.Status.ContainerStatuses[0].RestartCount
+		stream, err := pods.GetLogs(pod, &corev1.PodLogOptions{Follow: true}).Stream(ctx)
+		if err != nil {
 			time.Sleep(time.Second)
 			continue
 		}
 		var lastSeq int64
 		s.mu.Lock()
-		if ev := s.events[pod]; len(ev) > 0 {
+		if ev := s.events[key]; len(ev) > 0 {
 			lastSeq = ev[len(ev)-1].Seq
 		}
 		s.mu.Unlock()
@@ -126,18 +149,11 @@ func (s *replicaSet) follow(ctx context.Context, pod string) {
 			}
 			lastSeq = e.Seq
 			s.mu.Lock()
-			s.events[pod] = append(s.events[pod], e)
+			s.events[key] = append(s.events[key], e)
 			s.mu.Unlock()
 		}
 		stream.Close()
-		p, err := s.cs.CoreV1().Pods(benchutil.DevBridgeNamespace).Get(ctx, pod, metav1.GetOptions{})
-		if err == nil && p.DeletionTimestamp == nil && len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].State.Running != nil {
-			continue // the stream broke, the container runs on
-		}
-		if err != nil && strings.Contains(err.Error(), "connect") {
-			continue // the API server is away: ask again
-		}
-		return
+		time.Sleep(time.Second) // the container's end shows in its status
 	}
 }
 
@@ -234,7 +250,7 @@ var chainEnds = map[string]bool{"tool.completed": true, "tool.failed": true, "mc
 // question whose answer never got through: counted apart, as asked. It
 // returns how many chains there are, how many are incomplete, why, and the
 // questions left unanswered.
-func (s *replicaSet) chains(asked string) (total, incomplete int, why map[string]int, unanswered int) {
+func (s *replicaSet) chains(asked string) (total, incomplete int, why map[string]int, unanswered int, examples []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	why = map[string]int{}
@@ -259,14 +275,36 @@ func (s *replicaSet) chains(asked string) (total, incomplete int, why map[string
 		if problem := chainProblem(chain); problem != "" {
 			incomplete++
 			why[problem]++
+			examples = append(examples, describeChain(problem, chain))
 		}
 	}
-	return total, incomplete, why, unanswered
+	sort.Strings(examples) // by the time of their first event
+	return total, incomplete, why, unanswered, examples
+}
+
+// describeChain is an incomplete chain on one line, to be set beside the
+// faults' and the replicas' times: each event's time, replica, seq, type.
+func describeChain(problem string, chain []auditEvent) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s (%s):", chain[0].Time, chain[0].ToolCallID, problem)
+	for _, e := range chain {
+		fmt.Fprintf(&b, " [%s %s #%d %s]", e.Time[min(len(e.Time), 11):], e.pod, e.Seq, e.Type)
+	}
+	return b.String()
 }
 
 func chainProblem(chain []auditEvent) string {
 	if chain[0].Type != "permission.requested" {
 		return "begins with " + chain[0].Type
+	}
+	// A subscription the server refused ends as a failed call does, with
+	// mcp.call.failed and tool.failed after its mcp.resource.requested
+	// (docs/audit.md): that tool.failed is its end.
+	lastFailed := -1
+	for i, e := range chain {
+		if e.Type == "tool.failed" {
+			lastFailed = i
+		}
 	}
 	ended := -1
 	for i, e := range chain {
@@ -276,9 +314,9 @@ func chainProblem(chain []auditEvent) string {
 		end := chainEnds[e.Type] ||
 			// A denied read or prompt ends at its decision.
 			(e.Type == "permission.resolved" && e.Decision == "deny" && (e.Resource != "" || e.Prompt != "")) ||
-			// A subscription's chain ends when it goes upstream
-			// (docs/audit.md): no fetch follows.
-			(e.Type == "mcp.resource.requested" && e.Method != "")
+			// A subscription the server holds ends when it goes upstream:
+			// no fetch follows.
+			(e.Type == "mcp.resource.requested" && e.Method != "" && lastFailed < i)
 		if end {
 			if ended >= 0 {
 				return "two ends"
@@ -436,32 +474,64 @@ func podGoroutines(ctx context.Context, cs *kubernetes.Clientset, selector strin
 	return out
 }
 
-// slopes are the largest growth after warm-up, in % per 10 minutes of the
-// mean, over the processes of part (bridge or controller) that lived past
-// warm-up by at least two samples: RSS, fds and goroutines.
-func (sm *sampler) slopes(part string, warmup time.Duration) (rss, fds, goroutines float64, procs int, last sample) {
+// minSlopeWindow is the least time after warm-up over which a process's
+// slope is taken as its trend: over fewer minutes (a replica deleted soon
+// after its warm-up, or one started late in the run) the slope is a heap
+// still filling under a load it just took over, extrapolated to 10 minutes.
+const minSlopeWindow = 5 * time.Minute
+
+// procSlope is one process's growth after warm-up, in % per 10 minutes.
+type procSlope struct {
+	key                  string
+	window               time.Duration
+	rss, fds, goroutines float64
+	last                 sample
+}
+
+// slopes are the growth after warm-up of each process of part (bridge or
+// controller) with at least three samples past its own warm-up, and the
+// largest over those that lived minSlopeWindow past it: RSS, fds and
+// goroutines.
+func (sm *sampler) slopes(part string, warmup time.Duration) (largest procSlope, procs []procSlope) {
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
-	for key, samples := range sm.byProc {
+	for _, key := range sortedKeys(sm.byProc) {
+		samples := sm.byProc[key]
 		if !strings.HasPrefix(key, part+"/") || len(samples) == 0 {
 			continue
 		}
 		var kept []sample
 		for _, s := range samples {
-			if s.at.Sub(samples[0].at) >= warmup {
+			if s.at.Sub(samples[0].at) >= warmup && s.rss > 0 {
 				kept = append(kept, s)
 			}
 		}
 		if len(kept) < 3 {
 			continue
 		}
-		procs++
-		last = kept[len(kept)-1]
-		rss = max(rss, slope(kept, func(s sample) float64 { return float64(s.rss) }))
-		fds = max(fds, slope(kept, func(s sample) float64 { return float64(s.fds) }))
-		goroutines = max(goroutines, slope(kept, func(s sample) float64 { return s.goroutines }))
+		p := procSlope{key: key, window: kept[len(kept)-1].at.Sub(kept[0].at), last: kept[len(kept)-1],
+			rss: slope(kept, func(s sample) float64 { return float64(s.rss) }),
+			fds: slope(kept, func(s sample) float64 { return float64(s.fds) })}
+		// A reading without goroutines (the pod's /metrics not reached,
+		// or its address not seen) is no reading, not a count of 0.
+		var counted []sample
+		for _, s := range kept {
+			if s.goroutines > 0 {
+				counted = append(counted, s)
+			}
+		}
+		if len(counted) >= 3 {
+			p.goroutines = slope(counted, func(s sample) float64 { return s.goroutines })
+		}
+		procs = append(procs, p)
+		if p.window >= minSlopeWindow {
+			largest.rss = max(largest.rss, p.rss)
+			largest.fds = max(largest.fds, p.fds)
+			largest.goroutines = max(largest.goroutines, p.goroutines)
+			largest.last = p.last
+		}
 	}
-	return rss, fds, goroutines, procs, last
+	return largest, procs
 }
 
 // slope is the least-squares slope of v over time, as % of its mean per

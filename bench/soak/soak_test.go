@@ -3,7 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
 	"net/http/httptest"
+	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +29,9 @@ func TestChainProblem(t *testing.T) {
 		{"no end", []auditEvent{ev(1, "permission.requested"), ev(2, "permission.resolved"), ev(3, "mcp.call.started")}, "no end (last: mcp.call.started)"},
 		{"after end", []auditEvent{ev(1, "permission.requested"), ev(2, "tool.failed"), ev(3, "mcp.call.completed")}, "mcp.call.completed after the end"},
 		{"two ends", []auditEvent{ev(1, "permission.requested"), ev(2, "tool.failed"), ev(3, "tool.completed")}, "two ends"},
+		{"subscription held", []auditEvent{ev(1, "permission.requested"), ev(2, "permission.resolved"), {Seq: 3, Type: "mcp.resource.requested", Method: "resources/subscribe"}}, ""},
+		{"subscription refused", []auditEvent{ev(1, "permission.requested"), ev(2, "permission.resolved"), {Seq: 3, Type: "mcp.resource.requested", Method: "resources/subscribe"}, ev(4, "mcp.call.failed"), ev(5, "tool.failed")}, ""},
+		{"subscription refused twice", []auditEvent{ev(1, "permission.requested"), {Seq: 2, Type: "mcp.resource.requested", Method: "resources/subscribe"}, ev(3, "tool.failed"), ev(4, "tool.failed")}, "two ends"},
 		{"out of order", []auditEvent{ev(2, "permission.requested"), ev(1, "tool.completed")}, "out of order"},
 		{"no start", []auditEvent{ev(1, "mcp.call.started"), ev(2, "tool.completed")}, "begins with mcp.call.started"},
 	} {
@@ -92,5 +100,50 @@ func TestSlope(t *testing.T) {
 	// 1 per minute on a mean of 104.5: 10/104.5 = 9.57 % per 10 minutes.
 	if s := slope(growing, func(s sample) float64 { return float64(s.rss) }); s < 9.5 || s > 9.6 {
 		t.Errorf("growing: %.2f %%/10min, want 9.57", s)
+	}
+}
+
+// A process that lived only a few minutes past its warm-up is listed with
+// its slope but not taken as the trend; a reading without goroutines is
+// no reading.
+func TestSlopesCountOnlyLongWindows(t *testing.T) {
+	t0 := time.Now()
+	sm := &sampler{byProc: map[string][]sample{}}
+	for i := range 15 {
+		at := t0.Add(time.Duration(i) * time.Minute)
+		goroutines := 100.0
+		if i%3 == 0 {
+			goroutines = 0 // /metrics not reached
+		}
+		sm.byProc["bridge/1"] = append(sm.byProc["bridge/1"], sample{at: at, rss: 100, fds: 10, goroutines: goroutines})
+		if i < 6 { // deleted 4 minutes after its warm-up, still filling its heap
+			sm.byProc["bridge/2"] = append(sm.byProc["bridge/2"], sample{at: at, rss: int64(100 + 10*i), fds: 10, goroutines: 100})
+		}
+	}
+	largest, procs := sm.slopes("bridge", 2*time.Minute)
+	if len(procs) != 2 {
+		t.Fatalf("%d processes listed, want 2", len(procs))
+	}
+	if procs[1].rss <= 0 {
+		t.Errorf("the short-lived process's own slope is %.2f, want its growth", procs[1].rss)
+	}
+	if largest.rss != 0 || largest.goroutines != 0 {
+		t.Errorf("largest slope rss %.2f goroutines %.2f, want 0: the long-lived process is flat", largest.rss, largest.goroutines)
+	}
+}
+
+// A request whose connection could not be made was never written: not
+// sent. One cut on a connection it was written to may have been read.
+func TestNotDelivered(t *testing.T) {
+	dial := fmt.Errorf("while sending tools/call: %w", &url.Error{Op: "Post", URL: "http://10.244.0.5:8090/mcp",
+		Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}})
+	if !notDelivered(dial) {
+		t.Errorf("%v: not counted as not sent", dial)
+	}
+	if !notDelivered(errors.New(`while sending prompts/get: Post "http://10.244.0.10:8090/mcp": dial tcp 10.244.0.10:8090: i/o timeout`)) {
+		t.Error("a dial timeout in text: not counted as not sent")
+	}
+	if notDelivered(errors.New(`while sending tools/call: Post "http://10.96.0.81:80/mcp": EOF`)) {
+		t.Error("EOF on a written request counted as not sent")
 	}
 }

@@ -108,6 +108,12 @@ type Broker struct {
 	// replica's: its audit stream closes soon after); they get at most
 	// afterWaitWrite anyway.
 	WriteDeadline func() (time.Time, bool)
+	// APITimeout bounds each call to the API server made for a request
+	// (afterWaitWrite when 0): an API server that takes the connection and
+	// does not answer (overloaded, restarting) must not hold the agent's
+	// request past the approval's own timeout, nor keep its audit chain
+	// from its end.
+	APITimeout time.Duration
 
 	pending prometheus.Gauge
 
@@ -248,11 +254,15 @@ func (b *Broker) create(ctx context.Context, r Request) (*v1alpha1.ToolApproval,
 		},
 		Spec: v1alpha1.ToolApprovalSpec{Request: req},
 	}
-	if err := b.Client.Create(ctx, a); err != nil {
+	cctx, cancel := b.apiCall(ctx)
+	defer cancel()
+	if err := b.Client.Create(cctx, a); err != nil {
 		return nil, fmt.Errorf("while creating the ToolApproval: %w", err)
 	}
 	a.Status = v1alpha1.ToolApprovalStatus{Phase: v1alpha1.ApprovalPending, Message: "waiting for a person's decision"}
-	if err := b.Client.Status().Update(ctx, a); err != nil {
+	sctx, cancel := b.apiCall(ctx)
+	defer cancel()
+	if err := b.Client.Status().Update(sctx, a); err != nil {
 		// Without Pending the approval still works: the admission policy
 		// lets a decision in while no phase is set.
 		b.Log.Error(err, "the ToolApproval's status stays unset", "approval", client.ObjectKeyFromObject(a))
@@ -280,7 +290,9 @@ func (b *Broker) Wait(ctx context.Context, a *v1alpha1.ToolApproval) (Outcome, e
 	// once now that no update can be missed.
 	current := a
 	var fresh v1alpha1.ToolApproval
-	if err := b.Client.Get(ctx, key, &fresh); err == nil {
+	gctx, cancel := b.apiCall(ctx)
+	defer cancel()
+	if err := b.Client.Get(gctx, key, &fresh); err == nil {
 		current = &fresh
 	}
 	bound := a.Spec.Request
@@ -293,14 +305,18 @@ func (b *Broker) Wait(ctx context.Context, a *v1alpha1.ToolApproval) (Outcome, e
 				defer cancel()
 				return b.finish(wctx, current, agentLeft(o)), nil
 			}
-			return b.finish(ctx, current, o), nil
+			fctx, cancel := b.apiCall(ctx)
+			defer cancel()
+			return b.finish(fctx, current, o), nil
 		}
 		select {
 		case <-updates:
 			current = b.newest(key, current)
 		case <-timer.C:
 			o := Outcome{Phase: v1alpha1.ApprovalExpired, Message: fmt.Sprintf("nobody decided before %s", bound.ExpiresAt.UTC().Format(time.RFC3339))}
-			return b.finishUnlessDecided(ctx, current, bound, o), nil
+			fctx, cancel := b.apiCall(ctx)
+			defer cancel()
+			return b.finishUnlessDecided(fctx, current, bound, o), nil
 		case <-ctx.Done():
 			// The cause says who ended it: the agent, or a stopping replica.
 			o := Outcome{Phase: v1alpha1.ApprovalCancelled, Message: "the agent's request ended before a decision: " + context.Cause(ctx).Error()}
@@ -316,10 +332,23 @@ func (b *Broker) Wait(ctx context.Context, a *v1alpha1.ToolApproval) (Outcome, e
 // ended, so that a slow API server holds the request no longer than this.
 const afterWaitWrite = 10 * time.Second
 
+// apiCall is ctx bounded by APITimeout, for the calls to the API server
+// made while ctx lasts.
+func (b *Broker) apiCall(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, b.apiTimeout())
+}
+
+func (b *Broker) apiTimeout() time.Duration {
+	if b.APITimeout > 0 {
+		return b.APITimeout
+	}
+	return afterWaitWrite
+}
+
 // afterWait is the context of the writes made once ctx is over: ctx's
-// values, with afterWaitWrite or WriteDeadline, whichever comes first.
+// values, with APITimeout or WriteDeadline, whichever comes first.
 func (b *Broker) afterWait(ctx context.Context) (context.Context, context.CancelFunc) {
-	deadline := time.Now().Add(afterWaitWrite)
+	deadline := time.Now().Add(b.apiTimeout())
 	if b.WriteDeadline != nil {
 		if d, ok := b.WriteDeadline(); ok && d.Before(deadline) {
 			deadline = d

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -563,5 +565,76 @@ func TestLongRequestsAreCutToTheSchemasBounds(t *testing.T) {
 	cancel()
 	if o := wait(t, done); o.Phase != v1alpha1.ApprovalCancelled {
 		t.Errorf("outcome %+v", o)
+	}
+}
+
+// stallingAPIServer passes requests to the API server at cfg until stall
+// is called; from then on it takes each request and never answers, as an
+// overloaded or restarting API server does. A real API server cannot be
+// made to do that on demand: this proxy is the fault.
+func stallingAPIServer(t *testing.T, cfg *rest.Config) (*rest.Config, func()) {
+	t.Helper()
+	target, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream, err := rest.TransportFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.Transport = upstream
+	var stalled atomic.Bool
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if stalled.Load() {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { close(release); srv.Close() })
+	return &rest.Config{Host: srv.URL}, func() { stalled.Store(true) }
+}
+
+// An API server that stops answering holds a request no longer than the
+// broker's APITimeout past the approval's own bounds: its creation fails
+// within it, and a request whose approval expires while the API server is
+// stalled ends Expired, its status write given up after APITimeout.
+func TestAStalledAPIServerHoldsNoRequest(t *testing.T) {
+	c, ns := setup(t)
+	proxied, stall := stallingAPIServer(t, cfgOf(t))
+	pc, err := client.New(proxied, client.Options{Scheme: testenv.Scheme(), Mapper: c.RESTMapper()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := replica(t, pc, nil)
+	b.APITimeout = time.Second
+
+	start := time.Now()
+	done := ask(context.Background(), b, request(ns, 2*time.Second))
+	created(t, c, ns)
+	stall()
+	select {
+	case r := <-done:
+		if r.err != nil || r.outcome.Phase != v1alpha1.ApprovalExpired {
+			t.Fatalf("outcome %+v, error %v: want Expired", r.outcome, r.err)
+		}
+		if d := time.Since(start); d > 2*time.Second+3*time.Second {
+			t.Errorf("the request ended %s after it was asked: its 2s timeout and the 1s bound on its status write allow about 3s", d)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a request whose approval expired is still held by a stalled API server after 20s")
+	}
+
+	start = time.Now()
+	if _, err := b.Ask(context.Background(), request(ns, time.Minute)); err == nil {
+		t.Fatal("a ToolApproval was created through a stalled API server")
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("creating a ToolApproval through a stalled API server took %s, want its 1s bound", d)
 	}
 }

@@ -282,7 +282,20 @@ func (b *Bridge) Handler() http.Handler {
 			mux.HandleFunc("GET "+oauth.MetadataPath+path, b.serveResourceMetadata)
 		}
 	}
-	return mux
+	return b.closingWhileStopping(mux)
+}
+
+// closingWhileStopping answers every request of a stopping replica with
+// Connection: close, so that its agent's client drops the connection after
+// that answer instead of sending its next request on a connection the
+// replica is about to close (which fails as EOF, sent but unanswered).
+func (b *Bridge) closingWhileStopping(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if b.stop.stopping.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // OpsHandler serves /healthz, /readyz and, when metricsHandler is not nil,

@@ -178,8 +178,8 @@ func (b *Bridge) endWaits() {
 // Stop stops a replica the way a pod behind a Service must stop, within
 // bounds.Total():
 //
-//   - readyz fails at once, and srv goes on serving for bounds.Delay with
-//     keep-alives off. A deleted pod leaves the Service's endpoints when it
+//   - readyz fails at once, and srv goes on serving for bounds.Delay, each
+//     answer with Connection: close. A deleted pod leaves the Service's endpoints when it
 //     gets SIGTERM, but kube-proxy (or a load balancer) takes a moment to
 //     stop sending it new connections: each agent's next request opens a
 //     new connection, which lands on another replica once the Service has
@@ -199,9 +199,15 @@ func (b *Bridge) endWaits() {
 // http.Server.Shutdown waiting until its deadline, and was then cut with
 // no answer and no end in the audit stream.
 func (b *Bridge) Stop(srv *http.Server, reg *routes.Registry, aw *audit.Writer, flush func(context.Context) error, bounds StopBounds) error {
+	// Every answer from now on carries Connection: close
+	// (closingWhileStopping): each connection in use ends after its next
+	// answer, cleanly. The connections idle now are left open through the
+	// delay: closing them at once (SetKeepAlivesEnabled(false) does) races
+	// with an agent sending its next request on one, which then fails as
+	// EOF, written but never answered.
 	b.stop.stopping.Store(true)
-	srv.SetKeepAlivesEnabled(false) // also closes the connections idle now
 	time.Sleep(bounds.Delay)
+	srv.SetKeepAlivesEnabled(false)
 
 	// The requests' last writes (their audit ends) must be done by the
 	// end of the sessions' phase, before the audit stream closes.

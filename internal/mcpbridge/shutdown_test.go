@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"slices"
 	"strings"
 	"testing"
@@ -277,5 +278,53 @@ func TestACallParkedAfterTheWaitsEndedIsEnded(t *testing.T) {
 	}
 	if raw, err := agent.CallTool(testkit.Context(t), tool, json.RawMessage(args)); err != nil || !strings.Contains(string(raw), "input_required") {
 		t.Errorf("the call made again without requestState: %s %v, want the server's question again", raw, err)
+	}
+}
+
+// TestStopKeepsIdleConnectionsThroughTheDelay: a connection idle when the
+// replica is told to stop is not closed under its agent (whose next
+// request on it would be written and never answered: EOF); the request
+// sent on it during the delay is answered, with Connection: close, and the
+// agent's next request opens a new connection.
+func TestStopKeepsIdleConnectionsThroughTheDelay(t *testing.T) {
+	h := newHarness(t, nil, nil, nil)
+	srv, url := serve(t, h.b.Handler())
+	hc := &http.Client{Transport: &http.Transport{}}
+	defer hc.CloseIdleConnections()
+	get := func() (reused bool, resp *http.Response) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, url+"/mcp/server-card", nil)
+		req = req.WithContext(httptrace.WithClientTrace(ctxT(t), &httptrace.ClientTrace{
+			GotConn: func(info httptrace.GotConnInfo) { reused = info.Reused },
+		}))
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("a request during the stop's delay: %v", err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return reused, resp
+	}
+	if _, resp := get(); resp.Close {
+		t.Fatal("a replica that is not stopping closed the connection after its answer")
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		done <- h.b.Stop(srv, h.reg, h.audit, nil, StopBounds{Delay: time.Second, Drain: time.Second, Sessions: time.Second, Flush: time.Second})
+	}()
+	time.Sleep(300 * time.Millisecond) // the stop has begun; its delay has not ended
+	reused, resp := get()
+	if !reused {
+		t.Error("the connection idle when the stop began was closed under its agent")
+	}
+	if !resp.Close {
+		t.Error("an answer of a stopping replica does not carry Connection: close")
+	}
+	if reused, _ := get(); reused {
+		t.Error("the agent's next request went on the connection its last answer closed")
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Stop: %v", err)
 	}
 }
