@@ -10,6 +10,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
@@ -41,11 +42,11 @@ func TestSessionsLeaveNoGoroutinesBehind(t *testing.T) {
 			}
 			c := h.connect(t, "alice-token", "/mcp", era)
 			for j := range 3 {
-				if _, err := c.CallTool(ctxT(t), "mcp.stateful.remember", json.RawMessage(fmt.Sprintf(`{"value":"r%d-%d-%d"}`, n, i, j))); err != nil {
+				if _, err := c.CallTool(testkit.Context(t), "mcp.stateful.remember", json.RawMessage(fmt.Sprintf(`{"value":"r%d-%d-%d"}`, n, i, j))); err != nil {
 					t.Fatalf("round %d: %v", n, err)
 				}
 			}
-			if _, err := c.CallToolParams(ctxT(t), json.RawMessage(`{"name":"mcp.everything.test_tool_with_progress","arguments":{},"_meta":{"progressToken":"p"}}`)); err != nil {
+			if _, err := c.CallToolParams(testkit.Context(t), json.RawMessage(`{"name":"mcp.everything.test_tool_with_progress","arguments":{},"_meta":{"progressToken":"p"}}`)); err != nil {
 				t.Fatalf("round %d: %v", n, err)
 			}
 			if err := c.Close(); err != nil {

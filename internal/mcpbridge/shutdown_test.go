@@ -294,7 +294,7 @@ func TestStopKeepsIdleConnectionsThroughTheDelay(t *testing.T) {
 	get := func() (reused bool, resp *http.Response) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodGet, url+"/mcp/server-card", nil)
-		req = req.WithContext(httptrace.WithClientTrace(ctxT(t), &httptrace.ClientTrace{
+		req = req.WithContext(httptrace.WithClientTrace(testkit.Context(t), &httptrace.ClientTrace{
 			GotConn: func(info httptrace.GotConnInfo) { reused = info.Reused },
 		}))
 		resp, err := hc.Do(req)
