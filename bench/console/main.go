@@ -198,7 +198,9 @@ func run(attribute bool) error {
 			}
 			browsers = append(browsers, b)
 		}
-		time.Sleep(time.Second)
+		// The heap between two collections swings by more than a person's
+		// session: settle as at idle so that both figures are read alike.
+		time.Sleep(settleForIdle)
 		return benchutil.RSS(cmd.Process.Pid), nil
 	}
 	fewRSS, err := signInUpTo(fewPeople)
