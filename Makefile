@@ -290,7 +290,7 @@ bench-authn: ## Authenticating one request with a warm JWKS: a repeated access t
 	go run ./bench/authn
 
 .PHONY: bench-console
-bench-console: envtest-assets ## The console (a real manager console) with 500 pending ToolApprovals and 200 MCPServers: render time and bytes of the approvals and servers pages (p50 <= 50 ms), RSS idle (<= 40 MB) and with 50 people signed in; exits 1 on a missed target.
+bench-console: envtest-assets ## The console (a real manager console) with 500 pending ToolApprovals and 200 MCPServers: render time and bytes of the approvals and servers pages (p50 <= 50 ms), RSS idle after the start and idle again after 50 people signed in and out (both <= 40 MB), with 10 and 50 people signed in, and after an idle release; exits 1 on a missed target.
 	go run ./bench/console
 
 .PHONY: bench-policy

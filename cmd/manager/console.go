@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -45,6 +46,7 @@ type consoleFlags struct {
 	auditContainer   string
 	activityKeep     time.Duration
 	activityMax      int
+	releaseIdle      time.Duration
 	zap              zap.Options
 }
 
@@ -69,6 +71,7 @@ func parseConsoleFlags(args []string, stderr io.Writer) (consoleFlags, error) {
 	fs.StringVar(&f.auditContainer, "audit-container", "bridge", "the bridge pods' container writing the audit stream")
 	fs.DurationVar(&f.activityKeep, "activity-keep", console.DefaultActivityKeep, "how far back the activity page goes (kept in memory)")
 	fs.IntVar(&f.activityMax, "activity-max-calls", console.DefaultActivityMax, "most calls the activity page keeps in memory")
+	fs.DurationVar(&f.releaseIdle, "release-when-idle-for", 5*time.Minute, "once no page has been requested or open for this long, return the heap's free memory and unmap the binary's pages again (what serving ran), as after the start; 0: only after the start")
 	f.zap.BindFlags(fs)
 	err := fs.Parse(args)
 	switch {
@@ -189,16 +192,19 @@ func runConsole(args []string, _, stderr io.Writer) int {
 		return fail(err)
 	}
 	// The watches' first lists leave megabytes of decoded garbage the
-	// runtime would keep for reuse: give it back before serving.
-	debug.FreeOSMemory()
-	// Likewise the binary's pages the start ran (package inits of everything
-	// linked into the one manager binary, every subcommand's flags): about
-	// 27 MB of the idle RSS otherwise. What serving uses is mapped again at
-	// its first use.
-	if released, err := binpages.Release(); err != nil {
-		log.Info("the binary's start-up pages stay mapped", "reason", err.Error())
-	} else {
-		log.V(1).Info("unmapped the binary's start-up pages", "bytes", released)
+	// runtime would keep for reuse, and the start ran pages of the binary
+	// (package inits of everything linked into the one manager binary,
+	// every subcommand's flags) that serving never runs: about 27 MB of
+	// the idle RSS otherwise. Give both back before serving.
+	releaseMemory(log, "start")
+	handler := srv.Handler()
+	if f.releaseIdle > 0 {
+		// Serving maps its code again and grows the heap; a console people
+		// have left keeps both until the kernel or the runtime takes them.
+		// Once it is unused, give them back as after the start.
+		watch := newIdleWatch()
+		handler = watch.wrap(handler, "/healthz")
+		go watch.run(ctx, f.releaseIdle, func() { releaseMemory(log, "idle") })
 	}
 	if activity != nil {
 		cs, err := corev1client.NewForConfig(cfg)
@@ -207,7 +213,7 @@ func runConsole(args []string, _, stderr io.Writer) int {
 		}
 		go activity.FollowPods(ctx, cs, f.auditNamespace, f.auditSelector, f.auditContainer, log.Info)
 	}
-	hs := &http.Server{Addr: f.listen, Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+	hs := &http.Server{Addr: f.listen, Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, BaseContext: func(net.Listener) context.Context { return ctx }}
 	go func() {
 		<-ctx.Done()
@@ -220,4 +226,17 @@ func runConsole(args []string, _, stderr io.Writer) int {
 		return fail(fmt.Errorf("while serving %s: %w", f.listen, err))
 	}
 	return 0
+}
+
+// releaseMemory returns the heap's free pages to the system and unmaps the
+// binary's read-only pages; what the process uses next is mapped again at
+// its use. It lowers the process's RSS only: the binary's pages stay in
+// the page cache, charged to the pod's memory as before.
+func releaseMemory(log logr.Logger, when string) {
+	debug.FreeOSMemory()
+	if released, err := binpages.Release(); err != nil {
+		log.Info("the binary's pages stay mapped", "when", when, "reason", err.Error())
+	} else {
+		log.V(1).Info("unmapped the binary's pages", "when", when, "bytes", released)
+	}
 }

@@ -9,6 +9,19 @@
 // fault, so a start leaves tens of megabytes of the binary in the process's
 // RSS that it never runs again. Release unmaps them; what the process still
 // uses is mapped again at its next use.
+//
+// Unmapping a page of a private file mapping with MADV_DONTNEED is safe
+// only while the page is the file's own: a page the process wrote holds
+// its private copy, and MADV_DONTNEED would discard that copy, the page
+// reading as the file again. Release reads /proc/self/smaps and skips
+// every mapping with a written page, resident (Anonymous) or swapped out
+// (Swap). Private_Dirty is no such sign: it also counts the file's own
+// pages while they are dirty in the page cache (a binary just linked and
+// not yet written back), which MADV_DONTNEED leaves in the cache. Between that read and the madvise nothing in the
+// process writes these mappings: they are not writable, and Go writes
+// neither its code nor its read-only data. Only a writer from outside
+// (a debugger's breakpoint through ptrace or /proc/PID/mem, a uprobe)
+// could, and a breakpoint set in that window would be lost.
 package binpages
 
 import (
@@ -28,16 +41,21 @@ type mapping struct {
 	path       string
 	rssKB      int64
 	anonKB     int64
+	// swapKB is written pages swapped out: not resident, so not in
+	// Anonymous, but still the process's own copy.
+	swapKB int64
 }
 
 // releasable says whether a mapping is a read-only private mapping of the
 // executable whose every resident page is the file's own: its code, its
 // read-only data, its function tables. A page of a private mapping that
 // was ever written (a relocation made read-only afterwards, as a PIE's RELRO
-// is) is anonymous and exists nowhere else, so a mapping that holds one is
-// left alone, as are writable ones (package variables).
+// is, or a debugger's breakpoint) exists nowhere else, resident or in swap,
+// so a mapping that holds one is left alone, as are writable ones (package
+// variables).
 func (m mapping) releasable(exe string) bool {
-	return m.path == exe && len(m.perms) == 4 && m.perms[1] != 'w' && m.perms[3] == 'p' && m.anonKB == 0 && m.rssKB > 0
+	return m.path == exe && len(m.perms) == 4 && m.perms[1] != 'w' && m.perms[3] == 'p' &&
+		m.anonKB == 0 && m.swapKB == 0 && m.rssKB > 0
 }
 
 // parseSmaps reads the mappings of a /proc/PID/smaps file.
@@ -62,6 +80,8 @@ func parseSmaps(data []byte) ([]mapping, error) {
 				out[len(out)-1].rssKB = n
 			case "Anonymous":
 				out[len(out)-1].anonKB = n
+			case "Swap":
+				out[len(out)-1].swapKB = n
 			}
 			continue
 		}

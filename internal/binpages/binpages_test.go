@@ -1,8 +1,8 @@
 package binpages
 
 import (
-	"crypto/sha256"
-	"encoding/json"
+	"bytes"
+	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,7 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"unicode"
+	"unsafe"
 )
 
 // A smaps excerpt of a binary with each kind of mapping Release must tell
@@ -18,7 +18,10 @@ import (
 const smaps = `00400000-01bcc000 r-xp 00000000 fe:00 10979208                           /manager
 Size:              24368 kB
 Rss:               17308 kB
+Private_Dirty:         0 kB
 Anonymous:             0 kB
+Swap:                  0 kB
+SwapPss:               0 kB
 VmFlags: rd ex mr mw me
 01bcc000-035d1000 r--p 017cc000 fe:00 10979208                           /manager
 Size:              26644 kB
@@ -48,6 +51,19 @@ Anonymous:             0 kB
 Size:               1024 kB
 Rss:                   0 kB
 Anonymous:             0 kB
+7f0000300000-7f0000400000 r--p 00000000 fe:00 10979208                   /manager
+Size:               1024 kB
+Rss:                 100 kB
+Private_Dirty:         0 kB
+Anonymous:             0 kB
+Swap:                  4 kB
+SwapPss:               4 kB
+7f0000400000-7f0000500000 r--p 00000000 fe:00 10979208                   /manager
+Size:               1024 kB
+Rss:                 100 kB
+Private_Dirty:         4 kB
+Anonymous:             0 kB
+Swap:                  0 kB
 `
 
 func TestReleasableMappings(t *testing.T) {
@@ -69,6 +85,8 @@ func TestReleasableMappings(t *testing.T) {
 		{"r--s", "/manager", 8, false, "shared"},
 		{"r--p", "/etc/some file", 8, false, "another file (the path has a space)"},
 		{"r--p", "/manager", 0, false, "nothing resident"},
+		{"r--p", "/manager", 100, false, "a written page swapped out: its copy is in swap, not in Anonymous"},
+		{"r--p", "/manager", 100, true, "dirty in the page cache (a binary just linked, not yet written back): still the file's pages"},
 	}
 	if len(maps) != len(want) {
 		t.Fatalf("parsed %d mappings, want %d: %+v", len(maps), len(want), maps)
@@ -115,74 +133,216 @@ func status(t *testing.T, key string) int64 {
 	return 0
 }
 
-// outcome is what a process that released its pages reports.
-type outcome struct {
-	UID                     int
-	Released                int64
-	FileBefore, FileAfter   int64
-	TablesSame, CodeWorking bool
+// String constants: the linker keeps their bytes in the binary's
+// read-only data, which Release unmaps. Each is used by one test only
+// (identical constants would share their bytes).
+const (
+	readMarker    = "binpages: a constant read before and after the release, whose bytes must come back from the file"
+	writtenMarker = "binpages: a constant a debugger-like writer changes through /proc/self/mem before the release"
+)
+
+// bytesOf is the bytes of s where the binary keeps them. Not inlined, so
+// that each read is a load from that memory, never a folded constant.
+//
+//go:noinline
+func bytesOf(s string) []byte {
+	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
-// releaseAndCheck releases this process's binary pages and checks that
-// what was on them reads the same after: a read-only table and code that
-// had not run yet.
-func releaseAndCheck(t *testing.T) outcome {
+func addressOf(s string) uintptr { return uintptr(unsafe.Pointer(unsafe.StringData(s))) }
+
+// mappingAt is this process's mapping holding addr, as smaps shows it now.
+func mappingAt(t *testing.T, addr uintptr) mapping {
 	t.Helper()
-	tablesBefore := sha256.Sum256(tableBytes())
-	o := outcome{UID: os.Geteuid(), FileBefore: status(t, "RssFile")}
-	released, err := Release()
+	data, err := os.ReadFile("/proc/self/smaps")
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.Released, o.FileAfter = released, status(t, "RssFile")
-	o.TablesSame = sha256.Sum256(tableBytes()) == tablesBefore
-	_, err = json.Marshal(map[string]any{"still": []int{1, 2, 3}})
-	o.CodeWorking = err == nil
-	return o
-}
-
-// tableBytes is a read-only table of the binary (unicode's tables live in
-// its read-only data).
-func tableBytes() []byte {
-	var b []byte
-	for _, r := range unicode.Han.R16 {
-		b = append(b, byte(r.Lo), byte(r.Lo>>8), byte(r.Hi), byte(r.Hi>>8))
+	maps, err := parseSmaps(data)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return b
+	for _, m := range maps {
+		if m.start <= uint64(addr) && uint64(addr) < m.end {
+			return m
+		}
+	}
+	t.Fatalf("no mapping holds %x", addr)
+	return mapping{}
 }
 
-func checkOutcome(t *testing.T, o outcome) {
+// pagemap reads /proc/self/pagemap, which says which pages are mapped in
+// this process.
+type pagemap struct {
+	f     *os.File
+	entry [8]byte
+}
+
+func openPagemap(t *testing.T) *pagemap {
 	t.Helper()
-	t.Logf("uid %d: released %d kB; file-backed RSS %d kB before, %d kB after", o.UID, o.Released>>10, o.FileBefore, o.FileAfter)
-	// The test binary's start touched well over a megabyte of its code and
-	// tables; reading a file and a table needs little of it back.
-	if o.FileBefore-o.FileAfter < 1024 || o.Released < 1<<20 {
-		t.Errorf("file-backed RSS went from %d kB to %d kB (%d kB released); want at least 1 MB less", o.FileBefore, o.FileAfter, o.Released>>10)
+	f, err := os.Open("/proc/self/pagemap")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !o.TablesSame || !o.CodeWorking {
-		t.Errorf("after the release: tables the same %v, code working %v", o.TablesSame, o.CodeWorking)
+	t.Cleanup(func() { f.Close() })
+	return &pagemap{f: f}
+}
+
+// resident says whether the page holding addr is mapped (its entry's bit
+// 63). It reads nothing of the binary's data itself: the kernel maps a
+// faulting page's cached neighbours with it, so reading data near addr
+// would map addr's page again.
+func (p *pagemap) resident(t *testing.T, addr uintptr) bool {
+	t.Helper()
+	if _, err := p.f.ReadAt(p.entry[:], int64(addr)/int64(os.Getpagesize())*8); err != nil {
+		t.Fatal(err)
+	}
+	return binary.LittleEndian.Uint64(p.entry[:])&(1<<63) != 0
+}
+
+func self(t *testing.T) string {
+	t.Helper()
+	exe, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
+// releaseAndCheck releases this process's binary pages and checks what
+// that did: at least a megabyte of file-backed RSS less, a page of
+// read-only data unmapped and read back the same from the file, and code
+// that had not run yet running.
+func releaseAndCheck(t *testing.T) {
+	t.Helper()
+	addr := addressOf(readMarker)
+	if m := mappingAt(t, addr); !m.releasable(self(t)) {
+		t.Fatalf("the constant is not in a mapping Release unmaps: %+v (the check below would prove nothing)", m)
+	}
+	pages := openPagemap(t)
+	before := bytes.Clone(bytesOf(readMarker))
+	if !pages.resident(t, addr) {
+		t.Fatal("the constant's page is not mapped after reading it")
+	}
+	fileBefore := status(t, "RssFile")
+	released, err := Release()
+	unmapped := !pages.resident(t, addr) // before anything reads other data
+
+	if err != nil {
+		t.Fatal(err)
+	}
+	fileAfter := status(t, "RssFile")
+	t.Logf("uid %d: released %d kB; file-backed RSS %d kB before, %d kB after", os.Geteuid(), released>>10, fileBefore, fileAfter)
+	// The test binary's start touched well over a megabyte of its code and
+	// data; reading two files needs little of it back.
+	if fileBefore-fileAfter < 1024 || released < 1<<20 {
+		t.Errorf("file-backed RSS went from %d kB to %d kB (%d kB released); want at least 1 MB less", fileBefore, fileAfter, released>>10)
+	}
+	if !unmapped {
+		t.Error("the constant's page is still mapped after the release")
+	}
+	if got := bytesOf(readMarker); !bytes.Equal(got, before) || string(got) != readMarker {
+		t.Errorf("the constant reads %q after the release", got)
+	}
+	if !pages.resident(t, addr) {
+		t.Error("reading the constant did not map its page again")
+	}
+	// Code this test had not run before the release, mapped at its call.
+	if got := strconv.QuoteToGraphic("\u263a\x00"); got != "\"\u263a\\x00\"" {
+		t.Errorf("code run after the release returned %s", got)
 	}
 }
 
 func TestReleaseUnmapsTheBinarysStartPages(t *testing.T) {
-	checkOutcome(t, releaseAndCheck(t))
+	releaseAndCheck(t)
 }
+
+// A page of the binary's read-only data that something wrote (as a
+// debugger writes a breakpoint, through /proc/PID/mem) is the process's
+// own copy: Release must leave its mapping alone, or the write would be
+// lost. It runs in a child of its own, as the written page keeps the
+// whole mapping mapped for the rest of the process.
+func TestReleaseKeepsAPageSomethingWrote(t *testing.T) {
+	if os.Getenv(childEnv) == "" {
+		runChild(t, self(t), nil)
+		return
+	}
+	addr := addressOf(writtenMarker)
+	if m := mappingAt(t, addr); !m.releasable(self(t)) {
+		t.Fatalf("the constant is not in a mapping Release unmaps: %+v", m)
+	}
+	mem, err := os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	if _, err := mem.WriteAt([]byte{'#'}, int64(addr)); err != nil {
+		t.Fatalf("writing the binary's read-only data through /proc/self/mem: %v", err)
+	}
+	if got := bytesOf(writtenMarker)[0]; got != '#' {
+		t.Fatalf("the write did not take: the constant starts with %q", got)
+	}
+	written := mappingAt(t, addr)
+	if written.releasable(self(t)) || written.anonKB == 0 {
+		t.Fatalf("smaps does not show the written page: %+v", written)
+	}
+	released, err := Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if released == 0 {
+		t.Error("nothing released: the code's mapping should have been")
+	}
+	if got := bytesOf(writtenMarker)[0]; got != '#' {
+		t.Errorf("the written byte was lost: the constant starts with %q again", got)
+	}
+	if after := mappingAt(t, addr); after.rssKB < written.rssKB/2 || after.anonKB != written.anonKB {
+		t.Errorf("the written mapping was touched: %+v before the release, %+v after", written, after)
+	}
+}
+
+// childEnv names the test a child process runs; it is set only there.
+const childEnv = "BINPAGES_CHILD"
+
+// runChild runs the calling test alone in a new process of bin (as the
+// user cred names, if any) and fails if it fails there.
+func runChild(t *testing.T, bin string, cred *syscall.Credential) {
+	t.Helper()
+	cmd := exec.Command(bin, "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), childEnv+"="+t.Name())
+	cmd.Dir = filepath.Dir(bin)
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
+	out, err := cmd.CombinedOutput()
+	t.Logf("child:\n%s", out)
+	if err != nil {
+		t.Fatalf("child: %v", err)
+	}
+	if !strings.Contains(string(out), "--- PASS: "+t.Name()) {
+		t.Fatal("the child did not run the test")
+	}
+}
+
+// imageUser is the unprivileged user the image runs its root-owned binary
+// as.
+const imageUser = 65532
 
 // The shipped image runs a root-owned binary as another user; the kernel
 // reclaims a file's pages on request (MADV_PAGEOUT) only for its owner, but
-// unmaps them (MADV_DONTNEED) for anyone. When the test runs as root it
-// runs a root-owned copy of itself as an unprivileged user to show that.
+// unmaps them (MADV_DONTNEED) for anyone. The test runs a root-owned copy
+// of itself as an unprivileged user to show that, so it needs root, as CI
+// runs it.
 func TestReleaseWorksForAUserWhoDoesNotOwnTheBinary(t *testing.T) {
-	if os.Getenv("BINPAGES_CHILD") != "" {
-		o := releaseAndCheck(t)
-		if err := json.NewEncoder(os.Stdout).Encode(o); err != nil {
-			t.Fatal(err)
+	if os.Getenv(childEnv) != "" {
+		if uid := os.Geteuid(); uid != imageUser {
+			t.Fatalf("the child runs as uid %d, want %d", uid, imageUser)
 		}
+		releaseAndCheck(t)
 		return
 	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
+	if os.Geteuid() != 0 {
+		t.Fatal("this test runs a root-owned binary as another user, which takes root (CI runs as root)")
 	}
 	// Not under t.TempDir: its parent is private to the test's user.
 	dir, err := os.MkdirTemp("", "binpages-")
@@ -193,7 +353,7 @@ func TestReleaseWorksForAUserWhoDoesNotOwnTheBinary(t *testing.T) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(self)
+	data, err := os.ReadFile(self(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,25 +366,5 @@ func TestReleaseWorksForAUserWhoDoesNotOwnTheBinary(t *testing.T) {
 	if err := DropFromPageCache(bin); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-test.run=^TestReleaseWorksForAUserWhoDoesNotOwnTheBinary$")
-	cmd.Env = append(os.Environ(), "BINPAGES_CHILD=1")
-	cmd.Dir = dir
-	if os.Geteuid() == 0 {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65532, Gid: 65532}}
-	} else {
-		t.Log("not root: the child runs as the binary's owner")
-	}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("child: %v\n%s", err, out)
-	}
-	var o outcome
-	line, _, _ := strings.Cut(string(out), "\n")
-	if err := json.Unmarshal([]byte(line), &o); err != nil {
-		t.Fatalf("child said %q: %v", out, err)
-	}
-	if os.Geteuid() == 0 && o.UID != 65532 {
-		t.Fatalf("child ran as uid %d, want 65532", o.UID)
-	}
-	checkOutcome(t, o)
+	runChild(t, bin, &syscall.Credential{Uid: imageUser, Gid: imageUser})
 }

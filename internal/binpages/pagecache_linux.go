@@ -9,10 +9,13 @@ import (
 
 // DropFromPageCache writes a file out and drops its pages from the page
 // cache, so the process maps its binary as one started from disk does. A
-// file the linker has just written stays cached in large folios, and each
-// fault then maps 256 KB of it (64 KB after a read from disk, on this
-// machine's kernel): the same code would show about 5 MB more file-backed
-// RSS, and the number would depend on the build's timing.
+// file the linker has just written can stay cached in large folios, and
+// a fault in a file mapping maps the pages of the folio it lands in
+// together, where a binary read from disk gets the fault-around window
+// (fault_around_bytes, 64 KB by default): each fault of a just-written
+// binary maps up to 256 KB, the same code shows about 5 MB more
+// file-backed RSS, and the number depends on how the build's write was
+// cached.
 func DropFromPageCache(path string) error {
 	f, err := os.Open(path)
 	if err != nil {

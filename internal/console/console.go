@@ -139,8 +139,9 @@ func New(ctx context.Context, o Options) (*Server, error) {
 // Scheme holds the project's kinds, the only ones the console's cache and
 // impersonating clients read and write. Its typed clients (access reviews,
 // Events, the bridge pods' logs) use client-go's own scheme; a second
-// registry of every built-in group here would hold heap for kinds the
-// console never decodes.
+// registry of every built-in group here would hold about 140 KB of heap
+// for kinds the console never decodes (a small saving: the idle RSS does
+// not show it beyond its run-to-run variation).
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(v1alpha1.AddToScheme(s))
