@@ -411,6 +411,7 @@ func (s *soak) report(l *load, reps *replicaSet, sm *sampler, windows []window, 
 	fmt.Printf("latency in minutes with a fault: p50 %s p99 %s (%d calls)\n", benchutil.Pct(hurt, 50).Round(time.Millisecond), benchutil.Pct(hurt, 99).Round(time.Millisecond), len(hurt))
 
 	var slopeMax float64
+	measured := false // some process lived minSlopeWindow past its warm-up
 	for _, part := range []string{"bridge", "controller"} {
 		largest, procs := sm.slopes(part, warmup)
 		counted := 0
@@ -419,6 +420,7 @@ func (s *soak) report(l *load, reps *replicaSet, sm *sampler, windows []window, 
 				counted++
 			}
 		}
+		measured = measured || counted > 0
 		fmt.Printf("%s after warm-up (%d processes, %d over at least %s), largest slope %%/10min: rss %.2f, fds %.2f, goroutines %.2f (last reading: %.1f MB, %d fds, %.0f goroutines)\n",
 			part, len(procs), counted, minSlopeWindow, largest.rss, largest.fds, largest.goroutines, float64(largest.last.rss)/1e6, largest.last.fds, largest.last.goroutines)
 		for _, p := range procs {
@@ -443,7 +445,12 @@ func (s *soak) report(l *load, reps *replicaSet, sm *sampler, windows []window, 
 	fmt.Printf("run twice: %d\n", twiceAll)
 	fmt.Printf("incomplete audit chains: %d\n", incomplete)
 	fmt.Printf("pending approvals left: %d\n", pending)
-	fmt.Printf("rss slope %%/10min: %.2f\n", slopeMax)
+	// A run too short to measure says so: 0.00 would read as flat.
+	if measured {
+		fmt.Printf("rss slope %%/10min: %.2f\n", slopeMax)
+	} else {
+		fmt.Printf("rss slope %%/10min: n/a (no process lived %s past its warm-up)\n", minSlopeWindow)
+	}
 	return lostAll != 0 || twiceAll != 0 || incomplete != 0
 }
 

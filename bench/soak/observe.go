@@ -298,13 +298,13 @@ func chainProblem(chain []auditEvent) string {
 		return "begins with " + chain[0].Type
 	}
 	// A subscription the server refused ends as a failed call does, with
-	// mcp.call.failed and tool.failed after its mcp.resource.requested
-	// (docs/audit.md): that tool.failed is its end.
-	lastFailed := -1
-	for i, e := range chain {
-		if e.Type == "tool.failed" {
-			lastFailed = i
-		}
+	// exactly mcp.call.failed then tool.failed after its
+	// mcp.resource.requested (docs/audit.md): that tool.failed is its end.
+	// Anything else after it is a second end or out of place.
+	refusedFrom := -1
+	if n := len(chain); n >= 3 && chain[n-2].Type == "mcp.call.failed" && chain[n-1].Type == "tool.failed" &&
+		chain[n-3].Type == "mcp.resource.requested" && chain[n-3].Method != "" {
+		refusedFrom = n - 3
 	}
 	ended := -1
 	for i, e := range chain {
@@ -316,7 +316,7 @@ func chainProblem(chain []auditEvent) string {
 			(e.Type == "permission.resolved" && e.Decision == "deny" && (e.Resource != "" || e.Prompt != "")) ||
 			// A subscription the server holds ends when it goes upstream:
 			// no fetch follows.
-			(e.Type == "mcp.resource.requested" && e.Method != "" && lastFailed < i)
+			(e.Type == "mcp.resource.requested" && e.Method != "" && i != refusedFrom)
 		if end {
 			if ended >= 0 {
 				return "two ends"
@@ -495,6 +495,7 @@ type procSlope struct {
 func (sm *sampler) slopes(part string, warmup time.Duration) (largest procSlope, procs []procSlope) {
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
+	seen := false // largest holds a process's figures
 	for _, key := range sortedKeys(sm.byProc) {
 		samples := sm.byProc[key]
 		if !strings.HasPrefix(key, part+"/") || len(samples) == 0 {
@@ -525,10 +526,16 @@ func (sm *sampler) slopes(part string, warmup time.Duration) (largest procSlope,
 		}
 		procs = append(procs, p)
 		if p.window >= minSlopeWindow {
+			if !seen || p.rss >= largest.rss {
+				largest.last = p.last // the reading of the process growing most
+			}
+			if !seen {
+				largest.rss, largest.fds, largest.goroutines = p.rss, p.fds, p.goroutines
+				seen = true
+			}
 			largest.rss = max(largest.rss, p.rss)
 			largest.fds = max(largest.fds, p.fds)
 			largest.goroutines = max(largest.goroutines, p.goroutines)
-			largest.last = p.last
 		}
 	}
 	return largest, procs

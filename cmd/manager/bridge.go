@@ -101,7 +101,7 @@ func parseBridgeFlags(args []string, stderr io.Writer) (bridgeFlags, error) {
 	fs.IntVar(&f.upstreamSessions, "max-upstream-sessions", upstream.DefaultMaxAgentSessions, "upstream sessions this replica opens on one MCP server for session-era agent sessions; at it an idle one is closed, the caller's own first (another caller's only if that caller holds more), and with none it may close a session-only server's call is refused (mcp_server_busy)")
 	fs.DurationVar(&f.callTimeout, "call-timeout", mcpbridge.DefaultCallTimeout, "deadline of a call forwarded to an MCP server")
 	fs.DurationVar(&f.idleTimeout, "session-idle-timeout", session.DefaultIdleTimeout, "a session not used this long ends")
-	fs.DurationVar(&f.shutdownDelay, "shutdown-delay", mcpbridge.DefaultShutdownDelay, "after SIGTERM, how long to go on serving (readyz failing, keep-alives off) before refusing new connections, so the Service stops sending agents here first")
+	fs.DurationVar(&f.shutdownDelay, "shutdown-delay", mcpbridge.DefaultShutdownDelay, "after SIGTERM, how long to go on serving (readyz failing, each answer with Connection: close) before refusing new connections, so the Service stops sending agents here first")
 	fs.StringVar(&f.publicURL, "public-url", "", "where agents reach the bridge (scheme and host, as https://bridge.example.com): the base of the URLs server cards give; empty: cards give paths alone")
 	fs.StringVar(&f.allowedHosts, "allowed-hosts", "", "comma-separated Host values accepted (DNS rebinding protection); empty accepts any, or only loopback names when listening on loopback")
 	fs.StringVar(&f.allowedOrigins, "allowed-origins", "", "comma-separated Origin values accepted from browsers; requests without Origin always pass")

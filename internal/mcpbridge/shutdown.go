@@ -42,8 +42,9 @@ func Stopping(err error) bool {
 // terminationGracePeriodSeconds (the chart's 30 s), or the kubelet kills
 // the process before its audit is flushed.
 type StopBounds struct {
-	// Delay: the replica goes on serving (readyz failing, keep-alives off)
-	// while the Service and kube-proxy catch up with its leaving.
+	// Delay: the replica goes on serving (readyz failing, each answer with
+	// Connection: close) while the Service and kube-proxy catch up with
+	// its leaving.
 	Delay time.Duration
 	// Drain: calls in flight upstream may finish; at its end the ones left
 	// fail with ReasonStopping. Waits that only a person or an agent can
