@@ -73,6 +73,9 @@ type MCPServerReconciler struct {
 	// earlyRetries holds, by server, what an early probe's retry hands to
 	// the next reconcile (earlyRetry).
 	earlyRetries sync.Map
+	// deletions holds the first deletion moment seen of each server's pod
+	// being deleted, for crashedBeforeDeletion.
+	deletions deletionMoments
 }
 
 // NewMCPServerReconciler is the reconciler `manager controller` runs: the
@@ -107,7 +110,7 @@ func (r *MCPServerReconciler) SetupWithManager(mgr ctrl.Manager, opts Options) e
 		// must not start another probe (a probe slower than a second would
 		// otherwise write lastProbeTime forever).
 		For(&mcpv1alpha1.MCPServer{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		Owns(&corev1.Pod{}).
+		Owns(&corev1.Pod{}, builder.WithPredicates(r.watchDeletions())).
 		Owns(&corev1.Service{}).
 		Owns(&networkingv1.NetworkPolicy{}).
 		// Activity Leases wake sleeping servers (mcpserver_sleep.go).

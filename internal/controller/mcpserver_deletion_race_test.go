@@ -90,6 +90,8 @@ func (s *switchableServer) stop() {
 // until released.
 type holdingProber struct {
 	Prober
+	// probes counts the probes begun.
+	probes   atomic.Int32
 	armed    atomic.Bool
 	held     chan struct{}
 	released chan struct{}
@@ -100,6 +102,7 @@ func newHoldingProber() *holdingProber {
 }
 
 func (p *holdingProber) Probe(ctx context.Context, t ProbeTarget) (*Catalog, error) {
+	p.probes.Add(1)
 	if p.armed.CompareAndSwap(true, false) {
 		p.held <- struct{}{}
 		<-p.released
@@ -114,29 +117,47 @@ func (p *holdingProber) holdNext(then func()) {
 	EventuallyWithOffset(1, p.held).WithTimeout(10 * time.Second).Should(Receive())
 }
 
+// heldProbeEnv is a namespace and a controller whose probes a test can
+// hold, of a server whose port can stop answering.
+type heldProbeEnv struct {
+	ns     string
+	clk    *clocktesting.FakeClock
+	prober *holdingProber
+	server *switchableServer
+}
+
+// withHeldProbes starts, before each spec of the container, a namespace and
+// a controller probing through a holdingProber.
+func withHeldProbes() *heldProbeEnv {
+	env := &heldProbeEnv{}
+	BeforeEach(func() {
+		env.ns = createNamespace()
+		env.clk = clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
+		env.prober = newHoldingProber()
+		env.server = newSwitchableServer()
+		env.server.start()
+		startManager([]string{env.ns}, func(mgr ctrl.Manager) error {
+			r := testReconciler(mgr, env.clk)
+			r.Prober = env.prober
+			return r.SetupWithManager(mgr, Options{MaxConcurrentReconciles: 2})
+		})
+	})
+	return env
+}
+
+func probeFailures(s *mcpv1alpha1.MCPServer) func() int32 {
+	return func() int32 { return get(s).Status.Restarts.ProbeFailures }
+}
+
 var _ = Describe("A pod deleted during its probe", func() {
+	env := withHeldProbes()
 	var (
 		ns     string
 		clk    *clocktesting.FakeClock
 		prober *holdingProber
 		server *switchableServer
 	)
-	BeforeEach(func() {
-		ns = createNamespace()
-		clk = clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
-		prober = newHoldingProber()
-		server = newSwitchableServer()
-		server.start()
-		startManager([]string{ns}, func(mgr ctrl.Manager) error {
-			r := testReconciler(mgr, clk)
-			r.Prober = prober
-			return r.SetupWithManager(mgr, Options{MaxConcurrentReconciles: 2})
-		})
-	})
-
-	probeFailures := func(s *mcpv1alpha1.MCPServer) func() int32 {
-		return func() int32 { return get(s).Status.Restarts.ProbeFailures }
-	}
+	BeforeEach(func() { ns, clk, prober, server = env.ns, env.clk, env.prober, env.server })
 
 	It("is not counted a crash when the probe that would have been its third failure was of the deleted pod", func() {
 		s := httpServer(ns, "hung", server.port)

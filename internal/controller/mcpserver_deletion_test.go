@@ -94,6 +94,20 @@ func scheduled(pod *corev1.Pod) {
 	}).Should(Succeed())
 }
 
+// scheduledServing creates a server whose pod is bound to a node, so that
+// its deletion keeps a grace period, and runs it until it serves.
+func scheduledServing(env *specEnv, name string) (*mcpv1alpha1.MCPServer, *corev1.Pod) {
+	GinkgoHelper()
+	s := httpServer(env.ns, name, testpeers.NodeEverything(GinkgoT()).Port)
+	Expect(k8sClient.Create(ctx, s)).To(Succeed())
+	pod := onePod(s)
+	scheduled(pod)
+	Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+	kubeletRuns(pod, env.clk.Now())
+	Eventually(condition(s, mcpv1alpha1.ConditionReady)).WithTimeout(30 * time.Second).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonServing))
+	return s, pod
+}
+
 var _ = Describe("A deletion is not a crash", func() {
 	env := withController()
 
@@ -126,14 +140,7 @@ var _ = Describe("A deletion is not a crash", func() {
 	})
 
 	It("counts no crash when the kubelet's last deletion of the pod comes a second after the server's exit", func() {
-		port := testpeers.NodeEverything(GinkgoT()).Port
-		s := httpServer(env.ns, "finished", port)
-		Expect(k8sClient.Create(ctx, s)).To(Succeed())
-		pod := onePod(s)
-		scheduled(pod)
-		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
-		kubeletRuns(pod, env.clk.Now())
-		Eventually(condition(s, mcpv1alpha1.ConditionReady)).WithTimeout(30 * time.Second).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonServing))
+		s, pod := scheduledServing(env, "finished")
 
 		// kubectl delete pod: the grace period of the pod's spec.
 		holdPod(pod)
@@ -161,6 +168,40 @@ var _ = Describe("A deletion is not a crash", func() {
 		next := newPodAfter(s, pod)
 		kubeletRuns(next, env.clk.Now())
 		Eventually(condition(s, mcpv1alpha1.ConditionReady)).WithTimeout(30 * time.Second).Should(haveReason(metav1.ConditionTrue, mcpv1alpha1.ReasonServing))
+		expectNoCrash(s)
+	})
+
+	It("counts no crash when a deletion is asked again after the first one's grace period ran out", func() {
+		s, pod := scheduledServing(env, "stuck")
+
+		// A graceful deletion; the server exits on the kubelet's SIGTERM
+		// (written as the kubelet would: envtest runs none), but the pod
+		// stays Terminating past its grace period (the finalizer).
+		holdPod(pod)
+		Expect(k8sClient.Delete(ctx, pod, client.GracePeriodSeconds(3))).To(Succeed())
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+		asked := pod.DeletionTimestamp.Add(-3 * time.Second)
+		exited := time.Now()
+		serverExited(pod, 2, exited)
+		Eventually(func() []string { return eventsOf(s) }).Should(eventWith(eventPodDeleted, "deleted"))
+		time.Sleep(time.Until(pod.DeletionTimestamp.Add(1500 * time.Millisecond)))
+
+		// kubectl delete again: past the deadline, the API server makes it
+		// a grace period of 1 dated now, after the exit.
+		Expect(k8sClient.Delete(ctx, pod, client.GracePeriodSeconds(2))).To(Succeed())
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+		Expect(*pod.DeletionGracePeriodSeconds).To(BeEquivalentTo(1))
+		Expect(pod.DeletionTimestamp.Add(-time.Second)).To(BeTemporally(">", exited), "the deletion's fields now date it after the exit")
+		Expect(exited).To(BeTemporally(">", asked))
+
+		poke(s)
+		Consistently(func() int32 { return get(s).Status.Restarts.Total }, 2*time.Second).Should(BeZero())
+		Expect(eventsOf(s)).NotTo(ContainElement(HavePrefix(eventCrashed)))
+		// The kubelet's last deletion, with no grace period.
+		uid := pod.UID
+		Expect(k8sClient.Delete(ctx, pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &uid})).To(Succeed())
+		release(pod)
+		newPodAfter(s, pod)
 		expectNoCrash(s)
 	})
 

@@ -156,7 +156,7 @@ func (r *MCPServerReconciler) reconcilePod(ctx context.Context, sc *scope) (phas
 		// of the same name.
 		sc.early = nil
 	}
-	state := readPod(current)
+	state := readPod(current, r.deletions.first(current.UID))
 	if state.phase == podStarting || state.phase == podUp && !state.readinessLost {
 		// Probe failures count only against a pod the kubelet found Ready:
 		// any counted now were another pod's, of the same name or not (its

@@ -61,13 +61,15 @@ var stuckWaitingReasons = map[string]string{
 }
 
 // readPod reads a pod: removed by someone else, terminated (a crash), stuck
-// (cannot start), starting, or running (ready to probe).
-func readPod(pod *corev1.Pod) podState {
+// (cannot start), starting, or running (ready to probe). firstAsked is the
+// earliest moment a deletion of it was asked for that the controller saw
+// (zero: none), which its fields may no longer say.
+func readPod(pod *corev1.Pod, firstAsked time.Time) podState {
 	if how, ok := ownLimitEviction(pod); ok {
 		return podState{phase: podTerminated, reason: "Evicted", message: how}
 	}
 	statuses := append(append([]corev1.ContainerStatus{}, pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...)
-	if how, ok := removal(pod); ok && !crashedBeforeDeletion(pod, statuses) {
+	if how, ok := removal(pod); ok && !crashedBeforeDeletion(pod, statuses, firstAsked) {
 		return podState{phase: podRemoved, reason: "PodDeleted", message: how}
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
@@ -156,23 +158,31 @@ func ownLimitEviction(pod *corev1.Pod) (string, bool) {
 }
 
 // crashedBeforeDeletion: a container of a deleted pod had exited non-zero
-// before the deletion was asked for (deletionTimestamp less the grace
-// period): it crashed and was deleted after, so the crash counts.
+// before the deletion was asked for: it crashed and was deleted after, so
+// the crash counts. The moment asked is the earliest of firstAsked and the
+// pod's deletionTimestamp less its grace period.
 //
 // That difference is when the deletion was asked for only while the pod
-// keeps a grace period. The kubelet ends every graceful deletion by
-// deleting the pod again with none once its containers have stopped, and
-// the API server then moves deletionTimestamp to that moment rather than
-// into the past: a pod with a grace period of 0 would date its deletion
-// after its server's exit on the kubelet's SIGTERM, whenever that second
-// deletion came a second or more after the exit. It says nothing of when
-// the deletion was asked for, and is a removal.
-func crashedBeforeDeletion(pod *corev1.Pod, statuses []corev1.ContainerStatus) bool {
-	g := pod.DeletionGracePeriodSeconds
-	if pod.DeletionTimestamp.IsZero() || g == nil || *g <= 0 {
+// keeps the grace period of its first deletion. The kubelet ends every
+// graceful deletion by deleting the pod again with none once its containers
+// have stopped, and the API server then moves deletionTimestamp to that
+// moment rather than into the past; a graceful deletion asked again after
+// the deadline (kubectl delete of a pod stuck Terminating) gets a grace
+// period of 1 and a deletionTimestamp of its own moment. Either dates the
+// deletion after a server's exit on the kubelet's SIGTERM: a grace period
+// of 0 says nothing of when the deletion was asked for, and firstAsked, from
+// the pod's earlier states, says more than a later deletion's fields.
+func crashedBeforeDeletion(pod *corev1.Pod, statuses []corev1.ContainerStatus, firstAsked time.Time) bool {
+	if pod.DeletionTimestamp.IsZero() {
 		return false
 	}
-	asked := pod.DeletionTimestamp.Add(-time.Duration(*g) * time.Second)
+	asked, ok := deletionAsked(pod)
+	if !firstAsked.IsZero() && (!ok || firstAsked.Before(asked)) {
+		asked, ok = firstAsked, true
+	}
+	if !ok {
+		return false
+	}
 	for _, cs := range statuses {
 		t := cs.State.Terminated
 		if t != nil && t.ExitCode != 0 && !t.FinishedAt.IsZero() && t.FinishedAt.Time.Before(asked) {

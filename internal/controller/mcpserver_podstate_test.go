@@ -115,7 +115,7 @@ func TestReadPod(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := readPod(&corev1.Pod{Spec: spec, Status: tt.status})
+			got := readPod(&corev1.Pod{Spec: spec, Status: tt.status}, time.Time{})
 			if got != tt.want {
 				t.Errorf("readPod:\n got %+v\nwant %+v", got, tt.want)
 			}
@@ -131,11 +131,11 @@ func TestReadPodDeleted(t *testing.T) {
 	for _, code := range []int32{143, 137} {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &gone}, Status: corev1.PodStatus{Phase: corev1.PodFailed,
 			ContainerStatuses: []corev1.ContainerStatus{{Name: serverContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Error"}}}}}}
-		if got := readPod(pod); got.phase != podRemoved || got.message != "deleted" {
+		if got := readPod(pod, time.Time{}); got.phase != podRemoved || got.message != "deleted" {
 			t.Errorf("exit %d of a deleted pod: got %+v, want removed", code, got)
 		}
 		pod.DeletionTimestamp = nil
-		if got := readPod(pod); got.phase != podTerminated {
+		if got := readPod(pod, time.Time{}); got.phase != podTerminated {
 			t.Errorf("exit %d of a pod nobody deleted: got %+v, want terminated", code, got)
 		}
 	}
@@ -152,15 +152,15 @@ func TestReadPodCrashedThenDeleted(t *testing.T) {
 			ContainerStatuses: []corev1.ContainerStatus{{Name: serverContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 				ExitCode: code, Reason: "Error", FinishedAt: metav1.NewTime(finished)}}}}}}
 	}
-	if got := readPod(pod(1, asked.Add(-time.Second))); got.phase != podTerminated || got.reason != "Error (exit code 1)" {
+	if got := readPod(pod(1, asked.Add(-time.Second)), time.Time{}); got.phase != podTerminated || got.reason != "Error (exit code 1)" {
 		t.Errorf("exit 1 before the deletion: got %+v, want terminated", got)
 	}
 	for _, code := range []int32{1, 143} {
-		if got := readPod(pod(code, asked.Add(time.Second))); got.phase != podRemoved {
+		if got := readPod(pod(code, asked.Add(time.Second)), time.Time{}); got.phase != podRemoved {
 			t.Errorf("exit %d after the deletion was asked for: got %+v, want removed", code, got)
 		}
 	}
-	if got := readPod(pod(0, asked.Add(-time.Second))); got.phase != podRemoved {
+	if got := readPod(pod(0, asked.Add(-time.Second)), time.Time{}); got.phase != podRemoved {
 		t.Errorf("exit 0 before the deletion: got %+v, want removed", got)
 	}
 }
@@ -174,8 +174,63 @@ func TestReadPodKubeletFinishedDeletion(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &finished, DeletionGracePeriodSeconds: &none}, Status: corev1.PodStatus{Phase: corev1.PodFailed,
 		ContainerStatuses: []corev1.ContainerStatus{{Name: serverContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 			ExitCode: 2, Reason: "Error", FinishedAt: metav1.NewTime(exited)}}}}}}
-	if got := readPod(pod); got.phase != podRemoved {
+	if got := readPod(pod, time.Time{}); got.phase != podRemoved {
 		t.Errorf("exit 2 a second before the kubelet's last deletion: got %+v, want removed", got)
+	}
+}
+
+// A deletion asked again after its grace period ran out gets a grace period
+// of 1 dated then, after a server's exit on the first deletion's SIGTERM:
+// the first deletion's moment, seen earlier, says it was a removal; a crash
+// before that moment still counts, even once the grace period is 0.
+func TestReadPodFirstDeletionMoment(t *testing.T) {
+	asked := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	exited := asked.Add(time.Second)
+	pod := func(again time.Time, grace int64) *corev1.Pod {
+		gone := metav1.NewTime(again)
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &gone, DeletionGracePeriodSeconds: &grace}, Status: corev1.PodStatus{Phase: corev1.PodFailed,
+			ContainerStatuses: []corev1.ContainerStatus{{Name: serverContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: 2, Reason: "Error", FinishedAt: metav1.NewTime(exited)}}}}}}
+	}
+	again := pod(asked.Add(20*time.Second), 1)
+	if got := readPod(again, time.Time{}); got.phase != podTerminated {
+		t.Fatalf("the later deletion's own fields: got %+v, want terminated (what the first moment corrects)", got)
+	}
+	if got := readPod(again, asked); got.phase != podRemoved {
+		t.Errorf("exit after the first deletion, asked again later: got %+v, want removed", got)
+	}
+	if got := readPod(pod(asked.Add(20*time.Second), 0), exited.Add(time.Second)); got.phase != podTerminated {
+		t.Errorf("exit before the first deletion, in the kubelet's last state: got %+v, want terminated", got)
+	}
+}
+
+func TestDeletionMomentsKeepTheEarliest(t *testing.T) {
+	var d deletionMoments
+	first := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	pod := func(at time.Time, grace int64) *corev1.Pod {
+		ts := metav1.NewTime(at.Add(time.Duration(grace) * time.Second))
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "p", DeletionTimestamp: &ts, DeletionGracePeriodSeconds: &grace}}
+	}
+	if got := d.observe(pod(first.Add(5*time.Second), 10)); !got.Equal(first.Add(5 * time.Second)) {
+		t.Fatalf("first seen: got %v", got)
+	}
+	if got := d.observe(pod(first, 10)); !got.Equal(first) {
+		t.Errorf("an earlier moment seen later: got %v, want %v", got, first)
+	}
+	for _, later := range []*corev1.Pod{pod(first.Add(20*time.Second), 1), pod(first.Add(30*time.Second), 0)} {
+		if got := d.observe(later); !got.Equal(first) {
+			t.Errorf("a later deletion (grace %d): got %v, want the first %v", *later.DeletionGracePeriodSeconds, got, first)
+		}
+	}
+	if got := d.first("p"); !got.Equal(first) {
+		t.Errorf("first: got %v, want %v", got, first)
+	}
+	d.forget("p")
+	if got := d.first("p"); !got.IsZero() {
+		t.Errorf("first after forget: got %v, want none", got)
+	}
+	if got := d.observe(pod(first.Add(30*time.Second), 0)); !got.IsZero() {
+		t.Errorf("after forget, a grace-0 pod: got %v, want none", got)
 	}
 }
 

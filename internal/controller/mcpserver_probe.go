@@ -158,7 +158,7 @@ func (r *MCPServerReconciler) probedPodGone(ctx context.Context, sc *scope) (pha
 	case err != nil:
 		return phaseResult{}, false, fmt.Errorf("while reading the server's pod %s after a failed probe: %w", sc.pod.Name, err)
 	}
-	switch state := readPod(&cur); state.phase {
+	switch state := readPod(&cur, r.deletions.first(cur.UID)); state.phase {
 	case podRemoved:
 		pr, err := r.podRemoved(ctx, sc, &cur, state.message)
 		return pr, true, err
