@@ -90,6 +90,8 @@ func parseConsoleFlags(args []string, stderr io.Writer) (consoleFlags, error) {
 		err = errors.New("--session-max-age and --session-idle-timeout must be positive")
 	case f.traceURL != "" && !strings.Contains(f.traceURL, "{traceId}"):
 		err = fmt.Errorf("--trace-url must hold {traceId}, not %q", f.traceURL)
+	case f.releaseIdle < 0 || (f.releaseIdle > 0 && f.releaseIdle < time.Second):
+		err = fmt.Errorf("--release-when-idle-for must be 0 (only after the start) or at least 1s, not %s", f.releaseIdle)
 	case f.auditSelector != "" && f.auditNamespace == "":
 		err = errors.New("--audit-namespace (or $POD_NAMESPACE) is required with --audit-pod-selector")
 	}

@@ -31,6 +31,8 @@ func TestConsoleFlagsRefuseWhatCannotWork(t *testing.T) {
 		"trace URL no id":     {append(ok, "--trace-url", "http://jaeger/trace/"), "{traceId}"},
 		"no audit namespace":  {append(ok, "--audit-namespace", ""), "--audit-namespace"},
 		"no session lifetime": {append(ok, "--session-max-age", "0s"), "positive"},
+		"idle release 2ns":    {append(ok, "--release-when-idle-for", "2ns"), "at least 1s"},
+		"idle release -1m":    {append(ok, "--release-when-idle-for", "-1m"), "at least 1s"},
 	} {
 		var out strings.Builder
 		if _, err := parseConsoleFlags(tc.args, &out); err == nil || !strings.Contains(out.String(), tc.want) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,12 +16,15 @@ func TestIdleWatchCallsIdleOncePerQuietSpell(t *testing.T) {
 	const quiet = 200 * time.Millisecond
 	w := newIdleWatch()
 	hold := make(chan struct{})
+	var holdOnce sync.Once
+	release := func() { holdOnce.Do(func() { close(hold) }) }
 	srv := httptest.NewServer(w.wrap(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/hold" {
 			<-hold
 		}
 	}), "/healthz"))
 	defer srv.Close()
+	defer release() // before the server's Close waits for /hold, even on a failure
 	var calls atomic.Int32
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -57,7 +61,7 @@ func TestIdleWatchCallsIdleOncePerQuietSpell(t *testing.T) {
 	go func() { get("/hold"); close(done) }()
 	time.Sleep(3 * quiet)
 	wait(1, 0) // a request in flight (an open page's stream) is use
-	close(hold)
+	release()
 	<-done
 	wait(2, 5*quiet)
 
