@@ -7,11 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/testkit"
-	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
 
 // TestSessionsLeaveNoGoroutinesBehind: agents of both eras open sessions,
@@ -22,14 +19,7 @@ import (
 // rounds (the soak's bridge goroutines grew while its sessions came and
 // went).
 func TestSessionsLeaveNoGoroutinesBehind(t *testing.T) {
-	st := bridgetest.NewStateful(t, false)
-	everything := testpeers.GoEverything(t, false)
-	servers := []v1alpha1.MCPServer{
-		bridgetest.Published(t, "tools", "stateful", st.URL, v1alpha1.ToolsSpec{}),
-		bridgetest.Published(t, "tools", "everything", everything.URL, v1alpha1.ToolsSpec{}),
-	}
-	pol := toolPolicy("tools", "callers", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.stateful.*", "mcp.everything.*"))
-	h := newHarness(t, servers, []v1alpha1.ToolPolicy{pol}, func(c *Config) { c.CallTimeout = time.Minute })
+	h, _ := statefulAndEverything(t)
 	_, url := serve(t, h.b.Handler())
 	h.url = url
 

@@ -45,14 +45,7 @@ func serve(t *testing.T, h http.Handler) (*http.Server, string) {
 // the drain, DELETEs the agents' upstream sessions, flushes every call's
 // audit chain to its end, and returns within StopBounds.Total().
 func TestStopEndsEverythingWithinItsBounds(t *testing.T) {
-	st := bridgetest.NewStateful(t, false)
-	everything := testpeers.GoEverything(t, false)
-	servers := []v1alpha1.MCPServer{
-		bridgetest.Published(t, "tools", "stateful", st.URL, v1alpha1.ToolsSpec{}),
-		bridgetest.Published(t, "tools", "everything", everything.URL, v1alpha1.ToolsSpec{}),
-	}
-	pol := toolPolicy("tools", "callers", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.stateful.*", "mcp.everything.*"))
-	h := newHarness(t, servers, []v1alpha1.ToolPolicy{pol}, func(c *Config) { c.CallTimeout = time.Minute })
+	h, st := statefulAndEverything(t)
 	srv, url := serve(t, h.b.Handler())
 	h.url = url
 	h.b.SetReady(true)
@@ -327,4 +320,18 @@ func TestStopKeepsIdleConnectionsThroughTheDelay(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
+}
+
+// statefulAndEverything is a bridge over a recording stateful server and
+// the go-sdk everything-server, both of whose tools alice may call.
+func statefulAndEverything(t *testing.T) (*harness, *bridgetest.Stateful) {
+	st := bridgetest.NewStateful(t, false)
+	everything := testpeers.GoEverything(t, false)
+	servers := []v1alpha1.MCPServer{
+		bridgetest.Published(t, "tools", "stateful", st.URL, v1alpha1.ToolsSpec{}),
+		bridgetest.Published(t, "tools", "everything", everything.URL, v1alpha1.ToolsSpec{}),
+	}
+	pol := toolPolicy("tools", "callers", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.stateful.*", "mcp.everything.*"))
+	h := newHarness(t, servers, []v1alpha1.ToolPolicy{pol}, func(c *Config) { c.CallTimeout = time.Minute })
+	return h, st
 }
