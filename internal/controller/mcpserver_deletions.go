@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -77,8 +78,14 @@ func (r *MCPServerReconciler) watchDeletions() predicate.Funcs {
 		if !ok {
 			return nil, false
 		}
+		// By group and kind: a server served under another version of the
+		// API owns its pods all the same.
 		owner := metav1.GetControllerOf(pod)
-		return pod, owner != nil && owner.Kind == "MCPServer" && owner.APIVersion == mcpv1alpha1.GroupVersion.String()
+		if owner == nil || owner.Kind != "MCPServer" {
+			return pod, false
+		}
+		gv, err := schema.ParseGroupVersion(owner.APIVersion)
+		return pod, err == nil && gv.Group == mcpv1alpha1.GroupVersion.Group
 	}
 	observe := func(obj client.Object) {
 		if pod, ok := serverPod(obj); ok && !pod.DeletionTimestamp.IsZero() {
@@ -95,8 +102,10 @@ func (r *MCPServerReconciler) watchDeletions() predicate.Funcs {
 			return true
 		},
 		DeleteFunc: func(e event.DeleteEvent) bool {
-			if pod, ok := serverPod(e.Object); ok {
-				r.deletions.forget(pod.UID)
+			// Whoever owns it now: a pod recorded while a server's and
+			// orphaned since is forgotten too.
+			if e.Object != nil {
+				r.deletions.forget(e.Object.GetUID())
 			}
 			return true
 		},

@@ -204,6 +204,12 @@ func (b *Bridge) searchIndex(rq *request) *searchIndex {
 	var docs []toolsearch.Doc
 	for _, c := range catalogs {
 		for _, t := range c.Tools {
+			// A definition the output pipeline refuses is never listed
+			// (listedTool): left out here, it takes no place among a
+			// find's hits.
+			if _, ok := b.listedTool(t, ""); !ok {
+				continue
+			}
 			ix.tools = append(ix.tools, t)
 			docs = append(docs, toolsearch.DocOf(t.Name, t.Definition))
 		}
