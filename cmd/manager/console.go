@@ -85,7 +85,7 @@ func parseConsoleFlags(args []string, stderr io.Writer) (consoleFlags, error) {
 	case strings.HasPrefix(f.publicURL, "http://") && !loopbackURL(f.publicURL) && !f.insecureHTTP:
 		err = fmt.Errorf("--public-url %s is plain http on a host other than loopback: session cookies would cross the network in clear text; serve the console over https (--insecure-http only for a development cluster)", f.publicURL)
 	case f.authConfig == "" && f.issuerURL == "":
-		err = errors.New("give --authentication-config (the bridge's) or --oidc-issuer-url: the issuer people sign in with")
+		err = errNoSignInIssuer
 	case f.sessionMaxAge <= 0 || f.sessionIdle <= 0:
 		err = errors.New("--session-max-age and --session-idle-timeout must be positive")
 	case f.traceURL != "" && !strings.Contains(f.traceURL, "{traceId}"):
@@ -101,6 +101,9 @@ func parseConsoleFlags(args []string, stderr io.Writer) (consoleFlags, error) {
 	return f, err
 }
 
+// errNoSignInIssuer: the console has no issuer to send people to.
+var errNoSignInIssuer = errors.New("give --authentication-config (the bridge's) or --oidc-issuer-url: the issuer people sign in with")
+
 func loopbackURL(s string) bool {
 	u, err := url.Parse(s)
 	return err == nil && identity.IsLoopbackHost(u.Hostname())
@@ -111,7 +114,7 @@ func loopbackURL(s string) bool {
 func signInIssuer(f consoleFlags) (identity.JWTAuthenticator, error) {
 	cfg, err := loadIssuers(f.authConfig, f.issuerURL, f.insecureIssuers)
 	if err == nil && cfg == nil {
-		err = errors.New("give --authentication-config (the bridge's) or --oidc-issuer-url: the issuer people sign in with")
+		err = errNoSignInIssuer // parseConsoleFlags refuses this first
 	}
 	if err != nil {
 		return identity.JWTAuthenticator{}, err
