@@ -2,6 +2,7 @@ package mcpbridge
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -25,5 +26,15 @@ func TestListedToolLeavesOutWhatThePipelineRefuses(t *testing.T) {
 		Definition: json.RawMessage(`{"name":"bad","inputSchema":{"[mcp:a:b]":"` + token + `","[mcp\\:a:b]":"\u200b"}}`)}
 	if item, ok := b.listedTool(colliding, ""); ok || item != nil {
 		t.Fatalf("a definition the pipeline refuses was listed: %s", item)
+	}
+}
+
+// The API server's error in an unrecorded use's answer is redacted like
+// every other text that leaves the bridge.
+func TestUnrecordedUseRedactsTheAPIError(t *testing.T) {
+	token := "ghp_" + strings.Repeat("a1B2", 9)
+	e := unrecordedUse(errors.New("while recording a one-time use: Authorization: Bearer " + token))
+	if strings.Contains(e.msg, token) || !strings.Contains(e.msg, "the request was not run") {
+		t.Fatalf("unrecorded use answered %q: want the token redacted and the verdict kept", e.msg)
 	}
 }

@@ -9,7 +9,9 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/k8s/apiretry"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/canonjson"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"
+	"github.com/mcp-operator/mcp-operator/internal/redact"
 )
 
 // A 2026-07-28 agent answers a question by sending its request again with
@@ -217,7 +219,10 @@ func (b *Bridge) openState(x *exchange, raw string) (*requestState, *invalidStat
 // requestState, the request is asked about afresh either way.
 func unrecordedUse(err error) *invalidStateError {
 	e := &invalidStateError{reason: reasonStateUnrecorded, retry: retryNever}
-	e.msg = "requestState could not be used: its single use could not be recorded (" + err.Error() + "); the request was not run"
+	// The API server's error leaves the bridge: redacted as every other
+	// text that does (it names URLs of the cluster, and could quote more).
+	why, _ := output.Text(redact.Shapes(), "error.message", err.Error())
+	e.msg = "requestState could not be used: its single use could not be recorded (" + why + "); the request was not run"
 	if after, passes := apiretry.After(err); passes {
 		e.retry = retryIn(after)
 		e.msg += fmt.Sprintf("; send it again in %s: with the same requestState it runs once if its use was not recorded, and is refused as used already if it was; without requestState it is asked about afresh", after)
