@@ -12,9 +12,12 @@ package approval
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base32"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/k8s/apiretry"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/canonjson"
 	"github.com/mcp-operator/mcp-operator/internal/textcut"
 )
@@ -254,9 +258,10 @@ func (b *Broker) create(ctx context.Context, r Request) (*v1alpha1.ToolApproval,
 		},
 		Spec: v1alpha1.ToolApprovalSpec{Request: req},
 	}
-	cctx, cancel := b.apiCall(ctx)
-	defer cancel()
-	if err := b.Client.Create(cctx, a); err != nil {
+	if r.ToolCallID != "" {
+		a.Name, a.GenerateName = approvalName(r.Server, r.ToolCallID), ""
+	}
+	if err := b.createOnce(ctx, a); err != nil {
 		return nil, fmt.Errorf("while creating the ToolApproval: %w", err)
 	}
 	a.Status = v1alpha1.ToolApprovalStatus{Phase: v1alpha1.ApprovalPending, Message: "waiting for a person's decision"}
@@ -277,6 +282,81 @@ func generateName(server string) string {
 		server = server[:200]
 	}
 	return server + "-"
+}
+
+// approvalName is the name of the ToolApproval for the call toolCallID: the
+// server's name and a digest of the call's id. Derived from the call, not
+// random, so that a create whose answer was lost can be sent again, or the
+// object it may have left removed, by name.
+func approvalName(server, toolCallID string) string {
+	sum := sha256.Sum256([]byte(toolCallID))
+	return generateName(server) + strings.ToLower(base32.StdEncoding.EncodeToString(sum[:])[:10])
+}
+
+// orphanWindow is how long after a create whose answer never came the
+// object may still appear: the API server's own request timeout (60 s by
+// default) and a margin.
+const orphanWindow = 75 * time.Second
+
+// createOnce creates a, named by its call (approvalName), exactly once. A
+// create whose answer did not come (a timeout, a connection lost) may still
+// have stored the object: it is sent once more, and an object of that name
+// bound to the same call is this request's. If no answer says what became
+// of it, the object it may have left is removed in the background, so that
+// nobody is asked about a request that is no longer waiting.
+func (b *Broker) createOnce(ctx context.Context, a *v1alpha1.ToolApproval) error {
+	want := a.Spec.Request
+	var err error
+	for attempt := 0; attempt < 2; attempt++ {
+		cctx, cancel := b.apiCall(ctx)
+		err = b.Client.Create(cctx, a)
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case apierrors.IsAlreadyExists(err) && a.Name != "":
+			gctx, cancel := b.apiCall(ctx)
+			var stored v1alpha1.ToolApproval
+			gerr := b.Client.Get(gctx, client.ObjectKeyFromObject(a), &stored)
+			cancel()
+			if gerr == nil && sameRequest(stored.Spec.Request, want) && stored.Status.Phase == "" {
+				*a = stored // stored by the create whose answer was lost
+				return nil
+			}
+			return err
+		case !apiretry.Transient(err) || a.Name == "" || ctx.Err() != nil:
+			if apiretry.Transient(err) && a.Name != "" {
+				go b.removeOrphan(client.ObjectKeyFromObject(a), want)
+			}
+			return err
+		}
+	}
+	go b.removeOrphan(client.ObjectKeyFromObject(a), want)
+	return err
+}
+
+// removeOrphan deletes the ToolApproval key bound to request want, should a
+// create whose answer was lost have stored it, trying until orphanWindow has
+// passed. What it misses (the API server away all that time) the Reaper ends
+// a minute after the approval's expiry.
+func (b *Broker) removeOrphan(key client.ObjectKey, want v1alpha1.ApprovalRequest) {
+	for end := time.Now().Add(orphanWindow); time.Now().Before(end); time.Sleep(2 * time.Second) {
+		ctx, cancel := context.WithTimeout(context.Background(), b.apiTimeout())
+		var a v1alpha1.ToolApproval
+		err := b.Client.Get(ctx, key, &a)
+		if err == nil && sameRequest(a.Spec.Request, want) && a.Status.Phase == "" {
+			err = b.Client.Delete(ctx, &a, client.Preconditions{UID: &a.UID})
+			if err == nil || apierrors.IsNotFound(err) {
+				cancel()
+				b.Log.Info("removed a ToolApproval whose creation was not answered: nobody was asked", "approval", key)
+				return
+			}
+		}
+		cancel()
+		if err == nil {
+			return // another request's, or already in use
+		}
+	}
 }
 
 // Wait waits for the decision of the ToolApproval a (created by this broker

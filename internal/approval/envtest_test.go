@@ -31,6 +31,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/canonjson"
 	"github.com/mcp-operator/mcp-operator/internal/testenv"
+	"github.com/mcp-operator/mcp-operator/internal/testkit"
 )
 
 // apiserver is started once per test binary, on first use.
@@ -637,4 +638,85 @@ func TestAStalledAPIServerHoldsNoRequest(t *testing.T) {
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("creating a ToolApproval through a stalled API server took %s, want its 1s bound", d)
 	}
+}
+
+// answerLosingAPIServer is a proxy to the real API server of cfg that, while
+// lose is above 0, passes a create (POST) on and drops its answer, one
+// create less each time (while below 0, every create's): the object is
+// stored but the client never hears so, as when a connection breaks or the
+// client's deadline passes just before the answer. A real API server cannot
+// be made to lose an answer on demand.
+func answerLosingAPIServer(t *testing.T, cfg *rest.Config) (*rest.Config, *atomic.Int32) {
+	t.Helper()
+	target, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream, err := rest.TransportFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.Transport = upstream
+	var lose atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && lose.Load() != 0 {
+			if lose.Load() > 0 {
+				lose.Add(-1)
+			}
+			proxy.ServeHTTP(httptest.NewRecorder(), r.WithContext(context.WithoutCancel(r.Context())))
+			<-r.Context().Done() // no answer: the client gives up
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return &rest.Config{Host: srv.URL}, &lose
+}
+
+// A create whose answer is lost is sent again, and the object it stored is
+// the request's: one ToolApproval, decided as any other.
+func TestALostCreateAnswerAsksOnce(t *testing.T) {
+	c, ns := setup(t)
+	proxied, lose := answerLosingAPIServer(t, cfgOf(t))
+	pc, err := client.New(proxied, client.Options{Scheme: testenv.Scheme(), Mapper: c.RESTMapper()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := replica(t, pc, nil)
+	b.APITimeout = time.Second
+	lose.Store(1)
+	done := ask(context.Background(), b, request(ns, time.Minute))
+	a := created(t, c, ns) // fails on a second ToolApproval
+	testenv.DecideApproval(t, c, a, v1alpha1.VerdictAllowOnce, "alice", "")
+	if o := wait(t, done); o.Phase != v1alpha1.ApprovalApproved {
+		t.Fatalf("outcome %+v, want Approved", o)
+	}
+	var list v1alpha1.ToolApprovalList
+	if err := c.List(context.Background(), &list, client.InNamespace(ns)); err != nil || len(list.Items) != 1 {
+		t.Fatalf("%d ToolApprovals (%v), want the one", len(list.Items), err)
+	}
+}
+
+// A request whose ToolApproval could not be created, though a create whose
+// answer was lost stored it, leaves nothing for a person to decide: the
+// object is removed.
+func TestACreateNeverAnsweredLeavesNoApproval(t *testing.T) {
+	c, ns := setup(t)
+	proxied, lose := answerLosingAPIServer(t, cfgOf(t))
+	pc, err := client.New(proxied, client.Options{Scheme: testenv.Scheme(), Mapper: c.RESTMapper()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := replica(t, pc, nil)
+	b.APITimeout = time.Second
+	lose.Store(-1)
+	if _, err := b.Ask(context.Background(), request(ns, time.Minute)); err == nil {
+		t.Fatal("Ask succeeded though no create was answered")
+	}
+	lose.Store(0)
+	testkit.Eventually(t, "the unanswered create's ToolApproval is removed", func() bool {
+		var list v1alpha1.ToolApprovalList
+		return c.List(context.Background(), &list, client.InNamespace(ns)) == nil && len(list.Items) == 0
+	})
 }
