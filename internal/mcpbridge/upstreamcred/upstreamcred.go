@@ -594,10 +594,14 @@ func exchangeError(s Server, err error) error {
 		if re.Response != nil {
 			status = re.Response.StatusCode
 		}
+		// An endpoint that is overloaded, restarting or behind a proxy
+		// that lost it answers so for now, not for good.
+		transient := status >= 500 || status == http.StatusTooManyRequests || status == http.StatusRequestTimeout ||
+			code == "temporarily_unavailable" || code == "server_error"
 		if code == "" {
-			return &Error{Server: s.key(), Reason: ReasonUnavailable, Msg: fmt.Sprintf("server %s: the token endpoint answered the exchange with HTTP %d and no error code", s.key(), status)}
+			return &Error{Server: s.key(), Reason: ReasonUnavailable, Transient: transient, Msg: fmt.Sprintf("server %s: the token endpoint answered the exchange with HTTP %d and no error code", s.key(), status)}
 		}
-		return &Error{Server: s.key(), Reason: ReasonExchangeFailed, Code: code, Msg: fmt.Sprintf("server %s: the token endpoint refused to exchange the caller's token: %s", s.key(), code)}
+		return &Error{Server: s.key(), Reason: ReasonExchangeFailed, Code: code, Transient: transient, Msg: fmt.Sprintf("server %s: the token endpoint refused to exchange the caller's token: %s", s.key(), code)}
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {

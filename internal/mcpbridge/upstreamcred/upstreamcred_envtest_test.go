@@ -256,6 +256,45 @@ func TestExchangeRefused(t *testing.T) {
 	}
 }
 
+// A token endpoint that fails for now (overloaded, restarting, behind a
+// proxy that lost it) gives a transient error, whose call may be sent
+// again; one that refuses the request as such does not.
+func TestExchangeFailureForNow(t *testing.T) {
+	te := bridgetest.NewTokenEndpoint(t, "github", map[string]string{alice.Token: "alice"})
+	srv := exchangeServer(t, te)
+	for _, c := range []struct {
+		status    int
+		body      string
+		transient bool
+	}{
+		{http.StatusServiceUnavailable, "", true},
+		{http.StatusBadGateway, "<html>bad gateway</html>", true},
+		{http.StatusTooManyRequests, "", true},
+		{http.StatusBadRequest, `{"error":"temporarily_unavailable"}`, true},
+		{http.StatusBadRequest, `{"error":"invalid_grant"}`, false},
+		{http.StatusBadRequest, "", false},
+		{http.StatusUnauthorized, `{"error":"invalid_client"}`, false},
+	} {
+		endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if c.body != "" && c.body[0] == '{' {
+				w.Header().Set("Content-Type", "application/json")
+			}
+			w.WriteHeader(c.status)
+			_, _ = io.WriteString(w, c.body)
+		}))
+		failing := srv
+		failing.Remote = srv.Remote.DeepCopy()
+		failing.Remote.Auth.TokenExchange.TokenURL = endpoint.URL
+		st := upstreamcred.New(upstreamcred.Options{Secrets: k8s, TokenEndpoints: []string{endpoint.URL}})
+		_, err := st.Credential(context.Background(), failing, alice, "")
+		endpoint.Close()
+		var ce *upstreamcred.Error
+		if !errors.As(err, &ce) || ce.Transient != c.transient {
+			t.Errorf("HTTP %d %q: error %v (%+v), want transient %v", c.status, c.body, err, ce, c.transient)
+		}
+	}
+}
+
 // jwtWithExpiry is a token shaped as a JWT whose exp is exp (unsigned: the
 // Store reads exp only of tokens the bridge already accepted).
 func jwtWithExpiry(sub string, exp time.Time) string {
