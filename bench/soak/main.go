@@ -69,6 +69,9 @@ type soak struct {
 	rec *recorder
 }
 
+// samplesFile is where the readings of the processes go, when set.
+var samplesFile = flag.String("samples", "", "a file to write every reading of the bridge and controller processes to (TSV), for a plot")
+
 func main() {
 	minutes := flag.Float64("minutes", 60, "how long the load runs")
 	sessions := flag.Int("sessions", 200, "agent sessions at once (half per era)")
@@ -424,10 +427,15 @@ func (s *soak) report(l *load, reps *replicaSet, sm *sampler, windows []window, 
 		fmt.Printf("%s after warm-up (%d processes, %d over at least %s), largest slope %%/10min: rss %.2f, fds %.2f, goroutines %.2f (last reading: %.1f MB, %d fds, %.0f goroutines)\n",
 			part, len(procs), counted, minSlopeWindow, largest.rss, largest.fds, largest.goroutines, float64(largest.last.rss)/1e6, largest.last.fds, largest.last.goroutines)
 		for _, p := range procs {
-			fmt.Printf("  %-18s over %6s: rss %6.2f, fds %6.2f, goroutines %6.2f (last: %.1f MB, %d fds, %.0f goroutines)\n",
-				p.key, p.window.Truncate(time.Second), p.rss, p.fds, p.goroutines, float64(p.last.rss)/1e6, p.last.fds, p.last.goroutines)
+			fmt.Printf("  %-18s over %6s: rss %6.2f (anon %6.2f, go heap %6.2f), fds %6.2f, goroutines %6.2f (last: %.1f MB, %.1f anon, %.1f heap, %d fds, %.0f goroutines)\n",
+				p.key, p.window.Truncate(time.Second), p.rss, p.anon, p.heap, p.fds, p.goroutines, float64(p.last.rss)/1e6, float64(p.last.anon)/1e6, p.last.heap/1e6, p.last.fds, p.last.goroutines)
 		}
 		slopeMax = max(slopeMax, largest.rss)
+	}
+	if *samplesFile != "" {
+		if err := sm.write(*samplesFile); err != nil {
+			fmt.Printf("samples not written: %v\n", err)
+		}
 	}
 
 	injected := 0

@@ -375,10 +375,16 @@ func pendingApprovals(ctx context.Context, c client.Client, requester string) (i
 
 // sample is one reading of a process.
 type sample struct {
-	at         time.Time
-	rss        int64
+	at  time.Time
+	rss int64
+	// anon is the part of rss the process wrote (heap, stacks), the rest
+	// being pages of its executable it read: those do not grow with use.
+	anon       int64
 	fds        int
 	goroutines float64
+	// heap is the Go heap in use (go_memstats_heap_inuse_bytes): what a
+	// leak grows, whatever the runtime keeps of freed memory.
+	heap float64
 }
 
 // sampler reads the bridge's and the controller's processes on this node
@@ -393,9 +399,10 @@ func (sm *sampler) run(ctx context.Context, cs *kubernetes.Clientset, every time
 	for ctx.Err() == nil {
 		for _, part := range []struct{ sub, selector string }{{"bridge", bridgeSelector}, {"controller", controllerSelector}} {
 			pids, _ := benchutil.ManagerPIDs(part.sub)
-			goroutines := podGoroutines(ctx, cs, part.selector, map[string]int{"bridge": bridgeMetricsPort, "controller": controllerMetrics}[part.sub])
+			metrics := podMetrics(ctx, cs, part.selector, map[string]int{"bridge": bridgeMetricsPort, "controller": controllerMetrics}[part.sub])
 			for _, pid := range pids {
-				s := sample{at: time.Now(), rss: benchutil.RSS(pid), fds: openFDs(pid), goroutines: goroutines[podIPOf(pid)]}
+				m := metrics[podIPOf(pid)]
+				s := sample{at: time.Now(), rss: benchutil.RSS(pid), anon: rssAnon(pid), fds: openFDs(pid), goroutines: m.goroutines, heap: m.heapInuse}
 				sm.mu.Lock()
 				key := part.sub + "/" + strconv.Itoa(pid)
 				sm.byProc[key] = append(sm.byProc[key], s)
@@ -407,6 +414,21 @@ func (sm *sampler) run(ctx context.Context, cs *kubernetes.Clientset, every time
 		case <-time.After(every):
 		}
 	}
+}
+
+// write puts every reading in path, one a line: process, time, RSS, its
+// anonymous part, the Go heap in use (bytes), fds, goroutines.
+func (sm *sampler) write(path string) error {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	var b strings.Builder
+	b.WriteString("process\ttime\trss\tanon\theap_inuse\tfds\tgoroutines\n")
+	for _, key := range sortedKeys(sm.byProc) {
+		for _, s := range sm.byProc[key] {
+			fmt.Fprintf(&b, "%s\t%s\t%d\t%d\t%.0f\t%d\t%.0f\n", key, s.at.UTC().Format(time.RFC3339), s.rss, s.anon, s.heap, s.fds, s.goroutines)
+		}
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
 func openFDs(pid int) int {
@@ -447,9 +469,28 @@ func podIPOf(pid int) string {
 	return ""
 }
 
-// podGoroutines reads go_goroutines from each Ready pod's /metrics, by IP.
-func podGoroutines(ctx context.Context, cs *kubernetes.Clientset, selector string, port int) map[string]float64 {
-	out := map[string]float64{}
+// rssAnon is the anonymous part of a process's RSS (RssAnon), in bytes.
+func rssAnon(pid int) int64 {
+	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+// goMetrics are the figures read from a pod's /metrics.
+type goMetrics struct{ goroutines, heapInuse float64 }
+
+// podMetrics reads go_goroutines and go_memstats_heap_inuse_bytes from each
+// Ready pod's /metrics, by IP.
+func podMetrics(ctx context.Context, cs *kubernetes.Clientset, selector string, port int) map[string]goMetrics {
+	out := map[string]goMetrics{}
 	pods, err := cs.CoreV1().Pods(benchutil.DevBridgeNamespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		return out
@@ -463,12 +504,16 @@ func podGoroutines(ctx context.Context, cs *kubernetes.Clientset, selector strin
 		if err != nil {
 			continue
 		}
+		var m goMetrics
 		sc := bufio.NewScanner(resp.Body)
 		for sc.Scan() {
 			if v, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
-				out[p.Status.PodIP], _ = strconv.ParseFloat(v, 64)
+				m.goroutines, _ = strconv.ParseFloat(v, 64)
+			} else if v, ok := strings.CutPrefix(sc.Text(), "go_memstats_heap_inuse_bytes "); ok {
+				m.heapInuse, _ = strconv.ParseFloat(v, 64)
 			}
 		}
+		out[p.Status.PodIP] = m
 		resp.Body.Close()
 	}
 	return out
@@ -485,7 +530,10 @@ type procSlope struct {
 	key                  string
 	window               time.Duration
 	rss, fds, goroutines float64
-	last                 sample
+	// anon and heap: the slopes of the written part of rss and of the Go
+	// heap in use, which say where a growth of rss is.
+	anon, heap float64
+	last       sample
 }
 
 // slopes are the growth after warm-up of each process of part (bridge or
@@ -523,7 +571,9 @@ func (sm *sampler) slopes(part string, warmup time.Duration) (largest procSlope,
 		}
 		if len(counted) >= 3 {
 			p.goroutines = slope(counted, func(s sample) float64 { return s.goroutines })
+			p.heap = slope(counted, func(s sample) float64 { return s.heap })
 		}
+		p.anon = slope(kept, func(s sample) float64 { return float64(s.anon) })
 		procs = append(procs, p)
 		if p.window >= minSlopeWindow {
 			if !seen || p.rss >= largest.rss {
