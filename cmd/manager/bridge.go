@@ -36,6 +36,7 @@ import (
 type bridgeFlags struct {
 	listen            string
 	opsListen         string
+	pprofListen       string
 	namespaces        string
 	toolNameStyle     string
 	insecureAnonymous bool
@@ -82,6 +83,7 @@ func parseBridgeFlags(args []string, stderr io.Writer) (bridgeFlags, error) {
 	fs.StringVar(&f.listen, "listen", ":8443", "address agents connect to (/mcp, /servers/<name>/mcp)")
 	fs.StringVar(&f.listen, "bind-address", ":8443", "the same as --listen (the name the chart uses)")
 	fs.StringVar(&f.opsListen, "metrics-bind-address", "", "address of /metrics, /healthz and /readyz, apart from the agents' port: for Prometheus and the kubelet, not for agents (default: the --listen host, port 8091)")
+	fs.StringVar(&f.pprofListen, "pprof-bind-address", "", "address of Go's profiles (/debug/pprof/), for finding where memory or time goes; empty: off. Keep it on loopback (127.0.0.1:6060) and reach it from inside the pod's network namespace: profiles name code and data")
 	fs.StringVar(&f.namespaces, "namespaces", os.Getenv("POD_NAMESPACE"), "comma-separated namespaces whose MCPServers and ToolPolicies the bridge serves (default: $POD_NAMESPACE)")
 	fs.StringVar(&f.toolNameStyle, "tool-name-style", mcpbridge.StyleDotted, "how /mcp names tools: dotted (mcp.<server>.<tool>) or underscore (mcp__<server>__<tool>, for clients that reject dots)")
 	fs.BoolVar(&f.insecureAnonymous, "insecure-anonymous", false, "accept requests without a token as system:anonymous; local development only")
@@ -283,6 +285,9 @@ func runBridge(args []string, _, stderr io.Writer) int {
 			_ = srv.Close()
 		}
 	}()
+	if f.pprofListen != "" {
+		go servePprof(f.pprofListen, log)
+	}
 	// ListenAndServe returns as soon as the drain starts; the process must
 	// live on until the calls in flight are answered, the upstream sessions
 	// ended and the audit flushed: Stop does each within its bound, all

@@ -40,6 +40,7 @@ func newScheme() *runtime.Scheme {
 type controllerFlags struct {
 	metricsAddr     string
 	probeAddr       string
+	pprofAddr       string
 	leaderElect     bool
 	leaderNamespace string
 	workers         int
@@ -59,6 +60,7 @@ func parseControllerFlags(args []string, stderr io.Writer) (controllerFlags, err
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "address the Prometheus /metrics endpoint listens on; 0 disables it")
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
+	fs.StringVar(&f.pprofAddr, "pprof-bind-address", "", "address of Go's profiles (/debug/pprof/), for finding where memory or time goes; empty: off. Keep it on loopback (127.0.0.1:6060)")
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader so only one replica reconciles; turn on with more than one replica")
 	fs.StringVar(&f.leaderNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's own)")
 	fs.IntVar(&f.workers, "max-concurrent-reconciles", 4, "reconcile workers per controller")
@@ -93,6 +95,7 @@ func newControllerManager(cfg *rest.Config, f controllerFlags) (ctrl.Manager, er
 		Cache:                   cache.Options{ByObject: controller.CacheByObject()},
 		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
 		HealthProbeBindAddress:  f.probeAddr,
+		PprofBindAddress:        f.pprofAddr,
 		LeaderElection:          f.leaderElect,
 		LeaderElectionID:        "controller.mcp-operator.dev",
 		LeaderElectionNamespace: f.leaderNamespace,
