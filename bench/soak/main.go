@@ -69,8 +69,12 @@ type soak struct {
 	rec *recorder
 }
 
-// samplesFile is where the readings of the processes go, when set.
-var samplesFile = flag.String("samples", "", "a file to write every reading of the bridge and controller processes to (TSV), for a plot")
+// samplesFile is where the readings of the processes go, when set;
+// profilesDir where their heap and goroutine profiles go.
+var (
+	samplesFile = flag.String("samples", "", "a file to write every reading of the bridge and controller processes to (TSV), for a plot")
+	profilesDir = flag.String("profiles", "", "a directory for heap and goroutine profiles of each bridge and controller process at the end of warm-up and of the load (the processes then run with --pprof-bind-address)")
+)
 
 func main() {
 	minutes := flag.Float64("minutes", 60, "how long the load runs")
@@ -107,6 +111,14 @@ func run(ctx context.Context, d time.Duration, sessions, agents int, rate float6
 		return false, fmt.Errorf("listening on the pod network's host address: %w", err)
 	}
 	go func() { _ = http.Serve(ln, s.rec) }()
+	if *profilesDir != "" {
+		if err := os.MkdirAll(*profilesDir, 0o755); err != nil {
+			return false, err
+		}
+		if err := enableProfiles(ctx, dev.CS); err != nil {
+			return false, err
+		}
+	}
 	tokens, err := s.setUp(ctx, "http://"+ln.Addr().String()+"/mcp", int32(replicas), max(agents, 1))
 	if err != nil {
 		return false, fmt.Errorf("set-up: %w", err)
@@ -138,7 +150,19 @@ func run(ctx context.Context, d time.Duration, sessions, agents int, rate float6
 	defer stopLoad()
 	faultsDone := make(chan []window, 1)
 	go func() { faultsDone <- s.inject(loadCtx, start, s.schedule(d, killEvery)) }()
+	if *profilesDir != "" {
+		go func() {
+			select {
+			case <-loadCtx.Done():
+			case <-time.After(warmup):
+				saveProfiles(*profilesDir, "warm")
+			}
+		}()
+	}
 	l.run(loadCtx, sessions, rate)
+	if *profilesDir != "" {
+		saveProfiles(*profilesDir, "end")
+	}
 	windows := <-faultsDone
 	if ctx.Err() != nil {
 		return false, ctx.Err()
