@@ -50,9 +50,9 @@ func sourceOf(s string) string {
 	return s
 }
 
-// resolve turns x's decision into its outcome, putting the question to a
+// outcomeOf turns x's decision into its outcome, putting the question to a
 // person where it is ask.
-func (b *Bridge) resolve(x *exchange) outcome {
+func (b *Bridge) outcomeOf(x *exchange) outcome {
 	res := x.res
 	switch res.Decision {
 	case v1alpha1.DecisionAllow:
@@ -61,7 +61,7 @@ func (b *Bridge) resolve(x *exchange) outcome {
 		if x.noAsk {
 			return unavailable(res, "the policy asks, and a completion or a subscription is not asked about (getting the prompt or reading the resource is)")
 		}
-		return b.ask(x)
+		return b.askApproval(x)
 	}
 	return denial(res)
 }
@@ -108,10 +108,10 @@ func channels(res policy.Result) []v1alpha1.ApprovalChannel {
 	return res.Approval.Channels
 }
 
-// ask puts x to a person through the first of the policy's channels that
-// can carry the question: the agent's client (elicitation) or a
-// ToolApproval.
-func (b *Bridge) ask(x *exchange) outcome {
+// askApproval puts x to a person through the first of the policy's
+// channels that can carry the question: the agent's client (elicitation)
+// or a ToolApproval.
+func (b *Bridge) askApproval(x *exchange) outcome {
 	rq, res := x.rq, x.res
 	if st := x.resumed; st != nil {
 		// A 2026-07-28 retry: the answer to the elicitation asked before.
@@ -139,7 +139,7 @@ func (b *Bridge) ask(x *exchange) outcome {
 	for _, ch := range channels(res) {
 		switch {
 		case ch == v1alpha1.ChannelElicitation && rq.elicitation && (rq.stateless || rq.out.canStream):
-			return b.elicitAnswer(x)
+			return b.askClient(x)
 		case ch == v1alpha1.ChannelToolApproval && b.canAskPerson(x):
 			return b.askPerson(x, res, offered(rq, res))
 		}
@@ -159,9 +159,9 @@ func channelNames(chs []v1alpha1.ApprovalChannel) string {
 	return strings.Join(names, ", ")
 }
 
-// elicitAnswer asks the agent's client: a 2026-07-28 client gets the
+// askClient asks the agent's client: a 2026-07-28 client gets the
 // input_required answer, a legacy one the question on its stream.
-func (b *Bridge) elicitAnswer(x *exchange) outcome {
+func (b *Bridge) askClient(x *exchange) outcome {
 	rq, res := x.rq, x.res
 	answers := offered(rq, res)
 	timeout := res.Approval.Timeout
@@ -175,7 +175,7 @@ func (b *Bridge) elicitAnswer(x *exchange) outcome {
 		pending, _ := b.inputRequired(rq, st, map[string]inputRequest{approvalKey: {Method: "elicitation/create", Params: question}})
 		return outcome{pending: pending}
 	}
-	answer, err := b.elicit(x, question, timeout)
+	answer, err := b.elicitInSession(x, question, timeout)
 	if Stopping(err) {
 		return stoppingOutcome(err)
 	}
@@ -240,10 +240,10 @@ func elicitParams(x *exchange, answers []string) json.RawMessage {
 	return form
 }
 
-// elicit asks a legacy-era client on the request's response stream and
+// elicitInSession asks a legacy-era client on the request's response stream and
 // waits for its answer (posted back in the session), until timeout or the
 // replica's waits end.
-func (b *Bridge) elicit(x *exchange, question json.RawMessage, timeout time.Duration) (json.RawMessage, error) {
+func (b *Bridge) elicitInSession(x *exchange, question json.RawMessage, timeout time.Duration) (json.RawMessage, error) {
 	rq := x.rq
 	id, _ := json.Marshal("approval-" + x.id)
 	ctx, cancel := b.untilWaitsEnd(rq.ctx)

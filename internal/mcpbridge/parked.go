@@ -245,11 +245,11 @@ func (b *Bridge) continueParked(c *call, pc *parkedCall) *jsonrpc.Message {
 	return b.await(c, p)
 }
 
-// askParked is relay's way to a 2026-07-28 agent: the server's request
+// relayParked is relay's way to a 2026-07-28 agent: the server's request
 // goes to the call's agent through await and comes back with its retry.
 // Any failure, the bridge's or the agent's retry's, is relayTimeout with
 // an internal error for the server.
-func askParked(ctx context.Context, p *parkable, method string, params json.RawMessage) (json.RawMessage, *relayFailure) {
+func relayParked(ctx context.Context, p *parkable, method string, params json.RawMessage) (json.RawMessage, *relayFailure) {
 	m, err := waitParked(ctx, p, method, params)
 	if err == nil && m.Error != nil {
 		err = errors.New(m.Error.Message)

@@ -50,7 +50,7 @@ func (b *Bridge) relayRequests(c *call) streamhttp.RequestHandler {
 // relay passes req, a server's request during call c, to c's agent and
 // waits for the answer it gives the server: asked on the session's
 // response stream (askInSession), or, for a 2026-07-28 agent's parked
-// call, with an input_required answer and the agent's retry (askParked).
+// call, with an input_required answer and the agent's retry (relayParked).
 // ev records how it went. n numbers the call's relayed requests.
 func (b *Bridge) relay(ctx context.Context, c *call, req *jsonrpc.Message, n int64, ev *audit.ServerRequest) *jsonrpc.Message {
 	rq := c.rq
@@ -65,9 +65,9 @@ func (b *Bridge) relay(ctx context.Context, c *call, req *jsonrpc.Message, n int
 	var result json.RawMessage
 	var failed *relayFailure
 	if parked {
-		result, failed = askParked(ctx, c.parkable, req.Method, params)
+		result, failed = relayParked(ctx, c.parkable, req.Method, params)
 	} else {
-		result, failed = askSessionAgent(ctx, c, n, req.Method, params)
+		result, failed = relayInSession(ctx, c, n, req.Method, params)
 	}
 	if failed != nil {
 		ev.Outcome, ev.Reason = failed.outcome, failed.err.Message
@@ -88,9 +88,9 @@ type relayFailure struct {
 	err     *jsonrpc.Error
 }
 
-// askSessionAgent asks call c's session-era agent on its response stream:
+// relayInSession asks call c's session-era agent on its response stream:
 // the agent's own error passes to the server as it is.
-func askSessionAgent(ctx context.Context, c *call, n int64, method string, params json.RawMessage) (json.RawMessage, *relayFailure) {
+func relayInSession(ctx context.Context, c *call, n int64, method string, params json.RawMessage) (json.RawMessage, *relayFailure) {
 	id := rawjson.AppendString(nil, "relay-"+c.id+"-"+strconv.FormatInt(n, 10))
 	m, err := askInSession(ctx, c.rq, id, method, params)
 	switch {

@@ -117,7 +117,7 @@ func TestParkedCallDecisionWins(t *testing.T) {
 		asking, asked := make(chan struct{}), make(chan *relayFailure, 1)
 		go func() { // the relay hook of the server's request, and the call ending after it
 			close(asking)
-			_, failed := askParked(ctx, p, "elicitation/create", json.RawMessage(`{}`))
+			_, failed := relayParked(ctx, p, "elicitation/create", json.RawMessage(`{}`))
 			asked <- failed
 			p.done <- parkableEnd{err: errors.New("the call ended")}
 		}()
