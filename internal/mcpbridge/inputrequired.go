@@ -18,7 +18,7 @@ import (
 // sampling/createMessage, keyed by names of its own) and an opaque
 // requestState; the client calls again with inputResponses under the same
 // keys and that state. The bridge treats each input request like a
-// session-era server's request (relay.go: allowed by spec.serverRequests,
+// session-era server's request (passOn: allowed by spec.serverRequests,
 // declared by the agent, cleaned, audited), and then:
 //
 //   - a 2026-07-28 agent gets the input_required result, with the server's
@@ -63,6 +63,7 @@ func (b *Bridge) answerInputRequests(ctx context.Context, c *call, params, res j
 		for _, k := range keys {
 			ir := asked.InputRequests[k]
 			ev := audit.ServerRequest{Server: server, ToolCallID: c.id, Method: ir.Method, Outcome: relayForwarded}
+			// The agent is reached by the input_required answer itself.
 			clean, refused := b.passOn(c, &jsonrpc.Message{Method: ir.Method, Params: ir.Params}, true, &ev)
 			_, _ = b.audit(rq, ev)
 			if refused != nil {
