@@ -240,9 +240,9 @@ func elicitParams(x *exchange, answers []string) json.RawMessage {
 	return form
 }
 
-// elicitInSession asks a legacy-era client on the request's response stream and
-// waits for its answer (posted back in the session), until timeout or the
-// replica's waits end.
+// elicitInSession asks a legacy-era client on the request's response
+// stream and waits for its answer (posted back in the session), until
+// timeout or the replica's waits end.
 func (b *Bridge) elicitInSession(x *exchange, question json.RawMessage, timeout time.Duration) (json.RawMessage, error) {
 	rq := x.rq
 	id, _ := json.Marshal("approval-" + x.id)
