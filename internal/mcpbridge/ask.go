@@ -50,9 +50,9 @@ func sourceOf(s string) string {
 	return s
 }
 
-// resolve turns x's decision into its outcome, putting the question to a
+// outcomeOf turns x's decision into its outcome, putting the question to a
 // person where it is ask.
-func (b *Bridge) resolve(x *exchange) outcome {
+func (b *Bridge) outcomeOf(x *exchange) outcome {
 	res := x.res
 	switch res.Decision {
 	case v1alpha1.DecisionAllow:
@@ -61,7 +61,7 @@ func (b *Bridge) resolve(x *exchange) outcome {
 		if x.noAsk {
 			return unavailable(res, "the policy asks, and a completion or a subscription is not asked about (getting the prompt or reading the resource is)")
 		}
-		return b.ask(x)
+		return b.askApproval(x)
 	}
 	return denial(res)
 }
@@ -108,10 +108,10 @@ func channels(res policy.Result) []v1alpha1.ApprovalChannel {
 	return res.Approval.Channels
 }
 
-// ask puts x to a person through the first of the policy's channels that
-// can carry the question: the agent's client (elicitation) or a
-// ToolApproval.
-func (b *Bridge) ask(x *exchange) outcome {
+// askApproval puts x to a person through the first of the policy's
+// channels that can carry the question: the agent's client (elicitation)
+// or a ToolApproval.
+func (b *Bridge) askApproval(x *exchange) outcome {
 	rq, res := x.rq, x.res
 	if st := x.resumed; st != nil {
 		// A 2026-07-28 retry: the answer to the elicitation asked before.
@@ -130,7 +130,7 @@ func (b *Bridge) ask(x *exchange) outcome {
 		now := offered(rq, res)
 		var still []string
 		for _, a := range st.Answers {
-			if contains(now, a) {
+			if slices.Contains(now, a) {
 				still = append(still, a)
 			}
 		}
@@ -139,7 +139,7 @@ func (b *Bridge) ask(x *exchange) outcome {
 	for _, ch := range channels(res) {
 		switch {
 		case ch == v1alpha1.ChannelElicitation && rq.elicitation && (rq.stateless || rq.out.canStream):
-			return b.elicitAnswer(x)
+			return b.askClient(x)
 		case ch == v1alpha1.ChannelToolApproval && b.canAskPerson(x):
 			return b.askPerson(x, res, offered(rq, res))
 		}
@@ -159,9 +159,9 @@ func channelNames(chs []v1alpha1.ApprovalChannel) string {
 	return strings.Join(names, ", ")
 }
 
-// elicitAnswer asks the agent's client: a 2026-07-28 client gets the
+// askClient asks the agent's client: a 2026-07-28 client gets the
 // input_required answer, a legacy one the question on its stream.
-func (b *Bridge) elicitAnswer(x *exchange) outcome {
+func (b *Bridge) askClient(x *exchange) outcome {
 	rq, res := x.rq, x.res
 	answers := offered(rq, res)
 	timeout := res.Approval.Timeout
@@ -170,9 +170,12 @@ func (b *Bridge) elicitAnswer(x *exchange) outcome {
 	}
 	question := elicitParams(x, answers)
 	if rq.stateless {
-		return outcome{pending: b.inputRequired(x, question, answers, timeout)}
+		st := newState(resumeApproval, x, b.now().Add(timeout))
+		st.Answers = answers
+		pending, _ := b.inputRequired(rq, st, map[string]inputRequest{approvalKey: {Method: "elicitation/create", Params: question}})
+		return outcome{pending: pending}
 	}
-	answer, err := b.elicit(x, question, timeout)
+	answer, err := b.elicitInSession(x, question, timeout)
 	if Stopping(err) {
 		return stoppingOutcome(err)
 	}
@@ -196,7 +199,7 @@ func answered(x *exchange, answer json.RawMessage, answers []string) outcome {
 	}
 	_ = json.Unmarshal(answer, &a)
 	choice := a.Content.Decision
-	if a.Action != "accept" || !contains(answers, choice) {
+	if a.Action != "accept" || !slices.Contains(answers, choice) {
 		choice = answerDeny
 	}
 	switch choice {
@@ -209,19 +212,10 @@ func answered(x *exchange, answer json.RawMessage, answers []string) outcome {
 	return outcome{decision: "deny", actor: "user", sourcedFrom: "approval:deny", reason: "the user denied the " + x.noun(), failReason: reasonDenied}
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 var answerTitles = map[string]string{answerAllowOnce: "Allow once", answerAllowSession: "Allow for this session", answerDeny: "Deny"}
 
 // elicitParams is the form the user answers.
-func elicitParams(x *exchange, answers []string) map[string]any {
+func elicitParams(x *exchange, answers []string) json.RawMessage {
 	titles := make([]string, len(answers))
 	for i, a := range answers {
 		titles[i] = answerTitles[a]
@@ -233,7 +227,7 @@ func elicitParams(x *exchange, answers []string) map[string]any {
 			with = " with arguments " + textcut.Cut(string(x.args), 512)
 		}
 	}
-	return map[string]any{
+	form, _ := json.Marshal(map[string]any{
 		"message": fmt.Sprintf("Allow the agent to %s%s? %s", x.action, with, x.res.Reason),
 		"requestedSchema": map[string]any{
 			"type": "object",
@@ -242,56 +236,37 @@ func elicitParams(x *exchange, answers []string) map[string]any {
 			},
 			"required": []string{"decision"},
 		},
-	}
+	})
+	return form
 }
 
-// elicit asks a legacy-era client on the request's response stream and
-// waits for its answer (posted back in the session).
-func (b *Bridge) elicit(x *exchange, question map[string]any, timeout time.Duration) (json.RawMessage, error) {
+// elicitInSession asks a legacy-era client on the request's response
+// stream and waits for its answer (posted back in the session), until
+// timeout or the replica's waits end.
+func (b *Bridge) elicitInSession(x *exchange, question json.RawMessage, timeout time.Duration) (json.RawMessage, error) {
 	rq := x.rq
 	id, _ := json.Marshal("approval-" + x.id)
-	params, _ := json.Marshal(question)
-	answer, done := rq.sess.Await(string(id))
-	defer done()
-	req := &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: id, Method: "elicitation/create", Params: params}
-	if !rq.out.send(req) {
-		return nil, errors.New("the question could not be sent to the client")
-	}
-	t := time.NewTimer(timeout)
-	defer t.Stop()
 	ctx, cancel := b.untilWaitsEnd(rq.ctx)
 	defer cancel()
-	select {
-	case m := <-answer:
-		if m.Error != nil {
-			return nil, fmt.Errorf("the client refused the question: %s", m.Error.Message)
-		}
-		return m.Result, nil
-	case <-t.C:
-		return nil, fmt.Errorf("no answer within %s", timeout)
-	case <-ctx.Done():
-		return nil, fmt.Errorf("the %s ended before an answer: %w", x.noun(), context.Cause(ctx))
+	noAnswer := fmt.Errorf("no answer within %s", timeout)
+	ctx, stop := context.WithTimeoutCause(ctx, timeout, noAnswer)
+	defer stop()
+	m, err := askInSession(ctx, rq, id, "elicitation/create", question)
+	switch {
+	case errors.Is(err, errNotSent):
+		return nil, errors.New("the question could not be sent to the client")
+	case errors.Is(err, noAnswer):
+		return nil, err
+	case err != nil:
+		return nil, fmt.Errorf("the %s ended before an answer: %w", x.noun(), err)
+	case m.Error != nil:
+		return nil, fmt.Errorf("the client refused the question: %s", m.Error.Message)
 	}
+	return m.Result, nil
 }
 
 // stoppingOutcome ends a request whose approval was still awaited when
 // the replica stopped: undecided, and safe to send again.
 func stoppingOutcome(err error) outcome {
 	return outcome{decision: "deny", actor: "bridge", sourcedFrom: "approval:stopping", failReason: ReasonStopping, reason: err.Error(), retry: retryAnytime}
-}
-
-// inputRequired is the answer asking a 2026-07-28 agent the approval
-// question, with the state its retry brings back (state.go).
-func (b *Bridge) inputRequired(x *exchange, question map[string]any, answers []string, timeout time.Duration) *jsonrpc.Message {
-	st := newState(resumeApproval, x, b.now().Add(timeout))
-	st.Answers = answers
-	state, err := b.sealState(st)
-	if err != nil {
-		return rpcError(x.rq, jsonrpc.CodeInternalError, err.Error(), nil)
-	}
-	return rpcResult(x.rq, map[string]any{
-		"resultType":    "input_required",
-		"inputRequests": map[string]any{approvalKey: map[string]any{"method": "elicitation/create", "params": question}},
-		"requestState":  state,
-	})
 }

@@ -18,7 +18,7 @@ import (
 // sampling/createMessage, keyed by names of its own) and an opaque
 // requestState; the client calls again with inputResponses under the same
 // keys and that state. The bridge treats each input request like a
-// session-era server's request (relay.go: allowed by spec.serverRequests,
+// session-era server's request (passOn: allowed by spec.serverRequests,
 // declared by the agent, cleaned, audited), and then:
 //
 //   - a 2026-07-28 agent gets the input_required result, with the server's
@@ -33,12 +33,6 @@ const maxInputRounds = 8
 
 // upstreamInputTTL is how long an agent has to answer a server's question.
 const upstreamInputTTL = 10 * time.Minute
-
-// inputRequest is one entry of a server's inputRequests.
-type inputRequest struct {
-	Method string          `json:"method"`
-	Params json.RawMessage `json:"params"`
-}
 
 func isInputRequired(res json.RawMessage) bool {
 	kind, _ := rawjson.String(rawjson.Get(res, "resultType"))
@@ -65,33 +59,22 @@ func (b *Bridge) answerInputRequests(ctx context.Context, c *call, params, res j
 	slices.Sort(keys)
 
 	if rq.stateless {
-		cleaned := map[string]json.RawMessage{}
+		cleaned := make(map[string]inputRequest, len(keys))
 		for _, k := range keys {
 			ir := asked.InputRequests[k]
-			req := &jsonrpc.Message{Method: ir.Method, Params: ir.Params}
 			ev := audit.ServerRequest{Server: server, ToolCallID: c.id, Method: ir.Method, Outcome: relayForwarded}
-			if code, why := b.refusal(c, req); why != "" {
-				ev.Outcome, ev.Reason = relayRefused, why
-				_, _ = b.audit(rq, ev)
-				return nil, b.inputRefused(c, code, why)
-			}
-			clean, findings, err := b.relayedParams(c, req)
-			ev.Injection = findings
-			if err != nil {
-				ev.Outcome, ev.Reason = relayRefused, err.Error()
-				_, _ = b.audit(rq, ev)
-				return nil, b.inputRefused(c, jsonrpc.CodeInvalidParams, err.Error())
-			}
+			// The agent is reached by the input_required answer itself.
+			clean, refused := b.passOn(c, &jsonrpc.Message{Method: ir.Method, Params: ir.Params}, true, &ev)
 			_, _ = b.audit(rq, ev)
-			cleaned[k], _ = json.Marshal(inputRequest{Method: ir.Method, Params: clean})
+			if refused != nil {
+				return nil, b.inputRefused(c, refused.Code, refused.Message)
+			}
+			cleaned[k] = inputRequest{Method: ir.Method, Params: clean}
 		}
 		st := newState(resumeUpstream, c.exchange, b.now().Add(upstreamInputTTL))
 		st.Upstream = asked.RequestState
-		state, err := b.sealState(st)
-		if err != nil {
-			return nil, rpcError(rq, jsonrpc.CodeInternalError, err.Error(), nil)
-		}
-		return nil, rpcResult(rq, map[string]any{"resultType": "input_required", "inputRequests": cleaned, "requestState": state})
+		answer, _ := b.inputRequired(rq, st, cleaned)
+		return nil, answer
 	}
 
 	responses := map[string]json.RawMessage{}

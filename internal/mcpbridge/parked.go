@@ -104,7 +104,7 @@ func (b *Bridge) park(c *call, p *parkable, ask serverAsk) *jsonrpc.Message {
 	deadline, _ := p.ctx.Deadline()
 	st := newState(resumeParked, c.exchange, deadline)
 	st.Parked = id
-	state, err := b.sealState(st)
+	answer, err := b.inputRequired(rq, st, map[string]inputRequest{parkedInputKey: {Method: ask.method, Params: ask.params}})
 	if err != nil {
 		ask.reply <- jsonrpc.NewErrorResponse(nil, jsonrpc.CodeInternalError, err.Error())
 		return b.await(c, p)
@@ -125,11 +125,7 @@ func (b *Bridge) park(c *call, p *parkable, ask serverAsk) *jsonrpc.Message {
 		p.cancel(errStopping)
 	}
 	go b.leaveUnresumed(c, p, id)
-	return rpcResult(rq, map[string]any{
-		"resultType":    "input_required",
-		"inputRequests": map[string]any{parkedInputKey: map[string]any{"method": ask.method, "params": ask.params}},
-		"requestState":  state,
-	})
+	return answer
 }
 
 // leaveUnresumed takes parked call id off the replica if its agent has not
@@ -249,9 +245,24 @@ func (b *Bridge) continueParked(c *call, pc *parkedCall) *jsonrpc.Message {
 	return b.await(c, p)
 }
 
-// askParked is relay's path for a 2026-07-28 agent: the server's request
+// relayParked is relay's way to a 2026-07-28 agent: the server's request
 // goes to the call's agent through await and comes back with its retry.
-func askParked(ctx context.Context, p *parkable, method string, params json.RawMessage) (*jsonrpc.Message, error) {
+// Any failure, the bridge's or the agent's retry's, is relayTimeout with
+// an internal error for the server.
+func relayParked(ctx context.Context, p *parkable, method string, params json.RawMessage) (json.RawMessage, *relayFailure) {
+	m, err := waitParked(ctx, p, method, params)
+	if err == nil && m.Error != nil {
+		err = errors.New(m.Error.Message)
+	}
+	if err != nil {
+		return nil, &relayFailure{relayTimeout, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}}
+	}
+	return m.Result, nil
+}
+
+// waitParked hands the server's request to await and waits for what the
+// agent's retry (or the bridge ending the call) answers.
+func waitParked(ctx context.Context, p *parkable, method string, params json.RawMessage) (*jsonrpc.Message, error) {
 	ask := serverAsk{method: method, params: params, reply: make(chan *jsonrpc.Message, 1)}
 	select {
 	case p.asks <- ask:
@@ -260,7 +271,7 @@ func askParked(ctx context.Context, p *parkable, method string, params json.RawM
 	}
 	select {
 	case m := <-ask.reply:
-		return parkedAnswer(m)
+		return m, nil
 	case <-ctx.Done():
 		// The bridge ending a parked call (parkedCall.end) gives its
 		// decision before it cancels the call: when both are there, the
@@ -268,18 +279,9 @@ func askParked(ctx context.Context, p *parkable, method string, params json.RawM
 		// (select alone picks either).
 		select {
 		case m := <-ask.reply:
-			return parkedAnswer(m)
+			return m, nil
 		default:
 		}
 		return nil, fmt.Errorf("the call ended before the agent answered: %w", context.Cause(ctx))
 	}
-}
-
-// parkedAnswer is the answer handed to a parked call's server: the agent's
-// result, or the error the bridge or the agent's retry gave.
-func parkedAnswer(m *jsonrpc.Message) (*jsonrpc.Message, error) {
-	if m.Error != nil {
-		return nil, errors.New(m.Error.Message)
-	}
-	return m, nil
 }

@@ -234,7 +234,7 @@ func (b *Bridge) settle(x *exchange) *jsonrpc.Message {
 	if x.res.Decision == v1alpha1.DecisionAsk {
 		_, span = b.stage(x, spanAsk, trace.SpanKindInternal)
 	}
-	o := b.resolve(x)
+	o := b.outcomeOf(x)
 	x.traceOutcome(span, o)
 	span.End()
 	if o.pending != nil {

@@ -59,31 +59,21 @@ func (b *Bridge) listPrompts(rq *request) *jsonrpc.Message {
 			continue
 		}
 		f.server(fresh)
-		shown := false
-		for _, item := range raw {
+		items = append(items, shownItems(b, "prompts/list", raw, func(item json.RawMessage) (*routes.Server, []byte, bool) {
 			upstreamName, _ := rawjson.String(rawjson.Get(item, "name"))
 			if upstreamName == "" {
-				continue
+				return nil, nil, false
 			}
 			full := toolname.Namespaced(s.Name, upstreamName)
 			get := policy.PromptGet{Name: full, Server: s.Name, Namespace: s.Namespace}
 			if eng.DecidePrompt(rq.id.Subject(), get).Decision == v1alpha1.DecisionDeny {
-				continue
+				return nil, nil, false
 			}
 			if shown := b.promptName(rq, full); shown != "" {
 				item = rawjson.Set(item, "name", rawjson.AppendString(nil, shown))
 			}
-			// Names, titles and descriptions are the server's output too.
-			if clean, _, err := output.JSON(b.redactor(s), "prompts/list", item); err == nil {
-				item = clean
-			}
-			items = append(items, item)
-			shown = true
-		}
-		if shown {
-			// Only a list that shows something of a server is activity on it.
-			b.cfg.Activity.Touch(s.Namespace, s.Name)
-		}
+			return s, item, true
+		})...)
 	}
 	return listResult(rq, "prompts", items, f)
 }

@@ -3,6 +3,7 @@ package mcpbridge
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync/atomic"
@@ -46,72 +47,86 @@ func (b *Bridge) relayRequests(c *call) streamhttp.RequestHandler {
 	}
 }
 
+// relay passes req, a server's request during call c, to c's agent and
+// waits for the answer it gives the server: asked on the session's
+// response stream (askInSession), or, for a 2026-07-28 agent's parked
+// call, with an input_required answer and the agent's retry (relayParked).
+// ev records how it went. n numbers the call's relayed requests.
 func (b *Bridge) relay(ctx context.Context, c *call, req *jsonrpc.Message, n int64, ev *audit.ServerRequest) *jsonrpc.Message {
-	refuse := func(code int, why string) *jsonrpc.Message {
-		ev.Outcome, ev.Reason = relayRefused, why
-		return jsonrpc.NewErrorResponse(req.ID, code, "the bridge did not pass this request to the agent: "+why)
-	}
 	rq := c.rq
-	if code, why := b.refusal(c, req); why != "" {
-		return refuse(code, why)
+	parked := rq.stateless && c.parkable != nil
+	// A 2026-07-28 client is otherwise asked with an input_required result
+	// and a retry, which cannot hold the server's call open meanwhile.
+	reachable := parked || (!rq.stateless && rq.sess != nil && rq.out.canStream)
+	params, refused := b.passOn(c, req, reachable, ev)
+	if refused != nil {
+		return jsonrpc.NewErrorResponse(req.ID, refused.Code, "the bridge did not pass this request to the agent: "+refused.Message)
 	}
-	if rq.stateless && c.parkable != nil {
-		return b.relayParked(ctx, c, req, ev)
+	var result json.RawMessage
+	var failed *relayFailure
+	if parked {
+		result, failed = relayParked(ctx, c.parkable, req.Method, params)
+	} else {
+		result, failed = relayInSession(ctx, c, n, req.Method, params)
 	}
-	if rq.stateless || rq.sess == nil || !rq.out.canStream {
-		// A 2026-07-28 client is asked with an input_required result and a
-		// retry, which cannot hold the server's call open meanwhile.
-		return refuse(jsonrpc.CodeMissingClientCapability, "the agent's client cannot be asked during a call (it has no session with a response stream)")
-	}
-	params, findings, err := b.relayedParams(c, req)
-	ev.Injection = findings
-	if err != nil {
-		return refuse(jsonrpc.CodeInvalidParams, err.Error())
-	}
-
-	id := rawjson.AppendString(nil, "relay-"+c.id+"-"+strconv.FormatInt(n, 10))
-	answer, done := rq.sess.Await(string(id))
-	defer done()
-	if !rq.out.send(&jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: id, Method: req.Method, Params: params}) {
-		ev.Outcome, ev.Reason = relayError, "the request could not be sent to the agent"
-		return jsonrpc.NewErrorResponse(req.ID, jsonrpc.CodeInternalError, ev.Reason)
-	}
-	select {
-	case m := <-answer:
-		if m.Error != nil {
-			ev.Outcome, ev.Reason = relayError, m.Error.Message
-			return &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: req.ID, Error: m.Error}
-		}
-		ev.Outcome = relayAnswered
-		if action, _ := rawjson.String(rawjson.Get(m.Result, "action")); req.Method == "elicitation/create" && action != "" {
-			ev.Outcome = action
-		}
-		return jsonrpc.NewResult(req.ID, m.Result)
-	case <-ctx.Done():
-		ev.Outcome, ev.Reason = relayTimeout, "the call ended before the agent answered: "+context.Cause(ctx).Error()
-		return jsonrpc.NewErrorResponse(req.ID, jsonrpc.CodeInternalError, ev.Reason)
-	}
-}
-
-// relayParked asks a 2026-07-28 agent: the call parks until the agent's
-// retry brings the answer (parked.go).
-func (b *Bridge) relayParked(ctx context.Context, c *call, req *jsonrpc.Message, ev *audit.ServerRequest) *jsonrpc.Message {
-	params, findings, err := b.relayedParams(c, req)
-	ev.Injection = findings
-	if err != nil {
-		ev.Outcome, ev.Reason = relayRefused, err.Error()
-		return jsonrpc.NewErrorResponse(req.ID, jsonrpc.CodeInvalidParams, err.Error())
-	}
-	m, err := askParked(ctx, c.parkable, req.Method, params)
-	if err != nil {
-		ev.Outcome, ev.Reason = relayTimeout, err.Error()
-		return jsonrpc.NewErrorResponse(req.ID, jsonrpc.CodeInternalError, err.Error())
+	if failed != nil {
+		ev.Outcome, ev.Reason = failed.outcome, failed.err.Message
+		return &jsonrpc.Message{JSONRPC: jsonrpc.Version, ID: req.ID, Error: failed.err}
 	}
 	ev.Outcome = relayAnswered
-	if action, _ := rawjson.String(rawjson.Get(m.Result, "action")); req.Method == "elicitation/create" && action != "" {
+	if action, _ := rawjson.String(rawjson.Get(result, "action")); req.Method == "elicitation/create" && action != "" {
 		ev.Outcome = action
 	}
-	return jsonrpc.NewResult(req.ID, m.Result)
+	return jsonrpc.NewResult(req.ID, result)
+}
+
+// relayFailure is why a relayed request got no answer from the agent: the
+// event's outcome (relayError or relayTimeout), and the error the server
+// gets, whose message is the event's reason.
+type relayFailure struct {
+	outcome string
+	err     *jsonrpc.Error
+}
+
+// relayInSession asks call c's session-era agent on its response stream:
+// the agent's own error passes to the server as it is.
+func relayInSession(ctx context.Context, c *call, n int64, method string, params json.RawMessage) (json.RawMessage, *relayFailure) {
+	id := rawjson.AppendString(nil, "relay-"+c.id+"-"+strconv.FormatInt(n, 10))
+	m, err := askInSession(ctx, c.rq, id, method, params)
+	switch {
+	case errors.Is(err, errNotSent):
+		return nil, &relayFailure{relayError, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}}
+	case err != nil:
+		return nil, &relayFailure{relayTimeout, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the call ended before the agent answered: " + err.Error()}}
+	case m.Error != nil:
+		return nil, &relayFailure{relayError, m.Error}
+	}
+	return m.Result, nil
+}
+
+// passOn is the check every server's request passes on its way to the
+// agent, however the agent is asked: the params the agent gets (cleaned,
+// relayedParams), or why the request does not go to the agent with the
+// JSON-RPC code for the server (refusal, or reachable false: the agent
+// cannot be asked during the call). ev records a refusal, and the
+// injection findings in the request's text.
+func (b *Bridge) passOn(c *call, req *jsonrpc.Message, reachable bool, ev *audit.ServerRequest) (json.RawMessage, *jsonrpc.Error) {
+	notPassed := func(code int, why string) (json.RawMessage, *jsonrpc.Error) {
+		ev.Outcome, ev.Reason = relayRefused, why
+		return nil, &jsonrpc.Error{Code: code, Message: why}
+	}
+	if code, why := b.refusal(c, req); why != "" {
+		return notPassed(code, why)
+	}
+	if !reachable {
+		return notPassed(jsonrpc.CodeMissingClientCapability, "the agent's client cannot be asked during a call (it has no session with a response stream)")
+	}
+	params, findings, err := b.relayedParams(c, req)
+	ev.Injection = findings
+	if err != nil {
+		return notPassed(jsonrpc.CodeInvalidParams, err.Error())
+	}
+	return params, nil
 }
 
 // refusal says why a server's request during call c may not go to the

@@ -47,35 +47,25 @@ func (b *Bridge) listResources(rq *request, method, key, uriKey string) *jsonrpc
 			continue
 		}
 		f.server(fresh)
-		shown := false
-		for _, item := range list {
+		items = append(items, shownItems(b, method, list, func(item json.RawMessage) (*routes.Server, []byte, bool) {
 			listed, _ := rawjson.String(rawjson.Get(item, uriKey))
 			// Listed and decided in the form a read will be decided and
 			// forwarded in; one with no such form can't be read.
 			uri, err := resourceuri.Canonical(listed)
 			if listed == "" || err != nil {
-				continue
+				return nil, nil, false
 			}
 			read := policy.ResourceRead{Server: s.Name, Namespace: s.Namespace, URI: uri}
 			if eng.DecideResource(rq.id.Subject(), read).Decision == v1alpha1.DecisionDeny {
-				continue
+				return nil, nil, false
 			}
 			if rq.endpoint == "" {
 				item = rawjson.Set(item, uriKey, rawjson.AppendString(nil, BridgeURI(s.Name, uri)))
 			} else if uri != listed {
 				item = rawjson.Set(item, uriKey, rawjson.AppendString(nil, uri))
 			}
-			// Names, titles and descriptions are the server's output too.
-			if clean, _, err := output.JSON(b.redactor(s), "resources/list", item); err == nil {
-				item = clean
-			}
-			items = append(items, item)
-			shown = true
-		}
-		if shown {
-			// Only a list that shows something of a server is activity on it.
-			b.cfg.Activity.Touch(s.Namespace, s.Name)
-		}
+			return s, item, true
+		})...)
 	}
 	return listResult(rq, key, items, f)
 }

@@ -114,12 +114,12 @@ func TestParkedCallDecisionWins(t *testing.T) {
 	for i := range 50 {
 		ctx, cancel := context.WithCancelCause(context.Background())
 		p := &parkable{ctx: ctx, cancel: cancel, asks: make(chan serverAsk), done: make(chan parkableEnd, 1), ended: make(chan struct{})}
-		asking, asked := make(chan struct{}), make(chan error, 1)
+		asking, asked := make(chan struct{}), make(chan *relayFailure, 1)
 		go func() { // the relay hook of the server's request, and the call ending after it
 			close(asking)
-			_, err := askParked(ctx, p, "elicitation/create", json.RawMessage(`{}`))
-			asked <- err
-			p.done <- parkableEnd{err: err}
+			_, failed := relayParked(ctx, p, "elicitation/create", json.RawMessage(`{}`))
+			asked <- failed
+			p.done <- parkableEnd{err: errors.New("the call ended")}
 		}()
 		// The hook waits to hand its request over before the bridge takes
 		// it, as it does when the agent's retry comes fast: then the bridge
@@ -132,8 +132,11 @@ func TestParkedCallDecisionWins(t *testing.T) {
 		}
 		pc := &parkedCall{p: p, ask: <-p.asks}
 		pc.end(CodeDenied, why)
-		if err := <-asked; err == nil || err.Error() != why {
-			t.Fatalf("run %d: the server's request ended with %v, want %q", i, err, why)
+		switch failed := <-asked; {
+		case failed == nil:
+			t.Fatalf("run %d: the server's request was answered, want it ended with %q", i, why)
+		case failed.err.Message != why:
+			t.Fatalf("run %d: the server's request ended with %q, want %q", i, failed.err.Message, why)
 		}
 	}
 }

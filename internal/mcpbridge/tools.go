@@ -124,39 +124,18 @@ func (b *Bridge) listTools(rq *request) *jsonrpc.Message {
 		f.catalog(c, now)
 	}
 	style := b.style(rq)
-	tools := b.visibleIn(rq, catalogs)
-	// Only the servers the list shows something of count as active: a
-	// caller who sees none of a server's tools keeps it no more awake than
-	// one that did not ask.
-	for i, t := range tools {
-		if i == 0 || tools[i-1].Server.Name != t.Server.Name {
-			b.touchServed(t.Server.Name)
-		}
-	}
-	items := make([][]byte, 0, len(tools))
-	for _, t := range tools {
-		if item, ok := b.listedTool(t, style); ok {
-			items = append(items, item)
-		}
-	}
+	items := shownItems(b, "tools/list", b.visibleIn(rq, catalogs), func(t *routes.Tool) (*routes.Server, []byte, bool) {
+		return t.Server, t.Rendered(style), true
+	})
 	return listResult(rq, "tools", items, f)
 }
 
-// listedTool is t as a list (tools/list, find_tools) shows it in style:
-// the one pass of the output pipeline over the rendering, with the
-// server's redactor (the credential shapes and the server's own Secret
-// values) and invisible text removed, as from every listing. The
-// controller cleaned status already, but a value the server was given
-// after its probe is known here first. A definition the pipeline refuses
-// (not valid JSON, or two keys that escaping makes one) is left out (ok
-// false): shown as it is, it would carry past the pipeline whatever a
-// server chose to hide in it, a secret or invisible text.
+// listedTool is t as a list (tools/list, find_tools) shows it in style,
+// cleaned as every listed item is (listedItem): the controller cleaned
+// status already, but a value the server was given after its probe is
+// known here first.
 func (b *Bridge) listedTool(t *routes.Tool, style string) ([]byte, bool) {
-	clean, _, err := output.JSON(b.redactor(t.Server), "tools/list", t.Rendered(style))
-	if err != nil {
-		return nil, false
-	}
-	return clean, true
+	return b.listedItem(t.Server, "tools/list", t.Rendered(style))
 }
 
 // resolveTool finds the tool a name means, strictly: the full namespaced
