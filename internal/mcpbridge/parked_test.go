@@ -254,7 +254,7 @@ func impatientServer(t *testing.T, wait time.Duration) string {
 
 // parkImpatient parks a call of alice's to an impatient server (waiting
 // wait) on h and gives back her client and the call's requestState.
-func parkImpatient(t *testing.T, h *harness, alice *client.Client) string {
+func parkImpatient(t *testing.T, alice *client.Client) string {
 	t.Helper()
 	raw, err := alice.CallTool(testkit.Context(t), "mcp.impatient.ask", json.RawMessage(`{}`))
 	state := resultString([]byte(`{"jsonrpc":"2.0","id":1,"result":`+string(raw)+`}`), "requestState")
@@ -278,7 +278,7 @@ func TestParkedCallFinishedOnItsOwn(t *testing.T) {
 	pol := toolPolicy("tools", "callers", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.impatient.*"))
 	h := newHarness(t, []v1alpha1.MCPServer{pub}, []v1alpha1.ToolPolicy{pol}, func(c *Config) { c.CallTimeout = 30 * time.Second })
 	alice := connectAnswering(t, h.url+"/mcp", "alice-token")
-	state := parkImpatient(t, h, alice)
+	state := parkImpatient(t, alice)
 	testkit.Eventually(t, "the call leaves the replica when its server finishes it", func() bool { return len(h.b.parkedIDs()) == 0 })
 	err := resumeImpatient(t, alice, state)
 	if d, ok := retryDataOf(err); rpcCode(err) != -32602 || !ok || d.Reason != reasonParkedGone || !d.says(false, -1, -1) ||
@@ -295,7 +295,7 @@ func TestParkedCallResumedAfterItsDeadline(t *testing.T) {
 	pol := toolPolicy("tools", "callers", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.impatient.*"))
 	h := newHarness(t, []v1alpha1.MCPServer{pub}, []v1alpha1.ToolPolicy{pol}, func(c *Config) { c.CallTimeout = 2 * time.Second })
 	alice := connectAnswering(t, h.url+"/mcp", "alice-token")
-	state := parkImpatient(t, h, alice)
+	state := parkImpatient(t, alice)
 	testkit.Eventually(t, "the call ends at its deadline", func() bool { return len(h.b.parkedIDs()) == 0 })
 	time.Sleep(time.Second) // past the state's expiry, which is the call's deadline, in milliseconds
 	err := resumeImpatient(t, alice, state)
@@ -317,7 +317,7 @@ func TestParkedCallRateLimitedOnResume(t *testing.T) {
 	pol.Spec.RateLimit = &v1alpha1.RateLimit{CallsPerMinute: 1, Burst: 1}
 	h := newHarness(t, []v1alpha1.MCPServer{pub}, []v1alpha1.ToolPolicy{pol}, func(c *Config) { c.CallTimeout = 30 * time.Second })
 	alice := connectAnswering(t, h.url+"/mcp", "alice-token")
-	state := parkImpatient(t, h, alice)
+	state := parkImpatient(t, alice)
 	err := resumeImpatient(t, alice, state)
 	if d, ok := retryDataOf(err); rpcCode(err) != CodeDenied || !ok || d.Reason != reasonRateLimited || !d.says(false, -1, -1) ||
 		!strings.Contains(err.Error(), "may have run") || !strings.Contains(err.Error(), "without requestState only if running it twice does no harm") {
@@ -352,7 +352,7 @@ func TestParkedCallOfAServerAwayIsEnded(t *testing.T) {
 	pub := bridgetest.Published(t, "tools", "impatient", impatientServer(t, 30*time.Second), v1alpha1.ToolsSpec{})
 	pol := toolPolicy("tools", "callers", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.impatient.*"))
 	h := newHarness(t, []v1alpha1.MCPServer{pub}, []v1alpha1.ToolPolicy{pol}, func(c *Config) { c.CallTimeout = 30 * time.Second })
-	state := parkImpatient(t, h, connectAnswering(t, h.url+"/mcp", "alice-token"))
+	state := parkImpatient(t, connectAnswering(t, h.url+"/mcp", "alice-token"))
 
 	restarting := pub.DeepCopy()
 	restarting.Status.Endpoint = nil

@@ -172,10 +172,10 @@ func TestStopEndsEverythingWithinItsBounds(t *testing.T) {
 	}
 	stoppedCalls := 0
 	for _, id := range ids {
-		switch end := ends[id]; {
-		case end == "":
+		switch ends[id] {
+		case "":
 			t.Errorf("call %s has no end in the audit stream: %q", id, typesOf(events, id))
-		case end == "tool.failed "+ReasonStopping:
+		case "tool.failed " + ReasonStopping:
 			stoppedCalls++
 		}
 	}

@@ -120,14 +120,14 @@ func traceMethod(m string) string {
 
 // traceText is a string the agent chose (a resource URI, a prompt name, an
 // id) as a span may carry it: redacted by shape (a URI may carry a token
-// in its query), at most max bytes, cut on a character boundary and valid
+// in its query), at most limit bytes, cut on a character boundary and valid
 // UTF-8 (OTLP refuses a batch holding invalid UTF-8).
-func traceText(s string, max int) string {
+func traceText(s string, limit int) string {
 	s = strings.ToValidUTF8(redact.Shapes().String(s, nil), "\uFFFD")
-	if len(s) <= max {
+	if len(s) <= limit {
 		return s
 	}
-	n := max
+	n := limit
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}

@@ -191,16 +191,16 @@ func Clean(r *redact.Redactor, s string) string {
 	return r.String(s, nil)
 }
 
-// Cut shortens s to at most max characters without splitting one; invalid
+// Cut shortens s to at most limit characters without splitting one; invalid
 // UTF-8 is replaced so the result is always valid.
-func Cut(s string, max int) string {
+func Cut(s string, limit int) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
-	if utf8.RuneCountInString(s) <= max {
+	if utf8.RuneCountInString(s) <= limit {
 		return s
 	}
 	n := 0
 	for i := range s {
-		if n == max {
+		if n == limit {
 			return s[:i]
 		}
 		n++
