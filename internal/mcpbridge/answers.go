@@ -7,13 +7,18 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 )
 
-// Bridge-specific JSON-RPC error codes (docs/bridge.md).
+// Bridge-specific JSON-RPC error codes (docs/bridge.md); the standard
+// and MCP ones are jsonrpc's.
 const (
 	// CodeDenied: the permission engine (or the user) refused the request.
 	CodeDenied = -32010
 	// CodeUpstream: the server gave no answer (restarted, unstable,
 	// unavailable, timeout, malformed answer).
 	CodeUpstream = -32011
+	// CodeServerAway answers a request for a server that is not serving now
+	// (restarting, starting, asleep and not woken in time, failed): its data
+	// says the server's Ready reason and whether and when to retry.
+	CodeServerAway = -32012
 )
 
 func writeError(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string) {

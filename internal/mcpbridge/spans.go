@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -20,6 +19,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstreamcred"
 	"github.com/mcp-operator/mcp-operator/internal/redact"
+	"github.com/mcp-operator/mcp-operator/internal/textcut"
 	"github.com/mcp-operator/mcp-operator/internal/tracing"
 )
 
@@ -124,14 +124,7 @@ func traceMethod(m string) string {
 // UTF-8 (OTLP refuses a batch holding invalid UTF-8).
 func traceText(s string, limit int) string {
 	s = strings.ToValidUTF8(redact.Shapes().String(s, nil), "\uFFFD")
-	if len(s) <= limit {
-		return s
-	}
-	n := limit
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+	return textcut.Prefix(s, limit)
 }
 
 // endRequest ends rq's span; an error answer is recorded by its JSON-RPC
