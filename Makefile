@@ -63,7 +63,7 @@ verify: generate manifests docs chart lint ## Fail when a generated file is stal
 	@echo "generated files are up to date"
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) ## golangci-lint (.golangci.yml): the import-layer rules.
+lint: $(GOLANGCI_LINT) ## golangci-lint (.golangci.yml): staticcheck, unused, revive and the import-layer rules.
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: fmt

@@ -874,12 +874,12 @@ type ServerCapabilities struct {
 type ToolFlag string
 
 const (
-	// ToolFlagInjectionSuspect: the tool's description looks like an attempt to
-	// instruct the agent (prompt injection).
+	// ToolFlagInjectionSuspect means the tool's description looks like an
+	// attempt to instruct the agent (prompt injection).
 	ToolFlagInjectionSuspect ToolFlag = "injectionSuspect"
-	// ToolFlagContradictoryHints: the tool's annotations say both readOnlyHint
-	// and destructiveHint; it is classified destructive, the most harmful
-	// reading.
+	// ToolFlagContradictoryHints means the tool's annotations say both
+	// readOnlyHint and destructiveHint; it is classified destructive, the most
+	// harmful reading.
 	ToolFlagContradictoryHints ToolFlag = "contradictoryHints"
 )
 
@@ -948,9 +948,9 @@ type ToolStatus struct {
 type ArgumentHolds string
 
 const (
-	// HoldsPath: a file system path (by its name, format or description).
+	// HoldsPath is a file system path (by its name, format or description).
 	HoldsPath ArgumentHolds = "Path"
-	// HoldsURL: a URL or URI.
+	// HoldsURL is a URL or URI.
 	HoldsURL ArgumentHolds = "URL"
 )
 

@@ -25,15 +25,15 @@ const (
 type ApprovalPhase string
 
 const (
-	// ApprovalPending: the request waits for a person.
+	// ApprovalPending means the request waits for a person.
 	ApprovalPending ApprovalPhase = "Pending"
-	// ApprovalApproved: a person allowed it and the bridge let it through.
+	// ApprovalApproved means a person allowed it and the bridge let it through.
 	ApprovalApproved ApprovalPhase = "Approved"
-	// ApprovalDenied: a person denied it.
+	// ApprovalDenied means a person denied it.
 	ApprovalDenied ApprovalPhase = "Denied"
-	// ApprovalExpired: nobody decided before spec.request.expiresAt.
+	// ApprovalExpired means nobody decided before spec.request.expiresAt.
 	ApprovalExpired ApprovalPhase = "Expired"
-	// ApprovalCancelled: the agent went away (its request ended) before a
+	// ApprovalCancelled means the agent went away (its request ended) before a
 	// decision.
 	ApprovalCancelled ApprovalPhase = "Cancelled"
 )

@@ -87,15 +87,15 @@ func benchPolicy() []v1alpha1.ToolPolicy {
 
 // serverFromProbe is the MCPServer the controller would publish for an
 // upstream: its catalog from a real probe.
-func serverFromProbe(ctx context.Context, name, url string) (v1alpha1.MCPServer, error) {
+func serverFromProbe(ctx context.Context, name, addr string) (v1alpha1.MCPServer, error) {
 	var s v1alpha1.MCPServer
-	res, err := probe.Run(ctx, probe.Target{HTTP: &streamhttp.Options{URL: url}}, probe.Options{Server: name})
+	res, err := probe.Run(ctx, probe.Target{HTTP: &streamhttp.Options{URL: addr}}, probe.Options{Server: name})
 	if err != nil {
 		return s, fmt.Errorf("probing %s: %w", name, err)
 	}
 	s.Namespace, s.Name = "tools", name
 	s.Status = v1alpha1.MCPServerStatus{
-		Endpoint:      &v1alpha1.Endpoint{URL: url, PodName: "pod-1"},
+		Endpoint:      &v1alpha1.Endpoint{URL: addr, PodName: "pod-1"},
 		Capabilities:  mcpstatus.Capabilities(res.Capabilities),
 		Tools:         mcpstatus.Tools(res.Catalog, nil),
 		CatalogDigest: res.Catalog.Digest,
@@ -137,8 +137,8 @@ func serveBridge(listen, upstreams string) error {
 func newBridge(ctx context.Context, upstreams string) (_ *mcpbridge.Bridge, stop func(), err error) {
 	var servers []v1alpha1.MCPServer
 	for _, kv := range strings.Split(upstreams, ",") {
-		name, url, _ := strings.Cut(kv, "=")
-		s, err := serverFromProbe(ctx, name, url)
+		name, addr, _ := strings.Cut(kv, "=")
+		s, err := serverFromProbe(ctx, name, addr)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -102,9 +102,9 @@ func sequentialRound(ctx context.Context, targets []*target, round, calls, chunk
 // mcp-go's client sends nothing between calls, no GET stream, no ping),
 // and sums each target's calls and time.
 func loadRound(ctx context.Context, targets []*target, round int, loadFor, slice time.Duration, all []int, quiet *quietWaits) error {
-	slices := int(max(1, (loadFor+slice/2)/slice))
-	for i := range slices {
-		for _, t := range order(targets, round*slices+i) {
+	nSlices := int(max(1, (loadFor+slice/2)/slice))
+	for i := range nSlices {
+		for _, t := range order(targets, round*nSlices+i) {
 			if err := ctx.Err(); err != nil {
 				return err
 			}

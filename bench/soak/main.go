@@ -54,6 +54,7 @@ import (
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/bench/internal/benchutil"
 	mcpclient "github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/textcut"
 )
 
 const (
@@ -381,7 +382,7 @@ func (s *soak) report(l *load, reps *replicaSet, sm *sampler, windows []window, 
 		if key != "" {
 			errorsBy[key]++
 			if example[key] == "" {
-				example[key] = shorten(r.errText)
+				example[key] = textcut.Cut(r.errText, 240)
 			}
 		}
 		byOp[r.op] = c
@@ -486,13 +487,6 @@ func (s *soak) report(l *load, reps *replicaSet, sm *sampler, windows []window, 
 	return lostAll != 0 || twiceAll != 0 || incomplete != 0
 }
 
-func shorten(s string) string {
-	if len(s) > 240 {
-		return s[:240]
-	}
-	return s
-}
-
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
@@ -574,7 +568,7 @@ func printLost(records []record) {
 		if n > 60 {
 			continue
 		}
-		fmt.Printf("  %7s  %-9s %-32s %8s  %s\n", r.start.Sub(first).Truncate(time.Second), r.op, r.via, r.took.Truncate(time.Millisecond), shorten(r.errText))
+		fmt.Printf("  %7s  %-9s %-32s %8s  %s\n", r.start.Sub(first).Truncate(time.Second), r.op, r.via, r.took.Truncate(time.Millisecond), textcut.Cut(r.errText, 240))
 	}
 	if n > 60 {
 		fmt.Printf("  (%d more)\n", n-60)

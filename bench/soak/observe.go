@@ -177,16 +177,6 @@ func (s *replicaSet) urls() []string {
 	return out
 }
 
-func (s *replicaSet) podIPs() map[string]string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := map[string]string{}
-	for k, v := range s.ips {
-		out[k] = v
-	}
-	return out
-}
-
 // pick is a stateless-era agent of a Ready replica picked at random, not
 // the one whose connection is not (when there is another).
 func (s *replicaSet) pick(ctx context.Context, token string, not any) (*mcpclient.Client, string, error) {

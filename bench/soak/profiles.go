@@ -87,7 +87,7 @@ func saveProfiles(dir, stage string) {
 // into file.
 func fetchInNetns(pid int, path, file string) error {
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return dialInNetns(pid, pprofAddr) },
+		DialContext: func(context.Context, string, string) (net.Conn, error) { return dialInNetns(pid, pprofAddr) },
 	}}
 	resp, err := hc.Get("http://" + pprofAddr + path)
 	if err != nil {

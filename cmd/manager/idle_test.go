@@ -18,7 +18,7 @@ func TestIdleWatchCallsIdleOncePerQuietSpell(t *testing.T) {
 	hold := make(chan struct{})
 	var holdOnce sync.Once
 	release := func() { holdOnce.Do(func() { close(hold) }) }
-	srv := httptest.NewServer(w.wrap(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(w.wrap(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/hold" {
 			<-hold
 		}

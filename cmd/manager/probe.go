@@ -357,12 +357,12 @@ func capabilityList(c client.Capabilities) string {
 
 // printable makes untrusted text safe for a terminal: one line, control and
 // invisible formatting characters (bidi overrides could reorder what the
-// reader sees) shown as escapes, cut to max characters.
-func printable(s string, max int) string {
+// reader sees) shown as escapes, cut to limit characters.
+func printable(s string, limit int) string {
 	var b strings.Builder
 	n := 0
 	for _, r := range s {
-		if n == max {
+		if n == limit {
 			b.WriteString("…")
 			break
 		}

@@ -52,11 +52,6 @@ func (g *gen) of(alphabet string, n int) string {
 	return string(b)
 }
 
-// between returns between lo and hi bytes drawn from alphabet.
-func (g *gen) between(alphabet string, lo, hi int) string {
-	return g.of(alphabet, lo+g.rng.IntN(hi-lo+1))
-}
-
 func (g *gen) bytes(n int) []byte {
 	b := make([]byte, n)
 	for i := range b {

@@ -448,7 +448,7 @@ func TestWebhookGetsSignedNotifications(t *testing.T) {
 	if !ok || req.Name != a.Name || req.Namespace != ns || req.Request.Target != "mcp.fs.write_file" || !strings.Contains(req.Decide, "kubectl mcp approve "+a.Name) {
 		t.Errorf("requested notification: %+v", req)
 	}
-	if strings.Contains(req.Request.ArgumentsPreview, "report") == false || req.Request.ArgumentsSHA256 == "" {
+	if !strings.Contains(req.Request.ArgumentsPreview, "report") || req.Request.ArgumentsSHA256 == "" {
 		t.Errorf("requested notification carries preview %q and digest %q", req.Request.ArgumentsPreview, req.Request.ArgumentsSHA256)
 	}
 	appr, ok := byType[EventApproved]

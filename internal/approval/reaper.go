@@ -25,6 +25,10 @@ const DefaultRetention = 24 * time.Hour
 // that replica is taken to be gone.
 const abandonGrace = time.Minute
 
+// conflictRetry is when a reconcile that lost a race to another writer runs
+// again: soon, as the object it read is merely stale.
+const conflictRetry = 100 * time.Millisecond
+
 // Reaper is the reconciler that removes finished ToolApprovals a retention
 // period after they finished, and ends those whose bridge replica went away
 // (still Pending a while after their expiry). It runs in the controller,
@@ -92,7 +96,8 @@ func (r *Reaper) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 	a.Status = v1alpha1.ToolApprovalStatus{Phase: phase, Message: msg, FinishedAt: &metav1.Time{Time: now}}
 	if err := r.Client.Status().Update(ctx, &a); err != nil {
 		if apierrors.IsConflict(err) {
-			return ctrl.Result{Requeue: true}, nil
+			// Worked from a stale object: nothing was written; run again.
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("while ending an abandoned ToolApproval: %w", err)
 	}

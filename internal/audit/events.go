@@ -23,8 +23,8 @@ type Payload interface {
 // microsecond.
 func Ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// PermissionRequested: a tools/call, resources/read or prompts/get reached
-// the permission engine.
+// PermissionRequested records that a tools/call, resources/read or prompts/get
+// reached the permission engine.
 type PermissionRequested struct {
 	// Tool is the canonical (dotted) namespaced name, mcp.<server>.<tool>;
 	// empty for a resource or a prompt.
@@ -52,7 +52,7 @@ type PermissionRequested struct {
 	Prompt string `json:"prompt,omitempty"`
 }
 
-// PermissionResolved: the decision on a call. The bridge writes it, and
+// PermissionResolved records the decision on a call. The bridge writes it, and
 // checks that Write accepted it, before it forwards the call.
 type PermissionResolved struct {
 	// Decision is allow or deny (an ask resolves to one of them).
@@ -79,7 +79,7 @@ type PermissionResolved struct {
 	Approver string `json:"approver,omitempty"`
 }
 
-// MCPCallStarted: the bridge sent a request upstream.
+// MCPCallStarted records that the bridge sent a request upstream.
 type MCPCallStarted struct {
 	Server     string `json:"server"`
 	ToolCallID string `json:"toolCallId"`
@@ -94,15 +94,15 @@ type MCPCallStarted struct {
 	Credential string `json:"credential,omitempty"`
 }
 
-// MCPCallCompleted: the upstream answered with a result.
+// MCPCallCompleted records that the upstream answered with a result.
 type MCPCallCompleted struct {
 	Server     string  `json:"server"`
 	ToolCallID string  `json:"toolCallId"`
 	DurationMs float64 `json:"durationMs"`
 }
 
-// MCPCallFailed: the upstream answered with a JSON-RPC error, or no answer
-// came (connection lost, deadline, server restarted).
+// MCPCallFailed records that the upstream answered with a JSON-RPC error, or
+// no answer came (connection lost, deadline, server restarted).
 type MCPCallFailed struct {
 	Server     string  `json:"server"`
 	ToolCallID string  `json:"toolCallId"`
@@ -113,14 +113,14 @@ type MCPCallFailed struct {
 	Code int `json:"code,omitempty"`
 }
 
-// ToolStarted: the bridge runs a tool call the policy allowed.
+// ToolStarted records that the bridge runs a tool call the policy allowed.
 type ToolStarted struct {
 	Tool       string `json:"tool"`
 	ToolCallID string `json:"toolCallId"`
 	Server     string `json:"server"`
 }
 
-// ToolCompleted: the agent got the tool's result (after the output
+// ToolCompleted records that the agent got the tool's result (after the output
 // pipeline, whose summary the extra fields carry).
 type ToolCompleted struct {
 	// ResultPreview is the start of the result's (redacted) text.
@@ -141,7 +141,7 @@ type ToolCompleted struct {
 	Artifact string `json:"artifact,omitempty"`
 }
 
-// ToolFailed: the call ended without a result for the agent.
+// ToolFailed records that the call ended without a result for the agent.
 type ToolFailed struct {
 	// Reason is a stable code: denied, approval_unavailable,
 	// approval_timeout, mcp_server_restarted, mcp_server_unstable,
@@ -159,8 +159,8 @@ type ToolFailed struct {
 	Message string `json:"message,omitempty"`
 }
 
-// ToolAmbiguousCall: a bare tool name matched tools of several servers, so
-// the call was refused (names are never guessed).
+// ToolAmbiguousCall records that a bare tool name matched tools of several
+// servers, so the call was refused (names are never guessed).
 type ToolAmbiguousCall struct {
 	// Tool is the name the agent sent.
 	Tool string `json:"tool"`
@@ -168,7 +168,7 @@ type ToolAmbiguousCall struct {
 	Candidates []string `json:"candidates"`
 }
 
-// ResourceRequested: an agent asked to read a resource.
+// ResourceRequested records that an agent asked to read a resource.
 type ResourceRequested struct {
 	Server string `json:"server"`
 	// URI is the upstream URI (not the rewritten one the agent used).
@@ -182,7 +182,7 @@ type ResourceRequested struct {
 	Credential string `json:"credential,omitempty"`
 }
 
-// ResourceFetched: a resource was read and handed to the agent.
+// ResourceFetched records that a resource was read and handed to the agent.
 type ResourceFetched struct {
 	Server string `json:"server"`
 	URI    string `json:"uri"`
@@ -197,7 +197,7 @@ type ResourceFetched struct {
 	ToolCallID string              `json:"toolCallId,omitempty"`
 }
 
-// PromptInvoked: an agent asked for a prompt (prompts/get).
+// PromptInvoked records that an agent asked for a prompt (prompts/get).
 type PromptInvoked struct {
 	Server string          `json:"server"`
 	Prompt string          `json:"prompt"`
@@ -210,7 +210,8 @@ type PromptInvoked struct {
 	Credential string `json:"credential,omitempty"`
 }
 
-// PromptExpanded: the server expanded the prompt and the agent got it.
+// PromptExpanded records that the server expanded the prompt and the agent got
+// it.
 type PromptExpanded struct {
 	Server string `json:"server"`
 	Prompt string `json:"prompt"`
@@ -222,7 +223,8 @@ type PromptExpanded struct {
 	ToolCallID string              `json:"toolCallId,omitempty"`
 }
 
-// ServerCrashed: an MCP server's container exited or stopped answering.
+// ServerCrashed records that an MCP server's container exited or stopped
+// answering.
 type ServerCrashed struct {
 	Server    string `json:"server"`
 	Namespace string `json:"namespace,omitempty"`
@@ -233,7 +235,8 @@ type ServerCrashed struct {
 	Crashes int `json:"crashes"`
 }
 
-// ServerRestarting: the controller will start a new pod after a backoff.
+// ServerRestarting records that the controller will start a new pod after a
+// backoff.
 type ServerRestarting struct {
 	Server    string  `json:"server"`
 	Namespace string  `json:"namespace,omitempty"`
@@ -241,7 +244,8 @@ type ServerRestarting struct {
 	BackoffMs float64 `json:"backoffMs"`
 }
 
-// ServerPermanentlyFailed: restarts are exhausted; the catalog is withdrawn.
+// ServerPermanentlyFailed records that restarts are exhausted; the catalog is
+// withdrawn.
 type ServerPermanentlyFailed struct {
 	Server         string `json:"server"`
 	Namespace      string `json:"namespace,omitempty"`
@@ -249,7 +253,7 @@ type ServerPermanentlyFailed struct {
 	LastExitReason string `json:"lastExitReason"`
 }
 
-// ServerShutdown: a server was suspended or deleted and unregistered.
+// ServerShutdown records that a server was suspended or deleted and unregistered.
 type ServerShutdown struct {
 	Server    string `json:"server"`
 	Namespace string `json:"namespace,omitempty"`
@@ -257,9 +261,10 @@ type ServerShutdown struct {
 	Reason string `json:"reason"`
 }
 
-// ServerRequest: during a call, the server sent a request of its own to the
-// client of the agent that made the call (elicitation, sampling); the bridge
-// relayed it or refused it. One event per request, when it is settled.
+// ServerRequest records that during a call, the server sent a request of its
+// own to the client of the agent that made the call (elicitation, sampling);
+// the bridge relayed it or refused it. One event per request, when it is
+// settled.
 type ServerRequest struct {
 	Server     string `json:"server"`
 	ToolCallID string `json:"toolCallId"`

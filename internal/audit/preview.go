@@ -86,14 +86,14 @@ func previewValue(b, raw []byte, depth, budget int) []byte {
 	return append(b, textcut.BothEnds(string(raw), budget)...)
 }
 
-// previewMembers appends n members (or items) between open and close,
+// previewMembers appends n members (or items) between opening and closing,
 // each shown by member within a fair share of budget: all of them when
 // the shares allow, else the first and the last with the count of those
 // between.
-func previewMembers(b []byte, open, close byte, noun string, n, budget int, member func(b []byte, i, share int) []byte) []byte {
-	b = append(b, open)
+func previewMembers(b []byte, opening, closing byte, noun string, n, budget int, member func(b []byte, i, share int) []byte) []byte {
+	b = append(b, opening)
 	if n == 0 {
-		return append(b, close)
+		return append(b, closing)
 	}
 	shown := min(n, max(budget/previewShare, 1))
 	share := budget / shown
@@ -111,7 +111,7 @@ func previewMembers(b []byte, open, close byte, noun string, n, budget int, memb
 		}
 		b = member(b, i, share)
 	}
-	return append(b, close)
+	return append(b, closing)
 }
 
 // previewString appends s quoted, cut at both ends to about budget bytes,

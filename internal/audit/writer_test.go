@@ -46,7 +46,7 @@ func ctx(t *testing.T) context.Context {
 	return c
 }
 
-func newTestWriter(t *testing.T, sink *bytes.Buffer, mode ArgsMode) *Writer {
+func newTestWriter(sink *bytes.Buffer, mode ArgsMode) *Writer {
 	return New(Options{Sink: lockedWriter{w: sink}, Clock: fixedClock(), ArgsMode: mode, Redactor: redact.New("db-password-9f8e7d")})
 }
 
@@ -99,7 +99,7 @@ var callArgs = json.RawMessage(`{"message": "hello", "token": "` + ghToken + `",
 // The seed's chain for one successful tool call, byte for byte.
 func TestGoldenSuccessChain(t *testing.T) {
 	var out bytes.Buffer
-	w := newTestWriter(t, &out, ArgsPreview)
+	w := newTestWriter(&out, ArgsPreview)
 	writeAll(t, w,
 		PermissionRequested{Tool: "mcp.everything.echo", Args: callArgs, RiskAtDecision: "network", SourcedFrom: "mcp", ToolCallID: "call-1"},
 		PermissionResolved{Decision: "allow", Actor: "policy", SourcedFrom: "policy:agents/researchers#rules[0]", ToolCallID: "call-1", Tool: "mcp.everything.echo"},
@@ -118,7 +118,7 @@ func TestGoldenSuccessChain(t *testing.T) {
 // The failure chain: the upstream answers a JSON-RPC error.
 func TestGoldenFailureChain(t *testing.T) {
 	var out bytes.Buffer
-	w := newTestWriter(t, &out, ArgsFull)
+	w := newTestWriter(&out, ArgsFull)
 	writeAll(t, w,
 		PermissionRequested{Tool: "mcp.everything.get-sum", Args: json.RawMessage(`{"a":1,"b":"x"}`), RiskAtDecision: "read", SourcedFrom: "server:everything", ToolCallID: "call-2"},
 		PermissionResolved{Decision: "allow", Actor: "user", SourcedFrom: "approval:once", ToolCallID: "call-2", Tool: "mcp.everything.get-sum"},
@@ -134,7 +134,7 @@ func TestGoldenFailureChain(t *testing.T) {
 // an event written without them (Write) has none.
 func TestGoldenTracedChain(t *testing.T) {
 	var out bytes.Buffer
-	w := newTestWriter(t, &out, ArgsNone)
+	w := newTestWriter(&out, ArgsNone)
 	tr := Trace{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7"}
 	for _, p := range []Payload{
 		PermissionRequested{Tool: "mcp.everything.echo", Args: callArgs, RiskAtDecision: "read", SourcedFrom: "mcp", ToolCallID: "call-3"},

@@ -44,15 +44,15 @@ const (
 	DefaultActivityKeep = time.Hour
 )
 
-// NewActivity keeps at most max calls, none older than keep.
-func NewActivity(max int, keep time.Duration) *Activity {
-	if max <= 0 {
-		max = DefaultActivityMax
+// NewActivity keeps at most limit calls, none older than keep.
+func NewActivity(limit int, keep time.Duration) *Activity {
+	if limit <= 0 {
+		limit = DefaultActivityMax
 	}
 	if keep <= 0 {
 		keep = DefaultActivityKeep
 	}
-	return &Activity{max: max, keep: keep, now: time.Now, calls: map[string]*Call{}}
+	return &Activity{max: limit, keep: keep, now: time.Now, calls: map[string]*Call{}}
 }
 
 // Call is one tool call, resource read or prompt as the audit events tell it.

@@ -14,11 +14,11 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/identity"
 )
 
-// startDevIdP serves the project's development identity provider (a real
+// startDevIDP serves the project's development identity provider (a real
 // OAuth 2.1 / OIDC provider) on loopback, and returns options that sign in
 // with it as the console's client and map people with the bridge's
 // --oidc-issuer-url shortcut.
-func startDevIdP(t *testing.T) envOption {
+func startDevIDP(t *testing.T) envOption {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(nil)
 	issuer := "http://" + srv.Listener.Addr().String()
@@ -45,8 +45,8 @@ func startDevIdP(t *testing.T) envOption {
 
 var loginForm = regexp.MustCompile(`<form method="post" action="([^"]+)">\s*<input type="hidden" name="authRequestID" value="([^"]+)">`)
 
-// signInAtDevIdP signs in on the provider's login page with a password.
-func (b *browser) signInAtDevIdP(user, password string) (int, string) {
+// signInAtDevIDP signs in on the provider's login page with a password.
+func (b *browser) signInAtDevIDP(user, password string) (int, string) {
 	b.t.Helper()
 	status, page := b.get("/login")
 	m := loginForm.FindStringSubmatch(page)
@@ -65,15 +65,15 @@ func (b *browser) signInAtDevIdP(user, password string) (int, string) {
 // bridge names them: sub and groups (from the ID token) prefixed oidc:. The
 // agent's identity signed in cannot decide its own request.
 func TestSignInAtTheDevIdentityProvider(t *testing.T) {
-	e := newEnv(t, startDevIdP(t))
+	e := newEnv(t, startDevIDP(t))
 	e.approver(aliceUser)
 	e.approver(bobUser)
 	e.approval("dev-1", bobUser, `{}`)
 	b := e.browser()
-	if status, page := b.signInAtDevIdP("alice", "wrong"); status != http.StatusUnauthorized || strings.Contains(page, "Signed in") {
+	if status, page := b.signInAtDevIDP("alice", "wrong"); status != http.StatusUnauthorized || strings.Contains(page, "Signed in") {
 		t.Fatalf("a wrong password signed in (%d): %s", status, page)
 	}
-	if status, page := b.signInAtDevIdP("alice", devidp.Alice.Password); status != http.StatusOK || !strings.Contains(page, "Signed in") {
+	if status, page := b.signInAtDevIDP("alice", devidp.Alice.Password); status != http.StatusOK || !strings.Contains(page, "Signed in") {
 		t.Fatalf("sign-in at the identity provider ended with %d: %s", status, page)
 	}
 	if _, body := b.get("/approvals"); !strings.Contains(body, `id="whoami">`+aliceUser+"<") {
@@ -94,7 +94,7 @@ func TestSignInAtTheDevIdentityProvider(t *testing.T) {
 	defer e.console.sessions.mu.Lock()
 
 	agent := e.browser()
-	agent.signInAtDevIdP("bob", devidp.Bob.Password)
+	agent.signInAtDevIDP("bob", devidp.Bob.Password)
 	if page := agent.decide("dev-1", v1alpha1.VerdictAllowOnce, ""); !strings.Contains(page, "nobody decides their own request") {
 		t.Fatalf("the requester decided its own request: %s", page)
 	}

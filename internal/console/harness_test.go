@@ -62,7 +62,7 @@ type env struct {
 	t       *testing.T
 	admin   client.Client
 	ns      string
-	idp     *testIdP
+	idp     *testIDP
 	console *Server
 	url     string
 	clock   *clock
@@ -85,7 +85,7 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, admin: admin, ns: fmt.Sprintf("console-%d", nsSeq.Add(1)), idp: newTestIdP(t), clock: &clock{}}
+	e := &env{t: t, admin: admin, ns: fmt.Sprintf("console-%d", nsSeq.Add(1)), idp: newTestIDP(t), clock: &clock{}}
 	e.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}})
 	mapper, err := identity.NewMapper(identity.JWTAuthenticator{
 		Issuer: identity.Issuer{URL: e.idp.srv.URL},

@@ -17,13 +17,13 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 )
 
-// testIdP is an OIDC provider on loopback for the console's sign-in tests:
+// testIDP is an OIDC provider on loopback for the console's sign-in tests:
 // discovery, JWKS, an authorization endpoint that signs in whoever the
 // test says is at the browser, and a token endpoint that checks the client
 // secret, the redirect URI and the PKCE verifier and issues an RS256 ID
 // token. misbehave lets a test make it send a token the console must
 // refuse (another audience, another nonce, another issuer).
-type testIdP struct {
+type testIDP struct {
 	srv      *httptest.Server
 	key      *rsa.PrivateKey
 	clientID string
@@ -43,15 +43,15 @@ type authCode struct {
 	claims                     map[string]any
 }
 
-func newTestIdP(t *testing.T) *testIdP {
+func newTestIDP(t *testing.T) *testIDP {
 	t.Helper()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &testIdP{key: key, clientID: "mcp-console", secret: "console-secret", codes: map[string]authCode{}}
+	p := &testIDP{key: key, clientID: "mcp-console", secret: "console-secret", codes: map[string]authCode{}}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
 		iss := p.srv.URL
 		_ = json.NewEncoder(w).Encode(map[string]any{
 			"issuer": iss, "authorization_endpoint": iss + "/authorize", "token_endpoint": iss + "/token",
@@ -60,12 +60,12 @@ func newTestIdP(t *testing.T) *testIdP {
 			"code_challenge_methods_supported": []string{"S256"},
 		})
 	})
-	mux.HandleFunc("GET /jwks", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET /jwks", func(w http.ResponseWriter, _ *http.Request) {
 		_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "k1", Algorithm: "RS256", Use: "sig"}}})
 	})
 	mux.HandleFunc("GET /authorize", p.authorize)
 	mux.HandleFunc("POST /token", p.token)
-	mux.HandleFunc("GET /userinfo", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET /userinfo", func(w http.ResponseWriter, _ *http.Request) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
@@ -77,13 +77,13 @@ func newTestIdP(t *testing.T) *testIdP {
 }
 
 // signInAs sets who is at the browser when the console sends it here.
-func (p *testIdP) signInAs(claims map[string]any) {
+func (p *testIDP) signInAs(claims map[string]any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.user = claims
 }
 
-func (p *testIdP) authorize(w http.ResponseWriter, r *http.Request) {
+func (p *testIDP) authorize(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if q.Get("client_id") != p.clientID || q.Get("response_type") != "code" || q.Get("code_challenge_method") != "S256" || q.Get("code_challenge") == "" {
 		http.Error(w, "bad authorization request", http.StatusBadRequest)
@@ -99,7 +99,7 @@ func (p *testIdP) authorize(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, back.String(), http.StatusFound)
 }
 
-func (p *testIdP) token(w http.ResponseWriter, r *http.Request) {
+func (p *testIDP) token(w http.ResponseWriter, r *http.Request) {
 	_ = r.ParseForm()
 	id, secret, ok := r.BasicAuth()
 	if !ok {

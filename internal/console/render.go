@@ -65,7 +65,7 @@ func parsePages() (*pages, error) {
 
 // render writes a page whole or not at all: a template error is a 500
 // with nothing half-written.
-func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
+func (s *Server) render(w http.ResponseWriter, _ *http.Request, status int, name string, p page) {
 	var buf bytes.Buffer
 	if err := s.pages.sets[name].Execute(&buf, p); err != nil {
 		s.opts.Log.Error(err, "console: while rendering", "page", name)

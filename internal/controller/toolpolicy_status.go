@@ -10,6 +10,7 @@ import (
 
 	mcpv1alpha1 "github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
+	"github.com/mcp-operator/mcp-operator/internal/textcut"
 )
 
 // Bounds of what a ToolPolicy's status holds.
@@ -122,7 +123,7 @@ func listed(n int, item func(i int) string, one, many string) string {
 // character boundary, marking the cut.
 func capMessage(msg string) string {
 	if len(msg) > maxConditionMessage {
-		msg = strings.ToValidUTF8(msg[:maxConditionMessage-len(" …")], "") + " …"
+		msg = textcut.Prefix(msg, maxConditionMessage-len(" …")) + " …"
 	}
 	return msg
 }

@@ -67,7 +67,7 @@ var _ = Describe("MCPServer controller traces", func() {
 			for _, r := range ended {
 				a := map[string]string{}
 				for _, kv := range r.Attributes() {
-					a[string(kv.Key)] = kv.Value.Emit()
+					a[string(kv.Key)] = kv.Value.String()
 				}
 				if r.Name() != "reconcile MCPServer" || a["k8s.namespace.name"] != ns || a["mcp_operator.server"] != "traced" {
 					continue
@@ -80,7 +80,7 @@ var _ = Describe("MCPServer controller traces", func() {
 					name := p.Name()
 					for _, kv := range p.Attributes() {
 						if kv.Key == "mcp_operator.reason" {
-							name += ":" + kv.Value.Emit()
+							name += ":" + kv.Value.String()
 						}
 					}
 					rs.Phases = append(rs.Phases, name)

@@ -75,7 +75,7 @@ func verifyErr(t *testing.T, issuer, token string) (string, map[string]any, erro
 	t.Helper()
 	var jwks jose.JSONWebKeySet
 	getJSON(t, issuer+"/keys", &jwks)
-	jws, err := jose.ParseSigned(token, []jose.SignatureAlgorithm{jose.RS256})
+	jws, err := jose.ParseSignedCompact(token, []jose.SignatureAlgorithm{jose.RS256})
 	if err != nil {
 		return "", nil, err
 	}

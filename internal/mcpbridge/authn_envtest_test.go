@@ -105,7 +105,9 @@ func (c *boundedReviews) Create(ctx context.Context, tr *authv1.TokenReview, o m
 	c.n.Add(1)
 	now := c.inFlight.Add(1)
 	defer c.inFlight.Add(-1)
-	for most := c.most.Load(); now > most && !c.most.CompareAndSwap(most, now); most = c.most.Load() {
+	most := c.most.Load()
+	for now > most && !c.most.CompareAndSwap(most, now) {
+		most = c.most.Load()
 	}
 	return c.TokenReviewCreator.Create(ctx, tr, o)
 }

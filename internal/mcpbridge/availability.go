@@ -13,11 +13,6 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
 
-// CodeServerAway answers a request for a server that is not serving now
-// (restarting, starting, asleep and not woken in time, failed): its data
-// says the server's Ready reason and whether and when to retry.
-const CodeServerAway = -32012
-
 // Retry hints of CodeServerAway where status gives no time: a server
 // expected back on its own is usually back within a second or two; one that
 // cannot start (an image that cannot be pulled, a bad config) needs longer

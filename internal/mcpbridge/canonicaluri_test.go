@@ -64,7 +64,7 @@ func TestResourceURIsDecidedCanonical(t *testing.T) {
 		}
 	}
 	for _, spelling := range []string{"test://template/..%2Fsecret/data", "test://template/a b/data", `test://template\secret/data`} {
-		if a := read(spelling); a.Error == nil || a.Error.Code != -32602 {
+		if a := read(spelling); a.Error == nil || a.Error.Code != jsonrpc.CodeInvalidParams {
 			t.Errorf("%s: %+v, want refused (-32602): it has no canonical form", spelling, a)
 		}
 	}

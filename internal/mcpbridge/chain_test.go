@@ -21,6 +21,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/signed"
@@ -102,7 +103,7 @@ func TestReadAndPromptFailureChains(t *testing.T) {
 	// as a failed read does, with tool.failed.
 	t.Run("chain-subscribe-failure.jsonl", func(t *testing.T) {
 		goldenChain(t, "chain-subscribe-failure.jsonl", prompts, pol, func(c *client.Client) {
-			if _, err := c.Call(testkit.Context(t), "resources/subscribe", json.RawMessage(`{"uri":"mcp://prompts/test://plain"}`)); rpcCode(err) != -32602 {
+			if _, err := c.Call(testkit.Context(t), "resources/subscribe", json.RawMessage(`{"uri":"mcp://prompts/test://plain"}`)); rpcCode(err) != jsonrpc.CodeInvalidParams {
 				t.Fatalf("a subscription to a server without subscriptions: %v, want -32602", err)
 			}
 		})

@@ -86,7 +86,7 @@ func TestDeleteRefusedChangesNothing(t *testing.T) {
 	logs := &logLines{}
 	h := newHarness(t, nil, nil, func(c *Config) {
 		c.Sessions = session.NewManager(c.Sealer, session.Options{Now: func() time.Time { return time.Unix(0, now.Load()) }})
-		c.Log = funcr.New(func(prefix, args string) {
+		c.Log = funcr.New(func(_, args string) {
 			logs.mu.Lock()
 			logs.lines = append(logs.lines, args)
 			logs.mu.Unlock()

@@ -218,6 +218,6 @@ func (rq *request) logLevel() string {
 
 // wantsLog says whether a message at level passes the agent's level.
 func wantsLog(agentLevel, level string) bool {
-	min, at := slices.Index(logLevels, agentLevel), slices.Index(logLevels, level)
-	return min >= 0 && at >= min
+	least, at := slices.Index(logLevels, agentLevel), slices.Index(logLevels, level)
+	return least >= 0 && at >= least
 }

@@ -99,9 +99,9 @@ func saToken(t *testing.T, cs *kubernetes.Clientset, namespace, name, audience s
 // the API server's own service account key: the API server's verdict on
 // it is real, and no token that short-lived can be requested (TokenRequest's
 // minimum is ten minutes).
-func resignedToken(t *testing.T, real string, exp time.Time) string {
+func resignedToken(t *testing.T, issued string, exp time.Time) string {
 	t.Helper()
-	parts := strings.Split(real, ".")
+	parts := strings.Split(issued, ".")
 	var header map[string]any
 	var claims map[string]any
 	mustDecode := func(s string, v any) {

@@ -12,6 +12,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/invisible"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/redact"
@@ -185,7 +186,7 @@ func TestFaults(t *testing.T) {
 			t.Fatalf("reading the artifact back: %d bytes, %v", len(whole), err)
 		}
 		bob := h.connect(t, "bob-token", "/mcp", client.EraSession)
-		if _, err := bob.Call(testkit.Context(t), "resources/read", json.RawMessage(`{"uri":"`+uri+`"}`)); rpcCode(err) != CodeResourceNotFound {
+		if _, err := bob.Call(testkit.Context(t), "resources/read", json.RawMessage(`{"uri":"`+uri+`"}`)); rpcCode(err) != jsonrpc.CodeResourceNotFound {
 			t.Fatalf("another subject read the artifact: %v", err)
 		}
 	})

@@ -62,7 +62,7 @@ func TestEveryForwardedMethodIsDecided(t *testing.T) {
 			if name == "subscriptions/listen" {
 				c = stateless
 			}
-			res, err := callOrListen(t, c, name, json.RawMessage(params))
+			res, err := callOrListen(c, name, json.RawMessage(params))
 			if m.reach == decidedPerItem {
 				if err != nil || !emptyList(res) {
 					t.Fatalf("%s for a caller with no policy: %s %v, want an empty list", name, res, err)
@@ -96,7 +96,7 @@ func TestEveryForwardedMethodIsDecided(t *testing.T) {
 
 // callOrListen sends one request; for subscriptions/listen it returns the
 // acknowledgement and closes the stream.
-func callOrListen(t *testing.T, c *client.Client, method string, params json.RawMessage) (json.RawMessage, error) {
+func callOrListen(c *client.Client, method string, params json.RawMessage) (json.RawMessage, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if method != "subscriptions/listen" {

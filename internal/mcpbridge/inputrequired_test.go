@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/testkit"
@@ -105,20 +106,20 @@ func TestServerInputRequired(t *testing.T) {
 			return c.Call(testkit.Context(t), "tools/call", json.RawMessage(params))
 		}
 		bob := connectAnswering(t, h.url+"/mcp", "bob-token")
-		if _, err := retry(bob, "mcp.asks."+askName, `{}`); rpcCode(err) != -32602 {
+		if _, err := retry(bob, "mcp.asks."+askName, `{}`); rpcCode(err) != jsonrpc.CodeInvalidParams {
 			t.Errorf("another caller's retry with alice's state: %v, want -32602", err)
 		}
-		if _, err := retry(alice, "mcp.asks."+askName, `{"x":1}`); rpcCode(err) != -32602 {
+		if _, err := retry(alice, "mcp.asks."+askName, `{"x":1}`); rpcCode(err) != jsonrpc.CodeInvalidParams {
 			t.Errorf("a retry with other arguments: %v, want -32602", err)
 		}
-		if _, err := retry(alice, "mcp.asks."+askSample, `{}`); rpcCode(err) != -32602 {
+		if _, err := retry(alice, "mcp.asks."+askSample, `{}`); rpcCode(err) != jsonrpc.CodeInvalidParams {
 			t.Errorf("a retry of another tool: %v, want -32602", err)
 		}
 		got, err := retry(alice, "mcp.asks."+askName, `{}`)
 		if err != nil || !strings.Contains(string(got), "Hello, Eve!") {
 			t.Errorf("the right retry must reach the server with the answer: %s, %v", got, err)
 		}
-		if _, err := retry(alice, "mcp.asks."+askName, `{}`); rpcCode(err) != -32602 || !strings.Contains(err.Error(), "used already") {
+		if _, err := retry(alice, "mcp.asks."+askName, `{}`); rpcCode(err) != jsonrpc.CodeInvalidParams || !strings.Contains(err.Error(), "used already") {
 			t.Errorf("the same state again: %v, want -32602 (each retry is a call upstream: no replays)", err)
 		}
 		// The attack: the used state with its last base64 character changed
@@ -137,7 +138,7 @@ func TestServerInputRequired(t *testing.T) {
 			}
 			respelled++
 			state = v
-			if got, err := retry(alice, "mcp.asks."+askName, `{}`); rpcCode(err) != -32602 {
+			if got, err := retry(alice, "mcp.asks."+askName, `{}`); rpcCode(err) != jsonrpc.CodeInvalidParams {
 				t.Errorf("the used state spelled %q: %s, %v, want -32602 (the server's action must not run again)", v, got, err)
 			}
 		}

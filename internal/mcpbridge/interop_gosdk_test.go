@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
@@ -113,7 +114,7 @@ func TestGoSDKAgentAsksInBothEras(t *testing.T) {
 	t.Run("tampered requestState", func(t *testing.T) {
 		st := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"mcp.everything.test_simple_text","requestState":"forged.state","inputResponses":{"approval":{"action":"accept","content":{"decision":"allow_once"}}},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`
 		status, code, _ := post(t, h.url+"/mcp", "alice-token", "", st, map[string]string{"MCP-Protocol-Version": "2026-07-28"})
-		if status != 200 || code != -32602 {
+		if status != 200 || code != jsonrpc.CodeInvalidParams {
 			t.Fatalf("a forged requestState: status %d code %d, want a -32602 error", status, code)
 		}
 	})

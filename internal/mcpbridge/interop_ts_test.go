@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	mcpclient "github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/testenv"
 	"github.com/mcp-operator/mcp-operator/internal/testkit"
@@ -207,8 +208,8 @@ func TestTypeScriptAgent(t *testing.T) {
 	check(8, strings.Count(step(8), `"uri":"mcp://everything/`) >= 5 && !strings.Contains(step(8), `"uri":"demo:`), "resources are listed with URIs that name their server")
 	check(9, res.Steps[9].OK && strings.Contains(step(9), `"uri":"mcp://everything/demo://resource/static/document/architecture.md"`), "a resource is read")
 	check(10, strings.Contains(step(10), `"mcp.everything.args-prompt"`), "prompts are listed namespaced")
-	check(11, !res.Steps[11].OK && res.Steps[11].Error.Code == -32602 && strings.Contains(res.Steps[11].Error.Message, "bogus"), "an unknown prompt argument is rejected")
-	check(12, !res.Steps[12].OK && res.Steps[12].Error.Code == -32602 && strings.Contains(res.Steps[12].Error.Message, "city"), "a missing required argument is rejected")
+	check(11, !res.Steps[11].OK && res.Steps[11].Error.Code == jsonrpc.CodeInvalidParams && strings.Contains(res.Steps[11].Error.Message, "bogus"), "an unknown prompt argument is rejected")
+	check(12, !res.Steps[12].OK && res.Steps[12].Error.Code == jsonrpc.CodeInvalidParams && strings.Contains(res.Steps[12].Error.Message, "city"), "a missing required argument is rejected")
 	check(13, res.Steps[13].OK && strings.Contains(step(13), "Paris"), "the prompt expands")
 	check(14, strings.Contains(step(14), "a-only.txt") && !strings.Contains(step(14), "b-only.txt"), "fs lists its own root")
 	check(15, strings.Contains(step(15), "b-only.txt") && !strings.Contains(step(15), "a-only.txt"), "fs-v2 lists its own root")

@@ -2,9 +2,7 @@ package mcpbridge
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"strconv"
@@ -105,32 +103,4 @@ func (b *Bridge) takeCaller(w http.ResponseWriter, rq *request) (func(), bool) {
 		rq.sess.Release()
 		b.limits.callers.Give(user, 1)
 	}, true
-}
-
-// errBodyBudget: the replica's budget of body bytes is spent.
-var errBodyBudget = errors.New("the bridge is reading its limit of request bytes")
-
-// bodyChunk is the most one read takes in (io.ReadAll offers reads as
-// large as its buffer): a read that does not fit the budget is refused
-// with no more than this much read past it.
-const bodyChunk = 32 << 10
-
-// budgetReader takes the bytes of each read from the replica's budget;
-// taken is what it holds, given back when the request ends.
-type budgetReader struct {
-	r      io.Reader
-	l      *inflight.Limit
-	caller string
-	taken  int64
-}
-
-func (br *budgetReader) Read(p []byte) (int, error) {
-	n, err := br.r.Read(p[:min(len(p), bodyChunk)])
-	if n > 0 {
-		if !br.l.Take(br.caller, int64(n)) {
-			return 0, errBodyBudget
-		}
-		br.taken += int64(n)
-	}
-	return n, err
 }

@@ -73,7 +73,7 @@ func TestParkedCall(t *testing.T) {
 	t.Run("a parked call serves its own caller, once", func(t *testing.T) {
 		alice := connectAnswering(t, h.url+"/mcp", "alice-token")
 		state := first(t, alice)
-		if _, err := retry(connectAnswering(t, h.url+"/mcp", "bob-token"), state); rpcCode(err) != -32602 {
+		if _, err := retry(connectAnswering(t, h.url+"/mcp", "bob-token"), state); rpcCode(err) != jsonrpc.CodeInvalidParams {
 			t.Errorf("bob's retry with alice's state: %v, want -32602", err)
 		}
 		got, err := retry(alice, state)
@@ -81,7 +81,7 @@ func TestParkedCall(t *testing.T) {
 			t.Fatalf("alice's retry must reach the waiting server: %s, %v", got, err)
 		}
 		// The call it answered ran: sending it again is not safe.
-		if _, err := retry(alice, state); rpcCode(err) != -32602 || !strings.Contains(err.Error(), "used already") {
+		if _, err := retry(alice, state); rpcCode(err) != jsonrpc.CodeInvalidParams || !strings.Contains(err.Error(), "used already") {
 			t.Errorf("a second retry of the same question: %v, want -32602 (the call is over)", err)
 		} else if d, ok := retryDataOf(err); !ok || d.Reason != reasonInvalidState || !d.says(false, -1, -1) {
 			t.Errorf("a second retry of the same question: %v, want reason invalid_request_state, retryable false", err)
@@ -91,7 +91,7 @@ func TestParkedCall(t *testing.T) {
 	t.Run("another replica does not hold it", func(t *testing.T) {
 		other := newHarness(t, []v1alpha1.MCPServer{srv}, []v1alpha1.ToolPolicy{pol}, nil)
 		state := first(t, connectAnswering(t, h.url+"/mcp", "alice-token"))
-		if _, err := retry(connectAnswering(t, other.url+"/mcp", "alice-token"), state); rpcCode(err) != -32602 || !strings.Contains(err.Error(), "another replica") {
+		if _, err := retry(connectAnswering(t, other.url+"/mcp", "alice-token"), state); rpcCode(err) != jsonrpc.CodeInvalidParams || !strings.Contains(err.Error(), "another replica") {
 			t.Errorf("a retry on a replica that does not hold the call: %v, want -32602 naming the cause", err)
 		}
 	})
@@ -103,7 +103,7 @@ func TestParkedCall(t *testing.T) {
 			h.b.parked.Range(func(any, any) bool { n++; return true })
 			return n == 0
 		})
-		if _, err := retry(connectAnswering(t, h.url+"/mcp", "alice-token"), state); rpcCode(err) != -32602 {
+		if _, err := retry(connectAnswering(t, h.url+"/mcp", "alice-token"), state); rpcCode(err) != jsonrpc.CodeInvalidParams {
 			t.Errorf("a retry after the deadline: %v, want -32602", err)
 		}
 	})
@@ -254,7 +254,7 @@ func impatientServer(t *testing.T, wait time.Duration) string {
 
 // parkImpatient parks a call of alice's to an impatient server (waiting
 // wait) on h and gives back her client and the call's requestState.
-func parkImpatient(t *testing.T, h *harness, alice *client.Client) string {
+func parkImpatient(t *testing.T, alice *client.Client) string {
 	t.Helper()
 	raw, err := alice.CallTool(testkit.Context(t), "mcp.impatient.ask", json.RawMessage(`{}`))
 	state := resultString([]byte(`{"jsonrpc":"2.0","id":1,"result":`+string(raw)+`}`), "requestState")
@@ -278,10 +278,10 @@ func TestParkedCallFinishedOnItsOwn(t *testing.T) {
 	pol := toolPolicy("tools", "callers", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.impatient.*"))
 	h := newHarness(t, []v1alpha1.MCPServer{pub}, []v1alpha1.ToolPolicy{pol}, func(c *Config) { c.CallTimeout = 30 * time.Second })
 	alice := connectAnswering(t, h.url+"/mcp", "alice-token")
-	state := parkImpatient(t, h, alice)
+	state := parkImpatient(t, alice)
 	testkit.Eventually(t, "the call leaves the replica when its server finishes it", func() bool { return len(h.b.parkedIDs()) == 0 })
 	err := resumeImpatient(t, alice, state)
-	if d, ok := retryDataOf(err); rpcCode(err) != -32602 || !ok || d.Reason != reasonParkedGone || !d.says(false, -1, -1) ||
+	if d, ok := retryDataOf(err); rpcCode(err) != jsonrpc.CodeInvalidParams || !ok || d.Reason != reasonParkedGone || !d.says(false, -1, -1) ||
 		!strings.Contains(err.Error(), "ran: its server finished it") || !strings.Contains(err.Error(), "only if running it twice does no harm") {
 		t.Errorf("the resume of a call its server finished: %v; want -32602 parked_call_gone, not retryable, saying it ran", err)
 	}
@@ -295,11 +295,11 @@ func TestParkedCallResumedAfterItsDeadline(t *testing.T) {
 	pol := toolPolicy("tools", "callers", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.impatient.*"))
 	h := newHarness(t, []v1alpha1.MCPServer{pub}, []v1alpha1.ToolPolicy{pol}, func(c *Config) { c.CallTimeout = 2 * time.Second })
 	alice := connectAnswering(t, h.url+"/mcp", "alice-token")
-	state := parkImpatient(t, h, alice)
+	state := parkImpatient(t, alice)
 	testkit.Eventually(t, "the call ends at its deadline", func() bool { return len(h.b.parkedIDs()) == 0 })
 	time.Sleep(time.Second) // past the state's expiry, which is the call's deadline, in milliseconds
 	err := resumeImpatient(t, alice, state)
-	if d, ok := retryDataOf(err); rpcCode(err) != -32602 || !ok || d.Reason != reasonParkedGone || !d.says(false, -1, -1) ||
+	if d, ok := retryDataOf(err); rpcCode(err) != jsonrpc.CodeInvalidParams || !ok || d.Reason != reasonParkedGone || !d.says(false, -1, -1) ||
 		!strings.Contains(err.Error(), "only if running it twice does no harm") || strings.Contains(err.Error(), "was not run") {
 		t.Errorf("the resume of a parked call after its deadline: %v; want -32602 parked_call_gone, not retryable, saying it may have run", err)
 	}
@@ -317,7 +317,7 @@ func TestParkedCallRateLimitedOnResume(t *testing.T) {
 	pol.Spec.RateLimit = &v1alpha1.RateLimit{CallsPerMinute: 1, Burst: 1}
 	h := newHarness(t, []v1alpha1.MCPServer{pub}, []v1alpha1.ToolPolicy{pol}, func(c *Config) { c.CallTimeout = 30 * time.Second })
 	alice := connectAnswering(t, h.url+"/mcp", "alice-token")
-	state := parkImpatient(t, h, alice)
+	state := parkImpatient(t, alice)
 	err := resumeImpatient(t, alice, state)
 	if d, ok := retryDataOf(err); rpcCode(err) != CodeDenied || !ok || d.Reason != reasonRateLimited || !d.says(false, -1, -1) ||
 		!strings.Contains(err.Error(), "may have run") || !strings.Contains(err.Error(), "without requestState only if running it twice does no harm") {
@@ -352,7 +352,7 @@ func TestParkedCallOfAServerAwayIsEnded(t *testing.T) {
 	pub := bridgetest.Published(t, "tools", "impatient", impatientServer(t, 30*time.Second), v1alpha1.ToolsSpec{})
 	pol := toolPolicy("tools", "callers", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.impatient.*"))
 	h := newHarness(t, []v1alpha1.MCPServer{pub}, []v1alpha1.ToolPolicy{pol}, func(c *Config) { c.CallTimeout = 30 * time.Second })
-	state := parkImpatient(t, h, connectAnswering(t, h.url+"/mcp", "alice-token"))
+	state := parkImpatient(t, connectAnswering(t, h.url+"/mcp", "alice-token"))
 
 	restarting := pub.DeepCopy()
 	restarting.Status.Endpoint = nil

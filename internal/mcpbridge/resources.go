@@ -21,9 +21,6 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
 
-// CodeResourceNotFound is MCP's error for an unknown resource.
-const CodeResourceNotFound = -32002
-
 // BridgeURI is the URI /mcp shows for a server's resource.
 func BridgeURI(server, uri string) string { return translate.BridgeURI(server, uri) }
 
@@ -79,12 +76,12 @@ func (b *Bridge) locateResource(rq *request, agentURI string) (*routes.Server, u
 	if server == "" {
 		var ok bool
 		if server, uri, ok = ParseBridgeURI(agentURI); !ok {
-			return nil, nil, "", rpcError(rq, CodeResourceNotFound, fmt.Sprintf("unknown resource %q: resources here are named %s<server>/<uri>", agentURI, translate.URIPrefix), nil)
+			return nil, nil, "", rpcError(rq, jsonrpc.CodeResourceNotFound, fmt.Sprintf("unknown resource %q: resources here are named %s<server>/<uri>", agentURI, translate.URIPrefix), nil)
 		}
 	}
 	s, conn, ok := b.target(server)
 	if !ok || !s.Capabilities.Resources {
-		return nil, nil, "", rpcError(rq, CodeResourceNotFound, fmt.Sprintf("unknown resource %q: server %q serves no resources here", agentURI, server), nil)
+		return nil, nil, "", rpcError(rq, jsonrpc.CodeResourceNotFound, fmt.Sprintf("unknown resource %q: server %q serves no resources here", agentURI, server), nil)
 	}
 	canonical, err := resourceuri.Canonical(uri)
 	if err != nil {
@@ -205,7 +202,7 @@ func (b *Bridge) withheld(x *exchange, what string, err error) *jsonrpc.Message 
 // recorded like any read (server "": the bridge holds it).
 func (b *Bridge) readArtifact(rq *request, uri, sha string) *jsonrpc.Message {
 	if b.cfg.Artifacts == nil {
-		return rpcError(rq, CodeResourceNotFound, "unknown resource "+uri, nil)
+		return rpcError(rq, jsonrpc.CodeResourceNotFound, "unknown resource "+uri, nil)
 	}
 	x := &exchange{rq: rq, method: methodRead, target: uri}
 	if _, err := b.audit(rq, audit.ResourceRequested{URI: uri}); err != nil {
@@ -213,7 +210,7 @@ func (b *Bridge) readArtifact(rq *request, uri, sha string) *jsonrpc.Message {
 	}
 	data, err := b.cfg.Artifacts.Get(rq.id.Username, sha)
 	if err != nil {
-		return rpcError(rq, CodeResourceNotFound, "unknown resource "+uri, nil)
+		return rpcError(rq, jsonrpc.CodeResourceNotFound, "unknown resource "+uri, nil)
 	}
 	// It was stored redacted with its server's Secret values and scanned
 	// whole, but it leaves as any result does: redacted by shape and scanned

@@ -16,6 +16,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/k8s/apiretry"
 	mcpclient "github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/authn"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/testenv"
@@ -165,7 +166,7 @@ func TestAnswersWhileTheAPIServerIsAway(t *testing.T) {
 		t.Errorf("an asked call while the API server is away: %v; want -32010 approval_unavailable, retryable, retryAfterMs %d", err, waitMs)
 	}
 	err = answerError(statelessPost(t, bridgeURL, "alice-token", "tools/call", allowOnce))
-	if d, ok := retryDataOf(err); rpcCode(err) != -32602 || !ok || d.Reason != reasonStateUnrecorded || !d.says(true, waitMs, waitMs) ||
+	if d, ok := retryDataOf(err); rpcCode(err) != jsonrpc.CodeInvalidParams || !ok || d.Reason != reasonStateUnrecorded || !d.says(true, waitMs, waitMs) ||
 		!strings.Contains(err.Error(), "the request was not run") {
 		t.Errorf("an allow_once retry while the API server is away: %v; want -32602 request_state_unrecorded, retryable, retryAfterMs %d", err, waitMs)
 	}

@@ -23,7 +23,7 @@ import (
 // mcp.server_request event that says so, not a reason that ends with "context
 // canceled".
 func TestServerRequestSaysTheAgentWentAway(t *testing.T) {
-	reason := serverRequestReasonWhen(t, func(t *testing.T, url, sid string, leave func()) {
+	reason := serverRequestReasonWhen(t, func(_ *testing.T, _, _ string, leave func()) {
 		leave() // the agent goes away without answering
 	})
 	if !strings.Contains(reason, errAgentGone.Error()) {

@@ -57,7 +57,7 @@ type StopBounds struct {
 	Flush time.Duration
 }
 
-// DefaultStopBounds: 5 + 8 + 3 + 4 = 20 s, and stopAnswerGrace (1 s) for
+// DefaultStopBounds add up to 5 + 8 + 3 + 4 = 20 s, and stopAnswerGrace (1 s) for
 // the last answers: Total() is 21 s, 9 s under the chart's grace period
 // (the exit fits in that margin).
 var DefaultStopBounds = StopBounds{Delay: DefaultShutdownDelay, Drain: 8 * time.Second, Sessions: 3 * time.Second, Flush: 4 * time.Second}

@@ -172,10 +172,10 @@ func TestStopEndsEverythingWithinItsBounds(t *testing.T) {
 	}
 	stoppedCalls := 0
 	for _, id := range ids {
-		switch end := ends[id]; {
-		case end == "":
+		switch ends[id] {
+		case "":
 			t.Errorf("call %s has no end in the audit stream: %q", id, typesOf(events, id))
-		case end == "tool.failed "+ReasonStopping:
+		case "tool.failed " + ReasonStopping:
 			stoppedCalls++
 		}
 	}
@@ -265,7 +265,7 @@ func TestACallParkedAfterTheWaitsEndedIsEnded(t *testing.T) {
 	next := newHarness(t, servers, []v1alpha1.ToolPolicy{pol}, nil)
 	agent := connectAnswering(t, next.url+"/mcp", "alice-token")
 	_, err = agent.Call(testkit.Context(t), "tools/call", json.RawMessage(`{"name":"`+tool+`","arguments":`+args+`,"inputResponses":{"server":{"action":"accept","content":{"username":"eve"}}},"requestState":"`+parked.RequestState+`"}`))
-	if d, ok := retryDataOf(err); rpcCode(err) != -32602 || !ok || d.Reason != reasonParkedGone || !d.says(false, -1, -1) ||
+	if d, ok := retryDataOf(err); rpcCode(err) != jsonrpc.CodeInvalidParams || !ok || d.Reason != reasonParkedGone || !d.says(false, -1, -1) ||
 		!strings.Contains(err.Error(), "may have run") || !strings.Contains(err.Error(), "call again without requestState only if running it twice does no harm") {
 		t.Errorf("the retry of the ended parked call on the next replica: %v; want -32602 parked_call_gone, not retryable (it reached its server and may have run), saying when to call again without requestState", err)
 	}

@@ -65,11 +65,11 @@ func closeUpstreams(t *testing.T, rt *Runtime) {
 // connects alice once she sees its tools (listed of them).
 func servedTo(t *testing.T, ns string, fwd *bridgetest.Forwarder, mod func(*Options)) (rt *Runtime, k client.Client, obj *v1alpha1.MCPServer, c *mcpclient.Client, listed int) {
 	t.Helper()
-	rt, url, k, _ := startRuntimeWith(t, mod, ns)
+	rt, addr, k, _ := startRuntimeWith(t, mod, ns)
 	closeUpstreams(t, rt)
 	obj = apply(t, k, bridgetest.Published(t, ns, "everything", fwd.URL, v1alpha1.ToolsSpec{}))
 	createPolicy(t, k, toolPolicy(ns, "agents", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.everything.*")))
-	c = connectTo(t, url, "alice-token", mcpclient.EraSession)
+	c = connectTo(t, addr, "alice-token", mcpclient.EraSession)
 	testkit.Eventually(t, "the bridge lists the server's tools", func() bool {
 		listed = len(listNames(t, c))
 		return listed > 0
@@ -173,13 +173,13 @@ func awayOf(t *testing.T, err error) awayData {
 func TestActivityRenewsTheLeaseItFinds(t *testing.T) {
 	const ns = "activity"
 	fwd := peer(t) // before the bridge: stopped after it, its connections closed
-	rt, url, k, _ := startRuntimeWith(t, func(o *Options) { o.Identity = "bridge-test-0" }, ns)
+	rt, addr, k, _ := startRuntimeWith(t, func(o *Options) { o.Identity = "bridge-test-0" }, ns)
 	closeUpstreams(t, rt)
 	apply(t, k, bridgetest.Published(t, ns, "everything", fwd.URL, v1alpha1.ToolsSpec{}))
 	apply(t, k, bridgetest.Published(t, ns, "other", fwd.URL, v1alpha1.ToolsSpec{}))
 	createPolicy(t, k, toolPolicy(ns, "agents", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.**")))
 	created := createLease(t, k, ns, "everything", 5*time.Minute)
-	c := connectTo(t, url, "alice-token", mcpclient.EraSession)
+	c := connectTo(t, addr, "alice-token", mcpclient.EraSession)
 	testkit.Eventually(t, "the bridge lists both servers' tools and sees the Lease", func() bool {
 		var l coordinationv1.Lease
 		names := strings.Join(listNames(t, c), ",")

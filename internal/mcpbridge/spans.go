@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -20,6 +19,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstreamcred"
 	"github.com/mcp-operator/mcp-operator/internal/redact"
+	"github.com/mcp-operator/mcp-operator/internal/textcut"
 	"github.com/mcp-operator/mcp-operator/internal/tracing"
 )
 
@@ -120,18 +120,11 @@ func traceMethod(m string) string {
 
 // traceText is a string the agent chose (a resource URI, a prompt name, an
 // id) as a span may carry it: redacted by shape (a URI may carry a token
-// in its query), at most max bytes, cut on a character boundary and valid
+// in its query), at most limit bytes, cut on a character boundary and valid
 // UTF-8 (OTLP refuses a batch holding invalid UTF-8).
-func traceText(s string, max int) string {
+func traceText(s string, limit int) string {
 	s = strings.ToValidUTF8(redact.Shapes().String(s, nil), "\uFFFD")
-	if len(s) <= max {
-		return s
-	}
-	n := max
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+	return textcut.Prefix(s, limit)
 }
 
 // endRequest ends rq's span; an error answer is recorded by its JSON-RPC

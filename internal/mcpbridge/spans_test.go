@@ -60,7 +60,7 @@ var (
 	hookTime   = time.Unix(1700000000, 0)
 	hookServer = &routes.Server{Name: "fs"}
 	hookResult = policy.Result{Decision: v1alpha1.DecisionAllow, SourcedFrom: "tools/alice", RiskAtDecision: v1alpha1.RiskRead}
-	hookAnswer = &jsonrpc.Message{JSONRPC: "2.0", ID: json.RawMessage(`7`), Error: &jsonrpc.Error{Code: -32010, Message: "denied"}}
+	hookAnswer = &jsonrpc.Message{JSONRPC: "2.0", ID: json.RawMessage(`7`), Error: &jsonrpc.Error{Code: CodeDenied, Message: "denied"}}
 )
 
 // TestTracingOffAllocatesNothing: with tracing off (no Tracer), the tracing

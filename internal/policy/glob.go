@@ -93,8 +93,8 @@ func CompileGlob(pattern string, syntax GlobSyntax) (*Glob, error) {
 	var toks []token
 	for i := 0; i < len(pattern); i++ {
 		c := pattern[i]
-		switch {
-		case c == '*':
+		switch c {
+		case '*':
 			n := 1
 			for i+1 < len(pattern) && pattern[i+1] == '*' {
 				n++
@@ -108,7 +108,7 @@ func CompileGlob(pattern string, syntax GlobSyntax) (*Glob, error) {
 			} else {
 				toks = append(toks, token{kind: tokStar})
 			}
-		case c == '?':
+		case '?':
 			toks = append(toks, token{kind: tokOne})
 		default:
 			if err := checkGlobChar(pattern, c, syntax); err != nil {

@@ -61,15 +61,15 @@ func isHex(b byte) bool {
 }
 func isDigit(b byte) bool { return b >= '0' && b <= '9' }
 
-// loose is a prefixed format whose prefix says enough: at least min bytes
+// loose is a prefixed format whose prefix says enough: at least minLen bytes
 // of body, any entropy.
-func loose(name, lit string, body *[256]bool, min int) bareFormat {
-	return bareFormat{name: name, lit: lit, body: body, min: min, max: math.MaxInt - 1, anyEntropy: true}
+func loose(name, lit string, body *[256]bool, minLen int) bareFormat {
+	return bareFormat{name: name, lit: lit, body: body, min: minLen, max: math.MaxInt - 1, anyEntropy: true}
 }
 
-// pre is a prefixed format: lit, then min to max bytes of body.
-func pre(name, lit string, body *[256]bool, min, max int) bareFormat {
-	return bareFormat{name: name, lit: lit, body: body, min: min, max: max}
+// pre is a prefixed format: lit, then minLen to maxLen bytes of body.
+func pre(name, lit string, body *[256]bool, minLen, maxLen int) bareFormat {
+	return bareFormat{name: name, lit: lit, body: body, min: minLen, max: maxLen}
 }
 
 // bareFormats are the formats, from the vendors' documentation of their
@@ -485,14 +485,14 @@ func azureClientSecret(s string, at int) (int, int, bool) {
 }
 
 // webhookPath matches the secret path of a webhook URL: after the host and
-// path prefix (skip bytes from the literal), a path of at least min bytes
+// path prefix (skip bytes from the literal), a path of at least minLen bytes
 // of letters, digits, "/", "_", "-" and "@" (or their percent escapes, in a
 // query string) with a random part.
-func webhookPath(skip, min int) func(string, int) (int, int, bool) {
+func webhookPath(skip, minLen int) func(string, int) (int, int, bool) {
 	return func(s string, at int) (int, int, bool) {
 		from := at + skip
 		end := run(s, from, func(b byte) bool { return isB64URLByte(b) || b == '/' || b == '@' || b == '%' })
-		if end-from < min || !random(s[from:end], b64AnySet) {
+		if end-from < minLen || !random(s[from:end], b64AnySet) {
 			return 0, 0, false
 		}
 		return from, end, true

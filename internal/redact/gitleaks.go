@@ -359,10 +359,7 @@ func anchor(re string, keywords []string) (*regexp.Regexp, bool, int) {
 	if err != nil {
 		return nil, false, maxLen
 	}
-	boundary := false
-	if tree.Op == syntax.OpConcat && len(tree.Sub) > 0 && tree.Sub[0].Op == syntax.OpWordBoundary {
-		boundary = true
-	}
+	boundary := tree.Op == syntax.OpConcat && len(tree.Sub) > 0 && tree.Sub[0].Op == syntax.OpWordBoundary
 	starts, ok := prefixes(tree, 8)
 	if !ok {
 		return nil, false, maxLen

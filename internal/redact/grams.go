@@ -17,11 +17,6 @@ func gramHash(a, b, c byte) uint32 {
 	return (uint32(a)<<16 | uint32(b)<<8 | uint32(c)) * gramMul >> (32 - gramBits)
 }
 
-func (g *gramSet) has(a, b, c byte) bool {
-	h := gramHash(a, b, c)
-	return g[h/64]&(1<<(h%64)) != 0
-}
-
 // add adds lit's first three bytes, in every case when fold is set. A
 // two-byte literal is followed by any byte of third (every byte when nil).
 func (g *gramSet) add(lit string, fold bool, third *byteClass) {

@@ -236,9 +236,9 @@ func pemPrivateKey(s string, at int) (int, int, bool) {
 	if endLine < 0 {
 		return at, len(s), true // cut short: redact to the end
 	}
-	close := rest + endLine + len("-----END") + len(sep)
-	if j := strings.Index(s[close:], "-----"); j >= 0 && j <= 64 {
-		return at, close + j + len("-----"), true
+	closing := rest + endLine + len("-----END") + len(sep)
+	if j := strings.Index(s[closing:], "-----"); j >= 0 && j <= 64 {
+		return at, closing + j + len("-----"), true
 	}
 	return at, len(s), true
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/testkit"
 )
 
@@ -182,15 +183,15 @@ func (s *SkillsServer) answer(method, uri, version string) (any, map[string]any)
 	case "skills/get":
 		path, ok := strings.CutSuffix(strings.TrimPrefix(uri, "skill://"), "/SKILL.md")
 		if _, known := s.skills[path]; !ok || !known {
-			return nil, map[string]any{"code": -32602, "message": "no such skill: " + uri}
+			return nil, map[string]any{"code": jsonrpc.CodeInvalidParams, "message": "no such skill: " + uri}
 		}
 		return map[string]any{"resultType": "complete", "skill": s.entry(path), "ttlMs": 0, "cacheScope": "public"}, nil
 	case "resources/read":
 		content, ok := s.file(uri)
 		if !ok {
-			return nil, map[string]any{"code": -32602, "message": "no such resource: " + uri}
+			return nil, map[string]any{"code": jsonrpc.CodeInvalidParams, "message": "no such resource: " + uri}
 		}
 		return map[string]any{"contents": []any{map[string]any{"uri": uri, "mimeType": "text/markdown", "text": content}}}, nil
 	}
-	return nil, map[string]any{"code": -32601, "message": "method not found: " + method}
+	return nil, map[string]any{"code": jsonrpc.CodeMethodNotFound, "message": "method not found: " + method}
 }

@@ -6,24 +6,44 @@ import (
 	"unicode/utf8"
 )
 
-func TestCut(t *testing.T) {
+func TestCuts(t *testing.T) {
+	fns := map[string]func(string, int) string{"Cut": Cut, "Prefix": Prefix, "Tail": Tail, "Chars": Chars}
 	for _, tc := range []struct {
+		fn   string
 		in   string
 		n    int
 		want string
 	}{
-		{"short", 10, "short"},
-		{"exactly", 7, "exactly"},
-		{"abcdef", 3, "abc…"},
-		{"héllo", 2, "h…"}, // é is two bytes: byte 2 is inside it
-		{"ééé", 3, "é…"},
-		{"日本語", 4, "日…"},
-		{"日本語", 0, "…"},
-		{"abc", -1, "…"},
+		{"Cut", "short", 10, "short"},
+		{"Cut", "exactly", 7, "exactly"},
+		{"Cut", "abcdef", 3, "abc…"},
+		{"Cut", "héllo", 2, "h…"}, // é is two bytes: byte 2 is inside it
+		{"Cut", "ééé", 3, "é…"},
+		{"Cut", "日本語", 4, "日…"},
+		{"Cut", "日本語", 0, "…"},
+		{"Cut", "abc", -1, "…"},
+		{"Prefix", "short", 10, "short"},
+		{"Prefix", "abcdef", 3, "abc"},
+		{"Prefix", "héllo", 2, "h"},
+		{"Prefix", "日本語", 4, "日"},
+		{"Prefix", "abc", -1, ""},
+		{"Tail", "short", 10, "short"},
+		{"Tail", "abcdef", 3, "…def"},
+		{"Tail", "日本語", 4, "…語"}, // byte 5 is inside 本
+		{"Tail", "abc", 0, "…"},
+		{"Tail", "abc", -1, "…"},
+		{"Chars", "short", 10, "short"},
+		{"Chars", "abcdef", 3, "abc"},
+		{"Chars", "日本語テキスト", 3, "日本語"}, // characters, not bytes
+		{"Chars", "a\xffb", 10, "a\uFFFDb"},
+		{"Chars", "", 5, ""},
 	} {
-		if got := Cut(tc.in, tc.n); got != tc.want {
-			t.Errorf("Cut(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		if got := fns[tc.fn](tc.in, tc.n); got != tc.want {
+			t.Errorf("%s(%q, %d) = %q, want %q", tc.fn, tc.in, tc.n, got, tc.want)
 		}
+	}
+	if got := Chars(strings.Repeat("é", 600), 512); utf8.RuneCountInString(got) != 512 || !utf8.ValidString(got) {
+		t.Errorf("Chars cut to %d characters, valid=%v", utf8.RuneCountInString(got), utf8.ValidString(got))
 	}
 }
 
@@ -53,7 +73,7 @@ func TestBothEnds(t *testing.T) {
 func TestCutsAreValidUTF8(t *testing.T) {
 	s := strings.Repeat("aé日🙂", 8)
 	for n := 0; n <= len(s); n++ {
-		for _, got := range []string{Cut(s, n), CutBytes([]byte(s), n), BothEnds(s, n)} {
+		for _, got := range []string{Cut(s, n), CutBytes([]byte(s), n), BothEnds(s, n), Prefix(s, n), Tail(s, n)} {
 			if !utf8.ValidString(got) {
 				t.Fatalf("cut at %d is not valid UTF-8: %q", n, got)
 			}

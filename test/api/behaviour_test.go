@@ -43,11 +43,11 @@ var _ = Describe("config/samples", func() {
 			dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 			for {
 				u := &unstructured.Unstructured{}
-				if err := dec.Decode(&u.Object); err == io.EOF {
+				err := dec.Decode(&u.Object)
+				if err == io.EOF {
 					break
-				} else {
-					Expect(err).NotTo(HaveOccurred(), f)
 				}
+				Expect(err).NotTo(HaveOccurred(), f)
 				if len(u.Object) == 0 {
 					continue
 				}
@@ -193,10 +193,10 @@ type table struct {
 }
 
 // getTable asks the API server for the Table rendering kubectl get uses.
-func getTable(resource, name string) table {
+func getTable(plural, name string) table {
 	httpClient, err := rest.HTTPClientFor(cfg)
 	Expect(err).NotTo(HaveOccurred())
-	url := fmt.Sprintf("%s/apis/%s/namespaces/default/%s/%s", strings.TrimSuffix(cfg.Host, "/"), mcpv1alpha1.GroupVersion, resource, name)
+	url := fmt.Sprintf("%s/apis/%s/namespaces/default/%s/%s", strings.TrimSuffix(cfg.Host, "/"), mcpv1alpha1.GroupVersion, plural, name)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	Expect(err).NotTo(HaveOccurred())
 	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")

@@ -7,13 +7,13 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/catalog"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/invisible"
 	"github.com/mcp-operator/mcp-operator/internal/redact"
+	"github.com/mcp-operator/mcp-operator/internal/textcut"
 )
 
 // Field limits of the status types (their CRD maxLength, in characters).
@@ -53,8 +53,8 @@ func Tools(c *catalog.Catalog, r *redact.Redactor) []v1alpha1.ToolStatus {
 		out = append(out, v1alpha1.ToolStatus{
 			Name:         t.Name,
 			UpstreamName: t.UpstreamName,
-			Title:        Cut(Clean(r, t.Title), MaxTitle),
-			Description:  Cut(Clean(r, t.Description), MaxDescription),
+			Title:        textcut.Chars(Clean(r, t.Title), MaxTitle),
+			Description:  textcut.Chars(Clean(r, t.Description), MaxDescription),
 			Risk:         t.Risk,
 			Annotations:  ann,
 			SchemaDigest: t.SchemaDigest,
@@ -109,7 +109,7 @@ func Prompts(prompts []catalog.Prompt, r *redact.Redactor) []v1alpha1.PromptStat
 	out := make([]v1alpha1.PromptStatus, 0, len(prompts))
 	seen := map[string]bool{}
 	for _, p := range prompts {
-		ps := v1alpha1.PromptStatus{Name: Cut(Clean(r, p.Name), MaxPromptName)}
+		ps := v1alpha1.PromptStatus{Name: textcut.Chars(Clean(r, p.Name), MaxPromptName)}
 		if seen[ps.Name] {
 			continue
 		}
@@ -119,7 +119,7 @@ func Prompts(prompts []catalog.Prompt, r *redact.Redactor) []v1alpha1.PromptStat
 			if len(ps.Arguments) == MaxPromptArgs {
 				break
 			}
-			name := Cut(Clean(r, a.Name), MaxPromptArgName)
+			name := textcut.Chars(Clean(r, a.Name), MaxPromptArgName)
 			if args[name] {
 				continue
 			}
@@ -136,8 +136,8 @@ func Prompts(prompts []catalog.Prompt, r *redact.Redactor) []v1alpha1.PromptStat
 // version agreed.
 func ServerInfo(info client.Implementation, protocolVersion string, r *redact.Redactor) *v1alpha1.ServerInfo {
 	return &v1alpha1.ServerInfo{
-		Name:            Cut(Clean(r, info.Name), MaxInfoField),
-		Version:         Cut(Clean(r, info.Version), MaxInfoField),
+		Name:            textcut.Chars(Clean(r, info.Name), MaxInfoField),
+		Version:         textcut.Chars(Clean(r, info.Version), MaxInfoField),
 		ProtocolVersion: protocolVersion,
 	}
 }
@@ -163,8 +163,8 @@ func Skills(skills []catalog.Skill, r *redact.Redactor) []v1alpha1.SkillStatus {
 	seen := map[string]bool{}
 	for _, s := range skills {
 		ss := v1alpha1.SkillStatus{
-			Name: Cut(Clean(r, s.Name), MaxPromptName), URI: Cut(Clean(r, s.URI), MaxSkillURI),
-			Description: Cut(Clean(r, s.Description), MaxDescription),
+			Name: textcut.Chars(Clean(r, s.Name), MaxPromptName), URI: textcut.Chars(Clean(r, s.URI), MaxSkillURI),
+			Description: textcut.Chars(Clean(r, s.Description), MaxDescription),
 			Files:       int32(len(s.Files)), Bytes: s.Bytes(), Digest: s.Digest,
 		}
 		if seen[ss.Name] {
@@ -189,21 +189,4 @@ func Clean(r *redact.Redactor, s string) string {
 	}
 	s, _ = invisible.Strip(s)
 	return r.String(s, nil)
-}
-
-// Cut shortens s to at most max characters without splitting one; invalid
-// UTF-8 is replaced so the result is always valid.
-func Cut(s string, max int) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if utf8.RuneCountInString(s) <= max {
-		return s
-	}
-	n := 0
-	for i := range s {
-		if n == max {
-			return s[:i]
-		}
-		n++
-	}
-	return s
 }

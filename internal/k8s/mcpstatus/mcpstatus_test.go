@@ -15,30 +15,6 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/redact"
 )
 
-func TestCutKeepsWholeCharacters(t *testing.T) {
-	cases := []struct {
-		in   string
-		max  int
-		want string
-	}{
-		{"short", 10, "short"},
-		{"abcdef", 3, "abc"},
-		{"日本語テキスト", 3, "日本語"},
-		{"a\xffb", 10, "a\uFFFDb"},
-		{"", 5, ""},
-	}
-	for _, tc := range cases {
-		if got := Cut(tc.in, tc.max); got != tc.want {
-			t.Errorf("Cut(%q, %d) = %q, want %q", tc.in, tc.max, got, tc.want)
-		}
-	}
-	long := strings.Repeat("é", 600)
-	got := Cut(long, MaxDescription)
-	if utf8.RuneCountInString(got) != MaxDescription || !utf8.ValidString(got) {
-		t.Errorf("cut to %d runes, valid=%v", utf8.RuneCountInString(got), utf8.ValidString(got))
-	}
-}
-
 func TestToolsAndPromptsConvertSorted(t *testing.T) {
 	items := []json.RawMessage{
 		json.RawMessage(`{"name":"zeta","description":"` + strings.Repeat("d", 700) + `","inputSchema":{"type":"object"},"annotations":{"destructiveHint":true,"title":"Zeta tool"}}`),

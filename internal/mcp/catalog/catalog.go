@@ -20,6 +20,8 @@ import (
 // RiskSource says which rule set a tool's risk.
 type RiskSource string
 
+// Where a tool's risk came from: the MCPServer's override for the tool, the
+// tool's own annotations, or DefaultRisk.
 const (
 	RiskFromOverride   RiskSource = "override"
 	RiskFromAnnotation RiskSource = "annotation"

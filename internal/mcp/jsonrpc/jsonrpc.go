@@ -28,6 +28,8 @@ const (
 	CodeMethodNotFound = -32601
 	CodeInvalidParams  = -32602
 	CodeInternalError  = -32603
+	// CodeResourceNotFound is MCP's error for an unknown resource.
+	CodeResourceNotFound = -32002
 	// CodeHeaderMismatch, CodeMissingClientCapability and
 	// CodeUnsupportedProtocolVersion are the 2026-07-28 revision's errors.
 	CodeHeaderMismatch             = -32020

@@ -49,7 +49,7 @@ func httpFault(t *testing.T, mode faultserver.Mode) (probe.Target, *faultserver.
 
 // probeFault runs a probe bounded by faultTimeout and checks it ended in
 // time and, for stdio, left no child process behind.
-func probeFault(t *testing.T, target probe.Target, opts probe.Options) (*probe.Result, error, time.Duration) {
+func probeFault(t *testing.T, target probe.Target, opts probe.Options) (*probe.Result, time.Duration, error) {
 	t.Helper()
 	if opts.Timeout == 0 {
 		opts.Timeout = faultTimeout
@@ -67,7 +67,7 @@ func probeFault(t *testing.T, target probe.Target, opts probe.Options) (*probe.R
 			t.Errorf("child processes left after the probe: %v", kids)
 		}
 	}
-	return res, err, took
+	return res, took, err
 }
 
 func wantErr(t *testing.T, err error, parts ...string) {
@@ -92,7 +92,7 @@ func bothTransports(t *testing.T, mode faultserver.Mode, check func(t *testing.T
 
 func TestFaultNeverAnswers(t *testing.T) {
 	bothTransports(t, faultserver.Silent, func(t *testing.T, target probe.Target) {
-		_, err, took := probeFault(t, target, probe.Options{})
+		_, took, err := probeFault(t, target, probe.Options{})
 		wantErr(t, err, "initialize", "deadline exceeded", "no answer to server/discover")
 		if took < faultTimeout-100*time.Millisecond {
 			t.Errorf("gave up after %s, before the %s timeout", took, faultTimeout)
@@ -102,7 +102,7 @@ func TestFaultNeverAnswers(t *testing.T) {
 
 func TestFaultExitsMidProbe(t *testing.T) {
 	t.Run("stdio", func(t *testing.T) {
-		_, err, _ := probeFault(t, stdioFault(faultserver.ExitMidProbe), probe.Options{})
+		_, _, err := probeFault(t, stdioFault(faultserver.ExitMidProbe), probe.Options{})
 		wantErr(t, err, "tools/list", "exit status 3", "simulated crash while listing tools")
 		var exit *stdio.ExitError
 		if !errors.As(err, &exit) || exit.ExitCode != 3 {
@@ -111,23 +111,23 @@ func TestFaultExitsMidProbe(t *testing.T) {
 	})
 	t.Run("http", func(t *testing.T) {
 		target, _ := httpFault(t, faultserver.ExitMidProbe)
-		_, err, _ := probeFault(t, target, probe.Options{})
+		_, _, err := probeFault(t, target, probe.Options{})
 		wantErr(t, err, "tools/list", target.HTTP.URL)
 	})
 }
 
 func TestFaultServerDiesAtStart(t *testing.T) {
 	target := probe.Target{Stdio: &stdio.Options{Command: "sh", Args: []string{"-c", "echo 'cannot open config' >&2; exit 7"}}}
-	_, err, _ := probeFault(t, target, probe.Options{})
+	_, _, err := probeFault(t, target, probe.Options{})
 	wantErr(t, err, "exit status 7", "cannot open config")
 	missing := probe.Target{Stdio: &stdio.Options{Command: filepath.Join(t.TempDir(), "no-such-server")}}
-	_, err, _ = probeFault(t, missing, probe.Options{})
+	_, _, err = probeFault(t, missing, probe.Options{})
 	wantErr(t, err, "while starting the stdio server", "no-such-server")
 }
 
 func TestFaultMalformedJSON(t *testing.T) {
 	bothTransports(t, faultserver.Malformed, func(t *testing.T, target probe.Target) {
-		_, err, took := probeFault(t, target, probe.Options{})
+		_, took, err := probeFault(t, target, probe.Options{})
 		wantErr(t, err, "initialize", "malformed JSON-RPC message")
 		if took > faultTimeout/2 {
 			t.Errorf("malformed JSON took %s to report: it should fail at once, not time out", took)
@@ -137,7 +137,7 @@ func TestFaultMalformedJSON(t *testing.T) {
 
 func TestFaultTenThousandToolsOverManyPages(t *testing.T) {
 	bothTransports(t, faultserver.ManyTools, func(t *testing.T, target probe.Target) {
-		res, err, took := probeFault(t, target, probe.Options{Server: "many", Timeout: 20 * time.Second})
+		res, took, err := probeFault(t, target, probe.Options{Server: "many", Timeout: 20 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,7 +159,7 @@ func TestFaultTenThousandToolsOverManyPages(t *testing.T) {
 	}
 	for _, b := range bounds {
 		t.Run(b.bound, func(t *testing.T) {
-			_, err, _ := probeFault(t, stdioFault(faultserver.ManyTools), probe.Options{Limits: b.limits})
+			_, _, err := probeFault(t, stdioFault(faultserver.ManyTools), probe.Options{Limits: b.limits})
 			var le *client.LimitError
 			if !errors.As(err, &le) || le.Bound != b.bound || le.Method != "tools/list" {
 				t.Fatalf("error %v, want a LimitError naming %s on tools/list", err, b.bound)
@@ -170,7 +170,7 @@ func TestFaultTenThousandToolsOverManyPages(t *testing.T) {
 }
 
 func TestFaultDuplicateToolName(t *testing.T) {
-	res, err, _ := probeFault(t, stdioFault(faultserver.DuplicateTool), probe.Options{Server: "dup"})
+	res, _, err := probeFault(t, stdioFault(faultserver.DuplicateTool), probe.Options{Server: "dup"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestFaultDuplicateToolName(t *testing.T) {
 }
 
 func TestFaultInjectionInDescription(t *testing.T) {
-	res, err, _ := probeFault(t, stdioFault(faultserver.Injection), probe.Options{Server: "poison"})
+	res, _, err := probeFault(t, stdioFault(faultserver.Injection), probe.Options{Server: "poison"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestFaultInjectionInDescription(t *testing.T) {
 
 func TestFaultIgnoresDiscover(t *testing.T) {
 	bothTransports(t, faultserver.IgnoreDiscover, func(t *testing.T, target probe.Target) {
-		res, err, took := probeFault(t, target, probe.Options{})
+		res, took, err := probeFault(t, target, probe.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -229,7 +229,7 @@ func TestFaultIgnoresDiscover(t *testing.T) {
 
 func TestFaultSSEStreamCutMidResponseIsResumed(t *testing.T) {
 	target, h := httpFault(t, faultserver.CutStream)
-	res, err, _ := probeFault(t, target, probe.Options{Server: "cut"})
+	res, _, err := probeFault(t, target, probe.Options{Server: "cut"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +244,7 @@ func TestFaultSSEStreamCutMidResponseIsResumed(t *testing.T) {
 
 func TestFaultSSEStreamCutWithoutEventIDFails(t *testing.T) {
 	target, h := httpFault(t, faultserver.CutStreamNoID)
-	_, err, _ := probeFault(t, target, probe.Options{})
+	_, _, err := probeFault(t, target, probe.Options{})
 	wantErr(t, err, "tools/list", "cannot be resumed")
 	if ids := h.LastEventIDs(); len(ids) != 0 {
 		t.Errorf("tried to resume without an event id: %v", ids)

@@ -19,6 +19,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/stdio"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/streamhttp"
 	"github.com/mcp-operator/mcp-operator/internal/safeurl"
+	"github.com/mcp-operator/mcp-operator/internal/textcut"
 )
 
 // Target is the server to probe: exactly one of HTTP and Stdio.
@@ -148,10 +149,7 @@ func explain(conn jsonrpc.Conn, err error) error {
 		return err
 	}
 	if tail := sc.StderrTail(); tail != "" {
-		if len(tail) > 512 {
-			tail = "…" + tail[len(tail)-512:]
-		}
-		return fmt.Errorf("%w; server stderr: %s", err, tail)
+		return fmt.Errorf("%w; server stderr: %s", err, textcut.Tail(tail, 512))
 	}
 	return err
 }

@@ -15,7 +15,7 @@ import (
 func TestProbeErrorHidesTheURLsCredentials(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t)) // nothing listens there
 	target := probe.Target{HTTP: &streamhttp.Options{URL: testkit.WithCredentials("http://"+addr, "/mcp")}}
-	_, err, _ := probeFault(t, target, probe.Options{})
+	_, _, err := probeFault(t, target, probe.Options{})
 	wantErr(t, err, "probing http://REDACTED@"+addr+"/mcp?token=REDACTED&api_key=REDACTED&sig=REDACTED", "connection refused")
 	if s := testkit.ShownSecret(err.Error()); s != "" {
 		t.Fatalf("the probe's error %q shows %q of the URL", err, s)

@@ -321,13 +321,13 @@ func (c *Conn) streamEnd(err error) error {
 
 var errLineTooLong = errors.New("message too long")
 
-// readLine reads up to '\n', refusing lines longer than max bytes.
-func readLine(r *bufio.Reader, max int) ([]byte, error) {
+// readLine reads up to '\n', refusing lines longer than limit bytes.
+func readLine(r *bufio.Reader, limit int) ([]byte, error) {
 	var line []byte
 	for {
 		chunk, err := r.ReadSlice('\n')
-		if len(line)+len(chunk) > max {
-			return nil, fmt.Errorf("%w: a line on stdout is longer than %d bytes (bound maxMessageBytes)", errLineTooLong, max)
+		if len(line)+len(chunk) > limit {
+			return nil, fmt.Errorf("%w: a line on stdout is longer than %d bytes (bound maxMessageBytes)", errLineTooLong, limit)
 		}
 		line = append(line, chunk...)
 		if errors.Is(err, bufio.ErrBufferFull) {

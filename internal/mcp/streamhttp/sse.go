@@ -242,10 +242,10 @@ const lineSlack = 64
 // to come: that LF is skipped when the next line is read (r.afterCR), so a
 // CRLF split across reads is one line end. The line is r's buffer, valid
 // until the next read: most lines are parsed where the reader read them.
-func (r *sseReader) readLine(max int) ([]byte, error) {
+func (r *sseReader) readLine(bound int) ([]byte, error) {
 	// Clamped: a bound near math.MaxInt (no bound, in effect) would
 	// overflow to a negative limit that refuses every line.
-	limit := max + min(lineSlack, math.MaxInt-max)
+	limit := bound + min(lineSlack, math.MaxInt-bound)
 	r.line = r.line[:0] // a line longer than the buffer is put together here
 	scanned := 0        // how much of the buffered bytes has no line end
 	for {
@@ -278,7 +278,7 @@ func (r *sseReader) readLine(max int) ([]byte, error) {
 		if end < 0 {
 			scanned = len(buf)
 			if len(r.line)+scanned > limit {
-				return nil, errLineTooLong(max)
+				return nil, errLineTooLong(bound)
 			}
 			continue
 		}
@@ -290,7 +290,7 @@ func (r *sseReader) readLine(max int) ([]byte, error) {
 			line = r.line
 		}
 		if len(line) > limit {
-			return nil, errLineTooLong(max)
+			return nil, errLineTooLong(bound)
 		}
 		return line, nil
 	}
@@ -332,6 +332,6 @@ func (r *sseReader) discard(n int) {
 	r.lfFree = max(r.lfFree-n, 0)
 }
 
-func errLineTooLong(max int) error {
-	return fmt.Errorf("%w: a line is longer than %d bytes (bound maxMessageBytes, and %d for a field's name)", ErrTooLarge, max, lineSlack)
+func errLineTooLong(bound int) error {
+	return fmt.Errorf("%w: a line is longer than %d bytes (bound maxMessageBytes, and %d for a field's name)", ErrTooLarge, bound, lineSlack)
 }

@@ -374,16 +374,16 @@ func validSHA(sha string) bool {
 }
 
 // writeAtomic writes data to a temporary file beside path and renames it.
-// sync also flushes the data to disk first, so that a crash never leaves an
+// durable also flushes the data to disk first, so that a crash never leaves an
 // empty artifact under its sha256.
-func writeAtomic(path string, data []byte, sync bool) error {
+func writeAtomic(path string, data []byte, durable bool) error {
 	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
 	if err != nil {
 		return err
 	}
 	tmp := f.Name()
 	_, err = f.Write(data)
-	if err == nil && sync {
+	if err == nil && durable {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {

@@ -137,7 +137,7 @@ func TestConcurrentRequestsWithOneTokenShareAReview(t *testing.T) {
 // a fault no real API server produces on demand.
 type panickingReviews struct{ *slowReviews }
 
-func (r panickingReviews) Create(ctx context.Context, tr *authv1.TokenReview, o metav1.CreateOptions) (*authv1.TokenReview, error) {
+func (r panickingReviews) Create(_ context.Context, tr *authv1.TokenReview, _ metav1.CreateOptions) (*authv1.TokenReview, error) {
 	r.entered <- tr.Spec.Token
 	<-r.answer
 	panic("review failed")

@@ -7,7 +7,8 @@ import (
 
 func TestTotalAndPerKeyBounds(t *testing.T) {
 	l := New(3, 2)
-	if !l.Take("alice", 1) || !l.Take("alice", 1) {
+	first, second := l.Take("alice", 1), l.Take("alice", 1)
+	if !first || !second {
 		t.Fatal("alice could not take her two units")
 	}
 	if l.Take("alice", 1) {

@@ -328,9 +328,9 @@ func TestSessionOnlyServerAnsweringWithoutSessionID(t *testing.T) {
 	}
 }
 
-// newCappedConn is a Conn to url that holds at most max agent sessions.
-func newCappedConn(t *testing.T, url string, max int) *Conn {
-	c := New(Target{Namespace: "ns", Name: "s", URL: url}, Options{MaxAgentSessions: max})
+// newCappedConn is a Conn to url that holds at most limit agent sessions.
+func newCappedConn(t *testing.T, url string, limit int) *Conn {
+	c := New(Target{Namespace: "ns", Name: "s", URL: url}, Options{MaxAgentSessions: limit})
 	t.Cleanup(c.Close)
 	return c
 }
@@ -610,15 +610,15 @@ type closeLog struct {
 	lines   []string
 }
 
-func (l *closeLog) options(max int) Options {
+func (l *closeLog) options(limit int) Options {
 	return Options{
-		MaxAgentSessions: max,
+		MaxAgentSessions: limit,
 		SessionClosed: func(server, reason string) {
 			l.mu.Lock()
 			l.reasons = append(l.reasons, server+":"+reason)
 			l.mu.Unlock()
 		},
-		Log: funcr.New(func(prefix, args string) {
+		Log: funcr.New(func(_, args string) {
 			l.mu.Lock()
 			l.lines = append(l.lines, args)
 			l.mu.Unlock()
@@ -783,7 +783,7 @@ func TestDialEndingAfterItsAgentSessionIsCleanedUp(t *testing.T) {
 	initSeen, initGo := make(chan struct{}), make(chan struct{})
 	deleteSeen, deleteGo := make(chan string, 1), make(chan struct{})
 	var once sync.Once
-	front := faultyFront(t, url, func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+	front := faultyFront(t, url, func(_ http.ResponseWriter, r *http.Request, body []byte) bool {
 		wait := func(ch chan struct{}) {
 			select {
 			case <-ch:

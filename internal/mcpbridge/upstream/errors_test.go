@@ -35,7 +35,7 @@ func TestFailureClasses(t *testing.T) {
 		{"a proxy's 502 naming a malformed JSON-RPC message", "text/plain", 502, "malformed JSON-RPC message (bound maxMessageBytes)", ReasonUnstable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			front := faultyFront(t, server, func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+			front := faultyFront(t, server, func(w http.ResponseWriter, _ *http.Request, body []byte) bool {
 				var m struct{ Method string }
 				if json.Unmarshal(body, &m) != nil || m.Method != "tools/call" {
 					return false

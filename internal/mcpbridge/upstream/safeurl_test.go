@@ -47,7 +47,7 @@ func TestUnreachableServerErrorsHideTheURLsCredentials(t *testing.T) {
 // credentials. The server is a plain HTTP server that refuses everything
 // with 401, as one would a client without its token.
 func TestRefusedDialNamesTheURLWithoutCredentials(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "no token", http.StatusUnauthorized)
 	}))
 	t.Cleanup(srv.Close)

@@ -30,7 +30,7 @@ import (
 //     fixed when it opens, so a change opens a new stream and closes the
 //     old one once the new one is acknowledged (no gap).
 
-// ErrSubscribeUnsupported: the server does not offer resources.subscribe.
+// ErrSubscribeUnsupported says the server does not offer resources.subscribe.
 var ErrSubscribeUnsupported = errors.New("the server does not offer resource subscriptions (capability resources.subscribe)")
 
 const (

@@ -275,7 +275,7 @@ func TestExchangeFailureForNow(t *testing.T) {
 		{http.StatusBadRequest, "", false},
 		{http.StatusUnauthorized, `{"error":"invalid_client"}`, false},
 	} {
-		endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			if c.body != "" && c.body[0] == '{' {
 				w.Header().Set("Content-Type", "application/json")
 			}

@@ -11,13 +11,13 @@ import (
 
 func main() {
 	var chunks [][]byte
-	for i := 1; ; i++ {
+	for {
 		chunk := make([]byte, 8<<20)
 		for j := range chunk {
 			chunk[j] = byte(j) // touch every page, so it is really resident
 		}
 		chunks = append(chunks, chunk)
-		fmt.Fprintf(os.Stderr, "memhog: %d MiB\n", i*8)
+		fmt.Fprintf(os.Stderr, "memhog: %d MiB\n", len(chunks)*8)
 		time.Sleep(50 * time.Millisecond)
 	}
 }
