@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
@@ -159,6 +160,55 @@ func (b *Bridge) stage(x *exchange, name string, kind trace.SpanKind) (context.C
 	return b.cfg.Tracer.Start(x.rq.ctx, name, trace.WithSpanKind(kind))
 }
 
+// traced runs stage, the stage of x's pipeline named name, in a span of
+// its own where the stage has one (spanned): started before it, ended
+// after it, with what it did recorded on it (record). The stages
+// themselves start and end no span: this is where the decide, ask,
+// credential and output spans come from (the CLIENT span of the call
+// upstream comes from the forward stage's dispatch).
+func (b *Bridge) traced(x *exchange, name string, stage func() *jsonrpc.Message) *jsonrpc.Message {
+	span := noSpan
+	if x.spanned(name) {
+		_, span = b.stage(x, name, trace.SpanKindInternal)
+	}
+	answer := stage()
+	x.record(span, name, answer)
+	span.End()
+	return answer
+}
+
+// spanned says whether stage name of x has a span: ask only where the
+// policy asks, credential only where x carries its caller's own.
+func (x *exchange) spanned(name string) bool {
+	switch name {
+	case spanAsk:
+		return x.res.Decision == v1alpha1.DecisionAsk
+	case spanCredential:
+		return x.callersOwnCredential()
+	}
+	return true
+}
+
+// record records on span what stage name did for x (answer, when not nil,
+// ended the request there), and on x's request span what that span
+// shows of it.
+func (x *exchange) record(span trace.Span, name string, answer *jsonrpc.Message) {
+	switch name {
+	case spanDecide:
+		if answer == nil {
+			x.traceDecision(span)
+		}
+	case spanAsk:
+		x.traceOutcome(span, x.outcome)
+	case spanCredential:
+		if span.IsRecording() {
+			span.SetAttributes(attribute.String(attrCredential, string(x.credKind)))
+		}
+	case spanOutput:
+		traceOutput(span, x.summary)
+	}
+}
+
 // traceTarget names x's span after what it is about, once resolved.
 func (x *exchange) traceTarget() {
 	span := x.rq.span
@@ -284,9 +334,9 @@ func endForward(span trace.Span, err error) {
 	span.End()
 }
 
-// outputDone records what the output pipeline did to a result of server,
-// in its metrics and on the output span: sizes and counts, never content.
-func (b *Bridge) outputDone(span trace.Span, server string, sum output.Summary) {
+// countOutput counts what the output pipeline did to a result of server
+// in the metrics.
+func (b *Bridge) countOutput(server string, sum output.Summary) {
 	if m := b.cfg.Metrics; m != nil {
 		if n := sum.Redactions.Total(); n > 0 {
 			m.Redactions.WithLabelValues(server).Add(float64(n))
@@ -295,7 +345,11 @@ func (b *Bridge) outputDone(span trace.Span, server string, sum output.Summary) 
 			m.InjectionFindings.WithLabelValues(server).Add(float64(n))
 		}
 	}
-	defer span.End()
+}
+
+// traceOutput records what the output pipeline did on the output span:
+// sizes and counts, never content.
+func traceOutput(span trace.Span, sum output.Summary) {
 	if !span.IsRecording() {
 		return
 	}
