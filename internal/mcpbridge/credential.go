@@ -16,7 +16,7 @@ import (
 // server's own connection, as the bridge's listings do. An exchanged token
 // or the caller's own Secret rides on a connection of the caller's alone
 // (routes/callers.go): the stage gets the credential (upstreamcred), puts
-// it in the request's context, and the adapter forwards on that
+// it in the request's context, and the forward stage sends on that
 // connection. A credential the caller cannot have ends the request there:
 // nothing is forwarded, and the shared credential is never sent in its
 // place.

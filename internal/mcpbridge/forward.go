@@ -95,13 +95,16 @@ func (b *Bridge) forward(x *exchange, a adapter) *jsonrpc.Message {
 	if up.conn == nil {
 		return b.callFailed(x, x.server, 0, &notSentError{&upstream.Error{Reason: upstream.ReasonUnavailable, Err: errors.New("the server left the bridge's scope")}})
 	}
+	base := rq.ctx
 	if up.park != nil {
-		// Its own deadline, not the agent's request's: a parked call
-		// outlives the request that started it.
-		ctx, sent, stop := b.sendContext(x, up, context.WithoutCancel(rq.ctx))
+		// A call that may park outlives the agent's request that started
+		// it: its deadline is its own.
+		base = context.WithoutCancel(rq.ctx)
+	}
+	ctx, sent, stop := b.sendContext(x, up, base)
+	if up.park != nil {
 		return up.park(ctx, sent, stop)
 	}
-	ctx, sent, stop := b.sendContext(x, up, rq.ctx)
 	defer stop()
 	start := b.now()
 	send := up.send

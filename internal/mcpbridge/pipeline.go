@@ -23,7 +23,9 @@ import (
 // The transport (transport.go, post) runs the first three for every
 // request; serve runs the rest for every request that reaches a server,
 // with an adapter supplying what differs between tools, resources,
-// prompts and completions.
+// prompts, skills, completions and subscriptions. Each stage is called
+// from serve alone (stages_test.go), and the spans of those that have one
+// come from traced (spans.go), not from the stages.
 //
 //	authenticate           post: authenticate           bearer token (TokenReview)
 //	decode and check       post: readBody, rawjson.Check within the connection's budgets
@@ -44,8 +46,10 @@ import (
 //	                                                    exchanged token or the caller's
 //	                                                    Secret, on the caller's own
 //	                                                    connection (credential.go)
-//	forward, output,       adapter.forward              tools.go, resources.go,
-//	record the result                                   prompts.go, complete.go
+//	forward, output,       b.forward                    forward.go: what adapter.upstream
+//	record the result                                   describes, sent, observed, run
+//	                                                    through the output pipeline and
+//	                                                    recorded, the same for every kind
 //	answer                 post: responder.finish
 //
 // Lists (tools/list, resources/list, prompts/list) are decided per item:
