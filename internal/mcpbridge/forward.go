@@ -207,3 +207,33 @@ func (b *Bridge) withheld(x *exchange, what string, err error) *jsonrpc.Message 
 	}
 	return rpcError(x.rq, code, msg, data)
 }
+
+// observe records a call upstream in the metrics: how long it took, and
+// whether its server is up (a call the caller cancelled, or one the bridge
+// held back as busy, says nothing of that).
+func (b *Bridge) observe(server, method string, took time.Duration, err error) {
+	m := b.cfg.Metrics
+	if m == nil {
+		return
+	}
+	m.CallDuration.WithLabelValues(server, method).Observe(took.Seconds())
+	var ue *upstream.Error
+	if errors.As(err, &ue) && ue.Reason != upstream.ReasonCancelled && ue.Reason != upstream.ReasonBusy {
+		m.UpstreamUp.WithLabelValues(server).Set(0)
+	} else {
+		m.UpstreamUp.WithLabelValues(server).Set(1)
+	}
+}
+
+// countOutput counts what the output pipeline did to a result of server
+// in the metrics.
+func (b *Bridge) countOutput(server string, sum output.Summary) {
+	if m := b.cfg.Metrics; m != nil {
+		if n := sum.Redactions.Total(); n > 0 {
+			m.Redactions.WithLabelValues(server).Add(float64(n))
+		}
+		if n := len(sum.Findings); n > 0 {
+			m.InjectionFindings.WithLabelValues(server).Add(float64(n))
+		}
+	}
+}

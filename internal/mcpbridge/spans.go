@@ -334,19 +334,6 @@ func endForward(span trace.Span, err error) {
 	span.End()
 }
 
-// countOutput counts what the output pipeline did to a result of server
-// in the metrics.
-func (b *Bridge) countOutput(server string, sum output.Summary) {
-	if m := b.cfg.Metrics; m != nil {
-		if n := sum.Redactions.Total(); n > 0 {
-			m.Redactions.WithLabelValues(server).Add(float64(n))
-		}
-		if n := len(sum.Findings); n > 0 {
-			m.InjectionFindings.WithLabelValues(server).Add(float64(n))
-		}
-	}
-}
-
 // traceOutput records what the output pipeline did on the output span:
 // sizes and counts, never content.
 func traceOutput(span trace.Span, sum output.Summary) {

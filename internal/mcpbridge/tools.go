@@ -417,20 +417,6 @@ func (rq *request) upstreamAgent() *upstream.Agent {
 	return &upstream.Agent{ID: rq.sess.ID, Caller: rq.id.Username, AtEnd: rq.sess.AtEnd}
 }
 
-func (b *Bridge) observe(server, method string, took time.Duration, err error) {
-	m := b.cfg.Metrics
-	if m == nil {
-		return
-	}
-	m.CallDuration.WithLabelValues(server, method).Observe(took.Seconds())
-	var ue *upstream.Error
-	if errors.As(err, &ue) && ue.Reason != upstream.ReasonCancelled && ue.Reason != upstream.ReasonBusy {
-		m.UpstreamUp.WithLabelValues(server).Set(0)
-	} else {
-		m.UpstreamUp.WithLabelValues(server).Set(1)
-	}
-}
-
 // upstreamError answers the agent for a request that failed upstream: the
 // server's own JSON-RPC error passes through, anything else is
 // CodeUpstream with the reason and whether it is safe to send again
