@@ -152,19 +152,21 @@ func (b *Bridge) answered(x *exchange, up *upstreamCall, raw json.RawMessage, er
 		_, _ = b.audit(rq, audit.MCPCallCompleted{Server: s.Name, ToolCallID: x.id, DurationMs: audit.Ms(took)})
 	}
 	var out json.RawMessage
+	var sum output.Summary
 	if up.plain {
-		out, x.summary, err = up.output(raw)
+		out, sum, err = up.output(raw)
 	} else {
 		b.traced(x, spanOutput, func() *jsonrpc.Message {
-			out, x.summary, err = up.output(raw)
+			out, sum, err = up.output(raw)
+			x.shown = shownOf(sum)
 			return nil
 		})
-		b.countOutput(s.Name, x.summary)
+		b.countOutput(s.Name, sum)
 	}
 	failure := ""
 	if up.closing != nil {
 		var rec audit.Payload
-		if rec, failure = up.closing(raw, x.summary, took, err); rec != nil {
+		if rec, failure = up.closing(raw, sum, took, err); rec != nil {
 			_, _ = b.audit(rq, rec)
 		}
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstreamcred"
@@ -85,13 +84,13 @@ type exchange struct {
 	noAsk bool
 
 	// Set by the stages.
-	resumed        *requestState  // resume: the retry's opened state
-	parked         *parkedCall    // resume: the call a resumeParked retry continues
-	res            policy.Result  // decide
-	blockInjection bool           // decide: withhold results the injection scan flags
-	id             string         // settle (or resume): the toolCallId of the events
-	outcome        outcome        // settle: the decision resolved (asked, where the policy asks)
-	summary        output.Summary // forward: what the output pipeline did to the answer
+	resumed        *requestState // resume: the retry's opened state
+	parked         *parkedCall   // resume: the call a resumeParked retry continues
+	res            policy.Result // decide
+	blockInjection bool          // decide: withhold results the injection scan flags
+	id             string        // settle (or resume): the toolCallId of the events
+	outcome        outcome       // settle: the decision resolved (asked, where the policy asks)
+	shown          outputShown   // forward: what the output pipeline did, as the output span shows it
 
 	// tool is set by the tools adapter: the calls' metrics name it.
 	tool *routes.Tool

@@ -205,7 +205,7 @@ func (x *exchange) record(span trace.Span, name string, answer *jsonrpc.Message)
 			span.SetAttributes(attribute.String(attrCredential, string(x.credKind)))
 		}
 	case spanOutput:
-		traceOutput(span, x.summary)
+		x.shown.trace(span)
 	}
 }
 
@@ -334,18 +334,29 @@ func endForward(span trace.Span, err error) {
 	span.End()
 }
 
-// traceOutput records what the output pipeline did on the output span:
-// sizes and counts, never content.
-func traceOutput(span trace.Span, sum output.Summary) {
+// outputShown is what the output span shows of what the output pipeline
+// did to a result: sizes and counts, never content (and not the whole
+// output.Summary, whose counts by kind of secret are kilobytes).
+type outputShown struct {
+	size, redactions, findings int
+	capped, blocked            bool
+}
+
+func shownOf(sum output.Summary) outputShown {
+	return outputShown{size: sum.SizeIn, redactions: sum.Redactions.Total(), findings: len(sum.Findings), capped: sum.Capped, blocked: sum.Blocked}
+}
+
+// trace records o on the output span.
+func (o outputShown) trace(span trace.Span) {
 	if !span.IsRecording() {
 		return
 	}
 	span.SetAttributes(
-		attribute.Int(attrResultSize, sum.SizeIn),
-		attribute.Int(attrRedactions, sum.Redactions.Total()),
-		attribute.Int(attrInjection, len(sum.Findings)),
-		attribute.Bool(attrCapped, sum.Capped),
-		attribute.Bool(attrBlocked, sum.Blocked),
+		attribute.Int(attrResultSize, o.size),
+		attribute.Int(attrRedactions, o.redactions),
+		attribute.Int(attrInjection, o.findings),
+		attribute.Bool(attrCapped, o.capped),
+		attribute.Bool(attrBlocked, o.blocked),
 	)
 }
 

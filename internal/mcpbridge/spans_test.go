@@ -41,8 +41,10 @@ func oneCallsHooks(b *Bridge, rq *request, x *exchange) {
 	ctx, forward := b.forwardSpan(rq.ctx, x, methodCall, "read_file")
 	_, _ = tracing.Context(ctx) // what upstream.propagate reads
 	endForward(forward, nil)
-	x.summary = output.Summary{SizeIn: 10}
-	b.traced(x, spanOutput, func() *jsonrpc.Message { return nil })
+	b.traced(x, spanOutput, func() *jsonrpc.Message {
+		x.shown = shownOf(output.Summary{SizeIn: 10})
+		return nil
+	})
 	x.traceFailure("tool_error")
 	x.traceCallID()
 	_ = rq.traceIDs()
