@@ -77,6 +77,9 @@ func (b *Bridge) available(x *exchange, a adapter) *jsonrpc.Message {
 		return nil
 	}
 	away, ok := b.cfg.Registry.Away(s.Name)
+	if x.subscription {
+		return b.unavailableToHold(x, away, ok)
+	}
 	if !ok || x.res.Decision == v1alpha1.DecisionDeny {
 		return nil
 	}
@@ -96,6 +99,21 @@ func (b *Bridge) available(x *exchange, a adapter) *jsonrpc.Message {
 		return answer
 	}
 	return b.sameToolAsDecided(x, decided)
+}
+
+// unavailableToHold answers a subscription of x, whose server is not
+// served: a subscription is held by the server itself, so one away cannot
+// take it now (and an open subscription does not wake it). Only a caller
+// the policy allows learns why: any other is refused by settle, as if the
+// server were serving.
+func (b *Bridge) unavailableToHold(x *exchange, away *routes.Away, isAway bool) *jsonrpc.Message {
+	switch {
+	case x.res.Decision != v1alpha1.DecisionAllow:
+		return nil
+	case isAway:
+		return b.refuseAway(x.rq, away)
+	}
+	return upstreamError(x.rq, &upstream.Error{Reason: upstream.ReasonUnavailable, Err: fmt.Errorf("server %s is not serving now", x.server.Name)}, "", nil, false)
 }
 
 // reasonToolChanged: the tool a call was decided on changed while its

@@ -3,6 +3,7 @@ package mcpbridge
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
@@ -77,32 +78,29 @@ func (c *completion) decide(b *Bridge, x *exchange) (policy.Result, *jsonrpc.Mes
 	return eng.DecideResource(x.rq.id.Subject(), policy.ResourceRead{Server: s.Name, Namespace: s.Namespace, URI: c.ref}), nil
 }
 
-func (c *completion) forward(b *Bridge, x *exchange) *jsonrpc.Message {
+func (c *completion) describe(b *Bridge, x *exchange) (*upstreamCall, *jsonrpc.Message) {
 	rq, s := x.rq, c.server
-	if _, err := b.audit(rq, audit.MCPCallStarted{Server: s.Name, ToolCallID: x.id, Method: "completion/complete", Args: c.argument, Credential: string(x.credKind)}); err != nil {
-		return b.unrecorded(x, err)
-	}
-	ctx, cancel := b.contextWithCallTimeout(rq.ctx)
-	defer cancel()
-	start := b.now()
 	params := translate.UpstreamParams(rq.msg.Params)
 	if x.method == methodRead {
 		// The URI decided goes upstream, not the agent's spelling of it.
 		ref := rawjson.Set(rawjson.Get(params, "ref"), "uri", rawjson.AppendString(nil, c.ref))
 		params = rawjson.Set(params, "ref", ref)
 	}
-	ctx, span := b.forwardSpan(ctx, x, "completion/complete", "")
-	raw, err := c.callConn(c.conn).CallFor(ctx, rq.upstreamAgent(), "completion/complete", params)
-	endForward(span, err)
-	took := b.now().Sub(start)
-	b.observe(s.Name, "completion/complete", took, err)
-	if err != nil {
-		return b.callFailed(x, s, took, err)
-	}
-	clean, _, err := output.JSON(b.redactor(s), "completion/complete", raw)
-	if err != nil {
-		return b.withheld(x, x.what, err)
-	}
-	_, _ = b.audit(rq, audit.MCPCallCompleted{Server: s.Name, ToolCallID: x.id, DurationMs: audit.Ms(took)})
-	return rpcResult(rq, json.RawMessage(clean))
+	return &upstreamCall{
+		method: "completion/complete", conn: x.callConn(c.conn), params: params, what: x.what,
+		started: audit.MCPCallStarted{Server: s.Name, ToolCallID: x.id, Method: "completion/complete", Args: c.argument, Credential: string(x.credKind)},
+		// Suggestions are cleaned as the server's output, not run through
+		// the pipeline of a result.
+		plain: true,
+		output: func(raw json.RawMessage) (json.RawMessage, output.Summary, error) {
+			clean, _, err := output.JSON(b.redactor(s), "completion/complete", raw)
+			return clean, output.Summary{}, err
+		},
+		closing: func(_ json.RawMessage, _ output.Summary, took time.Duration, err error) (audit.Payload, string) {
+			if err != nil {
+				return nil, ""
+			}
+			return audit.MCPCallCompleted{Server: s.Name, ToolCallID: x.id, DurationMs: audit.Ms(took)}, ""
+		},
+	}, nil
 }

@@ -3,9 +3,6 @@ package mcpbridge
 import (
 	"errors"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/mcp-operator/mcp-operator/internal/identity"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
@@ -19,7 +16,7 @@ import (
 // server's own connection, as the bridge's listings do. An exchanged token
 // or the caller's own Secret rides on a connection of the caller's alone
 // (routes/callers.go): the stage gets the credential (upstreamcred), puts
-// it in the request's context, and the adapter forwards on that
+// it in the request's context, and the forward stage sends on that
 // connection. A credential the caller cannot have ends the request there:
 // nothing is forwarded, and the shared credential is never sent in its
 // place.
@@ -37,18 +34,14 @@ const attrCredential = "mcp_operator.credential"
 // credential runs the stage for x; an answer ends the request. x.conn is
 // then the caller's own connection where the credential is per caller.
 func (b *Bridge) credential(x *exchange) *jsonrpc.Message {
+	if !x.picksCredential() {
+		return nil
+	}
 	s := x.server
-	if s == nil || x.parked != nil {
-		// A parked call's retry continues on the connection it started on.
-		return nil
-	}
 	x.credKind = upstreamcred.KindOf(s.Remote)
-	if !upstreamcred.OwnPerCaller(s.Remote) {
+	if !x.callersOwnCredential() {
 		return nil
 	}
-	_, span := b.stage(x, spanCredential, trace.SpanKindInternal)
-	defer span.End()
-	span.SetAttributes(attribute.String(attrCredential, string(x.credKind)))
 	rq := x.rq
 	if b.cfg.Credentials == nil {
 		return b.credentialFailed(x, &upstreamcred.Error{Server: s.Key(), Reason: upstreamcred.ReasonUnavailable, Msg: "server " + s.Key() + " takes each caller's own credential, and this bridge reads none"})
@@ -77,6 +70,19 @@ func (b *Bridge) credential(x *exchange) *jsonrpc.Message {
 	rq.ctx = cc.WithCredential(rq.ctx, cred.Header)
 	x.conn = cc.Conn
 	return nil
+}
+
+// picksCredential says whether the stage picks what x carries upstream:
+// not for a parked call's retry (it continues on the connection it started
+// on), nor for a subscription (held on the server's own connection).
+func (x *exchange) picksCredential() bool {
+	return x.server != nil && x.parked == nil && !x.subscription
+}
+
+// callersOwnCredential says whether x carries its caller's own credential
+// upstream, which the stage gets (in a span of its own).
+func (x *exchange) callersOwnCredential() bool {
+	return x.picksCredential() && upstreamcred.OwnPerCaller(x.server.Remote)
 }
 
 // forgetAtEnd has the credentials of rq's session forgotten when it ends

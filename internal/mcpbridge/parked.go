@@ -49,22 +49,21 @@ type parkableEnd struct {
 	err error
 }
 
-// startParkable starts c upstream, detached from the agent's request (which
-// ends when the call parks); await cancels it when the agent waiting for it
-// gives up.
-func (b *Bridge) startParkable(c *call, conn upstreamConn, params json.RawMessage, hooks upstream.CallHooks) *parkable {
-	timed, stopTimer := b.contextWithCallTimeout(context.WithoutCancel(c.rq.ctx))
-	ctx, end := context.WithCancelCause(timed)
+// startParkable starts c upstream in call, the context the forward stage
+// gave it (its own deadline, detached from the agent's request, which ends
+// when the call parks); sent ends its span, stopTimer its deadline. await
+// cancels it when the agent waiting for it gives up.
+func (b *Bridge) startParkable(call context.Context, c *call, sent func(error), stopTimer context.CancelFunc, conn upstreamConn, params json.RawMessage, hooks upstream.CallHooks) *parkable {
+	ctx, end := context.WithCancelCause(call)
 	cancel := func(cause error) {
 		end(cause)
 		stopTimer()
 	}
 	p := &parkable{ctx: ctx, cancel: cancel, start: b.now(), asks: make(chan serverAsk), done: make(chan parkableEnd, 1), ended: make(chan struct{})}
 	c.parkable = p
-	ctx, span := b.forwardSpan(ctx, c.exchange, methodCall, c.tool.Upstream)
 	go func() {
 		res, err := conn.CallTool(ctx, params, hooks)
-		endForward(span, err)
+		sent(err)
 		p.done <- parkableEnd{res, err}
 		close(p.ended)
 	}()
@@ -86,13 +85,13 @@ func (b *Bridge) await(c *call, p *parkable) *jsonrpc.Message {
 			}
 			return answer
 		}
-		return b.finish(c, end.res, end.err, p.start)
+		return b.answered(c.exchange, c.up, end.res, end.err, p.start)
 	case ask := <-p.asks:
 		return b.park(c, p, ask)
 	case <-rq.ctx.Done():
 		p.cancel(context.Cause(rq.ctx))
 		end := <-p.done
-		return b.finish(c, end.res, end.err, p.start)
+		return b.answered(c.exchange, c.up, end.res, end.err, p.start)
 	}
 }
 
@@ -165,7 +164,7 @@ func (b *Bridge) leaveUnresumed(c *call, p *parkable, id string) {
 	case timedOut:
 		end = parkableEnd{err: &upstream.Error{Reason: upstream.ReasonTimeout, Err: errors.New(why)}}
 	}
-	b.finish(c, end.res, end.err, p.start)
+	b.answered(c.exchange, c.up, end.res, end.err, p.start)
 }
 
 // parkedCall is a call waiting on this replica for its agent's answer.

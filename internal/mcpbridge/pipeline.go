@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
@@ -24,7 +22,9 @@ import (
 // The transport (transport.go, post) runs the first three for every
 // request; serve runs the rest for every request that reaches a server,
 // with an adapter supplying what differs between tools, resources,
-// prompts and completions.
+// prompts, skills, completions and subscriptions. Each stage is called
+// from serve alone (stages_test.go), and the spans of those that have one
+// come from traced (spans.go), not from the stages.
 //
 //	authenticate           post: authenticate           bearer token (TokenReview)
 //	decode and check       post: readBody, rawjson.Check within the connection's budgets
@@ -45,8 +45,10 @@ import (
 //	                                                    exchanged token or the caller's
 //	                                                    Secret, on the caller's own
 //	                                                    connection (credential.go)
-//	forward, output,       adapter.forward              tools.go, resources.go,
-//	record the result                                   prompts.go, complete.go
+//	forward, output,       b.forward                    forward.go: what adapter.describe
+//	record the result                                   describes, sent, observed, run
+//	                                                    through the output pipeline and
+//	                                                    recorded, the same for every kind
 //	answer                 post: responder.finish
 //
 // Lists (tools/list, resources/list, prompts/list) are decided per item:
@@ -87,6 +89,8 @@ type exchange struct {
 	res            policy.Result // decide
 	blockInjection bool          // decide: withhold results the injection scan flags
 	id             string        // settle (or resume): the toolCallId of the events
+	outcome        outcome       // settle: the decision resolved (asked, where the policy asks)
+	shown          outputShown   // forward: what the output pipeline did, as the output span shows it
 
 	// tool is set by the tools adapter: the calls' metrics name it.
 	tool *routes.Tool
@@ -110,6 +114,10 @@ type exchange struct {
 	// read, prompt or completion); if the server is served again by the
 	// time available runs, x is resolved again before it goes upstream.
 	resolvedAway bool
+	// subscription: x is a resource subscription, held by the server itself
+	// on its own connection: it neither wakes a sleeping server nor waits
+	// for one, and carries no caller's own credential.
+	subscription bool
 }
 
 // nextProgress is the progress of the next notification the bridge itself
@@ -142,12 +150,16 @@ type adapter interface {
 	// decide is the engine's decision about x; an answer ends the request
 	// (a prompt's arguments that do not fit it).
 	decide(b *Bridge, x *exchange) (policy.Result, *jsonrpc.Message)
-	// forward sends the allowed request upstream, runs the server's answer
-	// through the output pipeline, records the result and answers.
-	forward(b *Bridge, x *exchange) *jsonrpc.Message
+	// describe describes the allowed request as it goes to its server, and
+	// how its answer goes through the output pipeline and is recorded: the
+	// forward stage sends it. An answer ends the request before anything
+	// is recorded as started.
+	describe(b *Bridge, x *exchange) (*upstreamCall, *jsonrpc.Message)
 }
 
-// serve takes a request that reaches a server through the pipeline.
+// serve takes a request that reaches a server through the pipeline. Each
+// stage is called here and nowhere else; the spans of the stages that have
+// one come from traced.
 func (b *Bridge) serve(rq *request, a adapter) *jsonrpc.Message {
 	x := &exchange{rq: rq}
 	if answer := a.resolve(b, x); answer != nil {
@@ -158,26 +170,26 @@ func (b *Bridge) serve(rq *request, a adapter) *jsonrpc.Message {
 	if answer := b.resume(x); answer != nil {
 		return answer
 	}
-	_, span := b.stage(x, spanDecide, trace.SpanKindInternal)
-	res, answer := a.decide(b, x)
-	if answer != nil {
-		span.End()
+	if answer := b.traced(x, spanDecide, func() *jsonrpc.Message {
+		res, answer := a.decide(b, x)
+		if answer == nil {
+			b.decide(x, res)
+		}
+		return answer
+	}); answer != nil {
 		return answer
 	}
-	b.decide(x, res)
-	x.traceDecision(span)
-	span.End()
 	if answer := b.available(x, a); answer != nil {
 		return spentIn(x, answer)
 	}
 	if answer := b.settle(x); answer != nil {
 		return answer
 	}
-	if answer := b.credential(x); answer != nil {
+	if answer := b.traced(x, spanCredential, func() *jsonrpc.Message { return b.credential(x) }); answer != nil {
 		return answer
 	}
 	b.touch(x)
-	return a.forward(b, x)
+	return b.forward(x, a)
 }
 
 // resume opens a retry's requestState (the only place one is opened) and
@@ -230,13 +242,11 @@ func (b *Bridge) settle(x *exchange) *jsonrpc.Message {
 			return b.unrecorded(x, err)
 		}
 	}
-	span := noSpan
-	if x.res.Decision == v1alpha1.DecisionAsk {
-		_, span = b.stage(x, spanAsk, trace.SpanKindInternal)
-	}
-	o := b.outcomeOf(x)
-	x.traceOutcome(span, o)
-	span.End()
+	b.traced(x, spanAsk, func() *jsonrpc.Message {
+		x.outcome = b.outcomeOf(x)
+		return nil
+	})
+	o := x.outcome
 	if o.pending != nil {
 		return o.pending
 	}
@@ -370,8 +380,11 @@ func (b *Bridge) callFailed(x *exchange, s *routes.Server, took time.Duration, e
 	_, _ = b.audit(x.rq, x.failed(reason, failed.Error))
 	b.countCall(x, "allow", reason)
 	x.traceFailure(reason)
-	if answer != nil {
+	switch {
+	case answer != nil:
 		return answer
+	case errors.Is(err, upstream.ErrSubscribeUnsupported):
+		return rpcError(x.rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("server %q does not offer resource subscriptions", s.Name), nil)
 	}
 	return upstreamError(x.rq, err, x.id, red, x.method == methodCall)
 }

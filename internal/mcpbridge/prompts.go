@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-
-	"go.opentelemetry.io/otel/trace"
+	"time"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
@@ -204,37 +203,25 @@ func (pr *prompt) checkArgs(b *Bridge, x *exchange) *jsonrpc.Message {
 	return nil
 }
 
-func (pr *prompt) forward(b *Bridge, x *exchange) *jsonrpc.Message {
+func (pr *prompt) describe(b *Bridge, x *exchange) (*upstreamCall, *jsonrpc.Message) {
 	rq, s := x.rq, pr.server
-	if _, err := b.audit(rq, audit.PromptInvoked{Server: s.Name, Prompt: pr.upstreamName, Args: x.args, ArgsDigest: b.eventArgsDigest(x), ToolCallID: x.id, Credential: string(x.credKind)}); err != nil {
-		return b.unrecorded(x, err)
-	}
-	params := rawjson.Set(translate.UpstreamParams(rq.msg.Params), "name", rawjson.AppendString(nil, pr.upstreamName))
-	ctx, cancel := b.contextWithCallTimeout(rq.ctx)
-	defer cancel()
-	start := b.now()
-	ctx, span := b.forwardSpan(ctx, x, methodPrompt, pr.upstreamName)
-	raw, err := x.callConn(pr.conn).CallFor(ctx, rq.upstreamAgent(), "prompts/get", params)
-	endForward(span, err)
-	took := b.now().Sub(start)
-	b.observe(s.Name, "prompts/get", took, err)
-	if err != nil {
-		return b.callFailed(x, s, took, err)
-	}
-	_, span = b.stage(x, spanOutput, trace.SpanKindInternal)
-	out, sum, err := b.cfg.Pipeline.PromptResult(output.Call{
-		Server: s.Name, Name: pr.upstreamName, Subject: rq.id.Username, Redactor: b.redactor(s), Block: x.blockInjection,
-	}, raw)
-	b.outputDone(span, s.Name, sum)
-	expanded := audit.PromptExpanded{Server: s.Name, Prompt: pr.upstreamName, SizeBytes: len(raw), Injection: sum.Findings, Blocked: sum.Blocked, ToolCallID: x.id}
-	if msgs, e := rawjson.Elements(rawjson.Get(raw, "messages")); e == nil {
-		expanded.Messages = len(msgs)
-	}
-	_, _ = b.audit(rq, expanded)
-	if err != nil {
-		return b.withheld(x, "prompt "+x.target, err)
-	}
-	return rpcResult(rq, json.RawMessage(out))
+	return &upstreamCall{
+		method: methodPrompt, name: pr.upstreamName, conn: x.callConn(pr.conn), what: "prompt " + x.target,
+		params:  rawjson.Set(translate.UpstreamParams(rq.msg.Params), "name", rawjson.AppendString(nil, pr.upstreamName)),
+		started: audit.PromptInvoked{Server: s.Name, Prompt: pr.upstreamName, Args: x.args, ArgsDigest: b.eventArgsDigest(x), ToolCallID: x.id, Credential: string(x.credKind)},
+		output: func(raw json.RawMessage) (json.RawMessage, output.Summary, error) {
+			return b.cfg.Pipeline.PromptResult(output.Call{
+				Server: s.Name, Name: pr.upstreamName, Subject: rq.id.Username, Redactor: b.redactor(s), Block: x.blockInjection,
+			}, raw)
+		},
+		closing: func(raw json.RawMessage, sum output.Summary, _ time.Duration, _ error) (audit.Payload, string) {
+			expanded := audit.PromptExpanded{Server: s.Name, Prompt: pr.upstreamName, SizeBytes: len(raw), Injection: sum.Findings, Blocked: sum.Blocked, ToolCallID: x.id}
+			if msgs, e := rawjson.Elements(rawjson.Get(raw, "messages")); e == nil {
+				expanded.Messages = len(msgs)
+			}
+			return expanded, ""
+		},
+	}, nil
 }
 
 // checkPromptArgs holds arguments to the prompt's declaration: none unknown,

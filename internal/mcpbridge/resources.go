@@ -4,10 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-
-	"go.opentelemetry.io/otel/trace"
+	"time"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
@@ -136,66 +134,42 @@ func (r *read) decide(b *Bridge, x *exchange) (policy.Result, *jsonrpc.Message) 
 	return b.engine.Load().DecideResource(x.rq.id.Subject(), policy.ResourceRead{Server: r.server.Name, Namespace: r.server.Namespace, URI: r.uri}), nil
 }
 
-func (r *read) forward(b *Bridge, x *exchange) *jsonrpc.Message {
+func (r *read) describe(b *Bridge, x *exchange) (*upstreamCall, *jsonrpc.Message) {
 	rq, s := x.rq, r.server
-	if _, err := b.audit(rq, audit.ResourceRequested{Server: s.Name, URI: r.uri, ToolCallID: x.id, Credential: string(x.credKind)}); err != nil {
-		return b.unrecorded(x, err)
-	}
-	ctx, cancel := b.contextWithCallTimeout(rq.ctx)
-	defer cancel()
-	start := b.now()
-	ctx, span := b.forwardSpan(ctx, x, methodRead, "")
-	raw, err := x.callConn(r.conn).CallFor(ctx, rq.upstreamAgent(), "resources/read", rawjson.Set(translate.UpstreamParams(rq.msg.Params), "uri", rawjson.AppendString(nil, r.uri)))
-	endForward(span, err)
-	took := b.now().Sub(start)
-	b.observe(s.Name, "resources/read", took, err)
-	if err != nil {
-		return b.callFailed(x, s, took, err)
-	}
-	if sk, ok := skillOf(s, r.uri); ok {
-		if err := b.verifySkillFile(rq.ctx, rq, s, x.callConn(r.conn), sk, r.uri, raw); err != nil {
-			b.cfg.Log.Info("skill file refused", "server", s.Key(), "uri", r.uri, "error", err.Error())
-			_, _ = b.audit(rq, x.failed(reasonSkillMismatch, err.Error()))
-			return rpcError(rq, CodeUpstream, err.Error(), map[string]any{"reason": reasonSkillMismatch, "toolCallId": x.id})
-		}
-	}
-	sum := sha256.Sum256(raw)
-	_, span = b.stage(x, spanOutput, trace.SpanKindInternal)
-	out, scan, err := b.cfg.Pipeline.ResourceResult(output.Call{
-		Server: s.Name, Name: r.uri, Subject: rq.id.Username, Redactor: b.redactor(s), Block: x.blockInjection,
-	}, raw)
-	b.outputDone(span, s.Name, scan)
-	_, _ = b.audit(rq, audit.ResourceFetched{
-		Server: s.Name, URI: r.uri, SizeBytes: len(raw), ContentHash: "sha256:" + hex.EncodeToString(sum[:]),
-		Injection: scan.Findings, Blocked: scan.Blocked, ToolCallID: x.id,
-	})
-	if err != nil {
-		return b.withheld(x, "resource "+r.shown, err)
-	}
-	if rq.endpoint == "" {
-		out = translate.ContentURIs(out, s.Name)
-	}
-	return rpcResult(rq, json.RawMessage(out))
-}
-
-// withheld ends a read or a prompt whose answer the output pipeline did
-// not pass on (blocked for injection, or malformed), with the closing
-// event a call's output failure has.
-func (b *Bridge) withheld(x *exchange, what string, err error) *jsonrpc.Message {
-	code, reason := CodeUpstream, reasonInvalidResult
-	msg := err.Error()
-	if errors.Is(err, output.ErrBlocked) {
-		code, reason, msg = CodeDenied, reasonInjection, what+": "+err.Error()
-	}
-	_, _ = b.audit(x.rq, x.failed(reason, err.Error()))
-	data := map[string]any{"reason": reason}
-	if code == CodeUpstream {
-		data["retryable"] = false // the server answered: read again, it answers the same
-	}
-	if x.id != "" { // an artifact's read has none: it is not decided
-		data["toolCallId"] = x.id
-	}
-	return rpcError(x.rq, code, msg, data)
+	conn := x.callConn(r.conn)
+	return &upstreamCall{
+		method: methodRead, conn: conn, what: "resource " + r.shown,
+		params:  rawjson.Set(translate.UpstreamParams(rq.msg.Params), "uri", rawjson.AppendString(nil, r.uri)),
+		started: audit.ResourceRequested{Server: s.Name, URI: r.uri, ToolCallID: x.id, Credential: string(x.credKind)},
+		check: func(raw json.RawMessage) *jsonrpc.Message {
+			sk, ok := skillOf(s, r.uri)
+			if !ok {
+				return nil
+			}
+			if err := b.verifySkillFile(rq.ctx, rq, s, conn, sk, r.uri, raw); err != nil {
+				b.cfg.Log.Info("skill file refused", "server", s.Key(), "uri", r.uri, "error", err.Error())
+				_, _ = b.audit(rq, x.failed(reasonSkillMismatch, err.Error()))
+				return rpcError(rq, CodeUpstream, err.Error(), map[string]any{"reason": reasonSkillMismatch, "toolCallId": x.id})
+			}
+			return nil
+		},
+		output: func(raw json.RawMessage) (json.RawMessage, output.Summary, error) {
+			out, sum, err := b.cfg.Pipeline.ResourceResult(output.Call{
+				Server: s.Name, Name: r.uri, Subject: rq.id.Username, Redactor: b.redactor(s), Block: x.blockInjection,
+			}, raw)
+			if err == nil && rq.endpoint == "" {
+				out = translate.ContentURIs(out, s.Name)
+			}
+			return out, sum, err
+		},
+		closing: func(raw json.RawMessage, scan output.Summary, _ time.Duration, _ error) (audit.Payload, string) {
+			sum := sha256.Sum256(raw)
+			return audit.ResourceFetched{
+				Server: s.Name, URI: r.uri, SizeBytes: len(raw), ContentHash: "sha256:" + hex.EncodeToString(sum[:]),
+				Injection: scan.Findings, Blocked: scan.Blocked, ToolCallID: x.id,
+			}, ""
+		},
+	}, nil
 }
 
 // readArtifact returns a capped result to the subject that produced it,

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
@@ -99,20 +100,35 @@ func (g *skillGet) decide(b *Bridge, x *exchange) (policy.Result, *jsonrpc.Messa
 	return b.engine.Load().DecideSkill(x.rq.id.Subject(), policy.SkillGet{Name: g.name, Server: g.server.Name, Namespace: g.server.Namespace}), nil
 }
 
-func (g *skillGet) forward(b *Bridge, x *exchange) *jsonrpc.Message {
+// upstream sends skills/get: the skill's live entry, held to the published
+// one before anything of it reaches the agent.
+func (g *skillGet) describe(b *Bridge, x *exchange) (*upstreamCall, *jsonrpc.Message) {
 	rq, s := x.rq, g.server
-	if _, err := b.audit(rq, audit.ResourceRequested{Server: s.Name, URI: g.uri, ToolCallID: x.id, Credential: string(x.credKind)}); err != nil {
-		return b.unrecorded(x, err)
-	}
-	raw, sk, err := b.liveSkill(rq.ctx, rq, s, x.callConn(g.conn), g.uri)
-	if err != nil {
-		_, _ = b.audit(rq, x.failed(reasonSkillMismatch, err.Error()))
-		return rpcError(rq, CodeUpstream, err.Error(), map[string]any{"reason": reasonSkillMismatch, "toolCallId": x.id})
-	}
-	sum := sha256.Sum256(raw)
-	_, _ = b.audit(rq, audit.ResourceFetched{Server: s.Name, URI: g.uri, SizeBytes: len(raw), ContentHash: "sha256:" + hex.EncodeToString(sum[:]), ToolCallID: x.id})
-	out := rawjson.Set([]byte(`{"resultType":"complete"}`), "skill", b.skillEntry(rq, s, raw, sk))
-	return rpcResult(rq, withCacheHints(rq, out, newFreshness(), scopePrivate))
+	conn := x.callConn(g.conn)
+	var sk catalog.Skill
+	return &upstreamCall{
+		method: "skills/get", conn: conn,
+		started: audit.ResourceRequested{Server: s.Name, URI: g.uri, ToolCallID: x.id, Credential: string(x.credKind)},
+		send: func(ctx context.Context) (json.RawMessage, *jsonrpc.Message, error) {
+			raw, live, err := b.liveSkill(ctx, rq, s, conn, g.uri)
+			if err != nil {
+				_, _ = b.audit(rq, x.failed(reasonSkillMismatch, err.Error()))
+				return nil, rpcError(rq, CodeUpstream, err.Error(), map[string]any{"reason": reasonSkillMismatch, "toolCallId": x.id}), nil
+			}
+			sk = live
+			return raw, nil, nil
+		},
+		// The entry is cleaned as a listing is (skillEntry).
+		plain: true,
+		output: func(raw json.RawMessage) (json.RawMessage, output.Summary, error) {
+			out := rawjson.Set([]byte(`{"resultType":"complete"}`), "skill", b.skillEntry(rq, s, raw, sk))
+			return withCacheHints(rq, out, newFreshness(), scopePrivate), output.Summary{}, nil
+		},
+		closing: func(raw json.RawMessage, _ output.Summary, _ time.Duration, _ error) (audit.Payload, string) {
+			sum := sha256.Sum256(raw)
+			return audit.ResourceFetched{Server: s.Name, URI: g.uri, SizeBytes: len(raw), ContentHash: "sha256:" + hex.EncodeToString(sum[:]), ToolCallID: x.id}, ""
+		},
+	}, nil
 }
 
 // liveSkill gets a skill's entry from its server and checks it is the

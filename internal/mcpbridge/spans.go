@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
@@ -152,6 +153,55 @@ func (b *Bridge) stage(x *exchange, name string, kind trace.SpanKind) (context.C
 	return b.cfg.Tracer.Start(x.rq.ctx, name, trace.WithSpanKind(kind))
 }
 
+// traced runs stage, the stage of x's pipeline named name, in a span of
+// its own where the stage has one (spanned): started before it, ended
+// after it, with what it did recorded on it (record). The stages
+// themselves start and end no span: this is where the decide, ask,
+// credential and output spans come from (the CLIENT span of the call
+// upstream comes from the forward stage's dispatch).
+func (b *Bridge) traced(x *exchange, name string, stage func() *jsonrpc.Message) *jsonrpc.Message {
+	span := noSpan
+	if x.spanned(name) {
+		_, span = b.stage(x, name, trace.SpanKindInternal)
+	}
+	answer := stage()
+	x.record(span, name, answer)
+	span.End()
+	return answer
+}
+
+// spanned says whether stage name of x has a span: ask only where the
+// policy asks, credential only where x carries its caller's own.
+func (x *exchange) spanned(name string) bool {
+	switch name {
+	case spanAsk:
+		return x.res.Decision == v1alpha1.DecisionAsk
+	case spanCredential:
+		return x.callersOwnCredential()
+	}
+	return true
+}
+
+// record records on span what stage name did for x (answer, when not nil,
+// ended the request there), and on x's request span what that span
+// shows of it.
+func (x *exchange) record(span trace.Span, name string, answer *jsonrpc.Message) {
+	switch name {
+	case spanDecide:
+		if answer == nil {
+			x.traceDecision(span)
+		}
+	case spanAsk:
+		x.traceOutcome(span, x.outcome)
+	case spanCredential:
+		if span.IsRecording() {
+			span.SetAttributes(attribute.String(attrCredential, string(x.credKind)))
+		}
+	case spanOutput:
+		x.shown.trace(span)
+	}
+}
+
 // traceTarget names x's span after what it is about, once resolved.
 func (x *exchange) traceTarget() {
 	span := x.rq.span
@@ -277,27 +327,29 @@ func endForward(span trace.Span, err error) {
 	span.End()
 }
 
-// outputDone records what the output pipeline did to a result of server,
-// in its metrics and on the output span: sizes and counts, never content.
-func (b *Bridge) outputDone(span trace.Span, server string, sum output.Summary) {
-	if m := b.cfg.Metrics; m != nil {
-		if n := sum.Redactions.Total(); n > 0 {
-			m.Redactions.WithLabelValues(server).Add(float64(n))
-		}
-		if n := len(sum.Findings); n > 0 {
-			m.InjectionFindings.WithLabelValues(server).Add(float64(n))
-		}
-	}
-	defer span.End()
+// outputShown is what the output span shows of what the output pipeline
+// did to a result: sizes and counts, never content (and not the whole
+// output.Summary, whose counts by kind of secret are kilobytes).
+type outputShown struct {
+	size, redactions, findings int
+	capped, blocked            bool
+}
+
+func shownOf(sum output.Summary) outputShown {
+	return outputShown{size: sum.SizeIn, redactions: sum.Redactions.Total(), findings: len(sum.Findings), capped: sum.Capped, blocked: sum.Blocked}
+}
+
+// trace records o on the output span.
+func (o outputShown) trace(span trace.Span) {
 	if !span.IsRecording() {
 		return
 	}
 	span.SetAttributes(
-		attribute.Int(attrResultSize, sum.SizeIn),
-		attribute.Int(attrRedactions, sum.Redactions.Total()),
-		attribute.Int(attrInjection, len(sum.Findings)),
-		attribute.Bool(attrCapped, sum.Capped),
-		attribute.Bool(attrBlocked, sum.Blocked),
+		attribute.Int(attrResultSize, o.size),
+		attribute.Int(attrRedactions, o.redactions),
+		attribute.Int(attrInjection, o.findings),
+		attribute.Bool(attrCapped, o.capped),
+		attribute.Bool(attrBlocked, o.blocked),
 	)
 }
 

@@ -35,17 +35,16 @@ func oneCallsHooks(b *Bridge, rq *request, x *exchange) {
 	rq.ctx = b.startRequest(rq.ctx, hookRequest, rq, hookTime, hookTime)
 	*x = exchange{rq: rq, method: methodCall, target: "mcp.fs.read_file", server: hookServer, id: "call-1", res: hookResult}
 	x.traceTarget()
-	_, decide := b.stage(x, spanDecide, trace.SpanKindInternal)
-	x.traceDecision(decide)
-	decide.End()
-	_, ask := b.stage(x, spanAsk, trace.SpanKindInternal)
-	x.traceOutcome(ask, outcome{decision: "allow", actor: "user", sourcedFrom: "session"})
-	ask.End()
+	b.traced(x, spanDecide, func() *jsonrpc.Message { return nil })
+	x.outcome = outcome{decision: "allow", actor: "user", sourcedFrom: "session"}
+	b.traced(x, spanAsk, func() *jsonrpc.Message { return nil })
 	ctx, forward := b.forwardSpan(rq.ctx, x, methodCall, "read_file")
 	_, _ = tracing.Context(ctx) // what upstream.propagate reads
 	endForward(forward, nil)
-	_, out := b.stage(x, spanOutput, trace.SpanKindInternal)
-	b.outputDone(out, "fs", output.Summary{SizeIn: 10})
+	b.traced(x, spanOutput, func() *jsonrpc.Message {
+		x.shown = shownOf(output.Summary{SizeIn: 10})
+		return nil
+	})
 	x.traceFailure("tool_error")
 	x.traceCallID()
 	_ = rq.traceIDs()
@@ -59,7 +58,7 @@ var (
 		Params: json.RawMessage(`{"name":"mcp.fs.read_file","arguments":{},"_meta":{"traceparent":"` + agentTP + `"}}`)}
 	hookTime   = time.Unix(1700000000, 0)
 	hookServer = &routes.Server{Name: "fs"}
-	hookResult = policy.Result{Decision: v1alpha1.DecisionAllow, SourcedFrom: "tools/alice", RiskAtDecision: v1alpha1.RiskRead}
+	hookResult = policy.Result{Decision: v1alpha1.DecisionAsk, SourcedFrom: "tools/alice", RiskAtDecision: v1alpha1.RiskRead}
 	hookAnswer = &jsonrpc.Message{JSONRPC: "2.0", ID: json.RawMessage(`7`), Error: &jsonrpc.Error{Code: CodeDenied, Message: "denied"}}
 )
 

@@ -3,8 +3,6 @@ package mcpbridge
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -15,9 +13,8 @@ import (
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/session"
-	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
 	"github.com/mcp-operator/mcp-operator/internal/policy/resourceuri"
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
@@ -252,33 +249,68 @@ func (h *hub) endSession(id string) {
 	l.mu.Unlock()
 }
 
-// resolveResource finds the server and upstream URI of a URI in the agent's
-// view and decides it as a read is decided, recording the decision (ask
-// denies: updates cannot be asked about one by one; a read can). It
-// returns the exchange the decision's events are about, or the refusal.
-func (b *Bridge) resolveResource(rq *request, agentURI, what string) (*routes.Server, upstreamConn, string, *exchange, *jsonrpc.Message) {
-	s, conn, uri, unknown := b.locateResource(rq, agentURI)
+// subscription is the subscriptions adapter of the pipeline: one resource
+// subscription for listener l, made by resources/subscribe or one URI of
+// subscriptions/listen (method). It is decided as a read of its URI, with
+// no question to ask (ask denies: updates cannot be asked about one by
+// one; a read can), and held by the server itself: one that is away is
+// not woken for it (the available stage tells an allowed caller why).
+type subscription struct {
+	*exchange
+	// l is the listener the updates go to: made by listener (nil: the
+	// session ended), once the subscription is allowed.
+	l        *listener
+	listener func() *listener
+	method   string
+	conn     upstreamConn
+	// uri is the canonical upstream URI; agentURI the one the agent sent.
+	uri, agentURI string
+}
+
+func (sub *subscription) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
+	sub.exchange = x
+	s, conn, uri, unknown := b.locateResource(x.rq, sub.agentURI)
 	if unknown != nil {
-		return nil, nil, "", nil, unknown
+		return unknown
 	}
-	// Decided and recorded as the pipeline does (pipeline.go), with no
-	// question to ask.
-	x := &exchange{rq: rq, method: methodRead, target: BridgeURI(s.Name, uri), what: what + " of " + agentURI, noAsk: true}
-	b.decide(x, b.engine.Load().DecideResource(rq.id.Subject(), policy.ResourceRead{Server: s.Name, Namespace: s.Namespace, URI: uri}))
-	if conn == nil && x.res.Decision == v1alpha1.DecisionAllow {
-		// A subscription is held by the server itself: one that is away
-		// cannot take it now (and an open subscription does not wake it).
-		// Only a caller the policy allows learns why: any other is
-		// refused by settle, as if the server were serving.
-		if a, ok := b.cfg.Registry.Away(s.Name); ok {
-			return nil, nil, "", nil, b.refuseAway(rq, a)
-		}
-		return nil, nil, "", nil, upstreamError(rq, &upstream.Error{Reason: upstream.ReasonUnavailable, Err: fmt.Errorf("server %s is not serving now", s.Name)}, "", nil, false)
+	x.server, sub.conn, sub.uri = s, conn, uri
+	x.resolvedAway = conn == nil
+	x.method, x.target, x.what = methodRead, BridgeURI(s.Name, uri), "subscription of "+sub.agentURI
+	x.noAsk, x.subscription = true, true
+	return nil
+}
+
+func (sub *subscription) decide(b *Bridge, x *exchange) (policy.Result, *jsonrpc.Message) {
+	return b.engine.Load().DecideResource(x.rq.id.Subject(), policy.ResourceRead{Server: sub.server.Name, Namespace: sub.server.Namespace, URI: sub.uri}), nil
+}
+
+// upstream has the server hold the subscription, allowed by x's decision,
+// and answers once it does. A subscription that fails ends x's event chain
+// as a failed call does.
+func (sub *subscription) describe(b *Bridge, x *exchange) (*upstreamCall, *jsonrpc.Message) {
+	rq, s := x.rq, x.server
+	if sub.l = sub.listener(); sub.l == nil {
+		return nil, rpcError(rq, jsonrpc.CodeInvalidRequest, "the session has ended", nil)
 	}
-	if refused := b.settle(x); refused != nil {
-		return nil, nil, "", nil, refused
-	}
-	return s, conn, uri, x, nil
+	k := topicKey{s.Name, sub.uri}
+	return &upstreamCall{
+		method: "resources/subscribe", conn: sub.conn,
+		started: audit.ResourceRequested{Server: s.Name, URI: sub.uri, Method: sub.method, ToolCallID: x.id},
+		send: func(ctx context.Context) (json.RawMessage, *jsonrpc.Message, error) {
+			if !b.subs.add(sub.l, k, sub.agentURI) {
+				return nil, rpcResult(rq, json.RawMessage(`{}`)), nil // subscribed already
+			}
+			err := sub.conn.Subscribe(ctx, sub.uri)
+			if err != nil {
+				b.subs.remove(sub.l, k)
+			}
+			return nil, nil, err
+		},
+		plain: true,
+		output: func(json.RawMessage) (json.RawMessage, output.Summary, error) {
+			return json.RawMessage(`{}`), output.Summary{}, nil
+		},
+	}, nil
 }
 
 // subscribeURI reads {uri}.
@@ -299,47 +331,9 @@ func (b *Bridge) subscribe(rq *request) *jsonrpc.Message {
 	if bad != nil {
 		return bad
 	}
-	s, conn, uri, x, refused := b.resolveResource(rq, agentURI, "subscription")
-	if refused != nil {
-		return refused
-	}
-	l := b.subs.session(rq.sess, rq.id.Subject())
-	if l == nil {
-		return rpcError(rq, jsonrpc.CodeInvalidRequest, "the session has ended", nil)
-	}
-	if err := b.hold(x, l, s, conn, uri, agentURI, "resources/subscribe"); err != nil {
-		return err
-	}
-	return rpcResult(rq, json.RawMessage(`{}`))
-}
-
-// hold records l's subscription, allowed by x's decision, and waits until
-// the server holds it; the message is the refusal. A subscription that
-// fails ends x's event chain as a failed call does.
-func (b *Bridge) hold(x *exchange, l *listener, s *routes.Server, conn upstreamConn, uri, agentURI, method string) *jsonrpc.Message {
-	rq := x.rq
-	if _, err := b.audit(rq, audit.ResourceRequested{Server: s.Name, URI: uri, Method: method, ToolCallID: x.id}); err != nil {
-		return b.unrecorded(x, err)
-	}
-	k := topicKey{s.Name, uri}
-	if !b.subs.add(l, k, agentURI) {
-		return nil // subscribed already
-	}
-	ctx, cancel := b.contextWithCallTimeout(rq.ctx)
-	defer cancel()
-	start := b.now()
-	err := conn.Subscribe(ctx, uri)
-	took := b.now().Sub(start)
-	b.observe(s.Name, "resources/subscribe", took, err)
-	if err == nil {
-		return nil
-	}
-	b.subs.remove(l, k)
-	failed := b.callFailed(x, s, took, err)
-	if errors.Is(err, upstream.ErrSubscribeUnsupported) {
-		return rpcError(rq, jsonrpc.CodeInvalidParams, fmt.Sprintf("server %q does not offer resource subscriptions", s.Name), nil)
-	}
-	return failed
+	return b.serve(rq, &subscription{agentURI: agentURI, method: "resources/subscribe", listener: func() *listener {
+		return b.subs.session(rq.sess, rq.id.Subject())
+	}})
 }
 
 // unsubscribe answers resources/unsubscribe: ending a subscription needs no
@@ -394,13 +388,8 @@ func (b *Bridge) listen(rq *request) *jsonrpc.Message {
 	defer b.subs.remove(l)
 	accepted := []string{}
 	for _, agentURI := range p.Notifications.ResourceSubscriptions {
-		s, conn, uri, x, refused := b.resolveResource(rq, agentURI, "subscription")
-		if refused != nil {
-			b.cfg.Log.Info("a resource subscription was refused", "subject", rq.id.Username, "uri", agentURI, "why", refused.Error.Message)
-			continue
-		}
-		if failed := b.hold(x, l, s, conn, uri, agentURI, "subscriptions/listen"); failed != nil {
-			b.cfg.Log.Info("a resource subscription was not made", "subject", rq.id.Username, "uri", agentURI, "why", failed.Error.Message)
+		if answer := b.serve(rq, &subscription{agentURI: agentURI, method: "subscriptions/listen", listener: func() *listener { return l }}); answer.Error != nil {
+			b.cfg.Log.Info("a resource subscription was refused or not made", "subject", rq.id.Username, "uri", agentURI, "why", answer.Error.Message)
 			continue
 		}
 		accepted = append(accepted, agentURI)

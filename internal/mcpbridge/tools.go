@@ -1,12 +1,11 @@
 package mcpbridge
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
-
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
@@ -45,6 +44,9 @@ type call struct {
 	// parkable: the call runs detached from the agent's request, and may be
 	// parked while the server waits for the agent (parked.go).
 	parkable *parkable
+	// up is the call as it goes upstream (upstream): how its answer is
+	// handled whenever it comes.
+	up *upstreamCall
 }
 
 func (c *call) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
@@ -77,44 +79,54 @@ func (c *call) decide(b *Bridge, x *exchange) (policy.Result, *jsonrpc.Message) 
 	return res, nil
 }
 
-// forward runs the call: a new one, the retry answering a 2026-07-28
-// server's question, or the retry continuing a parked call.
-func (c *call) forward(b *Bridge, x *exchange) *jsonrpc.Message {
-	switch {
-	case x.parked != nil:
-		return b.continueParked(c, x.parked)
-	case x.resumed != nil && x.resumed.Kind == resumeUpstream:
+// describe describes the call: a new one, the retry answering a
+// 2026-07-28 server's question, or the retry continuing a parked call.
+// Its strategy is how it is sent: a 2026-07-28 agent's call runs detached
+// and may park while its server waits for the agent (parked.go); any other
+// waits, asking a session-era agent what its server asks
+// (inputrequired.go).
+func (c *call) describe(b *Bridge, x *exchange) (*upstreamCall, *jsonrpc.Message) {
+	rq, tool := x.rq, c.tool
+	server := tool.Server.Name
+	c.up = &upstreamCall{
+		method: methodCall, name: tool.Upstream, recordAnswer: true,
+		output: func(raw json.RawMessage) (json.RawMessage, output.Summary, error) {
+			return b.cfg.Pipeline.ToolResult(output.Call{
+				Server: server, Name: tool.Upstream, Subject: rq.id.Username,
+				Redactor: b.redactor(tool.Server), Block: x.blockInjection,
+			}, raw)
+		},
+		closing: func(raw json.RawMessage, sum output.Summary, _ time.Duration, err error) (audit.Payload, string) {
+			if err != nil {
+				return nil, ""
+			}
+			isError := string(rawjson.Get(raw, "isError")) == "true"
+			done := audit.ToolCompleted{
+				ResultPreview: sum.Preview, ResultSize: sum.SizeIn, ToolCallID: x.id, Tool: tool.Name,
+				IsError: isError, Redactions: sum.Redactions.Map(), Injection: sum.Findings, Blocked: sum.Blocked,
+			}
+			if sum.Capped {
+				done.Artifact = artifact.URI(sum.Artifact)
+			}
+			if isError {
+				return done, "tool_error"
+			}
+			return done, ""
+		},
+	}
+	up := c.up
+	if pc := x.parked; pc != nil {
+		up.continued = func() *jsonrpc.Message { return b.continueParked(c, pc) }
+		return up, nil
+	}
+	if x.resumed != nil && x.resumed.Kind == resumeUpstream {
 		c.answersServer, c.upstreamState = true, x.resumed.Upstream
 	}
-	return b.execute(c)
-}
-
-// upstreamAgent is the agent session the request's calls to a server are
-// made for: a session-era agent session takes an upstream session of its
-// own where the server keeps sessions (upstream/agents.go), closed when the
-// agent session ends. nil in the stateless era.
-func (rq *request) upstreamAgent() *upstream.Agent {
-	if rq.sess == nil {
-		return nil
+	up.started = audit.MCPCallStarted{Server: server, ToolCallID: x.id, Method: methodCall, Args: c.params.Arguments, ArgsDigest: b.eventArgsDigest(x), Credential: string(x.credKind)}
+	up.begun = audit.ToolStarted{Tool: tool.Name, ToolCallID: x.id, Server: server}
+	if _, served, ok := b.cfg.Registry.Server(server); ok {
+		up.conn = x.callConn(served)
 	}
-	return &upstream.Agent{ID: rq.sess.ID, Caller: rq.id.Username, AtEnd: rq.sess.AtEnd}
-}
-
-// execute forwards an allowed call and runs its result through the output
-// pipeline, writing the event chain.
-func (b *Bridge) execute(c *call) *jsonrpc.Message {
-	rq, tool := c.rq, c.tool
-	server := tool.Server.Name
-	if _, err := b.audit(rq, audit.MCPCallStarted{Server: server, ToolCallID: c.id, Method: "tools/call", Args: c.params.Arguments, ArgsDigest: b.eventArgsDigest(c.exchange), Credential: string(c.credKind)}); err != nil {
-		return b.unrecorded(c.exchange, err)
-	}
-	_, _ = b.audit(rq, audit.ToolStarted{Tool: tool.Name, ToolCallID: c.id, Server: server})
-
-	_, served, ok := b.cfg.Registry.Server(server)
-	if !ok {
-		return b.callFailed(c.exchange, c.tool.Server, 0, &notSentError{&upstream.Error{Reason: upstream.ReasonUnavailable, Err: errors.New("the server left the bridge's scope")}})
-	}
-	conn := c.callConn(served)
 	params := translate.CallParams(tool.Upstream, c.params.Arguments, rq.msg.Params)
 	if c.answersServer {
 		params = translate.WithInputResponses(params, c.params.InputResponses, c.upstreamState)
@@ -143,86 +155,43 @@ func (b *Bridge) execute(c *call) *jsonrpc.Message {
 			}
 		}
 	}
+	up.params = params
 	if rq.stateless {
 		// The server may ask the agent something mid-call: the call then
 		// waits, parked, for the agent's retry (parked.go).
-		return b.await(c, b.startParkable(c, conn, params, hooks))
-	}
-	ctx, cancel := b.contextWithCallTimeout(rq.ctx)
-	defer cancel()
-	start := b.now()
-	ctx, span := b.forwardSpan(ctx, c.exchange, methodCall, tool.Upstream)
-	res, err := conn.CallTool(ctx, params, hooks)
-	for round := 0; err == nil && isInputRequired(res); round++ {
-		if round == maxInputRounds {
-			err = fmt.Errorf("the server asked for input %d times within one call", maxInputRounds)
-			break
+		up.park = func(ctx context.Context, sent func(error), stop context.CancelFunc) *jsonrpc.Message {
+			return b.await(c, b.startParkable(ctx, c, sent, stop, up.conn, params, hooks))
 		}
-		next, answer := b.answerInputRequests(ctx, c, params, res)
-		if answer != nil {
-			endForward(span, nil)
-			return answer
-		}
-		params = next
-		res, err = conn.CallTool(ctx, params, hooks)
+		return up, nil
 	}
-	endForward(span, err)
-	return b.finish(c, res, err, start)
+	up.send = func(ctx context.Context) (json.RawMessage, *jsonrpc.Message, error) {
+		params := params
+		res, err := up.conn.CallTool(ctx, params, hooks)
+		for round := 0; err == nil && isInputRequired(res); round++ {
+			if round == maxInputRounds {
+				return nil, nil, fmt.Errorf("the server asked for input %d times within one call", maxInputRounds)
+			}
+			next, answer := b.answerInputRequests(ctx, c, params, res)
+			if answer != nil {
+				return nil, answer, nil
+			}
+			params = next
+			res, err = up.conn.CallTool(ctx, params, hooks)
+		}
+		return res, nil, err
+	}
+	return up, nil
 }
 
-// finish runs a call's answer through the output pipeline and writes the
-// end of its event chain.
-func (b *Bridge) finish(c *call, res json.RawMessage, err error, start time.Time) *jsonrpc.Message {
-	rq, tool := c.rq, c.tool
-	server := tool.Server.Name
-	took := b.now().Sub(start)
-	b.observe(server, "tools/call", took, err)
-	if err != nil {
-		return b.callFailed(c.exchange, c.tool.Server, took, err)
+// upstreamAgent is the agent session the request's calls to a server are
+// made for: a session-era agent session takes an upstream session of its
+// own where the server keeps sessions (upstream/agents.go), closed when the
+// agent session ends. nil in the stateless era.
+func (rq *request) upstreamAgent() *upstream.Agent {
+	if rq.sess == nil {
+		return nil
 	}
-	_, _ = b.audit(rq, audit.MCPCallCompleted{Server: server, ToolCallID: c.id, DurationMs: audit.Ms(took)})
-	_, span := b.stage(c.exchange, spanOutput, trace.SpanKindInternal)
-	out, sum, err := b.cfg.Pipeline.ToolResult(output.Call{
-		Server: server, Name: tool.Upstream, Subject: rq.id.Username,
-		Redactor: b.redactor(tool.Server), Block: c.blockInjection,
-	}, res)
-	b.outputDone(span, server, sum)
-	if err != nil {
-		c.traceFailure(upstream.ReasonInvalid)
-		_, _ = b.audit(rq, c.failed(upstream.ReasonInvalid, err.Error()))
-		b.count(tool, "allow", upstream.ReasonInvalid)
-		return rpcError(rq, CodeUpstream, "the server's result could not be passed on (the call ran there): "+err.Error(), retryNever.with(map[string]any{"reason": upstream.ReasonInvalid, "toolCallId": c.id}))
-	}
-	isError := string(rawjson.Get(res, "isError")) == "true"
-	done := audit.ToolCompleted{
-		ResultPreview: sum.Preview, ResultSize: sum.SizeIn, ToolCallID: c.id, Tool: tool.Name,
-		IsError: isError, Redactions: sum.Redactions.Map(), Injection: sum.Findings, Blocked: sum.Blocked,
-	}
-	if sum.Capped {
-		done.Artifact = artifact.URI(sum.Artifact)
-	}
-	_, _ = b.audit(rq, done)
-	outcome := "ok"
-	if isError {
-		outcome = "tool_error"
-		c.traceFailure(outcome)
-	}
-	b.count(tool, "allow", outcome)
-	return rpcResult(rq, json.RawMessage(out))
-}
-
-func (b *Bridge) observe(server, method string, took time.Duration, err error) {
-	m := b.cfg.Metrics
-	if m == nil {
-		return
-	}
-	m.CallDuration.WithLabelValues(server, method).Observe(took.Seconds())
-	var ue *upstream.Error
-	if errors.As(err, &ue) && ue.Reason != upstream.ReasonCancelled && ue.Reason != upstream.ReasonBusy {
-		m.UpstreamUp.WithLabelValues(server).Set(0)
-	} else {
-		m.UpstreamUp.WithLabelValues(server).Set(1)
-	}
+	return &upstream.Agent{ID: rq.sess.ID, Caller: rq.id.Username, AtEnd: rq.sess.AtEnd}
 }
 
 // upstreamError answers the agent for a request that failed upstream: the
