@@ -25,8 +25,9 @@ type inputRequest struct {
 	Params json.RawMessage `json:"params"`
 }
 
-// inputRequiredResult is an input_required answer, its members in the
-// order the agent has always got them.
+// inputRequiredResult is an input_required answer, its members in key
+// order, as encoding/json writes a map (inputRequests, requestState,
+// resultType); TestInputRequiredAnswer pins it.
 type inputRequiredResult struct {
 	InputRequests map[string]inputRequest `json:"inputRequests"`
 	RequestState  string                  `json:"requestState"`

@@ -25,9 +25,8 @@ import (
 
 // TestInputRequiredAnswer: the input_required answer carries the requests
 // under their keys and the state sealed so that any replica opens it back
-// to what was sealed; its bytes are those of the answer's earlier
-// encoding (a map, members in key order, HTML characters escaped), so an
-// agent or a golden chain sees no difference.
+// to what was sealed; its bytes equal encoding/json's encoding of the same
+// answer as a map (members in key order, HTML characters escaped).
 func TestInputRequiredAnswer(t *testing.T) {
 	sealer, err := signed.New(testKey)
 	if err != nil {
@@ -61,13 +60,13 @@ func TestInputRequiredAnswer(t *testing.T) {
 	}
 	var form map[string]any
 	_ = json.Unmarshal(question, &form)
-	before, _ := json.Marshal(map[string]any{
+	asMap, _ := json.Marshal(map[string]any{
 		"resultType":    "input_required",
 		"inputRequests": map[string]any{approvalKey: map[string]any{"method": "elicitation/create", "params": form}},
 		"requestState":  got.RequestState,
 	})
-	if string(answer.Result) != string(before) || string(answer.ID) != "7" {
-		t.Fatalf("the answer's bytes changed:\n got %s\nwant %s", answer.Result, before)
+	if string(answer.Result) != string(asMap) || string(answer.ID) != "7" {
+		t.Fatalf("the answer's bytes changed:\n got %s\nwant %s", answer.Result, asMap)
 	}
 }
 
@@ -90,10 +89,17 @@ func TestAskInSession(t *testing.T) {
 
 	t.Run("answered", func(t *testing.T) {
 		rq, w := streamed()
+		asked := make(chan struct{})
+		defer close(asked)
 		go func() {
-			// Delivered once askInSession waits for it (Await comes first).
+			// Delivered once askInSession waits for it (Await comes first);
+			// given up when askInSession returns without waiting.
 			for !sess.Deliver(&jsonrpc.Message{ID: id, Result: json.RawMessage(`{"action":"accept"}`)}) {
-				time.Sleep(time.Millisecond)
+				select {
+				case <-asked:
+					return
+				case <-time.After(time.Millisecond):
+				}
 			}
 		}()
 		m, err := askInSession(context.Background(), rq, id, "elicitation/create", json.RawMessage(`{"message":"ok?"}`))

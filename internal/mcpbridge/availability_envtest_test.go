@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -297,26 +298,32 @@ func TestWakeThenServerProgressIncreases(t *testing.T) {
 	}
 }
 
-// TestOnlyAllowedRequestsAreActivity: a call the policy denies and a list
-// that shows nothing of a server do not renew its activity Lease (a caller
-// with no rights does not keep a server awake); a list that shows its
-// tools does.
+// TestOnlyAllowedRequestsAreActivity: a call the policy denies, a list
+// that shows nothing of a server, and a list whose only item of a server
+// the output pipeline refuses (left out) do not renew its activity Lease
+// (a caller who sees nothing of it does not keep it awake); a list that
+// shows its tools does.
 func TestOnlyAllowedRequestsAreActivity(t *testing.T) {
 	const ns = "activityrights"
 	fwd := peer(t)
 	rt, url, k, _ := startRuntimeWith(t, nil, ns)
 	closeUpstreams(t, rt)
 	apply(t, k, bridgetest.Published(t, ns, "everything", fwd.URL, v1alpha1.ToolsSpec{}))
-	createPolicy(t, k, toolPolicy(ns, "agents", []v1alpha1.Subject{sa("agents", "alice")}, rule("allow", "mcp.everything.*"), rule("deny", "mcp.everything.test_simple_text")))
+	apply(t, k, bridgetest.Published(t, ns, "refusing", refusingServer(t, false), v1alpha1.ToolsSpec{}))
+	createPolicy(t, k, toolPolicy(ns, "agents", []v1alpha1.Subject{sa("agents", "alice")},
+		rule("allow", "mcp.everything.*"), rule("deny", "mcp.everything.test_simple_text"), rule("allow", "mcp.refusing.*")))
 	alice := connectTo(t, url, "alice-token", mcpclient.EraSession)
 	bob := connectTo(t, url, "bob-token", mcpclient.EraSession)
-	testkit.Eventually(t, "the bridge serves the server", func() bool {
+	testkit.Eventually(t, "the bridge serves both servers, the refused tool in its catalog", func() bool {
 		_, _, ok := rt.Registry.Server("everything")
-		return ok
+		c, err := rt.Registry.Catalog(testkit.Context(t), "refusing")
+		return ok && err == nil && c.ByName["odd"] != nil
 	})
 	createLease(t, k, ns, "everything", 5*time.Minute)
-	time.Sleep(time.Second) // the bridge's Lease informer takes it up
+	createLease(t, k, ns, "refusing", 5*time.Minute)
+	time.Sleep(time.Second) // the bridge's Lease informer takes them up
 	renewed := getLease(t, k, ns, "everything").Spec.RenewTime.Time
+	refusingRenewed := getLease(t, k, ns, "refusing").Spec.RenewTime.Time
 	testkit.Eventually(t, "alice's call is denied", func() bool {
 		_, err := alice.CallTool(testkit.Context(t), "mcp.everything.test_simple_text", json.RawMessage(`{}`))
 		var e *jsonrpc.Error
@@ -329,12 +336,17 @@ func TestOnlyAllowedRequestsAreActivity(t *testing.T) {
 	if n := metric(t, rt, `mcp_bridge_activity_lease_writes_total{kind="activity"}`); n != 0 || !getLease(t, k, ns, "everything").Spec.RenewTime.Time.Equal(renewed) {
 		t.Fatalf("a denied call or an empty list renewed the Lease (%d writes)", n)
 	}
-	if len(listNames(t, alice)) == 0 {
-		t.Fatal("alice sees no tools")
+	names := listNames(t, alice)
+	if len(names) == 0 || slices.Contains(names, "mcp.refusing.odd") {
+		t.Fatalf("alice sees %v: want everything's tools, the refused one left out", names)
 	}
 	testkit.Eventually(t, "a list showing the server's tools renews its Lease", func() bool {
 		return getLease(t, k, ns, "everything").Spec.RenewTime.After(renewed)
 	})
+	time.Sleep(time.Second) // the other Lease, touched by the same list, would be written by now
+	if n := metric(t, rt, `mcp_bridge_activity_lease_writes_total{kind="activity"}`); n != 1 || !getLease(t, k, ns, "refusing").Spec.RenewTime.Time.Equal(refusingRenewed) {
+		t.Fatalf("a list that left out the server's only tool renewed its Lease (%d writes, want everything's 1)", n)
+	}
 }
 
 // TestFailedWakeWriteIsNotShownToTheAgent: a wake whose Lease write the API

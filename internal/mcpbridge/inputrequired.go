@@ -19,7 +19,7 @@ import (
 // requestState; the client calls again with inputResponses under the same
 // keys and that state. The bridge treats each input request like a
 // session-era server's request (passOn: allowed by spec.serverRequests,
-// declared by the agent, cleaned, audited), and then:
+// declared by the agent, cleaned), then audited, and then:
 //
 //   - a 2026-07-28 agent gets the input_required result, with the server's
 //     requestState sealed inside the bridge's own (state.go: bound to the
