@@ -70,6 +70,10 @@ type soak struct {
 	rec *recorder
 }
 
+// approvalRetention is how long the soak's controller keeps a finished
+// ToolApproval.
+const approvalRetention = 2 * time.Minute
+
 // samplesFile is where the readings of the processes go, when set;
 // profilesDir where their heap and goroutine profiles go.
 var (
@@ -116,9 +120,16 @@ func run(ctx context.Context, d time.Duration, sessions, agents int, rate float6
 		if err := os.MkdirAll(*profilesDir, 0o755); err != nil {
 			return false, err
 		}
-		if err := enableProfiles(ctx, dev.CS); err != nil {
+		if err := withArgs(ctx, dev.CS, []string{"bridge", "controller"}, "--pprof-bind-address="+pprofAddr); err != nil {
 			return false, err
 		}
+	}
+	// The soak decides thousands of ToolApprovals an hour, far more than
+	// people do: kept the default day, every replica's and the
+	// controller's cache would grow with them all run long, and memory
+	// would measure the retention window filling, not a leak.
+	if err := withArgs(ctx, dev.CS, []string{"controller"}, "--approval-retention="+approvalRetention.String()); err != nil {
+		return false, err
 	}
 	tokens, err := s.setUp(ctx, "http://"+ln.Addr().String()+"/mcp", int32(replicas), max(agents, 1))
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -24,41 +25,42 @@ import (
 // node through the pod's network namespace.
 const pprofAddr = "127.0.0.1:6060"
 
-// enableProfiles adds --pprof-bind-address to the bridge's and the
-// controller's Deployments (their pods are replaced; set-up waits for the
-// bridge's).
-func enableProfiles(ctx context.Context, cs *kubernetes.Clientset) error {
+// withArgs adds args to the manager container of the dev cluster's
+// Deployments that run one of parts (bridge, controller), where it has not
+// got them; their pods are replaced (set-up waits for the bridge's).
+func withArgs(ctx context.Context, cs *kubernetes.Clientset, parts []string, args ...string) error {
 	deps, err := cs.AppsV1().Deployments(benchutil.DevBridgeNamespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
 	}
 	for i := range deps.Items {
 		dep := &deps.Items[i]
-		if !withPprofFlag(dep) {
+		if !addArgs(dep, parts, args) {
 			continue
 		}
 		if _, err := cs.AppsV1().Deployments(dep.Namespace).Update(ctx, dep, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("while turning on the profiles of %s: %w", dep.Name, err)
+			return fmt.Errorf("while adding %v to %s: %w", args, dep.Name, err)
 		}
 	}
 	return nil
 }
 
-// withPprofFlag adds the flag to dep's manager container, if it runs the
-// bridge or the controller and has not got it; it says whether it did.
-func withPprofFlag(dep *appsv1.Deployment) bool {
+// addArgs adds to dep's manager container, if it runs one of parts, those
+// of args it has not got; it says whether it added any.
+func addArgs(dep *appsv1.Deployment, parts, args []string) bool {
 	for i := range dep.Spec.Template.Spec.Containers {
 		c := &dep.Spec.Template.Spec.Containers[i]
-		if len(c.Args) == 0 || (c.Args[0] != "bridge" && c.Args[0] != "controller") {
+		if len(c.Args) == 0 || !slices.Contains(parts, c.Args[0]) {
 			continue
 		}
-		for _, a := range c.Args {
-			if a == "--pprof-bind-address="+pprofAddr {
-				return false
+		added := false
+		for _, a := range args {
+			if !slices.Contains(c.Args, a) {
+				c.Args = append(c.Args, a)
+				added = true
 			}
 		}
-		c.Args = append(c.Args, "--pprof-bind-address="+pprofAddr)
-		return true
+		return added
 	}
 	return false
 }

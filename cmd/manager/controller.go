@@ -91,8 +91,11 @@ func parseControllerFlags(args []string, stderr io.Writer) (controllerFlags, err
 // health and readiness endpoints and, when asked, leader election.
 func newControllerManager(cfg *rest.Config, f controllerFlags) (ctrl.Manager, error) {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  newScheme(),
-		Cache:                   cache.Options{ByObject: controller.CacheByObject()},
+		Scheme: newScheme(),
+		// Nothing reads managedFields: dropped from every cached object, they
+		// are often half its memory (pods, ToolApprovals written by three
+		// parties).
+		Cache:                   cache.Options{ByObject: controller.CacheByObject(), DefaultTransform: cache.TransformStripManagedFields()},
 		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
 		HealthProbeBindAddress:  f.probeAddr,
 		PprofBindAddress:        f.pprofAddr,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mcp-operator/mcp-operator/internal/testenv"
@@ -86,6 +87,19 @@ func TestControllerManagerServesEndpointsAndElectsLeader(t *testing.T) {
 			t.Fatalf("no leader election Lease held after 30s (last error: %v)", err)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+
+	// The manager's cache keeps objects without managedFields (the
+	// namespace has them on the API server, which wrote it).
+	var cached, stored corev1.Namespace
+	if err := mgr.GetClient().Get(ctx, client.ObjectKey{Name: "default"}, &cached); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Name: "default"}, &stored); err != nil {
+		t.Fatal(err)
+	}
+	if len(stored.ManagedFields) == 0 || len(cached.ManagedFields) != 0 {
+		t.Errorf("managedFields: %d stored, %d cached; want some stored and none cached", len(stored.ManagedFields), len(cached.ManagedFields))
 	}
 }
 
