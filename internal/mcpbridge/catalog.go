@@ -138,7 +138,11 @@ func (b *Bridge) resolveTool(rq *request, name string) (*routes.Tool, *jsonrpc.M
 		case b.cfg.ToolNameStyle == StyleUnderscore && t.Underscore == name:
 			return t, nil
 		case t.Upstream == name:
-			candidates = append(candidates, t.Name)
+			// Named only if lists show it: a name is no way around what
+			// the output pipeline left out of them.
+			if _, shown := b.listedTool(t, b.cfg.ToolNameStyle); shown {
+				candidates = append(candidates, t.Name)
+			}
 		}
 	}
 	slices.Sort(candidates)

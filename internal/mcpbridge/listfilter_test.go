@@ -3,6 +3,7 @@ package mcpbridge
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -13,9 +14,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
+	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 	"github.com/mcp-operator/mcp-operator/internal/testkit"
 )
 
@@ -124,6 +127,21 @@ func TestListsLeaveOutWhatThePipelineRefuses(t *testing.T) {
 		}
 		if len(shown) != 1 || !strings.Contains(shown[0], "ok") || slices.ContainsFunc(shown, func(n string) bool { return strings.Contains(n, "odd") }) {
 			t.Errorf("%s shows %q: want the ok item only, the refused one left out", list.method, shown)
+		}
+	}
+	// A bare name's refusal names the full name it may have meant only for
+	// a tool the lists show.
+	for bare, want := range map[string]string{"ok": `["mcp.refusing.ok"]`, "odd": "null"} {
+		_, err := alice.Call(testkit.Context(t), "tools/call", json.RawMessage(`{"name":"`+bare+`","arguments":{}}`))
+		var rpcErr *jsonrpc.Error
+		if !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInvalidParams {
+			t.Fatalf("tools/call %q: %v, want unknown tool", bare, err)
+		}
+		if got := string(rawjson.Get(rpcErr.Data, "candidates")); got != want && !(want == "null" && got == "") {
+			t.Errorf("tools/call %q: candidates %s, want %s (%s)", bare, got, want, rpcErr.Message)
+		}
+		if bare == "odd" && strings.Contains(rpcErr.Message, "mcp.refusing.odd") {
+			t.Errorf("tools/call odd: the refusal names the tool lists leave out: %s", rpcErr.Message)
 		}
 	}
 }
