@@ -117,6 +117,11 @@ func (b *Bridge) forward(x *exchange, a adapter) *jsonrpc.Message {
 	raw, answer, err := send(ctx)
 	sent(err)
 	if answer != nil {
+		if err != nil {
+			// Answered by the strategy itself, but a failure all the same
+			// (a skill refused): observed as every call is.
+			b.observe(x.server.Name, up.method, b.now().Sub(start), err)
+		}
 		return answer
 	}
 	return b.answered(x, up, raw, err, start)

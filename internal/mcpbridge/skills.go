@@ -91,6 +91,7 @@ func (g *skillGet) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
 		return rpcError(rq, jsonrpc.CodeInvalidParams, err.Error(), nil)
 	}
 	x.server, g.conn, g.uri, g.name = s, conn, uri, catalog.SkillName(s.Name, path)
+	x.resolvedAway = conn == nil
 	x.method, x.target = methodRead, BridgeURI(s.Name, uri)
 	x.action, x.what = "get the skill "+p.URI, "skill "+p.URI
 	return nil
@@ -100,7 +101,7 @@ func (g *skillGet) decide(b *Bridge, x *exchange) (policy.Result, *jsonrpc.Messa
 	return b.engine.Load().DecideSkill(x.rq.id.Subject(), policy.SkillGet{Name: g.name, Server: g.server.Name, Namespace: g.server.Namespace}), nil
 }
 
-// upstream sends skills/get: the skill's live entry, held to the published
+// describe sends skills/get: the skill's live entry, held to the published
 // one before anything of it reaches the agent.
 func (g *skillGet) describe(b *Bridge, x *exchange) (*upstreamCall, *jsonrpc.Message) {
 	rq, s := x.rq, g.server
@@ -113,7 +114,7 @@ func (g *skillGet) describe(b *Bridge, x *exchange) (*upstreamCall, *jsonrpc.Mes
 			raw, live, err := b.liveSkill(ctx, rq, s, conn, g.uri)
 			if err != nil {
 				_, _ = b.audit(rq, x.failed(reasonSkillMismatch, err.Error()))
-				return nil, rpcError(rq, CodeUpstream, err.Error(), map[string]any{"reason": reasonSkillMismatch, "toolCallId": x.id}), nil
+				return nil, rpcError(rq, CodeUpstream, err.Error(), map[string]any{"reason": reasonSkillMismatch, "toolCallId": x.id}), err
 			}
 			sk = live
 			return raw, nil, nil

@@ -158,7 +158,7 @@ func (b *Bridge) stage(x *exchange, name string, kind trace.SpanKind) (context.C
 // after it, with what it did recorded on it (record). The stages
 // themselves start and end no span: this is where the decide, ask,
 // credential and output spans come from (the CLIENT span of the call
-// upstream comes from the forward stage's dispatch).
+// upstream comes from sendContext, in the forward stage).
 func (b *Bridge) traced(x *exchange, name string, stage func() *jsonrpc.Message) *jsonrpc.Message {
 	span := noSpan
 	if x.spanned(name) {

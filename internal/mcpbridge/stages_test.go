@@ -34,6 +34,9 @@ func TestStagesWrittenOnce(t *testing.T) {
 		"Bridge.forward":    {"Bridge.serve"},
 		// The deadline and CLIENT span of every call upstream.
 		"Bridge.sendContext": {"Bridge.forward"},
+		// Spans come from the stage wrapper and the call's deadline alone.
+		"Bridge.stage":       {"Bridge.traced"},
+		"Bridge.forwardSpan": {"Bridge.sendContext"},
 		// The end of the forward stage, where a call's answer is observed,
 		// run through the output pipeline and recorded: a parked call
 		// (parked.go) ends there whenever its server answers it.
@@ -90,7 +93,7 @@ func stageCalls(t *testing.T) map[string][]string {
 	for i := range iface.NumMethods() {
 		stages["adapter."+iface.Method(i).Name()] = true
 	}
-	for _, m := range []string{"resume", "decide", "available", "settle", "credential", "forward", "sendContext", "answered"} {
+	for _, m := range []string{"resume", "decide", "available", "settle", "credential", "forward", "sendContext", "answered", "stage", "forwardSpan"} {
 		stages["Bridge."+m] = true
 	}
 

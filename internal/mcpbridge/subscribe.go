@@ -284,7 +284,7 @@ func (sub *subscription) decide(b *Bridge, x *exchange) (policy.Result, *jsonrpc
 	return b.engine.Load().DecideResource(x.rq.id.Subject(), policy.ResourceRead{Server: sub.server.Name, Namespace: sub.server.Namespace, URI: sub.uri}), nil
 }
 
-// upstream has the server hold the subscription, allowed by x's decision,
+// describe has the server hold the subscription, allowed by x's decision,
 // and answers once it does. A subscription that fails ends x's event chain
 // as a failed call does.
 func (sub *subscription) describe(b *Bridge, x *exchange) (*upstreamCall, *jsonrpc.Message) {

@@ -44,7 +44,7 @@ type call struct {
 	// parkable: the call runs detached from the agent's request, and may be
 	// parked while the server waits for the agent (parked.go).
 	parkable *parkable
-	// up is the call as it goes upstream (upstream): how its answer is
+	// up is the call as it goes upstream (describe): how its answer is
 	// handled whenever it comes.
 	up *upstreamCall
 }
