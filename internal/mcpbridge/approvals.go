@@ -90,19 +90,19 @@ func (b *Bridge) askPerson(x *exchange, res policy.Result, answers []string) out
 		if o.Verdict == v1alpha1.VerdictAllowSession && rq.sess != nil {
 			rq.sess.Grants.AllowSessionFor(res)
 		}
-		return outcome{decision: "allow", actor: "user", approver: o.Decider, sourcedFrom: from}
+		return outcome{decision: v1alpha1.DecisionAllow, actor: "user", approver: o.Decider, sourcedFrom: from}
 	case v1alpha1.ApprovalDenied:
 		reason := fmt.Sprintf("%s: %s", reasonDeniedByApprover, o.Message)
 		if o.Comment != "" {
 			reason += ": " + o.Comment
 		}
-		return outcome{decision: "deny", actor: "user", approver: o.Decider, sourcedFrom: from, reason: reason, failReason: reasonDeniedByApprover}
+		return outcome{decision: v1alpha1.DecisionDeny, actor: "user", approver: o.Decider, sourcedFrom: from, reason: reason, failReason: reasonDeniedByApprover}
 	case v1alpha1.ApprovalExpired:
 		// Nobody decided: sent again, it is asked again.
-		return outcome{decision: "deny", actor: "bridge", sourcedFrom: from, failReason: reasonApprovalTimeout,
+		return outcome{decision: v1alpha1.DecisionDeny, actor: "bridge", sourcedFrom: from, failReason: reasonApprovalTimeout,
 			reason: reasonApprovalTimeout + ": " + o.Message, retry: retryAnytime}
 	}
-	return outcome{decision: "deny", actor: "bridge", sourcedFrom: from, failReason: reasonApprovalTimeout,
+	return outcome{decision: v1alpha1.DecisionDeny, actor: "bridge", sourcedFrom: from, failReason: reasonApprovalTimeout,
 		reason: fmt.Sprintf("%s: the %s ended before a decision (%s)", reasonApprovalTimeout, x.noun(), o.Message), retry: retryAnytime}
 }
 

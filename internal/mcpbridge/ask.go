@@ -27,8 +27,8 @@ const approvalKey = "approval"
 
 // outcome is how a request's permission resolved.
 type outcome struct {
-	decision    string // allow or deny
-	actor       string // policy, user or bridge
+	decision    v1alpha1.Decision // allow or deny (an ask resolves to one of them)
+	actor       string            // policy, user or bridge
 	sourcedFrom string
 	approver    string // who decided a ToolApproval
 	reason      string
@@ -56,7 +56,7 @@ func (b *Bridge) outcomeOf(x *exchange) outcome {
 	res := x.res
 	switch res.Decision {
 	case v1alpha1.DecisionAllow:
-		return outcome{decision: "allow", actor: "policy", sourcedFrom: sourceOf(res.SourcedFrom)}
+		return outcome{decision: v1alpha1.DecisionAllow, actor: "policy", sourcedFrom: sourceOf(res.SourcedFrom)}
 	case v1alpha1.DecisionAsk:
 		if x.noAsk {
 			return unavailable(res, "the policy asks, and a completion or a subscription is not asked about (getting the prompt or reading the resource is)")
@@ -68,7 +68,7 @@ func (b *Bridge) outcomeOf(x *exchange) outcome {
 
 // denial is the outcome of a result the policy (or a rate limit) denies.
 func denial(res policy.Result) outcome {
-	o := outcome{decision: "deny", actor: "policy", sourcedFrom: sourceOf(res.SourcedFrom), reason: res.Reason, failReason: reasonDenied}
+	o := outcome{decision: v1alpha1.DecisionDeny, actor: "policy", sourcedFrom: sourceOf(res.SourcedFrom), reason: res.Reason, failReason: reasonDenied}
 	if len(res.Rules) == 1 && res.Rules[0].Section == "rateLimit" {
 		// The one denial that passes: when the caller's bucket refills.
 		o.failReason, o.retry = reasonRateLimited, retryIn(res.RetryAfter)
@@ -80,7 +80,7 @@ func denial(res policy.Result) outcome {
 // the bridge denies it, and why says what stood in the way.
 func unavailable(res policy.Result, why string) outcome {
 	return outcome{
-		decision: "deny", actor: "bridge", sourcedFrom: sourceOf(res.SourcedFrom), failReason: reasonApprovalUnavailable,
+		decision: v1alpha1.DecisionDeny, actor: "bridge", sourcedFrom: sourceOf(res.SourcedFrom), failReason: reasonApprovalUnavailable,
 		reason: reasonApprovalUnavailable + ": " + why,
 	}
 }
@@ -134,7 +134,7 @@ func (b *Bridge) askApproval(x *exchange) outcome {
 				still = append(still, a)
 			}
 		}
-		return answered(x, x.inputResponses[approvalKey], still)
+		return userOutcome(x, x.inputResponses[approvalKey], still)
 	}
 	for _, ch := range channels(res) {
 		switch {
@@ -182,15 +182,15 @@ func (b *Bridge) askClient(x *exchange) outcome {
 	if err != nil {
 		// Nobody answered: sent again, it is asked again.
 		return outcome{
-			decision: "deny", actor: "bridge", sourcedFrom: "approval:timeout", failReason: reasonApprovalTimeout,
+			decision: v1alpha1.DecisionDeny, actor: "bridge", sourcedFrom: "approval:timeout", failReason: reasonApprovalTimeout,
 			reason: reasonApprovalTimeout + ": " + err.Error(), retry: retryAnytime,
 		}
 	}
-	return answered(x, answer, answers)
+	return userOutcome(x, answer, answers)
 }
 
-// answered turns the user's answer into the outcome.
-func answered(x *exchange, answer json.RawMessage, answers []string) outcome {
+// userOutcome turns the user's answer to the question into the outcome.
+func userOutcome(x *exchange, answer json.RawMessage, answers []string) outcome {
 	var a struct {
 		Action  string `json:"action"`
 		Content struct {
@@ -204,12 +204,12 @@ func answered(x *exchange, answer json.RawMessage, answers []string) outcome {
 	}
 	switch choice {
 	case answerAllowOnce:
-		return outcome{decision: "allow", actor: "user", sourcedFrom: "approval:once"}
+		return outcome{decision: v1alpha1.DecisionAllow, actor: "user", sourcedFrom: "approval:once"}
 	case answerAllowSession:
 		x.rq.sess.Grants.AllowSessionFor(x.res)
-		return outcome{decision: "allow", actor: "user", sourcedFrom: "approval:session"}
+		return outcome{decision: v1alpha1.DecisionAllow, actor: "user", sourcedFrom: "approval:session"}
 	}
-	return outcome{decision: "deny", actor: "user", sourcedFrom: "approval:deny", reason: "the user denied the " + x.noun(), failReason: reasonDenied}
+	return outcome{decision: v1alpha1.DecisionDeny, actor: "user", sourcedFrom: "approval:deny", reason: "the user denied the " + x.noun(), failReason: reasonDenied}
 }
 
 var answerTitles = map[string]string{answerAllowOnce: "Allow once", answerAllowSession: "Allow for this session", answerDeny: "Deny"}
@@ -268,5 +268,5 @@ func (b *Bridge) elicitInSession(x *exchange, question json.RawMessage, timeout 
 // stoppingOutcome ends a request whose approval was still awaited when
 // the replica stopped: undecided, and safe to send again.
 func stoppingOutcome(err error) outcome {
-	return outcome{decision: "deny", actor: "bridge", sourcedFrom: "approval:stopping", failReason: ReasonStopping, reason: err.Error(), retry: retryAnytime}
+	return outcome{decision: v1alpha1.DecisionDeny, actor: "bridge", sourcedFrom: "approval:stopping", failReason: ReasonStopping, reason: err.Error(), retry: retryAnytime}
 }

@@ -269,8 +269,9 @@ func (b *Bridge) awayError(rq *request, a *routes.Away, why string) *jsonrpc.Mes
 }
 
 // refuseAwayParked refuses the resume of a parked call whose server is
-// away, and ends the call, as refuse does a parked call denied meanwhile:
-// its state is spent, and the call reached its server and may have run.
+// away, and ends the call, as answerDenied does a parked call denied
+// meanwhile: its state is spent, and the call reached its server and may
+// have run.
 func (b *Bridge) refuseAwayParked(x *exchange, a *routes.Away) *jsonrpc.Message {
 	msg, hint, data := b.awayRefusal(a, "")
 	ran := b.endParked(x, CodeServerAway, "the call's server is not serving now", msg)

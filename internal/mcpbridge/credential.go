@@ -3,6 +3,7 @@ package mcpbridge
 import (
 	"errors"
 
+	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/identity"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
@@ -117,7 +118,7 @@ func (b *Bridge) credentialFailed(x *exchange, err error) *jsonrpc.Message {
 	data["reason"] = reason
 	msg, _ := output.Text(b.redactor(x.server), "error.message", err.Error())
 	_, _ = b.audit(x.rq, x.failed(reason, msg))
-	b.countCall(x, "allow", reason)
+	b.countRequest(x, v1alpha1.DecisionAllow, reason)
 	x.traceFailure(reason)
 	// Nothing went upstream. A credential that could not be had for now
 	// (the API server or the token endpoint not reached or not answering)

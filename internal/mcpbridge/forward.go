@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
@@ -183,7 +184,7 @@ func (b *Bridge) answered(x *exchange, up *upstreamCall, raw json.RawMessage, er
 		outcome = failure
 		x.traceFailure(failure)
 	}
-	b.countCall(x, "allow", outcome)
+	b.countRequest(x, v1alpha1.DecisionAllow, outcome)
 	return rpcResult(rq, out)
 }
 
@@ -204,7 +205,7 @@ func (b *Bridge) withheld(x *exchange, what string, err error) *jsonrpc.Message 
 		x.traceFailure(reason)
 	}
 	_, _ = b.audit(x.rq, x.failed(reason, err.Error()))
-	b.countCall(x, "allow", reason)
+	b.countRequest(x, v1alpha1.DecisionAllow, reason)
 	data := map[string]any{"reason": reason}
 	if code == CodeUpstream {
 		data["retryable"] = false // the server answered: sent again, it answers the same

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/translate"
@@ -98,7 +99,7 @@ func (b *Bridge) answerInputRequests(ctx context.Context, c *call, params, res j
 // asked: the server's setting or the agent's client stands in the way.
 func (b *Bridge) inputRefused(c *call, code int, why string) *jsonrpc.Message {
 	_, _ = b.audit(c.rq, c.failed(reasonServerRequestRefused, why))
-	b.count(c.tool, "allow", reasonServerRequestRefused)
+	b.countToolCall(c.tool, v1alpha1.DecisionAllow, reasonServerRequestRefused)
 	// The server's question stops the call the same way each time: it
 	// went no further than the question, and is answered so again.
 	return rpcError(c.rq, code, "the server asked for input the bridge did not pass to the agent: "+why, retryNever.with(map[string]any{

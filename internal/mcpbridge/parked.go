@@ -232,7 +232,7 @@ func (b *Bridge) rememberRan(id string, deadline time.Time) {
 
 // continueParked hands the agent's answer to the server waiting for it and
 // waits for what the call does next, for this retry's agent request. (A
-// policy that denies the call by then has ended it: refuse.)
+// policy that denies the call by then has ended it: answerDenied.)
 func (b *Bridge) continueParked(c *call, pc *parkedCall) *jsonrpc.Message {
 	p := pc.p
 	c.parkable = p

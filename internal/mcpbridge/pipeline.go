@@ -33,14 +33,15 @@ import (
 //	establish              post: establish              era, session, requests in flight
 //	resolve the target     adapter.resolve              params, the tool/resource/prompt
 //	resume                 b.resume                     a retry's requestState (state.go)
-//	decide                 adapter.decide, b.decide     the engine, session grants,
-//	                                                    rate limits, injection floor
+//	decide                 adapter.decide               the engine; then session grants,
+//	                       b.applyGrantsLimitsFloor     rate limits, injection floor
 //	wait for the server    b.available                  activity; a server away is
 //	                                                    refused with why, one asleep
 //	                                                    woken and waited for, and the
 //	                                                    request resolved again
 //	                                                    (availability.go)
-//	ask, record decision   b.settle                     ask.go; a denial is b.refuse
+//	ask, record decision   b.settle                     ask.go; a denial is answered by
+//	                                                    b.answerDenied
 //	upstream credential    b.credential                 what goes upstream: shared, an
 //	                                                    exchanged token or the caller's
 //	                                                    Secret, on the caller's own
@@ -49,7 +50,7 @@ import (
 //	record the result                                   describes, sent, observed, run
 //	                                                    through the output pipeline and
 //	                                                    recorded, the same for every kind
-//	answer                 post: responder.finish
+//	answer                 post: responder.writeAnswer
 //
 // Lists (tools/list, resources/list, prompts/list) are decided per item:
 // the caller sees what the engine lets it see (dispatch.go says which
@@ -173,7 +174,7 @@ func (b *Bridge) serve(rq *request, a adapter) *jsonrpc.Message {
 	if answer := b.traced(x, spanDecide, func() *jsonrpc.Message {
 		res, answer := a.decide(b, x)
 		if answer == nil {
-			b.decide(x, res)
+			b.applyGrantsLimitsFloor(x, res)
 		}
 		return answer
 	}); answer != nil {
@@ -210,10 +211,11 @@ func (b *Bridge) resume(x *exchange) *jsonrpc.Message {
 	return nil
 }
 
-// decide completes the engine's decision res: the session's grants, the
-// policies' rate limits (tool calls only: every call that goes upstream,
-// retries included, takes from them) and the injection floor.
-func (b *Bridge) decide(x *exchange, res policy.Result) {
+// applyGrantsLimitsFloor completes the engine's decision res with what the
+// bridge adds to it: the session's grants, the policies' rate limits (tool
+// calls only: every call that goes upstream, retries included, takes from
+// them) and the injection floor.
+func (b *Bridge) applyGrantsLimitsFloor(x *exchange, res policy.Result) {
 	if x.rq.sess != nil {
 		res = x.rq.sess.Grants.Apply(res)
 	}
@@ -232,13 +234,13 @@ func (b *Bridge) settle(x *exchange) *jsonrpc.Message {
 		// The retry of a call that went upstream allowed (and recorded):
 		// it is not asked about again, but a policy that denies it now wins.
 		if x.res.Decision == v1alpha1.DecisionDeny {
-			return b.refuse(x, denial(x.res))
+			return b.answerDenied(x, denial(x.res))
 		}
 		return nil
 	}
 	if x.resumed == nil {
 		x.id = b.cfg.NewCallID()
-		if _, err := b.audit(x.rq, x.requested(b.eventArgsDigest(x))); err != nil {
+		if _, err := b.audit(x.rq, x.permissionRequested(b.eventArgsDigest(x))); err != nil {
 			return b.unrecorded(x, err)
 		}
 	}
@@ -250,21 +252,21 @@ func (b *Bridge) settle(x *exchange) *jsonrpc.Message {
 	if o.pending != nil {
 		return o.pending
 	}
-	if _, err := b.audit(x.rq, x.resolved(o)); err != nil {
+	if _, err := b.audit(x.rq, x.permissionResolved(o)); err != nil {
 		return b.unrecorded(x, err)
 	}
-	if o.decision != "allow" {
-		return b.refuse(x, o)
+	if o.decision != v1alpha1.DecisionAllow {
+		return b.answerDenied(x, o)
 	}
 	return nil
 }
 
-// refuse answers a denied request and ends its event chain; a parked call
+// answerDenied answers a denied request and ends its event chain; a parked call
 // it would have continued is ended too (its server is told).
-func (b *Bridge) refuse(x *exchange, o outcome) *jsonrpc.Message {
+func (b *Bridge) answerDenied(x *exchange, o outcome) *jsonrpc.Message {
 	ran := b.endParked(x, CodeDenied, "the call was denied meanwhile", o.reason)
 	_, _ = b.audit(x.rq, x.failed(o.failReason, o.reason))
-	b.countCall(x, "deny", o.failReason)
+	b.countRequest(x, v1alpha1.DecisionDeny, o.failReason)
 	x.traceFailure(o.failReason)
 	if o.failReason == ReasonStopping {
 		// Not a decision: nobody decided, and another replica may ask again.
@@ -335,16 +337,16 @@ func spentIn(x *exchange, answer *jsonrpc.Message) *jsonrpc.Message {
 // nothing may go upstream unrecorded.
 func (b *Bridge) unrecorded(x *exchange, err error) *jsonrpc.Message {
 	b.cfg.Log.Error(err, "audit event not recorded: the request is refused", "method", x.method, "target", x.target)
-	b.countCall(x, "deny", reasonAudit)
+	b.countRequest(x, v1alpha1.DecisionDeny, reasonAudit)
 	x.traceFailure(reasonAudit)
 	return rpcError(x.rq, jsonrpc.CodeInternalError, "the "+x.noun()+" was not run: its audit record could not be written; "+retryAnytime.advice(), retryAnytime.with(map[string]any{"reason": reasonAudit}))
 }
 
-// countCall counts a tool call's outcome (reads and prompts have no such
-// metric).
-func (b *Bridge) countCall(x *exchange, decision, outcome string) {
+// countRequest counts how request x ended where x is a tool call (reads
+// and prompts have no such metric).
+func (b *Bridge) countRequest(x *exchange, decision v1alpha1.Decision, outcome string) {
 	if x.tool != nil {
-		b.count(x.tool, decision, outcome)
+		b.countToolCall(x.tool, decision, outcome)
 	}
 }
 
@@ -378,7 +380,7 @@ func (b *Bridge) callFailed(x *exchange, s *routes.Server, took time.Duration, e
 	}
 	_, _ = b.audit(x.rq, failed)
 	_, _ = b.audit(x.rq, x.failed(reason, failed.Error))
-	b.countCall(x, "allow", reason)
+	b.countRequest(x, v1alpha1.DecisionAllow, reason)
 	x.traceFailure(reason)
 	switch {
 	case answer != nil:
@@ -389,17 +391,17 @@ func (b *Bridge) callFailed(x *exchange, s *routes.Server, took time.Duration, e
 	return upstreamError(x.rq, err, x.id, red, x.method == methodCall)
 }
 
-// requested is x's permission.requested event; digest is
+// permissionRequested is x's permission.requested event; digest is
 // Bridge.eventArgsDigest's.
-func (x *exchange) requested(digest string) audit.PermissionRequested {
+func (x *exchange) permissionRequested(digest string) audit.PermissionRequested {
 	ev := audit.PermissionRequested{Args: x.args, ArgsDigest: digest, RiskAtDecision: string(x.res.RiskAtDecision), SourcedFrom: x.source(), ToolCallID: x.id}
 	ev.Tool, ev.Resource, ev.Prompt = x.names()
 	return ev
 }
 
-// resolved is x's permission.resolved event.
-func (x *exchange) resolved(o outcome) audit.PermissionResolved {
-	ev := audit.PermissionResolved{Decision: o.decision, Actor: o.actor, SourcedFrom: o.sourcedFrom, ToolCallID: x.id, Reason: o.reason, Approver: o.approver}
+// permissionResolved is x's permission.resolved event.
+func (x *exchange) permissionResolved(o outcome) audit.PermissionResolved {
+	ev := audit.PermissionResolved{Decision: string(o.decision), Actor: o.actor, SourcedFrom: o.sourcedFrom, ToolCallID: x.id, Reason: o.reason, Approver: o.approver}
 	ev.Tool, ev.Resource, ev.Prompt = x.names()
 	return ev
 }

@@ -186,7 +186,7 @@ func TestDecideStage(t *testing.T) {
 	eng := sb.b.engine.Load()
 	call := func() *exchange {
 		x := sb.exchange(methodCall, "mcp.fs.read", "")
-		sb.b.decide(x, eng.DecideTool(x.rq.id.Subject(), policy.ToolCall{Name: "mcp.fs.read", Server: "fs", Namespace: "tools", Risk: v1alpha1.RiskRead}))
+		sb.b.applyGrantsLimitsFloor(x, eng.DecideTool(x.rq.id.Subject(), policy.ToolCall{Name: "mcp.fs.read", Server: "fs", Namespace: "tools", Risk: v1alpha1.RiskRead}))
 		return x
 	}
 	if x := call(); x.res.Decision != v1alpha1.DecisionAllow || x.blockInjection {
@@ -196,18 +196,18 @@ func TestDecideStage(t *testing.T) {
 		t.Fatalf("the second call within the minute must be rate limited: %+v", x.res)
 	}
 	read := sb.exchange(methodRead, "mcp://fs/file:///a", "")
-	sb.b.decide(read, policy.Result{Decision: v1alpha1.DecisionAllow})
+	sb.b.applyGrantsLimitsFloor(read, policy.Result{Decision: v1alpha1.DecisionAllow})
 	if read.res.Decision != v1alpha1.DecisionAllow {
 		t.Fatalf("a read does not take from the rate limit: %+v", read.res)
 	}
 	floor := newStageBridge(t, nil, func(c *Config) { c.BlockInjection = true })
 	x := floor.exchange(methodRead, "mcp://fs/file:///a", "")
-	floor.b.decide(x, policy.Result{Decision: v1alpha1.DecisionAllow})
+	floor.b.applyGrantsLimitsFloor(x, policy.Result{Decision: v1alpha1.DecisionAllow})
 	if !x.blockInjection {
 		t.Fatal("--block-injection must set the floor for every request")
 	}
 	x = sb.exchange(methodPrompt, "mcp.fs.p", "")
-	sb.b.decide(x, policy.Result{Decision: v1alpha1.DecisionAllow, BlockInjection: true})
+	sb.b.applyGrantsLimitsFloor(x, policy.Result{Decision: v1alpha1.DecisionAllow, BlockInjection: true})
 	if !x.blockInjection {
 		t.Fatal("a rule's injection: Block must set the floor")
 	}
@@ -219,7 +219,7 @@ func TestDecideStage(t *testing.T) {
 func TestSettleStage(t *testing.T) {
 	sb := newStageBridge(t, nil, nil)
 	x := sb.exchange(methodRead, "mcp://fs/file:///a", "")
-	sb.b.decide(x, policy.Result{Decision: v1alpha1.DecisionDeny, Reason: "no rule"})
+	sb.b.applyGrantsLimitsFloor(x, policy.Result{Decision: v1alpha1.DecisionDeny, Reason: "no rule"})
 	answer := sb.b.settle(x)
 	if answer == nil || answer.Error.Code != CodeDenied || !strings.Contains(answer.Error.Message, "resources/read of mcp://fs/file:///a denied: no rule") {
 		t.Fatalf("a denied read: %+v", answer)
@@ -229,7 +229,7 @@ func TestSettleStage(t *testing.T) {
 	}
 
 	x = sb.exchange(methodCall, "mcp.fs.write", `{}`)
-	sb.b.decide(x, policy.Result{Decision: v1alpha1.DecisionAsk, Approval: &policy.Approval{Timeout: time.Minute, Modes: []v1alpha1.ApprovalMode{v1alpha1.ApprovalAllowOnce}, Channels: []v1alpha1.ApprovalChannel{v1alpha1.ChannelElicitation}}})
+	sb.b.applyGrantsLimitsFloor(x, policy.Result{Decision: v1alpha1.DecisionAsk, Approval: &policy.Approval{Timeout: time.Minute, Modes: []v1alpha1.ApprovalMode{v1alpha1.ApprovalAllowOnce}, Channels: []v1alpha1.ApprovalChannel{v1alpha1.ChannelElicitation}}})
 	answer = sb.b.settle(x)
 	if answer == nil || answer.Result == nil || !strings.Contains(string(answer.Result), `"resultType":"input_required"`) {
 		t.Fatalf("an ask of a 2026-07-28 client must be answered input_required: %+v", answer)
@@ -239,7 +239,7 @@ func TestSettleStage(t *testing.T) {
 	}
 
 	x = sb.exchange(methodPrompt, "mcp.fs.p", "")
-	sb.b.decide(x, policy.Result{Decision: v1alpha1.DecisionAsk})
+	sb.b.applyGrantsLimitsFloor(x, policy.Result{Decision: v1alpha1.DecisionAsk})
 	x.noAsk = true
 	if answer := sb.b.settle(x); answer == nil || !strings.Contains(answer.Error.Message, reasonApprovalUnavailable) {
 		t.Fatalf("a request that cannot be asked about is denied: %+v", answer)
@@ -247,7 +247,7 @@ func TestSettleStage(t *testing.T) {
 
 	_ = sb.audit.Close(context.Background())
 	x = sb.exchange(methodCall, "mcp.fs.read", "")
-	sb.b.decide(x, policy.Result{Decision: v1alpha1.DecisionAllow})
+	sb.b.applyGrantsLimitsFloor(x, policy.Result{Decision: v1alpha1.DecisionAllow})
 	answer = sb.b.settle(x)
 	if answer == nil || answer.Error.Code != jsonrpc.CodeInternalError || !strings.Contains(answer.Error.Message, "audit record") {
 		t.Fatalf("an unrecorded call must be refused: %+v", answer)

@@ -1,6 +1,7 @@
 package mcpbridge
 
 import (
+	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
@@ -30,7 +31,9 @@ func (b *Bridge) audit(rq *request, p audit.Payload) (uint64, error) {
 	return b.cfg.Audit.WriteTraced(rq.sessionID(), rq.id.Username, rq.traceIDs(), p)
 }
 
-func (b *Bridge) count(t *routes.Tool, decision, outcome string) {
+// countToolCall counts a tool call's end in the calls metric, by its
+// server, tool (nil: a name no tool answers to), decision and outcome.
+func (b *Bridge) countToolCall(t *routes.Tool, decision v1alpha1.Decision, outcome string) {
 	if b.cfg.Metrics == nil {
 		return
 	}
@@ -38,5 +41,5 @@ func (b *Bridge) count(t *routes.Tool, decision, outcome string) {
 	if t != nil {
 		server, name = t.Server.Name, t.Name
 	}
-	b.cfg.Metrics.Calls.WithLabelValues(server, name, decision, outcome).Inc()
+	b.cfg.Metrics.Calls.WithLabelValues(server, name, string(decision), outcome).Inc()
 }

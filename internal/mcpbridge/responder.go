@@ -60,8 +60,8 @@ func writeEvent(w http.ResponseWriter, m *jsonrpc.Message) error {
 	return http.NewResponseController(w).Flush()
 }
 
-// finish writes the answer and returns the HTTP status.
-func (o *responder) finish(resp *jsonrpc.Message) int {
+// writeAnswer writes the answer and returns the HTTP status.
+func (o *responder) writeAnswer(resp *jsonrpc.Message) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.finished = true

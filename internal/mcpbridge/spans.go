@@ -258,7 +258,7 @@ func (x *exchange) traceOutcome(ask trace.Span, o outcome) {
 	if span == nil || !span.IsRecording() {
 		return
 	}
-	decision := o.decision
+	decision := string(o.decision)
 	if o.pending != nil {
 		decision = "pending"
 	}

@@ -36,7 +36,7 @@ func oneCallsHooks(b *Bridge, rq *request, x *exchange) {
 	*x = exchange{rq: rq, method: methodCall, target: "mcp.fs.read_file", server: hookServer, id: "call-1", res: hookResult}
 	x.traceTarget()
 	b.traced(x, spanDecide, func() *jsonrpc.Message { return nil })
-	x.outcome = outcome{decision: "allow", actor: "user", sourcedFrom: "session"}
+	x.outcome = outcome{decision: v1alpha1.DecisionAllow, actor: "user", sourcedFrom: "session"}
 	b.traced(x, spanAsk, func() *jsonrpc.Message { return nil })
 	ctx, forward := b.forwardSpan(rq.ctx, x, methodCall, "read_file")
 	_, _ = tracing.Context(ctx) // what upstream.propagate reads

@@ -23,15 +23,15 @@ import (
 // answers.
 func TestStagesWrittenOnce(t *testing.T) {
 	want := map[string][]string{
-		"adapter.resolve":   {"Bridge.resolveAgain", "Bridge.serve"},
-		"adapter.decide":    {"Bridge.serve"},
-		"adapter.describe":  {"Bridge.forward"},
-		"Bridge.resume":     {"Bridge.serve"},
-		"Bridge.decide":     {"Bridge.serve"},
-		"Bridge.available":  {"Bridge.serve"},
-		"Bridge.settle":     {"Bridge.serve"},
-		"Bridge.credential": {"Bridge.serve"},
-		"Bridge.forward":    {"Bridge.serve"},
+		"adapter.resolve":               {"Bridge.resolveAgain", "Bridge.serve"},
+		"adapter.decide":                {"Bridge.serve"},
+		"adapter.describe":              {"Bridge.forward"},
+		"Bridge.resume":                 {"Bridge.serve"},
+		"Bridge.applyGrantsLimitsFloor": {"Bridge.serve"},
+		"Bridge.available":              {"Bridge.serve"},
+		"Bridge.settle":                 {"Bridge.serve"},
+		"Bridge.credential":             {"Bridge.serve"},
+		"Bridge.forward":                {"Bridge.serve"},
 		// The deadline and CLIENT span of every call upstream.
 		"Bridge.sendContext": {"Bridge.forward"},
 		// Spans come from the stage wrapper and the call's deadline alone.
@@ -93,7 +93,7 @@ func stageCalls(t *testing.T) map[string][]string {
 	for i := range iface.NumMethods() {
 		stages["adapter."+iface.Method(i).Name()] = true
 	}
-	for _, m := range []string{"resume", "decide", "available", "settle", "credential", "forward", "sendContext", "answered", "stage", "forwardSpan"} {
+	for _, m := range []string{"resume", "applyGrantsLimitsFloor", "available", "settle", "credential", "forward", "sendContext", "answered", "stage", "forwardSpan"} {
 		stages["Bridge."+m] = true
 	}
 

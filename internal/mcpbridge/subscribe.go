@@ -134,16 +134,18 @@ func (h *hub) offer(l *listener, server string, m *jsonrpc.Message) {
 	select {
 	case l.queue <- m:
 		l.dropping.Store(false)
-		h.count(server, "queued")
+		h.countUpdate(server, "queued")
 	default:
-		h.count(server, "dropped")
+		h.countUpdate(server, "dropped")
 		if !l.dropping.Swap(true) {
 			h.b.cfg.Log.Info("an agent does not take its resource updates: dropping them until it catches up", "listener", l.name, "server", server, "queue", cap(l.queue))
 		}
 	}
 }
 
-func (h *hub) count(server, outcome string) {
+// countUpdate counts a resource update offered to an agent by its
+// outcome: queued, or dropped because the agent does not take its updates.
+func (h *hub) countUpdate(server, outcome string) {
 	if m := h.b.cfg.Metrics; m != nil && m.ResourceUpdates != nil {
 		m.ResourceUpdates.WithLabelValues(server, outcome).Inc()
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/audit"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/artifact"
@@ -63,7 +64,7 @@ func (c *call) resolve(b *Bridge, x *exchange) *jsonrpc.Message {
 	}
 	tool, errResp := b.resolveTool(rq, p.Name)
 	if errResp != nil {
-		b.count(nil, "deny", "unknown_tool")
+		b.countToolCall(nil, v1alpha1.DecisionDeny, "unknown_tool")
 		return errResp
 	}
 	c.tool, x.tool = tool, tool

@@ -131,7 +131,7 @@ func (b *Bridge) post(w http.ResponseWriter, r *http.Request, endpoint string) {
 	if rq.msg.Method == "initialize" && rq.sess != nil {
 		w.Header().Set("Mcp-Session-Id", rq.sess.Token)
 	}
-	status := rq.out.finish(resp)
+	status := rq.out.writeAnswer(resp)
 	if m := b.cfg.Metrics; m != nil {
 		m.Requests.WithLabelValues(metricMethod(msg.Method), strconv.Itoa(status)).Inc()
 	}

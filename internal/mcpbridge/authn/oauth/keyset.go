@@ -182,8 +182,8 @@ func (s *keySet) refresh(ctx context.Context) error {
 	return nil
 }
 
-// count is the number of fetches tried.
-func (s *keySet) count() int {
+// fetchesTried is the number of fetches tried.
+func (s *keySet) fetchesTried() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.fetches

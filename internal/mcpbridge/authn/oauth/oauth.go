@@ -303,7 +303,7 @@ func (a *Authenticator) TokenEndpoint(ctx context.Context, token string) string 
 // and the benchmark).
 func (a *Authenticator) KeyFetches(issuerURL string) int {
 	if iss, ok := a.issuers[issuerURL]; ok {
-		return iss.keys.count()
+		return iss.keys.fetchesTried()
 	}
 	return 0
 }

@@ -151,9 +151,9 @@ func (f *Forwarder) Requests(method string) int {
 
 var methodMarker = []byte(`"method":"`)
 
-// count counts the methods data names and returns its tail that may be the
+// countMethods counts the methods data names and returns its tail that may be the
 // start of one more, cut by the end of a read.
-func (f *Forwarder) count(data []byte) []byte {
+func (f *Forwarder) countMethods(data []byte) []byte {
 	for {
 		i := bytes.Index(data, methodMarker)
 		if i < 0 {
@@ -210,7 +210,7 @@ func Forward(t testing.TB, upstreamAddr, path string) *Forwarder {
 				for {
 					n, err := in.Read(buf)
 					if n > 0 {
-						tail = bytes.Clone(f.count(append(tail, buf[:n]...)))
+						tail = bytes.Clone(f.countMethods(append(tail, buf[:n]...)))
 						if _, werr := out.Write(buf[:n]); werr != nil {
 							break
 						}
