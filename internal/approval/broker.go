@@ -12,6 +12,7 @@ package approval
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base32"
 	"encoding/json"
@@ -293,68 +294,84 @@ func approvalName(server, toolCallID string) string {
 	return generateName(server) + strings.ToLower(base32.StdEncoding.EncodeToString(sum[:])[:10])
 }
 
-// orphanWindow is how long after a create whose answer never came the
-// object may still appear: the API server's own request timeout (60 s by
-// default) and a margin.
-const orphanWindow = 75 * time.Second
+// annotationCreation marks a ToolApproval with a random value of the
+// request that created it: only that request adopts the object after a
+// create whose answer was lost, or removes it, whoever else knows its name.
+const annotationCreation = "mcp-operator.dev/creation"
 
 // createOnce creates a, named by its call (approvalName), exactly once. A
 // create whose answer did not come (a timeout, a connection lost) may still
-// have stored the object: it is sent once more, and an object of that name
-// bound to the same call is this request's. If no answer says what became
-// of it, the object it may have left is removed in the background, so that
-// nobody is asked about a request that is no longer waiting.
+// have stored the object: it is sent once more, and the object of that name
+// that carries this request's creation mark is this request's. If no
+// answer says what became of it, the object it may have left is removed in
+// the background, so that nobody is asked about a request that is no
+// longer waiting.
 func (b *Broker) createOnce(ctx context.Context, a *v1alpha1.ToolApproval) error {
-	want := a.Spec.Request
+	mark := rand.Text()
+	if a.Annotations == nil {
+		a.Annotations = map[string]string{}
+	}
+	a.Annotations[annotationCreation] = mark
+	key := client.ObjectKeyFromObject(a)
+	maybeStored := false // a create failed without saying whether it stored a
 	var err error
-	for attempt := 0; attempt < 2; attempt++ {
+	for attempt := 0; attempt < 2 && ctx.Err() == nil; attempt++ {
 		cctx, cancel := b.apiCall(ctx)
 		err = b.Client.Create(cctx, a)
 		cancel()
-		switch {
-		case err == nil:
+		if err == nil {
 			return nil
-		case apierrors.IsAlreadyExists(err) && a.Name != "":
+		}
+		if apierrors.IsAlreadyExists(err) && maybeStored {
 			gctx, cancel := b.apiCall(ctx)
 			var stored v1alpha1.ToolApproval
-			gerr := b.Client.Get(gctx, client.ObjectKeyFromObject(a), &stored)
+			gerr := b.Client.Get(gctx, key, &stored)
 			cancel()
-			if gerr == nil && sameRequest(stored.Spec.Request, want) && stored.Status.Phase == "" {
+			if gerr == nil && stored.Annotations[annotationCreation] == mark {
 				*a = stored // stored by the create whose answer was lost
 				return nil
 			}
-			return err
-		case !apiretry.Transient(err) || a.Name == "" || ctx.Err() != nil:
-			if apiretry.Transient(err) && a.Name != "" {
-				go b.removeOrphan(client.ObjectKeyFromObject(a), want)
+			if gerr != nil {
+				err = gerr
 			}
-			return err
+			break
 		}
+		if !apiretry.Transient(err) || a.Name == "" {
+			break
+		}
+		maybeStored = true
 	}
-	go b.removeOrphan(client.ObjectKeyFromObject(a), want)
+	if maybeStored {
+		go b.removeOrphan(key, mark)
+	}
 	return err
 }
 
-// removeOrphan deletes the ToolApproval key bound to request want, should a
-// create whose answer was lost have stored it, trying until orphanWindow has
-// passed. What it misses (the API server away all that time) the Reaper ends
-// a minute after the approval's expiry.
-func (b *Broker) removeOrphan(key client.ObjectKey, want v1alpha1.ApprovalRequest) {
-	for end := time.Now().Add(orphanWindow); time.Now().Before(end); time.Sleep(2 * time.Second) {
+// removeOrphan deletes the ToolApproval key carrying the creation mark,
+// should a create whose answer was lost have stored it: a few times over
+// 75 s, as the object may appear any time until the API server's own
+// request timeout (60 s by default) has passed. What it misses
+// (the API server away all that time) the Reaper ends a minute after the
+// approval's expiry.
+func (b *Broker) removeOrphan(key client.ObjectKey, mark string) {
+	for _, wait := range []time.Duration{2 * time.Second, 8 * time.Second, 20 * time.Second, 45 * time.Second} {
+		time.Sleep(wait)
 		ctx, cancel := context.WithTimeout(context.Background(), b.apiTimeout())
 		var a v1alpha1.ToolApproval
 		err := b.Client.Get(ctx, key, &a)
-		if err == nil && sameRequest(a.Spec.Request, want) && a.Status.Phase == "" {
+		switch {
+		case err == nil && a.Annotations[annotationCreation] != mark:
+			cancel()
+			return // not this request's
+		case err == nil:
 			err = b.Client.Delete(ctx, &a, client.Preconditions{UID: &a.UID})
+			cancel()
 			if err == nil || apierrors.IsNotFound(err) {
-				cancel()
 				b.Log.Info("removed a ToolApproval whose creation was not answered: nobody was asked", "approval", key)
 				return
 			}
-		}
-		cancel()
-		if err == nil {
-			return // another request's, or already in use
+		default:
+			cancel()
 		}
 	}
 }

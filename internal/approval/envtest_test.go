@@ -641,10 +641,10 @@ func TestAStalledAPIServerHoldsNoRequest(t *testing.T) {
 }
 
 // answerLosingAPIServer is a proxy to the real API server of cfg that, while
-// lose is above 0, passes a create (POST) on and drops its answer, one
-// create less each time (while below 0, every create's): the object is
-// stored but the client never hears so, as when a connection breaks or the
-// client's deadline passes just before the answer. A real API server cannot
+// lose is above 0, passes a create (POST) on and drops its answer with the
+// connection, one create less each time (while below 0, every create's):
+// the object is stored but the client never hears so, as when a connection
+// breaks just before the answer. A real API server cannot
 // be made to lose an answer on demand.
 func answerLosingAPIServer(t *testing.T, cfg *rest.Config) (*rest.Config, *atomic.Int32) {
 	t.Helper()
@@ -665,7 +665,10 @@ func answerLosingAPIServer(t *testing.T, cfg *rest.Config) (*rest.Config, *atomi
 				lose.Add(-1)
 			}
 			proxy.ServeHTTP(httptest.NewRecorder(), r.WithContext(context.WithoutCancel(r.Context())))
-			<-r.Context().Done() // no answer: the client gives up
+			// Stored; the answer is lost with the connection.
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				conn.Close()
+			}
 			return
 		}
 		proxy.ServeHTTP(w, r)
@@ -684,7 +687,7 @@ func TestALostCreateAnswerAsksOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := replica(t, pc, nil)
-	b.APITimeout = time.Second
+	b.APITimeout = 10 * time.Second
 	lose.Store(1)
 	done := ask(context.Background(), b, request(ns, time.Minute))
 	a := created(t, c, ns) // fails on a second ToolApproval
@@ -719,4 +722,37 @@ func TestACreateNeverAnsweredLeavesNoApproval(t *testing.T) {
 		var list v1alpha1.ToolApprovalList
 		return c.List(context.Background(), &list, client.InNamespace(ns)) == nil && len(list.Items) == 0
 	})
+}
+
+// An object already holding a request's name, made by someone else, is
+// never taken for the request's own: the request is refused, the object
+// left as it is.
+func TestAnApprovalMadeByAnotherIsNotAdopted(t *testing.T) {
+	c, ns := setup(t)
+	proxied, lose := answerLosingAPIServer(t, cfgOf(t))
+	pc, err := client.New(proxied, client.Options{Scheme: testenv.Scheme(), Mapper: c.RESTMapper()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := replica(t, pc, nil)
+	b.APITimeout = 10 * time.Second
+	r := request(ns, time.Minute)
+	planted := &v1alpha1.ToolApproval{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: approvalName(r.Server, r.ToolCallID)},
+		Spec: v1alpha1.ToolApprovalSpec{Request: v1alpha1.ApprovalRequest{
+			Requester: r.Requester, Method: r.Method, Server: r.Server, Target: r.Target, Risk: v1alpha1.RiskRead,
+			Modes: []v1alpha1.ApprovalMode{v1alpha1.ApprovalAllowOnce, v1alpha1.ApprovalAllowSession}, ToolCallID: r.ToolCallID,
+			ExpiresAt: metav1.Time{Time: time.Now().Add(time.Hour)},
+		}},
+	}
+	if err := c.Create(context.Background(), planted); err != nil {
+		t.Fatal(err)
+	}
+	lose.Store(1) // the request's own create looks lost, then finds the name taken
+	if _, err := b.Ask(context.Background(), r); err == nil {
+		t.Fatal("Ask went on with an approval someone else made")
+	}
+	if got := get(t, c, ns, planted.Name); got.UID != planted.UID || got.Spec.Request.Risk != v1alpha1.RiskRead || got.Status.Phase != "" {
+		t.Errorf("the planted approval after the request: %+v, want it untouched", got)
+	}
 }
