@@ -88,7 +88,10 @@ func saveProfiles(dir, stage string) {
 // fetchInNetns GETs path from pprofAddr in the network namespace of pid
 // into file.
 func fetchInNetns(pid int, path, file string) error {
+	// One connection a fetch, closed after it: a kept-alive one would
+	// count as the process's fd and goroutine from then on.
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		DisableKeepAlives: true,
 		DialContext: func(context.Context, string, string) (net.Conn, error) { return dialInNetns(pid, pprofAddr) },
 	}}
 	resp, err := hc.Get("http://" + pprofAddr + path)

@@ -149,6 +149,9 @@ func runController(args []string, _, stderr io.Writer) int {
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&f.zap), zap.WriteTo(stderr)))
 	ctrl.Log.WithName("setup").Info("starting controller", "version", version.String())
+	if f.pprofAddr != "" {
+		warnOffLoopback(f.pprofAddr, ctrl.Log.WithName("setup"))
+	}
 
 	cfg, err := ctrl.GetConfig()
 	if err != nil {

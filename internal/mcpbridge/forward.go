@@ -119,8 +119,8 @@ func (b *Bridge) forward(x *exchange, a adapter) *jsonrpc.Message {
 	sent(err)
 	if answer != nil {
 		if err != nil {
-			// Answered by the strategy itself, but a failure all the same
-			// (a skill refused): observed as every call is.
+			// Answered by the strategy itself, but a failed call all the
+			// same (a skill refused): observed as a failed call is.
 			b.observe(x.server.Name, up.method, b.now().Sub(start), err)
 		}
 		return answer

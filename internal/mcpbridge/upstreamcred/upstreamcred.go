@@ -326,7 +326,9 @@ func (st *Store) Credential(ctx context.Context, s Server, c Caller, session str
 			e, err = st.callerSecret(fctx, s, c)
 		}
 		var refused *Error
-		if errors.As(err, &refused) && refused.Reason == ReasonExchangeFailed {
+		if errors.As(err, &refused) && refused.Reason == ReasonExchangeFailed && !refused.Transient {
+			// A refusal for now is not remembered: the call it fails says
+			// to send it again, which asks the endpoint again.
 			st.mu.Lock()
 			st.refused[key] = refusal{err: refused, until: st.opts.Clock().Add(refusedFor)}
 			st.mu.Unlock()

@@ -275,7 +275,9 @@ func TestExchangeFailureForNow(t *testing.T) {
 		{http.StatusBadRequest, "", false},
 		{http.StatusUnauthorized, `{"error":"invalid_client"}`, false},
 	} {
+		var asked atomic.Int32
 		endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			asked.Add(1)
 			if c.body != "" && c.body[0] == '{' {
 				w.Header().Set("Content-Type", "application/json")
 			}
@@ -287,10 +289,16 @@ func TestExchangeFailureForNow(t *testing.T) {
 		failing.Remote.Auth.TokenExchange.TokenURL = endpoint.URL
 		st := upstreamcred.New(upstreamcred.Options{Secrets: k8s, TokenEndpoints: []string{endpoint.URL}})
 		_, err := st.Credential(context.Background(), failing, alice, "")
+		_, _ = st.Credential(context.Background(), failing, alice, "") // sent again at once
 		endpoint.Close()
 		var ce *upstreamcred.Error
 		if !errors.As(err, &ce) || ce.Transient != c.transient {
 			t.Errorf("HTTP %d %q: error %v (%+v), want transient %v", c.status, c.body, err, ce, c.transient)
+		}
+		// A refusal with a code stands a while; one for now does not.
+		remembered := !c.transient && strings.HasPrefix(c.body, `{"error"`)
+		if want := map[bool]int32{true: 1, false: 2}[remembered]; asked.Load() != want {
+			t.Errorf("HTTP %d %q: the endpoint was asked %d times for two calls, want %d", c.status, c.body, asked.Load(), want)
 		}
 	}
 }
