@@ -92,7 +92,7 @@ func fetchInNetns(pid int, path, file string) error {
 	// count as the process's fd and goroutine from then on.
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 		DisableKeepAlives: true,
-		DialContext: func(context.Context, string, string) (net.Conn, error) { return dialInNetns(pid, pprofAddr) },
+		DialContext:       func(context.Context, string, string) (net.Conn, error) { return dialInNetns(pid, pprofAddr) },
 	}}
 	resp, err := hc.Get("http://" + pprofAddr + path)
 	if err != nil {
