@@ -285,7 +285,9 @@ var _ = Describe("MCPServer controller", func() {
 
 			pod := onePod(s)
 			kubeletStarts(pod, clk.Now())
-			// Probed again every earlyProbeRetry: each fails, none counts.
+			// Probed again every earlyProbeRetry: each fails, none counts
+			// (from the first status written on).
+			Eventually(condition(s, mcpv1alpha1.ConditionReady)).WithTimeout(10 * time.Second).Should(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonStarting))
 			Consistently(func(g Gomega) {
 				g.Expect(condition(s, mcpv1alpha1.ConditionReady)()).To(haveReason(metav1.ConditionFalse, mcpv1alpha1.ReasonStarting))
 				g.Expect(get(s).Status.Restarts.ProbeFailures).To(BeZero())
