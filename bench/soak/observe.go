@@ -392,7 +392,7 @@ func (sm *sampler) run(ctx context.Context, cs *kubernetes.Clientset, every time
 			metrics := podMetrics(ctx, cs, part.selector, map[string]int{"bridge": bridgeMetricsPort, "controller": controllerMetrics}[part.sub])
 			for _, pid := range pids {
 				m := metrics[podIPOf(pid)]
-				s := sample{at: time.Now(), rss: benchutil.RSS(pid), anon: rssAnon(pid), fds: openFDs(pid), goroutines: m.goroutines, heap: m.heapInuse}
+				s := sample{at: time.Now(), rss: benchutil.RSS(pid), anon: benchutil.StatusBytes(pid, "RssAnon"), fds: openFDs(pid), goroutines: m.goroutines, heap: m.heapInuse}
 				sm.mu.Lock()
 				key := part.sub + "/" + strconv.Itoa(pid)
 				sm.byProc[key] = append(sm.byProc[key], s)
@@ -459,20 +459,6 @@ func podIPOf(pid int) string {
 	return ""
 }
 
-// rssAnon is the anonymous part of a process's RSS (RssAnon), in bytes.
-func rssAnon(pid int) int64 {
-	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "RssAnon:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb * 1024
-		}
-	}
-	return 0
-}
 
 // goMetrics are the figures read from a pod's /metrics.
 type goMetrics struct{ goroutines, heapInuse float64 }

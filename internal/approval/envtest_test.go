@@ -569,11 +569,9 @@ func TestLongRequestsAreCutToTheSchemasBounds(t *testing.T) {
 	}
 }
 
-// stallingAPIServer passes requests to the API server at cfg until stall
-// is called; from then on it takes each request and never answers, as an
-// overloaded or restarting API server does. A real API server cannot be
-// made to do that on demand: this proxy is the fault.
-func stallingAPIServer(t *testing.T, cfg *rest.Config) (*rest.Config, func()) {
+// proxyTo is a reverse proxy to the API server at cfg, with cfg's
+// credentials: the tests' faults are made in front of it.
+func proxyTo(t *testing.T, cfg *rest.Config) *httputil.ReverseProxy {
 	t.Helper()
 	target, err := url.Parse(cfg.Host)
 	if err != nil {
@@ -585,6 +583,16 @@ func stallingAPIServer(t *testing.T, cfg *rest.Config) (*rest.Config, func()) {
 	}
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	proxy.Transport = upstream
+	return proxy
+}
+
+// stallingAPIServer passes requests to the API server at cfg until stall
+// is called; from then on it takes each request and never answers, as an
+// overloaded or restarting API server does. A real API server cannot be
+// made to do that on demand: this proxy is the fault.
+func stallingAPIServer(t *testing.T, cfg *rest.Config) (*rest.Config, func()) {
+	t.Helper()
+	proxy := proxyTo(t, cfg)
 	var stalled atomic.Bool
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -648,16 +656,7 @@ func TestAStalledAPIServerHoldsNoRequest(t *testing.T) {
 // be made to lose an answer on demand.
 func answerLosingAPIServer(t *testing.T, cfg *rest.Config) (*rest.Config, *atomic.Int32) {
 	t.Helper()
-	target, err := url.Parse(cfg.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	upstream, err := rest.TransportFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	proxy.Transport = upstream
+	proxy := proxyTo(t, cfg)
 	var lose atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && lose.Load() != 0 {
@@ -677,9 +676,11 @@ func answerLosingAPIServer(t *testing.T, cfg *rest.Config) (*rest.Config, *atomi
 	return &rest.Config{Host: srv.URL}, &lose
 }
 
-// A create whose answer is lost is sent again, and the object it stored is
-// the request's: one ToolApproval, decided as any other.
-func TestALostCreateAnswerAsksOnce(t *testing.T) {
+// replicaLosingAnswers is a replica whose API server is reached through
+// answerLosingAPIServer, with c a client of the API server itself and ns a
+// fresh namespace.
+func replicaLosingAnswers(t *testing.T) (client.Client, string, *Broker, *atomic.Int32) {
+	t.Helper()
 	c, ns := setup(t)
 	proxied, lose := answerLosingAPIServer(t, cfgOf(t))
 	pc, err := client.New(proxied, client.Options{Scheme: testenv.Scheme(), Mapper: c.RESTMapper()})
@@ -688,6 +689,13 @@ func TestALostCreateAnswerAsksOnce(t *testing.T) {
 	}
 	b := replica(t, pc, nil)
 	b.APITimeout = 10 * time.Second
+	return c, ns, b, lose
+}
+
+// A create whose answer is lost is sent again, and the object it stored is
+// the request's: one ToolApproval, decided as any other.
+func TestALostCreateAnswerAsksOnce(t *testing.T) {
+	c, ns, b, lose := replicaLosingAnswers(t)
 	lose.Store(1)
 	done := ask(context.Background(), b, request(ns, time.Minute))
 	a := created(t, c, ns) // fails on a second ToolApproval
@@ -705,13 +713,7 @@ func TestALostCreateAnswerAsksOnce(t *testing.T) {
 // answer was lost stored it, leaves nothing for a person to decide: the
 // object is removed.
 func TestACreateNeverAnsweredLeavesNoApproval(t *testing.T) {
-	c, ns := setup(t)
-	proxied, lose := answerLosingAPIServer(t, cfgOf(t))
-	pc, err := client.New(proxied, client.Options{Scheme: testenv.Scheme(), Mapper: c.RESTMapper()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := replica(t, pc, nil)
+	c, ns, b, lose := replicaLosingAnswers(t)
 	b.APITimeout = time.Second
 	lose.Store(-1)
 	if _, err := b.Ask(context.Background(), request(ns, time.Minute)); err == nil {
@@ -728,14 +730,7 @@ func TestACreateNeverAnsweredLeavesNoApproval(t *testing.T) {
 // never taken for the request's own: the request is refused, the object
 // left as it is.
 func TestAnApprovalMadeByAnotherIsNotAdopted(t *testing.T) {
-	c, ns := setup(t)
-	proxied, lose := answerLosingAPIServer(t, cfgOf(t))
-	pc, err := client.New(proxied, client.Options{Scheme: testenv.Scheme(), Mapper: c.RESTMapper()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := replica(t, pc, nil)
-	b.APITimeout = 10 * time.Second
+	c, ns, b, lose := replicaLosingAnswers(t)
 	r := request(ns, time.Minute)
 	planted := &v1alpha1.ToolApproval{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: approvalName(r.Server, r.ToolCallID)},

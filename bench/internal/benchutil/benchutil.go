@@ -46,7 +46,11 @@ func CPU(pid int) time.Duration {
 }
 
 // RSS is a process's resident set in bytes.
-func RSS(pid int) int64 {
+func RSS(pid int) int64 { return StatusBytes(pid, "VmRSS") }
+
+// StatusBytes is a figure in kB of /proc/<pid>/status (VmRSS, RssAnon, ...),
+// in bytes; 0 when pid is 0 or it cannot be read.
+func StatusBytes(pid int, field string) int64 {
 	if pid == 0 {
 		return 0
 	}
@@ -55,7 +59,7 @@ func RSS(pid int) int64 {
 		return 0
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 			return kb * 1024
 		}
