@@ -32,7 +32,7 @@ import (
 // Where make dev puts the identity provider, the bridge and the console
 // (hack/cluster/dev.sh): Service IPs this machine reaches.
 const (
-	devIdP     = "https://10.96.0.80"
+	devIDP     = "https://10.96.0.80"
 	devBridge  = "http://10.96.0.81"
 	devConsole = "http://10.96.0.82"
 	// hostile is what an agent puts in its arguments to attack the page.
@@ -181,7 +181,7 @@ func personToken(user devidp.User, ca []byte) string {
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
 	ctx := context.WithValue(ctx, oauth2.HTTPClient, hc)
 	conf := oauth2.Config{ClientID: devidp.MCPClientID, RedirectURL: devidp.LoopbackRedirectURI, Scopes: []string{"openid"},
-		Endpoint: oauth2.Endpoint{AuthURL: devIdP + "/authorize", TokenURL: devIdP + "/oauth/token", AuthStyle: oauth2.AuthStyleInParams}}
+		Endpoint: oauth2.Endpoint{AuthURL: devIDP + "/authorize", TokenURL: devIDP + "/oauth/token", AuthStyle: oauth2.AuthStyleInParams}}
 	verifier := oauth2.GenerateVerifier()
 	loc, err := devidp.CompleteLogin(ctx, hc, conf.AuthCodeURL("e2e", oauth2.S256ChallengeOption(verifier),
 		oauth2.SetAuthURLParam("resource", devBridge+"/mcp")), user)

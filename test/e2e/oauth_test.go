@@ -117,7 +117,7 @@ func providerKeys() jose.JSONWebKeySet {
 // verifiedClaims are the claims of a token whose RS256 signature one of the
 // provider's keys verifies, and whose issuer is the provider.
 func verifiedClaims(keys jose.JSONWebKeySet, token string) map[string]any {
-	jws, err := jose.ParseSigned(token, []jose.SignatureAlgorithm{jose.RS256})
+	jws, err := jose.ParseSignedCompact(token, []jose.SignatureAlgorithm{jose.RS256})
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	kid := jws.Signatures[0].Header.KeyID
 	signer := keys.Key(kid)

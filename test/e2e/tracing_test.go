@@ -249,11 +249,11 @@ func podGateway() (netip.Addr, netip.Prefix) {
 	return netip.Addr{}, netip.Prefix{}
 }
 
-// getFrom is the status of a GET of url sent from the local address from.
-func getFrom(from netip.Addr, url string) int {
+// getFrom is the status of a GET of target sent from the local address from.
+func getFrom(from netip.Addr, target string) int {
 	dialer := &net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(from, 0)), Timeout: 10 * time.Second}
 	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: dialer.DialContext}}
-	resp, err := c.Get(url)
+	resp, err := c.Get(target)
 	Expect(err).NotTo(HaveOccurred())
 	defer resp.Body.Close()
 	return resp.StatusCode
