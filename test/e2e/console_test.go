@@ -94,7 +94,15 @@ var _ = Describe("people decide approvals in the console", Label("console"), fun
 		DeferCleanup(bob.Close)
 		grantBobDeciding()
 		Expect(bob.SignIn(devConsole, devidp.Bob.Username, devidp.Bob.Password)).To(Succeed())
-		Expect(bob.Do(chromedp.Navigate(devConsole+"/approvals"), chromedp.Click(chromedp.ID(approve)))).To(Succeed())
+		// The API server authorizes by the new RoleBinding a moment after it
+		// is made: bob's page lists the call once it does.
+		Eventually(func() (int, error) {
+			if err := bob.Do(chromedp.Navigate(devConsole + "/approvals")); err != nil {
+				return 0, err
+			}
+			return bob.Count("#" + approve)
+		}).WithTimeout(30*time.Second).WithPolling(time.Second).Should(Equal(1), "bob's page lists the waiting call")
+		Expect(bob.Do(chromedp.Click(chromedp.ID(approve)))).To(Succeed())
 		Expect(bob.Text("p.flash.error")).To(ContainSubstring("nobody decides their own request"))
 		Expect(bob.Screenshot(shots, "own-request-refused")).To(Succeed())
 
