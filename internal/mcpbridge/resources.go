@@ -147,9 +147,7 @@ func (r *read) describe(b *Bridge, x *exchange) (*upstreamCall, *jsonrpc.Message
 				return nil
 			}
 			if err := b.verifySkillFile(rq.ctx, rq, s, conn, sk, r.uri, raw); err != nil {
-				b.cfg.Log.Info("skill file refused", "server", s.Key(), "uri", r.uri, "error", err.Error())
-				_, _ = b.audit(rq, x.failed(reasonSkillMismatch, err.Error()))
-				return rpcError(rq, CodeUpstream, err.Error(), map[string]any{"reason": reasonSkillMismatch, "toolCallId": x.id})
+				return b.skillRefused(x, err)
 			}
 			return nil
 		},

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/output"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/routes"
+	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/upstream"
 	"github.com/mcp-operator/mcp-operator/internal/policy"
 	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 )
@@ -112,9 +114,13 @@ func (g *skillGet) describe(b *Bridge, x *exchange) (*upstreamCall, *jsonrpc.Mes
 		started: audit.ResourceRequested{Server: s.Name, URI: g.uri, ToolCallID: x.id, Credential: string(x.credKind)},
 		send: func(ctx context.Context) (json.RawMessage, *jsonrpc.Message, error) {
 			raw, live, err := b.liveSkill(ctx, rq, s, conn, g.uri)
+			var ue *upstream.Error
+			var rpcErr *jsonrpc.Error
+			if errors.As(err, &ue) || errors.As(err, &rpcErr) {
+				return nil, nil, err // failed upstream: the forward stage ends it as any call
+			}
 			if err != nil {
-				_, _ = b.audit(rq, x.failed(reasonSkillMismatch, err.Error()))
-				return nil, rpcError(rq, CodeUpstream, err.Error(), map[string]any{"reason": reasonSkillMismatch, "toolCallId": x.id}), err
+				return nil, b.skillRefused(x, err), err
 			}
 			sk = live
 			return raw, nil, nil
@@ -198,6 +204,16 @@ func skillOf(s *routes.Server, uri string) (v1alpha1.SkillStatus, bool) {
 		}
 	}
 	return v1alpha1.SkillStatus{}, false
+}
+
+// skillRefused ends x, whose skill entry or file is not the published one:
+// the reason, redacted with the server's values (the error quotes what the
+// server sent), goes to the agent and to the record.
+func (b *Bridge) skillRefused(x *exchange, err error) *jsonrpc.Message {
+	msg, _ := output.Text(b.redactor(x.server), "error.message", err.Error())
+	b.cfg.Log.Info("skill refused", "server", x.server.Key(), "target", x.target, "error", msg)
+	_, _ = b.audit(x.rq, x.failed(reasonSkillMismatch, msg))
+	return rpcError(x.rq, CodeUpstream, msg, map[string]any{"reason": reasonSkillMismatch, "toolCallId": x.id})
 }
 
 // verifySkillFile checks a resources/read result of a skill file against

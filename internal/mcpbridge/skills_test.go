@@ -2,12 +2,15 @@ package mcpbridge
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/mcp-operator/mcp-operator/api/v1alpha1"
 	"github.com/mcp-operator/mcp-operator/internal/mcp/client"
+	"github.com/mcp-operator/mcp-operator/internal/mcp/jsonrpc"
 	"github.com/mcp-operator/mcp-operator/internal/mcpbridge/internal/bridgetest"
+	"github.com/mcp-operator/mcp-operator/internal/rawjson"
 	"github.com/mcp-operator/mcp-operator/internal/testkit"
 	"github.com/mcp-operator/mcp-operator/internal/testpeers"
 )
@@ -121,5 +124,14 @@ func TestSkillsThroughTheBridge(t *testing.T) {
 	}
 	if text, err := read(alice, refunds); err == nil {
 		t.Fatalf("SKILL.md of a changed skill was read: %q", text)
+	}
+
+	// A server that cannot be reached is a failed call, said as such: not
+	// a skill that does not match.
+	peer.Close()
+	_, err = alice.Call(testkit.Context(t), "skills/get", json.RawMessage(`{"uri":"`+refunds+`"}`))
+	var rpcErr *jsonrpc.Error
+	if !errors.As(err, &rpcErr) || rpcErr.Code != CodeUpstream || string(rawjson.Get(rpcErr.Data, "reason")) == `"`+reasonSkillMismatch+`"` {
+		t.Fatalf("skills/get of a server that is gone: %v, want an upstream failure, not %s", err, reasonSkillMismatch)
 	}
 }

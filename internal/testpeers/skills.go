@@ -56,6 +56,9 @@ func StartSkillsServer(t testkit.TB, skills map[string]string) *SkillsServer {
 	return s
 }
 
+// Close stops the server: calls to it then fail to connect.
+func (s *SkillsServer) Close() { s.srv.Close() }
+
 // SetFile sets (adds or changes) a file of a skill, entry and content.
 func (s *SkillsServer) SetFile(skill, path, content string) {
 	s.mu.Lock()
