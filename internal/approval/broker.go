@@ -315,7 +315,7 @@ func (b *Broker) createOnce(ctx context.Context, a *v1alpha1.ToolApproval) error
 	key := client.ObjectKeyFromObject(a)
 	maybeStored := false // a create failed without saying whether it stored a
 	var err error
-	for attempt := 0; attempt < 2 && ctx.Err() == nil; attempt++ {
+	for attempt := 0; attempt < 2; attempt++ {
 		cctx, cancel := b.apiCall(ctx)
 		err = b.Client.Create(cctx, a)
 		cancel()
@@ -340,6 +340,9 @@ func (b *Broker) createOnce(ctx context.Context, a *v1alpha1.ToolApproval) error
 			break
 		}
 		maybeStored = true
+		if ctx.Err() != nil {
+			break // the request is over: nothing to send again for
+		}
 	}
 	if maybeStored {
 		go b.removeOrphan(key, mark)

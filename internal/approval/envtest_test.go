@@ -751,3 +751,18 @@ func TestAnApprovalMadeByAnotherIsNotAdopted(t *testing.T) {
 		t.Errorf("the planted approval after the request: %+v, want it untouched", got)
 	}
 }
+
+// A request already over creates nothing and says why.
+func TestARequestAlreadyOverCreatesNothing(t *testing.T) {
+	c, ns := setup(t)
+	b := replica(t, c, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := b.Ask(ctx, request(ns, time.Minute)); err == nil {
+		t.Fatal("Ask of a request already over went on")
+	}
+	var list v1alpha1.ToolApprovalList
+	if err := c.List(context.Background(), &list, client.InNamespace(ns)); err != nil || len(list.Items) != 0 {
+		t.Fatalf("%d ToolApprovals (%v), want none", len(list.Items), err)
+	}
+}
